@@ -1,0 +1,19 @@
+use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_projections::State;
+
+use crate::{Capability, Target};
+
+/// `code.read`: authorizes reading a code block; commits no events.
+pub struct CodeRead;
+
+impl Capability for CodeRead {
+    fn id(&self) -> &'static str {
+        "code.read"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("code"))
+    }
+    fn handle(&self, _cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        Ok(Vec::new())
+    }
+}

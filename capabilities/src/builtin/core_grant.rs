@@ -1,0 +1,76 @@
+use elfiee_model::{CapError, Command, Ctx, EventDraft, Grant, WILDCARD};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+
+use crate::payload::parse;
+use crate::{Capability, Target};
+
+/// Payload of `core.grant` / `core.revoke`; the command's block (or `*`) is the grant's block.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GrantPayload {
+    /// Grantee editor id, or `*` for every editor.
+    pub editor_id: String,
+    pub cap_id: String,
+}
+
+/// Parses the payload into the grant it names, checking the editor and capability exist.
+pub(crate) fn grant_of(cap: &str, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Grant, CapError> {
+    let p: GrantPayload = parse(cap, &cmd.payload)?;
+    if p.editor_id != WILDCARD && state.editor(&p.editor_id).is_none() {
+        return Err(CapError::UnknownEditor(p.editor_id));
+    }
+    if !ctx.known_caps.iter().any(|c| *c == p.cap_id) || p.cap_id == "elf.init" {
+        return Err(CapError::UnknownCapability(p.cap_id));
+    }
+    let block = cmd.block_id.clone().unwrap_or_else(|| WILDCARD.to_owned());
+    Ok(Grant::new(p.editor_id, p.cap_id, block))
+}
+
+/// `core.grant`: lets an editor (or `*`) run a capability on a block (or `*`).
+pub struct CoreGrant;
+
+impl Capability for CoreGrant {
+    fn id(&self) -> &'static str {
+        "core.grant"
+    }
+    fn target(&self) -> Target {
+        Target::BlockOrFile
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let g = grant_of(self.id(), cmd, state, ctx)?;
+        if state.grants.contains(&g) {
+            return Err(CapError::rejected(format!(
+                "'{}' already holds '{}' on '{}'",
+                g.editor_id, g.cap_id, g.block_id
+            )));
+        }
+        Ok(vec![EventDraft::new(&g.editor_id, self.id(), serde_json::to_value(&g).unwrap_or_default())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use elfiee_model::CapError;
+    use serde_json::json;
+
+    #[test]
+    fn grant_validates_editor_capability_and_duplicates() {
+        let mut k = Kit::new();
+        let a = k.block("markdown", "a");
+        k.ok("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
+        assert!(k.state.has_grant("bob", "markdown.write", &a));
+        assert!(k.err("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"})).to_string().contains("already"));
+        assert!(matches!(k.err("alice", "core.grant", Some(&a), json!({"editor_id": "ghost", "cap_id": "markdown.write"})), CapError::UnknownEditor(_)));
+        assert!(matches!(k.err("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.wirte"})), CapError::UnknownCapability(_)));
+    }
+
+    #[test]
+    fn only_owner_or_grant_holder_may_grant() {
+        let mut k = Kit::new();
+        let a = k.block("markdown", "a");
+        assert!(matches!(k.err("bob", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"})), CapError::Unauthorized { .. }));
+        assert!(matches!(k.err("bob", "core.grant", None, json!({"editor_id": "bob", "cap_id": "core.create"})), CapError::Unauthorized { .. }));
+    }
+}

@@ -1,0 +1,44 @@
+use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_projections::State;
+use serde_json::json;
+
+use super::core_link::parse_link;
+use crate::{Capability, Target};
+
+/// `core.unlink`: removes an existing relation; unlinking what is not linked is an error.
+pub struct CoreUnlink;
+
+impl Capability for CoreUnlink {
+    fn id(&self) -> &'static str {
+        "core.unlink"
+    }
+    fn target(&self) -> Target {
+        Target::Block(None)
+    }
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let from = cmd.block_id.as_deref().unwrap_or_default();
+        let (to, rel) = parse_link(self.id(), cmd)?;
+        if !state.children_of(from).any(|(r, c)| r == rel && c == to) {
+            return Err(CapError::rejected(format!("'{from}' has no '{rel}' link to '{to}'; see `elfiee block show {from}`")));
+        }
+        Ok(vec![EventDraft::new(from, self.id(), json!({"to": to, "relation": rel}))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn unlink_removes_the_edge_and_rejects_missing_ones() {
+        let mut k = Kit::new();
+        let (a, b) = (k.block("markdown", "a"), k.block("markdown", "b"));
+        k.ok("alice", "core.link", Some(&a), json!({"to": b, "relation": "reference"}));
+        k.err("alice", "core.unlink", Some(&a), json!({"to": b, "relation": "implement"}));
+        k.ok("alice", "core.unlink", Some(&a), json!({"to": b, "relation": "reference"}));
+        assert!(k.state.blocks[&a].children.is_empty());
+        assert_eq!(k.state.parents_of(&b).count(), 0);
+        k.err("alice", "core.unlink", Some(&a), json!({"to": b, "relation": "reference"}));
+    }
+}

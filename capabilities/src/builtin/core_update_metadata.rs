@@ -1,0 +1,76 @@
+use std::collections::BTreeMap;
+
+use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::payload::parse;
+use crate::{Capability, Target};
+
+/// `core.update_metadata`: sets or clears the description and merges `custom` keys
+/// (a `null` value removes a key).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateMetadataPayload {
+    /// `Some(null)` clears it; absent leaves it.
+    #[serde(default, with = "double_option")]
+    pub description: Option<Option<String>>,
+    #[serde(default)]
+    pub custom: BTreeMap<String, Value>,
+}
+
+mod double_option {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    pub fn serialize<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
+        v.serialize(s)
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+pub struct CoreUpdateMetadata;
+
+impl Capability for CoreUpdateMetadata {
+    fn id(&self) -> &'static str {
+        "core.update_metadata"
+    }
+    fn target(&self) -> Target {
+        Target::Block(None)
+    }
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: UpdateMetadataPayload = parse(self.id(), &cmd.payload)?;
+        if p.description.is_none() && p.custom.is_empty() {
+            return Err(CapError::payload(self.id(), "nothing to update: give 'description' and/or 'custom'"));
+        }
+        let mut value = Map::new();
+        if let Some(d) = p.description {
+            value.insert("description".into(), d.map(Value::String).unwrap_or(Value::Null));
+        }
+        if !p.custom.is_empty() {
+            value.insert("custom".into(), Value::Object(p.custom.into_iter().collect()));
+        }
+        Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), self.id(), Value::Object(value))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn metadata_merges_custom_and_clears_with_null() {
+        let mut k = Kit::new();
+        let a = k.block("markdown", "a");
+        k.ok("alice", "core.update_metadata", Some(&a), json!({"description": "d", "custom": {"x": 1, "y": 2}}));
+        k.ok("alice", "core.update_metadata", Some(&a), json!({"custom": {"x": null}}));
+        let m = &k.state.blocks[&a].metadata;
+        assert_eq!(m.description.as_deref(), Some("d"));
+        assert_eq!(m.custom.keys().collect::<Vec<_>>(), ["y"]);
+        k.ok("alice", "core.update_metadata", Some(&a), json!({"description": null}));
+        assert_eq!(k.state.blocks[&a].metadata.description, None);
+        k.err("alice", "core.update_metadata", Some(&a), json!({}));
+    }
+}

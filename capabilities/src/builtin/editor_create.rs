@@ -1,0 +1,62 @@
+use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, EventDraft};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+
+use crate::payload::{check_id, check_name, parse};
+use crate::{Capability, Target};
+
+/// `editor.create`: a new identity. Agents get ids `agent-<uuid>`; humans a UUID, unless the
+/// payload names an id.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditorCreatePayload {
+    pub name: String,
+    #[serde(default)]
+    pub editor_type: EditorType,
+    #[serde(default)]
+    pub editor_id: Option<String>,
+}
+
+pub struct EditorCreate;
+
+impl Capability for EditorCreate {
+    fn id(&self) -> &'static str {
+        "editor.create"
+    }
+    fn target(&self) -> Target {
+        Target::File
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: EditorCreatePayload = parse(self.id(), &cmd.payload)?;
+        check_name(self.id(), "name", &p.name)?;
+        let editor_id = match (p.editor_id, p.editor_type) {
+            (Some(id), _) => {
+                check_id(self.id(), "editor_id", &id)?;
+                id
+            }
+            (None, EditorType::Agent) => format!("agent-{}", ctx.new_id(0)),
+            (None, EditorType::Human) => ctx.new_id(0).to_string(),
+        };
+        if state.editors.contains_key(&editor_id) {
+            return Err(CapError::rejected(format!("editor '{editor_id}' already exists")));
+        }
+        let editor = Editor { editor_id: editor_id.clone(), name: p.name, editor_type: p.editor_type };
+        Ok(vec![EventDraft::new(editor_id, self.id(), serde_json::to_value(&editor).unwrap_or_default())])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn agents_get_agent_prefixed_ids_and_ids_are_unique() {
+        let mut k = Kit::new();
+        let ev = k.ok("alice", "editor.create", None, json!({"name": "Helper", "editor_type": "agent"}));
+        assert!(ev[0].entity.starts_with("agent-"), "{}", ev[0].entity);
+        let e = k.err("alice", "editor.create", None, json!({"name": "Bob again", "editor_id": "bob"}));
+        assert!(e.to_string().contains("already exists"));
+        k.err("alice", "editor.create", None, json!({"name": "x", "editor_type": "robot"}));
+    }
+}

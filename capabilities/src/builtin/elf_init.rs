@@ -1,0 +1,65 @@
+use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, FORMAT_VERSION, WILDCARD};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::payload::{check_id, check_name, parse};
+use crate::{Capability, Target};
+
+/// `elf.init`: the first command of every file. The command's `editor_id` becomes the file
+/// owner, who is granted every known capability on `*`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InitPayload {
+    /// Display name of the owner.
+    pub name: String,
+}
+
+pub struct ElfInit;
+
+impl Capability for ElfInit {
+    fn id(&self) -> &'static str {
+        "elf.init"
+    }
+    fn target(&self) -> Target {
+        Target::File
+    }
+    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: InitPayload = parse(self.id(), &cmd.payload)?;
+        check_name(self.id(), "name", &p.name)?;
+        check_id(self.id(), "editor_id", &cmd.editor_id)?;
+        let owner = &cmd.editor_id;
+        let editor = Editor { editor_id: owner.clone(), name: p.name, editor_type: EditorType::Human };
+        let mut out = vec![
+            EventDraft::new(owner, "elf.init", json!({"owner": owner, "format_version": FORMAT_VERSION})),
+            EventDraft::new(owner, "editor.create", serde_json::to_value(&editor).unwrap_or_default()),
+        ];
+        for cap in ctx.known_caps.iter().filter(|c| c.as_str() != "elf.init") {
+            let g = Grant::new(owner, cap, WILDCARD);
+            out.push(EventDraft::new(owner, "core.grant", serde_json::to_value(&g).unwrap_or_default()));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn init_makes_the_owner_and_grants_every_cap_on_star() {
+        let k = Kit::new();
+        assert_eq!(k.state.file_owner.as_deref(), Some("alice"));
+        assert!(k.state.has_grant("alice", "core.create", "*"));
+        assert!(k.state.has_grant("alice", "editor.delete", "*"));
+        assert!(!k.state.has_grant("alice", "elf.init", "*"));
+    }
+
+    #[test]
+    fn init_runs_only_once() {
+        let mut k = Kit::new();
+        let e = k.err("mallory", "elf.init", None, json!({"name": "M"}));
+        assert!(e.to_string().contains("already initialized"), "{e}");
+    }
+}

@@ -1,0 +1,132 @@
+//! The built-in capabilities, one file each: payload type, handler, tests.
+
+use std::sync::Arc;
+
+use crate::Capability;
+
+mod code_read;
+mod code_write;
+mod core_create;
+mod core_delete;
+mod core_grant;
+mod core_link;
+mod core_rename;
+mod core_revoke;
+mod core_unlink;
+mod core_update_metadata;
+mod editor_create;
+mod editor_delete;
+mod elf_init;
+mod markdown_read;
+mod markdown_write;
+
+pub use code_write::CodeWritePayload;
+pub use core_create::CoreCreatePayload;
+pub use core_grant::GrantPayload;
+pub use core_link::LinkPayload;
+pub use core_rename::RenamePayload;
+pub use core_update_metadata::UpdateMetadataPayload;
+pub use editor_create::EditorCreatePayload;
+pub use editor_delete::EditorDeletePayload;
+pub use elf_init::InitPayload;
+pub use markdown_write::MarkdownWritePayload;
+
+/// Every built-in capability.
+pub fn all() -> Vec<Arc<dyn Capability>> {
+    vec![
+        Arc::new(elf_init::ElfInit),
+        Arc::new(core_create::CoreCreate),
+        Arc::new(core_delete::CoreDelete),
+        Arc::new(core_rename::CoreRename),
+        Arc::new(core_update_metadata::CoreUpdateMetadata),
+        Arc::new(core_link::CoreLink),
+        Arc::new(core_unlink::CoreUnlink),
+        Arc::new(core_grant::CoreGrant),
+        Arc::new(core_revoke::CoreRevoke),
+        Arc::new(editor_create::EditorCreate),
+        Arc::new(editor_delete::EditorDelete),
+        Arc::new(markdown_write::MarkdownWrite),
+        Arc::new(markdown_read::MarkdownRead),
+        Arc::new(code_write::CodeWrite),
+        Arc::new(code_read::CodeRead),
+    ]
+}
+
+/// Events that remove every relation touching `block` (both directions) and every grant on it,
+/// in a deterministic order. Used by `core.delete` so the log states each removal explicitly.
+pub(crate) fn detach_block(state: &elfiee_projections::State, block: &str) -> Vec<elfiee_model::EventDraft> {
+    use elfiee_model::EventDraft;
+    use serde_json::json;
+    let mut out = Vec::new();
+    for (rel, child) in state.children_of(block) {
+        out.push(EventDraft::new(block, "core.unlink", json!({"to": child, "relation": rel})));
+    }
+    for (rel, parent) in state.parents_of(block) {
+        out.push(EventDraft::new(parent, "core.unlink", json!({"to": block, "relation": rel})));
+    }
+    for g in state.grants.iter().filter(|g| g.block_id == block) {
+        out.push(EventDraft::new(&g.editor_id, "core.revoke", serde_json::to_value(g).unwrap_or_default()));
+    }
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod testkit {
+    //! A tiny in-memory pipeline for handler tests: execute, assign seqs, apply.
+    use elfiee_model::{CapError, Command, Ctx, Event};
+    use elfiee_projections::{apply, State};
+    use serde_json::{json, Value};
+
+    use crate::Registry;
+
+    pub struct Kit {
+        pub registry: Registry,
+        pub state: State,
+        pub ctx: Ctx,
+        pub n: u8,
+    }
+
+    impl Kit {
+        /// A file owned by `alice`, with `bob` as a plain editor.
+        pub fn new() -> Kit {
+            let registry = Registry::builtin();
+            let ctx = registry.ctx(chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(), "n1", [0; 16]);
+            let mut kit = Kit { registry, state: State::default(), ctx, n: 0 };
+            kit.ok("alice", "elf.init", None, json!({"name": "Alice"}));
+            kit.ok("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}));
+            kit
+        }
+
+        pub fn run(&mut self, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, CapError> {
+            self.n = self.n.wrapping_add(1);
+            self.ctx.id_seed = [self.n; 16];
+            let cmd = Command::new(editor, cap, block, payload);
+            let events = self.registry.execute(&cmd, &self.state, &self.ctx)?;
+            let mut out = Vec::new();
+            for mut e in events {
+                e.seq = self.state.last_seq + 1;
+                apply(&mut self.state, &e);
+                out.push(e);
+            }
+            Ok(out)
+        }
+
+        pub fn ok(&mut self, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> Vec<Event> {
+            self.run(editor, cap, block, payload.clone())
+                .unwrap_or_else(|e| panic!("{cap} {payload} should succeed: {e}"))
+        }
+
+        pub fn err(&mut self, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> CapError {
+            let before = self.state.clone();
+            let e = self.run(editor, cap, block, payload).expect_err("command should be rejected");
+            assert_eq!(before, self.state, "a rejected command must not change state");
+            e
+        }
+
+        /// Creates a block as alice and returns its id.
+        pub fn block(&mut self, ty: &str, name: &str) -> String {
+            let ev = self.ok("alice", "core.create", None, json!({"name": name, "block_type": ty}));
+            ev[0].entity.clone()
+        }
+    }
+}

@@ -1,0 +1,36 @@
+use elfiee_model::CapError;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// Parses a command payload into its typed form; `null` counts as `{}`.
+pub(crate) fn parse<T: DeserializeOwned>(cap: &str, payload: &Value) -> Result<T, CapError> {
+    let empty = Value::Object(Default::default());
+    let v = if payload.is_null() { &empty } else { payload };
+    T::deserialize(v).map_err(|e| CapError::payload(cap, format!("{e}; see docs/EVENTS.md for the payload of '{cap}'")))
+}
+
+/// A display name: not empty, at most 1024 bytes, no control characters.
+pub(crate) fn check_name(cap: &str, field: &str, name: &str) -> Result<(), CapError> {
+    if name.trim().is_empty() {
+        return Err(CapError::payload(cap, format!("'{field}' must not be empty")));
+    }
+    if name.len() > 1024 {
+        return Err(CapError::payload(cap, format!("'{field}' is {} bytes; the limit is 1024", name.len())));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(CapError::payload(cap, format!("'{field}' must not contain control characters")));
+    }
+    Ok(())
+}
+
+/// An identifier: 1–128 characters of `[A-Za-z0-9._:-]`.
+pub(crate) fn check_id(cap: &str, field: &str, id: &str) -> Result<(), CapError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(CapError::payload(cap, format!("'{field}' must be 1-128 characters of letters, digits, '.', '_', ':' or '-' (got {id:?})")))
+    }
+}

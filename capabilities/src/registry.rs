@@ -1,0 +1,152 @@
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use elfiee_model::{Block, CapError, Command, Ctx, Event, EventDraft, EventHash, WILDCARD};
+use elfiee_projections::State;
+
+use crate::cbac;
+
+/// What a capability acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The whole file (`*`): the command carries no block id; CBAC needs a grant on `*`.
+    File,
+    /// One existing block, optionally of one type.
+    Block(Option<&'static str>),
+    /// A block, or `*` when the command carries no block id (grants).
+    BlockOrFile,
+}
+
+/// A pure command handler. Implementations must not do I/O, read the clock or use randomness:
+/// everything they need is in the command, the state and the [`Ctx`].
+pub trait Capability: Send + Sync + 'static {
+    /// Stable id, `namespace.verb` (e.g. `markdown.write`).
+    fn id(&self) -> &'static str;
+    /// What the command targets; checked before the handler runs.
+    fn target(&self) -> Target;
+    /// Validates the command against the state and returns the events to commit (possibly none).
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError>;
+}
+
+/// All known capabilities, by id.
+#[derive(Clone, Default)]
+pub struct Registry {
+    caps: BTreeMap<&'static str, Arc<dyn Capability>>,
+    ids: Arc<[String]>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("caps", &self.ids).finish()
+    }
+}
+
+impl Registry {
+    /// The registry with every built-in capability.
+    pub fn builtin() -> Registry {
+        let mut r = Registry::default();
+        for cap in crate::builtin::all() {
+            r.register(cap);
+        }
+        r
+    }
+
+    /// Adds (or replaces) a capability.
+    pub fn register(&mut self, cap: Arc<dyn Capability>) {
+        self.caps.insert(cap.id(), cap);
+        self.ids = self.caps.keys().map(|k| k.to_string()).collect::<Vec<_>>().into();
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Arc<dyn Capability>> {
+        self.caps.get(id)
+    }
+
+    /// Ids of every registered capability, sorted.
+    pub fn ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// A handler context for this registry.
+    pub fn ctx(&self, now: DateTime<Utc>, node_id: &str, id_seed: [u8; 16]) -> Ctx {
+        let mut ctx = Ctx::new(now, node_id, id_seed);
+        ctx.known_caps = self.ids.clone();
+        ctx
+    }
+
+    /// The pure pipeline for one command: lookup, target check, CBAC, handler, optimistic
+    /// concurrency, then events with ids, attribute, clock and time filled in. `seq` and `hash`
+    /// are left at zero for the log to assign.
+    pub fn execute(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<Event>, CapError> {
+        let cap = self.get(&cmd.cap_id).ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
+        let block = resolve_target(cap.as_ref(), cmd, state)?;
+        cbac::authorize(state, &cmd.editor_id, &cmd.cap_id, block)?;
+        let drafts = catch_unwind(AssertUnwindSafe(|| cap.handle(cmd, state, ctx))).map_err(|p| {
+            let message = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into());
+            CapError::HandlerPanic { cap: cmd.cap_id.clone(), message }
+        })??;
+        if let (Some(expected), Some(b)) = (cmd.expected_seq, block) {
+            let actual = state.block_seq.get(&b.block_id).copied().unwrap_or(0);
+            if actual > expected {
+                return Err(CapError::Conflict { block: b.block_id.clone(), expected, actual });
+            }
+        }
+        Ok(finalize(cmd, drafts, state, ctx))
+    }
+}
+
+fn resolve_target<'s>(cap: &dyn Capability, cmd: &Command, state: &'s State) -> Result<Option<&'s Block>, CapError> {
+    let Some(id) = cmd.block_id.as_deref().filter(|b| *b != WILDCARD) else {
+        return match cap.target() {
+            Target::Block(_) => Err(CapError::payload(cap.id(), format!("'{}' needs a target block id", cap.id()))),
+            Target::File | Target::BlockOrFile => Ok(None),
+        };
+    };
+    if cap.target() == Target::File {
+        return Err(CapError::payload(
+            cap.id(),
+            format!("'{}' acts on the whole file and takes no block id (got '{id}')", cap.id()),
+        ));
+    }
+    let block = state.block(id).ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
+    if let Target::Block(Some(ty)) = cap.target() {
+        if block.block_type != ty {
+            return Err(CapError::rejected(format!(
+                "'{}' works on {ty} blocks; block '{id}' is a {} block",
+                cap.id(),
+                block.block_type
+            )));
+        }
+    }
+    Ok(Some(block))
+}
+
+/// Turns handler drafts into events: deterministic ids from `ctx`, attribute
+/// `"<editor>/<kind>"`, the editor's vector clock advanced once per event, time from `ctx`.
+fn finalize(cmd: &Command, drafts: Vec<EventDraft>, state: &State, ctx: &Ctx) -> Vec<Event> {
+    let key = format!("{}:{}", ctx.node_id, cmd.editor_id);
+    let mut clock = state.clocks.clone();
+    drafts
+        .into_iter()
+        .enumerate()
+        .map(|(i, d)| {
+            *clock.entry(key.clone()).or_insert(0) += 1;
+            Event {
+                seq: 0,
+                event_id: ctx.new_id(1_000_000 + i as u32),
+                cmd_id: cmd.cmd_id,
+                entity: d.entity,
+                attribute: format!("{}/{}", cmd.editor_id, d.kind),
+                value: d.value,
+                clock: clock.clone(),
+                created_at: ctx.now,
+                hash: EventHash::ZERO,
+            }
+        })
+        .collect()
+}

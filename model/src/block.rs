@@ -1,0 +1,98 @@
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{BlockId, EditorId};
+
+/// A block: the unit of content in a `.elf` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Block {
+    pub block_id: BlockId,
+    pub name: String,
+    /// `markdown`, `code`, `directory`, `terminal`, `agent`, or any extension type.
+    pub block_type: String,
+    /// Type-specific content, e.g. `{"markdown": "..."}` or `{"text": "...", "language": "rust"}`.
+    pub contents: Value,
+    /// Outgoing relations: relation name (`reference`, `implement`) → target block ids, in link order.
+    #[serde(default)]
+    pub children: BTreeMap<String, Vec<BlockId>>,
+    pub owner: EditorId,
+    pub metadata: BlockMetadata,
+}
+
+/// Descriptive data about a block; timestamps come from the committing event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BlockMetadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(with = "chrono::serde::ts_milliseconds")]
+    pub created_at: DateTime<Utc>,
+    #[serde(with = "chrono::serde::ts_milliseconds")]
+    pub updated_at: DateTime<Utc>,
+    #[serde(default)]
+    pub custom: BTreeMap<String, Value>,
+}
+
+/// A relation between two blocks. Links form a directed acyclic graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Relation {
+    /// The source block refers to the target (context, citation).
+    Reference,
+    /// The source block implements the target (code implements a requirement).
+    Implement,
+}
+
+impl Relation {
+    pub const ALL: [Relation; 2] = [Relation::Reference, Relation::Implement];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Relation::Reference => "reference",
+            Relation::Implement => "implement",
+        }
+    }
+
+    /// Parses `reference` or `implement`.
+    pub fn parse(s: &str) -> Option<Relation> {
+        Relation::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Relation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An identity that issues commands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Editor {
+    pub editor_id: EditorId,
+    pub name: String,
+    pub editor_type: EditorType,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EditorType {
+    #[default]
+    Human,
+    Agent,
+}
+
+/// A capability grant: `editor_id` (or `*`) may run `cap_id` on `block_id` (or `*`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Grant {
+    pub editor_id: EditorId,
+    pub cap_id: String,
+    pub block_id: BlockId,
+}
+
+impl Grant {
+    pub fn new(editor_id: impl Into<String>, cap_id: impl Into<String>, block_id: impl Into<String>) -> Self {
+        Grant { editor_id: editor_id.into(), cap_id: cap_id.into(), block_id: block_id.into() }
+    }
+}

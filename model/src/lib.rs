@@ -1,0 +1,37 @@
+//! Shared data types of Elfiee: blocks, editors, grants, commands, events and the
+//! handler context.
+//!
+//! This crate does no I/O. Every type is `Serialize`/`Deserialize` so that hosts (Tauri,
+//! the CLI, tests) can move them across process boundaries.
+//!
+//! ```
+//! use elfiee_model::{Command, WILDCARD};
+//! let cmd = Command::new("alice", "core.create", None, serde_json::json!({
+//!     "name": "notes", "block_type": "markdown"
+//! }));
+//! assert_eq!(cmd.cap_id, "core.create");
+//! assert_ne!(WILDCARD, cmd.editor_id);
+//! ```
+
+mod block;
+mod command;
+mod ctx;
+mod error;
+mod event;
+
+pub use block::{Block, BlockMetadata, Editor, EditorType, Grant, Relation};
+pub use command::Command;
+pub use ctx::Ctx;
+pub use error::CapError;
+pub use event::{Event, EventDraft, EventHash};
+
+/// Identifier of a block (a UUID string for generated ids).
+pub type BlockId = String;
+/// Identifier of an editor (`agent-<uuid>` for agents).
+pub type EditorId = String;
+
+/// Matches any editor (in a grant's `editor_id`) or any block (in a grant's `block_id`).
+pub const WILDCARD: &str = "*";
+
+/// Version of the on-disk event and snapshot format. Bumped on incompatible changes.
+pub const FORMAT_VERSION: u32 = 1;

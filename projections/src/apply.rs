@@ -1,0 +1,216 @@
+use elfiee_model::{Block, Editor, Event, Grant, Relation};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::State;
+
+/// Folds one committed event into `state`. Total: unknown kinds and malformed values are
+/// skipped (the state only records `last_seq` and the clock), never a panic.
+pub fn apply(state: &mut State, event: &Event) {
+    state.last_seq = event.seq;
+    for (k, v) in &event.clock {
+        let e = state.clocks.entry(k.clone()).or_insert(0);
+        *e = (*e).max(*v);
+    }
+    let entity = event.entity.as_str();
+    let touched_block = match event.cap_id() {
+        "elf.init" => {
+            if let Some(owner) = event.value.get("owner").and_then(Value::as_str) {
+                state.file_owner = Some(owner.to_owned());
+            }
+            false
+        }
+        "editor.create" => {
+            if let Ok(editor) = Editor::deserialize(&event.value) {
+                state.editors.insert(editor.editor_id.clone(), editor);
+            }
+            false
+        }
+        "editor.delete" => {
+            state.editors.remove(entity);
+            false
+        }
+        "core.grant" => {
+            if let Ok(g) = Grant::deserialize(&event.value) {
+                state.grants.insert(g);
+            }
+            false
+        }
+        "core.revoke" => {
+            if let Ok(g) = Grant::deserialize(&event.value) {
+                state.grants.remove(&g);
+            }
+            false
+        }
+        "core.create" => match Block::deserialize(&event.value) {
+            Ok(block) => {
+                state.blocks.insert(block.block_id.clone(), block);
+                true
+            }
+            Err(_) => false,
+        },
+        "core.delete" => {
+            delete_block(state, entity);
+            return;
+        }
+        "core.rename" => update_block(state, event, |b, v| {
+            if let Some(name) = v.get("name").and_then(Value::as_str) {
+                b.name = name.to_owned();
+            }
+        }),
+        "core.update_metadata" => update_block(state, event, |b, v| {
+            if let Some(d) = v.get("description") {
+                b.metadata.description = d.as_str().map(str::to_owned);
+            }
+            if let Some(Value::Object(custom)) = v.get("custom") {
+                for (k, val) in custom {
+                    if val.is_null() {
+                        b.metadata.custom.remove(k);
+                    } else {
+                        b.metadata.custom.insert(k.clone(), val.clone());
+                    }
+                }
+            }
+        }),
+        "core.link" | "core.unlink" => {
+            let link = event.value.get("to").and_then(Value::as_str).zip(
+                event.value.get("relation").and_then(Value::as_str).and_then(Relation::parse),
+            );
+            let Some((to, rel)) = link else { return };
+            let linking = event.cap_id() == "core.link";
+            let Some(block) = state.blocks.get_mut(entity) else { return };
+            let list = block.children.entry(rel.as_str().to_owned()).or_default();
+            if linking {
+                if !list.iter().any(|c| c == to) {
+                    list.push(to.to_owned());
+                }
+                state.graph.add(entity, to, rel);
+            } else {
+                list.retain(|c| c != to);
+                if list.is_empty() {
+                    block.children.remove(rel.as_str());
+                }
+                state.graph.remove(entity, to, rel);
+            }
+            block.metadata.updated_at = event.created_at;
+            true
+        }
+        // Content writes merge the event's `contents` object into the block's contents.
+        "markdown.write" | "code.write" | "core.write_contents" => update_block(state, event, |b, v| {
+            if let Some(Value::Object(patch)) = v.get("contents") {
+                if !b.contents.is_object() {
+                    b.contents = Value::Object(Default::default());
+                }
+                if let Value::Object(obj) = &mut b.contents {
+                    for (k, val) in patch {
+                        obj.insert(k.clone(), val.clone());
+                    }
+                }
+            }
+        }),
+        _ => false,
+    };
+    if touched_block {
+        state.block_seq.insert(entity.to_owned(), event.seq);
+    }
+}
+
+fn update_block(state: &mut State, event: &Event, f: impl FnOnce(&mut Block, &Value)) -> bool {
+    match state.blocks.get_mut(&event.entity) {
+        Some(b) => {
+            f(b, &event.value);
+            b.metadata.updated_at = event.created_at;
+            true
+        }
+        None => false,
+    }
+}
+
+/// Removes a block and every relation that mentions it, in both directions.
+fn delete_block(state: &mut State, id: &str) {
+    let Some(block) = state.blocks.remove(id) else { return };
+    for (rel, targets) in &block.children {
+        if let Some(rel) = Relation::parse(rel) {
+            for t in targets {
+                state.graph.remove(id, t, rel);
+            }
+        }
+    }
+    let parents: Vec<(Relation, String)> = state.graph.parents_of(id).map(|(r, p)| (r, p.to_owned())).collect();
+    for (rel, parent) in parents {
+        if let Some(p) = state.blocks.get_mut(&parent) {
+            if let Some(list) = p.children.get_mut(rel.as_str()) {
+                list.retain(|c| c != id);
+                if list.is_empty() {
+                    p.children.remove(rel.as_str());
+                }
+            }
+        }
+    }
+    state.graph.forget(id);
+    state.block_seq.remove(id);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+    use elfiee_model::EventHash;
+    use serde_json::json;
+
+    fn ev(seq: u64, entity: &str, attr: &str, value: Value) -> Event {
+        Event {
+            seq,
+            event_id: uuid::Uuid::nil(),
+            cmd_id: uuid::Uuid::nil(),
+            entity: entity.into(),
+            attribute: attr.into(),
+            value,
+            clock: [("n:alice".to_string(), seq)].into(),
+            created_at: DateTime::from_timestamp_millis(seq as i64 * 1000).unwrap(),
+            hash: EventHash::ZERO,
+        }
+    }
+
+    fn block(id: &str) -> Value {
+        json!({"block_id": id, "name": id, "block_type": "markdown", "contents": {}, "children": {},
+               "owner": "alice", "metadata": {"created_at": 0, "updated_at": 0, "custom": {}}})
+    }
+
+    #[test]
+    fn unknown_and_malformed_events_are_skipped_not_panics() {
+        let mut s = State::default();
+        apply(&mut s, &ev(1, "x", "alice/made.up", json!(null)));
+        apply(&mut s, &ev(2, "x", "alice/core.create", json!({"nonsense": true})));
+        apply(&mut s, &ev(3, "x", "no-slash", json!([1, 2])));
+        apply(&mut s, &ev(4, "ghost", "alice/core.link", json!({"to": "y", "relation": "reference"})));
+        apply(&mut s, &ev(5, "ghost", "alice/core.delete", json!({})));
+        assert!(s.blocks.is_empty());
+        assert_eq!(s.last_seq, 5);
+    }
+
+    #[test]
+    fn delete_cleans_relations_in_both_directions() {
+        let mut s = State::default();
+        for (i, id) in ["a", "b", "c"].iter().enumerate() {
+            apply(&mut s, &ev(i as u64 + 1, id, "alice/core.create", block(id)));
+        }
+        apply(&mut s, &ev(4, "a", "alice/core.link", json!({"to": "b", "relation": "reference"})));
+        apply(&mut s, &ev(5, "b", "alice/core.link", json!({"to": "c", "relation": "implement"})));
+        assert_eq!(s.parents_of("b").count(), 1);
+        apply(&mut s, &ev(6, "b", "alice/core.delete", json!({})));
+        assert!(s.blocks["a"].children.is_empty());
+        assert_eq!(s.parents_of("c").count(), 0);
+        assert_eq!(s.graph, crate::RelationGraph::default());
+    }
+
+    #[test]
+    fn content_write_merges_and_stamps_updated_at() {
+        let mut s = State::default();
+        apply(&mut s, &ev(1, "a", "alice/core.create", block("a")));
+        apply(&mut s, &ev(2, "a", "alice/markdown.write", json!({"contents": {"markdown": "# hi"}})));
+        assert_eq!(s.blocks["a"].contents["markdown"], "# hi");
+        assert_eq!(s.blocks["a"].metadata.updated_at.timestamp_millis(), 2000);
+        assert_eq!(s.block_seq["a"], 2);
+    }
+}
