@@ -1,0 +1,280 @@
+//! The file actor (sequencer) and the flusher thread (durability, apply, publish, answer).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use chrono::Utc;
+use elfiee_capabilities::Registry;
+use elfiee_model::{Command, Event, EventHash, FORMAT_VERSION};
+use elfiee_projections::{apply, State};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use tokio::sync::broadcast;
+
+use crate::codec;
+use crate::commit_queue::CommitQueue;
+use crate::layout::ElfPaths;
+use crate::log::{EventLog, SledEventLog};
+use crate::replay::{SNAPSHOT_KEY, SNAPSHOT_TREE};
+use crate::{EngineConfig, EngineError};
+
+pub(crate) type Reply = RpcReplyPort<Result<Vec<Event>, EngineError>>;
+
+pub enum FileMsg {
+    /// Run one command.
+    Submit(Command, Reply),
+    /// Run several commands all-or-nothing: every event commits in one batch, or none does.
+    SubmitAll(Vec<Command>, Reply),
+}
+
+/// What the handles, the actor and the flusher share.
+pub(crate) struct Shared {
+    pub paths: ElfPaths,
+    pub config: EngineConfig,
+    /// `None` once closed.
+    pub log: RwLock<Option<Arc<SledEventLog>>>,
+    /// State as of the last durable event.
+    pub committed: RwLock<State>,
+    /// Seq of the last durable, applied and published event.
+    pub committed_seq: AtomicU64,
+    pub events_tx: Mutex<Option<broadcast::Sender<Arc<Event>>>>,
+    /// Set when a flush failed: the file refuses commands until reopened.
+    pub poisoned: Mutex<Option<String>>,
+    pub queue: CommitQueue<Pending>,
+}
+
+impl Shared {
+    pub fn log(&self) -> Result<Arc<SledEventLog>, EngineError> {
+        self.log.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or(EngineError::Closed)
+    }
+}
+
+/// A command written to sled but not yet durable.
+pub(crate) struct Pending {
+    events: Vec<Event>,
+    /// False for an idempotent replay of an earlier command: nothing to apply or publish.
+    fresh: bool,
+    reply: Reply,
+}
+
+pub(crate) struct FileActor;
+
+pub(crate) struct ActorState {
+    shared: Arc<Shared>,
+    log: Arc<SledEventLog>,
+    registry: Registry,
+    working: State,
+    prev_hash: EventHash,
+}
+
+pub(crate) struct ActorArgs {
+    pub shared: Arc<Shared>,
+    pub working: State,
+    pub prev_hash: EventHash,
+}
+
+impl Actor for FileActor {
+    type Msg = FileMsg;
+    type State = ActorState;
+    type Arguments = ActorArgs;
+
+    async fn pre_start(&self, _me: ActorRef<FileMsg>, args: ActorArgs) -> Result<ActorState, ActorProcessingErr> {
+        let log = args.shared.log()?;
+        let registry = args.shared.config.registry.clone();
+        Ok(ActorState { shared: args.shared, log, registry, working: args.working, prev_hash: args.prev_hash })
+    }
+
+    async fn handle(&self, _me: ActorRef<FileMsg>, msg: FileMsg, st: &mut ActorState) -> Result<(), ActorProcessingErr> {
+        match msg {
+            FileMsg::Submit(cmd, reply) => st.submit(vec![cmd], reply),
+            FileMsg::SubmitAll(cmds, reply) => st.submit(cmds, reply),
+        }
+        Ok(())
+    }
+}
+
+impl ActorState {
+    fn submit(&mut self, cmds: Vec<Command>, reply: Reply) {
+        let started = Instant::now();
+        match self.prepare(&cmds) {
+            Ok(Prepared::Done(events)) => {
+                let _ = reply.send(Ok(events));
+            }
+            Ok(Prepared::Repeat(events)) => self.enqueue(Pending { events, fresh: false, reply }),
+            Ok(Prepared::Write(events)) => {
+                let span = tracing::debug_span!("commit", cmd_id = %cmds[0].cmd_id, cap_id = %cmds[0].cap_id,
+                    editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
+                let _g = span.enter();
+                tracing::debug!(handler_us = started.elapsed().as_micros() as u64, events = events.len(), "written, awaiting flush");
+                self.enqueue(Pending { events, fresh: true, reply });
+            }
+            Err(e) => {
+                tracing::debug!(cap_id = %cmds.first().map(|c| c.cap_id.as_str()).unwrap_or(""), error = %e, "command rejected");
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+
+    fn enqueue(&mut self, p: Pending) {
+        if let Err(p) = self.shared.queue.push(p) {
+            let _ = p.reply.send(Err(EngineError::Closed));
+        }
+    }
+
+    fn prepare(&mut self, cmds: &[Command]) -> Result<Prepared, EngineError> {
+        if let Some(why) = self.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(EngineError::Storage(why));
+        }
+        let Some(first) = cmds.first() else { return Ok(Prepared::Done(Vec::new())) };
+        for cmd in cmds {
+            let size = serde_json::to_vec(&cmd.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+            let limit = self.shared.config.max_payload_bytes;
+            if size > limit {
+                return Err(EngineError::PayloadTooLarge { size, limit });
+            }
+        }
+        // Idempotency: a batch is keyed by its first command.
+        if let Some(events) = self.log.command_events(first.cmd_id)? {
+            return Ok(Prepared::Repeat(events));
+        }
+        // Run every command against a scratch state so a later command sees earlier ones; the
+        // working state is only touched once all of them passed.
+        let mut scratch: Option<State> = None;
+        let mut all = Vec::new();
+        for (i, cmd) in cmds.iter().enumerate() {
+            let ctx = self.registry.ctx(Utc::now(), &self.shared.config.node_id, *uuid::Uuid::new_v4().as_bytes());
+            let state = scratch.as_ref().unwrap_or(&self.working);
+            let mut events = self.registry.execute(cmd, state, &ctx).map_err(|e| {
+                if cmds.len() > 1 {
+                    EngineError::Rejected(elfiee_model::CapError::rejected(format!(
+                        "command {} of {} ('{}' on {}) failed: {e}; nothing was committed",
+                        i + 1,
+                        cmds.len(),
+                        cmd.cap_id,
+                        cmd.block_id.as_deref().unwrap_or("*")
+                    )))
+                } else {
+                    EngineError::Rejected(e)
+                }
+            })?;
+            if cmds.len() > 1 && i + 1 < cmds.len() {
+                let s = scratch.get_or_insert_with(|| self.working.clone());
+                for (k, e) in events.iter_mut().enumerate() {
+                    e.seq = s.last_seq + 1 + k as u64;
+                }
+                for e in &events {
+                    apply(s, e);
+                }
+            }
+            // Every event of the batch carries the batch's first cmd_id, so idempotency and the
+            // command index cover the whole batch.
+            for e in &mut events {
+                e.cmd_id = first.cmd_id;
+            }
+            all.extend(events);
+        }
+        if all.is_empty() {
+            return Ok(Prepared::Done(all));
+        }
+        let mut prev = self.prev_hash;
+        let mut next = self.working.last_seq + 1;
+        let mut records = Vec::with_capacity(all.len());
+        for e in &mut all {
+            e.seq = next;
+            next += 1;
+            records.push((e.seq, codec::seal(&prev, e)));
+            prev = e.hash;
+        }
+        self.log.append(first.cmd_id, &records)?;
+        self.prev_hash = prev;
+        for e in &all {
+            apply(&mut self.working, e);
+        }
+        Ok(Prepared::Write(all))
+    }
+}
+
+enum Prepared {
+    /// Nothing to write (reads); answer now.
+    Done(Vec<Event>),
+    /// Already committed earlier: answer with the original events once durable.
+    Repeat(Vec<Event>),
+    /// Written; answer after the flush.
+    Write(Vec<Event>),
+}
+
+/// The flusher thread's loop: one flush per round for everything queued, then apply, publish,
+/// answer, and snapshot when due.
+pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>, mut last_hash: EventHash) {
+    let mut last_snapshot = shared.committed.read().unwrap_or_else(|p| p.into_inner()).last_seq;
+    while let Some(batch) = shared.queue.take_all() {
+        let t = Instant::now();
+        if let Err(e) = log.flush() {
+            let why = e.to_string();
+            tracing::error!(error = %why, "flush failed; refusing further commands");
+            *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+            for p in batch {
+                let _ = p.reply.send(Err(e.clone()));
+            }
+            continue;
+        }
+        let flush_us = t.elapsed().as_micros() as u64;
+        {
+            let mut state = shared.committed.write().unwrap_or_else(|p| p.into_inner());
+            for p in batch.iter().filter(|p| p.fresh) {
+                for e in &p.events {
+                    apply(&mut state, e);
+                    last_hash = e.hash;
+                }
+            }
+            shared.committed_seq.store(state.last_seq, Ordering::Release);
+        }
+        let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let n = batch.len();
+        for p in batch {
+            if let (true, Some(tx)) = (p.fresh, &tx) {
+                for e in &p.events {
+                    let _ = tx.send(Arc::new(e.clone()));
+                }
+            }
+            let _ = p.reply.send(Ok(p.events));
+        }
+        tracing::trace!(commands = n, flush_us, "group committed");
+        let seq = shared.committed_seq.load(Ordering::Acquire);
+        if seq >= last_snapshot + shared.config.snapshot_every {
+            write_snapshot(&shared, log.as_ref(), last_hash);
+            last_snapshot = seq;
+        }
+    }
+    // Closing: make the last snapshot current so the next open replays nothing.
+    let seq = shared.committed_seq.load(Ordering::Acquire);
+    if seq > last_snapshot {
+        write_snapshot(&shared, log.as_ref(), last_hash);
+    }
+    if let Err(e) = log.flush() {
+        tracing::warn!(error = %e, "final flush failed");
+    }
+}
+
+fn write_snapshot(shared: &Shared, log: &dyn EventLog, hash: EventHash) {
+    let t = Instant::now();
+    let bytes = {
+        let state = shared.committed.read().unwrap_or_else(|p| p.into_inner());
+        let snap = SnapshotRef { format_version: FORMAT_VERSION, seq: state.last_seq, hash, state: &state };
+        rmp_serde::to_vec_named(&snap).unwrap_or_default()
+    };
+    match log.put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &bytes) {
+        Ok(()) => tracing::debug!(bytes = bytes.len(), ms = t.elapsed().as_millis() as u64, "snapshot written"),
+        Err(e) => tracing::warn!(error = %e, "snapshot not written; the next open replays more"),
+    }
+}
+
+/// Borrowing twin of [`crate::replay::Snapshot`] (same field names and order, so it decodes as one).
+#[derive(serde::Serialize)]
+struct SnapshotRef<'a> {
+    format_version: u32,
+    seq: u64,
+    hash: EventHash,
+    state: &'a State,
+}
+

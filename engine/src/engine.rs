@@ -1,0 +1,193 @@
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use dashmap::DashMap;
+use elfiee_capabilities::Registry;
+use elfiee_model::Command;
+use ractor::{Actor, ActorRef};
+use tokio::sync::{broadcast, OnceCell};
+
+use crate::actor::{run_flusher, ActorArgs, FileActor, FileMsg, Shared};
+use crate::commit_queue::CommitQueue;
+use crate::layout::ElfPaths;
+use crate::log::SledEventLog;
+use crate::{EngineError, FileHandle};
+
+/// Settings shared by every file an [`Engine`] opens.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// First half of vector-clock keys; see [`crate::node::node_id`].
+    pub node_id: String,
+    /// Write a snapshot every this many events (default 1000).
+    pub snapshot_every: u64,
+    /// Largest accepted payload, in bytes of JSON (default 16 MiB).
+    pub max_payload_bytes: usize,
+    /// Live events buffered per subscriber before it has to catch up from the log.
+    pub channel_capacity: usize,
+    pub registry: Registry,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            node_id: crate::node::node_id(),
+            snapshot_every: 1000,
+            max_payload_bytes: elfiee_capabilities::MAX_PAYLOAD_BYTES,
+            channel_capacity: 1024,
+            registry: Registry::builtin(),
+        }
+    }
+}
+
+type Slot = Arc<OnceCell<FileHandle>>;
+
+/// The registry of open files: opening the same canonical path twice in one process returns
+/// the same actor. Needs a tokio runtime.
+#[derive(Clone)]
+pub struct Engine {
+    config: EngineConfig,
+    files: Arc<DashMap<PathBuf, Slot>>,
+}
+
+impl Engine {
+    pub fn new(config: EngineConfig) -> Engine {
+        Engine { config, files: Arc::new(DashMap::new()) }
+    }
+
+    /// A process-wide engine with the default configuration.
+    pub fn global() -> &'static Engine {
+        static GLOBAL: OnceLock<Engine> = OnceLock::new();
+        GLOBAL.get_or_init(|| Engine::new(EngineConfig::default()))
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    /// Creates a new `.elf` at `path` owned by a new editor named `owner_name` (its id is the
+    /// name in lower case, e.g. `Alice` → `alice`) and opens it.
+    pub async fn init(&self, path: impl AsRef<Path>, owner_name: &str) -> Result<FileHandle, EngineError> {
+        self.init_with_owner(path, owner_name, &owner_id_for(owner_name)).await
+    }
+
+    /// Like [`Engine::init`] with an explicit owner id.
+    pub async fn init_with_owner(&self, path: impl AsRef<Path>, owner_name: &str, owner_id: &str) -> Result<FileHandle, EngineError> {
+        let paths = ElfPaths::create(path.as_ref())?;
+        let file = self.open(&paths.root).await?;
+        let cmd = Command::new(owner_id, "elf.init", None, serde_json::json!({"name": owner_name}));
+        file.submit(cmd).await?;
+        Ok(file)
+    }
+
+    /// Opens an existing `.elf` (newest valid snapshot + tail), or returns the handle already
+    /// open in this process.
+    pub async fn open(&self, path: impl AsRef<Path>) -> Result<FileHandle, EngineError> {
+        let paths = ElfPaths::existing(path.as_ref())?;
+        let key = paths.root.clone();
+        let slot = self.files.entry(key.clone()).or_insert_with(|| Arc::new(OnceCell::new())).clone();
+        let res = slot.get_or_try_init(|| self.start(paths)).await.cloned();
+        if res.is_err() {
+            self.files.remove_if(&key, |_, s| Arc::ptr_eq(s, &slot) && s.get().is_none());
+        }
+        res
+    }
+
+    /// Paths of the files open now.
+    pub fn open_files(&self) -> Vec<PathBuf> {
+        self.files.iter().filter(|e| e.value().initialized()).map(|e| e.key().clone()).collect()
+    }
+
+    async fn start(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
+        let (log, state, prev_hash) = tokio::task::spawn_blocking({
+            let paths = paths.clone();
+            move || -> Result<_, EngineError> {
+                let log = Arc::new(SledEventLog::open(&paths.log_dir(), &paths.root)?);
+                let (state, hash) = crate::replay::load_state(log.as_ref())?;
+                Ok((log, state, hash))
+            }
+        })
+        .await
+        .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
+        let (tx, _) = broadcast::channel(self.config.channel_capacity.max(1));
+        let shared = Arc::new(Shared {
+            paths: paths.clone(),
+            config: self.config.clone(),
+            log: RwLock::new(Some(log.clone())),
+            committed_seq: AtomicU64::new(state.last_seq),
+            committed: RwLock::new(state.clone()),
+            events_tx: Mutex::new(Some(tx)),
+            poisoned: Mutex::new(None),
+            queue: CommitQueue::new(),
+        });
+        let flusher = std::thread::Builder::new()
+            .name("elfiee-flusher".into())
+            .spawn({
+                let shared = shared.clone();
+                move || run_flusher(shared, log, prev_hash)
+            })
+            .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
+        let args = ActorArgs { shared: shared.clone(), working: state, prev_hash };
+        let (actor, _) = Actor::spawn(None, FileActor, args)
+            .await
+            .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
+        tracing::info!(path = %paths.root.display(), seq = shared.committed_seq.load(std::sync::atomic::Ordering::Acquire), "opened");
+        let closer = Arc::new(Closer {
+            parts: tokio::sync::Mutex::new(Some(CloseParts { actor: actor.clone(), flusher, files: self.files.clone() })),
+            shared: shared.clone(),
+        });
+        Ok(FileHandle { actor, shared, closer })
+    }
+}
+
+/// `Alice Smith` → `alice-smith`; `owner` when nothing usable is left.
+fn owner_id_for(name: &str) -> String {
+    let id: String = name
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .collect();
+    let id = id.trim_matches('-').to_owned();
+    if id.is_empty() || id.len() > 64 {
+        "owner".into()
+    } else {
+        id
+    }
+}
+
+pub(crate) struct Closer {
+    parts: tokio::sync::Mutex<Option<CloseParts>>,
+    shared: Arc<Shared>,
+}
+
+struct CloseParts {
+    actor: ActorRef<FileMsg>,
+    flusher: std::thread::JoinHandle<()>,
+    files: Arc<DashMap<PathBuf, Slot>>,
+}
+
+impl Closer {
+    pub(crate) async fn close(&self) {
+        let Some(parts) = self.parts.lock().await.take() else { return };
+        // Let queued commands finish, then stop taking new ones.
+        let _ = parts.actor.drain_and_wait(None).await;
+        self.shared.queue.close();
+        let _ = tokio::task::spawn_blocking(move || parts.flusher.join()).await;
+        self.shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared.log.write().unwrap_or_else(|p| p.into_inner()).take();
+        let root = &self.shared.paths.root;
+        parts.files.remove_if(root, |_, s| s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &self.shared)));
+        tracing::info!(path = %root.display(), "closed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn owner_ids_are_slugs_of_the_name() {
+        assert_eq!(super::owner_id_for("Alice"), "alice");
+        assert_eq!(super::owner_id_for(" Alice Smith "), "alice-smith");
+        assert_eq!(super::owner_id_for("李雷"), "owner");
+    }
+}

@@ -1,0 +1,54 @@
+//! On-disk layout of a `.elf` document: a directory holding
+//! - `ELFIEE` — marker file with the format version,
+//! - `log/` — the sled database (events, command index, snapshots, effect checkpoints),
+//! - `assets/` — room for block assets written by effects.
+
+use std::path::{Path, PathBuf};
+
+use crate::EngineError;
+
+pub const MARKER: &str = "ELFIEE";
+
+#[derive(Debug, Clone)]
+pub struct ElfPaths {
+    pub root: PathBuf,
+}
+
+impl ElfPaths {
+    pub fn new(root: impl Into<PathBuf>) -> ElfPaths {
+        ElfPaths { root: root.into() }
+    }
+    pub fn marker(&self) -> PathBuf {
+        self.root.join(MARKER)
+    }
+    pub fn log_dir(&self) -> PathBuf {
+        self.root.join("log")
+    }
+    pub fn assets_dir(&self) -> PathBuf {
+        self.root.join("assets")
+    }
+
+    /// Creates an empty document directory; refuses an existing non-empty path.
+    pub fn create(path: &Path) -> Result<ElfPaths, EngineError> {
+        if path.exists() {
+            let empty_dir = path.is_dir() && std::fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(false);
+            if !empty_dir {
+                return Err(EngineError::AlreadyExists(path.to_owned()));
+            }
+        }
+        std::fs::create_dir_all(path.join("assets")).map_err(|e| EngineError::io(path, e))?;
+        let marker = format!("elfiee document\nformat_version = {}\n", elfiee_model::FORMAT_VERSION);
+        std::fs::write(path.join(MARKER), marker).map_err(|e| EngineError::io(path, e))?;
+        let root = path.canonicalize().map_err(|e| EngineError::io(path, e))?;
+        Ok(ElfPaths { root })
+    }
+
+    /// Finds an existing document; its canonical path is the registry key.
+    pub fn existing(path: &Path) -> Result<ElfPaths, EngineError> {
+        let root = path.canonicalize().map_err(|_| EngineError::NotAnElf(path.to_owned()))?;
+        if !root.join(MARKER).is_file() {
+            return Err(EngineError::NotAnElf(path.to_owned()));
+        }
+        Ok(ElfPaths { root })
+    }
+}

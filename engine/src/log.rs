@@ -1,0 +1,153 @@
+//! The append-only event log. [`EventLog`] is the small storage interface the engine needs;
+//! [`SledEventLog`] implements it on one sled database inside the `.elf`.
+//!
+//! One sled tree holds events (`e‖seq`) and the command index (`c‖cmd_id → first_seq‖count`),
+//! so a command's events and its index entry land in **one atomic batch**. Snapshots and effect
+//! checkpoints live in their own trees. Nothing is ever overwritten or deleted in the event
+//! keyspace.
+
+use std::path::Path;
+
+use elfiee_model::{Event, EventHash};
+use uuid::Uuid;
+
+use crate::codec::{self, cmd_key, event_key};
+use crate::EngineError;
+
+/// Storage behind a file actor.
+pub trait EventLog: Send + Sync + 'static {
+    /// Seq and hash of the last stored event (`(0, ZERO)` when empty).
+    fn tail(&self) -> Result<(u64, EventHash), EngineError>;
+    /// Writes one command's sealed events and its index entry in one atomic batch (not yet
+    /// durable; see [`EventLog::flush`]).
+    fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError>;
+    /// Makes everything appended so far durable.
+    fn flush(&self) -> Result<(), EngineError>;
+    /// The events a command produced, if it committed.
+    fn command_events(&self, cmd_id: Uuid) -> Result<Option<Vec<Event>>, EngineError>;
+    /// Raw stored records with `from <= seq <= to`, in order.
+    fn records(&self, from: u64, to: u64) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_>;
+    /// Stores the snapshot under a name (overwriting the previous one).
+    fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError>;
+    fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
+}
+
+/// Reads decoded events `from..=to` and checks the hash chain when `prev` (hash of `from - 1`)
+/// is given.
+pub fn read_events(
+    log: &dyn EventLog,
+    from: u64,
+    to: u64,
+    mut prev: Option<EventHash>,
+) -> impl Iterator<Item = Result<Event, EngineError>> + '_ {
+    let mut expect = from;
+    log.records(from, to).map(move |r| {
+        let (seq, bytes) = r?;
+        if seq != expect {
+            return Err(EngineError::Corrupt { seq: expect, reason: format!("missing; the next stored event is {seq}") });
+        }
+        expect += 1;
+        let e = codec::open(seq, &bytes, prev.as_ref()).map_err(|reason| EngineError::Corrupt { seq, reason })?;
+        if prev.is_some() {
+            prev = Some(e.hash);
+        }
+        Ok(e)
+    })
+}
+
+pub struct SledEventLog {
+    db: sled::Db,
+    events: sled::Tree,
+}
+
+impl SledEventLog {
+    /// Opens (or creates) the database in `dir`. A lock held by another process is reported as
+    /// [`EngineError::Locked`]; sled panics on unreadable files are turned into errors.
+    pub fn open(dir: &Path, elf: &Path) -> Result<SledEventLog, EngineError> {
+        let cfg = sled::Config::new().path(dir).flush_every_ms(None).mode(sled::Mode::HighThroughput);
+        let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cfg.open()));
+        let db = match opened {
+            Ok(Ok(db)) => db,
+            Ok(Err(sled::Error::Io(e))) if e.kind() == std::io::ErrorKind::WouldBlock || e.raw_os_error() == Some(11) => {
+                return Err(EngineError::Locked(elf.to_owned()))
+            }
+            Ok(Err(e)) if e.to_string().contains("lock") => return Err(EngineError::Locked(elf.to_owned())),
+            Ok(Err(e)) => return Err(EngineError::Storage(format!("cannot open the log in {}: {e}", dir.display()))),
+            Err(_) => return Err(EngineError::Storage(format!("the log in {} is unreadable (sled panicked while opening it)", dir.display()))),
+        };
+        let events = db.open_tree("events")?;
+        Ok(SledEventLog { db, events })
+    }
+
+    /// The underlying database (for benchmarks and tools).
+    pub fn db(&self) -> &sled::Db {
+        &self.db
+    }
+}
+
+impl EventLog for SledEventLog {
+    fn tail(&self) -> Result<(u64, EventHash), EngineError> {
+        let last = self.events.range(event_key(0)..=event_key(u64::MAX)).next_back().transpose()?;
+        match last {
+            None => Ok((0, EventHash::ZERO)),
+            Some((k, v)) => {
+                let seq = u64::from_be_bytes(k[1..9].try_into().map_err(|_| EngineError::Storage("bad key".into()))?);
+                let hash: [u8; 32] = v.get(..32).and_then(|h| h.try_into().ok()).ok_or(EngineError::Corrupt {
+                    seq,
+                    reason: "record too short".into(),
+                })?;
+                Ok((seq, EventHash(hash)))
+            }
+        }
+    }
+
+    fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError> {
+        let Some((first, _)) = events.first() else { return Ok(()) };
+        let mut batch = sled::Batch::default();
+        for (seq, bytes) in events {
+            batch.insert(&event_key(*seq), bytes.as_slice());
+        }
+        let mut idx = [0u8; 12];
+        idx[..8].copy_from_slice(&first.to_be_bytes());
+        idx[8..].copy_from_slice(&(events.len() as u32).to_be_bytes());
+        batch.insert(&cmd_key(&cmd_id), &idx);
+        self.events.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), EngineError> {
+        self.db.flush()?;
+        Ok(())
+    }
+
+    fn command_events(&self, cmd_id: Uuid) -> Result<Option<Vec<Event>>, EngineError> {
+        let Some(idx) = self.events.get(cmd_key(&cmd_id))? else { return Ok(None) };
+        if idx.len() != 12 {
+            return Err(EngineError::Storage(format!("command index entry for {cmd_id} is malformed")));
+        }
+        let first = u64::from_be_bytes(idx[..8].try_into().unwrap_or_default());
+        let count = u32::from_be_bytes(idx[8..].try_into().unwrap_or_default()) as u64;
+        let events: Result<Vec<Event>, _> = read_events(self, first, first + count - 1, None).collect();
+        Ok(Some(events?))
+    }
+
+    fn records(&self, from: u64, to: u64) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_> {
+        if from > to {
+            return Box::new(std::iter::empty());
+        }
+        Box::new(self.events.range(event_key(from)..=event_key(to)).map(|r| {
+            let (k, v) = r?;
+            let seq = u64::from_be_bytes(k[1..9].try_into().map_err(|_| EngineError::Storage("bad event key".into()))?);
+            Ok((seq, v.to_vec()))
+        }))
+    }
+
+    fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError> {
+        self.db.open_tree(tree)?.insert(key, bytes)?;
+        Ok(())
+    }
+
+    fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.db.open_tree(tree)?.get(key)?.map(|v| v.to_vec()))
+    }
+}

@@ -1,0 +1,198 @@
+//! Rebuilding state: from a snapshot plus the tail (how files open), or from the log alone
+//! (`replay`), and checking a log end to end (`verify`). None of this runs effects or touches
+//! anything outside the `.elf`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use elfiee_model::{EventHash, FORMAT_VERSION};
+use elfiee_projections::{apply, State};
+use serde::{Deserialize, Serialize};
+
+use crate::layout::ElfPaths;
+use crate::log::{read_events, EventLog, SledEventLog};
+use crate::EngineError;
+
+pub(crate) const SNAPSHOT_TREE: &str = "snapshots";
+pub(crate) const SNAPSHOT_KEY: &str = "latest";
+
+/// A stored projection: valid only if `format_version`, `seq` and `hash` match the log.
+#[derive(Serialize, Deserialize)]
+pub struct Snapshot {
+    pub format_version: u32,
+    pub seq: u64,
+    pub hash: EventHash,
+    pub state: State,
+}
+
+impl Snapshot {
+    pub fn encode(&self) -> Vec<u8> {
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+}
+
+/// Why a stored snapshot was not used.
+fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapshot, String> {
+    let snap: Snapshot = rmp_serde::from_slice(bytes).map_err(|e| format!("does not decode: {e}"))?;
+    if snap.format_version != FORMAT_VERSION {
+        return Err(format!("format version {} (this build reads {FORMAT_VERSION})", snap.format_version));
+    }
+    if snap.seq > tail || snap.state.last_seq != snap.seq {
+        return Err(format!("seq {} does not match the log (last event {tail})", snap.seq));
+    }
+    let rec = log.records(snap.seq, snap.seq).next().transpose().map_err(|e| e.to_string())?;
+    match rec {
+        Some((_, bytes)) if bytes.get(..32) == Some(&snap.hash.0[..]) => Ok(snap),
+        _ => Err(format!("hash at seq {} does not match the log", snap.seq)),
+    }
+}
+
+/// State as a file opens: the newest valid snapshot plus the tail. An invalid snapshot is
+/// ignored (logged) and the log is replayed in full. Returns the state and the last hash.
+pub(crate) fn load_state(log: &dyn EventLog) -> Result<(State, EventHash), EngineError> {
+    let (tail, _) = log.tail()?;
+    let mut state = State::default();
+    let mut prev = EventHash::ZERO;
+    if let Some(bytes) = log.get_aux(SNAPSHOT_TREE, SNAPSHOT_KEY)? {
+        match check_snapshot(log, &bytes, tail) {
+            Ok(snap) => {
+                tracing::debug!(seq = snap.seq, "opening from snapshot");
+                prev = snap.hash;
+                state = snap.state;
+            }
+            Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
+        }
+    }
+    for e in read_events(log, state.last_seq + 1, u64::MAX, Some(prev)) {
+        let e = e?;
+        prev = e.hash;
+        apply(&mut state, &e);
+    }
+    Ok((state, prev))
+}
+
+/// Result of [`replay`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplayReport {
+    pub events: u64,
+    pub blocks: usize,
+    pub state_digest: String,
+    pub elapsed_ms: u64,
+}
+
+/// Rebuilds the state from the log alone (no snapshot), checking the hash chain.
+/// `progress` is called with (events done, events total) now and then.
+pub fn replay(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
+    let paths = ElfPaths::existing(path)?;
+    let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+    let start = Instant::now();
+    let (total, _) = log.tail()?;
+    let mut state = State::default();
+    let mut n = 0;
+    for e in read_events(&log, 1, u64::MAX, Some(EventHash::ZERO)) {
+        apply(&mut state, &e?);
+        n += 1;
+        if n % 65_536 == 0 {
+            progress(n, total);
+        }
+    }
+    progress(n, total);
+    let report = ReplayReport {
+        events: n,
+        blocks: state.blocks.len(),
+        state_digest: state.digest(),
+        elapsed_ms: start.elapsed().as_millis() as u64,
+    };
+    Ok((report, state))
+}
+
+/// Result of [`verify`]: `ok` is false when the chain is broken, the command index disagrees
+/// with the events, or the stored snapshot does not match the log.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VerifyReport {
+    pub ok: bool,
+    pub events: u64,
+    pub commands: u64,
+    pub snapshot: Option<String>,
+    pub problems: Vec<String>,
+}
+
+/// Checks the whole log: hash chain, seq continuity, every command's events contiguous and
+/// matching its index entry, and the snapshot against the replayed state.
+pub fn verify(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
+    let paths = ElfPaths::existing(path)?;
+    let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+    let (total, _) = log.tail()?;
+    let mut problems = Vec::new();
+    let mut state = State::default();
+    let mut n = 0u64;
+    let mut commands = 0u64;
+    let mut snapshot_state: Option<(u64, Snapshot)> = None;
+    let snap_bytes = log.get_aux(SNAPSHOT_TREE, SNAPSHOT_KEY)?;
+    let mut snapshot_status = None;
+    if let Some(bytes) = &snap_bytes {
+        match check_snapshot(&log, bytes, total) {
+            Ok(s) => snapshot_state = Some((s.seq, s)),
+            Err(why) => {
+                problems.push(format!("snapshot: {why}"));
+                snapshot_status = Some(format!("invalid: {why}"));
+            }
+        }
+    }
+    let mut current: Option<(uuid::Uuid, u64, u64)> = None; // (cmd, first, count)
+    let check_cmd = |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| {
+        let key = crate::codec::cmd_key(&cmd.0);
+        match log.db().open_tree("events").and_then(|t| t.get(key)) {
+            Ok(Some(idx)) if idx.len() == 12 => {
+                let first = u64::from_be_bytes(idx[..8].try_into().unwrap_or_default());
+                let count = u32::from_be_bytes(idx[8..].try_into().unwrap_or_default()) as u64;
+                if (first, count) != (cmd.1, cmd.2) {
+                    problems.push(format!(
+                        "command {}: index says events {first}..+{count}, log has {}..+{}",
+                        cmd.0, cmd.1, cmd.2
+                    ));
+                }
+            }
+            _ => problems.push(format!("command {}: no index entry", cmd.0)),
+        }
+    };
+    for e in read_events(&log, 1, u64::MAX, Some(EventHash::ZERO)) {
+        let e = match e {
+            Ok(e) => e,
+            Err(err) => {
+                problems.push(err.to_string());
+                break;
+            }
+        };
+        match &mut current {
+            Some((c, _, count)) if *c == e.cmd_id => *count += 1,
+            _ => {
+                if let Some(done) = current.take() {
+                    check_cmd(done, &mut problems);
+                }
+                commands += 1;
+                current = Some((e.cmd_id, e.seq, 1));
+            }
+        }
+        apply(&mut state, &e);
+        n += 1;
+        if let Some((seq, snap)) = &snapshot_state {
+            if *seq == e.seq {
+                if snap.state.digest() == state.digest() {
+                    snapshot_status = Some(format!("valid at seq {seq}"));
+                } else {
+                    problems.push(format!("snapshot at seq {seq} does not equal the replayed state"));
+                    snapshot_status = Some(format!("invalid: state at seq {seq} differs"));
+                }
+            }
+        }
+        if n % 65_536 == 0 {
+            progress(n, total);
+        }
+    }
+    if let Some(done) = current.take() {
+        check_cmd(done, &mut problems);
+    }
+    progress(n, total);
+    Ok(VerifyReport { ok: problems.is_empty(), events: n, commands, snapshot: snapshot_status, problems })
+}

@@ -1,0 +1,101 @@
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use elfiee_model::Event;
+use tokio::sync::broadcast::{self, error::RecvError};
+
+use crate::actor::Shared;
+use crate::log::read_events;
+
+/// A stream of committed events, in seq order, with no gaps and no repeats.
+///
+/// Live events arrive through a bounded broadcast channel. A subscriber that falls behind is
+/// never silently dropped: when the channel reports a lag (or a gap), the subscription reads
+/// the missing events from the log and then continues live.
+pub struct Subscription {
+    rx: broadcast::Receiver<Arc<Event>>,
+    next: u64,
+    shared: Arc<Shared>,
+    backlog: VecDeque<Event>,
+    /// How many times this subscriber had to catch up from the log.
+    pub catch_ups: u64,
+}
+
+impl Subscription {
+    pub(crate) fn new(shared: Arc<Shared>, from: Option<u64>) -> Subscription {
+        let rx = match shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            Some(tx) => tx.subscribe(),
+            // Closed file: a receiver that reports `Closed` at once, so `recv` drains the log.
+            None => broadcast::channel(1).1,
+        };
+        // Subscribe first, then read the watermark: anything published in between has a seq at
+        // or below the watermark and is skipped, anything later is received.
+        let next = from.unwrap_or_else(|| shared.committed_seq.load(Ordering::Acquire) + 1).max(1);
+        Subscription { rx, next, shared, backlog: VecDeque::new(), catch_ups: 0 }
+    }
+
+    /// Seq of the next event this subscription will return.
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+
+    /// The next committed event; `None` once the file is closed and everything was delivered.
+    pub async fn recv(&mut self) -> Option<Event> {
+        loop {
+            if let Some(e) = self.backlog.pop_front() {
+                self.next = e.seq + 1;
+                return Some(e);
+            }
+            let committed = self.shared.committed_seq.load(Ordering::Acquire);
+            if committed >= self.next && self.rx.is_empty() {
+                // Older events than the channel holds (subscribed from an earlier seq).
+                self.fill_from_log(committed);
+                continue;
+            }
+            match self.rx.recv().await {
+                Ok(e) if e.seq < self.next => continue,
+                Ok(e) if e.seq == self.next => {
+                    self.next += 1;
+                    return Some((*e).clone());
+                }
+                Ok(e) => {
+                    self.fill_from_log(e.seq - 1);
+                    self.backlog.push_back((*e).clone());
+                }
+                Err(RecvError::Lagged(n)) => {
+                    tracing::debug!(skipped = n, next = self.next, "subscriber lagged; catching up from the log");
+                    let committed = self.shared.committed_seq.load(Ordering::Acquire);
+                    self.fill_from_log(committed);
+                }
+                Err(RecvError::Closed) => {
+                    let committed = self.shared.committed_seq.load(Ordering::Acquire);
+                    if committed >= self.next {
+                        self.fill_from_log(committed);
+                        if !self.backlog.is_empty() {
+                            continue;
+                        }
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn fill_from_log(&mut self, to: u64) {
+        if to < self.next {
+            return;
+        }
+        self.catch_ups += 1;
+        let Ok(log) = self.shared.log() else { return };
+        for e in read_events(log.as_ref(), self.next, to, None) {
+            match e {
+                Ok(e) => self.backlog.push_back(e),
+                Err(err) => {
+                    tracing::error!(error = %err, "subscription cannot read the log");
+                    break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The command pipeline end to end on a real sled log: durability, idempotency, rejection,
+//! snapshots, subscriptions, group commit, handler panics, bad input.
+
+use std::sync::Arc;
+
+use elfiee_capabilities::{Capability, Registry, Target};
+use elfiee_engine::{Engine, EngineConfig, EngineError};
+use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_projections::State;
+use serde_json::json;
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig { node_id: "test-node".into(), ..EngineConfig::default() })
+}
+
+fn create(owner: &str, name: &str) -> Command {
+    Command::new(owner, "core.create", None, json!({"name": name, "block_type": "markdown"}))
+}
+
+#[tokio::test]
+async fn opening_the_same_path_twice_returns_the_same_actor() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let a = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let b = e.open(dir.path().join("x.elf")).await.unwrap();
+    let c = e.open(dir.path().join("./x.elf")).await.unwrap();
+    let ev = b.submit(create("alice", "n")).await.unwrap();
+    assert_eq!(a.block(&ev[0].entity).unwrap().name, "n");
+    assert_eq!(c.last_seq(), a.last_seq());
+    assert_eq!(e.open_files().len(), 1);
+    a.close().await;
+    assert_eq!(e.open_files().len(), 0);
+    assert!(matches!(b.submit(create("alice", "late")).await, Err(EngineError::Closed)));
+}
+
+#[tokio::test]
+async fn committed_events_survive_reopen_and_resubmission_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    let e = engine();
+    let f = e.init(&path, "Alice").await.unwrap();
+    let cmd = create("alice", "n");
+    let first = f.submit(cmd.clone()).await.unwrap();
+    let seq = f.last_seq();
+    let again = f.submit(cmd.clone()).await.unwrap();
+    assert_eq!(first, again, "a repeated cmd_id returns the original events");
+    assert_eq!(f.last_seq(), seq, "and writes nothing");
+    let digest = f.state_digest();
+    f.close().await;
+
+    let f = e.open(&path).await.unwrap();
+    assert_eq!(f.state_digest(), digest);
+    assert_eq!(f.submit(cmd).await.unwrap(), first, "idempotent across reopen too");
+    assert_eq!(f.last_seq(), seq);
+    f.close().await;
+}
+
+#[tokio::test]
+async fn a_rejected_command_writes_nothing_and_leaves_state_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let (seq, digest) = (f.last_seq(), f.state_digest());
+    let bad = [
+        Command::new("alice", "core.nope", None, json!({})),
+        Command::new("alice", "core.create", None, json!({"name": 1})),
+        Command::new("alice", "markdown.write", Some("missing"), json!({"markdown": "x"})),
+        Command::new("mallory", "core.create", None, json!({"name": "x", "block_type": "code"})),
+        Command::new("alice", "core.create", None, json!("not an object")),
+    ];
+    for cmd in bad {
+        let err = f.submit(cmd.clone()).await.unwrap_err();
+        assert!(err.is_rejection(), "{err}");
+        assert!(!err.to_string().is_empty());
+    }
+    assert_eq!(f.last_seq(), seq);
+    assert_eq!(f.state_digest(), digest);
+    assert_eq!(f.events(1).unwrap().len() as u64, seq);
+    f.close().await;
+}
+
+#[tokio::test]
+async fn oversize_payloads_are_refused_with_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::new(EngineConfig { node_id: "n".into(), max_payload_bytes: 1000, ..EngineConfig::default() });
+    let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let ev = f.submit(create("alice", "n")).await.unwrap();
+    let seq = f.last_seq();
+    let big = "x".repeat(2000);
+    let err = f.submit(Command::new("alice", "markdown.write", Some(&ev[0].entity), json!({"markdown": big}))).await.unwrap_err();
+    assert!(matches!(err, EngineError::PayloadTooLarge { limit: 1000, .. }), "{err}");
+    assert_eq!(f.last_seq(), seq);
+    f.close().await;
+}
+
+#[tokio::test]
+async fn expected_seq_detects_a_concurrent_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let id = f.submit(create("alice", "n")).await.unwrap()[0].entity.clone();
+    let seen = f.last_seq();
+    f.submit(Command::new("alice", "markdown.write", Some(&id), json!({"markdown": "a"})).expecting(seen)).await.unwrap();
+    let err = f
+        .submit(Command::new("alice", "markdown.write", Some(&id), json!({"markdown": "b"})).expecting(seen))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Rejected(CapError::Conflict { .. })), "{err}");
+    assert_eq!(f.block(&id).unwrap().contents["markdown"], "a");
+    f.close().await;
+}
+
+struct Panics;
+impl Capability for Panics {
+    fn id(&self) -> &'static str {
+        "test.panic"
+    }
+    fn target(&self) -> Target {
+        Target::File
+    }
+    fn handle(&self, _: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        panic!("boom")
+    }
+}
+
+#[tokio::test]
+async fn a_handler_panic_becomes_an_error_and_the_actor_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::builtin();
+    registry.register(Arc::new(Panics));
+    let e = Engine::new(EngineConfig { node_id: "n".into(), registry, ..EngineConfig::default() });
+    let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let err = f.submit(Command::new("alice", "test.panic", None, json!({}))).await.unwrap_err();
+    assert!(matches!(err, EngineError::Rejected(CapError::HandlerPanic { .. })), "{err}");
+    assert!(err.to_string().contains("boom"));
+    f.submit(create("alice", "still works")).await.unwrap();
+    f.close().await;
+}
+
+#[tokio::test]
+async fn submit_all_commits_everything_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let seq = f.last_seq();
+    let ok = Command::new("alice", "core.create", None, json!({"name": "a", "block_type": "markdown", "block_id": "a"}));
+    let write = Command::new("alice", "markdown.write", Some("a"), json!({"markdown": "hi"}));
+    let bad = Command::new("alice", "markdown.write", Some("nope"), json!({"markdown": "x"}));
+    let err = f.submit_all(vec![ok.clone(), write.clone(), bad]).await.unwrap_err();
+    assert!(err.to_string().contains("command 3 of 3"), "{err}");
+    assert_eq!(f.last_seq(), seq);
+    assert!(f.block("a").is_none());
+    let ev = f.submit_all(vec![ok, write]).await.unwrap();
+    assert_eq!(ev.len(), 2, "the write sees the block created earlier in the batch");
+    assert!(ev.iter().all(|e| e.cmd_id == ev[0].cmd_id));
+    assert_eq!(f.block("a").unwrap().contents["markdown"], "hi");
+    f.close().await;
+}
+
+#[tokio::test]
+async fn concurrent_submitters_all_commit_without_gaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let start = f.last_seq();
+    let mut tasks = Vec::new();
+    for t in 0..16 {
+        let f = f.clone();
+        tasks.push(tokio::spawn(async move {
+            for i in 0..20 {
+                f.submit(create("alice", &format!("{t}-{i}"))).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(f.last_seq(), start + 320);
+    let events = f.events(1).unwrap();
+    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
+    assert_eq!(f.with_state(|s| s.blocks.len()), 320);
+    f.close().await;
+}
+
+#[tokio::test]
+async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    let e = Engine::new(EngineConfig { node_id: "n".into(), snapshot_every: 10, ..EngineConfig::default() });
+    let f = e.init(&path, "Alice").await.unwrap();
+    for i in 0..25 {
+        f.submit(create("alice", &format!("b{i}"))).await.unwrap();
+    }
+    let digest = f.state_digest();
+    f.close().await;
+    let f = e.open(&path).await.unwrap();
+    assert_eq!(f.state_digest(), digest);
+    f.close().await;
+    // Corrupt the snapshot: open must ignore it and replay the full log.
+    {
+        let db = sled::open(path.join("log")).unwrap();
+        db.open_tree("snapshots").unwrap().insert("latest", &b"garbage"[..]).unwrap();
+        db.flush().unwrap();
+    }
+    let f = e.open(&path).await.unwrap();
+    assert_eq!(f.state_digest(), digest);
+    f.close().await;
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(!report.ok, "verify flags the bad snapshot");
+    assert!(report.problems.iter().any(|p| p.contains("snapshot")), "{:?}", report.problems);
+}
+
+#[tokio::test]
+async fn a_slow_subscriber_catches_up_from_the_log_and_misses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::new(EngineConfig { node_id: "n".into(), channel_capacity: 4, ..EngineConfig::default() });
+    let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let mut sub = f.subscribe();
+    let from = sub.next_seq();
+    for i in 0..100 {
+        f.submit(create("alice", &format!("b{i}"))).await.unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < 100 {
+        got.push(sub.recv().await.unwrap().seq);
+    }
+    assert_eq!(got, (from..from + 100).collect::<Vec<_>>());
+    assert!(sub.catch_ups > 0, "the channel of 4 must have lagged");
+    let mut old = f.subscribe_from(1);
+    assert_eq!(old.recv().await.unwrap().seq, 1);
+    f.close().await;
+    let mut rest = 1;
+    while old.recv().await.is_some() {
+        rest += 1;
+    }
+    assert_eq!(rest, f.last_seq(), "a subscription drains the log after close, then ends");
+}
+
+#[tokio::test]
+async fn opening_a_non_elf_or_reinitializing_gives_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine();
+    let err = e.open(dir.path().join("missing.elf")).await.unwrap_err();
+    assert!(err.to_string().contains("elfiee init"), "{err}");
+    std::fs::write(dir.path().join("file.txt"), "x").unwrap();
+    assert!(matches!(e.init(dir.path().join("file.txt"), "A").await, Err(EngineError::AlreadyExists(_))));
+    let f = e.init(dir.path().join("x.elf"), "A").await.unwrap();
+    f.close().await;
+    assert!(matches!(e.init(dir.path().join("x.elf"), "A").await, Err(EngineError::AlreadyExists(_))));
+}
+
+#[tokio::test]
+async fn read_block_checks_the_read_capability() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    f.submit(Command::new("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}))).await.unwrap();
+    let id = f.submit(create("alice", "n")).await.unwrap()[0].entity.clone();
+    assert!(f.read_block("alice", &id).is_ok());
+    assert!(matches!(f.read_block("bob", &id), Err(EngineError::Rejected(CapError::Unauthorized { .. }))));
+    f.submit(Command::new("alice", "core.grant", Some(&id), json!({"editor_id": "bob", "cap_id": "markdown.read"}))).await.unwrap();
+    assert!(f.read_block("bob", &id).is_ok());
+    f.close().await;
+}
