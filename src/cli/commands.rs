@@ -1,0 +1,318 @@
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use elfiee::{Command, Engine, Event, FileHandle, State};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use super::output::Out;
+use super::{resolve, BlockCmd, Cli, CliError, CodeCmd, Cmd, EditorCmd, EditorKind, GrantArgs, MarkdownCmd, TextSource};
+
+/// An open file plus who we act as.
+struct Session {
+    file: FileHandle,
+    editor: String,
+}
+
+impl Session {
+    async fn open(cli: &Cli) -> Result<Session, CliError> {
+        let path = cli.elf.as_deref().ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))?;
+        let file = Engine::global().open(path).await?;
+        let editor = match &cli.as_editor {
+            Some(who) => file.with_state(|s| resolve::editor(s, who))?,
+            None => file
+                .owner()
+                .ok_or_else(|| CliError::failed("not_initialized", "this .elf has no owner; it was never initialized"))?,
+        };
+        Ok(Session { file, editor })
+    }
+
+    async fn submit(&self, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, CliError> {
+        let block = block.filter(|b| *b != "*");
+        Ok(self.file.submit(Command::new(&self.editor, cap, block, payload)).await?)
+    }
+
+    fn block_id(&self, input: &str) -> Result<String, CliError> {
+        self.file.with_state(|s| resolve::block(s, input))
+    }
+
+    fn editor_id(&self, input: &str) -> Result<String, CliError> {
+        self.file.with_state(|s| resolve::editor(s, input))
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    let out = Out { json: cli.json };
+    match &cli.cmd {
+        Cmd::Init { path, owner } => {
+            let file = Engine::global().init(path, owner).await?;
+            let owner_id = file.owner().unwrap_or_default();
+            let elf = file.path().display().to_string();
+            file.close().await;
+            out.print(&json!({"elf": elf, "owner": owner_id}), || format!("created {elf} (owner: {owner_id})"));
+            return Ok(());
+        }
+        Cmd::Replay => return replay(&cli, &out),
+        Cmd::Verify => return verify(&cli, &out),
+        Cmd::Caps => {
+            let ids = elfiee::capabilities::Registry::builtin().ids().to_vec();
+            out.print(&json!(ids), || ids.join("\n"));
+            return Ok(());
+        }
+        _ => {}
+    }
+    let session = Session::open(&cli).await?;
+    let result = dispatch(&cli, &session, &out).await;
+    session.file.close().await;
+    result
+}
+
+async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
+    match &cli.cmd {
+        Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps => unreachable!("handled in run"),
+        Cmd::Editor(EditorCmd::Create { name, editor_type, id }) => {
+            let ty = match editor_type {
+                EditorKind::Human => "human",
+                EditorKind::Agent => "agent",
+            };
+            let mut payload = json!({"name": name, "editor_type": ty});
+            if let Some(id) = id {
+                payload["editor_id"] = json!(id);
+            }
+            let ev = s.submit("editor.create", None, payload).await?;
+            let id = &ev[0].entity;
+            out.print(&json!({"editor_id": id}), || format!("created editor {id}"));
+        }
+        Cmd::Editor(EditorCmd::Delete { editor }) => {
+            let id = s.editor_id(editor)?;
+            let ev = s.submit("editor.delete", None, json!({"editor_id": id})).await?;
+            out.print(&json!({"editor_id": id, "events": ev.len()}), || format!("deleted editor {id}"));
+        }
+        Cmd::Editor(EditorCmd::List) => {
+            let (editors, owner) = s.file.with_state(|st| (st.editors.values().cloned().collect::<Vec<_>>(), st.file_owner.clone()));
+            out.print(&json!(editors), || {
+                editors
+                    .iter()
+                    .map(|e| {
+                        let own = if Some(&e.editor_id) == owner.as_ref() { "  (owner)" } else { "" };
+                        format!("{:<44} {:<6} {}{own}", e.editor_id, format!("{:?}", e.editor_type).to_lowercase(), e.name)
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        Cmd::Block(cmd) => block(s, cmd, out).await?,
+        Cmd::Markdown(MarkdownCmd::Write { id, source }) => {
+            let id = s.block_id(id)?;
+            let text = read_text(source)?;
+            let ev = s.submit("markdown.write", Some(&id), json!({"markdown": text})).await?;
+            out.print(&json!({"block_id": id, "seq": ev[0].seq}), || format!("wrote {} bytes to {id}", text.len()));
+        }
+        Cmd::Markdown(MarkdownCmd::Read { id }) => {
+            let b = s.file.read_block(&s.editor, &s.block_id(id)?)?;
+            let text = b.contents.get("markdown").and_then(Value::as_str).unwrap_or_default().to_owned();
+            out.print(&json!({"block_id": b.block_id, "markdown": text}), || text.clone());
+        }
+        Cmd::Code(CodeCmd::Write { id, source, language }) => {
+            let id = s.block_id(id)?;
+            let text = read_text(source)?;
+            let mut payload = json!({"text": text});
+            if let Some(l) = language {
+                payload["language"] = json!(l);
+            }
+            let ev = s.submit("code.write", Some(&id), payload).await?;
+            out.print(&json!({"block_id": id, "seq": ev[0].seq}), || format!("wrote {} bytes to {id}", text.len()));
+        }
+        Cmd::Code(CodeCmd::Read { id }) => {
+            let b = s.file.read_block(&s.editor, &s.block_id(id)?)?;
+            let text = b.contents.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
+            out.print(&json!({"block_id": b.block_id, "text": text, "language": b.contents.get("language")}), || text.clone());
+        }
+        Cmd::Grant(g) | Cmd::Revoke(g) => {
+            let cap = if matches!(cli.cmd, Cmd::Grant(_)) { "core.grant" } else { "core.revoke" };
+            grant(s, cap, g, out).await?
+        }
+        Cmd::Log { block, tail } => {
+            let filter = block.as_deref().map(|b| s.block_id(b)).transpose()?;
+            let mut events: Vec<Event> = s
+                .file
+                .events(1)?
+                .into_iter()
+                .filter(|e| filter.as_ref().is_none_or(|b| mentions(e, b)))
+                .collect();
+            if let Some(n) = tail {
+                events.drain(..events.len().saturating_sub(*n));
+            }
+            out.print(&json!(events), || events.iter().map(event_line).collect::<Vec<_>>().join("\n"));
+        }
+        Cmd::StateDigest => {
+            let d = s.file.state_digest();
+            out.print(&json!({"state_digest": d, "seq": s.file.last_seq()}), || d.clone());
+        }
+    }
+    Ok(())
+}
+
+async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
+    match cmd {
+        BlockCmd::Create { block_type, name, description } => {
+            let mut payload = json!({"name": name, "block_type": block_type});
+            if let Some(d) = description {
+                payload["description"] = json!(d);
+            }
+            let ev = s.submit("core.create", None, payload).await?;
+            let id = &ev[0].entity;
+            out.print(&json!({"block_id": id}), || format!("created {block_type} block {id}"));
+        }
+        BlockCmd::List => {
+            let blocks = s.file.with_state(|st| st.blocks.values().cloned().collect::<Vec<_>>());
+            let rows: Vec<Value> = blocks
+                .iter()
+                .map(|b| json!({"block_id": b.block_id, "name": b.name, "block_type": b.block_type, "owner": b.owner}))
+                .collect();
+            out.print(&json!(rows), || {
+                blocks
+                    .iter()
+                    .map(|b| format!("{}  {:<10} {:<24} owner={}", b.block_id, b.block_type, b.name, b.owner))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        BlockCmd::Show { id } => {
+            let id = s.block_id(id)?;
+            let (block, parents) = s.file.with_state(|st| {
+                let parents: Vec<Value> = st.parents_of(&id).map(|(r, p)| json!({"relation": r, "from": p})).collect();
+                (st.block(&id).cloned(), parents)
+            });
+            let block = block.ok_or_else(|| CliError::failed("block_not_found", format!("block '{id}' not found")))?;
+            let mut v = serde_json::to_value(&block).unwrap_or_default();
+            v["parents"] = json!(parents);
+            out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        BlockCmd::Delete { id } => {
+            let id = s.block_id(id)?;
+            let ev = s.submit("core.delete", Some(&id), json!({})).await?;
+            out.print(&json!({"block_id": id, "events": ev.len()}), || format!("deleted {id}"));
+        }
+        BlockCmd::Rename { id, name } => {
+            let id = s.block_id(id)?;
+            s.submit("core.rename", Some(&id), json!({"name": name})).await?;
+            out.print(&json!({"block_id": id, "name": name}), || format!("renamed {id} to {name}"));
+        }
+        BlockCmd::Link(l) | BlockCmd::Unlink(l) => {
+            let linking = matches!(cmd, BlockCmd::Link(_));
+            let (from, to) = (s.block_id(&l.from)?, s.block_id(&l.to)?);
+            let cap = if linking { "core.link" } else { "core.unlink" };
+            s.submit(cap, Some(&from), json!({"to": to, "relation": l.relation})).await?;
+            let verb = if linking { "linked" } else { "unlinked" };
+            out.print(&json!({"from": from, "to": to, "relation": l.relation}), || format!("{verb} {from} -{}-> {to}", l.relation));
+        }
+    }
+    Ok(())
+}
+
+async fn grant(s: &Session, cap: &str, g: &GrantArgs, out: &Out) -> Result<(), CliError> {
+    let editor = s.editor_id(&g.editor)?;
+    let block = s.block_id(&g.block)?;
+    s.submit(cap, Some(&block), json!({"editor_id": editor, "cap_id": g.cap})).await?;
+    let v = json!({"editor_id": editor, "cap_id": g.cap, "block_id": block});
+    let verb = if cap == "core.grant" { "granted" } else { "revoked" };
+    out.print(&v, || format!("{verb} {} on {block} for {editor}", g.cap));
+    Ok(())
+}
+
+fn read_text(src: &TextSource) -> Result<String, CliError> {
+    if let Some(t) = &src.text {
+        return Ok(t.clone());
+    }
+    let mut buf = String::new();
+    match src.file.as_deref() {
+        Some(p) if p != Path::new("-") => {
+            return std::fs::read_to_string(p)
+                .map_err(|e| CliError::failed("io", format!("cannot read {}: {e}", p.display())));
+        }
+        _ => std::io::stdin()
+            .read_to_string(&mut buf)
+            .map_err(|e| CliError::failed("io", format!("cannot read stdin: {e}; pass --text or --file")))?,
+    };
+    Ok(buf)
+}
+
+fn mentions(e: &Event, block: &str) -> bool {
+    e.entity == block || e.value.get("to").and_then(Value::as_str) == Some(block) || e.value.get("block_id").and_then(Value::as_str) == Some(block)
+}
+
+fn event_line(e: &Event) -> String {
+    let mut v = e.value.to_string();
+    if v.len() > 100 {
+        let cut = (0..=100).rev().find(|i| v.is_char_boundary(*i)).unwrap_or(0);
+        v.truncate(cut);
+        v.push('…');
+    }
+    format!("{:>6}  {}  {:<36} {:<40} {v}", e.seq, e.created_at.format("%Y-%m-%d %H:%M:%S%.3f"), e.attribute, e.entity)
+}
+
+fn elf_path(cli: &Cli) -> Result<PathBuf, CliError> {
+    cli.elf.clone().ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))
+}
+
+fn progress(label: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} events ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(label);
+    bar
+}
+
+fn replay(cli: &Cli, out: &Out) -> Result<(), CliError> {
+    let path = elf_path(cli)?;
+    let bar = progress("replay");
+    let (report, state): (_, State) = elfiee::replay(&path, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    let v = serde_json::to_value(&report).unwrap_or_default();
+    out.print(&v, || {
+        format!(
+            "replayed {} events into {} blocks, {} editors in {} ms\nstate digest: {}",
+            report.events,
+            report.blocks,
+            state.editors.len(),
+            report.elapsed_ms,
+            report.state_digest
+        )
+    });
+    Ok(())
+}
+
+fn verify(cli: &Cli, out: &Out) -> Result<(), CliError> {
+    let path = elf_path(cli)?;
+    let bar = progress("verify");
+    let report = elfiee::verify(&path, |done, total| {
+        bar.set_length(total);
+        bar.set_position(done);
+    })?;
+    bar.finish_and_clear();
+    let v = serde_json::to_value(&report).unwrap_or_default();
+    out.print(&v, || {
+        let mut s = format!(
+            "{} events in {} commands; snapshot: {}",
+            report.events,
+            report.commands,
+            report.snapshot.as_deref().unwrap_or("none")
+        );
+        for p in &report.problems {
+            s.push_str(&format!("\nproblem: {p}"));
+        }
+        s.push_str(if report.ok { "\nok" } else { "\nFAILED" });
+        s
+    });
+    if report.ok {
+        Ok(())
+    } else {
+        Err(CliError::failed("verify_failed", format!("{} problem(s) found: {}", report.problems.len(), report.problems.join("; "))))
+    }
+}

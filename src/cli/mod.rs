@@ -1,0 +1,181 @@
+//! Argument definitions and dispatch for the `elfiee` binary.
+
+mod commands;
+mod output;
+mod resolve;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use commands::run;
+pub use output::CliError;
+
+/// Keep block-based, event-sourced `.elf` documents.
+#[derive(Parser, Debug)]
+#[command(name = "elfiee", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// The .elf document to work on.
+    #[arg(long, global = true, env = "ELFIEE_ELF", value_name = "PATH")]
+    pub elf: Option<PathBuf>,
+    /// Act as this editor (id or unique name); default: the file's owner.
+    #[arg(long = "as", global = true, value_name = "EDITOR_ID")]
+    pub as_editor: Option<String>,
+    /// Print machine-readable JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Create a new .elf document.
+    Init {
+        path: PathBuf,
+        /// Display name of the owner (its id is the name in lower case).
+        #[arg(long, default_value = "owner")]
+        owner: String,
+    },
+    /// Manage editors (identities).
+    #[command(subcommand)]
+    Editor(EditorCmd),
+    /// Create, inspect, link and delete blocks.
+    #[command(subcommand)]
+    Block(BlockCmd),
+    /// Read or write a markdown block.
+    #[command(subcommand)]
+    Markdown(MarkdownCmd),
+    /// Read or write a code block.
+    #[command(subcommand)]
+    Code(CodeCmd),
+    /// Grant EDITOR (or '*') the capability CAP on BLOCK (or '*').
+    Grant(GrantArgs),
+    /// Revoke a grant.
+    Revoke(GrantArgs),
+    /// Print committed events, oldest first.
+    Log {
+        /// Only events about this block.
+        #[arg(long)]
+        block: Option<String>,
+        /// Only the last N events.
+        #[arg(long)]
+        tail: Option<usize>,
+    },
+    /// Rebuild the state from the log alone and print its digest.
+    Replay,
+    /// Print the digest of the state as the engine opens it (snapshot + tail).
+    StateDigest,
+    /// Check the hash chain, the command index and the snapshot; exit 1 on any problem.
+    Verify,
+    /// List the capabilities this build knows.
+    Caps,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EditorCmd {
+    /// Create an editor.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long = "type", value_enum, default_value = "human")]
+        editor_type: EditorKind,
+        /// Choose the id (default: generated).
+        #[arg(long)]
+        id: Option<String>,
+    },
+    /// Delete an editor and its grants.
+    Delete { editor: String },
+    /// List editors.
+    List,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum EditorKind {
+    Human,
+    Agent,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BlockCmd {
+    /// Create a block.
+    Create {
+        #[arg(long = "type")]
+        block_type: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List blocks.
+    List,
+    /// Show one block with its relations.
+    Show { id: String },
+    /// Delete a block (and every relation and grant that mentions it).
+    Delete { id: String },
+    /// Rename a block.
+    Rename {
+        id: String,
+        #[arg(long)]
+        name: String,
+    },
+    /// Link FROM to TO.
+    Link(LinkArgs),
+    /// Remove a link.
+    Unlink(LinkArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LinkArgs {
+    pub from: String,
+    pub to: String,
+    /// reference | implement
+    #[arg(long, value_parser = ["reference", "implement"])]
+    pub relation: String,
+}
+
+#[derive(Args, Debug)]
+pub struct TextSource {
+    /// The text itself.
+    #[arg(long, conflicts_with = "file")]
+    pub text: Option<String>,
+    /// Read the text from a file ('-' for stdin). Without --text or --file, stdin is read.
+    #[arg(long)]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MarkdownCmd {
+    /// Replace a markdown block's text.
+    Write {
+        id: String,
+        #[command(flatten)]
+        source: TextSource,
+    },
+    /// Print a markdown block's text.
+    Read { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum CodeCmd {
+    /// Replace a code block's text.
+    Write {
+        id: String,
+        #[command(flatten)]
+        source: TextSource,
+        #[arg(long)]
+        language: Option<String>,
+    },
+    /// Print a code block's text.
+    Read { id: String },
+}
+
+#[derive(Args, Debug)]
+pub struct GrantArgs {
+    /// Editor id, or '*' for every editor.
+    pub editor: String,
+    /// Capability id, e.g. markdown.write.
+    pub cap: String,
+    /// Block id, or '*' for every block.
+    pub block: String,
+}

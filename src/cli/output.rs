@@ -1,0 +1,72 @@
+use elfiee::EngineError;
+use serde_json::{json, Value};
+
+/// A CLI failure with its exit code: 1 for a rejected command or an unusable file, 2 for usage.
+#[derive(Debug)]
+pub enum CliError {
+    Usage(String),
+    Failed { kind: String, message: String },
+}
+
+impl CliError {
+    pub fn usage(msg: impl Into<String>) -> CliError {
+        CliError::Usage(msg.into())
+    }
+
+    pub fn failed(kind: &str, msg: impl Into<String>) -> CliError {
+        CliError::Failed { kind: kind.into(), message: msg.into() }
+    }
+
+    pub fn code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => 2,
+            CliError::Failed { .. } => 1,
+        }
+    }
+
+    /// `error: …` on stderr; with `--json` also `{"error": {"kind", "message"}}` on stdout.
+    pub fn report(&self, json: bool) {
+        let (kind, message) = match self {
+            CliError::Usage(m) => ("usage", m.as_str()),
+            CliError::Failed { kind, message } => (kind.as_str(), message.as_str()),
+        };
+        eprintln!("error: {message}");
+        if json {
+            println!("{}", json!({"error": {"kind": kind, "message": message}}));
+        }
+    }
+}
+
+impl From<EngineError> for CliError {
+    fn from(e: EngineError) -> Self {
+        let kind = match &e {
+            EngineError::Rejected(c) => serde_json::to_value(c)
+                .ok()
+                .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| "rejected".into()),
+            other => serde_json::to_value(other)
+                .ok()
+                .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_else(|| "error".into()),
+        };
+        CliError::Failed { kind, message: e.to_string() }
+    }
+}
+
+/// Prints `value` as JSON when `--json`, else the human text.
+pub struct Out {
+    pub json: bool,
+}
+
+impl Out {
+    pub fn print(&self, value: &Value, human: impl FnOnce() -> String) {
+        if self.json {
+            println!("{value}");
+        } else {
+            let text = human();
+            if !text.is_empty() {
+                println!("{text}");
+            }
+        }
+    }
+}
