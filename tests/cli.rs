@@ -148,3 +148,31 @@ fn init_refuses_an_existing_document() {
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
 }
+
+/// docs/CLI.md names every subcommand that `--help` lists, so the two cannot drift apart.
+#[test]
+fn cli_doc_lists_every_subcommand() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/CLI.md")).unwrap();
+    let subcommands = |args: &[&str]| -> Vec<String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(args).arg("--help").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .filter(|c| c != "help")
+            .collect()
+    };
+    let top = subcommands(&[]);
+    assert!(top.len() >= 10, "{top:?}");
+    for cmd in top {
+        let nested = subcommands(&[&cmd]);
+        if nested.is_empty() {
+            assert!(doc.contains(&format!("elfiee {cmd}")), "docs/CLI.md does not document `elfiee {cmd}`");
+        }
+        for sub in nested {
+            assert!(doc.contains(&format!("elfiee {cmd} {sub}")), "docs/CLI.md does not document `elfiee {cmd} {sub}`");
+        }
+    }
+}
