@@ -28,6 +28,11 @@ pub trait Capability: Send + Sync + 'static {
     fn target(&self) -> Target;
     /// Validates the command against the state and returns the events to commit (possibly none).
     fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError>;
+    /// The capability CBAC checks for this one. Effect outcomes (e.g. `terminal.output`) are
+    /// authorized by the capability that triggered the effect (`terminal.execute`).
+    fn authorized_by(&self, _cmd: &Command) -> &'static str {
+        self.id()
+    }
 }
 
 /// All known capabilities, by id.
@@ -81,7 +86,7 @@ impl Registry {
     pub fn execute(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<Event>, CapError> {
         let cap = self.get(&cmd.cap_id).ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
         let block = resolve_target(cap.as_ref(), cmd, state)?;
-        cbac::authorize(state, &cmd.editor_id, &cmd.cap_id, block)?;
+        cbac::authorize(state, &cmd.editor_id, cap.authorized_by(cmd), block)?;
         let drafts = catch_unwind(AssertUnwindSafe(|| cap.handle(cmd, state, ctx))).map_err(|p| {
             let message = p
                 .downcast_ref::<&str>()

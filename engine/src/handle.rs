@@ -11,6 +11,8 @@ use crate::actor::{FileMsg, Shared};
 use crate::log::read_events;
 use crate::{EngineError, Subscription};
 
+const CHECKPOINT_TREE: &str = "effect_checkpoints";
+
 /// A cloneable handle to one open `.elf`. All clones talk to the same actor.
 #[derive(Clone)]
 pub struct FileHandle {
@@ -93,6 +95,31 @@ impl FileHandle {
         let to = self.last_seq();
         let log = self.shared.log()?;
         read_events(log.as_ref(), from.max(1), to, None).collect()
+    }
+
+    /// The events a committed command produced (`None` if it never committed). Effects use
+    /// this with deterministic command ids to tell whether their outcome is already recorded.
+    pub fn command_events(&self, cmd_id: uuid::Uuid) -> Result<Option<Vec<Event>>, EngineError> {
+        use crate::log::EventLog;
+        let log = self.shared.log()?;
+        match log.command_events(cmd_id)? {
+            Some(ev) if ev.first().is_some_and(|e| e.seq <= self.last_seq()) => Ok(Some(ev)),
+            _ => Ok(None),
+        }
+    }
+
+    /// Last seq an effect named `name` has handled (0 if never). Stored inside the `.elf`.
+    pub fn checkpoint(&self, name: &str) -> Result<u64, EngineError> {
+        use crate::log::EventLog;
+        let bytes = self.shared.log()?.get_aux(CHECKPOINT_TREE, name)?;
+        Ok(bytes.and_then(|b| b.as_slice().try_into().ok()).map(u64::from_be_bytes).unwrap_or(0))
+    }
+
+    /// Records that effect `name` handled everything up to `seq`. Written with the next group
+    /// commit's flush (or at close); effects must tolerate re-handling events after a crash.
+    pub fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
+        use crate::log::EventLog;
+        self.shared.log()?.put_aux(CHECKPOINT_TREE, name, &seq.to_be_bytes())
     }
 
     /// Live committed events from now on.

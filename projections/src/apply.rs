@@ -95,23 +95,58 @@ pub fn apply(state: &mut State, event: &Event) {
             block.metadata.updated_at = event.created_at;
             true
         }
-        // Content writes merge the event's `contents` object into the block's contents.
-        "markdown.write" | "code.write" | "core.write_contents" => update_block(state, event, |b, v| {
-            if let Some(Value::Object(patch)) = v.get("contents") {
-                if !b.contents.is_object() {
-                    b.contents = Value::Object(Default::default());
+        // Block patches: `contents` keys are merged into the block's contents, `custom` keys
+        // into its metadata (a null value removes the key).
+        "markdown.write" | "code.write" | "agent.enable" | "agent.disable" | "agent.configure" => {
+            update_block(state, event, patch_block)
+        }
+        // Effect records: the whole value is kept under one key of the block.
+        "terminal.output" => update_block(state, event, |b, v| {
+            if let Value::Object(obj) = &mut b.contents {
+                obj.insert("last_output".into(), v.clone());
+            }
+        }),
+        "directory.export_outcome" => update_block(state, event, |b, v| {
+            b.metadata.custom.insert("last_export".into(), v.clone());
+        }),
+        "agent.effect_plan" | "agent.effect_outcome" => update_block(state, event, |b, v| {
+            if let Some(integration) = v.get("integration") {
+                if integration.is_null() {
+                    b.metadata.custom.remove("integration");
+                } else {
+                    b.metadata.custom.insert("integration".into(), integration.clone());
                 }
-                if let Value::Object(obj) = &mut b.contents {
-                    for (k, val) in patch {
-                        obj.insert(k.clone(), val.clone());
-                    }
-                }
+            }
+            if event.cap_id() == "agent.effect_outcome" {
+                b.metadata.custom.insert("last_effect".into(), v.clone());
             }
         }),
         _ => false,
     };
     if touched_block {
         state.block_seq.insert(entity.to_owned(), event.seq);
+    }
+}
+
+fn patch_block(b: &mut Block, v: &Value) {
+    if let Some(Value::Object(patch)) = v.get("contents") {
+        if !b.contents.is_object() {
+            b.contents = Value::Object(Default::default());
+        }
+        if let Value::Object(obj) = &mut b.contents {
+            for (k, val) in patch {
+                obj.insert(k.clone(), val.clone());
+            }
+        }
+    }
+    if let Some(Value::Object(custom)) = v.get("custom") {
+        for (k, val) in custom {
+            if val.is_null() {
+                b.metadata.custom.remove(k);
+            } else {
+                b.metadata.custom.insert(k.clone(), val.clone());
+            }
+        }
     }
 }
 

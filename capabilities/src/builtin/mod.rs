@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::Capability;
 
+mod agent;
 mod code_read;
 mod code_write;
 mod core_create;
@@ -14,13 +15,19 @@ mod core_rename;
 mod core_revoke;
 mod core_unlink;
 mod core_update_metadata;
+mod directory_export;
+mod directory_import;
 mod editor_create;
 mod editor_delete;
 mod elf_init;
 mod markdown_read;
 mod markdown_write;
+mod terminal;
 
+pub use agent::{AgentCreatePayload, AGENT_GRANTS};
 pub use code_write::CodeWritePayload;
+pub use directory_import::{check_relative_path, DirectoryImportPayload};
+pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
 pub use core_create::CoreCreatePayload;
 pub use core_grant::GrantPayload;
 pub use core_link::LinkPayload;
@@ -49,6 +56,17 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(markdown_read::MarkdownRead),
         Arc::new(code_write::CodeWrite),
         Arc::new(code_read::CodeRead),
+        Arc::new(directory_import::DirectoryImport),
+        Arc::new(directory_export::DirectoryExport),
+        Arc::new(directory_export::DirectoryExportOutcome),
+        Arc::new(terminal::TerminalCreate),
+        Arc::new(terminal::TerminalExecute),
+        Arc::new(terminal::TerminalOutput),
+        Arc::new(agent::AgentCreate),
+        Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Enabled)),
+        Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Disabled)),
+        Arc::new(agent::AgentEffectPlan),
+        Arc::new(agent::AgentEffectOutcome),
     ]
 }
 
@@ -68,6 +86,17 @@ pub(crate) fn detach_block(state: &elfiee_projections::State, block: &str) -> Ve
         out.push(EventDraft::new(&g.editor_id, "core.revoke", serde_json::to_value(g).unwrap_or_default()));
     }
     out
+}
+
+/// Records of effect outcomes: the payload (an object with `trigger_seq`, the seq of the event
+/// that asked for the effect) becomes the event value as it is.
+pub(crate) fn effect_record(cap: &str, cmd: &elfiee_model::Command) -> Result<Vec<elfiee_model::EventDraft>, elfiee_model::CapError> {
+    use elfiee_model::{CapError, EventDraft};
+    let ok = cmd.payload.is_object() && cmd.payload.get("trigger_seq").and_then(serde_json::Value::as_u64).is_some();
+    if !ok {
+        return Err(CapError::payload(cap, "expected an object with a numeric 'trigger_seq'"));
+    }
+    Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), cap, cmd.payload.clone())])
 }
 
 #[cfg(test)]

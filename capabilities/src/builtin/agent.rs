@@ -1,0 +1,302 @@
+//! Agents: `agent.create`, `agent.enable`, `agent.disable` and the records of the Claude Code
+//! integration effect (`agent.effect_plan`, `agent.effect_outcome`). Seed 001 §5–§11, corrected
+//! by DESIGN.md §7. All checks that need state (target exists, is a directory with a path,
+//! no agent yet for it) happen here; the filesystem work is the effect's.
+
+use std::collections::BTreeMap;
+
+use elfiee_model::{AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, EXTERNAL_ROOT_PATH};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::directory_import::new_block;
+use crate::payload::{check_name, parse};
+use crate::{Capability, Target};
+
+/// Capabilities an agent editor receives on `*` when created.
+pub const AGENT_GRANTS: &[&str] = &[
+    "core.create",
+    "core.link",
+    "core.unlink",
+    "core.rename",
+    "markdown.read",
+    "markdown.write",
+    "code.read",
+    "code.write",
+];
+
+/// Payload of `agent.create` (seed 001 `AgentCreateV2Payload`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCreatePayload {
+    /// Directory block of the project to integrate with; absent for an LLM-only agent.
+    #[serde(default)]
+    pub target_project_id: Option<String>,
+    /// Default `elfiee`.
+    #[serde(default)]
+    pub name: Option<String>,
+}
+
+pub struct AgentCreate;
+
+impl Capability for AgentCreate {
+    fn id(&self) -> &'static str {
+        "agent.create"
+    }
+    fn target(&self) -> Target {
+        Target::File
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: AgentCreatePayload =
+            parse(self.id(), &cmd.payload).map_err(|e| CapError::rejected(format!("Invalid payload for agent.create: {e}")))?;
+        let name = p.name.unwrap_or_else(|| "elfiee".into());
+        check_name(self.id(), "name", &name)?;
+        if let Some(target) = &p.target_project_id {
+            if target.is_empty() {
+                return Err(CapError::rejected("target_project_id cannot be empty"));
+            }
+            let dir = state.block(target).ok_or_else(|| CapError::rejected(format!("Target project block not found: {target}")))?;
+            if dir.block_type != "directory" {
+                return Err(CapError::rejected(format!("Expected block_type 'directory', got '{}'", dir.block_type)));
+            }
+            if !dir.metadata.custom.get(EXTERNAL_ROOT_PATH).is_some_and(Value::is_string) {
+                return Err(CapError::rejected("Target project has no external path"));
+            }
+            let existing = state.blocks.values().find(|b| {
+                b.block_type == "agent" && b.contents.get("target_project_id").and_then(Value::as_str) == Some(target)
+            });
+            if let Some(a) = existing {
+                return Err(CapError::rejected(format!("Agent already exists for project: {} (block_id: {})", dir.name, a.block_id)));
+            }
+        }
+        let agent_id = ctx.new_id(0).to_string();
+        let editor_id = format!("agent-{}", ctx.new_id(1));
+        let editor = Editor { editor_id: editor_id.clone(), name: name.clone(), editor_type: EditorType::Agent };
+        let contents = AgentContents {
+            name: name.clone(),
+            target_project_id: p.target_project_id.clone(),
+            status: AgentStatus::Enabled,
+            editor_id: editor_id.clone(),
+        };
+        let mut block = new_block(&agent_id, &name, "agent", serde_json::to_value(&contents).unwrap_or_default(), &cmd.editor_id, ctx, BTreeMap::new());
+        if let Some(target) = &p.target_project_id {
+            let project = state.block(target).map(|b| b.name.clone()).unwrap_or_default();
+            block.metadata.description = Some(format!("Agent for project: {project}"));
+        }
+        let mut out = vec![
+            EventDraft::new(&editor_id, "editor.create", serde_json::to_value(&editor).unwrap_or_default()),
+            EventDraft::new(&agent_id, "core.create", serde_json::to_value(&block).unwrap_or_default()),
+        ];
+        for cap in AGENT_GRANTS.iter().filter(|c| ctx.known_caps.iter().any(|k| k == *c)) {
+            let g = Grant::new(&editor_id, *cap, "*");
+            out.push(EventDraft::new(&editor_id, "core.grant", serde_json::to_value(&g).unwrap_or_default()));
+        }
+        if p.target_project_id.is_some() {
+            // Creating an agent for a project enables it (seed 001 §7): the effect integrates.
+            out.push(EventDraft::new(&agent_id, "agent.enable", status_patch(AgentStatus::Enabled, ctx)));
+        }
+        Ok(out)
+    }
+}
+
+fn status_patch(status: AgentStatus, ctx: &Ctx) -> Value {
+    let key = match status {
+        AgentStatus::Enabled => "last_enabled_at",
+        AgentStatus::Disabled => "last_disabled_at",
+    };
+    json!({"contents": {"status": status}, "custom": {key: ctx.now.timestamp_millis()}})
+}
+
+/// `agent.enable` / `agent.disable`: flip the status; the integration effect does the I/O.
+/// Both are idempotent (seed 001 §11): enabling an enabled agent re-applies the integration,
+/// disabling a disabled one succeeds and changes nothing on disk.
+pub struct AgentSetStatus(pub AgentStatus);
+
+impl Capability for AgentSetStatus {
+    fn id(&self) -> &'static str {
+        match self.0 {
+            AgentStatus::Enabled => "agent.enable",
+            AgentStatus::Disabled => "agent.disable",
+        }
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        if !(cmd.payload.is_null() || cmd.payload.as_object().is_some_and(|o| o.keys().all(|k| k == "agent_block_id"))) {
+            return Err(CapError::rejected(format!("Invalid payload for {}: expected {{}}", self.id())));
+        }
+        Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), self.id(), status_patch(self.0, ctx))])
+    }
+}
+
+fn action_cap(cmd: &Command) -> &'static str {
+    match cmd.payload.get("action").and_then(Value::as_str) {
+        Some("disable") => "agent.disable",
+        _ => "agent.enable",
+    }
+}
+
+/// `agent.effect_plan`: before touching the project, the enable effect records what it found
+/// (which files and entries existed). Merged with the record of earlier enables, this is how
+/// disable knows exactly what enable created — even if the effect crashed and ran again.
+pub struct AgentEffectPlan;
+
+impl Capability for AgentEffectPlan {
+    fn id(&self) -> &'static str {
+        "agent.effect_plan"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn authorized_by(&self, cmd: &Command) -> &'static str {
+        action_cap(cmd)
+    }
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Plan {
+            action: String,
+            trigger_seq: u64,
+            artifacts: Vec<Value>,
+        }
+        let p: Plan = parse(self.id(), &cmd.payload)?;
+        let id = cmd.block_id.clone().unwrap_or_default();
+        let previous = state
+            .block(&id)
+            .and_then(|b| b.metadata.custom.get("integration"))
+            .and_then(|i| i.get("artifacts"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let artifacts = merge_artifacts(previous, p.artifacts);
+        Ok(vec![EventDraft::new(
+            id,
+            self.id(),
+            json!({"action": p.action, "trigger_seq": p.trigger_seq, "integration": {"artifacts": artifacts}}),
+        )])
+    }
+}
+
+/// Union by `path`: an artifact stays `created` if any enable created it; `added` entries are
+/// united.
+fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
+    let mut out: Vec<Value> = previous;
+    for n in new {
+        let path = n.get("path").cloned();
+        match out.iter_mut().find(|o| o.get("path") == path.as_ref()) {
+            Some(o) => {
+                let created = o.get("created").and_then(Value::as_bool).unwrap_or(false)
+                    || n.get("created").and_then(Value::as_bool).unwrap_or(false);
+                o["created"] = json!(created);
+                let mut added: Vec<Value> = o.get("added").and_then(Value::as_array).cloned().unwrap_or_default();
+                for a in n.get("added").and_then(Value::as_array).cloned().unwrap_or_default() {
+                    if !added.contains(&a) {
+                        added.push(a);
+                    }
+                }
+                o["added"] = json!(added);
+            }
+            None => out.push(n),
+        }
+    }
+    out
+}
+
+/// `agent.effect_outcome`: the result of one enable/disable effect run (ok, warnings,
+/// needs_restart, message, and what is still installed).
+pub struct AgentEffectOutcome;
+
+impl Capability for AgentEffectOutcome {
+    fn id(&self) -> &'static str {
+        "agent.effect_outcome"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn authorized_by(&self, cmd: &Command) -> &'static str {
+        action_cap(cmd)
+    }
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        super::effect_record(self.id(), cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    fn project(k: &mut Kit) -> String {
+        k.ok("alice", "directory.import", None, json!({"root": "/tmp/proj", "files": []}))[0].entity.clone()
+    }
+
+    #[test]
+    fn create_makes_block_editor_grants_and_enables() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        let ev = k.ok("alice", "agent.create", None, json!({"target_project_id": dir}));
+        let kinds: Vec<&str> = ev.iter().map(|e| e.cap_id()).collect();
+        assert_eq!(kinds.first(), Some(&"editor.create"));
+        assert_eq!(kinds.last(), Some(&"agent.enable"));
+        let agent = &k.state.blocks[&ev[1].entity];
+        assert_eq!(agent.name, "elfiee", "default name");
+        assert_eq!(agent.contents["status"], "enabled");
+        let editor = agent.contents["editor_id"].as_str().unwrap();
+        assert!(editor.starts_with("agent-"));
+        assert!(k.state.has_grant(editor, "markdown.write", "any-block"));
+        assert!(!k.state.has_grant(editor, "core.delete", "any-block"));
+    }
+
+    #[test]
+    fn create_checks_target_and_uniqueness_with_the_seed_messages() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        let md = k.block("markdown", "m");
+        assert!(k.err("alice", "agent.create", None, json!({"target_project_id": ""})).to_string().contains("target_project_id cannot be empty"));
+        assert!(k.err("alice", "agent.create", None, json!({"target_project_id": "nope"})).to_string().contains("Target project block not found: nope"));
+        assert!(k.err("alice", "agent.create", None, json!({"target_project_id": md})).to_string().contains("Expected block_type 'directory'"));
+        let first = k.ok("alice", "agent.create", None, json!({"target_project_id": dir, "name": "helper"}))[1].entity.clone();
+        let e = k.err("alice", "agent.create", None, json!({"target_project_id": dir}));
+        assert_eq!(e.to_string(), format!("Agent already exists for project: proj (block_id: {first})"));
+        k.err("alice", "agent.create", None, json!({"target_project_id": 5}));
+    }
+
+    #[test]
+    fn enable_and_disable_are_idempotent_and_stamp_metadata() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        let a = k.ok("alice", "agent.create", None, json!({"target_project_id": dir}))[1].entity.clone();
+        k.ok("alice", "agent.disable", Some(&a), json!({}));
+        k.ok("alice", "agent.disable", Some(&a), json!({}));
+        assert_eq!(k.state.blocks[&a].contents["status"], "disabled");
+        assert!(k.state.blocks[&a].metadata.custom.contains_key("last_disabled_at"));
+        k.ok("alice", "agent.enable", Some(&a), json!({}));
+        k.ok("alice", "agent.enable", Some(&a), json!({}));
+        assert_eq!(k.state.blocks[&a].contents["status"], "enabled");
+        let md = k.block("markdown", "m");
+        assert!(k.err("alice", "agent.enable", Some(&md), json!({})).to_string().contains("agent blocks"));
+        assert!(k.err("alice", "agent.enable", Some("ghost"), json!({})).to_string().contains("not found"));
+        assert!(k.err("bob", "agent.enable", Some(&a), json!({})).to_string().contains("may not run"));
+        k.ok("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "agent.enable"}));
+        k.ok("bob", "agent.enable", Some(&a), json!({}));
+    }
+
+    #[test]
+    fn plans_merge_so_disable_knows_what_any_enable_created() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        let a = k.ok("alice", "agent.create", None, json!({"target_project_id": dir}))[1].entity.clone();
+        k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 1,
+            "artifacts": [{"path": "/p/.mcp.json", "created": true, "added": ["mcpServers"]}]}));
+        k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
+            "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": ["mcpServers.elfiee"]}]}));
+        let rec = &k.state.blocks[&a].metadata.custom["integration"]["artifacts"][0];
+        assert_eq!(rec["created"], true);
+        assert_eq!(rec["added"], json!(["mcpServers", "mcpServers.elfiee"]));
+        k.ok("alice", "agent.effect_outcome", Some(&a), json!({"action": "disable", "trigger_seq": 3, "ok": true, "integration": null}));
+        assert!(!k.state.blocks[&a].metadata.custom.contains_key("integration"));
+        assert_eq!(k.state.blocks[&a].metadata.custom["last_effect"]["ok"], true);
+    }
+}

@@ -1,0 +1,47 @@
+use elfiee_model::{CapError, Command, Ctx, EventDraft, EXTERNAL_ROOT_PATH};
+use elfiee_projections::State;
+use serde_json::json;
+
+use crate::{Capability, Target};
+
+/// `directory.export`: asks the export effect to write the directory's blocks back under its
+/// `external_root_path`. The event is only the request; the effect does the writing (never
+/// outside the root) and records `directory.export_outcome`.
+pub struct DirectoryExport;
+
+impl Capability for DirectoryExport {
+    fn id(&self) -> &'static str {
+        "directory.export"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("directory"))
+    }
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let id = cmd.block_id.as_deref().unwrap_or_default();
+        let root = state
+            .block(id)
+            .and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH))
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| CapError::rejected(format!("directory '{id}' has no {EXTERNAL_ROOT_PATH}; import a folder first")))?;
+        Ok(vec![EventDraft::new(id, self.id(), json!({"root": root}))])
+    }
+}
+
+/// `directory.export_outcome`: what the export effect wrote and refused. Authorized by
+/// `directory.export`.
+pub struct DirectoryExportOutcome;
+
+impl Capability for DirectoryExportOutcome {
+    fn id(&self) -> &'static str {
+        "directory.export_outcome"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("directory"))
+    }
+    fn authorized_by(&self, _cmd: &Command) -> &'static str {
+        "directory.export"
+    }
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        super::effect_record(self.id(), cmd)
+    }
+}

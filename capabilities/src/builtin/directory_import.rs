@@ -1,0 +1,174 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::payload::{check_name, parse};
+use crate::{Capability, Target};
+
+/// `directory.import`: the adapter has read a folder; the command carries its files, so this
+/// handler stays pure. Creates one `directory` block (with `external_root_path`) and one block
+/// per file (`markdown` for `.md`, else `code`), then records what was skipped.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryImportPayload {
+    /// Absolute path of the imported folder.
+    pub root: String,
+    /// Block name; default: the folder's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    pub files: Vec<ImportedFile>,
+    #[serde(default)]
+    pub skipped: Vec<SkippedFile>,
+}
+
+/// A relative path that cannot leave its root: `/`-separated, no empty, `.` or `..` segment,
+/// not absolute, no backslash or NUL.
+pub fn check_relative_path(path: &str) -> Result<(), String> {
+    if path.is_empty() {
+        return Err("empty path".into());
+    }
+    if path.starts_with('/') || path.contains('\\') || path.contains('\0') || path.get(1..2) == Some(":") {
+        return Err(format!("'{path}' is absolute or uses a backslash; paths must be relative to the root"));
+    }
+    if path.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
+        return Err(format!("'{path}' has an empty, '.' or '..' segment; it could leave the root"));
+    }
+    Ok(())
+}
+
+/// Block type and contents for a file, by extension.
+fn file_block(path: &str, content: String) -> (&'static str, Value) {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    match ext.as_str() {
+        "md" | "markdown" => ("markdown", json!({"markdown": content})),
+        _ => {
+            let language = match ext.as_str() {
+                "rs" => "rust",
+                "py" => "python",
+                "ts" | "tsx" => "typescript",
+                "js" | "jsx" | "mjs" => "javascript",
+                "json" => "json",
+                "toml" => "toml",
+                "yaml" | "yml" => "yaml",
+                "sh" => "shell",
+                "go" => "go",
+                "c" | "h" => "c",
+                "cpp" | "cc" | "hpp" => "cpp",
+                "java" => "java",
+                "html" => "html",
+                "css" => "css",
+                _ => "text",
+            };
+            ("code", json!({"text": content, "language": language}))
+        }
+    }
+}
+
+pub struct DirectoryImport;
+
+impl Capability for DirectoryImport {
+    fn id(&self) -> &'static str {
+        "directory.import"
+    }
+    fn target(&self) -> Target {
+        Target::File
+    }
+    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: DirectoryImportPayload = parse(self.id(), &cmd.payload)?;
+        let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
+        if !absolute {
+            return Err(CapError::payload(self.id(), format!("'root' must be an absolute path (got {:?})", p.root)));
+        }
+        let name = p.name.clone().unwrap_or_else(|| {
+            p.root.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or("root").to_owned()
+        });
+        check_name(self.id(), "name", &name)?;
+        let mut seen = BTreeSet::new();
+        for f in &p.files {
+            check_relative_path(&f.path).map_err(|e| CapError::payload(self.id(), e))?;
+            if !seen.insert(f.path.as_str()) {
+                return Err(CapError::payload(self.id(), format!("'{}' appears twice", f.path)));
+            }
+        }
+        let dir_id = ctx.new_id(0).to_string();
+        let mut drafts = Vec::with_capacity(p.files.len() + 2);
+        let mut entries = Vec::with_capacity(p.files.len());
+        for (i, f) in p.files.into_iter().enumerate() {
+            let id = ctx.new_id(i as u32 + 1).to_string();
+            entries.push(DirectoryEntry { path: f.path.clone(), block_id: id.clone() });
+            let (ty, contents) = file_block(&f.path, f.content);
+            let block = new_block(&id, &f.path, ty, contents, &cmd.editor_id, ctx, BTreeMap::new());
+            drafts.push(EventDraft::new(&id, "core.create", serde_json::to_value(&block).unwrap_or_default()));
+        }
+        let custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
+        let dir = new_block(&dir_id, &name, "directory", json!({"entries": entries}), &cmd.editor_id, ctx, custom);
+        drafts.insert(0, EventDraft::new(&dir_id, "core.create", serde_json::to_value(&dir).unwrap_or_default()));
+        drafts.push(EventDraft::new(
+            &dir_id,
+            self.id(),
+            json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
+        ));
+        Ok(drafts)
+    }
+}
+
+pub(crate) fn new_block(
+    id: &str,
+    name: &str,
+    ty: &str,
+    contents: Value,
+    owner: &str,
+    ctx: &Ctx,
+    custom: BTreeMap<String, Value>,
+) -> Block {
+    Block {
+        block_id: id.to_owned(),
+        name: name.to_owned(),
+        block_type: ty.to_owned(),
+        contents,
+        children: BTreeMap::new(),
+        owner: owner.to_owned(),
+        metadata: BlockMetadata { description: None, created_at: ctx.now, updated_at: ctx.now, custom },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn import_creates_a_directory_block_and_one_block_per_file() {
+        let mut k = Kit::new();
+        let ev = k.ok("alice", "directory.import", None, json!({
+            "root": "/tmp/proj",
+            "files": [{"path": "README.md", "content": "# hi"}, {"path": "src/main.rs", "content": "fn main() {}"}],
+            "skipped": [{"path": "logo.png", "reason": "binary"}]
+        }));
+        assert_eq!(ev.len(), 4, "dir + 2 files + summary, one atomic command");
+        let dir = &k.state.blocks[&ev[0].entity];
+        assert_eq!(dir.block_type, "directory");
+        assert_eq!(dir.name, "proj");
+        assert_eq!(dir.metadata.custom["external_root_path"], "/tmp/proj");
+        let entries = dir.contents["entries"].as_array().unwrap();
+        let readme = &k.state.blocks[entries[0]["block_id"].as_str().unwrap()];
+        assert_eq!((readme.block_type.as_str(), readme.contents["markdown"].as_str()), ("markdown", Some("# hi")));
+        let main = &k.state.blocks[entries[1]["block_id"].as_str().unwrap()];
+        assert_eq!(main.contents["language"], "rust");
+        assert_eq!(ev[3].value["skipped"][0]["reason"], "binary");
+    }
+
+    #[test]
+    fn import_refuses_paths_that_could_escape_the_root() {
+        let mut k = Kit::new();
+        for bad in ["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", "./a", "C:/x", "a\\..\\b", ""] {
+            let e = k.err("alice", "directory.import", None, json!({"root": "/tmp/p", "files": [{"path": bad, "content": ""}]}));
+            assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
+        }
+        k.err("alice", "directory.import", None, json!({"root": "relative/root", "files": []}));
+        k.err("alice", "directory.import", None, json!({"root": "/p", "files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}));
+    }
+}

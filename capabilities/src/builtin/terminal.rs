@@ -1,0 +1,144 @@
+use std::collections::BTreeMap;
+
+use elfiee_model::{CapError, Command, Ctx, EventDraft, TerminalContents};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::directory_import::new_block;
+use crate::payload::{check_name, parse};
+use crate::{Capability, Target};
+
+/// Payload of `terminal.create`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalCreatePayload {
+    pub name: String,
+    #[serde(default)]
+    pub shell: Option<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Directory block whose folder is the working directory.
+    #[serde(default)]
+    pub linked_directory_id: Option<String>,
+}
+
+/// `terminal.create`: a terminal block. Commands run in the linked directory's folder, else in
+/// a folder inside the `.elf`.
+pub struct TerminalCreate;
+
+impl Capability for TerminalCreate {
+    fn id(&self) -> &'static str {
+        "terminal.create"
+    }
+    fn target(&self) -> Target {
+        Target::File
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: TerminalCreatePayload = parse(self.id(), &cmd.payload)?;
+        check_name(self.id(), "name", &p.name)?;
+        if let Some(dir) = &p.linked_directory_id {
+            match state.block(dir) {
+                Some(b) if b.block_type == "directory" => {}
+                Some(b) => return Err(CapError::rejected(format!("'{dir}' is a {} block; link a directory block", b.block_type))),
+                None => return Err(CapError::BlockNotFound(dir.clone())),
+            }
+        }
+        let shell = p.shell.unwrap_or_else(|| "sh".into());
+        if shell.trim().is_empty() {
+            return Err(CapError::payload(self.id(), "'shell' must not be empty"));
+        }
+        let contents = TerminalContents { shell, env: p.env, linked_directory_id: p.linked_directory_id };
+        let id = ctx.new_id(0).to_string();
+        let block = new_block(&id, &p.name, "terminal", serde_json::to_value(&contents).unwrap_or_default(), &cmd.editor_id, ctx, BTreeMap::new());
+        Ok(vec![EventDraft::new(&id, "core.create", serde_json::to_value(&block).unwrap_or_default())])
+    }
+}
+
+/// Payload of `terminal.execute`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminalExecutePayload {
+    pub command: String,
+    /// Seconds before the command is killed (1–3600; default 120).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// Default timeout of `terminal.execute`, in seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
+
+/// `terminal.execute`: asks the terminal effect to run a command. The effect records the
+/// result as `terminal.output`.
+pub struct TerminalExecute;
+
+impl Capability for TerminalExecute {
+    fn id(&self) -> &'static str {
+        "terminal.execute"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("terminal"))
+    }
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: TerminalExecutePayload = parse(self.id(), &cmd.payload)?;
+        if p.command.trim().is_empty() {
+            return Err(CapError::payload(self.id(), "'command' must not be empty"));
+        }
+        let timeout = p.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+        if !(1..=3600).contains(&timeout) {
+            return Err(CapError::payload(self.id(), format!("'timeout_secs' must be 1-3600 (got {timeout})")));
+        }
+        let block = cmd.block_id.clone().unwrap_or_default();
+        Ok(vec![EventDraft::new(block, self.id(), json!({"command": p.command, "timeout_secs": timeout}))])
+    }
+}
+
+/// `terminal.output`: the terminal effect's record of one run (stdout, stderr, exit code,
+/// truncation and timeout flags). Authorized by `terminal.execute`.
+pub struct TerminalOutput;
+
+impl Capability for TerminalOutput {
+    fn id(&self) -> &'static str {
+        "terminal.output"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("terminal"))
+    }
+    fn authorized_by(&self, _cmd: &Command) -> &'static str {
+        "terminal.execute"
+    }
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        super::effect_record(self.id(), cmd)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn terminal_create_execute_and_output() {
+        let mut k = Kit::new();
+        let ev = k.ok("alice", "terminal.create", None, json!({"name": "sh"}));
+        let t = ev[0].entity.clone();
+        assert_eq!(k.state.blocks[&t].contents["shell"], "sh");
+        let ev = k.ok("alice", "terminal.execute", Some(&t), json!({"command": "echo hi"}));
+        assert_eq!(ev[0].value["timeout_secs"], 120);
+        k.err("alice", "terminal.execute", Some(&t), json!({"command": " "}));
+        k.err("alice", "terminal.execute", Some(&t), json!({"command": "x", "timeout_secs": 0}));
+        k.ok("alice", "terminal.output", Some(&t), json!({"trigger_seq": 5, "stdout": "hi\n", "exit_code": 0}));
+        assert_eq!(k.state.blocks[&t].contents["last_output"]["stdout"], "hi\n");
+        k.err("alice", "terminal.output", Some(&t), json!({"stdout": "no trigger"}));
+        k.err("alice", "terminal.create", None, json!({"name": "x", "linked_directory_id": t}));
+    }
+
+    #[test]
+    fn output_is_authorized_by_execute() {
+        let mut k = Kit::new();
+        let t = k.ok("alice", "terminal.create", None, json!({"name": "sh"}))[0].entity.clone();
+        k.err("bob", "terminal.output", Some(&t), json!({"trigger_seq": 1}));
+        k.ok("alice", "core.grant", Some(&t), json!({"editor_id": "bob", "cap_id": "terminal.execute"}));
+        k.ok("bob", "terminal.output", Some(&t), json!({"trigger_seq": 1}));
+    }
+}

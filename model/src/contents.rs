@@ -1,0 +1,66 @@
+//! Typed views of the `contents` of the built-in block types.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Contents of an `agent` block (seed 001 §5.1, plus the agent's editor id).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentContents {
+    /// Display name (default `elfiee`).
+    pub name: String,
+    /// The directory block of the project this agent integrates with (Claude Code). `None` for
+    /// an LLM-only agent.
+    #[serde(default)]
+    pub target_project_id: Option<String>,
+    pub status: AgentStatus,
+    /// The agent's own editor (`agent-<uuid>`): every change it makes is authored by it.
+    pub editor_id: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentStatus {
+    Enabled,
+    Disabled,
+}
+
+/// One imported file of a `directory.import` command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportedFile {
+    /// Path relative to the imported root, `/`-separated, no `..`.
+    pub path: String,
+    /// UTF-8 text of the file.
+    pub content: String,
+}
+
+/// A file the importer left out, and why (binary, too large, symlink leaving the root, …).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkippedFile {
+    pub path: String,
+    pub reason: String,
+}
+
+/// One entry of a `directory` block: a relative path and the block holding its text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryEntry {
+    pub path: String,
+    pub block_id: String,
+}
+
+/// Contents of a `terminal` block.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TerminalContents {
+    /// Program that runs commands as `<shell> -c <command>` (default `sh`).
+    pub shell: String,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Directory block whose `external_root_path` is the working directory.
+    #[serde(default)]
+    pub linked_directory_id: Option<String>,
+}
+
+/// Metadata key of a directory block that holds its folder on disk.
+pub const EXTERNAL_ROOT_PATH: &str = "external_root_path";
