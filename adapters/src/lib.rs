@@ -1,1 +1,24 @@
-//! placeholder
+//! Effect actors and outside-world I/O.
+//!
+//! The engine commits events; effects in this crate react to committed events and do the I/O
+//! (filesystem, shell, Claude Code configuration), then commit the outcome as an event. Replay
+//! never runs them: they run only where a host calls [`effects::attach`].
+//!
+//! - [`effects`] — the runtime: one task per effect, durable checkpoints, exactly-once outcomes.
+//! - [`claude`] — the Claude Code integration of `agent.enable` / `agent.disable`.
+//! - [`terminal`] — `terminal.execute` runs a shell command with a timeout.
+//! - [`export`] — `directory.export` writes blocks back under the directory's root.
+//! - [`import`] — reads a folder into a `directory.import` command.
+//! - [`json_file`] — order- and format-preserving edits of JSON config files, written atomically.
+//! - [`service`] — the operations a host calls (create an agent, import a folder, run a command
+//!   and wait for its output).
+
+pub mod claude;
+pub mod effects;
+pub mod export;
+pub mod import;
+pub mod json_file;
+pub mod service;
+pub mod terminal;
+
+pub use effects::{attach, EffectsConfig, EffectsHandle};

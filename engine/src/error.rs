@@ -22,6 +22,8 @@ pub enum EngineError {
     Corrupt { seq: u64, reason: String },
     #[error("storage error: {0}; the command was not committed — check the disk and reopen the file")]
     Storage(String),
+    #[error("{0}")]
+    Effect(String),
     #[error("the file was closed; open it again with `Engine::open`")]
     Closed,
     #[error("I/O error on {path}: {message}")]

@@ -1,0 +1,451 @@
+//! Claude Code integration of an agent (seed 001, corrected by DESIGN.md §7).
+//!
+//! `agent.enable` → the effect, for the agent's project `<root>`:
+//! 1. writes `SKILL.md` into `<elf>/agents/<agent_block_id>/elfiee-client/`;
+//! 2. records a plan (`agent.effect_plan`): which of the files and entries below existed;
+//! 3. symlinks `<root>/.claude/skills/elfiee-client` → that folder;
+//! 4. merges server `elfiee` into `<root>/.mcp.json` (what Claude Code reads) and
+//!    `<root>/.claude/mcp.json` (the seed's path, kept in sync);
+//! 5. adds `elfiee` to `enabledMcpjsonServers` in `<root>/.claude/settings.local.json`;
+//! 6. records the outcome (`agent.effect_outcome`): ok / warnings, `needs_restart`.
+//!
+//! `agent.disable` removes exactly what the recorded plans say enable added — entries it added,
+//! files and folders it created — and nothing else. Partial failures become warnings; events
+//! are never rolled back. Never deletes a real directory or a symlink that is not ours.
+
+use std::path::{Path, PathBuf};
+
+use elfiee_engine::EngineError;
+use elfiee_model::{AgentContents, Event, EXTERNAL_ROOT_PATH};
+use serde_json::{json, Value};
+
+use crate::effects::{BoxFuture, Effect, EffectCx};
+use crate::json_file::JsonFile;
+
+pub const SERVER_NAME: &str = "elfiee";
+pub const SKILL_NAME: &str = "elfiee-client";
+
+/// Merges `server_config` as `mcpServers.<server_name>` into the JSON file at `path`
+/// (seed 001 §10.5). Returns what it added: `"mcpServers"` if the key was new,
+/// `"mcpServers.<name>"` if the entry was new.
+pub fn merge_server(path: &Path, server_name: &str, server_config: &Value) -> Result<Vec<String>, String> {
+    let mut f = JsonFile::open(path)?;
+    let mut added = Vec::new();
+    if !f.has_key("mcpServers") {
+        added.push("mcpServers".to_owned());
+    }
+    let servers = f.object_mut("mcpServers")?;
+    if !servers.contains_key(server_name) {
+        added.push(format!("mcpServers.{server_name}"));
+    }
+    servers.insert(server_name.to_owned(), JsonFile::node(server_config));
+    f.save()?;
+    Ok(added)
+}
+
+/// Removes `mcpServers.<server_name>` (seed 001 §10.6): a missing file or entry is fine; other
+/// servers stay; `{"mcpServers": {}}` stays unless `drop_empty_key` (we added the key).
+pub fn remove_server(path: &Path, server_name: &str, drop_empty_key: bool) -> Result<(), String> {
+    let mut f = JsonFile::open(path)?;
+    if !f.existed || !f.has_key("mcpServers") {
+        return Ok(());
+    }
+    let servers = f.object_mut("mcpServers")?;
+    servers.shift_remove(server_name);
+    if servers.is_empty() && drop_empty_key {
+        f.remove("mcpServers");
+    }
+    f.save()
+}
+
+/// Replaces `{elf_path}` in every string of `template` (seed 001 §10.7).
+pub fn resolve_template(template: &Value, elf_path: &str) -> Value {
+    match template {
+        Value::String(s) => Value::String(s.replace("{elf_path}", elf_path)),
+        Value::Array(a) => Value::Array(a.iter().map(|v| resolve_template(v, elf_path)).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), resolve_template(v, elf_path))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The `elfiee` server entry for an agent.
+pub fn server_entry(elfiee_bin: &Path, elf: &Path, editor_id: &str) -> Value {
+    json!({
+        "command": elfiee_bin.display().to_string(),
+        "args": ["mcp-server", "--elf", elf.display().to_string(), "--editor", editor_id],
+    })
+}
+
+/// `SKILL.md` of the `elfiee-client` skill.
+pub fn skill_markdown(elf: &Path) -> String {
+    format!(
+        "---\nname: {SKILL_NAME}\ndescription: Read and edit the blocks of the Elfiee document {} through the `elfiee` MCP server (list, read, create, write, link blocks; propose changes for approval).\n---\n\n# Elfiee client\n\nThis project is connected to an Elfiee `.elf` document. Use the `elfiee` MCP tools:\n\n- `elfiee_block_list`, `elfiee_block_get` to read blocks;\n- `elfiee_block_create`, `elfiee_markdown_write`, `elfiee_code_write` to write;\n- `elfiee_block_link` to relate code to the requirement it implements (`implement`) or cites (`reference`).\n\nEvery change is recorded as an event authored by this agent and checked against its grants.\n",
+        elf.display()
+    )
+}
+
+/// Where things go for one agent.
+struct Paths {
+    root: PathBuf,
+    skills_dir: PathBuf,
+    link: PathBuf,
+    skill_src: PathBuf,
+    mcp: PathBuf,
+    claude_mcp: PathBuf,
+    settings: PathBuf,
+}
+
+fn paths(elf: &Path, root: &Path, agent_id: &str) -> Paths {
+    let claude = root.join(".claude");
+    Paths {
+        root: root.to_owned(),
+        skills_dir: claude.join("skills"),
+        link: claude.join("skills").join(SKILL_NAME),
+        skill_src: elf.join("agents").join(agent_id).join(SKILL_NAME),
+        mcp: root.join(".mcp.json"),
+        claude_mcp: claude.join("mcp.json"),
+        settings: claude.join("settings.local.json"),
+    }
+}
+
+/// The agent and its project root, from the committed state.
+fn agent_and_root(cx: &EffectCx, agent_id: &str) -> Result<(AgentContents, PathBuf), String> {
+    cx.file.with_state(|s| {
+        let block = s.block(agent_id).ok_or_else(|| format!("agent block {agent_id} no longer exists"))?;
+        let agent: AgentContents =
+            serde_json::from_value(block.contents.clone()).map_err(|e| format!("agent block {agent_id} is malformed: {e}"))?;
+        let target = agent.target_project_id.clone().ok_or("the agent has no target project")?;
+        let dir = s.block(&target).ok_or_else(|| format!("Target project block not found: {target}"))?;
+        let root = dir
+            .metadata
+            .custom
+            .get(EXTERNAL_ROOT_PATH)
+            .and_then(Value::as_str)
+            .ok_or("Target project has no external path")?;
+        Ok((agent, PathBuf::from(root)))
+    })
+}
+
+fn is_our_link(link: &Path, target: &Path) -> bool {
+    link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) && std::fs::read_link(link).is_ok_and(|t| t == target)
+}
+
+#[cfg(unix)]
+fn make_link(src: &Path, dst: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(src, dst)
+}
+
+#[cfg(windows)]
+fn make_link(src: &Path, dst: &Path) -> std::io::Result<()> {
+    // A directory symlink; junctions would avoid the privilege requirement (seed 001 §8.6).
+    std::os::windows::fs::symlink_dir(src, dst)
+}
+
+pub struct ClaudeIntegration;
+
+impl Effect for ClaudeIntegration {
+    fn name(&self) -> &'static str {
+        "claude"
+    }
+    fn wants(&self, e: &Event) -> bool {
+        matches!(e.cap_id(), "agent.enable" | "agent.disable")
+    }
+    fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move {
+            let enabling = e.cap_id() == "agent.enable";
+            let action = if enabling { "enable" } else { "disable" };
+            let agent_id = e.entity.clone();
+            let mut outcome = match agent_and_root(cx, &agent_id) {
+                Ok((agent, root)) => {
+                    let p = paths(cx.file.path(), &root, &agent_id);
+                    if enabling {
+                        enable(cx, e, &p, &agent).await?
+                    } else {
+                        let record = cx.file.with_state(|s| {
+                            s.block(&agent_id).and_then(|b| b.metadata.custom.get("integration")).cloned()
+                        });
+                        disable(record)
+                    }
+                }
+                // An LLM-only agent has nothing to integrate.
+                Err(msg) if msg == "the agent has no target project" => {
+                    json!({"ok": true, "warnings": [], "needs_restart": false, "message": "LLM-only agent: nothing to change on disk"})
+                }
+                Err(msg) => json!({"ok": false, "warnings": [msg.clone()], "needs_restart": false, "message": msg}),
+            };
+            outcome["action"] = json!(action);
+            outcome["trigger_seq"] = json!(e.seq);
+            outcome["status"] = json!(if enabling { "enabled" } else { "disabled" });
+            cx.record(e, "outcome", "agent.effect_outcome", &agent_id, outcome).await?;
+            Ok(())
+        })
+    }
+}
+
+async fn enable(cx: &EffectCx, e: &Event, p: &Paths, agent: &AgentContents) -> Result<Value, EngineError> {
+    let mut warnings: Vec<String> = Vec::new();
+    if !p.root.join(".claude").is_dir() {
+        let msg = format!("Claude not initialized in target project: {}. Run 'claude' first.", p.root.display());
+        return Ok(json!({"ok": false, "warnings": [msg.clone()], "needs_restart": false, "message": msg}));
+    }
+    // 1. The skill folder inside the .elf.
+    let skill = std::fs::create_dir_all(&p.skill_src)
+        .and_then(|_| crate::json_file::write_atomic(&p.skill_src.join("SKILL.md"), skill_markdown(cx.file.path()).as_bytes()));
+    if let Err(err) = skill {
+        warnings.push(format!("Failed to write SKILL.md in {}: {err}", p.skill_src.display()));
+    }
+    // 2. The plan: what exists before we touch anything.
+    let mut artifacts = vec![
+        json!({"kind": "dir", "path": p.skills_dir, "created": !p.skills_dir.exists()}),
+        json!({"kind": "symlink", "path": p.link, "target": p.skill_src, "created": p.link.symlink_metadata().is_err()}),
+    ];
+    for f in [&p.mcp, &p.claude_mcp] {
+        let mut added = vec![];
+        match JsonFile::open(f) {
+            Ok(doc) => {
+                if !doc.has_key("mcpServers") {
+                    added.push("mcpServers".to_string());
+                }
+                if !doc.get("mcpServers").is_some_and(|s| s.get(SERVER_NAME).is_some()) {
+                    added.push(format!("mcpServers.{SERVER_NAME}"));
+                }
+                artifacts.push(json!({"kind": "mcp", "path": f, "created": !doc.existed, "added": added}));
+            }
+            Err(_) => artifacts.push(json!({"kind": "mcp", "path": f, "created": false, "added": []})),
+        }
+    }
+    if let Ok(doc) = JsonFile::open(&p.settings) {
+        let mut added = vec![];
+        let list = doc.get("enabledMcpjsonServers");
+        if list.is_none() {
+            added.push("enabledMcpjsonServers".to_string());
+        }
+        if !list.as_ref().and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == SERVER_NAME)) {
+            added.push(format!("enabledMcpjsonServers[{SERVER_NAME}]"));
+        }
+        artifacts.push(json!({"kind": "settings", "path": p.settings, "created": !doc.existed, "added": added}));
+    }
+    cx.record(e, "plan", "agent.effect_plan", &e.entity, json!({"action": "enable", "trigger_seq": e.seq, "artifacts": artifacts}))
+        .await?;
+
+    // 3. Symlink.
+    if let Err(err) = std::fs::create_dir_all(&p.skills_dir) {
+        warnings.push(format!("Failed to create {}: {err}", p.skills_dir.display()));
+    }
+    match p.link.symlink_metadata() {
+        Ok(_) if is_our_link(&p.link, &p.skill_src) => {}
+        Ok(m) if m.file_type().is_symlink() => warnings.push(format!(
+            "{} is a symlink that is not ours; left alone",
+            p.link.display()
+        )),
+        Ok(_) => warnings.push(format!("{} exists and is not a symlink; left alone", p.link.display())),
+        Err(_) => {
+            if let Err(err) = make_link(&p.skill_src, &p.link) {
+                warnings.push(format!("Failed to create symlink: {err}"));
+            }
+        }
+    }
+    // 4. MCP server entries.
+    let entry = server_entry(&cx.config.elfiee_bin, cx.file.path(), &agent.editor_id);
+    for f in [&p.mcp, &p.claude_mcp] {
+        if let Err(err) = merge_server(f, SERVER_NAME, &entry) {
+            warnings.push(err);
+        }
+    }
+    // 5. Approve the project server.
+    let approve = JsonFile::open(&p.settings).and_then(|mut doc| {
+        let list = doc.array_mut("enabledMcpjsonServers")?;
+        if !list.iter().any(|n| JsonFile::value_of(n) == SERVER_NAME) {
+            list.push(JsonFile::node(&json!(SERVER_NAME)));
+        }
+        doc.save()
+    });
+    if let Err(err) = approve {
+        warnings.push(err);
+    }
+    let message = if warnings.is_empty() {
+        "Agent enabled. Restart Claude Code in the project to load the elfiee MCP server.".to_owned()
+    } else {
+        format!("Agent enabled with {} warning(s); run enable again after fixing them.", warnings.len())
+    };
+    Ok(json!({"ok": warnings.is_empty(), "warnings": warnings, "needs_restart": true, "message": message}))
+}
+
+/// Undoes the recorded artifacts, newest first. What cannot be undone stays in the record.
+fn disable(record: Option<Value>) -> Value {
+    let mut warnings = Vec::new();
+    let mut remaining = Vec::new();
+    let artifacts: Vec<Value> = record
+        .as_ref()
+        .and_then(|r| r.get("artifacts"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    for a in artifacts.iter().rev() {
+        let path = PathBuf::from(a.get("path").and_then(Value::as_str).unwrap_or_default());
+        let created = a.get("created").and_then(Value::as_bool).unwrap_or(false);
+        let added: Vec<&str> = a.get("added").and_then(Value::as_array).map(|v| v.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let result: Result<(), String> = match a.get("kind").and_then(Value::as_str) {
+            Some("symlink") => {
+                let target = PathBuf::from(a.get("target").and_then(Value::as_str).unwrap_or_default());
+                if is_our_link(&path, &target) {
+                    std::fs::remove_file(&path).map_err(|e| format!("Failed to remove symlink {}: {e}", path.display()))
+                } else {
+                    if path.symlink_metadata().is_ok() {
+                        warnings.push(format!("{} is not our symlink; left alone", path.display()));
+                    }
+                    Ok(())
+                }
+            }
+            Some("dir") => {
+                if created && path.is_dir() && std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none()) {
+                    std::fs::remove_dir(&path).map_err(|e| format!("Failed to remove {}: {e}", path.display()))
+                } else {
+                    Ok(())
+                }
+            }
+            Some("mcp") => undo_json(&path, created, |doc| {
+                let drop_key = added.contains(&"mcpServers");
+                if added.contains(&format!("mcpServers.{SERVER_NAME}").as_str()) && doc.has_key("mcpServers") {
+                    let servers = doc.object_mut("mcpServers")?;
+                    servers.shift_remove(SERVER_NAME);
+                    if servers.is_empty() && drop_key {
+                        doc.remove("mcpServers");
+                    }
+                }
+                Ok(())
+            }),
+            Some("settings") => undo_json(&path, created, |doc| {
+                if added.contains(&format!("enabledMcpjsonServers[{SERVER_NAME}]").as_str()) && doc.has_key("enabledMcpjsonServers") {
+                    let list = doc.array_mut("enabledMcpjsonServers")?;
+                    list.retain(|n| JsonFile::value_of(n) != SERVER_NAME);
+                    if list.is_empty() && added.contains(&"enabledMcpjsonServers") {
+                        doc.remove("enabledMcpjsonServers");
+                    }
+                }
+                Ok(())
+            }),
+            _ => Ok(()),
+        };
+        if let Err(w) = result {
+            warnings.push(w);
+            remaining.insert(0, a.clone());
+        }
+    }
+    let integration = if remaining.is_empty() { Value::Null } else { json!({"artifacts": remaining}) };
+    let message = if warnings.is_empty() {
+        "Agent disabled; the project is as enable found it. Restart Claude Code to unload the server.".to_owned()
+    } else {
+        format!("Agent disabled with {} warning(s).", warnings.len())
+    };
+    json!({"ok": warnings.is_empty(), "warnings": warnings, "needs_restart": !artifacts.is_empty(), "message": message, "integration": integration})
+}
+
+/// Edits a JSON file we touched; deletes it if we created it and it is now empty.
+fn undo_json(path: &Path, created: bool, edit: impl FnOnce(&mut JsonFile) -> Result<(), String>) -> Result<(), String> {
+    let mut doc = JsonFile::open(path)?;
+    if !doc.existed {
+        return Ok(());
+    }
+    edit(&mut doc)?;
+    if created && doc.is_empty() {
+        std::fs::remove_file(path).map_err(|e| format!("Failed to remove {}: {e}", path.display()))
+    } else {
+        doc.save()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(dir: &Path, text: Option<&str>) -> PathBuf {
+        let p = dir.join("mcp.json");
+        if let Some(t) = text {
+            std::fs::write(&p, t).unwrap();
+        }
+        p
+    }
+
+    fn read(p: &Path) -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    fn entry() -> Value {
+        json!({"command": "elfiee", "args": ["mcp-server", "--elf", "/x.elf"]})
+    }
+
+    #[test]
+    fn test_merge_new_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = cfg(d.path(), None);
+        assert_eq!(merge_server(&p, "elfiee", &entry()).unwrap(), ["mcpServers", "mcpServers.elfiee"]);
+        assert_eq!(read(&p), json!({"mcpServers": {"elfiee": entry()}}));
+    }
+
+    #[test]
+    fn test_merge_empty_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = cfg(d.path(), Some(""));
+        merge_server(&p, "elfiee", &entry()).unwrap();
+        assert_eq!(read(&p), json!({"mcpServers": {"elfiee": entry()}}));
+    }
+
+    #[test]
+    fn test_merge_existing_no_server_and_with_server_and_preserves_others() {
+        let d = tempfile::tempdir().unwrap();
+        let p = cfg(d.path(), Some(r#"{"mcpServers": {"other-tool": {"command": "other-tool", "args": ["--flag"]}}, "x": 1}"#));
+        assert_eq!(merge_server(&p, "elfiee", &entry()).unwrap(), ["mcpServers.elfiee"]);
+        let newer = json!({"command": "elfiee2", "args": []});
+        assert!(merge_server(&p, "elfiee", &newer).unwrap().is_empty(), "an existing entry is overwritten, not added");
+        let v = read(&p);
+        assert_eq!(v["mcpServers"]["elfiee"], newer);
+        assert_eq!(v["mcpServers"]["other-tool"], json!({"command": "other-tool", "args": ["--flag"]}));
+        assert_eq!(v["x"], 1);
+    }
+
+    #[test]
+    fn test_merge_invalid_json() {
+        let d = tempfile::tempdir().unwrap();
+        let p = cfg(d.path(), Some("{oops"));
+        let e = merge_server(&p, "elfiee", &entry()).unwrap_err();
+        assert!(e.starts_with("Invalid JSON in"), "{e}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{oops");
+    }
+
+    #[test]
+    fn test_remove_existing_nonexistent_missing_file_and_preserves_others() {
+        let d = tempfile::tempdir().unwrap();
+        let p = cfg(d.path(), None);
+        remove_server(&p, "elfiee", false).unwrap();
+        assert!(!p.exists(), "removing from a missing file creates nothing");
+        std::fs::write(&p, r#"{"mcpServers": {"elfiee": {}, "keep": {"command": "k"}}}"#).unwrap();
+        remove_server(&p, "elfiee", false).unwrap();
+        remove_server(&p, "elfiee", false).unwrap();
+        assert_eq!(read(&p), json!({"mcpServers": {"keep": {"command": "k"}}}));
+    }
+
+    #[test]
+    fn test_remove_leaves_empty_object() {
+        let d = tempfile::tempdir().unwrap();
+        let p = cfg(d.path(), Some(r#"{"mcpServers": {"elfiee": {}}}"#));
+        remove_server(&p, "elfiee", false).unwrap();
+        assert_eq!(read(&p), json!({"mcpServers": {}}));
+        let e = remove_server(&cfg(d.path(), Some("nope")), "elfiee", false).unwrap_err();
+        assert!(e.contains("Invalid JSON"));
+    }
+
+    #[test]
+    fn test_resolve_template_elf_path_and_nested() {
+        let t = json!({"mcpServers": {"elfiee": {"command": "elfiee", "args": ["mcp-server", "--elf", "{elf_path}"], "n": 1}}});
+        let r = resolve_template(&t, "/home/u/p.elf");
+        assert_eq!(r["mcpServers"]["elfiee"]["args"][2], "/home/u/p.elf");
+        assert_eq!(r["mcpServers"]["elfiee"]["n"], 1);
+    }
+
+    #[test]
+    fn skill_frontmatter_names_the_folder() {
+        let md = skill_markdown(Path::new("/x.elf"));
+        assert!(md.starts_with("---\nname: elfiee-client\ndescription: "));
+    }
+}

@@ -1,0 +1,85 @@
+//! The export effect: writes a directory block's files back under its `external_root_path`.
+//! Every path is checked: relative, no `..`, and no existing symlink on the way — nothing is
+//! ever written outside the root.
+
+use std::path::{Path, PathBuf};
+
+use elfiee_capabilities::builtin::check_relative_path;
+use elfiee_engine::EngineError;
+use elfiee_model::{DirectoryEntry, Event};
+use serde_json::{json, Value};
+
+use crate::effects::{BoxFuture, Effect, EffectCx};
+use crate::json_file::write_atomic;
+
+pub struct ExportEffect;
+
+/// Why `rel` may not be written under `root`, if it may not.
+pub fn refuse_reason(root: &Path, rel: &str) -> Option<String> {
+    if let Err(e) = check_relative_path(rel) {
+        return Some(e);
+    }
+    let mut cur = root.to_path_buf();
+    for part in rel.split('/') {
+        cur.push(part);
+        if cur.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            return Some(format!("{} is a symlink; writing through it could leave the root", cur.display()));
+        }
+    }
+    None
+}
+
+impl Effect for ExportEffect {
+    fn name(&self) -> &'static str {
+        "export"
+    }
+    fn wants(&self, e: &Event) -> bool {
+        e.cap_id() == "directory.export"
+    }
+    fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move {
+            let root = PathBuf::from(e.value.get("root").and_then(Value::as_str).unwrap_or_default());
+            let files: Vec<(String, Option<String>)> = cx.file.with_state(|s| {
+                let entries: Vec<DirectoryEntry> = s
+                    .block(&e.entity)
+                    .and_then(|b| b.contents.get("entries"))
+                    .and_then(|v| serde_json::from_value(v.clone()).ok())
+                    .unwrap_or_default();
+                entries
+                    .into_iter()
+                    .map(|en| {
+                        let text = s.block(&en.block_id).and_then(|b| {
+                            b.contents.get("markdown").or_else(|| b.contents.get("text")).and_then(Value::as_str).map(str::to_owned)
+                        });
+                        (en.path, text)
+                    })
+                    .collect()
+            });
+            let mut written = Vec::new();
+            let mut refused = Vec::new();
+            if !root.is_dir() {
+                refused.push(json!({"path": root, "reason": "the root folder does not exist"}));
+            } else {
+                for (rel, text) in files {
+                    let Some(text) = text else {
+                        refused.push(json!({"path": rel, "reason": "its block was deleted"}));
+                        continue;
+                    };
+                    if let Some(reason) = refuse_reason(&root, &rel) {
+                        refused.push(json!({"path": rel, "reason": reason}));
+                        continue;
+                    }
+                    let target = root.join(&rel);
+                    let res = target.parent().map(std::fs::create_dir_all).transpose().and_then(|_| write_atomic(&target, text.as_bytes()));
+                    match res {
+                        Ok(()) => written.push(rel),
+                        Err(err) => refused.push(json!({"path": rel, "reason": err.to_string()})),
+                    }
+                }
+            }
+            let outcome = json!({"trigger_seq": e.seq, "root": root, "written": written, "refused": refused});
+            cx.record(e, "outcome", "directory.export_outcome", &e.entity, outcome).await?;
+            Ok(())
+        })
+    }
+}

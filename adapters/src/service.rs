@@ -1,0 +1,161 @@
+//! The operations a host (CLI, Tauri, MCP server) calls: each submits a command and, where an
+//! effect does the work, waits for the effect's recorded outcome.
+
+use std::path::Path;
+use std::time::Duration;
+
+use elfiee_engine::{EngineError, FileHandle};
+use elfiee_model::{CapError, Command, Event, EXTERNAL_ROOT_PATH};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::effects::wait_for_outcome;
+use crate::import::{read_folder, ImportLimits};
+
+/// How long an agent enable/disable may take before the caller stops waiting.
+const AGENT_EFFECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn rejected(msg: impl Into<String>) -> EngineError {
+    EngineError::Rejected(CapError::rejected(msg))
+}
+
+/// Result of `directory.import`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ImportReport {
+    pub block_id: String,
+    pub root: String,
+    pub files: usize,
+    pub skipped: Vec<elfiee_model::SkippedFile>,
+}
+
+/// Reads the folder and submits one `directory.import` command carrying its files.
+pub async fn import_directory(
+    file: &FileHandle,
+    editor: &str,
+    folder: &Path,
+    name: Option<&str>,
+    progress: impl FnMut(&str),
+) -> Result<ImportReport, EngineError> {
+    let root = folder.canonicalize().map_err(|e| rejected(format!("cannot import {}: {e}", folder.display())))?;
+    if root.starts_with(file.path()) {
+        return Err(rejected("cannot import a folder inside the .elf itself"));
+    }
+    let (files, skipped) = read_folder(&root, &ImportLimits::default(), progress).map_err(rejected)?;
+    let n = files.len();
+    let mut payload = json!({"root": root.display().to_string(), "files": files, "skipped": skipped});
+    if let Some(name) = name {
+        payload["name"] = json!(name);
+    }
+    let events = file.submit(Command::new(editor, "directory.import", None, payload)).await?;
+    Ok(ImportReport { block_id: events[0].entity.clone(), root: root.display().to_string(), files: n, skipped })
+}
+
+/// Result of agent create / enable / disable (seed 001 `AgentEnableResult`, plus ids).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentResult {
+    pub agent_block_id: String,
+    pub editor_id: String,
+    pub status: String,
+    pub needs_restart: bool,
+    pub message: String,
+    pub warnings: Vec<String>,
+}
+
+fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> AgentResult {
+    let (editor_id, status) = file.with_state(|s| {
+        let c = s.block(agent_id).map(|b| b.contents.clone()).unwrap_or_default();
+        (
+            c.get("editor_id").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            c.get("status").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        )
+    });
+    let v = outcome.map(|e| e.value.clone()).unwrap_or_else(|| json!({"needs_restart": false, "message": "LLM-only agent created", "warnings": []}));
+    AgentResult {
+        agent_block_id: agent_id.to_owned(),
+        editor_id,
+        status,
+        needs_restart: v.get("needs_restart").and_then(Value::as_bool).unwrap_or(false),
+        message: v.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        warnings: v
+            .get("warnings")
+            .and_then(Value::as_array)
+            .map(|w| w.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// `agent.create`; with a target directory, first checks that Claude Code was initialized in
+/// the project (`<root>/.claude/` exists), then waits for the enable effect.
+pub async fn create_agent(file: &FileHandle, editor: &str, target: Option<&str>, name: Option<&str>) -> Result<AgentResult, EngineError> {
+    if let Some(target) = target {
+        let root = file.with_state(|s| {
+            s.block(target).and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH)).and_then(Value::as_str).map(str::to_owned)
+        });
+        if let Some(root) = root {
+            if !Path::new(&root).join(".claude").is_dir() {
+                return Err(rejected(format!("Claude not initialized in target project: {root}. Run 'claude' first.")));
+            }
+        }
+    }
+    let mut payload = json!({});
+    if let Some(t) = target {
+        payload["target_project_id"] = json!(t);
+    }
+    if let Some(n) = name {
+        payload["name"] = json!(n);
+    }
+    let events = file.submit(Command::new(editor, "agent.create", None, payload)).await?;
+    let agent_id = events.iter().find(|e| e.cap_id() == "core.create").map(|e| e.entity.clone()).unwrap_or_default();
+    let outcome = match events.iter().find(|e| e.cap_id() == "agent.enable") {
+        Some(trigger) => wait_for_outcome(file, "claude", trigger, AGENT_EFFECT_TIMEOUT).await?,
+        None => Vec::new(),
+    };
+    Ok(agent_result(file, &agent_id, outcome.first()))
+}
+
+/// `agent.enable` or `agent.disable`, waiting for the integration effect's outcome.
+pub async fn set_agent_enabled(file: &FileHandle, editor: &str, agent_id: &str, enable: bool) -> Result<AgentResult, EngineError> {
+    let cap = if enable { "agent.enable" } else { "agent.disable" };
+    let events = file.submit(Command::new(editor, cap, Some(agent_id), json!({}))).await?;
+    let outcome = wait_for_outcome(file, "claude", &events[0], AGENT_EFFECT_TIMEOUT).await?;
+    Ok(agent_result(file, agent_id, outcome.first()))
+}
+
+/// Every agent block with its status and project.
+pub fn list_agents(file: &FileHandle) -> Vec<Value> {
+    file.with_state(|s| {
+        s.blocks
+            .values()
+            .filter(|b| b.block_type == "agent")
+            .map(|b| {
+                json!({
+                    "agent_block_id": b.block_id,
+                    "name": b.name,
+                    "editor_id": b.contents.get("editor_id"),
+                    "status": b.contents.get("status"),
+                    "target_project_id": b.contents.get("target_project_id"),
+                    "last_effect": b.metadata.custom.get("last_effect"),
+                })
+            })
+            .collect()
+    })
+}
+
+/// `terminal.execute`, waiting for `terminal.output` (the command's timeout plus a margin).
+pub async fn run_terminal(file: &FileHandle, editor: &str, terminal_id: &str, command: &str, timeout_secs: Option<u64>) -> Result<Value, EngineError> {
+    let mut payload = json!({"command": command});
+    if let Some(t) = timeout_secs {
+        payload["timeout_secs"] = json!(t);
+    }
+    let events = file.submit(Command::new(editor, "terminal.execute", Some(terminal_id), payload)).await?;
+    let secs = events[0].value.get("timeout_secs").and_then(Value::as_u64).unwrap_or(120);
+    let out = wait_for_outcome(file, "terminal", &events[0], Duration::from_secs(secs + 30)).await?;
+    Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
+}
+
+/// `directory.export`, waiting for its outcome (`written`, `refused`).
+pub async fn export_directory(file: &FileHandle, editor: &str, dir_id: &str) -> Result<Value, EngineError> {
+    let events = file.submit(Command::new(editor, "directory.export", Some(dir_id), json!({}))).await?;
+    let out = wait_for_outcome(file, "export", &events[0], Duration::from_secs(120)).await?;
+    Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
+}
