@@ -25,6 +25,7 @@
 //! Crates: [`model`] (data types), [`projections`] (pure state + apply), [`capabilities`]
 //! (pure handlers + CBAC), [`engine`] (actor, log, snapshots, subscriptions).
 
+pub use elfiee_adapters as adapters;
 pub use elfiee_capabilities as capabilities;
 pub use elfiee_engine as engine;
 pub use elfiee_model as model;

@@ -11,6 +11,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -117,9 +118,31 @@ pub fn builtin() -> Vec<Arc<dyn Effect>> {
 /// Running effect tasks of one file. They stop by themselves when the file closes.
 pub struct EffectsHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Per effect: seq of the last event it has dealt with.
+    progress: Vec<Arc<AtomicU64>>,
 }
 
 impl EffectsHandle {
+    /// Waits until every effect has dealt with every committed event, including the outcomes
+    /// the effects themselves commit. Hosts that are about to close a file call this so that
+    /// pending effects finish first (they would otherwise run on the next open).
+    pub async fn settle(&self, file: &FileHandle, timeout: Duration) -> Result<(), EngineError> {
+        let wait = async {
+            loop {
+                let target = file.last_seq();
+                let behind = self.progress.iter().any(|p| p.load(Ordering::Acquire) < target);
+                let finished = self.tasks.iter().all(|t| t.is_finished());
+                if !behind && file.last_seq() == target || finished {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(timeout, wait)
+            .await
+            .map_err(|_| EngineError::Effect(format!("effects still running after {timeout:?}; they resume on the next open")))
+    }
+
     /// Waits for the tasks to end (after the file was closed).
     pub async fn join(self) {
         for t in self.tasks {
@@ -136,17 +159,18 @@ pub fn attach(file: &FileHandle, config: EffectsConfig) -> EffectsHandle {
 
 /// Starts the given effects on `file`.
 pub fn attach_effects(file: &FileHandle, config: EffectsConfig, effects: Vec<Arc<dyn Effect>>) -> EffectsHandle {
-    let tasks = effects
-        .into_iter()
-        .map(|effect| {
-            let cx = EffectCx { file: file.clone(), config: config.clone(), effect: effect.name() };
-            tokio::spawn(run_effect(effect, cx))
-        })
-        .collect();
-    EffectsHandle { tasks }
+    let mut tasks = Vec::new();
+    let mut progress = Vec::new();
+    for effect in effects {
+        let cx = EffectCx { file: file.clone(), config: config.clone(), effect: effect.name() };
+        let done = Arc::new(AtomicU64::new(0));
+        progress.push(done.clone());
+        tasks.push(tokio::spawn(run_effect(effect, cx, done)));
+    }
+    EffectsHandle { tasks, progress }
 }
 
-async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx) {
+async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Arc<AtomicU64>) {
     let name = effect.name();
     let from = match cx.file.checkpoint(name) {
         Ok(seq) => seq + 1,
@@ -155,8 +179,14 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx) {
             return;
         }
     };
+    done.store(from - 1, Ordering::Release);
     let mut events = cx.file.subscribe_from(from);
-    while let Some(event) = events.recv().await {
+    loop {
+        // Caught up with everything committed so far: say so, then wait for more.
+        if events.next_seq() > cx.file.last_seq() {
+            done.store(events.next_seq() - 1, Ordering::Release);
+        }
+        let Some(event) = events.recv().await else { break };
         if effect.wants(&event) {
             let done = effect_cmd_id(name, &event, "outcome");
             match cx.file.command_events(done) {
@@ -188,6 +218,7 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx) {
         } else if event.seq % 256 == 0 {
             let _ = cx.file.set_checkpoint(name, event.seq);
         }
+        done.store(event.seq, Ordering::Release);
     }
 }
 

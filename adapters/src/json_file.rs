@@ -69,10 +69,48 @@ fn raw(s: &str) -> Box<RawValue> {
     RawValue::from_string(s.to_owned()).expect("valid JSON literal")
 }
 
+/// Separators of a container that was written on one line (`", "` / `": "` or without spaces).
+fn inline_style(original: &RawValue) -> Option<(&'static str, &'static str)> {
+    let t = original.get();
+    if t.contains('\n') {
+        return None;
+    }
+    let item = if t.contains(", ") || !t.contains(',') { ", " } else { "," };
+    let kv = if t.contains("\": ") || !t.contains("\":") { ": " } else { ":" };
+    Some((item, kv))
+}
+
+impl Node {
+    /// One-line rendering for a container whose original was on one line.
+    fn inline_text(&self) -> Option<String> {
+        let (original, is_obj) = match self {
+            Node::Object { original: Some(o), .. } => (o, true),
+            Node::Array { original: Some(o), .. } => (o, false),
+            _ => return None,
+        };
+        let (item, kv) = inline_style(original)?;
+        let text = |n: &Node| n.inline_text().unwrap_or_else(|| serde_json::to_string(n).unwrap_or_default());
+        let parts: Vec<String> = match self {
+            Node::Object { entries, .. } => {
+                entries.iter().map(|(k, v)| format!("{}{kv}{}", serde_json::to_string(k).unwrap_or_default(), text(v))).collect()
+            }
+            Node::Array { items, .. } => items.iter().map(text).collect(),
+            Node::Raw(_) => return None,
+        };
+        let (open, close) = if is_obj { ("{", "}") } else { ("[", "]") };
+        Some(format!("{open}{}{close}", parts.join(item)))
+    }
+}
+
 impl Serialize for Node {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         if let Some(orig) = self.unchanged_original() {
             return orig.serialize(s);
+        }
+        if let Some(t) = self.inline_text() {
+            if let Ok(raw) = RawValue::from_string(t) {
+                return raw.serialize(s);
+            }
         }
         match self {
             Node::Raw(r) => r.serialize(s),
@@ -258,6 +296,24 @@ mod tests {
         assert!(mid.contains("\"other\": {\"command\": \"x\", \"args\": [\"--flag\"]}"), "untouched values byte for byte: {mid}");
         let mut f = JsonFile::open(&p).unwrap();
         f.object_mut("mcpServers").unwrap().shift_remove("elfiee");
+        f.save().unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), orig);
+    }
+
+    #[test]
+    fn one_line_containers_stay_on_one_line_across_separate_edits() {
+        let d = tempfile::tempdir().unwrap();
+        let orig = "{\n  \"allow\": [\"a\", \"b\"],\n  \"servers\": {\"x\": {\"c\": 1}}\n}\n";
+        let p = file(d.path(), orig);
+        let mut f = JsonFile::open(&p).unwrap();
+        f.array_mut("allow").unwrap().push(JsonFile::node(&json!("elfiee")));
+        f.object_mut("servers").unwrap().insert("e".into(), JsonFile::node(&json!({"k": [1, 2]})));
+        f.save().unwrap();
+        let mid = std::fs::read_to_string(&p).unwrap();
+        assert!(mid.contains("[\"a\", \"b\", \"elfiee\"]"), "{mid}");
+        let mut f = JsonFile::open(&p).unwrap();
+        f.array_mut("allow").unwrap().retain(|n| JsonFile::value_of(n) != "elfiee");
+        f.object_mut("servers").unwrap().shift_remove("e");
         f.save().unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), orig);
     }

@@ -2,16 +2,18 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use elfiee::{Command, Engine, Event, FileHandle, State};
+use elfiee_adapters::service;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use super::output::Out;
-use super::{resolve, BlockCmd, Cli, CliError, CodeCmd, Cmd, EditorCmd, EditorKind, GrantArgs, MarkdownCmd, TextSource};
+use super::{resolve, AgentCmd, BlockCmd, DirCmd, TerminalCmd, Cli, CliError, CodeCmd, Cmd, EditorCmd, EditorKind, GrantArgs, MarkdownCmd, TextSource};
 
-/// An open file plus who we act as.
+/// An open file, its running effects, and who we act as.
 struct Session {
     file: FileHandle,
     editor: String,
+    effects: elfiee_adapters::EffectsHandle,
 }
 
 impl Session {
@@ -24,7 +26,18 @@ impl Session {
                 .owner()
                 .ok_or_else(|| CliError::failed("not_initialized", "this .elf has no owner; it was never initialized"))?,
         };
-        Ok(Session { file, editor })
+        // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
+        let effects = elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default());
+        Ok(Session { file, editor, effects })
+    }
+
+    /// Lets pending effects finish, then closes the file.
+    async fn close(self) {
+        if let Err(e) = self.effects.settle(&self.file, std::time::Duration::from_secs(600)).await {
+            eprintln!("warning: {e}");
+        }
+        self.file.close().await;
+        self.effects.join().await;
     }
 
     async fn submit(&self, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, CliError> {
@@ -63,7 +76,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     }
     let session = Session::open(&cli).await?;
     let result = dispatch(&cli, &session, &out).await;
-    session.file.close().await;
+    session.close().await;
     result
 }
 
@@ -102,6 +115,9 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             });
         }
         Cmd::Block(cmd) => block(s, cmd, out).await?,
+        Cmd::Dir(cmd) => dir(s, cmd, out).await?,
+        Cmd::Terminal(cmd) => terminal(s, cmd, out).await?,
+        Cmd::Agent(cmd) => agent(s, cmd, out).await?,
         Cmd::Markdown(MarkdownCmd::Write { id, source }) => {
             let id = s.block_id(id)?;
             let text = read_text(source)?;
@@ -206,6 +222,118 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
             s.submit(cap, Some(&from), json!({"to": to, "relation": l.relation})).await?;
             let verb = if linking { "linked" } else { "unlinked" };
             out.print(&json!({"from": from, "to": to, "relation": l.relation}), || format!("{verb} {from} -{}-> {to}", l.relation));
+        }
+    }
+    Ok(())
+}
+
+async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
+    match cmd {
+        DirCmd::Import { path, name } => {
+            let bar = ProgressBar::new_spinner();
+            bar.set_message("reading");
+            let report = service::import_directory(&s.file, &s.editor, path, name.as_deref(), |p| {
+                bar.set_message(p.to_owned());
+                bar.tick();
+            })
+            .await?;
+            bar.finish_and_clear();
+            let v = serde_json::to_value(&report).unwrap_or_default();
+            out.print(&v, || {
+                let mut t = format!("imported {} files from {} as {}", report.files, report.root, report.block_id);
+                for sk in &report.skipped {
+                    t.push_str(&format!("\nskipped {}: {}", sk.path, sk.reason));
+                }
+                t
+            });
+        }
+        DirCmd::Export { id } => {
+            let id = s.block_id(id)?;
+            let v = service::export_directory(&s.file, &s.editor, &id).await?;
+            out.print(&v, || {
+                let written = v["written"].as_array().map(Vec::len).unwrap_or(0);
+                let mut t = format!("wrote {written} files under {}", v["root"].as_str().unwrap_or(""));
+                for r in v["refused"].as_array().into_iter().flatten() {
+                    t.push_str(&format!("\nrefused {}: {}", r["path"].as_str().unwrap_or(""), r["reason"].as_str().unwrap_or("")));
+                }
+                t
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn terminal(s: &Session, cmd: &TerminalCmd, out: &Out) -> Result<(), CliError> {
+    match cmd {
+        TerminalCmd::Create { name, dir, shell } => {
+            let mut payload = json!({"name": name});
+            if let Some(d) = dir {
+                payload["linked_directory_id"] = json!(s.block_id(d)?);
+            }
+            if let Some(sh) = shell {
+                payload["shell"] = json!(sh);
+            }
+            let ev = s.submit("terminal.create", None, payload).await?;
+            let id = &ev[0].entity;
+            out.print(&json!({"block_id": id}), || format!("created terminal {id}"));
+        }
+        TerminalCmd::Run { id, timeout, command } => {
+            let id = s.block_id(id)?;
+            let line = command.join(" ");
+            let v = service::run_terminal(&s.file, &s.editor, &id, &line, *timeout).await?;
+            if let Some(err) = v.get("error").and_then(Value::as_str) {
+                return Err(CliError::failed("terminal", err.to_owned()));
+            }
+            out.print(&v, || {
+                let mut t = v["stdout"].as_str().unwrap_or("").to_owned();
+                let stderr = v["stderr"].as_str().unwrap_or("");
+                if !stderr.is_empty() {
+                    eprint!("{stderr}");
+                }
+                if v["timed_out"] == true {
+                    t.push_str("\n[timed out]");
+                }
+                if v["exit_code"] != 0 {
+                    eprintln!("[exit code {}]", v["exit_code"]);
+                }
+                t.trim_end_matches('\n').to_owned()
+            });
+        }
+    }
+    Ok(())
+}
+
+async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
+    let show = |r: &service::AgentResult| {
+        let v = serde_json::to_value(r).unwrap_or_default();
+        out.print(&v, || {
+            let mut t = format!("agent {} ({}) is {}: {}", r.agent_block_id, r.editor_id, r.status, r.message);
+            for w in &r.warnings {
+                t.push_str(&format!("\nwarning: {w}"));
+            }
+            t
+        });
+    };
+    match cmd {
+        AgentCmd::Create { target, name } => {
+            let target = target.as_deref().map(|t| s.block_id(t)).transpose()?;
+            let r = service::create_agent(&s.file, &s.editor, target.as_deref(), name.as_deref()).await?;
+            show(&r);
+        }
+        AgentCmd::Enable { id } | AgentCmd::Disable { id } => {
+            let id = s.block_id(id)?;
+            let r = service::set_agent_enabled(&s.file, &s.editor, &id, matches!(cmd, AgentCmd::Enable { .. })).await?;
+            show(&r);
+        }
+        AgentCmd::List => {
+            let agents = service::list_agents(&s.file);
+            out.print(&json!(agents), || {
+                agents
+                    .iter()
+                    .map(|a| format!("{}  {:<10} {:<8} {}", a["agent_block_id"].as_str().unwrap_or(""), a["name"].as_str().unwrap_or(""), a["status"].as_str().unwrap_or(""), a["editor_id"].as_str().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
         }
     }
     Ok(())

@@ -70,6 +70,69 @@ pub enum Cmd {
     Verify,
     /// List the capabilities this build knows.
     Caps,
+    /// Import a folder as a directory block, or export one back.
+    #[command(subcommand)]
+    Dir(DirCmd),
+    /// Terminals: run shell commands in a project folder, output recorded as events.
+    #[command(subcommand)]
+    Terminal(TerminalCmd),
+    /// Agents: Claude Code integration (with --target) or LLM-only agents.
+    #[command(subcommand)]
+    Agent(AgentCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum DirCmd {
+    /// Import a folder (skips .git, target, node_modules, .elf, binary and oversize files).
+    Import {
+        path: PathBuf,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Write a directory block's files back under its folder.
+    Export { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TerminalCmd {
+    /// Create a terminal block.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Directory block whose folder is the working directory.
+        #[arg(long)]
+        dir: Option<String>,
+        /// Shell that runs commands as `<shell> -c CMD` (default sh).
+        #[arg(long)]
+        shell: Option<String>,
+    },
+    /// Run a command and print its output (exit code of the run is reported, not returned).
+    Run {
+        id: String,
+        /// Seconds before the command is killed (default 120).
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AgentCmd {
+    /// Create an agent; with --target it integrates Claude Code into that directory's project.
+    Create {
+        #[arg(long)]
+        target: Option<String>,
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Enable an agent (install the skill link, MCP server entry and approval).
+    Enable { id: String },
+    /// Disable an agent (remove exactly what enable added).
+    Disable { id: String },
+    /// List agents.
+    List,
 }
 
 #[derive(Subcommand, Debug)]

@@ -1,0 +1,808 @@
+//! `elfiee-bench`: the engine beside raw sled, on the same event bytes, in one run.
+//!
+//! ```text
+//! cargo run --release --bin elfiee-bench -- [--quick]
+//! ```
+//!
+//! Prints ONE JSON object on stdout (progress goes to stderr) with four measurements, each
+//! `{"engine": …, "raw": …, "ratio": engine / raw, …}`:
+//!
+//! - `sequential_commit` — one submitter, durable commands/s through [`FileHandle::submit`]
+//!   (one `markdown.write` per command) vs raw sled `insert` + `flush` per event.
+//! - `concurrent_commit` — 64 tokio tasks submitting concurrently (group commit) vs raw sled
+//!   batches of 64 inserts + one `flush` per batch.
+//! - `replay` — full replay events/s via [`elfiee_engine::replay`] (hash chain + apply) vs raw
+//!   sled iteration of the `events` tree + [`codec::open`] decode of each record.
+//! - `open` — milliseconds to open a big log that has a fresh snapshot via [`Engine::open`]
+//!   vs `sled::open` + reading the snapshot bytes.
+//!
+//! The raw side always writes the very bytes the engine stored: after each engine run the
+//! benchmark reads the sealed records back out of the engine's log (they were produced by
+//! [`codec::seal`]) and feeds exactly those to raw sled. Raw sled uses the engine's sled
+//! configuration (no background flush timer, `HighThroughput` mode) so only the engine's own
+//! work differs.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use elfiee_engine::codec::{self, event_key};
+use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
+use elfiee_model::Command;
+use serde_json::{json, Value};
+
+const OWNER: &str = "bench";
+
+#[derive(Parser, Debug)]
+#[command(name = "elfiee-bench", about = "Elfiee engine vs raw sled, in one run; prints one JSON object")]
+struct Args {
+    /// Smaller sizes (200,000-event log, shorter windows): finishes in well under a minute.
+    #[arg(long)]
+    quick: bool,
+    /// Concurrent submitters for the concurrent measurement.
+    #[arg(long, default_value_t = 64)]
+    tasks: usize,
+    /// Keep the temporary directory (printed on stderr) instead of deleting it.
+    #[arg(long)]
+    keep: bool,
+    /// Run only some measurements (for profiling): comma-separated of
+    /// `sequential`, `concurrent`, `big` (build + replay + open). The output then lacks the others.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Commands per `submit_all` group when building the big log.
+    #[arg(long, default_value_t = 512)]
+    build_batch: usize,
+    /// Concurrent tasks building the big log.
+    #[arg(long, default_value_t = 16)]
+    build_tasks: usize,
+    /// Events in the big log (default 1,000,000; 200,000 with --quick).
+    #[arg(long)]
+    big_events: Option<u64>,
+}
+
+impl Args {
+    fn wants(&self, what: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|o| o == what)
+    }
+}
+
+/// Sizes and time windows of one run.
+struct Plan {
+    mode: &'static str,
+    seq_window: Duration,
+    conc_window: Duration,
+    warmup: Duration,
+    big_events: u64,
+    big_blocks: usize,
+    build_tasks: usize,
+    build_batch: usize,
+    replay_runs: usize,
+    open_runs: usize,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                mode: "quick",
+                seq_window: Duration::from_millis(1500),
+                conc_window: Duration::from_millis(2000),
+                warmup: Duration::from_millis(200),
+                big_events: 200_000,
+                big_blocks: 1_000,
+                build_tasks: 64,
+                build_batch: 64,
+                replay_runs: 3,
+                open_runs: 5,
+            }
+        } else {
+            Plan {
+                mode: "full",
+                seq_window: Duration::from_millis(2500),
+                conc_window: Duration::from_millis(3000),
+                warmup: Duration::from_millis(300),
+                big_events: 1_000_000,
+                big_blocks: 1_000,
+                build_tasks: 64,
+                build_batch: 64,
+                replay_runs: 3,
+                open_runs: 5,
+            }
+        }
+    }
+}
+
+macro_rules! info {
+    ($($t:tt)*) => { eprintln!("[elfiee-bench] {}", format!($($t)*)) };
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+fn main() {
+    let args = Args::parse();
+    if std::env::var_os("RUST_LOG").is_some() {
+        // Engine traces (e.g. `RUST_LOG=elfiee_engine=trace` shows group-commit sizes) on stderr.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let started = Instant::now();
+    let base = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join("bench-tmp")
+        .join(format!("run-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir_all(&base) {
+        info!("cannot create {}: {e}", base.display());
+        std::process::exit(2);
+    }
+    info!("scratch directory: {}", base.display());
+    let result = run(&args, &base, started);
+    if args.keep {
+        info!("kept {}", base.display());
+    } else if let Err(e) = std::fs::remove_dir_all(&base) {
+        info!("could not delete {}: {e}", base.display());
+    }
+    match result {
+        Ok(mut out) => {
+            out["total_seconds"] = round(started.elapsed().as_secs_f64(), 1);
+            println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        }
+        Err(e) => {
+            info!("failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
+    let mut plan = Plan::new(args.quick);
+    plan.build_batch = args.build_batch.max(1);
+    plan.build_tasks = args.build_tasks.max(1);
+    if let Some(n) = args.big_events {
+        plan.big_events = n;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let engine = Engine::new(EngineConfig { node_id: OWNER.into(), ..Default::default() });
+    info!("mode {}, {} cpus, tokio multi-thread runtime", plan.mode, cpus());
+    let mut out = json!({
+        "mode": plan.mode,
+        "machine": {"cpus": cpus(), "note": "shared machine; figures vary run to run"},
+        "sled_config": "flush_every_ms(None), Mode::HighThroughput (the engine's own settings) on both sides",
+    });
+    if args.wants("sequential") {
+        out["sequential_commit"] = sequential_phase(&rt, &engine, base, &plan)?;
+    }
+    if args.wants("concurrent") {
+        out["concurrent_commit"] = concurrent_phase(&rt, &engine, base, &plan, args.tasks)?;
+    }
+    if args.wants("big") {
+        big_phase(&rt, &engine, base, &plan, &mut out)?;
+    }
+    out["elapsed_before_cleanup_s"] = round(started.elapsed().as_secs_f64(), 1);
+    Ok(out)
+}
+
+fn sequential_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &Plan) -> Result<Value, BoxError> {
+    let seq_path = base.join("sequential.elf");
+    let seq_engine = rt.block_on(sequential_engine(engine, &seq_path, plan))?;
+    let seq_records = read_records(&seq_path.join("log"), seq_engine.first_seq, seq_engine.last_seq)?;
+    let seq_raw = sequential_raw(&base.join("sequential-raw"), &seq_records)?;
+    let seq_diag_batch = batch_per_command_raw(&base.join("sequential-diag1"), &seq_records)?;
+    let (seq_diag_pipe, _) = pipelined_raw(&base.join("sequential-diag2"), &seq_records, 1, Pipe::BatchPerCommand)?;
+    let sequential = pair(
+        seq_engine.rate,
+        seq_raw,
+        json!({
+            "unit": "events/s (durable, higher is better)",
+            "events": seq_records.len(),
+            "event_bytes_avg": avg_len(&seq_records),
+            "target": "ratio >= 0.8",
+            "how": "engine: 1 submitter awaiting FileHandle::submit(markdown.write) for a fixed window; raw: the same stored records, sled Tree::insert + Db::flush per event",
+            "diagnostics": {
+                "unit": "events/s, raw sled on the same records, no engine code",
+                "one_thread_batch_per_command": round(seq_diag_batch, 1),
+                "one_thread_batch_per_command_is": "the engine's sled work per command (index get + one Batch of event + 12-byte index entry) then Db::flush, same thread",
+                "two_threads_batch_per_command": round(seq_diag_pipe, 1),
+                "two_threads_batch_per_command_is": "the same work on a writer thread, each command handed to a separate flusher thread that flushes and hands back (the engine's actor -> flusher -> caller hand-offs, without tokio/ractor)",
+            },
+        }),
+    );
+    info!("sequential: {}", sequential);
+    Ok(sequential)
+}
+
+fn concurrent_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &Plan, tasks: usize) -> Result<Value, BoxError> {
+    let conc_path = base.join("concurrent.elf");
+    let conc_engine = rt.block_on(concurrent_engine(engine, &conc_path, plan, tasks))?;
+    let conc_records = read_records(&conc_path.join("log"), conc_engine.first_seq, conc_engine.last_seq)?;
+    let conc_raw = concurrent_raw(&base.join("concurrent-raw"), &conc_records, tasks)?;
+    let (conc_diag_cmd, conc_diag_cmd_group) = pipelined_raw(&base.join("concurrent-diag1"), &conc_records, tasks, Pipe::BatchPerCommand)?;
+    let (conc_diag_grp, conc_diag_grp_group) = pipelined_raw(&base.join("concurrent-diag2"), &conc_records, tasks, Pipe::BatchPerGroup)?;
+    let concurrent = pair(
+        conc_engine.rate,
+        conc_raw,
+        json!({
+            "unit": "events/s (durable, higher is better)",
+            "submitters": tasks,
+            "events": conc_records.len(),
+            "target": "ratio >= 0.5",
+            "how": format!("engine: {tasks} tokio tasks, each awaiting FileHandle::submit(markdown.write on its own block) in a loop for a fixed window; raw: the same stored records, one sled::Batch of {tasks} inserts + Db::flush per batch, one thread"),
+            "diagnostics": {
+                "unit": "events/s, raw sled on the same records, no engine code",
+                "two_threads_batch_per_command": round(conc_diag_cmd, 1),
+                "two_threads_batch_per_command_commands_per_flush": round(conc_diag_cmd_group, 1),
+                "two_threads_batch_per_command_is": format!("the engine's storage pattern: a writer thread does index get + one Batch (event + index entry) per command, a flusher thread flushes whatever was handed over so far (group commit); at most {tasks} commands in flight"),
+                "two_threads_batch_per_group": round(conc_diag_grp, 1),
+                "two_threads_batch_per_group_commands_per_flush": round(conc_diag_grp_group, 1),
+                "two_threads_batch_per_group_is": "the same, except the flusher thread writes everything handed over in ONE Batch before its flush (the proposed engine fix)",
+            },
+        }),
+    );
+    info!("concurrent: {}", concurrent);
+    Ok(concurrent)
+}
+
+fn big_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &Plan, out: &mut Value) -> Result<(), BoxError> {
+    let snapshot_every = engine.config().snapshot_every;
+    // ---- the big log ----
+    let big_path = base.join("big.elf");
+    let build = rt.block_on(build_big_log(engine, &big_path, &plan))?;
+    let disk_mb = dir_size(&big_path) as f64 / 1e6;
+    info!("big log: {} events in {:.1} s ({:.0} events/s), {:.0} MB on disk", build.events, build.secs, build.events as f64 / build.secs, disk_mb);
+    let snapshot_seq = snapshot_seq(&big_path.join("log"))?;
+
+    // ---- replay ----
+    let mut eng_replay = Vec::new();
+    let mut raw_replay = Vec::new();
+    let mut engine_internal_ms = Vec::new();
+    for i in 0..plan.replay_runs {
+        let (n, secs) = raw_replay_run(&big_path.join("log"))?;
+        check_count("raw replay", n, build.events)?;
+        raw_replay.push(n as f64 / secs);
+        let t = Instant::now();
+        let (report, _state) = retry_locked(|| elfiee_engine::replay(&big_path, |_, _| {}))?;
+        let secs = t.elapsed().as_secs_f64();
+        check_count("engine replay", report.events, build.events)?;
+        eng_replay.push(report.events as f64 / secs);
+        engine_internal_ms.push(report.elapsed_ms as f64);
+        info!("replay run {}: engine {:.0} events/s, raw {:.0} events/s", i + 1, eng_replay[i], raw_replay[i]);
+    }
+    let replay = pair(
+        median(&eng_replay),
+        median(&raw_replay),
+        json!({
+            "unit": "events/s (higher is better)",
+            "events": build.events,
+            "runs": plan.replay_runs,
+            "statistic": "median",
+            "engine_runs": eng_replay.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            "raw_runs": raw_replay.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            "engine_reported_elapsed_ms": engine_internal_ms,
+            "target": "ratio >= 0.5",
+            "how": "engine: elfiee_engine::replay(path) timed around the call (sled open, hash-chain check, decode, apply, final state digest); raw: sled open + iterate the events tree's event keys + codec::open(seq, bytes, None) per record (decode only, no chain check, no apply); runs alternate raw/engine",
+        }),
+    );
+    info!("replay: {}", replay);
+
+    // ---- open ----
+    let mut eng_open = Vec::new();
+    let mut raw_open = Vec::new();
+    let mut snapshot_bytes = 0;
+    for i in 0..plan.open_runs {
+        let (ms, len) = raw_open_run(&big_path.join("log"))?;
+        snapshot_bytes = len;
+        raw_open.push(ms);
+        let ms = rt.block_on(engine_open_run(engine, &big_path, build.events))?;
+        eng_open.push(ms);
+        info!("open run {}: engine {:.1} ms, raw {:.1} ms", i + 1, eng_open[i], raw_open[i]);
+    }
+    let e = median(&eng_open);
+    let r = median(&raw_open);
+    let open = json!({
+        "engine": round(e, 2),
+        "raw": round(r, 2),
+        "ratio": round(e / r, 3),
+        "unit": "ms (lower is better)",
+        "events": build.events,
+        "snapshot_seq": snapshot_seq,
+        "snapshot_bytes": snapshot_bytes,
+        "runs": plan.open_runs,
+        "statistic": "median",
+        "engine_runs": eng_open.iter().map(|r| round(*r, 2)).collect::<Vec<_>>(),
+        "raw_runs": raw_open.iter().map(|r| round(*r, 2)).collect::<Vec<_>>(),
+        "target": "ratio <= 3",
+        "how": "engine: Engine::open(path) until the handle answers owner()/last_seq() (sled open, tail lookup, snapshot decode + check, tail replay, actor + flusher start), then close (not timed); raw: sled::open of the same log directory + Tree 'snapshots' get('latest') copied out; runs alternate raw/engine",
+    });
+    info!("open: {}", open);
+
+    out["replay"] = replay;
+    out["open"] = open;
+    out["big_log"] = json!({
+        "events": build.events,
+        "blocks": plan.big_blocks,
+        "build_seconds": round(build.secs, 1),
+        "build_events_per_s": round(build.events as f64 / build.secs, 0),
+        "disk_mb": round(disk_mb, 0),
+        "snapshot_every": snapshot_every,
+        "note": format!(
+            "built through the engine by {} concurrent tokio tasks, each calling FileHandle::submit_all with batches of {} commands (one atomic group, one durable flush per group commit): {} core.create then markdown.write (~150 bytes of text) cycling over the blocks; closing the handle wrote the snapshot used by 'open'",
+            plan.build_tasks, plan.build_batch, plan.big_blocks
+        ),
+    });
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+// engine side
+
+struct EngineRun {
+    rate: f64,
+    first_seq: u64,
+    last_seq: u64,
+}
+
+fn text(i: u64) -> String {
+    format!(
+        "## Entry {i}\n\nThe quick brown fox jumps over the lazy dog while the log keeps every keystroke; \
+         this is line {i:010} of the benchmark."
+    )
+}
+
+fn write_cmd(block: &str, i: u64) -> Command {
+    Command::new(OWNER, "markdown.write", Some(block), json!({ "markdown": text(i) }))
+}
+
+fn create_cmd(i: usize) -> Command {
+    Command::new(OWNER, "core.create", None, json!({ "name": format!("doc-{i}"), "block_type": "markdown" }))
+}
+
+async fn create_block(f: &FileHandle, i: usize) -> Result<String, EngineError> {
+    let ev = f.submit(create_cmd(i)).await?;
+    Ok(ev[0].entity.clone())
+}
+
+async fn sequential_engine(engine: &Engine, path: &Path, plan: &Plan) -> Result<EngineRun, BoxError> {
+    let f = engine.init(path, "Bench").await?;
+    let block = create_block(&f, 0).await?;
+    let mut i = 0u64;
+    let warm = Instant::now();
+    while warm.elapsed() < plan.warmup {
+        f.submit(write_cmd(&block, i)).await?;
+        i += 1;
+    }
+    let first_seq = f.last_seq() + 1;
+    let t = Instant::now();
+    let mut n = 0u64;
+    while t.elapsed() < plan.seq_window {
+        f.submit(write_cmd(&block, i)).await?;
+        i += 1;
+        n += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let last_seq = f.last_seq();
+    f.close().await;
+    if last_seq + 1 - first_seq != n {
+        return Err(format!("sequential: {n} commands but {} events", last_seq + 1 - first_seq).into());
+    }
+    Ok(EngineRun { rate: n as f64 / secs, first_seq, last_seq })
+}
+
+async fn concurrent_engine(engine: &Engine, path: &Path, plan: &Plan, tasks: usize) -> Result<EngineRun, BoxError> {
+    let f = engine.init(path, "Bench").await?;
+    let mut blocks = Vec::with_capacity(tasks);
+    for i in 0..tasks {
+        blocks.push(create_block(&f, i).await?);
+    }
+    async fn round_of(f: &FileHandle, blocks: &[String], window: Duration) -> Result<u64, BoxError> {
+        let deadline = Instant::now() + window;
+        let mut joins = Vec::with_capacity(blocks.len());
+        for (t, block) in blocks.iter().enumerate() {
+            let f = f.clone();
+            let block = block.clone();
+            joins.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    f.submit(write_cmd(&block, (t as u64) << 32 | n)).await?;
+                    n += 1;
+                }
+                Ok::<u64, EngineError>(n)
+            }));
+        }
+        let mut total = 0;
+        for j in joins {
+            total += j.await??;
+        }
+        Ok(total)
+    }
+    round_of(&f, &blocks, plan.warmup).await?;
+    let first_seq = f.last_seq() + 1;
+    let t = Instant::now();
+    let n = round_of(&f, &blocks, plan.conc_window).await?;
+    let secs = t.elapsed().as_secs_f64();
+    let last_seq = f.last_seq();
+    f.close().await;
+    if last_seq + 1 - first_seq != n {
+        return Err(format!("concurrent: {n} commands but {} events", last_seq + 1 - first_seq).into());
+    }
+    Ok(EngineRun { rate: n as f64 / secs, first_seq, last_seq })
+}
+
+struct Build {
+    events: u64,
+    secs: f64,
+}
+
+async fn build_big_log(engine: &Engine, path: &Path, plan: &Plan) -> Result<Build, BoxError> {
+    info!("building a {}-event log through the engine ({} tasks, submit_all batches of {})", plan.big_events, plan.build_tasks, plan.build_batch);
+    let t = Instant::now();
+    let f = engine.init(path, "Bench").await?;
+    // Blocks first, in batches.
+    let mut blocks = Vec::with_capacity(plan.big_blocks);
+    for chunk in (0..plan.big_blocks).collect::<Vec<_>>().chunks(plan.build_batch.max(1)) {
+        let evs = f.submit_all(chunk.iter().map(|i| create_cmd(*i)).collect()).await?;
+        blocks.extend(evs.into_iter().map(|e| e.entity));
+    }
+    let blocks = Arc::new(blocks);
+    let start_seq = f.last_seq();
+    let total = plan.big_events.saturating_sub(start_seq);
+    let claimed = Arc::new(AtomicU64::new(0));
+    let batch = plan.build_batch.max(1) as u64;
+    let mut joins = Vec::new();
+    for _ in 0..plan.build_tasks {
+        let (f, blocks, claimed) = (f.clone(), blocks.clone(), claimed.clone());
+        joins.push(tokio::spawn(async move {
+            loop {
+                let from = claimed.fetch_add(batch, Ordering::Relaxed);
+                if from >= total {
+                    return Ok::<(), EngineError>(());
+                }
+                let to = (from + batch).min(total);
+                let cmds: Vec<Command> =
+                    (from..to).map(|i| write_cmd(&blocks[(i % blocks.len() as u64) as usize], i)).collect();
+                if cmds.len() == 1 {
+                    f.submit(cmds.into_iter().next().unwrap_or_else(|| unreachable!())).await?;
+                } else {
+                    f.submit_all(cmds).await?;
+                }
+            }
+        }));
+    }
+    let mut last_report = Instant::now();
+    let mut done = false;
+    while !done {
+        done = joins.iter().all(|j| j.is_finished());
+        if last_report.elapsed() > Duration::from_secs(5) {
+            last_report = Instant::now();
+            info!("  … {} events", f.last_seq());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for j in joins {
+        j.await??;
+    }
+    let events = f.last_seq();
+    f.close().await; // writes the final snapshot
+    Ok(Build { events, secs: t.elapsed().as_secs_f64() })
+}
+
+async fn engine_open_run(engine: &Engine, path: &Path, expect: u64) -> Result<f64, BoxError> {
+    let mut tries = 0;
+    loop {
+        let t = Instant::now();
+        match engine.open(path).await {
+            Ok(h) => {
+                let owner = h.owner();
+                let seq = h.last_seq();
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                h.close().await;
+                if owner.as_deref() != Some(OWNER) || seq != expect {
+                    return Err(format!("opened file has owner {owner:?}, seq {seq}; expected {OWNER}, {expect}").into());
+                }
+                return Ok(ms);
+            }
+            Err(EngineError::Locked(_)) if tries < 100 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+fn retry_locked<T>(mut f: impl FnMut() -> Result<T, EngineError>) -> Result<T, EngineError> {
+    let mut tries = 0;
+    loop {
+        match f() {
+            Err(EngineError::Locked(_)) if tries < 100 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// raw sled side
+
+/// The engine's sled settings (see `SledEventLog::open`).
+fn sled_config(dir: &Path) -> sled::Config {
+    sled::Config::new().path(dir).flush_every_ms(None).mode(sled::Mode::HighThroughput)
+}
+
+fn open_raw(dir: &Path) -> Result<sled::Db, BoxError> {
+    let mut tries = 0;
+    loop {
+        match sled_config(dir).open() {
+            Ok(db) => return Ok(db),
+            Err(e) if tries < 100 => {
+                tries += 1;
+                if tries == 1 {
+                    info!("raw open of {} failed ({e}); retrying", dir.display());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The stored `(key, value)` records of events `from..=to`, exactly as the engine wrote them.
+fn read_records(log_dir: &Path, from: u64, to: u64) -> Result<Vec<([u8; 9], Vec<u8>)>, BoxError> {
+    let db = open_raw(log_dir)?;
+    let tree = db.open_tree("events")?;
+    let mut out = Vec::with_capacity((to + 1 - from) as usize);
+    for r in tree.range(event_key(from)..=event_key(to)) {
+        let (k, v) = r?;
+        let key: [u8; 9] = k.as_ref().try_into()?;
+        out.push((key, v.to_vec()));
+    }
+    if out.len() as u64 != to + 1 - from {
+        return Err(format!("expected {} records, found {}", to + 1 - from, out.len()).into());
+    }
+    Ok(out)
+}
+
+fn sequential_raw(dir: &Path, records: &[([u8; 9], Vec<u8>)]) -> Result<f64, BoxError> {
+    let db = open_raw(dir)?;
+    let tree = db.open_tree("events")?;
+    let t = Instant::now();
+    for (k, v) in records {
+        tree.insert(k, v.as_slice())?;
+        db.flush()?;
+    }
+    Ok(records.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+/// The engine's sled writes for one command: the event and its 12-byte command-index entry.
+fn index_entry(seq_no: u64) -> ([u8; 17], [u8; 12]) {
+    let mut ck = [b'c'; 17];
+    ck[1..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    let mut idx = [0u8; 12];
+    idx[..8].copy_from_slice(&seq_no.to_be_bytes());
+    idx[8..].copy_from_slice(&1u32.to_be_bytes());
+    (ck, idx)
+}
+
+/// Diagnostic: the engine's per-command sled work (command-index `get`, then one `Batch` with
+/// the event and its index entry) followed by `Db::flush`, all on one thread.
+fn batch_per_command_raw(dir: &Path, records: &[([u8; 9], Vec<u8>)]) -> Result<f64, BoxError> {
+    let db = open_raw(dir)?;
+    let tree = db.open_tree("events")?;
+    let t = Instant::now();
+    for (i, (k, v)) in records.iter().enumerate() {
+        let (ck, idx) = index_entry(i as u64 + 1);
+        std::hint::black_box(tree.get(ck)?);
+        let mut b = sled::Batch::default();
+        b.insert(k, v.as_slice());
+        b.insert(&ck, &idx);
+        tree.apply_batch(b)?;
+        db.flush()?;
+    }
+    Ok(records.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+/// Where the diagnostic pipeline writes to sled.
+#[derive(Clone, Copy, PartialEq)]
+enum Pipe {
+    /// Like the engine today: the writer thread applies one `Batch` per command, the flusher
+    /// thread only flushes.
+    BatchPerCommand,
+    /// The writer thread only hands commands over; the flusher thread writes everything handed
+    /// over so far in ONE `Batch` and flushes once.
+    BatchPerGroup,
+}
+
+/// Diagnostic: the engine's storage pattern without the engine. A writer thread (the file
+/// actor) hands commands to a flusher thread, which makes everything handed over so far durable
+/// with one `Db::flush` (group commit) and then releases it. At most `window` commands are
+/// in flight (1 = one submitter, 64 = 64 submitters). Returns (events/s, commands per flush).
+fn pipelined_raw(dir: &Path, records: &[([u8; 9], Vec<u8>)], window: usize, mode: Pipe) -> Result<(f64, f64), BoxError> {
+    use std::sync::{Condvar, Mutex};
+    type Rec = ([u8; 9], Vec<u8>, [u8; 17], [u8; 12]);
+    #[derive(Default)]
+    struct St {
+        queued: Vec<Rec>,
+        inflight: usize,
+        done: bool,
+        flushes: u64,
+    }
+    let db = open_raw(dir)?;
+    let tree = db.open_tree("events")?;
+    let st = Arc::new((Mutex::new(St::default()), Condvar::new(), Condvar::new()));
+    let t = Instant::now();
+    let flusher = {
+        let (st, db, tree) = (st.clone(), db.clone(), tree.clone());
+        std::thread::spawn(move || -> Result<u64, sled::Error> {
+            let (m, to_writer, to_flusher) = &*st;
+            loop {
+                let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+                while g.queued.is_empty() && !g.done {
+                    g = to_flusher.wait(g).unwrap_or_else(|p| p.into_inner());
+                }
+                if g.queued.is_empty() {
+                    return Ok(g.flushes);
+                }
+                let group = std::mem::take(&mut g.queued);
+                drop(g);
+                if mode == Pipe::BatchPerGroup {
+                    let mut b = sled::Batch::default();
+                    for (k, v, ck, idx) in &group {
+                        b.insert(k, v.as_slice());
+                        b.insert(ck, idx);
+                    }
+                    tree.apply_batch(b)?;
+                }
+                db.flush()?;
+                let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+                g.inflight -= group.len();
+                g.flushes += 1;
+                to_writer.notify_all();
+            }
+        })
+    };
+    let (m, to_writer, to_flusher) = &*st;
+    for (i, (k, v)) in records.iter().enumerate() {
+        {
+            let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+            while g.inflight >= window {
+                g = to_writer.wait(g).unwrap_or_else(|p| p.into_inner());
+            }
+        }
+        let (ck, idx) = index_entry(i as u64 + 1);
+        std::hint::black_box(tree.get(ck)?);
+        if mode == Pipe::BatchPerCommand {
+            let mut b = sled::Batch::default();
+            b.insert(k, v.as_slice());
+            b.insert(&ck, &idx);
+            tree.apply_batch(b)?;
+        }
+        let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
+        g.queued.push((*k, v.clone(), ck, idx));
+        g.inflight += 1;
+        to_flusher.notify_one();
+    }
+    m.lock().unwrap_or_else(|p| p.into_inner()).done = true;
+    to_flusher.notify_one();
+    let flushes = flusher.join().map_err(|_| "flusher thread panicked")??;
+    let secs = t.elapsed().as_secs_f64();
+    Ok((records.len() as f64 / secs, records.len() as f64 / flushes.max(1) as f64))
+}
+
+fn concurrent_raw(dir: &Path, records: &[([u8; 9], Vec<u8>)], batch: usize) -> Result<f64, BoxError> {
+    let db = open_raw(dir)?;
+    let tree = db.open_tree("events")?;
+    let t = Instant::now();
+    for chunk in records.chunks(batch.max(1)) {
+        let mut b = sled::Batch::default();
+        for (k, v) in chunk {
+            b.insert(k, v.as_slice());
+        }
+        tree.apply_batch(b)?;
+        db.flush()?;
+    }
+    Ok(records.len() as f64 / t.elapsed().as_secs_f64())
+}
+
+/// (events, seconds): sled open + iterate event keys + decode each record.
+fn raw_replay_run(log_dir: &Path) -> Result<(u64, f64), BoxError> {
+    let t = Instant::now();
+    let db = open_raw(log_dir)?;
+    let tree = db.open_tree("events")?;
+    let mut n = 0u64;
+    let mut bytes = 0usize;
+    for r in tree.range(event_key(0)..=event_key(u64::MAX)) {
+        let (k, v) = r?;
+        let seq = u64::from_be_bytes(k[1..9].try_into()?);
+        let e = codec::open(seq, &v, None)?;
+        bytes += e.entity.len();
+        n += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    std::hint::black_box(bytes);
+    drop(tree);
+    drop(db);
+    Ok((n, secs))
+}
+
+/// (ms, snapshot length): sled open + read the snapshot bytes.
+fn raw_open_run(log_dir: &Path) -> Result<(f64, usize), BoxError> {
+    let t = Instant::now();
+    let db = open_raw(log_dir)?;
+    let snap = db.open_tree("snapshots")?.get("latest")?.map(|v| v.to_vec()).ok_or("no snapshot stored")?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    drop(db);
+    Ok((ms, snap.len()))
+}
+
+/// Seq of the stored snapshot, checked against the log tail (outside any timing).
+fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
+    let db = open_raw(log_dir)?;
+    let bytes = db.open_tree("snapshots")?.get("latest")?.ok_or("no snapshot stored")?;
+    let snap: elfiee_engine::replay::Snapshot = rmp_serde::from_slice(&bytes)?;
+    let tail = db
+        .open_tree("events")?
+        .range(event_key(0)..=event_key(u64::MAX))
+        .next_back()
+        .transpose()?
+        .map(|(k, _)| u64::from_be_bytes(k[1..9].try_into().unwrap_or_default()))
+        .unwrap_or(0);
+    if snap.seq != tail {
+        info!("warning: snapshot at seq {} but the log ends at {tail}; open will replay the tail", snap.seq);
+    }
+    Ok(snap.seq)
+}
+
+// ------------------------------------------------------------------------------------------
+// helpers
+
+fn pair(engine: f64, raw: f64, mut extra: Value) -> Value {
+    extra["engine"] = round(engine, 1);
+    extra["raw"] = round(raw, 1);
+    extra["ratio"] = round(engine / raw, 3);
+    extra
+}
+
+fn round(x: f64, digits: i32) -> Value {
+    let p = 10f64.powi(digits);
+    json!((x * p).round() / p)
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn avg_len(records: &[([u8; 9], Vec<u8>)]) -> Value {
+    let total: usize = records.iter().map(|(_, v)| v.len()).sum();
+    round(total as f64 / records.len().max(1) as f64, 0)
+}
+
+fn check_count(what: &str, got: u64, want: u64) -> Result<(), BoxError> {
+    if got != want {
+        return Err(format!("{what} saw {got} events, the log holds {want}").into());
+    }
+    Ok(())
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn dir_size(p: &Path) -> u64 {
+    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    rd.flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
