@@ -18,6 +18,7 @@ pub mod effects;
 pub mod export;
 pub mod import;
 pub mod json_file;
+pub mod mcp;
 pub mod service;
 pub mod terminal;
 

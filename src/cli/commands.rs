@@ -118,6 +118,13 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         Cmd::Dir(cmd) => dir(s, cmd, out).await?,
         Cmd::Terminal(cmd) => terminal(s, cmd, out).await?,
         Cmd::Agent(cmd) => agent(s, cmd, out).await?,
+        Cmd::McpServer { editor } => {
+            let editor = match editor {
+                Some(e) => s.editor_id(e)?,
+                None => s.editor.clone(),
+            };
+            elfiee_adapters::mcp::serve_stdio(s.file.clone(), editor).await?;
+        }
         Cmd::Markdown(MarkdownCmd::Write { id, source }) => {
             let id = s.block_id(id)?;
             let text = read_text(source)?;

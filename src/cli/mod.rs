@@ -79,6 +79,12 @@ pub enum Cmd {
     /// Agents: Claude Code integration (with --target) or LLM-only agents.
     #[command(subcommand)]
     Agent(AgentCmd),
+    /// Serve the document over MCP on stdin/stdout (what Claude Code starts).
+    McpServer {
+        /// Act as this editor (default: the file owner); agent entries pass their editor id.
+        #[arg(long)]
+        editor: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
