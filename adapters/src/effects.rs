@@ -200,8 +200,7 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Arc<AtomicU64>)
                         obs(name, event.seq);
                     }
                     let span = tracing::info_span!("effect", effect = name, seq = event.seq, cap = event.cap_id());
-                    let _g = span.enter();
-                    if let Err(e) = effect.run(&cx, &event).await {
+                    if let Err(e) = tracing::Instrument::instrument(effect.run(&cx, &event), span).await {
                         // Closed file: the outcome was not recorded, so the effect runs again on
                         // the next open. Anything else is logged; the effect itself records
                         // I/O failures as outcomes.

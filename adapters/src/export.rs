@@ -14,16 +14,28 @@ use crate::json_file::write_atomic;
 
 pub struct ExportEffect;
 
-/// Why `rel` may not be written under `root`, if it may not.
+/// Why `rel` may not be written under `root`, if it may not. `root` is the canonical folder
+/// recorded at import; every existing part of the path must resolve inside it (symlinks that
+/// stay inside are fine).
 pub fn refuse_reason(root: &Path, rel: &str) -> Option<String> {
     if let Err(e) = check_relative_path(rel) {
         return Some(e);
     }
+    match root.canonicalize() {
+        Ok(c) if c == root => {}
+        Ok(c) => return Some(format!("the root folder {} now resolves to {}", root.display(), c.display())),
+        Err(e) => return Some(format!("the root folder {} is unreadable: {e}", root.display())),
+    }
     let mut cur = root.to_path_buf();
     for part in rel.split('/') {
         cur.push(part);
-        if cur.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-            return Some(format!("{} is a symlink; writing through it could leave the root", cur.display()));
+        if cur.symlink_metadata().is_err() {
+            break; // does not exist yet: created below a checked parent
+        }
+        match cur.canonicalize() {
+            Ok(real) if real.starts_with(root) => {}
+            Ok(real) => return Some(format!("{} is a symlink to {}, outside the root", cur.display(), real.display())),
+            Err(_) => return Some(format!("{} is a broken symlink", cur.display())),
         }
     }
     None
@@ -59,6 +71,8 @@ impl Effect for ExportEffect {
             let mut refused = Vec::new();
             if !root.is_dir() {
                 refused.push(json!({"path": root, "reason": "the root folder does not exist"}));
+            } else if let Some(reason) = refuse_reason(&root, "probe").filter(|r| r.contains("root folder")) {
+                refused.push(json!({"path": root, "reason": reason}));
             } else {
                 for (rel, text) in files {
                     let Some(text) = text else {

@@ -65,6 +65,15 @@ pub fn read_folder(root: &Path, limits: &ImportLimits, mut progress: impl FnMut(
                         skip(format!("symlink leaves the root (to {})", t.display()), &mut skipped);
                         continue;
                     }
+                    Ok(t) if t.strip_prefix(&root).is_ok_and(|r| {
+                        r.components().any(|c| {
+                            let c = c.as_os_str().to_string_lossy();
+                            SKIPPED_DIRS.contains(&c.as_ref()) || c.ends_with(".elf")
+                        })
+                    }) => {
+                        skip("symlink into a skipped folder".into(), &mut skipped);
+                        continue;
+                    }
                     Ok(t) if t.is_dir() => {
                         skip("symlinked folder (not followed)".into(), &mut skipped);
                         continue;

@@ -46,6 +46,7 @@ impl Effect for TerminalEffect {
             });
             let mut out = match terminal {
                 Some(Ok(t)) => match working_dir(cx, &t, &e.entity) {
+                    Ok(cwd) if !cwd.is_dir() => json!({"error": format!("the working folder {} does not exist", cwd.display()), "cwd": cwd}),
                     Ok(cwd) => run_command(&t, &cwd, &command, timeout, cx.config.terminal_output_limit).await,
                     Err(err) => json!({"error": err}),
                 },
@@ -81,12 +82,30 @@ async fn run_command(t: &TerminalContents, cwd: &std::path::Path, command: &str,
             (child.wait().await.ok(), true)
         }
     };
-    // The shell may have left children holding the pipes; the group is gone after a kill, and
-    // otherwise they are given a moment before we stop reading.
-    let grace = Duration::from_secs(2);
-    let (so, so_total) = tokio::time::timeout(grace, stdout).await.ok().and_then(|r| r.ok()).unwrap_or_default();
-    let (se, se_total) = tokio::time::timeout(grace, stderr).await.ok().and_then(|r| r.ok()).unwrap_or_default();
+    // The shell may have left background children holding the pipes open. Give them a moment,
+    // then kill the whole group so the readers reach end-of-file; nothing read is dropped.
+    let readers = async { (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default()) };
+    tokio::pin!(readers);
+    let mut held_open = false;
+    let ((so, so_total), (se, se_total)) = match tokio::time::timeout(Duration::from_secs(2), &mut readers).await {
+        Ok(r) => r,
+        Err(_) => {
+            held_open = true;
+            kill_group(pid);
+            readers.await
+        }
+    };
     let note = |kept: &[u8], total: usize| {
+        // Cut at a character boundary: a truncated multi-byte character is dropped whole.
+        let kept = if total > kept.len() {
+            match std::str::from_utf8(kept) {
+                Ok(_) => kept,
+                Err(e) if e.error_len().is_none() => &kept[..e.valid_up_to()],
+                Err(_) => kept,
+            }
+        } else {
+            kept
+        };
         let mut s = String::from_utf8_lossy(kept).into_owned();
         if total > kept.len() {
             s.push_str(&format!("\n[elfiee: output truncated: kept {} of {total} bytes]", kept.len()));
@@ -100,6 +119,7 @@ async fn run_command(t: &TerminalContents, cwd: &std::path::Path, command: &str,
         "exit_code": status.and_then(|s| s.code()),
         "timed_out": timed_out,
         "truncated": so_total > so.len() || se_total > se.len(),
+        "note": held_open.then_some("[elfiee: background processes still held the output open; they were killed]"),
         "duration_ms": started.elapsed().as_millis() as u64,
     })
 }

@@ -1,0 +1,575 @@
+//! The terminal, directory import and directory export effects end to end: a real `.elf` on
+//! sled, the built-in effects attached, and the host operations of `service`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use elfiee_adapters::effects::{attach, EffectsConfig, EffectsHandle, Observer};
+use elfiee_adapters::service::{export_directory, import_directory, run_terminal, ImportReport};
+use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use elfiee_model::{Command, EXTERNAL_ROOT_PATH};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig { node_id: "test-node".into(), ..EngineConfig::default() })
+}
+
+/// Effect runs seen by an observer: (effect name, trigger seq).
+type Runs = Arc<Mutex<Vec<(String, u64)>>>;
+
+fn observer() -> (Observer, Runs) {
+    let runs: Runs = Arc::default();
+    let sink = runs.clone();
+    (Arc::new(move |name: &str, seq: u64| sink.lock().unwrap().push((name.to_owned(), seq))), runs)
+}
+
+/// A fresh `.elf` owned by Alice (editor `alice`) with the built-in effects attached.
+struct Doc {
+    tmp: TempDir,
+    engine: Engine,
+    file: FileHandle,
+    effects: Option<EffectsHandle>,
+}
+
+impl Doc {
+    async fn new(config: EffectsConfig) -> Doc {
+        let tmp = tempfile::tempdir().unwrap();
+        let engine = engine();
+        let file = engine.init(tmp.path().join("doc.elf"), "Alice").await.unwrap();
+        let effects = Some(attach(&file, config));
+        Doc { tmp, engine, file, effects }
+    }
+
+    async fn default() -> Doc {
+        Doc::new(EffectsConfig::default()).await
+    }
+
+    fn elf(&self) -> PathBuf {
+        self.tmp.path().join("doc.elf")
+    }
+
+    async fn close(&mut self) {
+        self.file.close().await;
+        if let Some(fx) = self.effects.take() {
+            fx.join().await;
+        }
+    }
+
+    async fn terminal(&self, payload: Value) -> String {
+        let ev = self.file.submit(Command::new("alice", "terminal.create", None, payload)).await.unwrap();
+        ev[0].entity.clone()
+    }
+
+    async fn run(&self, terminal: &str, command: &str, timeout: Option<u64>) -> Value {
+        run_terminal(&self.file, "alice", terminal, command, timeout).await.unwrap()
+    }
+
+    async fn import(&self, folder: &Path) -> ImportReport {
+        import_directory(&self.file, "alice", folder, None, |_| {}).await.unwrap()
+    }
+
+    /// `path` → block id of the directory block's entries.
+    fn entries(&self, dir: &str) -> Vec<(String, String)> {
+        self.file.with_state(|s| {
+            s.block(dir).unwrap().contents["entries"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| (e["path"].as_str().unwrap().to_owned(), e["block_id"].as_str().unwrap().to_owned()))
+                .collect()
+        })
+    }
+
+    fn entry(&self, dir: &str, path: &str) -> String {
+        self.entries(dir).into_iter().find(|(p, _)| p == path).map(|(_, id)| id).unwrap_or_else(|| panic!("no entry {path}"))
+    }
+}
+
+fn text(v: &Value, key: &str) -> String {
+    v[key].as_str().unwrap_or_else(|| panic!("no string '{key}' in {v}")).to_owned()
+}
+
+fn write(path: &Path, contents: impl AsRef<[u8]>) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, contents).unwrap();
+}
+
+/// A project folder with one markdown and one code file.
+fn project() -> TempDir {
+    let p = tempfile::tempdir().unwrap();
+    write(&p.path().join("README.md"), "# Readme\n");
+    write(&p.path().join("src/main.rs"), "fn main() {}\n");
+    p
+}
+
+/// Whether the process `pid` is gone (or a zombie nobody reaped yet).
+fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terminal
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_echo_returns_its_stdout_and_exit_code_zero() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let out = d.run(&t, "echo hi", Some(10)).await;
+    assert_eq!(text(&out, "stdout"), "hi\n", "{out}");
+    assert_eq!(text(&out, "stderr"), "", "{out}");
+    assert_eq!(out["exit_code"], 0, "{out}");
+    assert_eq!(out["timed_out"], false, "{out}");
+    assert_eq!(out["truncated"], false, "{out}");
+    assert_eq!(out["command"], "echo hi");
+    assert_eq!(d.file.block(&t).unwrap().contents["last_output"]["stdout"], "hi\n", "the block shows the last output");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_keeps_stderr_and_a_non_zero_exit_code() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let out = d.run(&t, "echo out; echo oops >&2; exit 3", Some(10)).await;
+    assert_eq!(text(&out, "stdout"), "out\n", "{out}");
+    assert_eq!(text(&out, "stderr"), "oops\n", "{out}");
+    assert_eq!(out["exit_code"], 3, "{out}");
+    assert_eq!(out["timed_out"], false, "{out}");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_runs_in_the_folder_of_its_linked_directory() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    let dir = d.import(proj.path()).await.block_id;
+    let t = d.terminal(json!({"name": "sh", "linked_directory_id": dir})).await;
+    let out = d.run(&t, "pwd -P; ls", Some(10)).await;
+    let canonical = proj.path().canonicalize().unwrap();
+    let stdout = text(&out, "stdout");
+    assert_eq!(stdout.lines().next().unwrap(), canonical.to_str().unwrap(), "{out}");
+    assert!(stdout.lines().any(|l| l == "README.md"), "the command sees the project's files: {out}");
+    assert_eq!(out["cwd"], canonical.to_str().unwrap());
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_without_a_link_runs_in_the_elf_terminals_block_folder() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let out = d.run(&t, "pwd -P", Some(10)).await;
+    let expected = d.elf().canonicalize().unwrap().join("terminals").join(&t);
+    assert_eq!(text(&out, "stdout").trim_end(), expected.to_str().unwrap(), "{out}");
+    assert!(expected.is_dir());
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_env_of_the_block_reaches_the_command() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh", "env": {"ELFIEE_GREETING": "hello world", "SECOND": "2"}})).await;
+    let out = d.run(&t, "printf '%s|%s' \"$ELFIEE_GREETING\" \"$SECOND\"", Some(10)).await;
+    assert_eq!(text(&out, "stdout"), "hello world|2", "{out}");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_command_over_its_timeout_is_killed_and_its_partial_output_kept() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let started = Instant::now();
+    let out = d.run(&t, "echo before; echo err-before >&2; sleep 30; echo after", Some(1)).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "returned after {took:?}: {out}");
+    assert_eq!(out["timed_out"], true, "{out}");
+    assert_eq!(text(&out, "stdout"), "before\n", "{out}");
+    assert_eq!(text(&out, "stderr"), "err-before\n", "{out}");
+    assert!(out["exit_code"].is_null(), "a killed command has no exit code: {out}");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_timeout_kills_background_children_of_the_shell_too() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let started = Instant::now();
+    // The background `sleep` holds the output pipes: unless the whole group is killed, the
+    // reads would never end.
+    let out = d.run(&t, "sleep 30 & echo child=$!; wait", Some(1)).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(8), "returned after {took:?}: {out}");
+    assert_eq!(out["timed_out"], true, "{out}");
+    let stdout = text(&out, "stdout");
+    let pid: u32 = stdout.trim().strip_prefix("child=").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{out}"));
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while !process_gone(pid) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(process_gone(pid), "the background child {pid} still runs");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_output_over_the_limit_is_truncated_with_a_note() {
+    let mut d = Doc::new(EffectsConfig { terminal_output_limit: 1000, ..EffectsConfig::default() }).await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let out = d.run(&t, "yes a | head -c 5000; yes b | head -c 3000 >&2", Some(10)).await;
+    assert_eq!(out["truncated"], true, "{out}");
+    assert_eq!(out["exit_code"], 0);
+    let stdout = text(&out, "stdout");
+    let (kept, note) = stdout.split_once("\n[elfiee: output truncated").unwrap_or_else(|| panic!("no truncation note: {stdout:?}"));
+    assert_eq!(kept.len(), 1000, "exactly the limit is kept");
+    assert!(kept.bytes().all(|b| b == b'a' || b == b'\n'));
+    assert!(note.contains("1000") && note.contains("5000"), "the note says how much was cut: {note:?}");
+    let stderr = text(&out, "stderr");
+    assert!(stderr.contains("[elfiee: output truncated") && stderr.contains("3000"), "stderr is capped too: {stderr:?}");
+
+    // Output under the limit is untouched.
+    let out = d.run(&t, "yes a | head -c 999", Some(10)).await;
+    assert_eq!(out["truncated"], false, "{out}");
+    assert_eq!(text(&out, "stdout").len(), 999);
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_output_is_committed_as_exactly_one_event_attributed_to_the_caller() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let before = d.file.last_seq();
+    let out = d.run(&t, "echo once", Some(10)).await;
+    let events = d.file.events(before + 1).unwrap();
+    let exec: Vec<_> = events.iter().filter(|e| e.cap_id() == "terminal.execute").collect();
+    let outputs: Vec<_> = events.iter().filter(|e| e.cap_id() == "terminal.output").collect();
+    assert_eq!(exec.len(), 1);
+    assert_eq!(outputs.len(), 1, "{events:#?}");
+    let o = outputs[0];
+    assert_eq!(o.attribute, "alice/terminal.output");
+    assert_eq!(o.entity, t);
+    assert_eq!(o.value["trigger_seq"], exec[0].seq);
+    assert_eq!(o.value, out, "run_terminal returns the committed output");
+    assert!(o.seq > exec[0].seq);
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_command_does_not_run_again_after_close_and_reopen() {
+    let (obs1, runs1) = observer();
+    let mut d = Doc::new(EffectsConfig { observer: Some(obs1), ..EffectsConfig::default() }).await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let counter = d.tmp.path().join("count.txt");
+    let cmd = format!("echo ran >> '{}'", counter.display());
+    d.run(&t, &cmd, Some(10)).await;
+    assert_eq!(runs1.lock().unwrap().iter().filter(|(n, _)| n == "terminal").count(), 1);
+    d.close().await;
+
+    // Twice, to also cover a reopen of a reopened file.
+    for _ in 0..2 {
+        let (obs, runs) = observer();
+        let file = d.engine.open(d.elf()).await.unwrap();
+        let fx = attach(&file, EffectsConfig { observer: Some(obs), ..EffectsConfig::default() });
+        // Effects handle events in seq order, so once this later command's output is in, the
+        // catch-up has passed the old `terminal.execute`.
+        let barrier = run_terminal(&file, "alice", &t, "echo barrier", Some(10)).await.unwrap();
+        assert_eq!(text(&barrier, "stdout"), "barrier\n");
+        let terminal_runs: Vec<u64> = runs.lock().unwrap().iter().filter(|(n, _)| n == "terminal").map(|(_, s)| *s).collect();
+        assert_eq!(terminal_runs.len(), 1, "only the barrier ran: {terminal_runs:?}");
+        assert_eq!(std::fs::read_to_string(&counter).unwrap(), "ran\n", "the old command ran exactly once");
+        let outputs = file.events(1).unwrap().into_iter().filter(|e| e.cap_id() == "terminal.output").count();
+        file.close().await;
+        fx.join().await;
+        assert!(outputs >= 2);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Import
+// ---------------------------------------------------------------------------------------------
+
+fn skip_reason(report: &ImportReport, path: &str) -> String {
+    report
+        .skipped
+        .iter()
+        .find(|s| s.path == path)
+        .map(|s| s.reason.clone())
+        .unwrap_or_else(|| panic!("'{path}' not reported as skipped: {:?}", report.skipped))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_skips_vcs_build_and_dependency_folders_and_elf_documents() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    let p = proj.path();
+    write(&p.join(".git/config"), "[core]\n");
+    write(&p.join("target/debug/out.rs"), "// built\n");
+    write(&p.join("node_modules/pkg/index.js"), "module.exports = 1;\n");
+    write(&p.join("sub/node_modules/x.js"), "1\n");
+    write(&p.join("other.elf/marker"), "elfiee document\n");
+    write(&p.join("notes.elf"), "not text we want\n");
+    let r = d.import(p).await;
+
+    assert!(skip_reason(&r, ".git").contains("not imported"));
+    assert!(skip_reason(&r, "target").contains("not imported"));
+    assert!(skip_reason(&r, "node_modules").contains("not imported"));
+    assert!(skip_reason(&r, "sub/node_modules").contains("not imported"));
+    assert!(skip_reason(&r, "other.elf").contains("not imported"));
+    assert!(skip_reason(&r, "notes.elf").contains(".elf"));
+    let paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["README.md", "src/main.rs"]);
+    assert_eq!(r.files, 2);
+    // The skips are recorded in the log too.
+    let recorded = d.file.events(1).unwrap().into_iter().find(|e| e.cap_id() == "directory.import").unwrap();
+    assert_eq!(recorded.value["skipped"].as_array().unwrap().len(), r.skipped.len());
+    d.close().await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_skips_binary_oversize_files_and_symlinks_leaving_the_root() {
+    use std::os::unix::fs::symlink;
+    let mut d = Doc::default().await;
+    let proj = project();
+    let outside = tempfile::tempdir().unwrap();
+    let p = proj.path();
+    write(&p.join("blob.bin"), b"abc\0def");
+    write(&p.join("big.txt"), "x".repeat(1024 * 1024 + 1));
+    write(&p.join("just_fits.txt"), "y".repeat(1024 * 1024));
+    write(&outside.path().join("secret.txt"), "secret\n");
+    symlink(outside.path().join("secret.txt"), p.join("escape.txt")).unwrap();
+    symlink("/etc/passwd", p.join("passwd")).unwrap();
+    symlink(outside.path(), p.join("outside_dir")).unwrap();
+    symlink(p.join("nowhere"), p.join("dangling")).unwrap();
+    let r = d.import(p).await;
+
+    assert!(skip_reason(&r, "blob.bin").contains("binary"));
+    let big = skip_reason(&r, "big.txt");
+    assert!(big.contains("limit") && big.contains("1048577"), "{big}");
+    assert!(skip_reason(&r, "escape.txt").contains("leaves the root"));
+    assert!(skip_reason(&r, "passwd").contains("leaves the root"));
+    assert!(skip_reason(&r, "outside_dir").contains("leaves the root"));
+    assert!(skip_reason(&r, "dangling").contains("broken"));
+    let paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["README.md", "just_fits.txt", "src/main.rs"], "exactly 1 MiB is still imported");
+    let all_text: String = d.file.with_state(|s| s.blocks.values().map(|b| b.contents.to_string()).collect());
+    assert!(!all_text.contains("secret"), "nothing from outside the root was imported");
+    d.close().await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_follows_a_symlink_to_a_file_inside_the_root() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    std::os::unix::fs::symlink(proj.path().join("README.md"), proj.path().join("link.md")).unwrap();
+    std::os::unix::fs::symlink("src/main.rs", proj.path().join("relative_link.rs")).unwrap();
+    let r = d.import(proj.path()).await;
+    assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+    let link = d.file.block(&d.entry(&r.block_id, "link.md")).unwrap();
+    assert_eq!(link.contents["markdown"], "# Readme\n");
+    let rel = d.file.block(&d.entry(&r.block_id, "relative_link.rs")).unwrap();
+    assert_eq!(rel.contents["text"], "fn main() {}\n");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_makes_markdown_blocks_for_md_files_and_code_blocks_for_the_rest() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    write(&proj.path().join("docs/guide.markdown"), "guide\n");
+    write(&proj.path().join("NOTES.MD"), "upper\n");
+    write(&proj.path().join("Makefile"), "all:\n");
+    write(&proj.path().join("web/app.ts"), "let x = 1;\n");
+    let r = d.import(proj.path()).await;
+    assert_eq!(r.files, 6);
+    let block = |path: &str| d.file.block(&d.entry(&r.block_id, path)).unwrap();
+
+    for md in ["README.md", "docs/guide.markdown", "NOTES.MD"] {
+        let b = block(md);
+        assert_eq!(b.block_type, "markdown", "{md}");
+        assert!(b.contents["markdown"].is_string(), "{md}: {}", b.contents);
+        assert_eq!(b.name, md);
+    }
+    assert_eq!(block("README.md").contents["markdown"], "# Readme\n");
+    for (code, lang) in [("src/main.rs", "rust"), ("Makefile", "text"), ("web/app.ts", "typescript")] {
+        let b = block(code);
+        assert_eq!(b.block_type, "code", "{code}");
+        assert_eq!(b.contents["language"], lang, "{code}");
+        assert!(b.contents["text"].is_string());
+    }
+    assert_eq!(block("src/main.rs").contents["text"], "fn main() {}\n");
+    assert!(d.file.with_state(|s| s.blocks.values().all(|b| b.owner == "alice")));
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_records_the_canonical_root_as_external_root_path() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    std::fs::create_dir(proj.path().join("sub")).unwrap();
+    // A non-canonical spelling of the folder.
+    let spelled = proj.path().join("sub").join("..").join(".");
+    let r = d.import(&spelled).await;
+    let canonical = proj.path().canonicalize().unwrap();
+    let dir = d.file.block(&r.block_id).unwrap();
+    assert_eq!(dir.block_type, "directory");
+    assert_eq!(dir.metadata.custom[EXTERNAL_ROOT_PATH], canonical.to_str().unwrap());
+    assert_eq!(r.root, canonical.to_str().unwrap());
+    assert_eq!(dir.name, canonical.file_name().unwrap().to_str().unwrap());
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_of_a_missing_path_is_a_clear_error_and_writes_nothing() {
+    let mut d = Doc::default().await;
+    let missing = d.tmp.path().join("no-such-folder");
+    let seq = d.file.last_seq();
+    let err = import_directory(&d.file, "alice", &missing, None, |_| {}).await.unwrap_err();
+    assert!(err.is_rejection(), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("cannot import") && msg.contains("no-such-folder"), "{msg}");
+    assert_eq!(d.file.last_seq(), seq);
+
+    // A file is not a folder either.
+    let file = d.tmp.path().join("plain.txt");
+    write(&file, "x");
+    let err = import_directory(&d.file, "alice", &file, None, |_| {}).await.unwrap_err();
+    assert!(err.to_string().contains("not a folder"), "{err}");
+    assert_eq!(d.file.last_seq(), seq);
+    d.close().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Export
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_writes_an_edited_markdown_block_back_to_its_file() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    let r = d.import(proj.path()).await;
+    let readme = d.entry(&r.block_id, "README.md");
+    d.file
+        .submit(Command::new("alice", "markdown.write", Some(&readme), json!({"markdown": "# Changed in elfiee\n"})))
+        .await
+        .unwrap();
+    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
+    assert_eq!(std::fs::read_to_string(proj.path().join("README.md")).unwrap(), "# Changed in elfiee\n");
+    assert_eq!(std::fs::read_to_string(proj.path().join("src/main.rs")).unwrap(), "fn main() {}\n");
+    let mut written: Vec<&str> = out["written"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    written.sort();
+    assert_eq!(written, ["README.md", "src/main.rs"], "{out}");
+    assert_eq!(out["refused"], json!([]), "{out}");
+    let leftovers: Vec<_> = std::fs::read_dir(proj.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers.len(), 2, "no temp files left behind: {leftovers:?}");
+    let outcome = d.file.events(1).unwrap().into_iter().find(|e| e.cap_id() == "directory.export_outcome").unwrap();
+    assert_eq!(outcome.attribute, "alice/directory.export_outcome");
+    d.close().await;
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_refuses_a_path_that_escapes_through_a_symlink_made_after_import() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    write(&proj.path().join("docs/guide.md"), "guide\n");
+    let outside = tempfile::tempdir().unwrap();
+    let r = d.import(proj.path()).await;
+    let guide = d.entry(&r.block_id, "docs/guide.md");
+    d.file.submit(Command::new("alice", "markdown.write", Some(&guide), json!({"markdown": "ESCAPED\n"}))).await.unwrap();
+
+    // Replace the imported subfolder by a symlink to a folder outside the root.
+    std::fs::remove_dir_all(proj.path().join("docs")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), proj.path().join("docs")).unwrap();
+
+    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
+    assert!(!outside.path().join("guide.md").exists(), "written outside the root: {out}");
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing at all outside the root: {out}");
+    let refused = out["refused"].as_array().unwrap();
+    let entry = refused.iter().find(|e| e["path"] == "docs/guide.md").unwrap_or_else(|| panic!("not refused: {out}"));
+    assert!(entry["reason"].as_str().unwrap().contains("symlink"), "{entry}");
+    let written: Vec<&str> = out["written"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(written.contains(&"README.md") && !written.contains(&"docs/guide.md"), "{out}");
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_of_a_directory_whose_root_was_deleted_reports_a_refusal() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    let root = proj.path().canonicalize().unwrap();
+    let r = d.import(&root).await;
+    std::fs::remove_dir_all(&root).unwrap();
+    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
+    assert_eq!(out["written"], json!([]), "{out}");
+    let refused = out["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 1, "{out}");
+    assert_eq!(refused[0]["path"], root.to_str().unwrap());
+    assert!(refused[0]["reason"].as_str().unwrap().contains("does not exist"), "{out}");
+    assert!(!root.exists(), "export does not recreate a deleted root");
+
+    // The file still works afterwards.
+    let t = d.terminal(json!({"name": "sh"})).await;
+    assert_eq!(text(&d.run(&t, "echo alive", Some(10)).await, "stdout"), "alive\n");
+    d.close().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Regression tests for bugs found in review (background children holding pipes, a root that
+// became a symlink, symlinks into skipped folders).
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminal_output_is_kept_when_a_background_child_holds_the_pipes_open() {
+    let mut d = Doc::default().await;
+    let t = d.terminal(json!({"name": "sh"})).await;
+    let pidfile = d.tmp.path().join("bg.pid");
+    let started = Instant::now();
+    let out = d.run(&t, &format!("echo hi; echo err >&2; sleep 30 & echo $! > '{}'", pidfile.display()), Some(20)).await;
+    let took = started.elapsed();
+    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let orphan_alive = !process_gone(pid);
+    // SAFETY: plain syscall on the pid our own command just started.
+    unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    d.close().await;
+    assert!(took < Duration::from_secs(8), "returned after {took:?}");
+    assert!(text(&out, "stdout").starts_with("hi\n"), "stdout silently dropped: {out}");
+    assert!(text(&out, "stderr").starts_with("err\n"), "stderr silently dropped: {out}");
+    assert!(!orphan_alive, "the background child {pid} still holds the pipes after the run was recorded");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_refuses_when_the_root_folder_itself_became_a_symlink() {
+    let mut d = Doc::default().await;
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("proj");
+    write(&root.join("a.md"), "a\n");
+    let outside = tempfile::tempdir().unwrap();
+    let r = d.import(&root).await;
+    std::fs::remove_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(outside.path(), &root).unwrap();
+    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
+    d.close().await;
+    assert!(!outside.path().join("a.md").exists(), "written outside the recorded root: {out}");
+    assert_eq!(out["written"], json!([]), "{out}");
+    assert_eq!(out["refused"].as_array().map(Vec::len), Some(1), "{out}");
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_skips_a_symlink_that_points_into_a_skipped_folder() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    write(&proj.path().join(".git/config"), "[remote \"origin\"]\n\turl = https://token@example.com/x\n");
+    std::os::unix::fs::symlink(proj.path().join(".git/config"), proj.path().join("gitconfig")).unwrap();
+    let r = d.import(proj.path()).await;
+    let paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
+    d.close().await;
+    assert!(!paths.contains(&"gitconfig".to_owned()), "{paths:?}");
+    assert!(r.skipped.iter().any(|s| s.path == "gitconfig"), "{:?}", r.skipped);
+}
