@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// Set when a flush failed: the file refuses commands until reopened.
     pub poisoned: Mutex<Option<String>>,
     pub queue: CommitQueue<Pending>,
+    /// Set when this process is not the owner: requests go to the owner's socket.
+    pub remote: Option<Arc<crate::remote::RemoteClient>>,
 }
 
 impl Shared {

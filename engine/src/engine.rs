@@ -99,6 +99,20 @@ impl Engine {
     }
 
     async fn start(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
+        match self.start_local(paths.clone()).await {
+            Err(EngineError::Locked(_)) => {
+                let config = self.config.clone();
+                let (shared, remote) = tokio::task::spawn_blocking(move || crate::remote::connect(&paths, &config))
+                    .await
+                    .map_err(|e| EngineError::Storage(format!("connecting task failed: {e}")))??;
+                let closer = Arc::new(Closer { parts: tokio::sync::Mutex::new(None), shared: shared.clone(), remote: Some(remote), files: self.files.clone() });
+                Ok(FileHandle { actor: None, shared, closer })
+            }
+            other => other,
+        }
+    }
+
+    async fn start_local(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
         let (log, state, prev_hash) = tokio::task::spawn_blocking({
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
@@ -119,6 +133,7 @@ impl Engine {
             events_tx: Mutex::new(Some(tx)),
             poisoned: Mutex::new(None),
             queue: CommitQueue::new(),
+            remote: None,
         });
         let flusher = std::thread::Builder::new()
             .name("elfiee-flusher".into())
@@ -133,10 +148,22 @@ impl Engine {
             .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
         tracing::info!(path = %paths.root.display(), seq = shared.committed_seq.load(std::sync::atomic::Ordering::Acquire), "opened");
         let closer = Arc::new(Closer {
-            parts: tokio::sync::Mutex::new(Some(CloseParts { actor: actor.clone(), flusher, files: self.files.clone() })),
+            parts: tokio::sync::Mutex::new(Some(CloseParts { actor: actor.clone(), flusher, server: None })),
             shared: shared.clone(),
+            remote: None,
+            files: self.files.clone(),
         });
-        Ok(FileHandle { actor, shared, closer })
+        let handle = FileHandle { actor: Some(actor), shared, closer };
+        // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
+        match crate::remote::serve(handle.clone()) {
+            Ok(server) => {
+                if let Some(p) = handle.closer.parts.lock().await.as_mut() {
+                    p.server = Some(server);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile"),
+        }
+        Ok(handle)
     }
 }
 
@@ -159,26 +186,42 @@ fn owner_id_for(name: &str) -> String {
 pub(crate) struct Closer {
     parts: tokio::sync::Mutex<Option<CloseParts>>,
     shared: Arc<Shared>,
+    remote: Option<Arc<crate::remote::RemoteClient>>,
+    files: Arc<DashMap<PathBuf, Slot>>,
 }
 
 struct CloseParts {
     actor: ActorRef<FileMsg>,
     flusher: std::thread::JoinHandle<()>,
-    files: Arc<DashMap<PathBuf, Slot>>,
+    server: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Closer {
+    fn forget(&self) {
+        let root = &self.shared.paths.root;
+        self.files.remove_if(root, |_, s| s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &self.shared)));
+    }
+
     pub(crate) async fn close(&self) {
+        if let Some(remote) = &self.remote {
+            remote.close();
+            self.shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+            self.forget();
+            return;
+        }
         let Some(parts) = self.parts.lock().await.take() else { return };
+        if let Some(server) = &parts.server {
+            server.abort();
+            let _ = std::fs::remove_file(crate::remote::socket_path(&self.shared.paths));
+        }
         // Let queued commands finish, then stop taking new ones.
         let _ = parts.actor.drain_and_wait(None).await;
         self.shared.queue.close();
         let _ = tokio::task::spawn_blocking(move || parts.flusher.join()).await;
         self.shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.shared.log.write().unwrap_or_else(|p| p.into_inner()).take();
-        let root = &self.shared.paths.root;
-        parts.files.remove_if(root, |_, s| s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &self.shared)));
-        tracing::info!(path = %root.display(), "closed");
+        self.forget();
+        tracing::info!(path = %self.shared.paths.root.display(), "closed");
     }
 }
 

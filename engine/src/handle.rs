@@ -8,7 +8,6 @@ use elfiee_projections::State;
 use ractor::{ActorRef, RpcReplyPort};
 
 use crate::actor::{FileMsg, Shared};
-use crate::log::read_events;
 use crate::{EngineError, Subscription};
 
 const CHECKPOINT_TREE: &str = "effect_checkpoints";
@@ -16,7 +15,8 @@ const CHECKPOINT_TREE: &str = "effect_checkpoints";
 /// A cloneable handle to one open `.elf`. All clones talk to the same actor.
 #[derive(Clone)]
 pub struct FileHandle {
-    pub(crate) actor: ActorRef<FileMsg>,
+    /// `None` when another process owns the file (see [`crate::remote`]).
+    pub(crate) actor: Option<ActorRef<FileMsg>>,
     pub(crate) shared: Arc<Shared>,
     pub(crate) closer: Arc<crate::engine::Closer>,
 }
@@ -45,10 +45,41 @@ impl FileHandle {
         &self,
         msg: impl FnOnce(RpcReplyPort<Result<Vec<Event>, EngineError>>) -> FileMsg,
     ) -> Result<Vec<Event>, EngineError> {
-        match self.actor.call(msg, None).await {
-            Ok(ractor::rpc::CallResult::Success(r)) => r,
-            _ => Err(EngineError::Closed),
+        if let Some(actor) = &self.actor {
+            return match actor.call(msg, None).await {
+                Ok(ractor::rpc::CallResult::Success(r)) => r,
+                _ => Err(EngineError::Closed),
+            };
         }
+        // Another process owns the file: send the command to its actor.
+        let remote = self.shared.remote.clone().ok_or(EngineError::Closed)?;
+        let (port, _rx) = ractor::concurrency::oneshot();
+        let req = match msg(port.into()) {
+            FileMsg::Submit(cmd, _) => crate::remote::Request::Submit(cmd),
+            FileMsg::SubmitAll(cmds, _) => crate::remote::Request::SubmitAll(cmds),
+        };
+        let resp = tokio::task::spawn_blocking(move || remote.call(&req))
+            .await
+            .map_err(|e| EngineError::Storage(format!("request task failed: {e}")))??;
+        match resp {
+            crate::remote::Response::Events(ev) => {
+                if let Some(last) = ev.last() {
+                    crate::remote::wait_for_seq(&self.shared, last.seq).await?;
+                }
+                Ok(ev)
+            }
+            _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+        }
+    }
+
+    /// The pid of the process that owns this file, when it is another process.
+    pub fn owner_pid(&self) -> Option<u32> {
+        self.shared.remote.as_ref().map(|r| r.owner_pid)
+    }
+
+    /// Whether another process owns this file and this handle talks to it over its socket.
+    pub fn is_remote(&self) -> bool {
+        self.shared.remote.is_some()
     }
 
     /// Runs `f` on the committed state (everything durable so far).
@@ -92,15 +123,19 @@ impl FileHandle {
 
     /// Committed events from `from` on, read from the log.
     pub fn events(&self, from: u64) -> Result<Vec<Event>, EngineError> {
-        let to = self.last_seq();
-        let log = self.shared.log()?;
-        read_events(log.as_ref(), from.max(1), to, None).collect()
+        self.shared.read_events(from.max(1), self.last_seq())
     }
 
     /// The events a committed command produced (`None` if it never committed). Effects use
     /// this with deterministic command ids to tell whether their outcome is already recorded.
     pub fn command_events(&self, cmd_id: uuid::Uuid) -> Result<Option<Vec<Event>>, EngineError> {
         use crate::log::EventLog;
+        if let Some(r) = &self.shared.remote {
+            return match r.call(&crate::remote::Request::CommandEvents(cmd_id))? {
+                crate::remote::Response::MaybeEvents(ev) => Ok(ev),
+                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+            };
+        }
         let log = self.shared.log()?;
         match log.command_events(cmd_id)? {
             Some(ev) if ev.first().is_some_and(|e| e.seq <= self.last_seq()) => Ok(Some(ev)),
@@ -111,6 +146,12 @@ impl FileHandle {
     /// Last seq an effect named `name` has handled (0 if never). Stored inside the `.elf`.
     pub fn checkpoint(&self, name: &str) -> Result<u64, EngineError> {
         use crate::log::EventLog;
+        if let Some(r) = &self.shared.remote {
+            return match r.call(&crate::remote::Request::GetCheckpoint(name.to_owned()))? {
+                crate::remote::Response::Checkpoint(s) => Ok(s),
+                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+            };
+        }
         let bytes = self.shared.log()?.get_aux(CHECKPOINT_TREE, name)?;
         Ok(bytes.and_then(|b| b.as_slice().try_into().ok()).map(u64::from_be_bytes).unwrap_or(0))
     }
@@ -119,7 +160,39 @@ impl FileHandle {
     /// commit's flush (or at close); effects must tolerate re-handling events after a crash.
     pub fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
         use crate::log::EventLog;
+        if let Some(r) = &self.shared.remote {
+            return r.call(&crate::remote::Request::SetCheckpoint(name.to_owned(), seq)).map(|_| ());
+        }
         self.shared.log()?.put_aux(CHECKPOINT_TREE, name, &seq.to_be_bytes())
+    }
+
+    /// Rebuilds the state from this file's log alone ([`crate::replay`]), in whichever process
+    /// owns the file. The returned state is empty when the replay ran in another process.
+    pub async fn replay(&self) -> Result<(crate::ReplayReport, State), EngineError> {
+        if let Some(r) = self.shared.remote.clone() {
+            return match tokio::task::spawn_blocking(move || r.call(&crate::remote::Request::Replay)).await.map_err(|e| EngineError::Storage(e.to_string()))?? {
+                crate::remote::Response::Replayed(rep) => Ok((rep, State::default())),
+                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+            };
+        }
+        let log = self.shared.log()?;
+        tokio::task::spawn_blocking(move || crate::replay::replay_log(log.as_ref(), |_, _| {}))
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))?
+    }
+
+    /// Checks this file's log ([`crate::verify`]) in whichever process owns it.
+    pub async fn verify(&self) -> Result<crate::VerifyReport, EngineError> {
+        if let Some(r) = self.shared.remote.clone() {
+            return match tokio::task::spawn_blocking(move || r.call(&crate::remote::Request::Verify)).await.map_err(|e| EngineError::Storage(e.to_string()))?? {
+                crate::remote::Response::Verified(rep) => Ok(rep),
+                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+            };
+        }
+        let log = self.shared.log()?;
+        tokio::task::spawn_blocking(move || crate::replay::verify_log(log.as_ref(), |_, _| {}))
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))?
     }
 
     /// Live committed events from now on.

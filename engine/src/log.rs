@@ -23,8 +23,15 @@ pub trait EventLog: Send + Sync + 'static {
     fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError>;
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), EngineError>;
+    /// The command index entry `(first_seq, count)` of a command, if it committed.
+    fn command_index(&self, cmd_id: Uuid) -> Result<Option<(u64, u64)>, EngineError>;
     /// The events a command produced, if it committed.
-    fn command_events(&self, cmd_id: Uuid) -> Result<Option<Vec<Event>>, EngineError>;
+    fn command_events(&self, cmd_id: Uuid) -> Result<Option<Vec<Event>>, EngineError> {
+        match self.command_index(cmd_id)? {
+            None => Ok(None),
+            Some((first, count)) => read_events_dyn(self, first, first + count - 1).map(Some),
+        }
+    }
     /// Raw stored records with `from <= seq <= to`, in order.
     fn records(&self, from: u64, to: u64) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_>;
     /// Stores the snapshot under a name (overwriting the previous one).
@@ -53,6 +60,15 @@ pub fn read_events(
         }
         Ok(e)
     })
+}
+
+fn read_events_dyn<L: EventLog + ?Sized>(log: &L, from: u64, to: u64) -> Result<Vec<Event>, EngineError> {
+    let mut out = Vec::new();
+    for r in log.records(from, to) {
+        let (seq, bytes) = r?;
+        out.push(codec::open(seq, &bytes, None).map_err(|reason| EngineError::Corrupt { seq, reason })?);
+    }
+    Ok(out)
 }
 
 pub struct SledEventLog {
@@ -120,15 +136,14 @@ impl EventLog for SledEventLog {
         Ok(())
     }
 
-    fn command_events(&self, cmd_id: Uuid) -> Result<Option<Vec<Event>>, EngineError> {
+    fn command_index(&self, cmd_id: Uuid) -> Result<Option<(u64, u64)>, EngineError> {
         let Some(idx) = self.events.get(cmd_key(&cmd_id))? else { return Ok(None) };
         if idx.len() != 12 {
             return Err(EngineError::Storage(format!("command index entry for {cmd_id} is malformed")));
         }
         let first = u64::from_be_bytes(idx[..8].try_into().unwrap_or_default());
         let count = u32::from_be_bytes(idx[8..].try_into().unwrap_or_default()) as u64;
-        let events: Result<Vec<Event>, _> = read_events(self, first, first + count - 1, None).collect();
-        Ok(Some(events?))
+        Ok(Some((first, count)))
     }
 
     fn records(&self, from: u64, to: u64) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_> {

@@ -82,14 +82,19 @@ pub struct ReplayReport {
 
 /// Rebuilds the state from the log alone (no snapshot), checking the hash chain.
 /// `progress` is called with (events done, events total) now and then.
-pub fn replay(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
+pub fn replay(path: &Path, progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+    replay_log(&log, progress)
+}
+
+/// [`replay`] over an open log (used by the owner process for other processes).
+pub fn replay_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
     let start = Instant::now();
     let (total, _) = log.tail()?;
     let mut state = State::default();
     let mut n = 0;
-    for e in read_events(&log, 1, u64::MAX, Some(EventHash::ZERO)) {
+    for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
         apply(&mut state, &e?);
         n += 1;
         if n % 65_536 == 0 {
@@ -119,9 +124,14 @@ pub struct VerifyReport {
 
 /// Checks the whole log: hash chain, seq continuity, every command's events contiguous and
 /// matching its index entry, and the snapshot against the replayed state.
-pub fn verify(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
+pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+    verify_log(&log, progress)
+}
+
+/// [`verify`] over an open log (used by the owner process for other processes).
+pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
     let (total, _) = log.tail()?;
     let mut problems = Vec::new();
     let mut state = State::default();
@@ -131,7 +141,7 @@ pub fn verify(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<VerifyR
     let snap_bytes = log.get_aux(SNAPSHOT_TREE, SNAPSHOT_KEY)?;
     let mut snapshot_status = None;
     if let Some(bytes) = &snap_bytes {
-        match check_snapshot(&log, bytes, total) {
+        match check_snapshot(log, bytes, total) {
             Ok(s) => snapshot_state = Some((s.seq, s)),
             Err(why) => {
                 problems.push(format!("snapshot: {why}"));
@@ -141,11 +151,8 @@ pub fn verify(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<VerifyR
     }
     let mut current: Option<(uuid::Uuid, u64, u64)> = None; // (cmd, first, count)
     let check_cmd = |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| {
-        let key = crate::codec::cmd_key(&cmd.0);
-        match log.db().open_tree("events").and_then(|t| t.get(key)) {
-            Ok(Some(idx)) if idx.len() == 12 => {
-                let first = u64::from_be_bytes(idx[..8].try_into().unwrap_or_default());
-                let count = u32::from_be_bytes(idx[8..].try_into().unwrap_or_default()) as u64;
+        match log.command_index(cmd.0) {
+            Ok(Some((first, count))) => {
                 if (first, count) != (cmd.1, cmd.2) {
                     problems.push(format!(
                         "command {}: index says events {first}..+{count}, log has {}..+{}",
@@ -156,7 +163,7 @@ pub fn verify(path: &Path, mut progress: impl FnMut(u64, u64)) -> Result<VerifyR
             _ => problems.push(format!("command {}: no index entry", cmd.0)),
         }
     };
-    for e in read_events(&log, 1, u64::MAX, Some(EventHash::ZERO)) {
+    for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
         let e = match e {
             Ok(e) => e,
             Err(err) => {

@@ -6,7 +6,6 @@ use elfiee_model::Event;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::actor::Shared;
-use crate::log::read_events;
 
 /// A stream of committed events, in seq order, with no gaps and no repeats.
 ///
@@ -87,15 +86,9 @@ impl Subscription {
             return;
         }
         self.catch_ups += 1;
-        let Ok(log) = self.shared.log() else { return };
-        for e in read_events(log.as_ref(), self.next, to, None) {
-            match e {
-                Ok(e) => self.backlog.push_back(e),
-                Err(err) => {
-                    tracing::error!(error = %err, "subscription cannot read the log");
-                    break;
-                }
-            }
+        match self.shared.read_events(self.next, to) {
+            Ok(events) => self.backlog.extend(events),
+            Err(err) => tracing::debug!(error = %err, "subscription cannot read the log"),
         }
     }
 }

@@ -13,7 +13,8 @@ use super::{resolve, AgentCmd, BlockCmd, DirCmd, TerminalCmd, Cli, CliError, Cod
 struct Session {
     file: FileHandle,
     editor: String,
-    effects: elfiee_adapters::EffectsHandle,
+    /// `None` when another process owns the file: effects run there.
+    effects: Option<elfiee_adapters::EffectsHandle>,
 }
 
 impl Session {
@@ -27,17 +28,21 @@ impl Session {
                 .ok_or_else(|| CliError::failed("not_initialized", "this .elf has no owner; it was never initialized"))?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
-        let effects = elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default());
+        let effects = (!file.is_remote()).then(|| elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()));
         Ok(Session { file, editor, effects })
     }
 
     /// Lets pending effects finish, then closes the file.
     async fn close(self) {
-        if let Err(e) = self.effects.settle(&self.file, std::time::Duration::from_secs(600)).await {
-            eprintln!("warning: {e}");
+        if let Some(fx) = &self.effects {
+            if let Err(e) = fx.settle(&self.file, std::time::Duration::from_secs(600)).await {
+                eprintln!("warning: {e}");
+            }
         }
         self.file.close().await;
-        self.effects.join().await;
+        if let Some(fx) = self.effects {
+            fx.join().await;
+        }
     }
 
     async fn submit(&self, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, CliError> {
@@ -65,8 +70,27 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             out.print(&json!({"elf": elf, "owner": owner_id}), || format!("created {elf} (owner: {owner_id})"));
             return Ok(());
         }
-        Cmd::Replay => return replay(&cli, &out),
-        Cmd::Verify => return verify(&cli, &out),
+        Cmd::Replay | Cmd::Verify => {
+            // Exclusive access reads the log directly; if another process owns the file, the
+            // owner runs the check on its log.
+            let direct = if matches!(cli.cmd, Cmd::Replay) { replay(&cli, &out) } else { verify(&cli, &out) };
+            match direct {
+                Err(CliError::Failed { kind, .. }) if kind == "locked" => {}
+                other => return other,
+            }
+            let file = Engine::global().open(elf_path(&cli)?).await?;
+            let result = if matches!(cli.cmd, Cmd::Replay) {
+                file.replay().await.map_err(CliError::from).map(|(report, _)| {
+                    out.print(&serde_json::to_value(&report).unwrap_or_default(), || {
+                        format!("replayed {} events into {} blocks in {} ms\nstate digest: {}", report.events, report.blocks, report.elapsed_ms, report.state_digest)
+                    })
+                })
+            } else {
+                file.verify().await.map_err(CliError::from).and_then(|report| print_verify(&report, &out))
+            };
+            file.close().await;
+            return result;
+        }
         Cmd::Caps => {
             let ids = elfiee::capabilities::Registry::builtin().ids().to_vec();
             out.print(&json!(ids), || ids.join("\n"));
@@ -118,6 +142,24 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         Cmd::Dir(cmd) => dir(s, cmd, out).await?,
         Cmd::Terminal(cmd) => terminal(s, cmd, out).await?,
         Cmd::Agent(cmd) => agent(s, cmd, out).await?,
+        Cmd::Serve => {
+            if let Some(pid) = s.file.owner_pid() {
+                return Err(CliError::failed("already_served", format!("process {pid} already owns this file and serves it")));
+            }
+            eprintln!("serving {} (pid {}); stop with Ctrl-C", s.file.path().display(), std::process::id());
+            let mut events = s.file.subscribe();
+            let print = out.json;
+            loop {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => break,
+                    e = events.recv() => match e {
+                        Some(e) if print => println!("{}", serde_json::to_string(&e).unwrap_or_default()),
+                        Some(_) => {}
+                        None => break,
+                    },
+                }
+            }
+        }
         Cmd::McpServer { editor } => {
             let editor = match editor {
                 Some(e) => s.editor_id(e)?,
@@ -431,7 +473,11 @@ fn verify(cli: &Cli, out: &Out) -> Result<(), CliError> {
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    let v = serde_json::to_value(&report).unwrap_or_default();
+    print_verify(&report, out)
+}
+
+fn print_verify(report: &elfiee::engine::VerifyReport, out: &Out) -> Result<(), CliError> {
+    let v = serde_json::to_value(report).unwrap_or_default();
     out.print(&v, || {
         let mut s = format!(
             "{} events in {} commands; snapshot: {}",

@@ -79,6 +79,9 @@ pub enum Cmd {
     /// Agents: Claude Code integration (with --target) or LLM-only agents.
     #[command(subcommand)]
     Agent(AgentCmd),
+    /// Keep the document open for other processes (and run its effects) until Ctrl-C; with
+    /// --json, print every committed event as a JSON line.
+    Serve,
     /// Serve the document over MCP on stdin/stdout (what Claude Code starts).
     McpServer {
         /// Act as this editor (default: the file owner); agent entries pass their editor id.
