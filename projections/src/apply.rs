@@ -109,6 +109,32 @@ pub fn apply(state: &mut State, event: &Event) {
         "directory.export_outcome" => update_block(state, event, |b, v| {
             b.metadata.custom.insert("last_export".into(), v.clone());
         }),
+        // Proposals live in `extensions["proposals"][proposal_id]`.
+        "agent.proposal" => {
+            if let Some(id) = event.value.get("proposal_id").and_then(Value::as_str) {
+                let mut p = event.value.clone();
+                if let Value::Object(obj) = &mut p {
+                    obj.insert("agent_block_id".into(), Value::String(entity.to_owned()));
+                    obj.insert("created_seq".into(), Value::from(event.seq));
+                    obj.insert("editor_id".into(), Value::String(event.editor_id().to_owned()));
+                    obj.entry("status").or_insert_with(|| Value::String("pending".into()));
+                }
+                proposals(state).insert(id.to_owned(), p);
+            }
+            false
+        }
+        "agent.approve" => {
+            let id = event.value.get("proposal_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            if let Some(Value::Object(p)) = proposals(state).get_mut(&id) {
+                p.insert("status".into(), event.value.get("status").cloned().unwrap_or(Value::Null));
+                p.insert("decided_by".into(), Value::String(event.editor_id().to_owned()));
+                p.insert("decided_seq".into(), Value::from(event.seq));
+                if let Some(f) = event.value.get("feedback").filter(|f| !f.is_null()) {
+                    p.insert("feedback".into(), f.clone());
+                }
+            }
+            false
+        }
         "agent.effect_plan" | "agent.effect_outcome" => update_block(state, event, |b, v| {
             if let Some(integration) = v.get("integration") {
                 if integration.is_null() {
@@ -125,6 +151,17 @@ pub fn apply(state: &mut State, event: &Event) {
     };
     if touched_block {
         state.block_seq.insert(entity.to_owned(), event.seq);
+    }
+}
+
+fn proposals(state: &mut State) -> &mut serde_json::Map<String, Value> {
+    let v = state.extensions.entry("proposals".into()).or_insert_with(|| Value::Object(Default::default()));
+    if !v.is_object() {
+        *v = Value::Object(Default::default());
+    }
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("made an object above"),
     }
 }
 

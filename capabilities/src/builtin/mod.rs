@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::Capability;
 
 mod agent;
+mod agent_llm;
 mod code_read;
 mod code_write;
 mod core_create;
@@ -25,6 +26,7 @@ mod markdown_write;
 mod terminal;
 
 pub use agent::{AgentCreatePayload, AGENT_GRANTS};
+pub use agent_llm::{proposal, AgentApprovePayload, AgentConfig, AgentConfigurePayload, AgentInvokePayload, PROVIDERS};
 pub use code_write::CodeWritePayload;
 pub use directory_import::{check_relative_path, DirectoryImportPayload};
 pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
@@ -67,6 +69,10 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Disabled)),
         Arc::new(agent::AgentEffectPlan),
         Arc::new(agent::AgentEffectOutcome),
+        Arc::new(agent_llm::AgentConfigure),
+        Arc::new(agent_llm::AgentInvoke),
+        Arc::new(agent_llm::AgentProposal),
+        Arc::new(agent_llm::AgentApprove),
     ]
 }
 

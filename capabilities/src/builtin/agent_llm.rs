@@ -1,0 +1,284 @@
+//! LLM agents (seeds 000, 002; DESIGN.md §8): `agent.configure`, `agent.invoke` (a request the
+//! LLM effect answers with `agent.proposal`), and `agent.approve` (the human's decision).
+//!
+//! Approving runs the proposed commands as the agent's editor. The engine does that atomically:
+//! the host submits `agent.approve` together with the proposed commands in one `submit_all`
+//! batch, so either the decision and every command commit, or nothing does.
+
+use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use crate::payload::parse;
+use crate::{Capability, Target};
+
+/// Providers `agent.configure` accepts.
+pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
+
+/// Payload of `agent.configure`: every field optional (partial update). The API key itself is
+/// never stored: only the name of the environment variable that holds it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfigurePayload {
+    #[serde(default)]
+    pub provider: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub max_context_tokens: Option<u64>,
+    #[serde(default)]
+    pub base_url: Option<String>,
+}
+
+/// The agent's LLM configuration as stored in `contents.config`, with defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentConfig {
+    pub provider: String,
+    pub model: String,
+    pub api_key_env: String,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    pub max_context_tokens: u64,
+    #[serde(default)]
+    pub base_url: Option<String>,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            provider: "anthropic".into(),
+            model: "claude-sonnet-4-5".into(),
+            api_key_env: "ANTHROPIC_API_KEY".into(),
+            system_prompt: None,
+            max_context_tokens: 8000,
+            base_url: None,
+        }
+    }
+}
+
+impl AgentConfig {
+    /// The configuration of an agent block (defaults where unset).
+    pub fn of(contents: &Value) -> AgentConfig {
+        contents.get("config").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
+    }
+}
+
+pub struct AgentConfigure;
+
+impl Capability for AgentConfigure {
+    fn id(&self) -> &'static str {
+        "agent.configure"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        if cmd.payload.get("editor_id").is_some() {
+            return Err(CapError::rejected("an agent's editor_id cannot be changed"));
+        }
+        let p: AgentConfigurePayload = parse(self.id(), &cmd.payload)?;
+        let id = cmd.block_id.clone().unwrap_or_default();
+        let mut cfg = state.block(&id).map(|b| AgentConfig::of(&b.contents)).unwrap_or_default();
+        if let Some(v) = p.provider {
+            if !PROVIDERS.contains(&v.as_str()) {
+                return Err(CapError::payload(self.id(), format!("unknown provider '{v}'; use one of {}", PROVIDERS.join(", "))));
+            }
+            cfg.provider = v;
+        }
+        if let Some(v) = p.model {
+            if v.trim().is_empty() {
+                return Err(CapError::payload(self.id(), "'model' must not be empty"));
+            }
+            cfg.model = v;
+        }
+        if let Some(v) = p.api_key_env {
+            let ok = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !ok {
+                return Err(CapError::payload(self.id(), format!("'api_key_env' must name an environment variable (letters, digits, '_'), got {v:?}")));
+            }
+            cfg.api_key_env = v;
+        }
+        if let Some(v) = p.system_prompt {
+            cfg.system_prompt = Some(v).filter(|s| !s.is_empty());
+        }
+        if let Some(v) = p.max_context_tokens {
+            if !(256..=2_000_000).contains(&v) {
+                return Err(CapError::payload(self.id(), format!("'max_context_tokens' must be 256-2000000 (got {v})")));
+            }
+            cfg.max_context_tokens = v;
+        }
+        if let Some(v) = p.base_url {
+            cfg.base_url = Some(v).filter(|s| !s.is_empty());
+        }
+        Ok(vec![EventDraft::new(id, self.id(), json!({"contents": {"config": cfg}}))])
+    }
+}
+
+/// Payload of `agent.invoke`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentInvokePayload {
+    pub prompt: String,
+    /// Extra blocks to start the context walk from (besides the agent's own references).
+    #[serde(default)]
+    pub context_block_ids: Vec<String>,
+}
+
+/// `agent.invoke`: records the request; the LLM effect calls the model and records exactly one
+/// `agent.proposal` (or a failure) for it.
+pub struct AgentInvoke;
+
+impl Capability for AgentInvoke {
+    fn id(&self) -> &'static str {
+        "agent.invoke"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: AgentInvokePayload = parse(self.id(), &cmd.payload)?;
+        if p.prompt.trim().is_empty() {
+            return Err(CapError::payload(self.id(), "'prompt' must not be empty"));
+        }
+        for b in &p.context_block_ids {
+            if !state.blocks.contains_key(b) {
+                return Err(CapError::BlockNotFound(b.clone()));
+            }
+        }
+        let id = cmd.block_id.clone().unwrap_or_default();
+        let proposal_id = ctx.new_id(0).to_string();
+        Ok(vec![EventDraft::new(
+            id,
+            self.id(),
+            json!({"prompt": p.prompt, "context_block_ids": p.context_block_ids, "proposal_id": proposal_id}),
+        )])
+    }
+}
+
+/// `agent.proposal`: the LLM effect's record of one invocation: `{trigger_seq, proposal_id,
+/// status: "pending" | "failed", proposed_commands, prompt, raw_response, usage, parse_errors,
+/// error?}`. Authorized by `agent.invoke`.
+pub struct AgentProposal;
+
+impl Capability for AgentProposal {
+    fn id(&self) -> &'static str {
+        "agent.proposal"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn authorized_by(&self, _cmd: &Command) -> &'static str {
+        "agent.invoke"
+    }
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        if cmd.payload.get("proposal_id").and_then(Value::as_str).is_none() {
+            return Err(CapError::payload(self.id(), "expected 'proposal_id'"));
+        }
+        super::effect_record(self.id(), cmd)
+    }
+}
+
+/// Payload of `agent.approve`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentApprovePayload {
+    pub proposal_id: String,
+    pub approved: bool,
+    #[serde(default)]
+    pub feedback: Option<String>,
+}
+
+/// A proposal as the projection keeps it (`state.extensions["proposals"][id]`).
+pub fn proposal<'s>(state: &'s State, id: &str) -> Option<&'s Map<String, Value>> {
+    state.extensions.get("proposals")?.get(id)?.as_object()
+}
+
+/// `agent.approve`: the decision on a pending proposal. Approving a proposal twice, or deciding
+/// on a rejected or failed one, is an error.
+pub struct AgentApprove;
+
+impl Capability for AgentApprove {
+    fn id(&self) -> &'static str {
+        "agent.approve"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("agent"))
+    }
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: AgentApprovePayload = parse(self.id(), &cmd.payload)?;
+        let agent = cmd.block_id.clone().unwrap_or_default();
+        let prop = proposal(state, &p.proposal_id).ok_or_else(|| CapError::rejected(format!("proposal '{}' not found; list them with `elfiee agent proposals`", p.proposal_id)))?;
+        if prop.get("agent_block_id").and_then(Value::as_str) != Some(agent.as_str()) {
+            return Err(CapError::rejected(format!("proposal '{}' belongs to another agent", p.proposal_id)));
+        }
+        match prop.get("status").and_then(Value::as_str) {
+            Some("pending") => {}
+            Some(other) => return Err(CapError::rejected(format!("proposal '{}' is already {other}; only pending proposals can be decided", p.proposal_id))),
+            None => return Err(CapError::rejected(format!("proposal '{}' has no status", p.proposal_id))),
+        }
+        let status = if p.approved { "approved" } else { "rejected" };
+        Ok(vec![EventDraft::new(agent, self.id(), json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}))])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    fn llm_agent(k: &mut Kit) -> String {
+        k.ok("alice", "agent.create", None, json!({"name": "writer"}))[1].entity.clone()
+    }
+
+    #[test]
+    fn configure_is_a_partial_update_and_keeps_no_secret() {
+        let mut k = Kit::new();
+        let a = llm_agent(&mut k);
+        k.ok("alice", "agent.configure", Some(&a), json!({"model": "m1", "api_key_env": "MY_KEY"}));
+        k.ok("alice", "agent.configure", Some(&a), json!({"system_prompt": "be brief"}));
+        let cfg = &k.state.blocks[&a].contents["config"];
+        assert_eq!((cfg["model"].as_str(), cfg["api_key_env"].as_str()), (Some("m1"), Some("MY_KEY")));
+        assert_eq!(cfg["system_prompt"], "be brief");
+        assert_eq!(cfg["provider"], "anthropic", "defaults fill what was never set");
+        assert!(k.err("alice", "agent.configure", Some(&a), json!({"editor_id": "x"})).to_string().contains("cannot be changed"));
+        k.err("alice", "agent.configure", Some(&a), json!({"api_key": "sk-secret"}));
+        k.err("alice", "agent.configure", Some(&a), json!({"provider": "nope"}));
+        k.err("alice", "agent.configure", Some(&a), json!({"api_key_env": "NOT VALID"}));
+        k.err("alice", "agent.configure", Some(&a), json!({"max_context_tokens": 1}));
+    }
+
+    #[test]
+    fn proposals_are_decided_once() {
+        let mut k = Kit::new();
+        let a = llm_agent(&mut k);
+        let inv = k.ok("alice", "agent.invoke", Some(&a), json!({"prompt": "write a spec"}));
+        let pid = inv[0].value["proposal_id"].as_str().unwrap().to_owned();
+        k.err("alice", "agent.invoke", Some(&a), json!({"prompt": " "}));
+        k.err("alice", "agent.invoke", Some(&a), json!({"prompt": "x", "context_block_ids": ["ghost"]}));
+        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": true})).to_string().contains("not found"));
+        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
+        assert_eq!(crate::builtin::proposal(&k.state, &pid).unwrap()["status"], "pending");
+        k.ok("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": true}));
+        assert_eq!(crate::builtin::proposal(&k.state, &pid).unwrap()["status"], "approved");
+        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": true})).to_string().contains("already approved"));
+        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": false})).to_string().contains("already approved"));
+    }
+
+    #[test]
+    fn a_rejected_proposal_cannot_be_approved_later() {
+        let mut k = Kit::new();
+        let a = llm_agent(&mut k);
+        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": 1, "proposal_id": "p1", "proposed_commands": []}));
+        k.ok("alice", "agent.approve", Some(&a), json!({"proposal_id": "p1", "approved": false, "feedback": "no"}));
+        let p = crate::builtin::proposal(&k.state, "p1").unwrap();
+        assert_eq!((p["status"].as_str(), p["feedback"].as_str()), (Some("rejected"), Some("no")));
+        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": "p1", "approved": true})).to_string().contains("already rejected"));
+        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}));
+        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": "p2", "approved": true})).to_string().contains("already failed"));
+    }
+}
