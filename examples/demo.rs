@@ -1,6 +1,7 @@
 //! The whole flow on the embedded sled store, narrated:
 //! init → editors → blocks → links → grants (and a refused command) → live subscription →
-//! optimistic concurrency → close → reopen from snapshot → replay from the log → verify.
+//! optimistic concurrency → group commit → effects (folder import, terminal, Claude Code agent
+//! enable/disable) → close → reopen from snapshot → replay from the log → verify.
 //!
 //! Run: `cargo run --example demo` (add a directory argument to keep the .elf).
 
@@ -83,26 +84,49 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     say(&format!("64 commands durable in {:?}; log now at seq {}", t.elapsed(), file.last_seq()));
 
+    step("7. effects", "import a project folder, run a terminal command, integrate Claude Code");
+    let effects = elfiee::adapters::attach(&file, elfiee::adapters::EffectsConfig::default());
+    let project = dir.join("project");
+    std::fs::create_dir_all(project.join(".claude"))?;
+    std::fs::write(project.join("README.md"), "# Demo project\n")?;
+    std::fs::write(project.join("main.rs"), "fn main() { println!(\"hi\"); }\n")?;
+    let import = elfiee::adapters::service::import_directory(&file, &alice, &project, None, |_| {}).await?;
+    say(&format!("imported {} files as directory block {}", import.files, import.block_id));
+    let term = file
+        .submit(Command::new(&alice, "terminal.create", None, json!({"name": "shell", "linked_directory_id": import.block_id})))
+        .await?[0]
+        .entity
+        .clone();
+    let out = elfiee::adapters::service::run_terminal(&file, &alice, &term, "ls && echo done", None).await?;
+    say(&format!("terminal ran `ls && echo done` in the project: exit {} — {:?}", out["exit_code"], out["stdout"].as_str().unwrap_or("")));
+    let agent = elfiee::adapters::service::create_agent(&file, &alice, Some(&import.block_id), None).await?;
+    say(&format!("agent {} ({}) {}: {}", agent.agent_block_id, agent.editor_id, agent.status, agent.message));
+    say(&format!(".mcp.json now holds: {}", std::fs::read_to_string(project.join(".mcp.json"))?.replace('\n', " ")));
+    let off = elfiee::adapters::service::set_agent_enabled(&file, &alice, &agent.agent_block_id, false).await?;
+    say(&format!("disabled: {} (.mcp.json exists: {})", off.message, project.join(".mcp.json").exists()));
+    effects.settle(&file, std::time::Duration::from_secs(30)).await?;
+
     let live_digest = file.state_digest();
     let last_seq = file.last_seq();
-    step("7. close", "drain, flush, write a snapshot");
+    step("8. close", "drain, flush, write a snapshot");
     file.close().await;
+    effects.join().await;
     let seen = watcher.await?;
     say(&format!("the live subscriber saw {} events, first {:?}, last {:?}", seen.len(), seen.first(), seen.last()));
 
-    step("8. reopen", "newest valid snapshot + tail");
+    step("9. reopen", "newest valid snapshot + tail");
     let file = engine.open(&path).await?;
     say(&format!("reopened at seq {}; digest equal to live: {}", file.last_seq(), file.state_digest() == live_digest));
     let blocks = file.with_state(|s| s.blocks.len());
     file.close().await;
 
-    step("9. replay", "rebuild from the log alone (no snapshot), checking the hash chain");
+    step("10. replay", "rebuild from the log alone (no snapshot), checking the hash chain");
     let (report, _) = elfiee::replay(&path, |_, _| {})?;
     say(&format!("{} events → {} blocks in {} ms; digest equal: {}", report.events, report.blocks, report.elapsed_ms, report.state_digest == live_digest));
     assert_eq!(report.events, last_seq);
     assert_eq!(report.blocks, blocks);
 
-    step("10. verify", "hash chain, command index, snapshot");
+    step("11. verify", "hash chain, command index, snapshot");
     let v = elfiee::verify(&path, |_, _| {})?;
     say(&format!("{} events in {} commands, snapshot {}, ok = {}", v.events, v.commands, v.snapshot.unwrap_or_default(), v.ok));
     if !v.ok || report.state_digest != live_digest {
