@@ -6,7 +6,34 @@ use serde_json::Value;
 pub(crate) fn parse<T: DeserializeOwned>(cap: &str, payload: &Value) -> Result<T, CapError> {
     let empty = Value::Object(Default::default());
     let v = if payload.is_null() { &empty } else { payload };
+    if !v.is_object() {
+        return Err(CapError::payload(cap, "the payload must be a JSON object"));
+    }
     T::deserialize(v).map_err(|e| CapError::payload(cap, format!("{e}; see docs/EVENTS.md for the payload of '{cap}'")))
+}
+
+/// Payload of a capability that takes none: `{}` or `null`.
+pub(crate) fn expect_empty(cap: &str, payload: &Value) -> Result<(), CapError> {
+    match payload {
+        Value::Null => Ok(()),
+        Value::Object(m) if m.is_empty() => Ok(()),
+        _ => Err(CapError::payload(cap, "this capability takes no payload; send {}")),
+    }
+}
+
+/// Deepest nesting of arrays/objects in `v`, counted without recursion.
+pub fn json_depth(v: &Value) -> usize {
+    let mut max = 0;
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, d)) = stack.pop() {
+        max = max.max(d);
+        match v {
+            Value::Array(a) => stack.extend(a.iter().map(|x| (x, d + 1))),
+            Value::Object(o) => stack.extend(o.values().map(|x| (x, d + 1))),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// A display name: not empty, at most 1024 bytes, no control characters.

@@ -85,6 +85,10 @@ impl Registry {
     /// are left at zero for the log to assign.
     pub fn execute(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<Event>, CapError> {
         let cap = self.get(&cmd.cap_id).ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
+        let depth = crate::payload::json_depth(&cmd.payload);
+        if depth > crate::MAX_PAYLOAD_DEPTH {
+            return Err(CapError::payload(&cmd.cap_id, format!("the payload is nested {depth} levels deep; the limit is {}", crate::MAX_PAYLOAD_DEPTH)));
+        }
         let block = resolve_target(cap.as_ref(), cmd, state)?;
         cbac::authorize(state, &cmd.editor_id, cap.authorized_by(cmd), block)?;
         let drafts = catch_unwind(AssertUnwindSafe(|| cap.handle(cmd, state, ctx))).map_err(|p| {

@@ -113,6 +113,12 @@ impl ActorState {
             Err(e) => {
                 tracing::debug!(cap_id = %cmds.first().map(|c| c.cap_id.as_str()).unwrap_or(""), error = %e, "command rejected");
                 let _ = reply.send(Err(e));
+                // Dropping a very deep JSON value recurses; take refused ones apart iteratively.
+                for cmd in cmds {
+                    if elfiee_capabilities::json_depth(&cmd.payload) > elfiee_capabilities::MAX_PAYLOAD_DEPTH {
+                        dismantle(cmd.payload);
+                    }
+                }
             }
         }
     }
@@ -129,6 +135,14 @@ impl ActorState {
         }
         let Some(first) = cmds.first() else { return Ok(Prepared::Done(Vec::new())) };
         for cmd in cmds {
+            // Depth first: measuring the size serializes, which recurses.
+            let depth = elfiee_capabilities::json_depth(&cmd.payload);
+            if depth > elfiee_capabilities::MAX_PAYLOAD_DEPTH {
+                return Err(EngineError::Rejected(elfiee_model::CapError::payload(
+                    &cmd.cap_id,
+                    format!("the payload is nested {depth} levels deep; the limit is {}", elfiee_capabilities::MAX_PAYLOAD_DEPTH),
+                )));
+            }
             let size = serde_json::to_vec(&cmd.payload).map(|v| v.len()).unwrap_or(usize::MAX);
             let limit = self.shared.config.max_payload_bytes;
             if size > limit {
@@ -196,6 +210,18 @@ impl ActorState {
     }
 }
 
+/// Drops a JSON value without recursion.
+fn dismantle(v: serde_json::Value) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::Array(a) => stack.extend(a),
+            serde_json::Value::Object(o) => stack.extend(o.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+}
+
 enum Prepared {
     /// Nothing to write (reads); answer now.
     Done(Vec<Event>),
@@ -212,7 +238,7 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>, mut last_
     while let Some(batch) = shared.queue.take_all() {
         let t = Instant::now();
         if let Err(e) = log.flush() {
-            let why = e.to_string();
+            let why = format!("{e} (the commands in this flush were not acknowledged)");
             tracing::error!(error = %why, "flush failed; refusing further commands");
             *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
             for p in batch {
@@ -260,14 +286,18 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>, mut last_
 
 fn write_snapshot(shared: &Shared, log: &dyn EventLog, hash: EventHash) {
     let t = Instant::now();
-    let bytes = {
+    let (seq, bytes) = {
         let state = shared.committed.read().unwrap_or_else(|p| p.into_inner());
         let snap = SnapshotRef { format_version: FORMAT_VERSION, seq: state.last_seq, hash, state: &state };
-        rmp_serde::to_vec_named(&snap).unwrap_or_default()
+        (state.last_seq, rmp_serde::to_vec_named(&snap).unwrap_or_default())
     };
-    match log.put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &bytes) {
+    match log.put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &bytes).and_then(|_| log.flush()) {
         Ok(()) => tracing::debug!(bytes = bytes.len(), ms = t.elapsed().as_millis() as u64, "snapshot written"),
         Err(e) => tracing::warn!(error = %e, "snapshot not written; the next open replays more"),
+    }
+    // Everything up to `seq` is durable: record it outside sled.
+    if let Err(e) = shared.paths.write_head(seq, &hash) {
+        tracing::warn!(error = %e, "HEAD not written");
     }
 }
 

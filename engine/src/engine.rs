@@ -117,7 +117,7 @@ impl Engine {
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
                 let log = Arc::new(SledEventLog::open(&paths.log_dir(), &paths.root)?);
-                let (state, hash) = crate::replay::load_state(log.as_ref())?;
+                let (state, hash) = crate::replay::load_state(log.as_ref(), paths.read_head())?;
                 Ok((log, state, hash))
             }
         })

@@ -20,7 +20,7 @@ pub enum EngineError {
     PayloadTooLarge { size: usize, limit: usize },
     #[error("event {seq} is corrupt: {reason}; nothing was changed — run `elfiee verify` for a full report")]
     Corrupt { seq: u64, reason: String },
-    #[error("storage error: {0}; the command was not committed — check the disk and reopen the file")]
+    #[error("storage error: {0}; check the disk, then reopen the file")]
     Storage(String),
     #[error("{0}")]
     Effect(String),

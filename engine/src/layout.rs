@@ -27,6 +27,30 @@ impl ElfPaths {
     pub fn assets_dir(&self) -> PathBuf {
         self.root.join("assets")
     }
+    /// `HEAD`: the last committed seq and hash, kept outside sled so that a log that lost its
+    /// tail (a damaged sled file) is detected instead of served.
+    pub fn head_file(&self) -> PathBuf {
+        self.root.join("HEAD")
+    }
+
+    /// Reads `HEAD` (`"<seq> <hash hex>"`); `None` if absent or unreadable.
+    pub fn read_head(&self) -> Option<(u64, elfiee_model::EventHash)> {
+        let text = std::fs::read_to_string(self.head_file()).ok()?;
+        let mut parts = text.split_whitespace();
+        let seq = parts.next()?.parse().ok()?;
+        let hash = elfiee_model::EventHash::from_hex(parts.next()?)?;
+        Some((seq, hash))
+    }
+
+    /// Writes `HEAD` durably (temp file, fsync, rename).
+    pub fn write_head(&self, seq: u64, hash: &elfiee_model::EventHash) -> std::io::Result<()> {
+        use std::io::Write;
+        let tmp = self.root.join(".HEAD.tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        writeln!(f, "{seq} {}", hash.to_hex())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, self.head_file())
+    }
 
     /// Creates an empty document directory; refuses an existing non-empty path.
     pub fn create(path: &Path) -> Result<ElfPaths, EngineError> {

@@ -39,14 +39,17 @@ pub trait EventLog: Send + Sync + 'static {
     fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
 }
 
-/// Reads decoded events `from..=to` and checks the hash chain when `prev` (hash of `from - 1`)
-/// is given.
+/// Reads decoded events `from..=to`, checking the hash chain. `prev` is the hash of `from - 1`;
+/// when `None`, the hash stored with record `from - 1` is used, so damaged history is never
+/// served silently.
 pub fn read_events(
     log: &dyn EventLog,
     from: u64,
     to: u64,
-    mut prev: Option<EventHash>,
+    prev: Option<EventHash>,
 ) -> impl Iterator<Item = Result<Event, EngineError>> + '_ {
+    let from = from.max(1);
+    let mut prev = Some(prev.unwrap_or_else(|| stored_hash(log, from - 1)));
     let mut expect = from;
     log.records(from, to).map(move |r| {
         let (seq, bytes) = r?;
@@ -55,18 +58,31 @@ pub fn read_events(
         }
         expect += 1;
         let e = codec::open(seq, &bytes, prev.as_ref()).map_err(|reason| EngineError::Corrupt { seq, reason })?;
-        if prev.is_some() {
-            prev = Some(e.hash);
-        }
+        prev = Some(e.hash);
         Ok(e)
     })
 }
 
+/// The hash stored with record `seq` (ZERO for 0 or a missing record, which then fails the
+/// chain check of the next one).
+pub fn stored_hash<L: EventLog + ?Sized>(log: &L, seq: u64) -> EventHash {
+    if seq == 0 {
+        return EventHash::ZERO;
+    }
+    match log.records(seq, seq).next() {
+        Some(Ok((_, bytes))) => bytes.get(..32).and_then(|h| h.try_into().ok()).map(EventHash).unwrap_or(EventHash::ZERO),
+        _ => EventHash::ZERO,
+    }
+}
+
 fn read_events_dyn<L: EventLog + ?Sized>(log: &L, from: u64, to: u64) -> Result<Vec<Event>, EngineError> {
     let mut out = Vec::new();
+    let mut prev = stored_hash(log, from.saturating_sub(1));
     for r in log.records(from, to) {
         let (seq, bytes) = r?;
-        out.push(codec::open(seq, &bytes, None).map_err(|reason| EngineError::Corrupt { seq, reason })?);
+        let e = codec::open(seq, &bytes, Some(&prev)).map_err(|reason| EngineError::Corrupt { seq, reason })?;
+        prev = e.hash;
+        out.push(e);
     }
     Ok(out)
 }

@@ -49,8 +49,9 @@ fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapsho
 
 /// State as a file opens: the newest valid snapshot plus the tail. An invalid snapshot is
 /// ignored (logged) and the log is replayed in full. Returns the state and the last hash.
-pub(crate) fn load_state(log: &dyn EventLog) -> Result<(State, EventHash), EngineError> {
+pub(crate) fn load_state(log: &dyn EventLog, head: Option<(u64, EventHash)>) -> Result<(State, EventHash), EngineError> {
     let (tail, _) = log.tail()?;
+    check_head(log, tail, head)?;
     let mut state = State::default();
     let mut prev = EventHash::ZERO;
     if let Some(bytes) = log.get_aux(SNAPSHOT_TREE, SNAPSHOT_KEY)? {
@@ -59,6 +60,10 @@ pub(crate) fn load_state(log: &dyn EventLog) -> Result<(State, EventHash), Engin
                 tracing::debug!(seq = snap.seq, "opening from snapshot");
                 prev = snap.hash;
                 state = snap.state;
+            }
+            Err(why) if why.starts_with("seq ") && why.contains("does not match the log") => {
+                // A snapshot of events the log no longer has: the log lost its tail.
+                return Err(EngineError::Corrupt { seq: tail + 1, reason: format!("the snapshot is ahead of the log ({why}); events were lost") });
             }
             Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
         }
@@ -69,6 +74,21 @@ pub(crate) fn load_state(log: &dyn EventLog) -> Result<(State, EventHash), Engin
         apply(&mut state, &e);
     }
     Ok((state, prev))
+}
+
+/// Fails if the log ends before the seq recorded in `HEAD`, or disagrees with its hash.
+fn check_head(log: &dyn EventLog, tail: u64, head: Option<(u64, EventHash)>) -> Result<(), EngineError> {
+    let Some((seq, hash)) = head else { return Ok(()) };
+    if tail < seq {
+        return Err(EngineError::Corrupt {
+            seq: tail + 1,
+            reason: format!("the log ends at seq {tail} but seq {seq} was committed (recorded in HEAD); the log lost events — restore the .elf from a backup"),
+        });
+    }
+    if crate::log::stored_hash(log, seq) != hash {
+        return Err(EngineError::Corrupt { seq, reason: "its hash differs from the one recorded in HEAD".into() });
+    }
+    Ok(())
 }
 
 /// Result of [`replay`].
@@ -85,6 +105,7 @@ pub struct ReplayReport {
 pub fn replay(path: &Path, progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+    check_head(&log, log.tail()?.0, paths.read_head())?;
     replay_log(&log, progress)
 }
 
@@ -127,13 +148,24 @@ pub struct VerifyReport {
 pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
-    verify_log(&log, progress)
+    let mut report = verify_log(&log, progress)?;
+    if let Err(e) = check_head(&log, report.events, paths.read_head()) {
+        report.problems.push(e.to_string());
+        report.ok = false;
+    }
+    Ok(report)
 }
 
 /// [`verify`] over an open log (used by the owner process for other processes).
 pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
-    let (total, _) = log.tail()?;
     let mut problems = Vec::new();
+    let total = match log.tail() {
+        Ok((t, _)) => t,
+        Err(e) => {
+            problems.push(format!("the last record is unreadable: {e}"));
+            0
+        }
+    };
     let mut state = State::default();
     let mut n = 0u64;
     let mut commands = 0u64;

@@ -16,6 +16,7 @@ impl Capability for CoreDelete {
         Target::Block(None)
     }
     fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        crate::payload::expect_empty(self.id(), &cmd.payload)?;
         let id = cmd.block_id.as_deref().unwrap_or_default();
         let mut out = super::detach_block(state, id);
         out.push(EventDraft::new(id, self.id(), json!({})));

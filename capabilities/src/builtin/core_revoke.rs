@@ -17,6 +17,9 @@ impl Capability for CoreRevoke {
     }
     fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
         let g = grant_of(self.id(), cmd, state, ctx)?;
+        if state.file_owner.as_deref() == Some(g.editor_id.as_str()) && g.block_id == elfiee_model::WILDCARD {
+            return Err(CapError::rejected(format!("the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')", g.editor_id, g.cap_id)));
+        }
         if !state.grants.contains(&g) {
             return Err(CapError::rejected(format!(
                 "'{}' holds no grant '{}' on '{}' to revoke",

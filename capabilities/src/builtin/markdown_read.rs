@@ -14,7 +14,8 @@ impl Capability for MarkdownRead {
     fn target(&self) -> Target {
         Target::Block(Some("markdown"))
     }
-    fn handle(&self, _cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        crate::payload::expect_empty(self.id(), &cmd.payload)?;
         Ok(Vec::new())
     }
 }
