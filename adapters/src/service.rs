@@ -159,3 +159,91 @@ pub async fn export_directory(file: &FileHandle, editor: &str, dir_id: &str) -> 
     let out = wait_for_outcome(file, "export", &events[0], Duration::from_secs(120)).await?;
     Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
 }
+
+/// `agent.configure` (partial). With `api_key_env`, the variable must exist in this process's
+/// environment (seed 000: "Environment variable '…' not found"); its value is never stored.
+pub async fn configure_agent(file: &FileHandle, editor: &str, agent_id: &str, config: Value) -> Result<Value, EngineError> {
+    if let Some(var) = config.get("api_key_env").and_then(Value::as_str) {
+        if std::env::var_os(var).is_none() {
+            return Err(rejected(format!("Environment variable '{var}' not found; export it before configuring the agent")));
+        }
+    }
+    file.submit(Command::new(editor, "agent.configure", Some(agent_id), config)).await?;
+    Ok(file.with_state(|s| s.block(agent_id).and_then(|b| b.contents.get("config").cloned()).unwrap_or_default()))
+}
+
+/// Proposals of one agent (all of them if `agent_id` is `None`), oldest first.
+pub fn list_proposals(file: &FileHandle, agent_id: Option<&str>) -> Vec<Value> {
+    file.with_state(|s| {
+        let mut out: Vec<Value> = s
+            .extensions
+            .get("proposals")
+            .and_then(Value::as_object)
+            .map(|m| m.values().filter(|p| agent_id.is_none_or(|a| p.get("agent_block_id").and_then(Value::as_str) == Some(a))).cloned().collect())
+            .unwrap_or_default();
+        out.sort_by_key(|p| p.get("created_seq").and_then(Value::as_u64).unwrap_or(0));
+        out
+    })
+}
+
+/// Decides a pending proposal. Approving runs every proposed command as the agent's editor,
+/// each through CBAC, in one atomic batch with the decision: all commit or none does, and the
+/// error names the failing proposed command. Rejecting records the decision (and feedback).
+pub async fn decide_proposal(
+    file: &FileHandle,
+    editor: &str,
+    proposal_id: &str,
+    approved: bool,
+    feedback: Option<&str>,
+) -> Result<Vec<Event>, EngineError> {
+    let (agent_id, agent_editor, commands) = file.with_state(|s| {
+        let p = elfiee_capabilities::builtin::proposal(s, proposal_id)
+            .ok_or_else(|| rejected(format!("proposal '{proposal_id}' not found; list them with `elfiee agent proposals`")))?;
+        let agent_id = p.get("agent_block_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let agent_editor = s
+            .block(&agent_id)
+            .and_then(|b| b.contents.get("editor_id"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let commands = p.get("proposed_commands").and_then(Value::as_array).cloned().unwrap_or_default();
+        Ok::<_, EngineError>((agent_id, agent_editor, commands))
+    })?;
+    let decision = Command::new(
+        editor,
+        "agent.approve",
+        Some(&agent_id),
+        json!({"proposal_id": proposal_id, "approved": approved, "feedback": feedback}),
+    );
+    if !approved {
+        return file.submit(decision).await;
+    }
+    let mut batch = vec![decision];
+    for c in &commands {
+        let cap = c.get("cap_id").and_then(Value::as_str).unwrap_or_default();
+        let block = c.get("block_id").and_then(Value::as_str).filter(|b| !b.is_empty() && *b != "*");
+        let payload = c.get("payload").cloned().unwrap_or(json!({}));
+        batch.push(Command::new(&agent_editor, cap, block, payload));
+    }
+    file.submit_all(batch).await.map_err(|e| match e {
+        // Batch positions count the decision first; name the proposed command instead.
+        EngineError::Rejected(CapError::Rejected(msg)) if msg.starts_with("command ") => {
+            let renumbered = renumber(&msg, commands.len());
+            rejected(format!("approval of '{proposal_id}' failed, nothing was committed: {renumbered}"))
+        }
+        other => other,
+    })
+}
+
+/// "command K of N (...)" → "proposed command K-1 of N-1 (...)".
+fn renumber(msg: &str, proposed: usize) -> String {
+    let rest = msg.trim_start_matches("command ");
+    let k: usize = rest.split_whitespace().next().and_then(|k| k.parse().ok()).unwrap_or(1);
+    let tail = rest.split_once(") failed").map(|(a, b)| format!("{a}) failed{b}")).unwrap_or_else(|| rest.to_owned());
+    let tail = tail.split_once(" (").map(|(_, t)| format!("({t}")).unwrap_or(tail);
+    if k <= 1 {
+        format!("the decision itself failed {tail}")
+    } else {
+        format!("proposed command {} of {proposed} {tail}", k - 1)
+    }
+}

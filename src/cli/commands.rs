@@ -374,6 +374,48 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             let r = service::set_agent_enabled(&s.file, &s.editor, &id, matches!(cmd, AgentCmd::Enable { .. })).await?;
             show(&r);
         }
+        AgentCmd::Configure { id, provider, model, api_key_env, system_prompt, max_context_tokens, base_url } => {
+            let id = s.block_id(id)?;
+            let mut cfg = serde_json::Map::new();
+            for (k, v) in [("provider", provider), ("model", model), ("api_key_env", api_key_env), ("system_prompt", system_prompt), ("base_url", base_url)] {
+                if let Some(v) = v {
+                    cfg.insert(k.into(), json!(v));
+                }
+            }
+            if let Some(n) = max_context_tokens {
+                cfg.insert("max_context_tokens".into(), json!(n));
+            }
+            if cfg.is_empty() {
+                return Err(CliError::usage("nothing to configure: give at least one of --provider, --model, --api-key-env, --system-prompt, --max-context-tokens, --base-url"));
+            }
+            let v = service::configure_agent(&s.file, &s.editor, &id, Value::Object(cfg)).await?;
+            out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        AgentCmd::Proposals { id } => {
+            let id = s.block_id(id)?;
+            let list = service::list_proposals(&s.file, Some(&id));
+            out.print(&json!(list), || {
+                list.iter()
+                    .map(|p| {
+                        let n = p["proposed_commands"].as_array().map(Vec::len).unwrap_or(0);
+                        format!("{}  {:<9} {n} command(s)  {}", p["proposal_id"].as_str().unwrap_or(""), p["status"].as_str().unwrap_or(""), p["prompt"].as_str().unwrap_or(""))
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        AgentCmd::Approve { proposal_id } | AgentCmd::Reject { proposal_id, .. } => {
+            let approved = matches!(cmd, AgentCmd::Approve { .. });
+            let feedback = match cmd {
+                AgentCmd::Reject { feedback, .. } => feedback.as_deref(),
+                _ => None,
+            };
+            let ev = service::decide_proposal(&s.file, &s.editor, proposal_id, approved, feedback).await?;
+            let verb = if approved { "approved" } else { "rejected" };
+            out.print(&json!({"proposal_id": proposal_id, "status": verb, "events": ev.len()}), || {
+                format!("{verb} {proposal_id}; {} event(s) committed", ev.len())
+            });
+        }
         AgentCmd::List => {
             let agents = service::list_agents(&s.file);
             out.print(&json!(agents), || {

@@ -142,6 +142,36 @@ pub enum AgentCmd {
     Disable { id: String },
     /// List agents.
     List,
+    /// Configure an agent's LLM (partial update; the key stays in the environment variable).
+    Configure {
+        id: String,
+        /// anthropic | openai
+        #[arg(long)]
+        provider: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// Name of the environment variable holding the API key (checked now, read at call time).
+        #[arg(long)]
+        api_key_env: Option<String>,
+        #[arg(long)]
+        system_prompt: Option<String>,
+        #[arg(long)]
+        max_context_tokens: Option<u64>,
+        /// Provider base URL (default from ANTHROPIC_BASE_URL / OPENAI_BASE_URL).
+        #[arg(long)]
+        base_url: Option<String>,
+    },
+    /// List an agent's proposals.
+    Proposals { id: String },
+    /// Approve a pending proposal: its commands run as the agent, all or nothing.
+    Approve { proposal_id: String },
+    /// Reject a pending proposal.
+    Reject {
+        proposal_id: String,
+        /// Why (kept with the decision).
+        #[arg(long)]
+        feedback: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug)]
