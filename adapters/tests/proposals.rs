@@ -1,0 +1,69 @@
+//! Deciding proposals: approve runs every proposed command as the agent's editor, atomically.
+
+use elfiee_adapters::service::{decide_proposal, list_proposals};
+use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
+use elfiee_model::Command;
+use serde_json::{json, Value};
+
+async fn setup() -> (tempfile::TempDir, FileHandle, String, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineConfig { node_id: "p".into(), ..EngineConfig::default() });
+    let file = engine.init(dir.path().join("p.elf"), "Alice").await.unwrap();
+    let ev = file.submit(Command::new("alice", "agent.create", None, json!({"name": "writer"}))).await.unwrap();
+    let agent = ev.iter().find(|e| e.cap_id() == "core.create").unwrap().entity.clone();
+    let editor = ev[0].entity.clone();
+    (dir, file, agent, editor)
+}
+
+async fn propose(file: &FileHandle, agent: &str, id: &str, commands: Value) {
+    file.submit(Command::new("alice", "agent.proposal", Some(agent), json!({
+        "trigger_seq": 1, "proposal_id": id, "status": "pending", "prompt": "p", "proposed_commands": commands
+    })))
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn approving_runs_the_commands_as_the_agent_editor() {
+    let (_d, file, agent, editor) = setup().await;
+    propose(&file, &agent, "p1", json!([
+        {"cap_id": "core.create", "payload": {"name": "Spec", "block_type": "markdown", "block_id": "spec"}},
+        {"cap_id": "markdown.write", "block_id": "spec", "payload": {"markdown": "# Spec"}}
+    ]))
+    .await;
+    let ev = decide_proposal(&file, "alice", "p1", true, None).await.unwrap();
+    assert_eq!(ev.len(), 3);
+    assert_eq!(ev[0].attribute, "alice/agent.approve");
+    assert_eq!(ev[1].attribute, format!("{editor}/core.create"));
+    assert_eq!(ev[2].attribute, format!("{editor}/markdown.write"));
+    let block = file.block("spec").unwrap();
+    assert_eq!((block.owner.as_str(), block.contents["markdown"].as_str()), (editor.as_str(), Some("# Spec")));
+    assert_eq!(list_proposals(&file, Some(&agent))[0]["status"], "approved");
+    let again = decide_proposal(&file, "alice", "p1", true, None).await.unwrap_err();
+    assert!(again.to_string().contains("already approved"), "{again}");
+    file.close().await;
+}
+
+#[tokio::test]
+async fn an_approval_with_one_unauthorized_command_changes_nothing() {
+    let (_d, file, agent, _editor) = setup().await;
+    let owned = file.submit(Command::new("alice", "core.create", None, json!({"name": "mine", "block_type": "markdown"}))).await.unwrap()[0].entity.clone();
+    propose(&file, &agent, "p2", json!([
+        {"cap_id": "core.create", "payload": {"name": "ok", "block_type": "markdown", "block_id": "ok"}},
+        {"cap_id": "core.delete", "block_id": owned, "payload": {}}
+    ]))
+    .await;
+    let (seq, digest) = (file.last_seq(), file.state_digest());
+    let err = decide_proposal(&file, "alice", "p2", true, None).await.unwrap_err();
+    assert!(matches!(err, EngineError::Rejected(_)));
+    let msg = err.to_string();
+    assert!(msg.contains("proposed command 2 of 2") && msg.contains("core.delete"), "{msg}");
+    assert_eq!((file.last_seq(), file.state_digest()), (seq, digest), "all or nothing");
+    assert!(file.block("ok").is_none());
+    assert_eq!(list_proposals(&file, None)[0]["status"], "pending", "still pending: it can be rejected");
+    decide_proposal(&file, "alice", "p2", false, Some("needs delete rights")).await.unwrap();
+    let p = &list_proposals(&file, None)[0];
+    assert_eq!((p["status"].as_str(), p["feedback"].as_str()), (Some("rejected"), Some("needs delete rights")));
+    assert!(decide_proposal(&file, "alice", "p2", true, None).await.unwrap_err().to_string().contains("already rejected"));
+    file.close().await;
+}
