@@ -41,6 +41,8 @@ pub(crate) struct Shared {
     /// Set when a flush failed: the file refuses commands until reopened.
     pub poisoned: Mutex<Option<String>>,
     pub queue: CommitQueue<Pending>,
+    /// Commands accepted but not yet durable, for idempotency checks.
+    pub inflight: dashmap::DashMap<uuid::Uuid, Vec<Event>>,
     /// Set when this process is not the owner: requests go to the owner's socket.
     pub remote: Option<Arc<crate::remote::RemoteClient>>,
 }
@@ -51,9 +53,12 @@ impl Shared {
     }
 }
 
-/// A command written to sled but not yet durable.
+/// A command accepted by the actor, waiting for the flusher to write and flush it.
 pub(crate) struct Pending {
     events: Vec<Event>,
+    /// Sealed records to write (empty for a repeat).
+    records: Vec<(u64, Vec<u8>)>,
+    cmd_id: uuid::Uuid,
     /// False for an idempotent replay of an earlier command: nothing to apply or publish.
     fresh: bool,
     reply: Reply,
@@ -102,13 +107,14 @@ impl ActorState {
             Ok(Prepared::Done(events)) => {
                 let _ = reply.send(Ok(events));
             }
-            Ok(Prepared::Repeat(events)) => self.enqueue(Pending { events, fresh: false, reply }),
-            Ok(Prepared::Write(events)) => {
+            Ok(Prepared::Repeat(events)) => self.enqueue(Pending { events, records: Vec::new(), cmd_id: cmds[0].cmd_id, fresh: false, reply }),
+            Ok(Prepared::Write(events, records)) => {
                 let span = tracing::debug_span!("commit", cmd_id = %cmds[0].cmd_id, cap_id = %cmds[0].cap_id,
                     editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
                 let _g = span.enter();
                 tracing::debug!(handler_us = started.elapsed().as_micros() as u64, events = events.len(), "written, awaiting flush");
-                self.enqueue(Pending { events, fresh: true, reply });
+                self.shared.inflight.insert(cmds[0].cmd_id, events.clone());
+                self.enqueue(Pending { events, records, cmd_id: cmds[0].cmd_id, fresh: true, reply });
             }
             Err(e) => {
                 tracing::debug!(cap_id = %cmds.first().map(|c| c.cap_id.as_str()).unwrap_or(""), error = %e, "command rejected");
@@ -149,7 +155,11 @@ impl ActorState {
                 return Err(EngineError::PayloadTooLarge { size, limit });
             }
         }
-        // Idempotency: a batch is keyed by its first command.
+        // Idempotency: a batch is keyed by its first command. In-flight commands are checked
+        // before the log: the flusher drops them from `inflight` only after writing them.
+        if let Some(events) = self.shared.inflight.get(&first.cmd_id).map(|e| e.clone()) {
+            return Ok(Prepared::Repeat(events));
+        }
         if let Some(events) = self.log.command_events(first.cmd_id)? {
             return Ok(Prepared::Repeat(events));
         }
@@ -201,12 +211,11 @@ impl ActorState {
             records.push((e.seq, codec::seal(&prev, e)));
             prev = e.hash;
         }
-        self.log.append(first.cmd_id, &records)?;
         self.prev_hash = prev;
         for e in &all {
             apply(&mut self.working, e);
         }
-        Ok(Prepared::Write(all))
+        Ok(Prepared::Write(all, records))
     }
 }
 
@@ -227,8 +236,8 @@ enum Prepared {
     Done(Vec<Event>),
     /// Already committed earlier: answer with the original events once durable.
     Repeat(Vec<Event>),
-    /// Written; answer after the flush.
-    Write(Vec<Event>),
+    /// Accepted; the flusher writes the records, flushes, then answers.
+    Write(Vec<Event>, Vec<(u64, Vec<u8>)>),
 }
 
 /// The flusher thread's loop: one flush per round for everything queued, then apply, publish,
@@ -237,7 +246,9 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>, mut last_
     let mut last_snapshot = shared.committed.read().unwrap_or_else(|p| p.into_inner()).last_seq;
     while let Some(batch) = shared.queue.take_all() {
         let t = Instant::now();
-        if let Err(e) = log.flush() {
+        let group: Vec<(uuid::Uuid, &[(u64, Vec<u8>)])> =
+            batch.iter().filter(|p| p.fresh).map(|p| (p.cmd_id, p.records.as_slice())).collect();
+        if let Err(e) = log.write_group(&group).and_then(|_| log.flush()) {
             let why = format!("{e} (the commands in this flush were not acknowledged)");
             tracing::error!(error = %why, "flush failed; refusing further commands");
             *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
@@ -257,12 +268,15 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>, mut last_
             }
             shared.committed_seq.store(state.last_seq, Ordering::Release);
         }
-        let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone().filter(|tx| tx.receiver_count() > 0);
         let n = batch.len();
         for p in batch {
-            if let (true, Some(tx)) = (p.fresh, &tx) {
-                for e in &p.events {
-                    let _ = tx.send(Arc::new(e.clone()));
+            if p.fresh {
+                shared.inflight.remove(&p.cmd_id);
+                if let Some(tx) = &tx {
+                    for e in &p.events {
+                        let _ = tx.send(Arc::new(e.clone()));
+                    }
                 }
             }
             let _ = p.reply.send(Ok(p.events));

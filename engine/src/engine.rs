@@ -133,6 +133,7 @@ impl Engine {
             events_tx: Mutex::new(Some(tx)),
             poisoned: Mutex::new(None),
             queue: CommitQueue::new(),
+            inflight: DashMap::new(),
             remote: None,
         });
         let flusher = std::thread::Builder::new()

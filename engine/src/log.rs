@@ -18,9 +18,18 @@ use crate::EngineError;
 pub trait EventLog: Send + Sync + 'static {
     /// Seq and hash of the last stored event (`(0, ZERO)` when empty).
     fn tail(&self) -> Result<(u64, EventHash), EngineError>;
-    /// Writes one command's sealed events and its index entry in one atomic batch (not yet
-    /// durable; see [`EventLog::flush`]).
-    fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError>;
+    /// Writes one command's sealed events and its index entry (not yet durable; see
+    /// [`EventLog::flush`]).
+    fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError> {
+        self.write_group(&[(cmd_id, events)])
+    }
+    /// Writes a group of commands in seq order (not yet durable). No command is ever half
+    /// written: single-event commands are one record each (their index entry is derived data,
+    /// rebuilt on open if a crash lost it); a group with a multi-event command is one atomic
+    /// batch.
+    fn write_group(&self, commands: &[(Uuid, &[(u64, Vec<u8>)])]) -> Result<(), EngineError>;
+    /// Records the index entry of a command (repair after a crash).
+    fn put_index(&self, cmd_id: Uuid, first: u64, count: u64) -> Result<(), EngineError>;
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), EngineError>;
     /// The command index entry `(first_seq, count)` of a command, if it committed.
@@ -87,6 +96,13 @@ fn read_events_dyn<L: EventLog + ?Sized>(log: &L, from: u64, to: u64) -> Result<
     Ok(out)
 }
 
+fn index_entry(first: u64, count: u64) -> [u8; 12] {
+    let mut idx = [0u8; 12];
+    idx[..8].copy_from_slice(&first.to_be_bytes());
+    idx[8..].copy_from_slice(&(count as u32).to_be_bytes());
+    idx
+}
+
 pub struct SledEventLog {
     db: sled::Db,
     events: sled::Tree,
@@ -133,17 +149,34 @@ impl EventLog for SledEventLog {
         }
     }
 
-    fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError> {
-        let Some((first, _)) = events.first() else { return Ok(()) };
-        let mut batch = sled::Batch::default();
-        for (seq, bytes) in events {
-            batch.insert(&event_key(*seq), bytes.as_slice());
+    fn write_group(&self, commands: &[(Uuid, &[(u64, Vec<u8>)])]) -> Result<(), EngineError> {
+        // sled seals and writes its buffer on every `apply_batch`, so a group of single-event
+        // commands (the common case) is written with plain inserts, in seq order. A group with
+        // a multi-event command goes into one atomic batch, still in seq order, so a crash
+        // never leaves a gap or half a command.
+        if commands.iter().all(|(_, ev)| ev.len() <= 1) {
+            for (cmd_id, events) in commands {
+                if let Some((seq, bytes)) = events.first() {
+                    self.events.insert(event_key(*seq), bytes.as_slice())?;
+                    self.events.insert(cmd_key(cmd_id), &index_entry(*seq, 1))?;
+                }
+            }
+            return Ok(());
         }
-        let mut idx = [0u8; 12];
-        idx[..8].copy_from_slice(&first.to_be_bytes());
-        idx[8..].copy_from_slice(&(events.len() as u32).to_be_bytes());
-        batch.insert(&cmd_key(&cmd_id), &idx);
+        let mut batch = sled::Batch::default();
+        for (cmd_id, events) in commands {
+            let Some((first, _)) = events.first() else { continue };
+            for (seq, bytes) in events.iter() {
+                batch.insert(&event_key(*seq), bytes.as_slice());
+            }
+            batch.insert(&cmd_key(cmd_id), &index_entry(*first, events.len() as u64));
+        }
         self.events.apply_batch(batch)?;
+        Ok(())
+    }
+
+    fn put_index(&self, cmd_id: Uuid, first: u64, count: u64) -> Result<(), EngineError> {
+        self.events.insert(cmd_key(&cmd_id), &index_entry(first, count))?;
         Ok(())
     }
 

@@ -252,6 +252,7 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
         events_tx: Mutex::new(Some(tx)),
         poisoned: Mutex::new(None),
         queue: CommitQueue::new(),
+        inflight: dashmap::DashMap::new(),
         remote: Some(client.clone()),
     });
     // The replica: apply what the owner commits, then publish it locally.

@@ -68,10 +68,32 @@ pub(crate) fn load_state(log: &dyn EventLog, head: Option<(u64, EventHash)>) -> 
             Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
         }
     }
+    // The tail is what the last runs wrote after the snapshot: rebuild any command index entry
+    // a crash lost (single-event commands write their record and index entry separately).
+    let mut current: Option<(uuid::Uuid, u64, u64)> = None;
+    let repair = |c: (uuid::Uuid, u64, u64)| -> Result<(), EngineError> {
+        if log.command_index(c.0)?.is_none() {
+            tracing::info!(cmd_id = %c.0, seq = c.1, "rebuilding a command index entry lost in a crash");
+            log.put_index(c.0, c.1, c.2)?;
+        }
+        Ok(())
+    };
     for e in read_events(log, state.last_seq + 1, u64::MAX, Some(prev)) {
         let e = e?;
         prev = e.hash;
+        match &mut current {
+            Some((c, _, n)) if *c == e.cmd_id => *n += 1,
+            _ => {
+                if let Some(done) = current.take() {
+                    repair(done)?;
+                }
+                current = Some((e.cmd_id, e.seq, 1));
+            }
+        }
         apply(&mut state, &e);
+    }
+    if let Some(done) = current.take() {
+        repair(done)?;
     }
     Ok((state, prev))
 }
