@@ -41,6 +41,11 @@ pub(crate) struct Shared {
     /// Set when a flush failed: the file refuses commands until reopened.
     pub poisoned: Mutex<Option<String>>,
     pub queue: CommitQueue<Pending>,
+    /// Submits sent to the actor and not yet picked up (ractor does not expose its mailbox).
+    pub waiting: std::sync::atomic::AtomicUsize,
+    /// Commands handed to the commit path and not yet answered.
+    pub in_progress: std::sync::atomic::AtomicUsize,
+    pub cursor: Mutex<Cursor>,
     /// Commands accepted but not yet durable, for idempotency checks.
     pub inflight: dashmap::DashMap<uuid::Uuid, Vec<Event>>,
     /// Set when this process is not the owner: requests go to the owner's socket.
@@ -72,6 +77,9 @@ pub(crate) struct ActorState {
     registry: Registry,
     working: State,
     prev_hash: EventHash,
+    /// Per-command id seeds: a random base (once) mixed with a counter.
+    id_base: [u8; 16],
+    id_counter: u64,
 }
 
 pub(crate) struct ActorArgs {
@@ -88,10 +96,12 @@ impl Actor for FileActor {
     async fn pre_start(&self, _me: ActorRef<FileMsg>, args: ActorArgs) -> Result<ActorState, ActorProcessingErr> {
         let log = args.shared.log()?;
         let registry = args.shared.config.registry.clone();
-        Ok(ActorState { shared: args.shared, log, registry, working: args.working, prev_hash: args.prev_hash })
+        let id_base = *uuid::Uuid::new_v4().as_bytes();
+        Ok(ActorState { shared: args.shared, log, registry, working: args.working, prev_hash: args.prev_hash, id_base, id_counter: 0 })
     }
 
     async fn handle(&self, _me: ActorRef<FileMsg>, msg: FileMsg, st: &mut ActorState) -> Result<(), ActorProcessingErr> {
+        st.shared.waiting.fetch_sub(1, Ordering::AcqRel);
         match msg {
             FileMsg::Submit(cmd, reply) => st.submit(vec![cmd], reply),
             FileMsg::SubmitAll(cmds, reply) => st.submit(cmds, reply),
@@ -130,7 +140,16 @@ impl ActorState {
     }
 
     fn enqueue(&mut self, p: Pending) {
+        // Nobody else waiting and nothing in flight: commit right here and skip two thread
+        // hand-offs. Otherwise queue it so that it shares the next flush (group commit).
+        let alone = self.shared.waiting.load(Ordering::Acquire) == 0 && self.shared.in_progress.load(Ordering::Acquire) == 0;
+        self.shared.in_progress.fetch_add(1, Ordering::AcqRel);
+        if alone && !self.shared.queue.is_closed() {
+            commit_group(&self.shared, &self.log, vec![p]);
+            return;
+        }
         if let Err(p) = self.shared.queue.push(p) {
+            self.shared.in_progress.fetch_sub(1, Ordering::AcqRel);
             let _ = p.reply.send(Err(EngineError::Closed));
         }
     }
@@ -149,7 +168,7 @@ impl ActorState {
                     format!("the payload is nested {depth} levels deep; the limit is {}", elfiee_capabilities::MAX_PAYLOAD_DEPTH),
                 )));
             }
-            let size = serde_json::to_vec(&cmd.payload).map(|v| v.len()).unwrap_or(usize::MAX);
+            let size = json_size(&cmd.payload);
             let limit = self.shared.config.max_payload_bytes;
             if size > limit {
                 return Err(EngineError::PayloadTooLarge { size, limit });
@@ -168,7 +187,10 @@ impl ActorState {
         let mut scratch: Option<State> = None;
         let mut all = Vec::new();
         for (i, cmd) in cmds.iter().enumerate() {
-            let ctx = self.registry.ctx(Utc::now(), &self.shared.config.node_id, *uuid::Uuid::new_v4().as_bytes());
+            self.id_counter += 1;
+            let mut seed = self.id_base;
+            seed[..8].iter_mut().zip(self.id_counter.to_le_bytes()).for_each(|(b, c)| *b ^= c);
+            let ctx = self.registry.ctx(Utc::now(), &self.shared.config.node_id, seed);
             let state = scratch.as_ref().unwrap_or(&self.working);
             let mut events = self.registry.execute(cmd, state, &ctx).map_err(|e| {
                 if cmds.len() > 1 {
@@ -219,6 +241,56 @@ impl ActorState {
     }
 }
 
+/// Bytes of the compact JSON encoding of `v` (what `serde_json::to_vec` would produce),
+/// computed without serializing and without recursion.
+fn json_size(v: &serde_json::Value) -> usize {
+    fn string_len(s: &str) -> usize {
+        s.len()
+            + 2
+            + s.bytes()
+                .map(|b| match b {
+                    b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
+                    0..=0x1f => 5,
+                    _ => 0,
+                })
+                .sum::<usize>()
+    }
+    let mut total = 0usize;
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        total += match v {
+            serde_json::Value::Null | serde_json::Value::Bool(true) => 4,
+            serde_json::Value::Bool(false) => 5,
+            serde_json::Value::Number(n) => n.to_string().len(),
+            serde_json::Value::String(s) => string_len(s),
+            serde_json::Value::Array(a) => {
+                stack.extend(a.iter());
+                2 + a.len().saturating_sub(1)
+            }
+            serde_json::Value::Object(o) => {
+                stack.extend(o.values());
+                2 + o.len().saturating_sub(1) + o.keys().map(|k| string_len(k) + 1).sum::<usize>()
+            }
+        };
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn json_size_matches_serde_json() {
+        let samples = [
+            serde_json::json!({"markdown": "x\"y\\z\n\u{1}é", "n": [1, -2.5, null, true, false, {}], "e": []}),
+            serde_json::json!("plain"),
+            serde_json::json!(12345678901234u64),
+        ];
+        for v in samples {
+            assert_eq!(super::json_size(&v), serde_json::to_vec(&v).unwrap().len(), "{v}");
+        }
+    }
+}
+
 /// Drops a JSON value without recursion.
 fn dismantle(v: serde_json::Value) {
     let mut stack = vec![v];
@@ -242,56 +314,71 @@ enum Prepared {
 
 /// The flusher thread's loop: one flush per round for everything queued, then apply, publish,
 /// answer, and snapshot when due.
-pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>, mut last_hash: EventHash) {
-    let mut last_snapshot = shared.committed.read().unwrap_or_else(|p| p.into_inner()).last_seq;
-    while let Some(batch) = shared.queue.take_all() {
-        let t = Instant::now();
-        let group: Vec<(uuid::Uuid, &[(u64, Vec<u8>)])> =
-            batch.iter().filter(|p| p.fresh).map(|p| (p.cmd_id, p.records.as_slice())).collect();
-        if let Err(e) = log.write_group(&group).and_then(|_| log.flush()) {
-            let why = format!("{e} (the commands in this flush were not acknowledged)");
-            tracing::error!(error = %why, "flush failed; refusing further commands");
-            *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
-            for p in batch {
-                let _ = p.reply.send(Err(e.clone()));
-            }
-            continue;
-        }
-        let flush_us = t.elapsed().as_micros() as u64;
-        {
-            let mut state = shared.committed.write().unwrap_or_else(|p| p.into_inner());
-            for p in batch.iter().filter(|p| p.fresh) {
-                for e in &p.events {
-                    apply(&mut state, e);
-                    last_hash = e.hash;
-                }
-            }
-            shared.committed_seq.store(state.last_seq, Ordering::Release);
-        }
-        let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone().filter(|tx| tx.receiver_count() > 0);
-        let n = batch.len();
+/// Where the committed part of the log ends; shared by the flusher and the actor's inline path.
+pub(crate) struct Cursor {
+    pub last_hash: EventHash,
+    pub last_snapshot: u64,
+}
+
+/// Writes, flushes, applies, publishes and answers one group of commands, in order.
+fn commit_group(shared: &Shared, log: &SledEventLog, batch: Vec<Pending>) {
+    let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
+    let t = Instant::now();
+    let group: Vec<(uuid::Uuid, &[(u64, Vec<u8>)])> =
+        batch.iter().filter(|p| p.fresh).map(|p| (p.cmd_id, p.records.as_slice())).collect();
+    let n = batch.len();
+    if let Err(e) = log.write_group(&group).and_then(|_| log.flush()) {
+        let why = format!("{e} (the commands in this flush were not acknowledged)");
+        tracing::error!(error = %why, "flush failed; refusing further commands");
+        *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
         for p in batch {
-            if p.fresh {
-                shared.inflight.remove(&p.cmd_id);
-                if let Some(tx) = &tx {
-                    for e in &p.events {
-                        let _ = tx.send(Arc::new(e.clone()));
-                    }
+            let _ = p.reply.send(Err(e.clone()));
+        }
+        shared.in_progress.fetch_sub(n, Ordering::AcqRel);
+        return;
+    }
+    let flush_us = t.elapsed().as_micros() as u64;
+    {
+        let mut state = shared.committed.write().unwrap_or_else(|p| p.into_inner());
+        for p in batch.iter().filter(|p| p.fresh) {
+            for e in &p.events {
+                apply(&mut state, e);
+                cursor.last_hash = e.hash;
+            }
+        }
+        shared.committed_seq.store(state.last_seq, Ordering::Release);
+    }
+    let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone().filter(|tx| tx.receiver_count() > 0);
+    for p in batch {
+        if p.fresh {
+            shared.inflight.remove(&p.cmd_id);
+            if let Some(tx) = &tx {
+                for e in &p.events {
+                    let _ = tx.send(Arc::new(e.clone()));
                 }
             }
-            let _ = p.reply.send(Ok(p.events));
         }
-        tracing::trace!(commands = n, flush_us, "group committed");
-        let seq = shared.committed_seq.load(Ordering::Acquire);
-        if seq >= last_snapshot + shared.config.snapshot_every {
-            write_snapshot(&shared, log.as_ref(), last_hash);
-            last_snapshot = seq;
-        }
+        let _ = p.reply.send(Ok(p.events));
+    }
+    shared.in_progress.fetch_sub(n, Ordering::AcqRel);
+    tracing::trace!(commands = n, flush_us, "group committed");
+    let seq = shared.committed_seq.load(Ordering::Acquire);
+    if seq >= cursor.last_snapshot + shared.config.snapshot_every {
+        write_snapshot(shared, log, cursor.last_hash);
+        cursor.last_snapshot = seq;
+    }
+}
+
+/// The flusher thread: one write + flush per round for everything queued (group commit).
+pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>) {
+    while let Some(batch) = shared.queue.take_all() {
+        commit_group(&shared, &log, batch);
     }
     // Closing: make the last snapshot current so the next open replays nothing.
+    let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = shared.committed_seq.load(Ordering::Acquire);
-    if seq > last_snapshot {
-        write_snapshot(&shared, log.as_ref(), last_hash);
+    if seq > cursor.last_snapshot {
+        write_snapshot(&shared, log.as_ref(), cursor.last_hash);
     }
     if let Err(e) = log.flush() {
         tracing::warn!(error = %e, "final flush failed");

@@ -59,6 +59,11 @@ impl<T> CommitQueue<T> {
         }
     }
 
+    /// Whether `close` was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.lock().map(|g| g.closed).unwrap_or(true)
+    }
+
     /// Refuses further pushes and wakes the consumer so it can drain and stop.
     pub fn close(&self) {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());

@@ -133,6 +133,9 @@ impl Engine {
             events_tx: Mutex::new(Some(tx)),
             poisoned: Mutex::new(None),
             queue: CommitQueue::new(),
+            waiting: Default::default(),
+            in_progress: Default::default(),
+            cursor: Mutex::new(crate::actor::Cursor { last_hash: prev_hash, last_snapshot: state.last_seq }),
             inflight: DashMap::new(),
             remote: None,
         });
@@ -140,7 +143,7 @@ impl Engine {
             .name("elfiee-flusher".into())
             .spawn({
                 let shared = shared.clone();
-                move || run_flusher(shared, log, prev_hash)
+                move || run_flusher(shared, log)
             })
             .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
         let args = ActorArgs { shared: shared.clone(), working: state, prev_hash };

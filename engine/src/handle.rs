@@ -46,6 +46,7 @@ impl FileHandle {
         msg: impl FnOnce(RpcReplyPort<Result<Vec<Event>, EngineError>>) -> FileMsg,
     ) -> Result<Vec<Event>, EngineError> {
         if let Some(actor) = &self.actor {
+            self.shared.waiting.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             return match actor.call(msg, None).await {
                 Ok(ractor::rpc::CallResult::Success(r)) => r,
                 _ => Err(EngineError::Closed),

@@ -252,6 +252,9 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
         events_tx: Mutex::new(Some(tx)),
         poisoned: Mutex::new(None),
         queue: CommitQueue::new(),
+        waiting: Default::default(),
+        in_progress: Default::default(),
+        cursor: Mutex::new(crate::actor::Cursor { last_hash: elfiee_model::EventHash::ZERO, last_snapshot: 0 }),
         inflight: dashmap::DashMap::new(),
         remote: Some(client.clone()),
     });
