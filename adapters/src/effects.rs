@@ -74,6 +74,8 @@ pub struct EffectsConfig {
     /// Bytes of stdout / stderr kept per terminal run (the rest is cut with a note).
     pub terminal_output_limit: usize,
     pub observer: Option<Observer>,
+    /// Builds LLM providers; `None` = the real ones (tests plug in scripted or local ones).
+    pub provider_factory: Option<crate::invoke::ProviderFactory>,
 }
 
 impl std::fmt::Debug for EffectsConfig {
@@ -84,7 +86,7 @@ impl std::fmt::Debug for EffectsConfig {
 
 impl Default for EffectsConfig {
     fn default() -> Self {
-        EffectsConfig { elfiee_bin: default_elfiee_bin(), terminal_output_limit: 256 * 1024, observer: None }
+        EffectsConfig { elfiee_bin: default_elfiee_bin(), terminal_output_limit: 256 * 1024, observer: None, provider_factory: None }
     }
 }
 
@@ -112,6 +114,7 @@ pub fn builtin() -> Vec<Arc<dyn Effect>> {
         Arc::new(crate::claude::ClaudeIntegration),
         Arc::new(crate::terminal::TerminalEffect),
         Arc::new(crate::export::ExportEffect),
+        Arc::new(crate::invoke::InvokeEffect),
     ]
 }
 

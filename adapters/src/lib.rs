@@ -10,6 +10,7 @@
 //! - [`export`] — `directory.export` writes blocks back under the directory's root.
 //! - [`import`] — reads a folder into a `directory.import` command.
 //! - [`json_file`] — order- and format-preserving edits of JSON config files, written atomically.
+//! - [`llm`] — LLM providers (Anthropic, OpenAI-compatible), streaming, retry, `<command>` parser.
 //! - [`service`] — the operations a host calls (create an agent, import a folder, run a command
 //!   and wait for its output).
 
@@ -17,7 +18,9 @@ pub mod claude;
 pub mod effects;
 pub mod export;
 pub mod import;
+pub mod invoke;
 pub mod json_file;
+pub mod llm;
 pub mod mcp;
 pub mod service;
 pub mod terminal;

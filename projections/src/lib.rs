@@ -12,9 +12,11 @@
 //! ```
 
 mod apply;
+pub mod context;
 mod graph;
 mod state;
 
 pub use apply::apply;
+pub use context::{collect_context, count_tokens, Context, ContextItem, ContextOptions};
 pub use graph::RelationGraph;
 pub use state::{State, StateDigest};
