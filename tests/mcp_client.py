@@ -91,7 +91,11 @@ async def classic(args: argparse.Namespace, out: dict[str, Any]) -> None:
             )
             out["history"] = await call(s, "elfiee_block_history", {"block_id": block})
             out["list"] = await call(s, "elfiee_block_list", {})
-            out["propose"] = await call(s, "elfiee_propose", {"commands": [], "description": "later"})
+            out["propose"] = await call(
+                s,
+                "elfiee_propose",
+                {"commands": [{"cap_id": "markdown.write", "block_id": block, "payload": {"markdown": "x"}}], "description": "later"},
+            )
             out["proposal_list"] = await call(s, "elfiee_proposal_list", {})
 
             resources = await s.list_resources()

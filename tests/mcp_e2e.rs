@@ -175,10 +175,10 @@ fn the_python_sdk_client_works_through_the_engine_as_the_agent_editor() {
         assert!(msg.contains(&format!("may not run '{cap}'")), "{msg}");
         assert!(msg.contains(&format!("elfiee grant {} {cap} {}", f.agent, f.spec)), "{msg}");
     }
-    for step in ["propose", "proposal_list"] {
-        assert_eq!(r[step]["is_error"], true);
-        assert!(r[step]["text"].as_str().unwrap().contains("proposals are not available in this build yet"));
-    }
+    // This editor is an agent-type editor without an agent block: it may list, not propose.
+    assert_eq!(r["propose"]["is_error"], true);
+    assert!(r["propose"]["text"].as_str().unwrap().contains("is not an agent"), "{}", r["propose"]);
+    assert_eq!(r["proposal_list"]["is_error"], false, "{}", r["proposal_list"]);
 
     // Resources and the change notification.
     let resources: Vec<&str> = r["resources"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();

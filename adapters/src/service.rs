@@ -247,3 +247,36 @@ fn renumber(msg: &str, proposed: usize) -> String {
         format!("proposed command {} of {proposed} {tail}", k - 1)
     }
 }
+
+/// `agent.invoke`, then waits for the LLM effect's proposal (pending, or failed with the
+/// error). `on_delta` receives the answer's text while the model writes it.
+pub async fn invoke_agent(
+    file: &FileHandle,
+    editor: &str,
+    agent_id: &str,
+    prompt: &str,
+    context_block_ids: &[String],
+    mut on_delta: impl FnMut(&str) + Send,
+) -> Result<Value, EngineError> {
+    let mut deltas = crate::invoke::live_deltas();
+    let events = file
+        .submit(Command::new(editor, "agent.invoke", Some(agent_id), json!({"prompt": prompt, "context_block_ids": context_block_ids})))
+        .await?;
+    let trigger = events[0].clone();
+    let proposal_id = trigger.value.get("proposal_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let wait = wait_for_outcome(file, "llm", &trigger, Duration::from_secs(900));
+    tokio::pin!(wait);
+    let outcome = loop {
+        tokio::select! {
+            out = &mut wait => break out?,
+            d = deltas.recv() => {
+                if let Ok(d) = d {
+                    if d.proposal_id == proposal_id {
+                        on_delta(&d.text);
+                    }
+                }
+            }
+        }
+    };
+    Ok(outcome.first().map(|e| e.value.clone()).unwrap_or_default())
+}

@@ -67,3 +67,26 @@ async fn an_approval_with_one_unauthorized_command_changes_nothing() {
     assert!(decide_proposal(&file, "alice", "p2", true, None).await.unwrap_err().to_string().contains("already rejected"));
     file.close().await;
 }
+
+#[tokio::test]
+async fn an_agent_proposes_over_mcp_and_a_human_approves() {
+    let (_d, file, agent, editor) = setup().await;
+    let out = elfiee_adapters::mcp::tools::call(
+        &file,
+        &editor,
+        "elfiee_propose",
+        json!({"commands": [{"cap_id": "core.create", "payload": {"name": "Plan", "block_type": "markdown", "block_id": "plan"}}], "description": "add a plan"}),
+    )
+    .await
+    .unwrap();
+    let pid = out["proposal_id"].as_str().unwrap().to_owned();
+    let listed = elfiee_adapters::mcp::tools::call(&file, &editor, "elfiee_proposal_list", json!({})).await.unwrap();
+    assert_eq!(listed["proposals"][0]["proposal_id"], pid.as_str());
+    assert_eq!(listed["proposals"][0]["agent_block_id"], agent.as_str());
+    assert!(file.block("plan").is_none(), "nothing runs before approval");
+    decide_proposal(&file, "alice", &pid, true, None).await.unwrap();
+    assert_eq!(file.block("plan").unwrap().owner, editor);
+    let bad = elfiee_adapters::mcp::tools::call(&file, &editor, "elfiee_propose", json!({"commands": [{"payload": {}}], "description": "x"})).await.unwrap_err();
+    assert!(bad.message.contains("cap_id"), "{}", bad.message);
+    file.close().await;
+}

@@ -391,6 +391,37 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             let v = service::configure_agent(&s.file, &s.editor, &id, Value::Object(cfg)).await?;
             out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
         }
+        AgentCmd::Invoke { id, prompt, context } => {
+            let id = s.block_id(id)?;
+            let context: Vec<String> = context.iter().map(|c| s.block_id(c)).collect::<Result<_, _>>()?;
+            let json_out = out.json;
+            let p = service::invoke_agent(&s.file, &s.editor, &id, prompt, &context, |d| {
+                use std::io::Write;
+                // The answer as it arrives: on stdout for people, on stderr with --json.
+                if json_out {
+                    eprint!("{d}");
+                    let _ = std::io::stderr().flush();
+                } else {
+                    print!("{d}");
+                    let _ = std::io::stdout().flush();
+                }
+            })
+            .await?;
+            if p["status"] == "failed" {
+                return Err(CliError::failed("llm_failed", format!("the model call failed: {}", p["error"].as_str().unwrap_or("unknown error"))));
+            }
+            out.print(&p, || {
+                let mut t = format!("\n\nproposal {} ({}):", p["proposal_id"].as_str().unwrap_or(""), p["status"].as_str().unwrap_or(""));
+                for (i, c) in p["proposed_commands"].as_array().into_iter().flatten().enumerate() {
+                    t.push_str(&format!("\n  {}. {} {} {}", i + 1, c["cap_id"].as_str().unwrap_or(""), c["block_id"].as_str().unwrap_or("*"), c["description"].as_str().unwrap_or("")));
+                }
+                for e in p["parse_errors"].as_array().into_iter().flatten() {
+                    t.push_str(&format!("\n  parse error: {}", e.as_str().unwrap_or("")));
+                }
+                t.push_str(&format!("\napprove with `elfiee agent approve {}`", p["proposal_id"].as_str().unwrap_or("")));
+                t
+            });
+        }
         AgentCmd::Proposals { id } => {
             let id = s.block_id(id)?;
             let list = service::list_proposals(&s.file, Some(&id));

@@ -161,6 +161,15 @@ pub enum AgentCmd {
         #[arg(long)]
         base_url: Option<String>,
     },
+    /// Ask an LLM agent for a proposal: streams its answer, then prints the proposal.
+    Invoke {
+        id: String,
+        #[arg(long)]
+        prompt: String,
+        /// Extra blocks to start the context from (repeatable).
+        #[arg(long = "context")]
+        context: Vec<String>,
+    },
     /// List an agent's proposals.
     Proposals { id: String },
     /// Approve a pending proposal: its commands run as the agent, all or nothing.

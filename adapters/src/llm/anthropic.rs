@@ -38,7 +38,7 @@ impl AnthropicProvider {
     /// public API.
     pub fn new(api_key: ApiKey, config: ProviderConfig) -> Result<Self, LlmError> {
         let base_url = config.resolve_base_url(BASE_URL_ENV, DEFAULT_BASE_URL);
-        Ok(AnthropicProvider { client: config.build_client()?, base_url, api_key, config })
+        Ok(AnthropicProvider { client: config.build_client(&base_url)?, base_url, api_key, config })
     }
 
     pub fn base_url(&self) -> &str {

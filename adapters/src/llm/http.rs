@@ -52,13 +52,27 @@ impl ProviderConfig {
         url
     }
 
-    pub(crate) fn build_client(&self) -> Result<reqwest::Client, LlmError> {
-        reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .read_timeout(self.read_timeout)
-            .build()
-            .map_err(|e| LlmError::Network(format!("cannot set up the HTTP client: {e}")))
+    /// The HTTP client. A loopback base URL (a local model server, a test server) bypasses any
+    /// proxy configured in the environment.
+    pub(crate) fn build_client(&self, base_url: &str) -> Result<reqwest::Client, LlmError> {
+        let mut builder =
+            reqwest::Client::builder().connect_timeout(self.connect_timeout).read_timeout(self.read_timeout);
+        if is_loopback(base_url) {
+            builder = builder.no_proxy();
+        }
+        builder.build().map_err(|e| LlmError::Network(format!("cannot set up the HTTP client: {e}")))
     }
+}
+
+fn is_loopback(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = if host.starts_with('[') {
+        host.split(']').next().map(|h| &h[1..]).unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A header value that HTTP debug output shows as `Sensitive`.

@@ -37,7 +37,7 @@ impl OpenAiProvider {
     /// URL comes from `config`, else `OPENAI_BASE_URL`, else the public API.
     pub fn new(api_key: Option<ApiKey>, config: ProviderConfig) -> Result<Self, LlmError> {
         let base_url = config.resolve_base_url(BASE_URL_ENV, DEFAULT_BASE_URL);
-        Ok(OpenAiProvider { client: config.build_client()?, base_url, api_key, config })
+        Ok(OpenAiProvider { client: config.build_client(&base_url)?, base_url, api_key, config })
     }
 
     pub fn base_url(&self) -> &str {

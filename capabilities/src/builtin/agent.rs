@@ -92,6 +92,9 @@ impl Capability for AgentCreate {
             let g = Grant::new(&editor_id, *cap, "*");
             out.push(EventDraft::new(&editor_id, "core.grant", serde_json::to_value(&g).unwrap_or_default()));
         }
+        // The agent may invoke itself and record proposals (e.g. through MCP).
+        let own = Grant::new(&editor_id, "agent.invoke", &agent_id);
+        out.push(EventDraft::new(&editor_id, "core.grant", serde_json::to_value(&own).unwrap_or_default()));
         if p.target_project_id.is_some() {
             // Creating an agent for a project enables it (seed 001 §7): the effect integrates.
             out.push(EventDraft::new(&agent_id, "agent.enable", status_patch(AgentStatus::Enabled, ctx)));
