@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     /// Commands handed to the commit path and not yet answered.
     pub in_progress: std::sync::atomic::AtomicUsize,
     pub cursor: Mutex<Cursor>,
+    /// Signalled whenever a remote replica applied events (read-your-writes waits on it).
+    pub applied: tokio::sync::Notify,
     /// Commands accepted but not yet durable, for idempotency checks.
     pub inflight: dashmap::DashMap<uuid::Uuid, Vec<Event>>,
     /// Set when this process is not the owner: requests go to the owner's socket.

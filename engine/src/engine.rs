@@ -137,6 +137,7 @@ impl Engine {
             in_progress: Default::default(),
             cursor: Mutex::new(crate::actor::Cursor { last_hash: prev_hash, last_snapshot: state.last_seq }),
             inflight: DashMap::new(),
+            applied: tokio::sync::Notify::new(),
             remote: None,
         });
         let flusher = std::thread::Builder::new()

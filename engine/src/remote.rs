@@ -256,6 +256,7 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
         in_progress: Default::default(),
         cursor: Mutex::new(crate::actor::Cursor { last_hash: elfiee_model::EventHash::ZERO, last_snapshot: 0 }),
         inflight: dashmap::DashMap::new(),
+        applied: tokio::sync::Notify::new(),
         remote: Some(client.clone()),
     });
     // The replica: apply what the owner commits, then publish it locally.
@@ -274,6 +275,7 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
                     apply(&mut st, &e);
                     shared.committed_seq.store(st.last_seq, Ordering::Release);
                 }
+                shared.applied.notify_waiters();
                 let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 if let Some(tx) = tx {
                     let _ = tx.send(Arc::new(e));
@@ -283,6 +285,7 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
             pusher.close();
             if let Some(shared) = weak.upgrade() {
                 shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+                shared.applied.notify_waiters();
             }
         })
         .map_err(|e| EngineError::Storage(format!("cannot start the replica thread: {e}")))?;
@@ -293,13 +296,18 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
 /// Waits until the local replica has applied `seq` (read-your-writes for remote submits).
 pub(crate) async fn wait_for_seq(shared: &Shared, seq: u64) -> Result<(), EngineError> {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while shared.committed_seq.load(Ordering::Acquire) < seq {
+    loop {
+        let applied = shared.applied.notified();
+        tokio::pin!(applied);
+        applied.as_mut().enable();
+        if shared.committed_seq.load(Ordering::Acquire) >= seq {
+            return Ok(());
+        }
         if shared.remote.as_ref().is_some_and(|r| r.is_closed()) || Instant::now() > deadline {
             return Err(EngineError::Storage(format!("the owner process acknowledged seq {seq} but did not stream it back")));
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        let _ = tokio::time::timeout(Duration::from_millis(100), applied).await;
     }
-    Ok(())
 }
 
 impl Shared {

@@ -31,7 +31,6 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use elfiee_model::{Block, Relation};
 use serde::{Deserialize, Serialize};
@@ -278,25 +277,11 @@ impl Body {
     }
 }
 
-/// Benchmark helper (called by the bench binary; no projection path uses it): builds an
-/// in-memory state of `n_blocks` blocks — a root referencing about √n blocks, each referencing
-/// about √n more, so all are within the default depth 2 — collects its context with an
-/// unlimited budget, then separately times tiktoken alone on the same rendered text.
-/// Returns (collect time, total tokens, tiktoken-only time). Reads the monotonic clock: the
-/// only clock reading in this crate.
-pub fn bench_context(n_blocks: usize) -> (Duration, usize, Duration) {
-    let state = bench_state(n_blocks);
-    let roots = ["b0".to_owned()];
-    let opts = ContextOptions { max_tokens: usize::MAX, ..ContextOptions::default() };
-    tokenizer(); // load the vocabulary outside the timings
-    let t = std::time::Instant::now();
-    let ctx = collect_context(&state, &roots, &opts);
-    let collect = t.elapsed();
-    let text = ctx.to_markdown();
-    let t = std::time::Instant::now();
-    std::hint::black_box(tokenizer().encode_ordinary(&text).len());
-    let tiktoken = t.elapsed();
-    (collect, ctx.total_tokens, tiktoken)
+/// A synthetic state of `n` blocks (markdown and code with mixed-script text), `b0` linking to
+/// about √n blocks that each link to about √n more: the benchmark's input.
+#[doc(hidden)]
+pub fn synthetic_state(n: usize) -> crate::State {
+    bench_state(n)
 }
 
 fn bench_state(n: usize) -> crate::State {

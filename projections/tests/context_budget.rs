@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use chrono::DateTime;
 use elfiee_model::{Block, BlockMetadata, Relation};
-use elfiee_projections::context::{bench_context, TRUNCATION_MARKER};
+use elfiee_projections::context::{collect_context as collect, synthetic_state, TRUNCATION_MARKER};
 use elfiee_projections::{collect_context, count_tokens, Context, ContextOptions, State};
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -186,12 +186,17 @@ fn cut_code_keeps_its_fence_closed() {
 }
 
 #[test]
-fn bench_context_collects_every_block() {
-    let (_, tokens, _) = bench_context(300);
+fn the_benchmark_state_is_collected_whole_with_an_unlimited_budget() {
+    let all = |n| {
+        let opts = ContextOptions { max_tokens: usize::MAX, ..ContextOptions::default() };
+        let ctx = collect(&synthetic_state(n), &["b0".to_owned()], &opts);
+        assert_eq!(ctx.items.len(), n, "every block is reached within depth 2");
+        ctx.total_tokens
+    };
+    let tokens = all(300);
     // Every block contributes a header of more than 10 tokens.
     assert!(tokens > 300 * 10, "{tokens}");
-    let (_, tokens_small, _) = bench_context(30);
-    assert!(tokens_small * 5 < tokens);
+    assert!(all(30) * 5 < tokens);
 }
 
 /// The blocks the walk must reach, with their (shortest) depth: a plain BFS over the model.
