@@ -62,15 +62,7 @@ pub fn apply(state: &mut State, event: &Event) {
             if let Some(d) = v.get("description") {
                 b.metadata.description = d.as_str().map(str::to_owned);
             }
-            if let Some(Value::Object(custom)) = v.get("custom") {
-                for (k, val) in custom {
-                    if val.is_null() {
-                        b.metadata.custom.remove(k);
-                    } else {
-                        b.metadata.custom.insert(k.clone(), val.clone());
-                    }
-                }
-            }
+            merge_custom(b, v);
         }),
         "core.link" | "core.unlink" => {
             let link = event.value.get("to").and_then(Value::as_str).zip(
@@ -176,6 +168,11 @@ fn patch_block(b: &mut Block, v: &Value) {
             }
         }
     }
+    merge_custom(b, v);
+}
+
+/// Merges `v.custom` into the block's metadata; a null value removes the key.
+fn merge_custom(b: &mut Block, v: &Value) {
     if let Some(Value::Object(custom)) = v.get("custom") {
         for (k, val) in custom {
             if val.is_null() {
