@@ -176,3 +176,13 @@ fn cli_doc_lists_every_subcommand() {
         }
     }
 }
+
+#[test]
+fn completions_are_printed_without_a_document() {
+    let out = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(["completions", "bash"]).env_remove("ELFIEE_ELF").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("elfiee") && script.contains("block") && script.contains("mcp-server"), "{}", &script[..script.len().min(300)]);
+    let bad = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}

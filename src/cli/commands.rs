@@ -62,6 +62,12 @@ impl Session {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     let out = Out { json: cli.json };
     match &cli.cmd {
+        Cmd::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = super::Cli::command();
+            clap_complete::generate(*shell, &mut cmd, "elfiee", &mut std::io::stdout());
+            return Ok(());
+        }
         Cmd::Init { path, owner } => {
             let file = Engine::global().init(path, owner).await?;
             let owner_id = file.owner().unwrap_or_default();
@@ -106,7 +112,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
 
 async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
     match &cli.cmd {
-        Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps => unreachable!("handled in run"),
+        Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps | Cmd::Completions { .. } => unreachable!("handled in run"),
         Cmd::Editor(EditorCmd::Create { name, editor_type, id }) => {
             let ty = match editor_type {
                 EditorKind::Human => "human",

@@ -82,6 +82,8 @@ pub enum Cmd {
     /// Keep the document open for other processes (and run its effects) until Ctrl-C; with
     /// --json, print every committed event as a JSON line.
     Serve,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions { shell: clap_complete::Shell },
     /// Serve the document over MCP on stdin/stdout (what Claude Code starts).
     McpServer {
         /// Act as this editor (default: the file owner); agent entries pass their editor id.
