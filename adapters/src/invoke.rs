@@ -39,6 +39,7 @@ pub fn default_provider_factory() -> ProviderFactory {
 }
 
 /// A piece of an agent's answer, live while the model writes it.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LiveDelta {
     pub agent_block_id: String,

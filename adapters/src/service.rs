@@ -20,6 +20,7 @@ fn rejected(msg: impl Into<String>) -> EngineError {
 }
 
 /// Result of `directory.import`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ImportReport {
     pub block_id: String,
@@ -51,6 +52,7 @@ pub async fn import_directory(
 }
 
 /// Result of agent create / enable / disable (seed 001 `AgentEnableResult`, plus ids).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentResult {
     pub agent_block_id: String,

@@ -5,6 +5,7 @@ use thiserror::Error;
 
 /// Everything that can go wrong between a caller and the log. `Rejected` is the pure
 /// pipeline's verdict (nothing was written); the others are about the file itself.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Error, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum EngineError {

@@ -114,6 +114,7 @@ fn check_head(log: &dyn EventLog, tail: u64, head: Option<(u64, EventHash)>) -> 
 }
 
 /// Result of [`replay`].
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplayReport {
     pub events: u64,
@@ -156,6 +157,7 @@ pub fn replay_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Res
 
 /// Result of [`verify`]: `ok` is false when the chain is broken, the command index disagrees
 /// with the events, or the stored snapshot does not match the log.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerifyReport {
     pub ok: bool,

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::{BlockId, EditorId};
 
 /// A block: the unit of content in a `.elf` document.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Block {
     pub block_id: BlockId,
@@ -23,19 +24,23 @@ pub struct Block {
 }
 
 /// Descriptive data about a block; timestamps come from the committing event.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BlockMetadata {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(with = "chrono::serde::ts_milliseconds")]
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
     pub created_at: DateTime<Utc>,
     #[serde(with = "chrono::serde::ts_milliseconds")]
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
     pub updated_at: DateTime<Utc>,
     #[serde(default)]
     pub custom: BTreeMap<String, Value>,
 }
 
 /// A relation between two blocks. Links form a directed acyclic graph.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Relation {
@@ -68,6 +73,7 @@ impl std::fmt::Display for Relation {
 }
 
 /// An identity that issues commands.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Editor {
     pub editor_id: EditorId,
@@ -75,6 +81,7 @@ pub struct Editor {
     pub editor_type: EditorType,
 }
 
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum EditorType {
@@ -84,6 +91,7 @@ pub enum EditorType {
 }
 
 /// A capability grant: `editor_id` (or `*`) may run `cap_id` on `block_id` (or `*`).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Grant {
     pub editor_id: EditorId,

@@ -5,6 +5,7 @@ use uuid::Uuid;
 use crate::{BlockId, EditorId};
 
 /// A request to run one capability. Commands are never stored; the events they produce are.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Command {
     /// Idempotency key: resubmitting a committed `cmd_id` returns the original events.

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Contents of an `agent` block (seed 001 §5.1, plus the agent's editor id).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentContents {
     /// Display name (default `elfiee`).
@@ -18,6 +19,7 @@ pub struct AgentContents {
     pub editor_id: String,
 }
 
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AgentStatus {
@@ -26,6 +28,7 @@ pub enum AgentStatus {
 }
 
 /// One imported file of a `directory.import` command.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportedFile {
@@ -36,6 +39,7 @@ pub struct ImportedFile {
 }
 
 /// A file the importer left out, and why (binary, too large, symlink leaving the root, …).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SkippedFile {
@@ -44,6 +48,7 @@ pub struct SkippedFile {
 }
 
 /// One entry of a `directory` block: a relative path and the block holding its text.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DirectoryEntry {
     pub path: String,
@@ -51,6 +56,7 @@ pub struct DirectoryEntry {
 }
 
 /// Contents of a `terminal` block.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TerminalContents {
     /// Program that runs commands as `<shell> -c <command>` (default `sh`).

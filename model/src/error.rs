@@ -2,6 +2,7 @@ use thiserror::Error;
 
 /// Why a command was rejected by the pure pipeline (lookup, CBAC, handler, conflict).
 /// Every message says what the user can do about it.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Eq, Error, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum CapError {

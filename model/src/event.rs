@@ -10,6 +10,7 @@ use uuid::Uuid;
 ///
 /// `seq` numbers events from 1 without gaps; `hash` chains them:
 /// `hash = blake3(prev_hash ‖ seq (u64 BE) ‖ stored bytes)`; see docs/EVENTS.md.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub seq: u64,
@@ -21,7 +22,9 @@ pub struct Event {
     /// Vector clock: `"<node_id>:<editor_id>"` → count.
     pub clock: BTreeMap<String, u64>,
     #[serde(with = "chrono::serde::ts_milliseconds")]
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
     pub created_at: DateTime<Utc>,
+    #[cfg_attr(feature = "ts", ts(type = "string"))]
     pub hash: EventHash,
 }
 
@@ -39,6 +42,7 @@ impl Event {
 
 /// What a handler returns: the entity, the kind of change, and its value. The pipeline turns
 /// drafts into [`Event`]s (ids, attribute, clock, time from `Ctx`; seq and hash at commit).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventDraft {
     pub entity: String,

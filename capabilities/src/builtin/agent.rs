@@ -27,6 +27,7 @@ pub const AGENT_GRANTS: &[&str] = &[
 ];
 
 /// Payload of `agent.create` (seed 001 `AgentCreateV2Payload`).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentCreatePayload {

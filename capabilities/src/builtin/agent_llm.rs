@@ -18,6 +18,7 @@ pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
 
 /// Payload of `agent.configure`: every field optional (partial update). The API key itself is
 /// never stored: only the name of the environment variable that holds it.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfigurePayload {
@@ -36,6 +37,7 @@ pub struct AgentConfigurePayload {
 }
 
 /// The agent's LLM configuration as stored in `contents.config`, with defaults.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentConfig {
     pub provider: String,
@@ -120,6 +122,7 @@ impl Capability for AgentConfigure {
 }
 
 /// Payload of `agent.invoke`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentInvokePayload {
@@ -184,6 +187,7 @@ impl Capability for AgentProposal {
 }
 
 /// Payload of `agent.approve`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentApprovePayload {

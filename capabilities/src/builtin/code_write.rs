@@ -7,6 +7,7 @@ use crate::payload::parse;
 use crate::{Capability, Target};
 
 /// `code.write`: replaces the text (and optionally the language) of a code block.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CodeWritePayload {

@@ -10,6 +10,7 @@ use crate::{Capability, Target};
 
 /// `core.create`: a new block owned by the commanding editor. The event value is the whole
 /// initial block.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CoreCreatePayload {

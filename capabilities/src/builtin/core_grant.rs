@@ -6,6 +6,7 @@ use crate::payload::parse;
 use crate::{Capability, Target};
 
 /// Payload of `core.grant` / `core.revoke`; the command's block (or `*`) is the grant's block.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GrantPayload {

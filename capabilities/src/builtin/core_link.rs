@@ -7,6 +7,7 @@ use crate::payload::parse;
 use crate::{Capability, Target};
 
 /// Payload of `core.link` and `core.unlink`: the command's block is the source.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkPayload {

@@ -7,6 +7,7 @@ use crate::payload::{check_name, parse};
 use crate::{Capability, Target};
 
 /// `core.rename`: sets a block's display name.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RenamePayload {

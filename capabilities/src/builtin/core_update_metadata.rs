@@ -10,11 +10,13 @@ use crate::{Capability, Target};
 
 /// `core.update_metadata`: sets or clears the description and merges `custom` keys
 /// (a `null` value removes a key).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateMetadataPayload {
     /// `Some(null)` clears it; absent leaves it.
     #[serde(default, with = "double_option")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "string | null"))]
     pub description: Option<Option<String>>,
     #[serde(default)]
     pub custom: BTreeMap<String, Value>,

@@ -11,6 +11,7 @@ use crate::{Capability, Target};
 /// `directory.import`: the adapter has read a folder; the command carries its files, so this
 /// handler stays pure. Creates one `directory` block (with `external_root_path`) and one block
 /// per file (`markdown` for `.md`, else `code`), then records what was skipped.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DirectoryImportPayload {

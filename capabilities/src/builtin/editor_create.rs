@@ -7,6 +7,7 @@ use crate::{Capability, Target};
 
 /// `editor.create`: a new identity. Agents get ids `agent-<uuid>`; humans a UUID, unless the
 /// payload names an id.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditorCreatePayload {

@@ -8,6 +8,7 @@ use crate::{Capability, Target};
 
 /// `editor.delete`: removes an identity and, first, every grant it holds. A deleted editor has
 /// no rights, not even on the blocks it owns. The file owner cannot be deleted.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EditorDeletePayload {

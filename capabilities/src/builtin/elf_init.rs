@@ -8,6 +8,7 @@ use crate::{Capability, Target};
 
 /// `elf.init`: the first command of every file. The command's `editor_id` becomes the file
 /// owner, who is granted every known capability on `*`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InitPayload {

@@ -7,6 +7,7 @@ use crate::payload::parse;
 use crate::{Capability, Target};
 
 /// `markdown.write`: replaces the markdown text of a markdown block.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MarkdownWritePayload {

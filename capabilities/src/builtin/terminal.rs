@@ -10,6 +10,7 @@ use crate::payload::{check_name, parse};
 use crate::{Capability, Target};
 
 /// Payload of `terminal.create`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalCreatePayload {
@@ -56,6 +57,7 @@ impl Capability for TerminalCreate {
 }
 
 /// Payload of `terminal.execute`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TerminalExecutePayload {

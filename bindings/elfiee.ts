@@ -1,0 +1,202 @@
+// Generated from the Rust types by tests/ts_bindings.rs — do not edit.
+// Regenerate: ELFIEE_BLESS=1 cargo test --test ts_bindings
+
+export type JsonValue = number | string | boolean | Array<JsonValue> | { [key in string]: JsonValue } | null;
+
+export type Block = { block_id: string, name: string, 
+/**
+ * `markdown`, `code`, `directory`, `terminal`, `agent`, or any extension type.
+ */
+block_type: string, 
+/**
+ * Type-specific content, e.g. `{"markdown": "..."}` or `{"text": "...", "language": "rust"}`.
+ */
+contents: JsonValue, 
+/**
+ * Outgoing relations: relation name (`reference`, `implement`) → target block ids, in link order.
+ */
+children: { [key in string]: Array<string> }, owner: string, metadata: BlockMetadata, };
+
+export type BlockMetadata = { description?: string | null, created_at: number, updated_at: number, custom: { [key in string]: JsonValue }, };
+
+export type Relation = "reference" | "implement";
+
+export type Editor = { editor_id: string, name: string, editor_type: EditorType, };
+
+export type EditorType = "human" | "agent";
+
+export type Grant = { editor_id: string, cap_id: string, block_id: string, };
+
+export type Command = { 
+/**
+ * Idempotency key: resubmitting a committed `cmd_id` returns the original events.
+ */
+cmd_id: string, editor_id: string, cap_id: string, 
+/**
+ * Target block; `None` for capabilities that target the whole file (`*`).
+ */
+block_id?: string | null, payload: JsonValue, 
+/**
+ * Optimistic concurrency: reject with `Conflict` if the target block changed after this seq.
+ */
+expected_seq?: number | null, };
+
+export type Event = { seq: number, event_id: string, cmd_id: string, entity: string, attribute: string, value: JsonValue, 
+/**
+ * Vector clock: `"<node_id>:<editor_id>"` → count.
+ */
+clock: { [key in string]: number }, created_at: number, hash: string, };
+
+export type EventDraft = { entity: string, 
+/**
+ * Capability id naming the change (`core.create`, `core.unlink`, …).
+ */
+kind: string, value: JsonValue, };
+
+export type CapError = { "kind": "unknown_capability", "detail": string } | { "kind": "unauthorized", "detail": { editor: string, cap: string, block: string, } } | { "kind": "unknown_editor", "detail": string } | { "kind": "block_not_found", "detail": string } | { "kind": "invalid_payload", "detail": { cap: string, reason: string, } } | { "kind": "rejected", "detail": string } | { "kind": "conflict", "detail": { block: string, expected: number, actual: number, } } | { "kind": "handler_panic", "detail": { cap: string, message: string, } };
+
+export type AgentContents = { 
+/**
+ * Display name (default `elfiee`).
+ */
+name: string, 
+/**
+ * The directory block of the project this agent integrates with (Claude Code). `None` for
+ * an LLM-only agent.
+ */
+target_project_id: string | null, status: AgentStatus, 
+/**
+ * The agent's own editor (`agent-<uuid>`): every change it makes is authored by it.
+ */
+editor_id: string, };
+
+export type AgentStatus = "enabled" | "disabled";
+
+export type ImportedFile = { 
+/**
+ * Path relative to the imported root, `/`-separated, no `..`.
+ */
+path: string, 
+/**
+ * UTF-8 text of the file.
+ */
+content: string, };
+
+export type SkippedFile = { path: string, reason: string, };
+
+export type DirectoryEntry = { path: string, block_id: string, };
+
+export type TerminalContents = { 
+/**
+ * Program that runs commands as `<shell> -c <command>` (default `sh`).
+ */
+shell: string, env: { [key in string]: string }, 
+/**
+ * Directory block whose `external_root_path` is the working directory.
+ */
+linked_directory_id: string | null, };
+
+export type CoreCreatePayload = { name: string, block_type: string, 
+/**
+ * Initial contents; `{}` when absent.
+ */
+contents: JsonValue | null, description: string | null, 
+/**
+ * Caller-chosen id (must be unused); generated from the context when absent.
+ */
+block_id: string | null, };
+
+export type RenamePayload = { name: string, };
+
+export type UpdateMetadataPayload = { 
+/**
+ * `Some(null)` clears it; absent leaves it.
+ */
+description?: string | null, custom: { [key in string]: JsonValue }, };
+
+export type LinkPayload = { 
+/**
+ * Target block id.
+ */
+to: string, 
+/**
+ * `reference` or `implement`.
+ */
+relation: string, };
+
+export type GrantPayload = { 
+/**
+ * Grantee editor id, or `*` for every editor.
+ */
+editor_id: string, cap_id: string, };
+
+export type EditorCreatePayload = { name: string, editor_type: EditorType, editor_id: string | null, };
+
+export type EditorDeletePayload = { editor_id: string, };
+
+export type InitPayload = { 
+/**
+ * Display name of the owner.
+ */
+name: string, };
+
+export type MarkdownWritePayload = { markdown: string, };
+
+export type CodeWritePayload = { text: string, language: string | null, };
+
+export type DirectoryImportPayload = { 
+/**
+ * Absolute path of the imported folder.
+ */
+root: string, 
+/**
+ * Block name; default: the folder's name.
+ */
+name: string | null, files: Array<ImportedFile>, skipped: Array<SkippedFile>, };
+
+export type TerminalCreatePayload = { name: string, shell: string | null, env: { [key in string]: string }, 
+/**
+ * Directory block whose folder is the working directory.
+ */
+linked_directory_id: string | null, };
+
+export type TerminalExecutePayload = { command: string, 
+/**
+ * Seconds before the command is killed (1–3600; default 120).
+ */
+timeout_secs: number | null, };
+
+export type AgentCreatePayload = { 
+/**
+ * Directory block of the project to integrate with; absent for an LLM-only agent.
+ */
+target_project_id: string | null, 
+/**
+ * Default `elfiee`.
+ */
+name: string | null, };
+
+export type AgentConfigurePayload = { provider: string | null, model: string | null, api_key_env: string | null, system_prompt: string | null, max_context_tokens: number | null, base_url: string | null, };
+
+export type AgentConfig = { provider: string, model: string, api_key_env: string, system_prompt: string | null, max_context_tokens: number, base_url: string | null, };
+
+export type AgentInvokePayload = { prompt: string, 
+/**
+ * Extra blocks to start the context walk from (besides the agent's own references).
+ */
+context_block_ids: Array<string>, };
+
+export type AgentApprovePayload = { proposal_id: string, approved: boolean, feedback: string | null, };
+
+export type EngineError = { "kind": "rejected", "detail": CapError } | { "kind": "not_an_elf", "detail": string } | { "kind": "already_exists", "detail": string } | { "kind": "locked", "detail": string } | { "kind": "payload_too_large", "detail": { size: number, limit: number, } } | { "kind": "corrupt", "detail": { seq: number, reason: string, } } | { "kind": "storage", "detail": string } | { "kind": "effect", "detail": string } | { "kind": "closed" } | { "kind": "io", "detail": { path: string, message: string, } };
+
+export type ReplayReport = { events: number, blocks: number, state_digest: string, elapsed_ms: number, };
+
+export type VerifyReport = { ok: boolean, events: number, commands: number, snapshot: string | null, problems: Array<string>, };
+
+export type ImportReport = { block_id: string, root: string, files: number, skipped: Array<SkippedFile>, };
+
+export type AgentResult = { agent_block_id: string, editor_id: string, status: string, needs_restart: boolean, message: string, warnings: Array<string>, };
+
+export type LiveDelta = { agent_block_id: string, proposal_id: string, text: string, };
+
