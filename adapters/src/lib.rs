@@ -14,6 +14,7 @@
 //! - [`service`] — the operations a host calls (create an agent, import a folder, run a command
 //!   and wait for its output).
 
+pub mod agent_loop;
 pub mod claude;
 pub mod effects;
 pub mod export;
