@@ -6,6 +6,7 @@ use crate::Capability;
 
 mod agent;
 mod agent_llm;
+mod agent_session;
 mod code_read;
 mod code_write;
 mod core_create;
@@ -73,6 +74,7 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(agent_llm::AgentInvoke),
         Arc::new(agent_llm::AgentProposal),
         Arc::new(agent_llm::AgentApprove),
+        Arc::new(agent_session::AgentSession),
     ]
 }
 

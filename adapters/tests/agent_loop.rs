@@ -1,0 +1,193 @@
+//! The agent loop with a scripted provider over the real engine.
+
+use std::sync::Arc;
+
+use elfiee_adapters::agent_loop::{Action, AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions, StopReason};
+use elfiee_adapters::effects::{attach, EffectsConfig};
+use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use elfiee_model::Command;
+use serde_json::{json, Value};
+
+fn tool(id: &str, name: &str, input: Value) -> LlmResponse {
+    LlmResponse {
+        content: vec![ContentBlock::text(format!("calling {name}")), ContentBlock::ToolUse { id: id.into(), name: name.into(), input }],
+        stop_reason: Some("tool_use".into()),
+        usage: Usage::default(),
+        model: "scripted".into(),
+    }
+}
+
+fn done(text: &str) -> LlmResponse {
+    LlmResponse::text("scripted", text)
+}
+
+struct Doc {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    engine: Engine,
+    file: FileHandle,
+    agent: String,
+    agent_editor: String,
+}
+
+async fn doc() -> Doc {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.elf");
+    let engine = Engine::new(EngineConfig { node_id: "loop".into(), ..EngineConfig::default() });
+    let file = engine.init(&path, "Alice").await.unwrap();
+    file.submit(Command::new("alice", "core.create", None, json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}))).await.unwrap();
+    file.submit(Command::new("alice", "markdown.write", Some("req"), json!({"markdown": "Parse <command> blocks."}))).await.unwrap();
+    file.submit(Command::new("alice", "core.create", None, json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"}))).await.unwrap();
+    let ev = file.submit(Command::new("alice", "agent.create", None, json!({"name": "builder"}))).await.unwrap();
+    let agent = ev.iter().find(|e| e.cap_id() == "core.create").unwrap().entity.clone();
+    Doc { _dir: dir, path, engine, file, agent, agent_editor: ev[0].entity.clone() }
+}
+
+fn options(p: &Arc<ScriptedProvider>, autonomy: Autonomy, rules: Vec<Rule>) -> SessionOptions {
+    let mut o = SessionOptions::new(p.clone(), "scripted");
+    o.autonomy = autonomy;
+    o.rules = Ruleset::new(rules);
+    o
+}
+
+fn no_ask(tool: &str, _: &Value) -> Confirm {
+    panic!("unexpected confirmation for {tool}")
+}
+
+#[tokio::test]
+async fn the_agent_reads_a_requirement_writes_code_and_links_it_as_itself() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
+        tool("t2", "elfiee_code_write", json!({"block_id": "impl", "text": "fn parse() {}", "language": "rust"})),
+        tool("t3", "elfiee_block_link", json!({"from": "impl", "to": "req", "relation": "implement"})),
+        done("Implemented and linked."),
+    ]));
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let out = s.run_turn("Implement the requirement", &mut no_ask).await.unwrap();
+    assert_eq!(out.stop_reason, StopReason::EndTurn);
+    assert_eq!((out.text.as_str(), out.tool_calls), ("Implemented and linked.", 3));
+    let code = d.file.block("impl").unwrap();
+    assert_eq!(code.contents["text"], "fn parse() {}");
+    assert_eq!(code.children["implement"], vec!["req".to_string()]);
+    let changes: Vec<String> = d.file.events(1).unwrap().iter().filter(|e| e.entity == "impl" && e.cap_id() != "core.create").map(|e| e.attribute.clone()).collect();
+    assert_eq!(changes, [format!("{}/code.write", d.agent_editor), format!("{}/core.link", d.agent_editor)]);
+    // The model saw the requirement's text in the tool result.
+    let second = &p.requests()[1];
+    assert!(serde_json::to_string(&second.messages).unwrap().contains("Parse <command> blocks."));
+    assert!(second.tools.iter().any(|t| t.name == "shell") && second.tools.iter().any(|t| t.name == "elfiee_markdown_write"));
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn the_iteration_cap_stops_the_turn_with_a_visible_reason() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new((0..5).map(|i| tool(&format!("t{i}"), "elfiee_block_list", json!({})))));
+    let mut o = options(&p, Autonomy::Full, vec![]);
+    o.max_iterations = 3;
+    o.doom_loop_threshold = 100;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let out = s.run_turn("loop forever", &mut no_ask).await.unwrap();
+    assert_eq!(out.stop_reason, StopReason::IterationCap { limit: 3 });
+    assert!(out.stop_reason.to_string().contains("iteration cap"));
+    assert_eq!(p.requests().len(), 3);
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn a_deny_rule_blocks_shell_rm_and_the_model_is_told() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([tool("t1", "shell", json!({"command": "rm -rf /tmp/x"})), done("ok")]));
+    let rules = vec![Rule::new("shell", "*", Action::Allow), Rule::new("shell", "rm *", Action::Deny)];
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, rules)).unwrap();
+    s.run_turn("clean up", &mut no_ask).await.unwrap();
+    let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
+    assert!(sent.contains("[failed] denied: a permission rule forbids shell"), "{sent}");
+    assert!(!d.file.events(1).unwrap().iter().any(|e| e.cap_id() == "terminal.execute"), "nothing ran");
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn ask_once_always_and_reject_with_feedback() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
+        tool("t2", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "v2"})),
+        tool("t3", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "v3"})),
+        tool("t4", "elfiee_code_write", json!({"block_id": "impl", "text": "x"})),
+        done("done"),
+    ]));
+    let mut asked = Vec::new();
+    let mut answer = |tool: &str, _: &Value| {
+        asked.push(tool.to_owned());
+        match tool {
+            "elfiee_block_get" => Confirm::Once,
+            "elfiee_markdown_write" => Confirm::Always,
+            _ => Confirm::RejectWithFeedback("use markdown, not code".into()),
+        }
+    };
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, vec![])).unwrap();
+    s.run_turn("edit", &mut answer).await.unwrap();
+    assert_eq!(asked, ["elfiee_block_get", "elfiee_markdown_write", "elfiee_code_write"], "the second write was allowed by the session rule");
+    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "v3");
+    assert!(d.file.block("impl").unwrap().contents.get("text").is_none(), "the rejected call did not run");
+    let last = serde_json::to_string(&p.requests()[4].messages).unwrap();
+    assert!(last.contains("rejected by the user: use markdown, not code"), "the feedback reaches the model");
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn the_doom_loop_guard_asks_on_the_third_identical_call() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_block_list", json!({})),
+        tool("t2", "elfiee_block_list", json!({})),
+        tool("t3", "elfiee_block_list", json!({})),
+        done("stopped"),
+    ]));
+    let mut asked = 0;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    s.run_turn("list", &mut |_: &str, _: &Value| {
+        asked += 1;
+        Confirm::Reject
+    })
+    .await
+    .unwrap();
+    assert_eq!(asked, 1);
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
+    let d = doc().await;
+    let fx = attach(&d.file, EffectsConfig::default());
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "shell", json!({"command": "echo hi >> ran.txt"})),
+        done("first turn done"),
+    ]));
+    let rules = vec![Rule::new("shell", "echo *", Action::Allow)];
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, rules)).unwrap();
+    s.run_turn("say hi", &mut no_ask).await.unwrap();
+    let (id, history) = (s.session_id().to_owned(), s.history().to_vec());
+    assert_eq!(history.len(), 4, "user, assistant (tool call), tool result, assistant");
+    fx.settle(&d.file, std::time::Duration::from_secs(10)).await.unwrap();
+    d.file.close().await;
+    fx.join().await;
+    let ran = std::fs::read_dir(d.path.join("terminals")).unwrap().next().unwrap().unwrap().path().join("ran.txt");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "hi\n");
+
+    elfiee_engine::replay(&d.path, |_, _| {}).unwrap();
+    let file = d.engine.open(&d.path).await.unwrap();
+    let fx = attach(&file, EffectsConfig::default());
+    let p2 = Arc::new(ScriptedProvider::new([done("second turn")]));
+    let mut s = AgentSession::open(&file, "alice", &d.agent, Some(&id), options(&p2, Autonomy::Supervised, vec![])).unwrap();
+    assert_eq!(s.history(), history.as_slice(), "the session is rebuilt exactly from its events");
+    s.run_turn("and now?", &mut no_ask).await.unwrap();
+    assert_eq!(p2.requests()[0].messages.len(), 5, "the resumed history went to the model");
+    fx.settle(&file, std::time::Duration::from_secs(10)).await.unwrap();
+    file.close().await;
+    fx.join().await;
+    assert_eq!(p.requests().len(), 2, "replay and reopen made no call on the first provider");
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "hi\n", "and ran no shell command again");
+}
