@@ -428,6 +428,25 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 t
             });
         }
+        AgentCmd::Run { id, message, session, approve_all, deny_all: _, max_iterations } => {
+            use elfiee_adapters::agent_loop::{AgentSession, Confirm, SessionOptions};
+            let id = s.block_id(id)?;
+            let cfg = s.file.with_state(|st| st.block(&id).map(|b| elfiee::capabilities::builtin::AgentConfig::of(&b.contents))).unwrap_or_default();
+            let provider = elfiee_adapters::invoke::default_provider_factory()(&cfg).map_err(|e| CliError::failed("llm", e.to_string()))?;
+            let mut opts = SessionOptions::new(provider, cfg.model.clone());
+            if let Some(n) = max_iterations {
+                opts.max_iterations = (*n).max(1);
+            }
+            let mut session = AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
+            let approve = *approve_all;
+            let mut confirm = move |tool: &str, input: &Value| {
+                eprintln!("{} {tool} {input}", if approve { "approved:" } else { "denied (pass --approve-all to allow):" });
+                if approve { Confirm::Once } else { Confirm::Reject }
+            };
+            let outcome = session.run_turn(message, &mut confirm).await?;
+            let v = json!({"session_id": session.session_id(), "stop_reason": outcome.stop_reason, "text": outcome.text, "tool_calls": outcome.tool_calls});
+            out.print(&v, || format!("{}\n[{} · {} tool call(s) · session {}]", outcome.text, outcome.stop_reason, outcome.tool_calls, session.session_id()));
+        }
         AgentCmd::Proposals { id } => {
             let id = s.block_id(id)?;
             let list = service::list_proposals(&s.file, Some(&id));

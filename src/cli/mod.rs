@@ -172,6 +172,24 @@ pub enum AgentCmd {
         #[arg(long = "context")]
         context: Vec<String>,
     },
+    /// One non-interactive turn of the agent loop (tools run as the agent, through CBAC).
+    Run {
+        id: String,
+        #[arg(long)]
+        message: String,
+        /// Continue this session (printed by earlier runs).
+        #[arg(long)]
+        session: Option<String>,
+        /// Answer every confirmation with yes.
+        #[arg(long, conflicts_with = "deny_all")]
+        approve_all: bool,
+        /// Answer every confirmation with no (the default without a terminal).
+        #[arg(long)]
+        deny_all: bool,
+        /// Tool calls per turn (default 10).
+        #[arg(long)]
+        max_iterations: Option<usize>,
+    },
     /// List an agent's proposals.
     Proposals { id: String },
     /// Approve a pending proposal: its commands run as the agent, all or nothing.
