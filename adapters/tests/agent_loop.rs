@@ -191,3 +191,59 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
     assert_eq!(p.requests().len(), 2, "replay and reopen made no call on the first provider");
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "hi\n", "and ran no shell command again");
 }
+
+fn tool_with_usage(id: &str, name: &str, input: Value, tokens: u64) -> LlmResponse {
+    let mut r = tool(id, name, input);
+    r.usage = Usage { input_tokens: tokens, output_tokens: 10, ..Usage::default() };
+    r
+}
+
+#[tokio::test]
+async fn compaction_summarises_near_the_context_limit_and_survives_reopen() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool_with_usage("t1", "elfiee_block_get", json!({"block_id": "req"}), 950),
+        done("Goal: implement req. Accomplished: read req."),
+        done("continuing after compaction"),
+    ]));
+    let mut o = options(&p, Autonomy::Full, vec![]);
+    o.context_limit = 1000;
+    o.compaction_buffer = 100;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let out = s.run_turn("start", &mut no_ask).await.unwrap();
+    assert_eq!(out.text, "continuing after compaction");
+    let reqs = p.requests();
+    assert!(serde_json::to_string(&reqs[1].messages).unwrap().contains("Goal, Instructions, Discoveries, Accomplished, Files"), "the compaction call");
+    let after = serde_json::to_string(&reqs[2].messages).unwrap();
+    assert!(after.starts_with("[{\"role\":\"user\""), "{after}");
+    assert!(after.contains("Goal: implement req."), "the summary replaced the old history: {after}");
+    assert!(!after.contains("\"start\""), "the first user message was compacted away");
+    assert_eq!(reqs[2].messages.len(), 3, "summary + the last tool call and its result");
+    let id = s.session_id().to_owned();
+    let history = s.history().to_vec();
+    d.file.close().await;
+    let file = d.engine.open(&d.path).await.unwrap();
+    let again = AgentSession::open(&file, "alice", &d.agent, Some(&id), options(&p, Autonomy::Full, vec![])).unwrap();
+    assert_eq!(again.history(), history.as_slice(), "compaction is replayed from its event");
+    file.close().await;
+}
+
+#[tokio::test]
+async fn a_failed_compaction_falls_back_to_truncation_and_the_session_goes_on() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::with_results([
+        Ok(tool_with_usage("t1", "elfiee_block_list", json!({}), 5000)),
+        Err(elfiee_adapters::llm::LlmError::Malformed("summary call broke".into())),
+        Ok(done("still here")),
+    ]));
+    let mut o = options(&p, Autonomy::Full, vec![]);
+    o.context_limit = 1000;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let out = s.run_turn("go", &mut no_ask).await.unwrap();
+    assert_eq!((out.stop_reason, out.text.as_str()), (StopReason::EndTurn, "still here"));
+    let last = serde_json::to_string(&p.requests()[2].messages).unwrap();
+    assert!(last.contains("Older messages were dropped"), "{last}");
+    let next = s.run_turn("and again", &mut no_ask).await;
+    assert!(next.is_ok(), "the session stays usable (the script is exhausted, so this turn reports an error stop)");
+    d.file.close().await;
+}

@@ -7,7 +7,11 @@
 //! stop reason is part of the outcome). Every message, session rule and stop is an
 //! `agent.session` event, so reopening the `.elf` resumes the session; replay calls nothing.
 //!
-//! Not built yet: compaction and pruning, sub-agents (`task`), memory, profiles, titles.
+//! When a call's tokens reach the context limit minus a buffer, the conversation is compacted:
+//! a summary call (Goal / Instructions / Discoveries / Accomplished / Files) replaces the older
+//! history; if that call fails, the history is truncated instead, so the session stays usable.
+//!
+//! Not built yet: pruning of old tool outputs, sub-agents (`task`), memory, profiles, titles.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -77,6 +81,10 @@ pub struct SessionOptions {
     pub language: Option<String>,
     /// Calls of the same tool with the same input in one turn before the user is asked (3).
     pub doom_loop_threshold: usize,
+    /// The model's context window in tokens (default 200,000).
+    pub context_limit: u64,
+    /// Compact when input + output tokens of a call reach `context_limit - compaction_buffer`.
+    pub compaction_buffer: u64,
 }
 
 impl SessionOptions {
@@ -90,6 +98,8 @@ impl SessionOptions {
             max_history: 50,
             language: None,
             doom_loop_threshold: 3,
+            context_limit: 200_000,
+            compaction_buffer: 20_000,
         }
     }
 }
@@ -104,6 +114,26 @@ pub struct AgentSession {
     history: Vec<Message>,
     session_rules: Ruleset,
     opts: SessionOptions,
+}
+
+/// Messages kept verbatim after a compaction: the last assistant message and the tool results
+/// that answer it, so tool calls stay paired.
+const KEPT_AFTER_COMPACTION: usize = 2;
+
+fn summary_message(summary: &str) -> Message {
+    Message::user_text(format!("Summary of the conversation so far (older messages were compacted):\n\n{summary}"))
+}
+
+fn truncation_message() -> Message {
+    Message::user_text("[Older messages were dropped to stay within the context window; ask the user if you need them.]")
+}
+
+/// `note` followed by the last `kept` messages.
+fn compacted(history: Vec<Message>, note: Message, kept: usize) -> Vec<Message> {
+    let start = history.len().saturating_sub(kept);
+    let mut out = vec![note];
+    out.extend(history.into_iter().skip(start));
+    out
 }
 
 fn rejected(msg: impl Into<String>) -> EngineError {
@@ -134,6 +164,11 @@ impl AgentSession {
                     if let Some(m) = e.value.get("message").and_then(|m| serde_json::from_value::<Message>(m.clone()).ok()) {
                         history.push(m);
                     }
+                }
+                Some("compaction") => {
+                    let kept = e.value.get("kept").and_then(Value::as_u64).unwrap_or(0) as usize;
+                    let note = e.value.get("summary").and_then(Value::as_str).map(summary_message).unwrap_or_else(truncation_message);
+                    history = compacted(history, note, kept);
                 }
                 Some("rule") => {
                     if let Some(r) = e.value.get("rule").and_then(|r| serde_json::from_value::<Rule>(r.clone()).ok()) {
@@ -251,6 +286,37 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
         Ok(id)
     }
 
+    /// Summarises the conversation and keeps only the summary and the last exchange; on a
+    /// failed summary call, truncates instead. Recorded as an event either way.
+    async fn compact(&mut self) -> Result<(), EngineError> {
+        let mut messages = self.history.clone();
+        messages.push(Message::user_text(
+            "Summarise the conversation so far for your own later use, under the headings: Goal, Instructions, Discoveries, Accomplished, Files. Be specific: block ids, names, decisions.",
+        ));
+        let req = LlmRequest {
+            model: self.opts.model.clone(),
+            system: "You write precise summaries of agent conversations.".into(),
+            messages,
+            tools: Vec::new(),
+            max_tokens: 2048,
+            temperature: None,
+        };
+        let provider = self.opts.provider.clone();
+        let summary = match provider.complete(&req, &mut |_| {}).await {
+            Ok(r) if !r.joined_text().trim().is_empty() => Some(r.joined_text()),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!(error = %e, "compaction call failed; truncating the history instead");
+                None
+            }
+        };
+        let agent = self.agent_editor.clone();
+        self.record(&agent, json!({"entry": "compaction", "summary": summary, "kept": KEPT_AFTER_COMPACTION})).await?;
+        let note = summary.as_deref().map(summary_message).unwrap_or_else(truncation_message);
+        self.history = compacted(std::mem::take(&mut self.history), note, KEPT_AFTER_COMPACTION);
+        Ok(())
+    }
+
     /// Runs one turn for `user_message`. `confirm` answers `ask` decisions.
     pub async fn run_turn(&mut self, user_message: &str, confirm: &mut (dyn FnMut(&str, &Value) -> Confirm + Send)) -> Result<TurnOutcome, EngineError> {
         let user = self.user_editor.clone();
@@ -279,6 +345,8 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
                 }
             };
             last_text = resp.joined_text();
+            let used = resp.usage.input_tokens + resp.usage.output_tokens;
+            let compact_after = used >= self.opts.context_limit.saturating_sub(self.opts.compaction_buffer);
             let uses: Vec<(String, String, Value)> = resp.tool_uses().map(|(i, n, v)| (i.to_owned(), n.to_owned(), v.clone())).collect();
             self.push(&agent, Message::new(Role::Assistant, resp.content.clone())).await?;
             if uses.is_empty() {
@@ -320,6 +388,9 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
                 results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
             }
             self.push(&agent, Message::new(Role::User, results)).await?;
+            if compact_after {
+                self.compact().await?;
+            }
         }
         let stop = StopReason::IterationCap { limit: self.opts.max_iterations };
         self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
