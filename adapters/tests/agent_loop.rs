@@ -247,3 +247,24 @@ async fn a_failed_compaction_falls_back_to_truncation_and_the_session_goes_on() 
     assert!(next.is_ok(), "the session stays usable (the script is exhausted, so this turn reports an error stop)");
     d.file.close().await;
 }
+
+#[tokio::test]
+async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
+    let d = doc().await;
+    d.file.submit(Command::new("alice", "markdown.write", Some("req"), json!({"markdown": "word ".repeat(400)}))).await.unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
+        tool("t2", "elfiee_block_get", json!({"block_id": "impl"})),
+        done("ok"),
+    ]));
+    let mut o = options(&p, Autonomy::Full, vec![]);
+    o.prune_tool_tokens = 300;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    s.run_turn("read both", &mut no_ask).await.unwrap();
+    let last = serde_json::to_string(&p.requests()[2].messages).unwrap();
+    assert!(last.contains("older tool output pruned"), "the big, older output was pruned: {}", &last[..last.len().min(400)]);
+    assert!(last.contains("parser.rs"), "the newest output is kept");
+    let logged = serde_json::to_string(&d.file.events(1).unwrap()).unwrap();
+    assert!(logged.matches("word word word").count() >= 2, "the log keeps the full output");
+    d.file.close().await;
+}

@@ -11,7 +11,10 @@
 //! a summary call (Goal / Instructions / Discoveries / Accomplished / Files) replaces the older
 //! history; if that call fails, the history is truncated instead, so the session stays usable.
 //!
-//! Not built yet: pruning of old tool outputs, sub-agents (`task`), memory, profiles, titles.
+//! Tool outputs older than the newest 40K tokens of output are sent as a marker (the log keeps
+//! them).
+//!
+//! Not built yet: sub-agents (`task`), memory, profiles, titles.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -85,6 +88,9 @@ pub struct SessionOptions {
     pub context_limit: u64,
     /// Compact when input + output tokens of a call reach `context_limit - compaction_buffer`.
     pub compaction_buffer: u64,
+    /// Tool outputs older than the newest this-many tokens of tool output are sent to the model
+    /// as a marker (default 40,000). The log keeps them whole.
+    pub prune_tool_tokens: usize,
 }
 
 impl SessionOptions {
@@ -100,6 +106,7 @@ impl SessionOptions {
             doom_loop_threshold: 3,
             context_limit: 200_000,
             compaction_buffer: 20_000,
+            prune_tool_tokens: 40_000,
         }
     }
 }
@@ -134,6 +141,24 @@ fn compacted(history: Vec<Message>, note: Message, kept: usize) -> Vec<Message> 
     let mut out = vec![note];
     out.extend(history.into_iter().skip(start));
     out
+}
+
+/// Replaces tool outputs older than the newest `budget` tokens of tool output with a marker.
+fn prune_tool_outputs(mut messages: Vec<Message>, budget: usize) -> Vec<Message> {
+    let mut seen = 0usize;
+    for m in messages.iter_mut().rev() {
+        for block in m.content.iter_mut().rev() {
+            if let ContentBlock::ToolResult { content, .. } = block {
+                let tokens = elfiee_projections::context::count_tokens(content);
+                if seen + tokens > budget {
+                    *content = format!("[older tool output pruned: {tokens} tokens; call the tool again if you need it]");
+                } else {
+                    seen += tokens;
+                }
+            }
+        }
+    }
+    messages
 }
 
 fn rejected(msg: impl Into<String>) -> EngineError {
@@ -330,7 +355,7 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
             let req = LlmRequest {
                 model: self.opts.model.clone(),
                 system: self.system_prompt(),
-                messages: self.history[start..].to_vec(),
+                messages: prune_tool_outputs(self.history[start..].to_vec(), self.opts.prune_tool_tokens),
                 tools: Self::tools(),
                 max_tokens: 4096,
                 temperature: None,
