@@ -268,3 +268,78 @@ async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
     assert!(logged.matches("word word word").count() >= 2, "the log keeps the full output");
     d.file.close().await;
 }
+
+#[tokio::test]
+async fn the_task_tool_runs_a_read_only_sub_agent_and_returns_its_answer() {
+    let d = doc().await;
+    // Calls in order: parent → child → child → parent (one provider serves both).
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "task", json!({"prompt": "find the requirement"})),
+        tool("c1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "overwritten"})),
+        done("the requirement is req"),
+        done("parent done"),
+    ]));
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let out = s.run_turn("delegate", &mut no_ask).await.unwrap();
+    assert_eq!(out.text, "parent done");
+    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "Parse <command> blocks.", "the explore agent is read-only");
+    let child_saw = serde_json::to_string(&p.requests()[2].messages).unwrap();
+    assert!(child_saw.contains("[failed] denied"), "{child_saw}");
+    let parent_saw = serde_json::to_string(&p.requests()[3].messages).unwrap();
+    assert!(parent_saw.contains("the requirement is req"), "the child's last text is the task result");
+    let tagged = d.file.events(1).unwrap().iter().filter(|e| e.value.get("parent_session").and_then(Value::as_str) == Some(s.session_id())).count();
+    assert!(tagged >= 3, "the child session's events name their parent ({tagged})");
+    d.file.close().await;
+}
+
+/// A provider that raises the cancel flag during its `at`-th call.
+struct CancelOnCall {
+    inner: ScriptedProvider,
+    flag: Arc<std::sync::atomic::AtomicBool>,
+    calls: std::sync::atomic::AtomicUsize,
+    at: usize,
+}
+
+impl elfiee_adapters::llm::Provider for CancelOnCall {
+    fn name(&self) -> &'static str {
+        "cancel-on-call"
+    }
+    fn complete<'a>(
+        &'a self,
+        req: &'a elfiee_adapters::llm::LlmRequest,
+        on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>> + Send + 'a>> {
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n == self.at {
+            self.flag.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.inner.complete(req, on_event)
+    }
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_the_child() {
+    let d = doc().await;
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let provider = Arc::new(CancelOnCall {
+        inner: ScriptedProvider::new([
+            tool("t1", "task", json!({"prompt": "explore"})),
+            tool("c1", "elfiee_block_list", json!({})),
+            done("never reached"),
+            done("never reached either"),
+        ]),
+        flag: flag.clone(),
+        calls: Default::default(),
+        at: 2, // the child's first call
+    });
+    let mut o = SessionOptions::new(provider.clone(), "scripted");
+    o.autonomy = Autonomy::Full;
+    o.cancel = flag;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let out = s.run_turn("go", &mut no_ask).await.unwrap();
+    assert_eq!(out.stop_reason, StopReason::Cancelled);
+    assert_eq!(provider.calls.load(std::sync::atomic::Ordering::SeqCst), 2, "neither the child nor the parent called again");
+    let stops: Vec<String> = d.file.events(1).unwrap().iter().filter(|e| e.value.get("entry") == Some(&json!("stop"))).map(|e| e.value["stop_reason"]["kind"].as_str().unwrap().to_owned()).collect();
+    assert_eq!(stops, ["cancelled", "cancelled"], "child and parent both recorded the cancellation");
+    d.file.close().await;
+}

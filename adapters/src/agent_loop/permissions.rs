@@ -46,7 +46,7 @@ impl Rule {
 
 /// Tools of the shared catalogue that only read.
 pub const READ_ONLY_TOOLS: &[&str] =
-    &["elfiee_block_list", "elfiee_block_get", "elfiee_block_history", "elfiee_proposal_list", "self_info"];
+    &["elfiee_block_list", "elfiee_block_get", "elfiee_block_history", "elfiee_proposal_list", "self_info", "task"];
 
 /// An ordered list of rules (later rules override earlier ones).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -14,9 +14,13 @@
 //! Tool outputs older than the newest 40K tokens of output are sent as a marker (the log keeps
 //! them).
 //!
-//! Not built yet: sub-agents (`task`), memory, profiles, titles.
+//! The `task` tool runs a read-only explore sub-agent in a child session (its events carry
+//! `parent_session`); it shares the parent's cancel flag, so cancelling the parent stops it.
+//!
+//! Not built yet: memory, profiles, titles.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use elfiee_engine::{EngineError, FileHandle};
@@ -49,6 +53,8 @@ pub enum StopReason {
     IterationCap { limit: usize },
     /// The model call failed.
     Error { message: String },
+    /// The session (or its parent) was cancelled.
+    Cancelled,
 }
 
 impl std::fmt::Display for StopReason {
@@ -57,6 +63,7 @@ impl std::fmt::Display for StopReason {
             StopReason::EndTurn => f.write_str("the agent finished"),
             StopReason::IterationCap { limit } => write!(f, "stopped after {limit} steps (the iteration cap); send another message to continue"),
             StopReason::Error { message } => write!(f, "stopped: the model call failed: {message}"),
+            StopReason::Cancelled => f.write_str("cancelled"),
         }
     }
 }
@@ -91,6 +98,10 @@ pub struct SessionOptions {
     /// Tool outputs older than the newest this-many tokens of tool output are sent to the model
     /// as a marker (default 40,000). The log keeps them whole.
     pub prune_tool_tokens: usize,
+    /// Set to stop the session (and its sub-agents, which share the flag) at the next step.
+    pub cancel: Arc<AtomicBool>,
+    /// The parent session of a sub-agent.
+    pub parent_session: Option<String>,
 }
 
 impl SessionOptions {
@@ -107,6 +118,8 @@ impl SessionOptions {
             context_limit: 200_000,
             compaction_buffer: 20_000,
             prune_tool_tokens: 40_000,
+            cancel: Arc::new(AtomicBool::new(false)),
+            parent_session: None,
         }
     }
 }
@@ -218,6 +231,9 @@ impl AgentSession {
     async fn record(&self, editor: &str, entry: Value) -> Result<(), EngineError> {
         let mut payload = entry;
         payload["session_id"] = json!(self.session_id);
+        if let Some(parent) = &self.opts.parent_session {
+            payload["parent_session"] = json!(parent);
+        }
         self.file.submit(Command::new(editor, "agent.session", Some(&self.agent_block_id), payload)).await.map(|_| ())
     }
 
@@ -236,6 +252,11 @@ impl AgentSession {
             name: "shell".into(),
             description: "Run a shell command in the agent's terminal (timeout 120 s); returns stdout, stderr and the exit code.".into(),
             input_schema: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"], "additionalProperties": false}),
+        });
+        tools.push(ToolDef {
+            name: "task".into(),
+            description: "Hand a research question to a read-only explore sub-agent; returns its final answer.".into(),
+            input_schema: json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"], "additionalProperties": false}),
         });
         tools.push(ToolDef {
             name: "self_info".into(),
@@ -295,6 +316,18 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
                 }
                 Ok(out)
             }
+            "task" => {
+                let prompt = input.get("prompt").and_then(Value::as_str).ok_or("task needs {\"prompt\": string}")?;
+                // A read-only explore agent in a child session that shares our cancel flag.
+                let mut opts = self.opts.clone();
+                opts.autonomy = Autonomy::ReadOnly;
+                opts.rules = Ruleset::default();
+                opts.parent_session = Some(self.session_id.clone());
+                let mut child = AgentSession::open(&self.file, &self.user_editor, &self.agent_block_id, None, opts).map_err(|e| e.to_string())?;
+                let mut refuse = |_: &str, _: &Value| Confirm::Reject;
+                let out = Box::pin(child.run_turn(prompt, &mut refuse)).await.map_err(|e| e.to_string())?;
+                Ok(json!({"answer": out.text, "stop_reason": out.stop_reason, "session_id": child.session_id}))
+            }
             _ => crate::mcp::tools::call(&self.file, &self.agent_editor, name, input.clone()).await.map_err(|e| e.message),
         }
     }
@@ -351,6 +384,11 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
         let mut calls = 0;
         let mut last_text = String::new();
         for _ in 0..self.opts.max_iterations {
+            if self.opts.cancel.load(Ordering::Acquire) {
+                let stop = StopReason::Cancelled;
+                self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
+                return Ok(TurnOutcome { stop_reason: stop, text: last_text, tool_calls: calls });
+            }
             let start = self.history.len().saturating_sub(self.opts.max_history);
             let req = LlmRequest {
                 model: self.opts.model.clone(),
