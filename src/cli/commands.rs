@@ -428,12 +428,52 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 t
             });
         }
-        AgentCmd::Run { id, message, session, approve_all, deny_all: _, max_iterations } => {
-            use elfiee_adapters::agent_loop::{AgentSession, Confirm, SessionOptions};
+        AgentCmd::Chat { id, session } => {
+            use elfiee_adapters::agent_loop::{AgentSession, Confirm};
+            use std::io::{BufRead, Write};
             let id = s.block_id(id)?;
-            let cfg = s.file.with_state(|st| st.block(&id).map(|b| elfiee::capabilities::builtin::AgentConfig::of(&b.contents))).unwrap_or_default();
-            let provider = elfiee_adapters::invoke::default_provider_factory()(&cfg).map_err(|e| CliError::failed("llm", e.to_string()))?;
-            let mut opts = SessionOptions::new(provider, cfg.model.clone());
+            let mut opts = session_options(s, &id)?;
+            opts.on_tool = Some(std::sync::Arc::new(|status: &str, tool: &str, subject: &str| {
+                let mark = match status {
+                    "running" => "Running",
+                    "success" => "Success",
+                    _ => "Failed",
+                };
+                eprintln!("  [{mark}] {tool} {subject}");
+            }));
+            let mut chat = AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
+            eprintln!("session {} — empty line or Ctrl-D to leave", chat.session_id());
+            let stdin = std::io::stdin();
+            loop {
+                eprint!("> ");
+                let _ = std::io::stderr().flush();
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                let mut confirm = |tool: &str, input: &Value| {
+                    eprint!("Allow {tool} {input}? [y/N/a] ");
+                    let _ = std::io::stderr().flush();
+                    let mut answer = String::new();
+                    let _ = std::io::stdin().lock().read_line(&mut answer);
+                    match answer.trim() {
+                        "y" | "Y" | "yes" => Confirm::Once,
+                        "a" | "A" | "always" => Confirm::Always,
+                        "" | "n" | "N" | "no" => Confirm::Reject,
+                        other => Confirm::RejectWithFeedback(other.to_owned()),
+                    }
+                };
+                let out = chat.run_turn(line.trim(), &mut confirm).await?;
+                println!("{}", out.text);
+                if out.stop_reason != elfiee_adapters::agent_loop::StopReason::EndTurn {
+                    eprintln!("[{}]", out.stop_reason);
+                }
+            }
+        }
+        AgentCmd::Run { id, message, session, approve_all, deny_all: _, max_iterations } => {
+            use elfiee_adapters::agent_loop::{AgentSession, Confirm};
+            let id = s.block_id(id)?;
+            let mut opts = session_options(s, &id)?;
             if let Some(n) = max_iterations {
                 opts.max_iterations = (*n).max(1);
             }
@@ -484,6 +524,16 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Agent-loop options from the agent's configuration (provider built now; key from its env var).
+fn session_options(s: &Session, agent: &str) -> Result<elfiee_adapters::agent_loop::SessionOptions, CliError> {
+    let cfg = s
+        .file
+        .with_state(|st| st.block(agent).map(|b| elfiee::capabilities::builtin::AgentConfig::of(&b.contents)))
+        .unwrap_or_default();
+    let provider = elfiee_adapters::invoke::default_provider_factory()(&cfg).map_err(|e| CliError::failed("llm", e.to_string()))?;
+    Ok(elfiee_adapters::agent_loop::SessionOptions::new(provider, cfg.model.clone()))
 }
 
 async fn grant(s: &Session, cap: &str, g: &GrantArgs, out: &Out) -> Result<(), CliError> {

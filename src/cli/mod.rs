@@ -190,6 +190,13 @@ pub enum AgentCmd {
         #[arg(long)]
         max_iterations: Option<usize>,
     },
+    /// Talk with an agent interactively (empty line or Ctrl-D ends); y/N/a answers confirmations.
+    Chat {
+        id: String,
+        /// Continue this session.
+        #[arg(long)]
+        session: Option<String>,
+    },
     /// List an agent's proposals.
     Proposals { id: String },
     /// Approve a pending proposal: its commands run as the agent, all or nothing.

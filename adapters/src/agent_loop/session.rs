@@ -102,6 +102,9 @@ pub struct SessionOptions {
     pub cancel: Arc<AtomicBool>,
     /// The parent session of a sub-agent.
     pub parent_session: Option<String>,
+    /// Called with `("running" | "success" | "failed", tool name, detail)` around every tool call
+    /// (the status lines of seed 003).
+    pub on_tool: Option<Arc<dyn Fn(&str, &str, &str) + Send + Sync>>,
 }
 
 impl SessionOptions {
@@ -120,6 +123,7 @@ impl SessionOptions {
             prune_tool_tokens: 40_000,
             cancel: Arc::new(AtomicBool::new(false)),
             parent_session: None,
+            on_tool: None,
         }
     }
 }
@@ -429,6 +433,9 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
                 if action == Action::Allow && *n >= self.opts.doom_loop_threshold {
                     action = Action::Ask; // the same call again and again: let the user decide
                 }
+                if let Some(cb) = &self.opts.on_tool {
+                    cb("running", &name, &subject);
+                }
                 let outcome: Result<Value, String> = match action {
                     Action::Deny => Err(format!("denied: a permission rule forbids {name} on {subject:?}")),
                     Action::Allow => self.execute(&name, &input).await,
@@ -448,6 +455,9 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
                     Ok(v) => (v.to_string(), false),
                     Err(e) => (format!("[failed] {e}"), true),
                 };
+                if let Some(cb) = &self.opts.on_tool {
+                    cb(if is_error { "failed" } else { "success" }, &name, &subject);
+                }
                 results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
             }
             self.push(&agent, Message::new(Role::User, results)).await?;
