@@ -194,7 +194,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
 
 fn tool_with_usage(id: &str, name: &str, input: Value, tokens: u64) -> LlmResponse {
     let mut r = tool(id, name, input);
-    r.usage = Usage { input_tokens: tokens, output_tokens: 10, ..Usage::default() };
+    r.usage = Usage { input_tokens: tokens, output_tokens: 10 };
     r
 }
 
@@ -341,5 +341,234 @@ async fn cancelling_the_parent_cancels_the_child() {
     assert_eq!(provider.calls.load(std::sync::atomic::Ordering::SeqCst), 2, "neither the child nor the parent called again");
     let stops: Vec<String> = d.file.events(1).unwrap().iter().filter(|e| e.value.get("entry") == Some(&json!("stop"))).map(|e| e.value["stop_reason"]["kind"].as_str().unwrap().to_owned()).collect();
     assert_eq!(stops, ["cancelled", "cancelled"], "child and parent both recorded the cancellation");
+    d.file.close().await;
+}
+
+// ---- approvals, result format, memory, title/status, profiles, history cap, callbacks ----
+
+use elfiee_adapters::agent_loop::{always_rules, ApproveAll, DenyAll, LoopEvent, Profile, SessionStatus};
+use elfiee_adapters::llm::Role;
+
+fn session_entries(file: &FileHandle, entry: &str) -> Vec<elfiee_model::Event> {
+    file.events(1).unwrap().into_iter().filter(|e| e.cap_id() == "agent.session" && e.value["entry"] == entry).collect()
+}
+
+#[tokio::test]
+async fn approvals_are_events_answered_by_the_user_and_always_rules_are_recorded() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "v2"})),
+        tool("t2", "elfiee_code_write", json!({"block_id": "impl", "text": "x"})),
+        done("done"),
+    ]));
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, vec![])).unwrap();
+    let mut answers = vec![Confirm::RejectWithFeedback("no code".into()), Confirm::Always];
+    s.run_turn("edit", &mut |_: &str, _: &Value| answers.pop().unwrap()).await.unwrap();
+    let asked = session_entries(&d.file, "approval");
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[0].editor_id(), d.agent_editor, "the agent asks");
+    assert_eq!(asked[0].value["request"]["tool"], "elfiee_markdown_write");
+    assert_eq!(asked[0].value["request"]["reason"], "rule");
+    let answered = session_entries(&d.file, "approval_answer");
+    assert_eq!(answered.iter().map(|e| e.value["answer"].as_str().unwrap()).collect::<Vec<_>>(), ["always", "reject_with_feedback"]);
+    assert!(answered.iter().all(|e| e.editor_id() == "alice"), "the user answers");
+    assert_eq!(answered[1].value["feedback"], "no code");
+    let rules = session_entries(&d.file, "rule");
+    assert_eq!(rules.len(), 1);
+    assert_eq!((rules[0].editor_id(), rules[0].value["rule"]["permission"].as_str()), ("alice", Some("elfiee_markdown_write")));
+    assert_eq!(s.session_rules().rules.len(), 1);
+    // The user's message is the user's; the agent's messages are the agent's.
+    let msgs = session_entries(&d.file, "message");
+    assert_eq!(msgs[0].editor_id(), "alice");
+    assert!(msgs[1..].iter().all(|e| e.editor_id() == d.agent_editor));
+    d.file.close().await;
+}
+
+#[test]
+fn always_on_shell_allows_the_base_command_only() {
+    let rules = Ruleset::new(always_rules("shell", "cargo test -p x"));
+    assert_eq!(rules.evaluate("shell", "cargo build"), Action::Allow);
+    assert_eq!(rules.evaluate("shell", "cargo"), Action::Allow);
+    assert_eq!(rules.evaluate("shell", "cargox"), Action::Ask);
+    assert_eq!(rules.evaluate("shell", "rm -rf x"), Action::Ask);
+    assert_eq!(Ruleset::new(always_rules("elfiee_code_write", "b1")).evaluate("elfiee_code_write", "b2"), Action::Allow);
+}
+
+#[tokio::test]
+async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error() {
+    let d = doc().await;
+    let fx = attach(&d.file, EffectsConfig::default());
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "shell", json!({"command": "echo half-done; echo oops >&2; exit 3"})),
+        tool("t2", "elfiee_block_get", json!({"block_id": "nope"})),
+        tool("t3", "shell", json!({"command": "echo fine"})),
+        done("ok"),
+    ]));
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    s.run_turn("try things", &mut no_ask).await.unwrap();
+    let results: Vec<(String, bool)> = s
+        .history()
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            _ => None,
+        })
+        .collect();
+    assert!(results[0].1 && results[0].0.starts_with("[failed] exit code 3: oops"), "{:?}", results[0]);
+    assert!(results[0].0.contains("[partial output]\nhalf-done"), "partial output is kept: {:?}", results[0]);
+    assert!(results[1].1 && results[1].0.starts_with("[failed] block 'nope' not found"), "{:?}", results[1]);
+    assert!(!results[2].1 && results[2].0.contains("fine"), "success is the output itself, no prefix: {:?}", results[2]);
+    fx.settle(&d.file, std::time::Duration::from_secs(10)).await.unwrap();
+    d.file.close().await;
+    fx.join().await;
+}
+
+#[tokio::test]
+async fn a_broken_terminal_is_a_system_error() {
+    let d = doc().await;
+    let fx = attach(&d.file, EffectsConfig::default());
+    let name = format!("shell: {}", d.agent_editor);
+    let ev = d.file.submit(Command::new("alice", "terminal.create", None, json!({"name": name, "shell": "/nonexistent/shell"}))).await.unwrap();
+    d.file.submit(Command::new("alice", "core.grant", Some(&ev[0].entity), json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}))).await.unwrap();
+    let p = Arc::new(ScriptedProvider::new([tool("t1", "shell", json!({"command": "ls"})), done("ok")]));
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    s.run_turn("ls", &mut no_ask).await.unwrap();
+    let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
+    assert!(sent.contains("[error] cannot start"), "{sent}");
+    fx.settle(&d.file, std::time::Duration::from_secs(10)).await.unwrap();
+    d.file.close().await;
+    fx.join().await;
+}
+
+#[tokio::test]
+async fn an_earlier_sessions_summary_is_recalled_into_the_system_prompt() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
+        done("The parser requirement is in block req."),
+        done("second session answer"),
+    ]));
+    let mut first = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    first.run_turn("Where is the parser requirement?", &mut no_ask).await.unwrap();
+    let memories = session_entries(&d.file, "memory");
+    assert_eq!(memories.len(), 1);
+    assert_eq!(memories[0].editor_id(), d.agent_editor);
+    assert!(memories[0].value["summary"].as_str().unwrap().contains("elfiee_block_get"));
+    let mut second = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    second.run_turn("Now extend the parser", &mut no_ask).await.unwrap();
+    let system = &p.requests()[2].system;
+    assert!(system.contains("# Memory") && system.contains("The parser requirement is in block req."), "{system}");
+    let mut third = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    p.push(Ok(done("x")));
+    third.run_turn("zebra giraffe", &mut no_ask).await.unwrap();
+    assert!(!p.requests()[3].system.contains("# Memory"), "nothing relevant, nothing recalled");
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn a_new_session_gets_a_title_and_publishes_its_status_and_tool_events() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([tool("t1", "elfiee_block_list", json!({})), done("two blocks")]));
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let status = s.status();
+    let mut seen = Vec::new();
+    s.run_turn_with("List all the blocks in this document please", &mut ApproveAll, &mut |e| seen.push(e)).await.unwrap();
+    assert_eq!(s.title(), Some("List all the blocks in this"));
+    assert_eq!(seen[0], LoopEvent::Status(SessionStatus::Busy));
+    assert!(matches!(&seen[1], LoopEvent::Title(t) if t == "List all the blocks in this"));
+    assert!(seen.iter().any(|e| matches!(e, LoopEvent::ToolRunning { tool, .. } if tool == "elfiee_block_list")));
+    assert!(seen.iter().any(|e| matches!(e, LoopEvent::ToolSuccess { tool, .. } if tool == "elfiee_block_list")));
+    assert_eq!(seen[seen.len() - 2], LoopEvent::Status(SessionStatus::Idle));
+    assert_eq!(seen.last(), Some(&LoopEvent::Stopped(StopReason::EndTurn)));
+    assert_eq!(*status.borrow(), SessionStatus::Idle);
+    let listed = AgentSession::list(&d.file, &d.agent).unwrap();
+    assert_eq!(listed, vec![(s.session_id().to_owned(), Some("List all the blocks in this".to_owned()))]);
+    let id = s.session_id().to_owned();
+    let again = AgentSession::open(&d.file, "alice", &d.agent, Some(&id), options(&p, Autonomy::Full, vec![])).unwrap();
+    assert_eq!(again.title(), s.title(), "the title is rebuilt from its event");
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn the_plan_profile_is_read_only_and_offers_only_reading_tools() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([tool("t1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "x"})), done("plan: 1. …")]));
+    let opts = SessionOptions::new(p.clone(), "scripted").with_profile(&Profile::builtin("plan").unwrap());
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, opts).unwrap();
+    s.run_turn("plan the work", &mut DenyAll).await.unwrap();
+    let req = &p.requests()[0];
+    let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"elfiee_block_get") && names.contains(&"self_info") && !names.contains(&"shell") && !names.contains(&"elfiee_markdown_write"), "{names:?}");
+    assert!(req.system.contains("Profile plan"));
+    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "Parse <command> blocks.");
+    assert!(serde_json::to_string(&p.requests()[1].messages).unwrap().contains("[failed] denied"));
+    for name in ["build", "plan", "explore", "general"] {
+        assert!(Profile::builtin(name).is_some());
+    }
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn the_history_cap_keeps_tool_calls_paired_and_starts_with_a_user_message() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new((0..6).map(|i| tool(&format!("t{i}"), "elfiee_block_get", json!({"block_id": if i % 2 == 0 { "req" } else { "impl" }}))).chain([done("ok")])));
+    let mut o = options(&p, Autonomy::Full, vec![]);
+    o.max_history = 4;
+    o.doom_loop_threshold = 100;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    s.run_turn("read a lot", &mut no_ask).await.unwrap();
+    for req in p.requests() {
+        assert!(req.messages.len() <= 5, "cap (+ a note) respected: {}", req.messages.len());
+        assert_eq!(req.messages[0].role, Role::User);
+        assert!(!req.messages[0].content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. })), "no orphaned tool result first");
+        let uses: Vec<String> = req.messages.iter().flat_map(|m| m.content.iter()).filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.clone()) } else { None }).collect();
+        for b in req.messages.iter().flat_map(|m| m.content.iter()) {
+            if let ContentBlock::ToolResult { tool_use_id, .. } = b {
+                assert!(uses.contains(tool_use_id), "result {tool_use_id} has its call");
+            }
+        }
+    }
+    assert_eq!(s.history().len(), 14, "the session itself keeps everything");
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn approve_all_and_deny_all_answer_asks_but_never_override_deny_rules() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "approved"})),
+        tool("t2", "elfiee_block_delete", json!({"block_id": "impl"})),
+        done("done"),
+        tool("t3", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "denied"})),
+        done("done"),
+    ]));
+    let rules = vec![Rule::new("elfiee_block_delete", "**", Action::Deny)];
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, rules.clone())).unwrap();
+    s.run_turn("go", &mut ApproveAll).await.unwrap();
+    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "approved");
+    assert!(d.file.block("impl").is_some(), "the deny rule held");
+    s.run_turn("again", &mut DenyAll).await.unwrap();
+    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "approved");
+    assert!(serde_json::to_string(&p.requests()[4].messages).unwrap().contains("[failed] rejected by the user"));
+    d.file.close().await;
+}
+
+#[tokio::test]
+async fn options_come_from_the_agent_config_through_a_provider_factory() {
+    let d = doc().await;
+    d.file.submit(Command::new("alice", "agent.configure", Some(&d.agent), json!({"model": "m-1", "system_prompt": "Be terse."}))).await.unwrap();
+    let p = Arc::new(ScriptedProvider::new([done("hi")]));
+    let shared = p.clone();
+    let factory: elfiee_adapters::invoke::ProviderFactory = Arc::new(move |cfg| {
+        assert_eq!(cfg.model, "m-1");
+        Ok(shared.clone() as Arc<dyn elfiee_adapters::llm::Provider>)
+    });
+    let opts = SessionOptions::for_agent(&d.file, &d.agent, &factory).unwrap();
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, opts).unwrap();
+    s.run_turn("hello", &mut DenyAll).await.unwrap();
+    let req = &p.requests()[0];
+    assert_eq!(req.model, "m-1");
+    assert!(req.system.contains("Be terse.") && req.system.contains("# Tools") && req.system.contains("# Environment"));
     d.file.close().await;
 }

@@ -46,6 +46,9 @@ async fn run_fixture(path: &std::path::Path) {
         if let Some(n) = fx.get("max_iterations").and_then(Value::as_u64) {
             opts.max_iterations = n as usize;
         }
+        if let Some(n) = fx.get("doom_loop_threshold").and_then(Value::as_u64) {
+            opts.doom_loop_threshold = n as usize;
+        }
         let mut session = AgentSession::open(&file, "alice", &agent, None, opts).unwrap();
         let expected_confirms: Vec<Value> = turn["confirm"].as_array().unwrap().clone();
         let asked = Arc::new(Mutex::new(Vec::new()));
@@ -102,6 +105,26 @@ async fn run_fixture(path: &std::path::Path) {
         }
         for (block, md) in expect.get("block_markdown").and_then(Value::as_object).into_iter().flatten() {
             assert_eq!(file.block(block).unwrap().contents["markdown"], *md, "{name}: block {block}");
+        }
+        if let Some(wanted) = expect.get("approvals").and_then(Value::as_array) {
+            let got: Vec<Value> = events
+                .iter()
+                .filter(|e| e.cap_id() == "agent.session" && e.value["entry"] == "approval")
+                .map(|e| json!({"tool": e.value["request"]["tool"], "reason": e.value["request"]["reason"]}))
+                .collect();
+            assert_eq!(&got, wanted, "{name}: approval events");
+        }
+        for link in expect.get("links").and_then(Value::as_array).into_iter().flatten() {
+            let from = file.block(link["from"].as_str().unwrap()).unwrap();
+            let to = link["to"].as_str().unwrap().to_owned();
+            assert!(from.children.get(link["relation"].as_str().unwrap()).is_some_and(|c| c.contains(&to)), "{name}: link {link}");
+        }
+        if let Some(n) = expect.get("requests").and_then(Value::as_u64) {
+            assert_eq!(provider.requests().len() as u64, n, "{name}: provider calls");
+        }
+        if let Some(c) = expect.get("last_request_contains").and_then(Value::as_str) {
+            let last = provider.requests().last().cloned().unwrap();
+            assert!(serde_json::to_string(&last.messages).unwrap().contains(c), "{name}: the last request should contain {c:?}");
         }
     }
     file.close().await;

@@ -1,8 +1,14 @@
 //! The agent loop (issue 6, seeds 003/004): [`session::AgentSession`] runs turns of tool use
-//! through the engine; [`permissions`] decides every tool call.
+//! through the engine; [`permissions`] decides every tool call; [`memory`] recalls earlier
+//! sessions; [`profiles`] are the built-in presets. See docs/AGENT_LOOP.md.
 
+pub mod memory;
 pub mod permissions;
+pub mod profiles;
 pub mod session;
+pub mod types;
 
 pub use permissions::{Action, Autonomy, Rule, Ruleset};
-pub use session::{AgentSession, Confirm, SessionOptions, StopReason, TurnOutcome};
+pub use profiles::Profile;
+pub use session::{always_rules, AgentSession, SessionOptions, ToolStatusFn};
+pub use types::{ApprovalRequest, ApproveAll, AskReason, Confirm, ConfirmCallback, DenyAll, LoopEvent, SessionStatus, StopReason, TurnOutcome};

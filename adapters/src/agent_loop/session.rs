@@ -1,23 +1,27 @@
 //! `AgentSession`: one conversation of the agent loop (seeds 003/004, DESIGN.md §8).
 //!
 //! A turn: the user's message → the model, with native tool definitions (the MCP catalogue plus
-//! `shell` and `self_info`) → for each tool call: permission (rules, autonomy, doom-loop guard,
-//! the confirm callback for `ask`) → execution as the **agent's editor** through CBAC → the
-//! result back to the model → … until the model stops or the iteration cap is reached (the
-//! stop reason is part of the outcome). Every message, session rule and stop is an
-//! `agent.session` event, so reopening the `.elf` resumes the session; replay calls nothing.
+//! `shell`, `self_info` and `task`) → for each tool call: permission (rules, autonomy, doom-loop
+//! guard, the confirm callback for `ask`) → execution as the **agent's editor** through CBAC →
+//! the result back to the model (seed 003 format: success → the output; failure → `[failed] …`
+//! with any `[partial output]`; system error → `[error] …`) → … until the model stops or the
+//! iteration cap is reached (the stop reason is part of the outcome). Every message, approval,
+//! session rule, compaction, memory and stop is an `agent.session` event, so reopening the
+//! `.elf` resumes the session exactly; replay applies events and calls nothing.
 //!
 //! When a call's tokens reach the context limit minus a buffer, the conversation is compacted:
 //! a summary call (Goal / Instructions / Discoveries / Accomplished / Files) replaces the older
 //! history; if that call fails, the history is truncated instead, so the session stays usable.
-//!
 //! Tool outputs older than the newest 40K tokens of output are sent as a marker (the log keeps
 //! them).
 //!
-//! The `task` tool runs a read-only explore sub-agent in a child session (its events carry
+//! The `task` tool runs a read-only `explore` sub-agent in a child session (its events carry
 //! `parent_session`); it shares the parent's cancel flag, so cancelling the parent stops it.
 //!
-//! Not built yet: memory, profiles, titles.
+//! Authorship: the user's messages, their approval answers and "always" rules are recorded as the
+//! user's editor (the one who opened the session); everything the agent produces — its
+//! messages, tool results, approval requests, compactions, memories, stop reasons — as the
+//! agent's editor. Tool calls themselves run as the agent's editor through CBAC.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,56 +29,17 @@ use std::sync::Arc;
 
 use elfiee_engine::{EngineError, FileHandle};
 use elfiee_model::{CapError, Command};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use tokio::sync::watch;
 
-use super::permissions::{Action, Autonomy, Rule, Ruleset};
-use crate::llm::{ContentBlock, LlmRequest, Message, Provider, Role, ToolDef};
+use super::memory::{self, Memory};
+use super::permissions::{Action, Autonomy, Rule, Ruleset, READ_ONLY_TOOLS};
+use super::profiles::Profile;
+use super::types::*;
+use crate::llm::{ContentBlock, LlmError, LlmRequest, Message, Provider, Role, StreamEvent, ToolDef};
 
-/// How the user answered an `ask`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirm {
-    /// Run this call.
-    Once,
-    /// Run it and allow this tool for the rest of the session (a session rule).
-    Always,
-    Reject,
-    /// Reject and tell the model why.
-    RejectWithFeedback(String),
-}
-
-/// Why a turn ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum StopReason {
-    /// The model answered without calling a tool.
-    EndTurn,
-    /// The turn made `limit` model calls and the model still wanted tools.
-    IterationCap { limit: usize },
-    /// The model call failed.
-    Error { message: String },
-    /// The session (or its parent) was cancelled.
-    Cancelled,
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StopReason::EndTurn => f.write_str("the agent finished"),
-            StopReason::IterationCap { limit } => write!(f, "stopped after {limit} steps (the iteration cap); send another message to continue"),
-            StopReason::Error { message } => write!(f, "stopped: the model call failed: {message}"),
-            StopReason::Cancelled => f.write_str("cancelled"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TurnOutcome {
-    pub stop_reason: StopReason,
-    /// The model's last text.
-    pub text: String,
-    pub tool_calls: usize,
-}
+/// A status-line callback: `("running" | "success" | "failed", tool name, detail)`.
+pub type ToolStatusFn = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
 
 /// Session settings.
 #[derive(Clone)]
@@ -83,6 +48,11 @@ pub struct SessionOptions {
     pub model: String,
     pub autonomy: Autonomy,
     pub rules: Ruleset,
+    /// The profile's name (`build`, `plan`, `explore`, `general`) when one was applied.
+    pub profile: Option<String>,
+    /// Extra instructions for the system prompt (the agent's configured `system_prompt`, a
+    /// profile's prompt).
+    pub instructions: Option<String>,
     /// Model calls per turn (default 10).
     pub max_iterations: usize,
     /// Messages sent to the model (default 50, newest kept).
@@ -98,13 +68,17 @@ pub struct SessionOptions {
     /// Tool outputs older than the newest this-many tokens of tool output are sent to the model
     /// as a marker (default 40,000). The log keeps them whole.
     pub prune_tool_tokens: usize,
+    /// `shell` timeout in seconds (default 120).
+    pub shell_timeout_secs: u64,
+    /// Earlier-session summaries recalled into the system prompt (default 3; 0 = no memory).
+    pub memory_recall: usize,
     /// Set to stop the session (and its sub-agents, which share the flag) at the next step.
     pub cancel: Arc<AtomicBool>,
     /// The parent session of a sub-agent.
     pub parent_session: Option<String>,
-    /// Called with `("running" | "success" | "failed", tool name, detail)` around every tool call
-    /// (the status lines of seed 003).
-    pub on_tool: Option<Arc<dyn Fn(&str, &str, &str) + Send + Sync>>,
+    /// Called around every tool call (the status lines of seed 003). [`LoopEvent`]s carry the
+    /// same and more.
+    pub on_tool: Option<ToolStatusFn>,
 }
 
 impl SessionOptions {
@@ -114,6 +88,8 @@ impl SessionOptions {
             model: model.into(),
             autonomy: Autonomy::Supervised,
             rules: Ruleset::default(),
+            profile: None,
+            instructions: None,
             max_iterations: 10,
             max_history: 50,
             language: None,
@@ -121,10 +97,43 @@ impl SessionOptions {
             context_limit: 200_000,
             compaction_buffer: 20_000,
             prune_tool_tokens: 40_000,
+            shell_timeout_secs: 120,
+            memory_recall: 3,
             cancel: Arc::new(AtomicBool::new(false)),
             parent_session: None,
             on_tool: None,
         }
+    }
+
+    /// Options for the agent block `agent_block_id`: its configuration (provider built by
+    /// `factory` — pass [`crate::invoke::default_provider_factory`] for the real ones, the key read
+    /// from the configured env var — model, and its `system_prompt` as instructions).
+    pub fn for_agent(file: &FileHandle, agent_block_id: &str, factory: &crate::invoke::ProviderFactory) -> Result<SessionOptions, LlmError> {
+        let cfg = file
+            .with_state(|s| s.block(agent_block_id).map(|b| elfiee_capabilities::builtin::AgentConfig::of(&b.contents)))
+            .unwrap_or_default();
+        let provider = factory(&cfg)?;
+        let mut o = SessionOptions::new(provider, cfg.model.clone());
+        o.instructions = cfg.system_prompt.clone();
+        Ok(o)
+    }
+
+    /// Applies a profile: its autonomy, its rules (before the ones already set, so those win),
+    /// its model if any, its prompt.
+    pub fn with_profile(mut self, profile: &Profile) -> SessionOptions {
+        self.autonomy = profile.autonomy;
+        let mut rules = profile.rules.clone();
+        rules.rules.extend(self.rules.rules);
+        self.rules = rules;
+        if let Some(m) = &profile.model {
+            self.model = m.clone();
+        }
+        self.instructions = Some(match self.instructions.take() {
+            Some(i) => format!("{}\n{i}", profile.prompt),
+            None => profile.prompt.clone(),
+        });
+        self.profile = Some(profile.name.clone());
+        self
     }
 }
 
@@ -135,9 +144,43 @@ pub struct AgentSession {
     /// The human (or host) talking to the agent.
     user_editor: String,
     session_id: String,
+    title: Option<String>,
     history: Vec<Message>,
     session_rules: Ruleset,
+    /// Summaries of the agent's other sessions (recall candidates).
+    memories: Vec<Memory>,
+    status: watch::Sender<SessionStatus>,
     opts: SessionOptions,
+}
+
+/// The result of one tool call before it is turned into text for the model.
+enum ToolOutcome {
+    Ok(String),
+    /// The call ran (or was refused) and did not succeed; `partial` is output it produced.
+    Failed { error: String, partial: Option<String> },
+    /// Something broke underneath (I/O, the engine); not the call's fault.
+    Error(String),
+}
+
+impl ToolOutcome {
+    fn failed(error: impl Into<String>) -> ToolOutcome {
+        ToolOutcome::Failed { error: error.into(), partial: None }
+    }
+
+    /// Seed 003's format: the output as is; `[failed] …` (+ `[partial output]`); `[error] …`.
+    fn render(&self) -> (String, bool) {
+        match self {
+            ToolOutcome::Ok(s) => (s.clone(), false),
+            ToolOutcome::Failed { error, partial: None } => (format!("[failed] {error}"), true),
+            ToolOutcome::Failed { error, partial: Some(p) } => (format!("[failed] {error}\n[partial output]\n{p}"), true),
+            ToolOutcome::Error(m) => (format!("[error] {m}"), true),
+        }
+    }
+}
+
+/// The first `lines` lines of `s`.
+fn first_lines(s: &str, lines: usize) -> String {
+    s.lines().take(lines).collect::<Vec<_>>().join("\n")
 }
 
 /// Messages kept verbatim after a compaction: the last assistant message and the tool results
@@ -182,8 +225,80 @@ fn rejected(msg: impl Into<String>) -> EngineError {
     EngineError::Rejected(CapError::rejected(msg))
 }
 
+fn is_plain_user(m: &Message) -> bool {
+    m.role == Role::User && !m.content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+}
+
+fn tool_use_ids(m: &Message) -> Vec<String> {
+    if m.role != Role::Assistant {
+        return Vec::new();
+    }
+    m.content.iter().filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.clone()) } else { None }).collect()
+}
+
+/// Appends `m`, first answering tool calls left without results (a session closed mid-step),
+/// so tool uses and results stay paired. Deterministic, so every reopen rebuilds the same.
+fn push_paired(history: &mut Vec<Message>, m: Message) {
+    if let Some(last) = history.last() {
+        let ids = tool_use_ids(last);
+        let answered = m.role == Role::User && m.content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+        if !ids.is_empty() && !answered {
+            let results = ids
+                .into_iter()
+                .map(|id| ContentBlock::ToolResult { tool_use_id: id, content: "[error] the session stopped before this call ran".into(), is_error: true })
+                .collect();
+            history.push(Message::new(Role::User, results));
+        }
+    }
+    history.push(m);
+}
+
+/// The newest `max` messages, cut at a clean boundary: the window starts with a plain user
+/// message (or a truncation note before an assistant step), never with orphaned tool results.
+fn window(history: &[Message], max: usize) -> Vec<Message> {
+    let start = history.len().saturating_sub(max);
+    if start == 0 {
+        return history.to_vec();
+    }
+    if let Some(i) = (start..history.len()).find(|&i| is_plain_user(&history[i])) {
+        return history[i..].to_vec();
+    }
+    let mut out = vec![truncation_message()];
+    if let Some(i) = (start..history.len()).find(|&i| history[i].role == Role::Assistant) {
+        out.extend_from_slice(&history[i..]);
+    }
+    out
+}
+
+/// `YYYY-MM-DD HH:MM UTC` for the system prompt's environment section.
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+/// A short title from the first user message (3–6 words, or 24 characters of CJK text).
+fn title_of(message: &str) -> String {
+    let words: Vec<&str> = message.split_whitespace().collect();
+    if words.len() > 1 {
+        return memory::clip(&words.into_iter().take(6).collect::<Vec<_>>().join(" "), 60);
+    }
+    memory::clip(message, 24)
+}
+
 impl AgentSession {
     /// Opens session `session_id` of the agent (resuming it from its events), or a new one.
+    /// `user_editor` is who talks to the agent (their messages and answers are recorded as them).
     pub fn open(
         file: &FileHandle,
         user_editor: &str,
@@ -197,14 +312,26 @@ impl AgentSession {
         let session_id = session_id.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let mut history = Vec::new();
         let mut session_rules = Ruleset::default();
+        let mut memories = Vec::new();
+        let mut title = None;
         for e in file.events(1)? {
-            if e.entity != agent_block_id || e.cap_id() != "agent.session" || e.value.get("session_id").and_then(Value::as_str) != Some(&session_id) {
+            if e.entity != agent_block_id || e.cap_id() != "agent.session" {
                 continue;
             }
-            match e.value.get("entry").and_then(Value::as_str) {
+            let sid = e.value.get("session_id").and_then(Value::as_str).unwrap_or_default();
+            let entry = e.value.get("entry").and_then(Value::as_str);
+            if sid != session_id {
+                if entry == Some("memory") {
+                    if let Some(summary) = e.value.get("summary").and_then(Value::as_str) {
+                        memories.push(Memory { session_id: sid.to_owned(), summary: summary.to_owned(), keywords: memory::keywords(summary) });
+                    }
+                }
+                continue;
+            }
+            match entry {
                 Some("message") => {
                     if let Some(m) = e.value.get("message").and_then(|m| serde_json::from_value::<Message>(m.clone()).ok()) {
-                        history.push(m);
+                        push_paired(&mut history, m);
                     }
                 }
                 Some("compaction") => {
@@ -217,19 +344,82 @@ impl AgentSession {
                         session_rules.push(r);
                     }
                 }
+                Some("title") => title = e.value.get("title").and_then(Value::as_str).map(str::to_owned),
                 _ => {}
             }
         }
-        Ok(AgentSession { file: file.clone(), agent_block_id: agent_block_id.into(), agent_editor, user_editor: user_editor.into(), session_id, history, session_rules, opts })
+        Ok(AgentSession {
+            file: file.clone(),
+            agent_block_id: agent_block_id.into(),
+            agent_editor,
+            user_editor: user_editor.into(),
+            session_id,
+            title,
+            history,
+            session_rules,
+            memories,
+            status: watch::channel(SessionStatus::Idle).0,
+            opts,
+        })
     }
 
     pub fn session_id(&self) -> &str {
         &self.session_id
     }
 
+    /// The session's title (set on the first step).
+    pub fn title(&self) -> Option<&str> {
+        self.title.as_deref()
+    }
+
+    /// The agent's editor id (author of everything the agent does).
+    pub fn agent_editor(&self) -> &str {
+        &self.agent_editor
+    }
+
     /// The conversation so far (as rebuilt from events on open).
     pub fn history(&self) -> &[Message] {
         &self.history
+    }
+
+    /// Rules added during the session ("always" answers).
+    pub fn session_rules(&self) -> &Ruleset {
+        &self.session_rules
+    }
+
+    /// Subscribes to the session status (idle / busy / retrying).
+    pub fn status(&self) -> watch::Receiver<SessionStatus> {
+        self.status.subscribe()
+    }
+
+    /// The ids of the agent's sessions in `file` (top-level ones, not sub-agents), oldest first,
+    /// with their titles.
+    pub fn list(file: &FileHandle, agent_block_id: &str) -> Result<Vec<(String, Option<String>)>, EngineError> {
+        let mut out: Vec<(String, Option<String>)> = Vec::new();
+        for e in file.events(1)? {
+            if e.entity != agent_block_id || e.cap_id() != "agent.session" || e.value.get("parent_session").is_some() {
+                continue;
+            }
+            let Some(sid) = e.value.get("session_id").and_then(Value::as_str) else { continue };
+            let pos = match out.iter().position(|(s, _)| s == sid) {
+                Some(p) => p,
+                None => {
+                    out.push((sid.to_owned(), None));
+                    out.len() - 1
+                }
+            };
+            if e.value.get("entry").and_then(Value::as_str) == Some("title") {
+                out[pos].1 = e.value.get("title").and_then(Value::as_str).map(str::to_owned);
+            }
+        }
+        Ok(out)
+    }
+
+    fn set_status(&self, s: SessionStatus, on_event: &mut (dyn FnMut(LoopEvent) + Send)) {
+        if *self.status.borrow() != s {
+            self.status.send_replace(s.clone());
+            on_event(LoopEvent::Status(s));
+        }
     }
 
     async fn record(&self, editor: &str, entry: Value) -> Result<(), EngineError> {
@@ -243,11 +433,13 @@ impl AgentSession {
 
     async fn push(&mut self, editor: &str, m: Message) -> Result<(), EngineError> {
         self.record(editor, json!({"entry": "message", "message": m})).await?;
-        self.history.push(m);
+        push_paired(&mut self.history, m);
         Ok(())
     }
 
-    fn tools() -> Vec<ToolDef> {
+    /// The native tool definitions: the MCP catalogue + `shell`, `task`, `self_info`; only the
+    /// reading ones when read-only; no `task` inside a sub-agent.
+    pub fn tool_defs(autonomy: Autonomy, sub_agent: bool) -> Vec<ToolDef> {
         let mut tools: Vec<ToolDef> = crate::mcp::tools::catalogue()
             .into_iter()
             .map(|t| ToolDef { name: t.name.into(), description: t.description.into(), input_schema: t.input_schema })
@@ -264,75 +456,167 @@ impl AgentSession {
         });
         tools.push(ToolDef {
             name: "self_info".into(),
-            description: "Your own configuration, grants and limits.".into(),
+            description: "Your own configuration, grants, permission rules and limits.".into(),
             input_schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
         });
+        tools.retain(|t| (autonomy != Autonomy::ReadOnly || READ_ONLY_TOOLS.contains(&t.name.as_str())) && !(sub_agent && t.name == "task"));
         tools
     }
 
-    fn system_prompt(&self) -> String {
-        let safety = match self.opts.autonomy {
-            Autonomy::ReadOnly => "You may only read: every tool that changes something is refused.",
-            Autonomy::Supervised => "Changes may need the user's confirmation; a refused call comes back as a failure — do not retry it unchanged.",
-            Autonomy::Full => "You may act without confirmation, except where a rule forbids it.",
-        };
+    fn tools(&self) -> Vec<ToolDef> {
+        Self::tool_defs(self.opts.autonomy, self.opts.parent_session.is_some())
+    }
+
+    /// The system prompt (seed 003's six sections): identity, tools, safety, memory,
+    /// environment, decision principles (+ reply language).
+    fn system_prompt(&self, tools: &[ToolDef], recalled: &[&Memory]) -> String {
         let mut s = format!(
-            "You are an agent working inside an Elfiee document (agent block {}, editor {}). You act only through the tools; every change you make is recorded as yours.\n\
-Safety: {safety}\n\
-Principles: read before you write; keep changes small and explain them; link code to the requirement it implements with elfiee_block_link (relation \"implement\"); stop when the task is done.\n\
-Tool results starting with [failed] or [error] mean the call did not succeed.\n",
-            self.agent_block_id, self.agent_editor
+            "# Identity\nYou are an agent working inside an Elfiee document (agent block {}, editor {}, session {}). You act only through the tools; every change you make is recorded as yours.\n",
+            self.agent_block_id, self.agent_editor, self.session_id
+        );
+        if let Some(i) = &self.opts.instructions {
+            s.push_str(i.trim());
+            s.push('\n');
+        }
+        s.push_str("\n# Tools\n");
+        for t in tools {
+            s.push_str(&format!("- {}: {}\n", t.name, first_lines(&t.description, 1)));
+        }
+        let safety = match self.opts.autonomy {
+            Autonomy::ReadOnly => "Read-only: every tool that changes something is refused. Do not try to edit.",
+            Autonomy::Supervised => "Supervised: changes may need the user's confirmation; a refused call comes back as a failure — do not retry it unchanged.",
+            Autonomy::Full => "Full autonomy: you may act without confirmation, except where a rule forbids it. Be careful with destructive commands.",
+        };
+        s.push_str(&format!("\n# Safety\n{safety}\nRepeating the same call three times in a turn asks the user.\n"));
+        if !recalled.is_empty() {
+            s.push_str("\n# Memory (earlier sessions)\n");
+            for m in recalled {
+                s.push_str(&format!("- {}\n", m.summary));
+            }
+        }
+        let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
+        s.push_str(&format!("\n# Environment\nDocument: {}\nWorking directory: {cwd}\nTime: {}\n", self.file.path().display(), utc_now()));
+        s.push_str(
+            "\n# Principles\n\
+- Look before you act: when unsure, check with self_info or by reading blocks.\n\
+- If you cannot find out, ask the user.\n\
+- Say why before you call a tool.\n\
+- Read before you write; keep changes small; link code to the requirement it implements with elfiee_block_link (relation \"implement\").\n\
+- Tool results: success is the output itself; \"[failed] …\" means the call did not succeed (a \"[partial output]\" section may follow); \"[error] …\" is a system error. Reflect on a failure; after a second failure, ask the user.\n\
+- Stop when the task is done.\n",
         );
         if let Some(lang) = &self.opts.language {
-            s.push_str(&format!("Reply in {lang}.\n"));
+            s.push_str(&format!("- Reply in {lang}.\n"));
         }
         s
     }
 
     /// The thing a rule's `pattern` is matched against for a call.
-    fn subject(name: &str, input: &Value) -> String {
+    pub fn subject(name: &str, input: &Value) -> String {
         let field = match name {
-            "shell" => "command",
+            "shell" | "elfiee_terminal_run" => "command",
             "elfiee_block_link" | "elfiee_block_unlink" => "from",
             "elfiee_directory_import" => "path",
+            "task" => "prompt",
             _ => "block_id",
         };
         input.get(field).and_then(Value::as_str).unwrap_or_default().to_owned()
     }
 
-    async fn execute(&self, name: &str, input: &Value) -> Result<Value, String> {
+    fn self_info(&self) -> Value {
+        let mut rules = self.opts.rules.clone();
+        rules.rules.extend(self.session_rules.rules.iter().cloned());
+        self.file.with_state(|s| {
+            let block = s.block(&self.agent_block_id);
+            json!({
+                "agent_block_id": self.agent_block_id,
+                "name": block.map(|b| b.name.clone()),
+                "editor_id": self.agent_editor,
+                "session_id": self.session_id,
+                "parent_session": self.opts.parent_session,
+                "profile": self.opts.profile,
+                "model": self.opts.model,
+                "config": block.and_then(|b| b.contents.get("config")).cloned(),
+                "grants": s.grants_of(&self.agent_editor).collect::<Vec<_>>(),
+                "autonomy": self.opts.autonomy,
+                "rules": rules.rules,
+                "limits": {
+                    "max_iterations": self.opts.max_iterations,
+                    "max_history": self.opts.max_history,
+                    "context_limit": self.opts.context_limit,
+                    "compaction_buffer": self.opts.compaction_buffer,
+                    "doom_loop_threshold": self.opts.doom_loop_threshold,
+                    "shell_timeout_secs": self.opts.shell_timeout_secs,
+                },
+            })
+        })
+    }
+
+    async fn execute(&self, name: &str, input: &Value) -> ToolOutcome {
         match name {
-            "self_info" => Ok(self.file.with_state(|s| {
-                let block = s.block(&self.agent_block_id);
-                json!({
-                    "agent_block_id": self.agent_block_id, "editor_id": self.agent_editor,
-                    "config": block.and_then(|b| b.contents.get("config")).cloned(),
-                    "grants": s.grants_of(&self.agent_editor).collect::<Vec<_>>(),
-                    "autonomy": self.opts.autonomy, "max_iterations": self.opts.max_iterations,
-                })
-            })),
+            "self_info" => ToolOutcome::Ok(self.self_info().to_string()),
             "shell" => {
-                let command = input.get("command").and_then(Value::as_str).ok_or("shell needs {\"command\": string}")?;
-                let terminal = self.agent_terminal().await.map_err(|e| e.to_string())?;
-                let out = crate::service::run_terminal(&self.file, &self.agent_editor, &terminal, command, None).await.map_err(|e| e.to_string())?;
-                if out.get("error").is_some() || out.get("exit_code").and_then(Value::as_i64) != Some(0) {
-                    return Err(format!("{out}"));
+                let Some(command) = input.get("command").and_then(Value::as_str) else {
+                    return ToolOutcome::failed("shell needs {\"command\": string}");
+                };
+                let terminal = match self.agent_terminal().await {
+                    Ok(t) => t,
+                    Err(EngineError::Rejected(c)) => return ToolOutcome::failed(c.to_string()),
+                    Err(e) => return ToolOutcome::Error(e.to_string()),
+                };
+                let out = match crate::service::run_terminal(&self.file, &self.agent_editor, &terminal, command, Some(self.opts.shell_timeout_secs)).await {
+                    Ok(o) => o,
+                    Err(EngineError::Rejected(c)) => return ToolOutcome::failed(c.to_string()),
+                    Err(e) => return ToolOutcome::Error(e.to_string()),
+                };
+                if let Some(err) = out.get("error").and_then(Value::as_str) {
+                    return ToolOutcome::Error(err.to_owned());
                 }
-                Ok(out)
+                let text = |k: &str| out.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let (stdout, stderr) = (text("stdout"), text("stderr"));
+                let code = out.get("exit_code").and_then(Value::as_i64);
+                let timed_out = out.get("timed_out").and_then(Value::as_bool).unwrap_or(false);
+                if code == Some(0) && !timed_out {
+                    return ToolOutcome::Ok(out.to_string());
+                }
+                let error = if timed_out {
+                    format!("timed out after {} s", self.opts.shell_timeout_secs)
+                } else {
+                    match code {
+                        Some(c) => format!("exit code {c}{}", if stderr.trim().is_empty() { String::new() } else { format!(": {}", first_lines(&stderr, 3)) }),
+                        None => "killed by a signal".into(),
+                    }
+                };
+                let partial = [stdout, stderr].into_iter().filter(|s| !s.trim().is_empty()).collect::<Vec<_>>().join("\n");
+                ToolOutcome::Failed { error, partial: (!partial.is_empty()).then_some(partial) }
             }
             "task" => {
-                let prompt = input.get("prompt").and_then(Value::as_str).ok_or("task needs {\"prompt\": string}")?;
+                let Some(prompt) = input.get("prompt").and_then(Value::as_str) else {
+                    return ToolOutcome::failed("task needs {\"prompt\": string}");
+                };
                 // A read-only explore agent in a child session that shares our cancel flag.
                 let mut opts = self.opts.clone();
-                opts.autonomy = Autonomy::ReadOnly;
                 opts.rules = Ruleset::default();
+                opts.instructions = None;
+                opts = opts.with_profile(&Profile::builtin("explore").expect("built-in profile"));
                 opts.parent_session = Some(self.session_id.clone());
-                let mut child = AgentSession::open(&self.file, &self.user_editor, &self.agent_block_id, None, opts).map_err(|e| e.to_string())?;
-                let mut refuse = |_: &str, _: &Value| Confirm::Reject;
-                let out = Box::pin(child.run_turn(prompt, &mut refuse)).await.map_err(|e| e.to_string())?;
-                Ok(json!({"answer": out.text, "stop_reason": out.stop_reason, "session_id": child.session_id}))
+                let mut child = match AgentSession::open(&self.file, &self.user_editor, &self.agent_block_id, None, opts) {
+                    Ok(c) => c,
+                    Err(e) => return ToolOutcome::Error(e.to_string()),
+                };
+                let mut refuse = DenyAll;
+                match Box::pin(child.run_turn_with(prompt, &mut refuse, &mut |_| {})).await {
+                    Ok(out) if out.stop_reason == StopReason::EndTurn => ToolOutcome::Ok(out.text),
+                    Ok(out) => ToolOutcome::Failed { error: format!("the sub-agent {}", out.stop_reason), partial: (!out.text.is_empty()).then_some(out.text) },
+                    Err(e) => ToolOutcome::Error(e.to_string()),
+                }
             }
-            _ => crate::mcp::tools::call(&self.file, &self.agent_editor, name, input.clone()).await.map_err(|e| e.message),
+            _ => match crate::mcp::tools::call(&self.file, &self.agent_editor, name, input.clone()).await {
+                Ok(v) => ToolOutcome::Ok(v.to_string()),
+                // "failed" is the MCP layer's kind for engine errors that are not rejections.
+                Err(e) if e.kind == "failed" => ToolOutcome::Error(e.message),
+                Err(e) => ToolOutcome::failed(e.message),
+            },
         }
     }
 
@@ -350,15 +634,15 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
 
     /// Summarises the conversation and keeps only the summary and the last exchange; on a
     /// failed summary call, truncates instead. Recorded as an event either way.
-    async fn compact(&mut self) -> Result<(), EngineError> {
-        let mut messages = self.history.clone();
+    async fn compact(&mut self, on_event: &mut (dyn FnMut(LoopEvent) + Send)) -> Result<(), EngineError> {
+        let mut messages = window(&self.history, self.opts.max_history);
         messages.push(Message::user_text(
             "Summarise the conversation so far for your own later use, under the headings: Goal, Instructions, Discoveries, Accomplished, Files. Be specific: block ids, names, decisions.",
         ));
         let req = LlmRequest {
             model: self.opts.model.clone(),
             system: "You write precise summaries of agent conversations.".into(),
-            messages,
+            messages: prune_tool_outputs(messages, self.opts.prune_tool_tokens),
             tools: Vec::new(),
             max_tokens: 2048,
             temperature: None,
@@ -374,99 +658,264 @@ Tool results starting with [failed] or [error] mean the call did not succeed.\n"
         };
         let agent = self.agent_editor.clone();
         self.record(&agent, json!({"entry": "compaction", "summary": summary, "kept": KEPT_AFTER_COMPACTION})).await?;
+        on_event(LoopEvent::Compacted { summarised: summary.is_some() });
         let note = summary.as_deref().map(summary_message).unwrap_or_else(truncation_message);
         self.history = compacted(std::mem::take(&mut self.history), note, KEPT_AFTER_COMPACTION);
         Ok(())
     }
 
-    /// Runs one turn for `user_message`. `confirm` answers `ask` decisions.
-    pub async fn run_turn(&mut self, user_message: &str, confirm: &mut (dyn FnMut(&str, &Value) -> Confirm + Send)) -> Result<TurnOutcome, EngineError> {
+    /// Runs one turn for `user_message`; `confirm` answers `ask` decisions.
+    pub async fn run_turn(&mut self, user_message: &str, confirm: &mut dyn ConfirmCallback) -> Result<TurnOutcome, EngineError> {
+        self.run_turn_with(user_message, confirm, &mut |_| {}).await
+    }
+
+    /// [`run_turn`](Self::run_turn) with a callback that sees every [`LoopEvent`] as it happens.
+    pub async fn run_turn_with(
+        &mut self,
+        user_message: &str,
+        confirm: &mut dyn ConfirmCallback,
+        on_event: &mut (dyn FnMut(LoopEvent) + Send),
+    ) -> Result<TurnOutcome, EngineError> {
+        self.set_status(SessionStatus::Busy, on_event);
+        let result = self.turn(user_message, confirm, on_event).await;
+        self.set_status(SessionStatus::Idle, on_event);
+        let out = result?;
+        on_event(LoopEvent::Stopped(out.stop_reason.clone()));
+        Ok(out)
+    }
+
+    async fn stop(&mut self, stop: StopReason, text: String, calls: usize, tools_used: &[String], user_message: &str) -> Result<TurnOutcome, EngineError> {
+        let agent = self.agent_editor.clone();
+        self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
+        if self.opts.memory_recall > 0 && stop != StopReason::Cancelled {
+            let mut tools: Vec<&str> = tools_used.iter().map(String::as_str).collect();
+            tools.dedup();
+            let summary = format!(
+                "[{}] asked: {} | tools: {} | result: {} ({})",
+                self.title.as_deref().unwrap_or("session"),
+                memory::clip(user_message, 200),
+                if tools.is_empty() { "none".to_owned() } else { tools.join(", ") },
+                memory::clip(&text, 300),
+                match &stop {
+                    StopReason::EndTurn => "done".to_owned(),
+                    other => other.to_string(),
+                }
+            );
+            self.record(&agent, json!({"entry": "memory", "summary": summary})).await?;
+        }
+        Ok(TurnOutcome { stop_reason: stop, text, tool_calls: calls })
+    }
+
+    async fn turn(&mut self, user_message: &str, confirm: &mut dyn ConfirmCallback, on_event: &mut (dyn FnMut(LoopEvent) + Send)) -> Result<TurnOutcome, EngineError> {
         let user = self.user_editor.clone();
         let agent = self.agent_editor.clone();
+        if self.history.is_empty() && self.title.is_none() {
+            let title = title_of(user_message);
+            self.record(&user, json!({"entry": "title", "title": title})).await?;
+            on_event(LoopEvent::Title(title.clone()));
+            self.title = Some(title);
+        }
         self.push(&user, Message::user_text(user_message)).await?;
+        let recalled: Vec<Memory> = memory::recall(&self.memories, user_message, self.opts.memory_recall).into_iter().cloned().collect();
+        let recalled: Vec<&Memory> = recalled.iter().collect();
+        let tools = self.tools();
+        let system = self.system_prompt(&tools, &recalled);
         let mut seen: HashMap<String, usize> = HashMap::new();
         let mut calls = 0;
+        let mut used = Vec::new();
         let mut last_text = String::new();
         for _ in 0..self.opts.max_iterations {
             if self.opts.cancel.load(Ordering::Acquire) {
-                let stop = StopReason::Cancelled;
-                self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
-                return Ok(TurnOutcome { stop_reason: stop, text: last_text, tool_calls: calls });
+                return self.stop(StopReason::Cancelled, last_text, calls, &used, user_message).await;
             }
-            let start = self.history.len().saturating_sub(self.opts.max_history);
             let req = LlmRequest {
                 model: self.opts.model.clone(),
-                system: self.system_prompt(),
-                messages: prune_tool_outputs(self.history[start..].to_vec(), self.opts.prune_tool_tokens),
-                tools: Self::tools(),
+                system: system.clone(),
+                messages: prune_tool_outputs(window(&self.history, self.opts.max_history), self.opts.prune_tool_tokens),
+                tools: tools.clone(),
                 max_tokens: 4096,
                 temperature: None,
             };
             let provider = self.opts.provider.clone();
-            let resp = match provider.complete(&req, &mut |_| {}).await {
+            let status = &self.status;
+            let resp = {
+                let mut forward = |ev: StreamEvent| match ev {
+                    StreamEvent::Retrying { attempt, reason, .. } => {
+                        let s = SessionStatus::Retrying { attempt, reason };
+                        status.send_replace(s.clone());
+                        on_event(LoopEvent::Status(s));
+                    }
+                    StreamEvent::TextDelta(t) => {
+                        if *status.borrow() != SessionStatus::Busy {
+                            status.send_replace(SessionStatus::Busy);
+                            on_event(LoopEvent::Status(SessionStatus::Busy));
+                        }
+                        on_event(LoopEvent::TextDelta(t));
+                    }
+                    _ => {}
+                };
+                provider.complete(&req, &mut forward).await
+            };
+            self.set_status(SessionStatus::Busy, on_event);
+            let resp = match resp {
                 Ok(r) => r,
-                Err(e) => {
-                    let stop = StopReason::Error { message: e.to_string() };
-                    self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
-                    return Ok(TurnOutcome { stop_reason: stop, text: last_text, tool_calls: calls });
-                }
+                Err(e) => return self.stop(StopReason::Error { message: e.to_string() }, last_text, calls, &used, user_message).await,
             };
             last_text = resp.joined_text();
-            let used = resp.usage.input_tokens + resp.usage.output_tokens;
-            let compact_after = used >= self.opts.context_limit.saturating_sub(self.opts.compaction_buffer);
+            on_event(LoopEvent::AssistantText(last_text.clone()));
+            let tokens = resp.usage.input_tokens + resp.usage.output_tokens;
+            let compact_after = tokens >= self.opts.context_limit.saturating_sub(self.opts.compaction_buffer);
             let uses: Vec<(String, String, Value)> = resp.tool_uses().map(|(i, n, v)| (i.to_owned(), n.to_owned(), v.clone())).collect();
             self.push(&agent, Message::new(Role::Assistant, resp.content.clone())).await?;
             if uses.is_empty() {
-                let stop = StopReason::EndTurn;
-                self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
-                return Ok(TurnOutcome { stop_reason: stop, text: last_text, tool_calls: calls });
+                return self.stop(StopReason::EndTurn, last_text, calls, &used, user_message).await;
             }
             let mut results = Vec::new();
             for (id, name, input) in uses {
                 calls += 1;
+                used.push(name.clone());
                 let subject = Self::subject(&name, &input);
-                let n = seen.entry(format!("{name}\u{0}{input}")).or_insert(0);
-                *n += 1;
-                let mut rules = self.opts.rules.clone();
-                rules.rules.extend(self.session_rules.rules.iter().cloned());
-                let mut action = rules.decide(self.opts.autonomy, &name, &subject);
-                if action == Action::Allow && *n >= self.opts.doom_loop_threshold {
-                    action = Action::Ask; // the same call again and again: let the user decide
-                }
-                if let Some(cb) = &self.opts.on_tool {
-                    cb("running", &name, &subject);
-                }
-                let outcome: Result<Value, String> = match action {
-                    Action::Deny => Err(format!("denied: a permission rule forbids {name} on {subject:?}")),
-                    Action::Allow => self.execute(&name, &input).await,
-                    Action::Ask => match confirm(&name, &input) {
-                        Confirm::Once => self.execute(&name, &input).await,
-                        Confirm::Always => {
-                            let rule = Rule::new(&name, "*", Action::Allow);
-                            self.record(&user, json!({"entry": "rule", "rule": rule})).await?;
-                            self.session_rules.push(rule);
-                            self.execute(&name, &input).await
-                        }
-                        Confirm::Reject => Err("rejected by the user".into()),
-                        Confirm::RejectWithFeedback(f) => Err(format!("rejected by the user: {f}")),
-                    },
+                let outcome = if self.opts.cancel.load(Ordering::Acquire) {
+                    ToolOutcome::Error("cancelled before this call ran".into())
+                } else {
+                    self.decide_and_run(&id, &name, &input, &subject, &mut seen, confirm, on_event).await?
                 };
-                let (content, is_error) = match outcome {
-                    Ok(v) => (v.to_string(), false),
-                    Err(e) => (format!("[failed] {e}"), true),
-                };
+                let (content, is_error) = outcome.render();
                 if let Some(cb) = &self.opts.on_tool {
                     cb(if is_error { "failed" } else { "success" }, &name, &subject);
                 }
+                on_event(if is_error {
+                    LoopEvent::ToolFailed { call_id: id.clone(), tool: name.clone(), error: first_lines(&content, 3) }
+                } else {
+                    LoopEvent::ToolSuccess { call_id: id.clone(), tool: name.clone(), summary: memory::clip(&first_lines(&content, 1), 200) }
+                });
                 results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
             }
             self.push(&agent, Message::new(Role::User, results)).await?;
             if compact_after {
-                self.compact().await?;
+                self.compact(on_event).await?;
             }
         }
-        let stop = StopReason::IterationCap { limit: self.opts.max_iterations };
-        self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
-        Ok(TurnOutcome { stop_reason: stop, text: last_text, tool_calls: calls })
+        self.stop(StopReason::IterationCap { limit: self.opts.max_iterations }, last_text, calls, &used, user_message).await
+    }
+
+    /// Permission check (rules + autonomy + doom-loop guard + confirmation), then execution.
+    #[allow(clippy::too_many_arguments)]
+    async fn decide_and_run(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: &Value,
+        subject: &str,
+        seen: &mut HashMap<String, usize>,
+        confirm: &mut dyn ConfirmCallback,
+        on_event: &mut (dyn FnMut(LoopEvent) + Send),
+    ) -> Result<ToolOutcome, EngineError> {
+        let user = self.user_editor.clone();
+        let agent = self.agent_editor.clone();
+        let n = seen.entry(format!("{name}\u{0}{input}")).or_insert(0);
+        *n += 1;
+        let mut rules = self.opts.rules.clone();
+        rules.rules.extend(self.session_rules.rules.iter().cloned());
+        let mut action = rules.decide(self.opts.autonomy, name, subject);
+        let mut reason = AskReason::Rule;
+        if action == Action::Allow && *n >= self.opts.doom_loop_threshold {
+            action = Action::Ask; // the same call again and again: let the user decide
+            reason = AskReason::DoomLoop;
+        }
+        if action == Action::Ask {
+            let request = ApprovalRequest { call_id: id.into(), tool: name.into(), subject: subject.into(), input: input.clone(), reason };
+            self.record(&agent, json!({"entry": "approval", "request": request})).await?;
+            on_event(LoopEvent::ApprovalAsked(request.clone()));
+            let answer = confirm.confirm(&request);
+            let mut payload = json!({"entry": "approval_answer", "call_id": id, "answer": answer.as_str()});
+            if let Confirm::RejectWithFeedback(f) = &answer {
+                payload["feedback"] = json!(f);
+            }
+            self.record(&user, payload).await?;
+            match answer {
+                Confirm::Once => {}
+                Confirm::Always => {
+                    for rule in always_rules(name, subject) {
+                        self.record(&user, json!({"entry": "rule", "rule": rule})).await?;
+                        self.session_rules.push(rule);
+                    }
+                }
+                Confirm::Reject => return Ok(ToolOutcome::failed("rejected by the user")),
+                Confirm::RejectWithFeedback(f) => return Ok(ToolOutcome::failed(format!("rejected by the user: {f}"))),
+            }
+        } else if action == Action::Deny {
+            return Ok(ToolOutcome::failed(format!("denied: a permission rule forbids {name} on {subject:?}")));
+        }
+        if let Some(cb) = &self.opts.on_tool {
+            cb("running", name, subject);
+        }
+        on_event(LoopEvent::ToolRunning { call_id: id.into(), tool: name.into(), subject: subject.into() });
+        Ok(self.execute(name, input).await)
+    }
+}
+
+/// The session rules an "always" answer adds: for `shell`, the base command (`cargo` and
+/// `cargo *`, seed 003's per-command auto-approval); for other tools, the tool on any subject.
+pub fn always_rules(tool: &str, subject: &str) -> Vec<Rule> {
+    match (tool, subject.split_whitespace().next()) {
+        ("shell", Some(base)) => vec![Rule::new("shell", base, Action::Allow), Rule::new("shell", &format!("{base} *"), Action::Allow)],
+        _ => vec![Rule::new(tool, "**", Action::Allow)],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> Message {
+        Message::new(Role::Assistant, vec![ContentBlock::ToolUse { id: id.into(), name: "elfiee_block_list".into(), input: json!({}) }])
+    }
+    fn result(id: &str) -> Message {
+        Message::new(Role::User, vec![ContentBlock::ToolResult { tool_use_id: id.into(), content: "{}".into(), is_error: false }])
+    }
+
+    #[test]
+    fn a_dangling_tool_call_gets_an_error_result_before_the_next_message() {
+        let mut h = Vec::new();
+        push_paired(&mut h, Message::user_text("go"));
+        push_paired(&mut h, call("t1"));
+        push_paired(&mut h, Message::user_text("are you there?"));
+        assert_eq!(h.len(), 4);
+        assert!(matches!(&h[2].content[0], ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "t1"));
+        let mut ok = Vec::new();
+        for m in [Message::user_text("go"), call("t1"), result("t1")] {
+            push_paired(&mut ok, m);
+        }
+        assert_eq!(ok.len(), 3, "answered calls are left alone");
+    }
+
+    #[test]
+    fn the_window_starts_at_a_plain_user_message_or_a_note() {
+        let h = vec![Message::user_text("a"), call("t1"), result("t1"), Message::assistant_text("x"), Message::user_text("b"), call("t2"), result("t2")];
+        let w = window(&h, 4);
+        assert_eq!(w.len(), 3);
+        assert!(is_plain_user(&w[0]));
+        let only_tools = vec![Message::user_text("a"), call("t1"), result("t1"), call("t2"), result("t2")];
+        let w = window(&only_tools, 3);
+        assert_eq!(w[0], truncation_message());
+        assert_eq!(w[1], call("t2"), "the note, then a whole call/result pair");
+        assert_eq!(window(&only_tools, 50), only_tools);
+    }
+
+    #[test]
+    fn titles_and_time_are_short_and_well_formed() {
+        assert_eq!(title_of("Implement the parser for command blocks now please"), "Implement the parser for command blocks");
+        assert_eq!(title_of("实现命令块解析器并链接到需求"), "实现命令块解析器并链接到需求");
+        let t = utc_now();
+        assert!(t.len() == 20 && t.ends_with(" UTC") && t.starts_with("20"), "{t}");
+    }
+
+    #[test]
+    fn results_render_in_the_seed_format() {
+        assert_eq!(ToolOutcome::Ok("out".into()).render(), ("out".into(), false));
+        assert_eq!(ToolOutcome::failed("nope").render(), ("[failed] nope".into(), true));
+        assert_eq!(ToolOutcome::Failed { error: "exit code 1".into(), partial: Some("half".into()) }.render().0, "[failed] exit code 1\n[partial output]\nhalf");
+        assert_eq!(ToolOutcome::Error("disk".into()).render(), ("[error] disk".into(), true));
     }
 }
