@@ -14,15 +14,22 @@ use serde_json::json;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keep = std::env::args().nth(1);
     let tmp = tempfile::tempdir()?;
-    let dir = keep.map(std::path::PathBuf::from).unwrap_or_else(|| tmp.path().to_owned());
+    let dir = keep
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| tmp.path().to_owned());
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("demo.elf");
     let engine = Engine::global();
 
-    step("1. init", &format!("create {} owned by Alice", path.display()));
+    step(
+        "1. init",
+        &format!("create {} owned by Alice", path.display()),
+    );
     let file = engine.init(&path, "Alice").await?;
     let alice = file.owner().expect("init sets the owner");
-    say(&format!("owner editor id: {alice}; she holds every capability on '*'"));
+    say(&format!(
+        "owner editor id: {alice}; she holds every capability on '*'"
+    ));
 
     let mut live = file.subscribe();
     let watcher = tokio::spawn(async move {
@@ -35,76 +42,203 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     step("2. editors", "Alice adds Bob (human) and a helper agent");
     let bob = file
-        .submit(Command::new(&alice, "editor.create", None, json!({"name": "Bob", "editor_id": "bob"})))
+        .submit(Command::new(
+            &alice,
+            "editor.create",
+            None,
+            json!({"name": "Bob", "editor_id": "bob"}),
+        ))
         .await?[0]
         .entity
         .clone();
     let agent = file
-        .submit(Command::new(&alice, "editor.create", None, json!({"name": "Helper", "editor_type": "agent"})))
+        .submit(Command::new(
+            &alice,
+            "editor.create",
+            None,
+            json!({"name": "Helper", "editor_type": "agent"}),
+        ))
         .await?[0]
         .entity
         .clone();
     say(&format!("bob = {bob}, agent = {agent}"));
 
-    step("3. blocks", "a requirement (markdown) and its implementation (code)");
+    step(
+        "3. blocks",
+        "a requirement (markdown) and its implementation (code)",
+    );
     let req = create(&file, &alice, "Requirement", "markdown").await?;
     let imp = create(&file, &alice, "parser.rs", "code").await?;
-    file.submit(Command::new(&alice, "markdown.write", Some(&req), json!({"markdown": "# Parse commands\nThe parser must accept `<command>` blocks."}))).await?;
-    file.submit(Command::new(&alice, "code.write", Some(&imp), json!({"text": "fn parse() {}", "language": "rust"}))).await?;
-    file.submit(Command::new(&alice, "core.link", Some(&imp), json!({"to": req, "relation": "implement"}))).await?;
+    file.submit(Command::new(
+        &alice,
+        "markdown.write",
+        Some(&req),
+        json!({"markdown": "# Parse commands\nThe parser must accept `<command>` blocks."}),
+    ))
+    .await?;
+    file.submit(Command::new(
+        &alice,
+        "code.write",
+        Some(&imp),
+        json!({"text": "fn parse() {}", "language": "rust"}),
+    ))
+    .await?;
+    file.submit(Command::new(
+        &alice,
+        "core.link",
+        Some(&imp),
+        json!({"to": req, "relation": "implement"}),
+    ))
+    .await?;
     say(&format!("{imp} -implement-> {req}"));
 
-    step("4. CBAC", "Bob may not write the code block until Alice grants it");
-    let denied = file.submit(Command::new(&bob, "code.write", Some(&imp), json!({"text": "fn parse() { todo!() }"}))).await;
+    step(
+        "4. CBAC",
+        "Bob may not write the code block until Alice grants it",
+    );
+    let denied = file
+        .submit(Command::new(
+            &bob,
+            "code.write",
+            Some(&imp),
+            json!({"text": "fn parse() { todo!() }"}),
+        ))
+        .await;
     match denied {
-        Err(EngineError::Rejected(CapError::Unauthorized { .. })) => say("refused as expected: nothing was written"),
+        Err(EngineError::Rejected(CapError::Unauthorized { .. })) => {
+            say("refused as expected: nothing was written")
+        }
         other => return Err(format!("expected a refusal, got {other:?}").into()),
     }
-    file.submit(Command::new(&alice, "core.grant", Some(&imp), json!({"editor_id": bob, "cap_id": "code.write"}))).await?;
-    file.submit(Command::new(&bob, "code.write", Some(&imp), json!({"text": "fn parse(input: &str) -> Vec<Command> { todo!() }"}))).await?;
+    file.submit(Command::new(
+        &alice,
+        "core.grant",
+        Some(&imp),
+        json!({"editor_id": bob, "cap_id": "code.write"}),
+    ))
+    .await?;
+    file.submit(Command::new(
+        &bob,
+        "code.write",
+        Some(&imp),
+        json!({"text": "fn parse(input: &str) -> Vec<Command> { todo!() }"}),
+    ))
+    .await?;
     say("after the grant Bob's write committed");
 
-    step("5. optimistic concurrency", "two writers start from the same seq; the second gets Conflict");
+    step(
+        "5. optimistic concurrency",
+        "two writers start from the same seq; the second gets Conflict",
+    );
     let seen = file.last_seq();
-    file.submit(Command::new(&alice, "markdown.write", Some(&req), json!({"markdown": "v2 by Alice"})).expecting(seen)).await?;
-    let late = file.submit(Command::new(&alice, "markdown.write", Some(&req), json!({"markdown": "v2 by someone else"})).expecting(seen)).await;
-    say(&format!("second writer: {}", late.err().map(|e| e.to_string()).unwrap_or_default()));
+    file.submit(
+        Command::new(
+            &alice,
+            "markdown.write",
+            Some(&req),
+            json!({"markdown": "v2 by Alice"}),
+        )
+        .expecting(seen),
+    )
+    .await?;
+    let late = file
+        .submit(
+            Command::new(
+                &alice,
+                "markdown.write",
+                Some(&req),
+                json!({"markdown": "v2 by someone else"}),
+            )
+            .expecting(seen),
+        )
+        .await;
+    say(&format!(
+        "second writer: {}",
+        late.err().map(|e| e.to_string()).unwrap_or_default()
+    ));
 
-    step("6. group commit", "64 concurrent submitters, each answered only once durable");
+    step(
+        "6. group commit",
+        "64 concurrent submitters, each answered only once durable",
+    );
     let t = Instant::now();
     let mut tasks = Vec::new();
     for i in 0..64 {
         let (f, a) = (file.clone(), alice.clone());
         tasks.push(tokio::spawn(async move {
-            f.submit(Command::new(&a, "core.create", None, json!({"name": format!("note {i}"), "block_type": "markdown"}))).await
+            f.submit(Command::new(
+                &a,
+                "core.create",
+                None,
+                json!({"name": format!("note {i}"), "block_type": "markdown"}),
+            ))
+            .await
         }));
     }
     for t in tasks {
         t.await??;
     }
-    say(&format!("64 commands durable in {:?}; log now at seq {}", t.elapsed(), file.last_seq()));
+    say(&format!(
+        "64 commands durable in {:?}; log now at seq {}",
+        t.elapsed(),
+        file.last_seq()
+    ));
 
-    step("7. effects", "import a project folder, run a terminal command, integrate Claude Code");
+    step(
+        "7. effects",
+        "import a project folder, run a terminal command, integrate Claude Code",
+    );
     let effects = elfiee::adapters::attach(&file, elfiee::adapters::EffectsConfig::default());
     let project = dir.join("project");
     std::fs::create_dir_all(project.join(".claude"))?;
     std::fs::write(project.join("README.md"), "# Demo project\n")?;
     std::fs::write(project.join("main.rs"), "fn main() { println!(\"hi\"); }\n")?;
-    let import = elfiee::adapters::service::import_directory(&file, &alice, &project, None, |_| {}).await?;
-    say(&format!("imported {} files as directory block {}", import.files, import.block_id));
+    let import =
+        elfiee::adapters::service::import_directory(&file, &alice, &project, None, |_| {}).await?;
+    say(&format!(
+        "imported {} files as directory block {}",
+        import.files, import.block_id
+    ));
     let term = file
-        .submit(Command::new(&alice, "terminal.create", None, json!({"name": "shell", "linked_directory_id": import.block_id})))
+        .submit(Command::new(
+            &alice,
+            "terminal.create",
+            None,
+            json!({"name": "shell", "linked_directory_id": import.block_id}),
+        ))
         .await?[0]
         .entity
         .clone();
-    let out = elfiee::adapters::service::run_terminal(&file, &alice, &term, "ls && echo done", None).await?;
-    say(&format!("terminal ran `ls && echo done` in the project: exit {} — {:?}", out["exit_code"], out["stdout"].as_str().unwrap_or("")));
-    let agent = elfiee::adapters::service::create_agent(&file, &alice, Some(&import.block_id), None).await?;
-    say(&format!("agent {} ({}) {}: {}", agent.agent_block_id, agent.editor_id, agent.status, agent.message));
-    say(&format!(".mcp.json now holds: {}", std::fs::read_to_string(project.join(".mcp.json"))?.replace('\n', " ")));
-    let off = elfiee::adapters::service::set_agent_enabled(&file, &alice, &agent.agent_block_id, false).await?;
-    say(&format!("disabled: {} (.mcp.json exists: {})", off.message, project.join(".mcp.json").exists()));
-    effects.settle(&file, std::time::Duration::from_secs(30)).await?;
+    let out =
+        elfiee::adapters::service::run_terminal(&file, &alice, &term, "ls && echo done", None)
+            .await?;
+    say(&format!(
+        "terminal ran `ls && echo done` in the project: exit {} — {:?}",
+        out["exit_code"],
+        out["stdout"].as_str().unwrap_or("")
+    ));
+    let agent =
+        elfiee::adapters::service::create_agent(&file, &alice, Some(&import.block_id), None)
+            .await?;
+    say(&format!(
+        "agent {} ({}) {}: {}",
+        agent.agent_block_id, agent.editor_id, agent.status, agent.message
+    ));
+    say(&format!(
+        ".mcp.json now holds: {}",
+        std::fs::read_to_string(project.join(".mcp.json"))?.replace('\n', " ")
+    ));
+    let off =
+        elfiee::adapters::service::set_agent_enabled(&file, &alice, &agent.agent_block_id, false)
+            .await?;
+    say(&format!(
+        "disabled: {} (.mcp.json exists: {})",
+        off.message,
+        project.join(".mcp.json").exists()
+    ));
+    effects
+        .settle(&file, std::time::Duration::from_secs(30))
+        .await?;
 
     let live_digest = file.state_digest();
     let last_seq = file.last_seq();
@@ -112,23 +246,47 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     file.close().await;
     effects.join().await;
     let seen = watcher.await?;
-    say(&format!("the live subscriber saw {} events, first {:?}, last {:?}", seen.len(), seen.first(), seen.last()));
+    say(&format!(
+        "the live subscriber saw {} events, first {:?}, last {:?}",
+        seen.len(),
+        seen.first(),
+        seen.last()
+    ));
 
     step("9. reopen", "newest valid snapshot + tail");
     let file = engine.open(&path).await?;
-    say(&format!("reopened at seq {}; digest equal to live: {}", file.last_seq(), file.state_digest() == live_digest));
+    say(&format!(
+        "reopened at seq {}; digest equal to live: {}",
+        file.last_seq(),
+        file.state_digest() == live_digest
+    ));
     let blocks = file.with_state(|s| s.blocks.len());
     file.close().await;
 
-    step("10. replay", "rebuild from the log alone (no snapshot), checking the hash chain");
+    step(
+        "10. replay",
+        "rebuild from the log alone (no snapshot), checking the hash chain",
+    );
     let (report, _) = elfiee::replay(&path, |_, _| {})?;
-    say(&format!("{} events → {} blocks in {} ms; digest equal: {}", report.events, report.blocks, report.elapsed_ms, report.state_digest == live_digest));
+    say(&format!(
+        "{} events → {} blocks in {} ms; digest equal: {}",
+        report.events,
+        report.blocks,
+        report.elapsed_ms,
+        report.state_digest == live_digest
+    ));
     assert_eq!(report.events, last_seq);
     assert_eq!(report.blocks, blocks);
 
     step("11. verify", "hash chain, command index, snapshot");
     let v = elfiee::verify(&path, |_, _| {})?;
-    say(&format!("{} events in {} commands, snapshot {}, ok = {}", v.events, v.commands, v.snapshot.unwrap_or_default(), v.ok));
+    say(&format!(
+        "{} events in {} commands, snapshot {}, ok = {}",
+        v.events,
+        v.commands,
+        v.snapshot.unwrap_or_default(),
+        v.ok
+    ));
     if !v.ok || report.state_digest != live_digest {
         return Err("the demo found an inconsistency".into());
     }
@@ -136,8 +294,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-async fn create(file: &elfiee::FileHandle, editor: &str, name: &str, ty: &str) -> Result<String, EngineError> {
-    let ev = file.submit(Command::new(editor, "core.create", None, json!({"name": name, "block_type": ty}))).await?;
+async fn create(
+    file: &elfiee::FileHandle,
+    editor: &str,
+    name: &str,
+    ty: &str,
+) -> Result<String, EngineError> {
+    let ev = file
+        .submit(Command::new(
+            editor,
+            "core.create",
+            None,
+            json!({"name": name, "block_type": ty}),
+        ))
+        .await?;
     say(&format!("created {ty} block '{name}' = {}", ev[0].entity));
     Ok(ev[0].entity.clone())
 }

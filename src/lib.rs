@@ -31,6 +31,10 @@ pub use elfiee_engine as engine;
 pub use elfiee_model as model;
 pub use elfiee_projections as projections;
 
-pub use elfiee_engine::{replay, verify, Engine, EngineConfig, EngineError, FileHandle, Subscription};
-pub use elfiee_model::{Block, CapError, Command, Editor, EditorType, Event, Grant, Relation, WILDCARD};
+pub use elfiee_engine::{
+    replay, verify, Engine, EngineConfig, EngineError, FileHandle, Subscription,
+};
+pub use elfiee_model::{
+    Block, CapError, Command, Editor, EditorType, Event, Grant, Relation, WILDCARD,
+};
 pub use elfiee_projections::State;

@@ -21,8 +21,17 @@ fn json_ok(elf: &Path, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
     let out = elfiee(elf, &all);
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 fn init(dir: &Path) -> std::path::PathBuf {
@@ -36,12 +45,41 @@ fn init(dir: &Path) -> std::path::PathBuf {
 fn a_full_session_through_the_cli_agrees_with_replay_and_verify() {
     let dir = tempfile::tempdir().unwrap();
     let elf = init(dir.path());
-    let spec = json_ok(&elf, &["block", "create", "--type", "markdown", "--name", "Spec"])["block_id"].as_str().unwrap().to_owned();
-    let code = json_ok(&elf, &["block", "create", "--type", "code", "--name", "impl"])["block_id"].as_str().unwrap().to_owned();
-    json_ok(&elf, &["block", "link", &code, &spec, "--relation", "implement"]);
+    let spec = json_ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "Spec"],
+    )["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let code = json_ok(
+        &elf,
+        &["block", "create", "--type", "code", "--name", "impl"],
+    )["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    json_ok(
+        &elf,
+        &["block", "link", &code, &spec, "--relation", "implement"],
+    );
     json_ok(&elf, &["markdown", "write", &spec, "--text", "# Spec ✓"]);
-    json_ok(&elf, &["code", "write", "impl", "--text", "fn main() {}", "--language", "rust"]);
-    assert_eq!(json_ok(&elf, &["markdown", "read", "Spec"])["markdown"], "# Spec ✓");
+    json_ok(
+        &elf,
+        &[
+            "code",
+            "write",
+            "impl",
+            "--text",
+            "fn main() {}",
+            "--language",
+            "rust",
+        ],
+    );
+    assert_eq!(
+        json_ok(&elf, &["markdown", "read", "Spec"])["markdown"],
+        "# Spec ✓"
+    );
 
     let list = json_ok(&elf, &["block", "list"]);
     assert_eq!(list.as_array().unwrap().len(), 2);
@@ -50,8 +88,20 @@ fn a_full_session_through_the_cli_agrees_with_replay_and_verify() {
     assert_eq!(show["parents"][0]["relation"], "implement");
 
     let log = json_ok(&elf, &["log", "--block", &spec]);
-    let kinds: Vec<&str> = log.as_array().unwrap().iter().map(|e| e["attribute"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["alice/core.create", "alice/core.link", "alice/markdown.write"]);
+    let kinds: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["attribute"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "alice/core.create",
+            "alice/core.link",
+            "alice/markdown.write"
+        ]
+    );
 
     let replay = json_ok(&elf, &["replay"]);
     let digest = json_ok(&elf, &["state-digest"]);
@@ -68,22 +118,46 @@ fn exit_codes_are_0_done_1_rejected_2_usage() {
     let dir = tempfile::tempdir().unwrap();
     let elf = init(dir.path());
     json_ok(&elf, &["editor", "create", "--name", "Bob", "--id", "bob"]);
-    let id = json_ok(&elf, &["block", "create", "--type", "markdown", "--name", "n"])["block_id"].as_str().unwrap().to_owned();
+    let id = json_ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "n"],
+    )["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
-    let denied = elfiee(&elf, &["--as", "bob", "markdown", "write", &id, "--text", "x"]);
+    let denied = elfiee(
+        &elf,
+        &["--as", "bob", "markdown", "write", &id, "--text", "x"],
+    );
     assert_eq!(denied.status.code(), Some(1));
     let err = String::from_utf8_lossy(&denied.stderr);
     assert!(err.starts_with("error: "), "{err}");
-    assert!(err.contains("elfiee grant bob markdown.write"), "the message says what to do: {err}");
+    assert!(
+        err.contains("elfiee grant bob markdown.write"),
+        "the message says what to do: {err}"
+    );
 
     let json_err = elfiee(&elf, &["--json", "block", "delete", "nope"]);
     assert_eq!(json_err.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&json_err.stdout).unwrap();
     assert_eq!(v["error"]["kind"], "block_not_found");
 
-    assert_eq!(elfiee(&elf, &["block", "frobnicate"]).status.code(), Some(2));
-    assert_eq!(elfiee(&elf, &["block", "link", "a", "b", "--relation", "likes"]).status.code(), Some(2));
-    let no_elf = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(["block", "list"]).env_remove("ELFIEE_ELF").output().unwrap();
+    assert_eq!(
+        elfiee(&elf, &["block", "frobnicate"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        elfiee(&elf, &["block", "link", "a", "b", "--relation", "likes"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let no_elf = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["block", "list"])
+        .env_remove("ELFIEE_ELF")
+        .output()
+        .unwrap();
     assert_eq!(no_elf.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&no_elf.stderr).contains("--elf"));
 
@@ -93,18 +167,32 @@ fn exit_codes_are_0_done_1_rejected_2_usage() {
 
     // Bob becomes able to write once granted; --as accepts a name too.
     json_ok(&elf, &["grant", "bob", "markdown.write", &id]);
-    json_ok(&elf, &["--as", "Bob", "markdown", "write", &id, "--text", "by bob"]);
+    json_ok(
+        &elf,
+        &["--as", "Bob", "markdown", "write", &id, "--text", "by bob"],
+    );
     let log = json_ok(&elf, &["log", "--tail", "1"]);
     assert_eq!(log[0]["attribute"], "bob/markdown.write");
     json_ok(&elf, &["revoke", "bob", "markdown.write", &id]);
-    assert_eq!(elfiee(&elf, &["--as", "bob", "markdown", "write", &id, "--text", "again"]).status.code(), Some(1));
+    assert_eq!(
+        elfiee(
+            &elf,
+            &["--as", "bob", "markdown", "write", &id, "--text", "again"]
+        )
+        .status
+        .code(),
+        Some(1)
+    );
 }
 
 #[test]
 fn markdown_text_can_come_from_stdin_or_a_file() {
     let dir = tempfile::tempdir().unwrap();
     let elf = init(dir.path());
-    json_ok(&elf, &["block", "create", "--type", "markdown", "--name", "doc"]);
+    json_ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "doc"],
+    );
     let mut child = Command::new(env!("CARGO_BIN_EXE_elfiee"))
         .args(["markdown", "write", "doc"])
         .env("ELFIEE_ELF", &elf)
@@ -112,14 +200,31 @@ fn markdown_text_can_come_from_stdin_or_a_file() {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all("from stdin\n".as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all("from stdin\n".as_bytes())
+        .unwrap();
     assert!(child.wait().unwrap().success());
-    assert_eq!(json_ok(&elf, &["markdown", "read", "doc"])["markdown"], "from stdin\n");
+    assert_eq!(
+        json_ok(&elf, &["markdown", "read", "doc"])["markdown"],
+        "from stdin\n"
+    );
     let f = dir.path().join("in.md");
     std::fs::write(&f, "from a file").unwrap();
-    json_ok(&elf, &["markdown", "write", "doc", "--file", f.to_str().unwrap()]);
-    assert_eq!(json_ok(&elf, &["markdown", "read", "doc"])["markdown"], "from a file");
-    let missing = elfiee(&elf, &["markdown", "write", "doc", "--file", "/nonexistent/x.md"]);
+    json_ok(
+        &elf,
+        &["markdown", "write", "doc", "--file", f.to_str().unwrap()],
+    );
+    assert_eq!(
+        json_ok(&elf, &["markdown", "read", "doc"])["markdown"],
+        "from a file"
+    );
+    let missing = elfiee(
+        &elf,
+        &["markdown", "write", "doc", "--file", "/nonexistent/x.md"],
+    );
     assert_eq!(missing.status.code(), Some(1));
 }
 
@@ -127,17 +232,27 @@ fn markdown_text_can_come_from_stdin_or_a_file() {
 fn verify_exits_1_on_a_bad_snapshot_and_state_digest_still_opens() {
     let dir = tempfile::tempdir().unwrap();
     let elf = init(dir.path());
-    json_ok(&elf, &["block", "create", "--type", "markdown", "--name", "n"]);
+    json_ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "n"],
+    );
     let before = json_ok(&elf, &["state-digest"]);
     {
         let db = sled::open(elf.join("log")).unwrap();
-        db.open_tree("snapshots").unwrap().insert("latest", &b"not a snapshot"[..]).unwrap();
+        db.open_tree("snapshots")
+            .unwrap()
+            .insert("latest", &b"not a snapshot"[..])
+            .unwrap();
         db.flush().unwrap();
     }
     let out = elfiee(&elf, &["verify"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("snapshot"));
-    assert_eq!(json_ok(&elf, &["state-digest"])["state_digest"], before["state_digest"], "a bad snapshot is ignored, not trusted");
+    assert_eq!(
+        json_ok(&elf, &["state-digest"])["state_digest"],
+        before["state_digest"],
+        "a bad snapshot is ignored, not trusted"
+    );
 }
 
 #[test]
@@ -154,7 +269,11 @@ fn init_refuses_an_existing_document() {
 fn cli_doc_lists_every_subcommand() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/CLI.md")).unwrap();
     let subcommands = |args: &[&str]| -> Vec<String> {
-        let out = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(args).arg("--help").output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+            .args(args)
+            .arg("--help")
+            .output()
+            .unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string();
         text.lines()
             .skip_while(|l| !l.starts_with("Commands:"))
@@ -169,20 +288,41 @@ fn cli_doc_lists_every_subcommand() {
     for cmd in top {
         let nested = subcommands(&[&cmd]);
         if nested.is_empty() {
-            assert!(doc.contains(&format!("elfiee {cmd}")), "docs/CLI.md does not document `elfiee {cmd}`");
+            assert!(
+                doc.contains(&format!("elfiee {cmd}")),
+                "docs/CLI.md does not document `elfiee {cmd}`"
+            );
         }
         for sub in nested {
-            assert!(doc.contains(&format!("elfiee {cmd} {sub}")), "docs/CLI.md does not document `elfiee {cmd} {sub}`");
+            assert!(
+                doc.contains(&format!("elfiee {cmd} {sub}")),
+                "docs/CLI.md does not document `elfiee {cmd} {sub}`"
+            );
         }
     }
 }
 
 #[test]
 fn completions_are_printed_without_a_document() {
-    let out = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(["completions", "bash"]).env_remove("ELFIEE_ELF").output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["completions", "bash"])
+        .env_remove("ELFIEE_ELF")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let script = String::from_utf8_lossy(&out.stdout);
-    assert!(script.contains("elfiee") && script.contains("block") && script.contains("mcp-server"), "{}", &script[..script.len().min(300)]);
-    let bad = Command::new(env!("CARGO_BIN_EXE_elfiee")).args(["completions", "tcsh"]).output().unwrap();
+    assert!(
+        script.contains("elfiee") && script.contains("block") && script.contains("mcp-server"),
+        "{}",
+        &script[..script.len().min(300)]
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
     assert_eq!(bad.status.code(), Some(2));
 }

@@ -42,9 +42,17 @@ fn elfiee(elf: &Path, args: &[&str]) -> Output {
 
 fn json_ok(elf: &Path, args: &[&str]) -> Value {
     let out = elfiee(elf, args);
-    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{args:?}: stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{args:?}: stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// A document owned by Alice with one markdown block of hers, and an agent editor that may
@@ -60,19 +68,30 @@ fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let elf = dir.path().join("doc.elf");
     json_ok(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
-    let agent = json_ok(&elf, &["editor", "create", "--name", "Claude", "--type", "agent"])["editor_id"]
+    let agent = json_ok(
+        &elf,
+        &["editor", "create", "--name", "Claude", "--type", "agent"],
+    )["editor_id"]
         .as_str()
         .unwrap()
         .to_owned();
     assert!(agent.starts_with("agent-"), "{agent}");
-    let spec = json_ok(&elf, &["block", "create", "--type", "markdown", "--name", "Spec"])["block_id"]
+    let spec = json_ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "Spec"],
+    )["block_id"]
         .as_str()
         .unwrap()
         .to_owned();
     json_ok(&elf, &["markdown", "write", &spec, "--text", "# Spec\n"]);
     json_ok(&elf, &["grant", &agent, "core.create", "*"]);
     json_ok(&elf, &["grant", &agent, "markdown.read", &spec]);
-    Fixture { _dir: dir, elf, agent, spec }
+    Fixture {
+        _dir: dir,
+        elf,
+        agent,
+        spec,
+    }
 }
 
 fn venv_python() -> PathBuf {
@@ -113,7 +132,11 @@ fn wait_output(mut child: Child, limit: Duration) -> Output {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    Output { status, stdout: out_t.join().unwrap(), stderr: err_t.join().unwrap() }
+    Output {
+        status,
+        stdout: out_t.join().unwrap(),
+        stderr: err_t.join().unwrap(),
+    }
 }
 
 #[test]
@@ -123,7 +146,16 @@ fn the_python_sdk_client_works_through_the_engine_as_the_agent_editor() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_client.py");
     let child = Command::new(py)
         .arg(&script)
-        .args(["--bin", bin(), "--elf", f.elf.to_str().unwrap(), "--editor", &f.agent, "--owner-block", &f.spec])
+        .args([
+            "--bin",
+            bin(),
+            "--elf",
+            f.elf.to_str().unwrap(),
+            "--editor",
+            &f.agent,
+            "--owner-block",
+            &f.spec,
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -131,9 +163,17 @@ fn the_python_sdk_client_works_through_the_engine_as_the_agent_editor() {
         .expect("start the Python MCP client");
     let out = wait_output(child, Duration::from_secs(300));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the Python client failed:\n{}\n{stderr}", String::from_utf8_lossy(&out.stdout));
-    let r: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("client output is not JSON ({e}):\n{}", String::from_utf8_lossy(&out.stdout)));
+    assert!(
+        out.status.success(),
+        "the Python client failed:\n{}\n{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "client output is not JSON ({e}):\n{}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
 
     // Handshake and catalogue.
     assert_eq!(r["initialize"]["server_name"], "elfiee");
@@ -141,23 +181,49 @@ fn the_python_sdk_client_works_through_the_engine_as_the_agent_editor() {
     assert_eq!(r["initialize"]["resources_list_changed"], true);
     assert_eq!(r["tools"], json!(TOOLS));
     assert_eq!(r["required"]["elfiee_block_get"], json!(["block_id"]));
-    assert_eq!(r["required"]["elfiee_code_write"], json!(["block_id", "text"]));
-    assert_eq!(r["required"]["elfiee_block_link"], json!(["from", "to", "relation"]));
-    assert_eq!(r["required"]["elfiee_propose"], json!(["commands", "description"]));
+    assert_eq!(
+        r["required"]["elfiee_code_write"],
+        json!(["block_id", "text"])
+    );
+    assert_eq!(
+        r["required"]["elfiee_block_link"],
+        json!(["from", "to", "relation"])
+    );
+    assert_eq!(
+        r["required"]["elfiee_propose"],
+        json!(["commands", "description"])
+    );
 
     // Create, write, read back.
-    for step in ["create", "write", "get", "link", "get_owner_block", "history", "list"] {
+    for step in [
+        "create",
+        "write",
+        "get",
+        "link",
+        "get_owner_block",
+        "history",
+        "list",
+    ] {
         assert_eq!(r[step]["is_error"], false, "{step}: {}", r[step]);
     }
-    let block = r["create"]["structured_content"]["block_id"].as_str().unwrap().to_owned();
+    let block = r["create"]["structured_content"]["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(r["create"]["structured_content"]["owner"], f.agent.as_str());
     let text = "# Agent notes\n\nWritten through MCP by the agent editor.\n";
     assert_eq!(r["get"]["structured_content"]["contents"]["markdown"], text);
     // JSON text content mirrors the structured content.
     let from_text: Value = serde_json::from_str(r["get"]["text"].as_str().unwrap()).unwrap();
     assert_eq!(from_text, r["get"]["structured_content"]);
-    assert_eq!(r["get_owner_block"]["structured_content"]["contents"]["markdown"], "# Spec\n");
-    assert_eq!(r["get_owner_block"]["structured_content"]["parents"], json!([{"from": block, "relation": "reference"}]));
+    assert_eq!(
+        r["get_owner_block"]["structured_content"]["contents"]["markdown"],
+        "# Spec\n"
+    );
+    assert_eq!(
+        r["get_owner_block"]["structured_content"]["parents"],
+        json!([{"from": block, "relation": "reference"}])
+    );
     let history: Vec<&str> = r["history"]["structured_content"]["events"]
         .as_array()
         .unwrap()
@@ -167,37 +233,72 @@ fn the_python_sdk_client_works_through_the_engine_as_the_agent_editor() {
     assert_eq!(history, ["core.create", "markdown.write", "core.link"]);
 
     // Refused calls: a tool result with isError and a message that says what to do.
-    for (step, cap) in [("delete_denied", "core.delete"), ("write_denied", "markdown.write")] {
+    for (step, cap) in [
+        ("delete_denied", "core.delete"),
+        ("write_denied", "markdown.write"),
+    ] {
         let d = &r[step];
         assert_eq!(d["is_error"], true, "{step}: {d}");
         assert_eq!(d["structured_content"]["error"]["kind"], "unauthorized");
         let msg = d["text"].as_str().unwrap();
         assert!(msg.contains(&format!("may not run '{cap}'")), "{msg}");
-        assert!(msg.contains(&format!("elfiee grant {} {cap} {}", f.agent, f.spec)), "{msg}");
+        assert!(
+            msg.contains(&format!("elfiee grant {} {cap} {}", f.agent, f.spec)),
+            "{msg}"
+        );
     }
     // This editor is an agent-type editor without an agent block: it may list, not propose.
     assert_eq!(r["propose"]["is_error"], true);
-    assert!(r["propose"]["text"].as_str().unwrap().contains("is not an agent"), "{}", r["propose"]);
-    assert_eq!(r["proposal_list"]["is_error"], false, "{}", r["proposal_list"]);
+    assert!(
+        r["propose"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("is not an agent"),
+        "{}",
+        r["propose"]
+    );
+    assert_eq!(
+        r["proposal_list"]["is_error"], false,
+        "{}",
+        r["proposal_list"]
+    );
 
     // Resources and the change notification.
-    let resources: Vec<&str> = r["resources"].as_array().unwrap().iter().map(|u| u.as_str().unwrap()).collect();
+    let resources: Vec<&str> = r["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_str().unwrap())
+        .collect();
     assert!(resources.contains(&"elfiee://blocks"));
     assert!(resources.contains(&format!("elfiee://block/{block}").as_str()));
     assert_eq!(r["resource_text"], text);
     assert_eq!(r["resource_blocks"]["count"], 2);
     assert!(
-        r["notifications"].as_array().unwrap().contains(&json!("notifications/resources/list_changed")),
+        r["notifications"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("notifications/resources/list_changed")),
         "{}",
         r["notifications"]
     );
 
     // Bad input: every call was answered, and the server went on serving.
     let bad = &r["bad"];
-    assert_eq!(bad["unknown_tool"]["protocol_error"]["code"], -32602, "{}", bad["unknown_tool"]);
-    assert!(bad["unknown_tool"]["protocol_error"]["message"].as_str().unwrap().contains("tools/list"));
+    assert_eq!(
+        bad["unknown_tool"]["protocol_error"]["code"], -32602,
+        "{}",
+        bad["unknown_tool"]
+    );
+    assert!(bad["unknown_tool"]["protocol_error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("tools/list"));
     for (case, needle) in [
-        ("wrong_types", "invalid type: integer `5`, expected a string"),
+        (
+            "wrong_types",
+            "invalid type: integer `5`, expected a string",
+        ),
         ("missing_argument", "missing field `block_id`"),
         ("unknown_argument", "unknown field `blockid`"),
         ("bad_relation", "use \"reference\" or \"implement\""),
@@ -205,35 +306,86 @@ fn the_python_sdk_client_works_through_the_engine_as_the_agent_editor() {
         ("huge_argument", "the limit is 16777216 bytes"),
     ] {
         assert_eq!(bad[case]["is_error"], true, "{case}: {}", bad[case]);
-        assert!(bad[case]["text"].as_str().unwrap().contains(needle), "{case}: {}", bad[case]["text"]);
+        assert!(
+            bad[case]["text"].as_str().unwrap().contains(needle),
+            "{case}: {}",
+            bad[case]["text"]
+        );
     }
     assert_eq!(bad["still_serving"]["is_error"], false);
-    assert_eq!(bad["still_serving"]["structured_content"]["contents"]["markdown"], text);
+    assert_eq!(
+        bad["still_serving"]["structured_content"]["contents"]["markdown"],
+        text
+    );
 
     // The 2026-07-28 lifecycle: discover, per-request _meta, subscriptions/listen.
     let m = &r["modern"];
     assert_eq!(m["protocol_version"], "2026-07-28");
-    for v in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"] {
-        assert!(m["supported_versions"].as_array().unwrap().contains(&json!(v)), "{v}");
+    for v in [
+        "2024-11-05",
+        "2025-03-26",
+        "2025-06-18",
+        "2025-11-25",
+        "2026-07-28",
+    ] {
+        assert!(
+            m["supported_versions"]
+                .as_array()
+                .unwrap()
+                .contains(&json!(v)),
+            "{v}"
+        );
     }
     assert_eq!(m["tools"], json!(TOOLS));
     assert_eq!(m["write"]["is_error"], false);
     assert_eq!(m["event"], "ResourcesListChanged");
-    assert_eq!(m["get"]["structured_content"]["contents"], json!({"text": "fn main() {}\n", "language": "rust"}));
+    assert_eq!(
+        m["get"]["structured_content"]["contents"],
+        json!({"text": "fn main() {}\n", "language": "rust"})
+    );
 
     // The log says who did it: the agent editor, through the engine.
     let log = json_ok(&f.elf, &["log"]);
     let events = log.as_array().unwrap();
-    let by = |attr: &str, entity: &str| events.iter().filter(|e| e["attribute"] == attr && e["entity"] == entity).count();
+    let by = |attr: &str, entity: &str| {
+        events
+            .iter()
+            .filter(|e| e["attribute"] == attr && e["entity"] == entity)
+            .count()
+    };
     assert_eq!(by(&format!("{}/core.create", f.agent), &block), 1, "{log}");
-    assert_eq!(by(&format!("{}/markdown.write", f.agent), &block), 1, "{log}");
+    assert_eq!(
+        by(&format!("{}/markdown.write", f.agent), &block),
+        1,
+        "{log}"
+    );
     assert_eq!(by(&format!("{}/core.link", f.agent), &block), 1, "{log}");
-    let modern_block = m["create"]["structured_content"]["block_id"].as_str().unwrap();
-    assert_eq!(by(&format!("{}/code.write", f.agent), modern_block), 1, "{log}");
+    let modern_block = m["create"]["structured_content"]["block_id"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        by(&format!("{}/code.write", f.agent), modern_block),
+        1,
+        "{log}"
+    );
     // Refused and invalid calls wrote nothing.
-    assert!(events.iter().all(|e| e["attribute"] != format!("{}/core.delete", f.agent)));
-    assert_eq!(events.iter().filter(|e| e["attribute"].as_str().unwrap().ends_with("/markdown.write")).count(), 2);
-    assert_eq!(json_ok(&f.elf, &["markdown", "read", &f.spec])["markdown"], "# Spec\n");
+    assert!(events
+        .iter()
+        .all(|e| e["attribute"] != format!("{}/core.delete", f.agent)));
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["attribute"]
+                .as_str()
+                .unwrap()
+                .ends_with("/markdown.write"))
+            .count(),
+        2
+    );
+    assert_eq!(
+        json_ok(&f.elf, &["markdown", "read", &f.spec])["markdown"],
+        "# Spec\n"
+    );
 }
 
 /// `elfiee mcp-server` as a child process, spoken to line by line.
@@ -248,7 +400,13 @@ struct Server {
 impl Server {
     fn start(f: &Fixture) -> Server {
         let mut child = Command::new(bin())
-            .args(["--elf", f.elf.to_str().unwrap(), "mcp-server", "--editor", &f.agent])
+            .args([
+                "--elf",
+                f.elf.to_str().unwrap(),
+                "mcp-server",
+                "--editor",
+                &f.agent,
+            ])
             .env("RUST_LOG", "info")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -265,7 +423,12 @@ impl Server {
                 }
             }
         });
-        Server { stdin: child.stdin.take(), child, lines, seen: Vec::new() }
+        Server {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            seen: Vec::new(),
+        }
     }
 
     fn send(&mut self, line: &str) {
@@ -276,7 +439,9 @@ impl Server {
     }
 
     fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string());
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
         self.response(&id)
     }
 
@@ -285,9 +450,13 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let line = self.lines.recv_timeout(left).unwrap_or_else(|_| panic!("no answer for id {id}; saw {:?}", self.seen));
+            let line = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no answer for id {id}; saw {:?}", self.seen));
             self.seen.push(line.clone());
-            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
             assert_eq!(v["jsonrpc"], "2.0", "stdout line is not JSON-RPC: {line}");
             if v.get("method").is_none() && &v["id"] == id {
                 return v;
@@ -322,7 +491,8 @@ impl Server {
         assert!(status.success(), "mcp-server exited with {status}");
         // Anything still on stdout is protocol too.
         while let Ok(line) = self.lines.recv_timeout(Duration::from_millis(200)) {
-            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+            let v: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
             assert_eq!(v["jsonrpc"], "2.0");
         }
     }
@@ -339,12 +509,18 @@ fn the_classic_handshake_accepts_every_protocol_version_and_discover_works() {
         assert!(r["result"]["capabilities"]["tools"].is_object(), "{r}");
         assert_eq!(s.request(json!(1), "ping", json!({}))["result"], json!({}));
         let tools = s.request(json!(2), "tools/list", json!({}));
-        assert_eq!(tools["result"]["tools"].as_array().unwrap().len(), TOOLS.len());
+        assert_eq!(
+            tools["result"]["tools"].as_array().unwrap().len(),
+            TOOLS.len()
+        );
         s.finish();
     }
     // An unknown version gets the newest one that has an `initialize` handshake.
     let mut s = Server::start(&f);
-    assert_eq!(s.initialize("1999-01-01")["result"]["protocolVersion"], "2025-11-25");
+    assert_eq!(
+        s.initialize("1999-01-01")["result"]["protocolVersion"],
+        "2025-11-25"
+    );
     s.finish();
 
     // 2026-07-28: no initialize; every request carries its protocol version in `_meta`.
@@ -355,12 +531,26 @@ fn the_classic_handshake_accepts_every_protocol_version_and_discover_works() {
     });
     let mut s = Server::start(&f);
     let d = s.request(json!("d"), "server/discover", json!({"_meta": meta}));
-    assert!(d["result"]["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{d}");
-    let r = s.request(json!("l"), "tools/call", json!({"_meta": meta, "name": "elfiee_block_list", "arguments": {}}));
+    assert!(
+        d["result"]["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2026-07-28")),
+        "{d}"
+    );
+    let r = s.request(
+        json!("l"),
+        "tools/call",
+        json!({"_meta": meta, "name": "elfiee_block_list", "arguments": {}}),
+    );
     assert_eq!(r["result"]["isError"], false, "{r}");
     assert_eq!(r["result"]["structuredContent"]["count"], 1);
     // Without _meta, a 2026-07-28 session refuses the request with a protocol error.
-    let r = s.request(json!("x"), "tools/call", json!({"name": "elfiee_block_list", "arguments": {}}));
+    let r = s.request(
+        json!("x"),
+        "tools/call",
+        json!({"name": "elfiee_block_list", "arguments": {}}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
     s.finish();
 }
@@ -383,47 +573,102 @@ fn bad_json_rpc_input_is_answered_and_the_server_keeps_running() {
     let r = s.request(json!(2), "elfiee/nope", json!({}));
     assert_eq!(r["error"]["code"], -32601, "{r}");
     // Unknown tool: a protocol error naming the catalogue.
-    let r = s.request(json!(3), "tools/call", json!({"name": "rm_rf", "arguments": {}}));
+    let r = s.request(
+        json!(3),
+        "tools/call",
+        json!({"name": "rm_rf", "arguments": {}}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("elfiee_block_list"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("elfiee_block_list"),
+        "{r}"
+    );
     // Arguments of the wrong type: a tool error that says what was expected.
-    let r = s.request(json!(4), "tools/call", json!({"name": "elfiee_block_create", "arguments": {"block_type": 1, "name": null}}));
+    let r = s.request(
+        json!(4),
+        "tools/call",
+        json!({"name": "elfiee_block_create", "arguments": {"block_type": 1, "name": null}}),
+    );
     assert_eq!(r["result"]["isError"], true, "{r}");
     let msg = r["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(msg.contains("expected {block_type: string, name: string}"), "{msg}");
+    assert!(
+        msg.contains("expected {block_type: string, name: string}"),
+        "{msg}"
+    );
     // `arguments` that is not an object at all.
-    let r = s.request(json!(5), "tools/call", json!({"name": "elfiee_block_get", "arguments": "x"}));
+    let r = s.request(
+        json!(5),
+        "tools/call",
+        json!({"name": "elfiee_block_get", "arguments": "x"}),
+    );
     assert_eq!(r["error"]["code"], -32602, "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("arguments?: object"), "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("arguments?: object"),
+        "{r}"
+    );
     // A 20 MB argument reaches the tool and is refused with the payload limit.
     let big = "y".repeat(20 * 1024 * 1024);
     let r = s.request(json!(6), "tools/call", json!({"name": "elfiee_block_create", "arguments": {"block_type": "markdown", "name": big}}));
-    assert_eq!(r["result"]["isError"], true, "{}", &r.to_string()[..300.min(r.to_string().len())]);
+    assert_eq!(
+        r["result"]["isError"],
+        true,
+        "{}",
+        &r.to_string()[..300.min(r.to_string().len())]
+    );
     // A 40 MB message is over the line limit: answered with a protocol error, never read whole.
     let huge = json!({"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"name": "elfiee_markdown_write", "arguments": {"block_id": f.spec, "markdown": "z".repeat(40 * 1024 * 1024)}}}).to_string();
     s.send(&huge);
     let r = s.response(&json!(77));
     assert_eq!(r["error"]["code"], -32600, "{r}");
     let msg = r["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("larger than this server's limit") && msg.contains("nothing was changed"), "{msg}");
+    assert!(
+        msg.contains("larger than this server's limit") && msg.contains("nothing was changed"),
+        "{msg}"
+    );
     // Still serving, and nothing was written by any of it.
-    let r = s.request(json!(8), "tools/call", json!({"name": "elfiee_block_list", "arguments": {}}));
+    let r = s.request(
+        json!(8),
+        "tools/call",
+        json!({"name": "elfiee_block_list", "arguments": {}}),
+    );
     assert_eq!(r["result"]["structuredContent"]["count"], 1, "{r}");
     s.finish();
     let log = json_ok(&f.elf, &["log"]);
-    assert!(log.as_array().unwrap().iter().all(|e| !e["attribute"].as_str().unwrap().starts_with(&f.agent)), "{log}");
+    assert!(
+        log.as_array()
+            .unwrap()
+            .iter()
+            .all(|e| !e["attribute"].as_str().unwrap().starts_with(&f.agent)),
+        "{log}"
+    );
 }
 
 #[test]
 fn an_unknown_editor_is_refused_before_serving() {
     let f = fixture();
     let out = Command::new(bin())
-        .args(["--elf", f.elf.to_str().unwrap(), "mcp-server", "--editor", "nobody"])
+        .args([
+            "--elf",
+            f.elf.to_str().unwrap(),
+            "mcp-server",
+            "--editor",
+            "nobody",
+        ])
         .stdin(Stdio::null())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(out.stdout.is_empty(), "stdout must stay clean: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.stdout.is_empty(),
+        "stdout must stay clean: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("nobody"));
 }
 
@@ -434,33 +679,75 @@ fn directory_import_and_terminal_run_work_through_the_effects_of_the_server() {
     std::fs::create_dir_all(&project).unwrap();
     std::fs::write(project.join("README.md"), "# Project\n").unwrap();
     std::fs::write(project.join("main.rs"), "fn main() {}\n").unwrap();
-    let terminal = json_ok(&f.elf, &["terminal", "create", "--name", "shell"])["block_id"].as_str().unwrap().to_owned();
+    let terminal = json_ok(&f.elf, &["terminal", "create", "--name", "shell"])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     json_ok(&f.elf, &["grant", &f.agent, "directory.import", "*"]);
 
     let mut s = Server::start(&f);
     s.initialize("2025-11-25");
     let call = |s: &mut Server, id: i64, name: &str, args: Value| {
-        let r = s.request(json!(id), "tools/call", json!({"name": name, "arguments": args}));
+        let r = s.request(
+            json!(id),
+            "tools/call",
+            json!({"name": name, "arguments": args}),
+        );
         r["result"].clone()
     };
-    let r = call(&mut s, 1, "elfiee_directory_import", json!({"path": project.to_str().unwrap()}));
+    let r = call(
+        &mut s,
+        1,
+        "elfiee_directory_import",
+        json!({"path": project.to_str().unwrap()}),
+    );
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(r["structuredContent"]["files"], 2, "{r}");
-    let dir_block = r["structuredContent"]["block_id"].as_str().unwrap().to_owned();
+    let dir_block = r["structuredContent"]["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     // Without terminal.execute on Alice's terminal the command is refused, and nothing runs.
-    let r = call(&mut s, 2, "elfiee_terminal_run", json!({"terminal_id": terminal, "command": "echo hi"}));
+    let r = call(
+        &mut s,
+        2,
+        "elfiee_terminal_run",
+        json!({"terminal_id": terminal, "command": "echo hi"}),
+    );
     assert_eq!(r["isError"], true, "{r}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("terminal.execute"), "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("terminal.execute"),
+        "{r}"
+    );
     json_ok(&f.elf, &["grant", &f.agent, "terminal.execute", &terminal]);
-    let r = call(&mut s, 3, "elfiee_terminal_run", json!({"terminal_id": terminal, "command": "echo hi; echo oops >&2; exit 3"}));
+    let r = call(
+        &mut s,
+        3,
+        "elfiee_terminal_run",
+        json!({"terminal_id": terminal, "command": "echo hi; echo oops >&2; exit 3"}),
+    );
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(r["structuredContent"]["stdout"], "hi\n", "{r}");
     assert_eq!(r["structuredContent"]["stderr"], "oops\n", "{r}");
     assert_eq!(r["structuredContent"]["exit_code"], 3, "{r}");
-    let r = call(&mut s, 4, "elfiee_directory_import", json!({"path": "/no/such/folder"}));
+    let r = call(
+        &mut s,
+        4,
+        "elfiee_directory_import",
+        json!({"path": "/no/such/folder"}),
+    );
     assert_eq!(r["isError"], true, "{r}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("is not a folder"), "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("is not a folder"),
+        "{r}"
+    );
     s.finish();
 
     let log = json_ok(&f.elf, &["log"]);
@@ -472,6 +759,9 @@ fn directory_import_and_terminal_run_work_through_the_effects_of_the_server() {
         .map(|e| e["attribute"].as_str().unwrap().to_owned())
         .collect();
     for want in ["directory.import", "terminal.execute", "terminal.output"] {
-        assert!(attrs.contains(&format!("{}/{want}", f.agent)), "{want} missing in {attrs:?}");
+        assert!(
+            attrs.contains(&format!("{}/{want}", f.agent)),
+            "{want} missing in {attrs:?}"
+        );
     }
 }

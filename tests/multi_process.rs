@@ -20,7 +20,11 @@ fn elfiee(elf: &Path, args: &[&str]) -> Output {
 }
 
 fn ok_json(out: Output) -> Value {
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -28,15 +32,30 @@ fn ok_json(out: Output) -> Value {
 async fn a_second_process_works_through_the_owner_and_nothing_is_lost_or_duplicated() {
     let tmp = tempfile::tempdir().unwrap();
     let elf = tmp.path().join("shared.elf");
-    let engine = Engine::new(EngineConfig { node_id: "proc-a".into(), ..EngineConfig::default() });
+    let engine = Engine::new(EngineConfig {
+        node_id: "proc-a".into(),
+        ..EngineConfig::default()
+    });
     let a = engine.init(&elf, "Alice").await.unwrap();
     let mut sub = a.subscribe();
     let start = a.last_seq();
-    let mine = a.submit(elfiee::Command::new("alice", "core.create", None, json!({"name": "by-a", "block_type": "markdown"}))).await.unwrap();
+    let mine = a
+        .submit(elfiee::Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "by-a", "block_type": "markdown"}),
+        ))
+        .await
+        .unwrap();
 
     // B sees A's write.
     let list = ok_json(elfiee(&elf, &["--json", "block", "list"]));
-    assert!(list.as_array().unwrap().iter().any(|b| b["block_id"] == mine[0].entity.as_str()));
+    assert!(list
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["block_id"] == mine[0].entity.as_str()));
 
     // A and four B processes write at the same time.
     let writers: Vec<_> = (0..4)
@@ -44,17 +63,38 @@ async fn a_second_process_works_through_the_owner_and_nothing_is_lost_or_duplica
             let elf = elf.clone();
             tokio::task::spawn_blocking(move || {
                 (0..5)
-                    .map(|i| ok_json(elfiee(&elf, &["--json", "block", "create", "--type", "code", "--name", &format!("b{p}-{i}")]))["block_id"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned())
+                    .map(|i| {
+                        ok_json(elfiee(
+                            &elf,
+                            &[
+                                "--json",
+                                "block",
+                                "create",
+                                "--type",
+                                "code",
+                                "--name",
+                                &format!("b{p}-{i}"),
+                            ],
+                        ))["block_id"]
+                            .as_str()
+                            .unwrap()
+                            .to_owned()
+                    })
                     .collect::<Vec<_>>()
             })
         })
         .collect();
     let mut a_ids = vec![mine[0].entity.clone()];
     for i in 0..20 {
-        let ev = a.submit(elfiee::Command::new("alice", "core.create", None, json!({"name": format!("a{i}"), "block_type": "markdown"}))).await.unwrap();
+        let ev = a
+            .submit(elfiee::Command::new(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": format!("a{i}"), "block_type": "markdown"}),
+            ))
+            .await
+            .unwrap();
         a_ids.push(ev[0].entity.clone());
     }
     let mut b_ids = Vec::new();
@@ -67,12 +107,23 @@ async fn a_second_process_works_through_the_owner_and_nothing_is_lost_or_duplica
     let total = a.last_seq() - start;
     let mut seen = Vec::new();
     while (seen.len() as u64) < total {
-        let e = tokio::time::timeout(Duration::from_secs(10), sub.recv()).await.expect("event").expect("open");
+        let e = tokio::time::timeout(Duration::from_secs(10), sub.recv())
+            .await
+            .expect("event")
+            .expect("open");
         seen.push(e);
     }
     let seqs: Vec<u64> = seen.iter().map(|e| e.seq).collect();
-    assert_eq!(seqs, (start + 1..=a.last_seq()).collect::<Vec<_>>(), "no gap, no duplicate");
-    let created: BTreeSet<String> = seen.iter().filter(|e| e.cap_id() == "core.create").map(|e| e.entity.clone()).collect();
+    assert_eq!(
+        seqs,
+        (start + 1..=a.last_seq()).collect::<Vec<_>>(),
+        "no gap, no duplicate"
+    );
+    let created: BTreeSet<String> = seen
+        .iter()
+        .filter(|e| e.cap_id() == "core.create")
+        .map(|e| e.entity.clone())
+        .collect();
     let expected: BTreeSet<String> = a_ids.iter().chain(&b_ids).cloned().collect();
     assert_eq!(created, expected);
     assert_eq!(a.with_state(|s| s.blocks.len()), 41);
@@ -81,17 +132,29 @@ async fn a_second_process_works_through_the_owner_and_nothing_is_lost_or_duplica
     assert_eq!(ok_json(elfiee(&elf, &["--json", "verify"]))["ok"], true);
     let digest = ok_json(elfiee(&elf, &["--json", "state-digest"]));
     assert_eq!(digest["state_digest"], a.state_digest().as_str());
-    assert_eq!(ok_json(elfiee(&elf, &["--json", "replay"]))["state_digest"], a.state_digest().as_str());
+    assert_eq!(
+        ok_json(elfiee(&elf, &["--json", "replay"]))["state_digest"],
+        a.state_digest().as_str()
+    );
     a.close().await;
     // The owner left: the next process owns the file itself.
-    assert_eq!(ok_json(elfiee(&elf, &["--json", "block", "list"])).as_array().unwrap().len(), 41);
+    assert_eq!(
+        ok_json(elfiee(&elf, &["--json", "block", "list"]))
+            .as_array()
+            .unwrap()
+            .len(),
+        41
+    );
 }
 
 #[test]
 fn killing_the_owner_mid_stream_loses_no_acknowledged_command() {
     let tmp = tempfile::tempdir().unwrap();
     let elf = tmp.path().join("k.elf");
-    ok_json(elfiee(&elf, &["--json", "init", elf.to_str().unwrap(), "--owner", "Alice"]));
+    ok_json(elfiee(
+        &elf,
+        &["--json", "init", elf.to_str().unwrap(), "--owner", "Alice"],
+    ));
     let mut acknowledged = Vec::new();
     for round in 0..3 {
         let mut owner = Command::new(env!("CARGO_BIN_EXE_elfiee"))
@@ -116,7 +179,18 @@ fn killing_the_owner_mid_stream_loses_no_acknowledged_command() {
                 std::thread::spawn(move || {
                     let mut acks = Vec::new();
                     for i in 0..12 {
-                        let out = elfiee(&elf, &["--json", "block", "create", "--type", "markdown", "--name", &format!("r{round}w{w}i{i}")]);
+                        let out = elfiee(
+                            &elf,
+                            &[
+                                "--json",
+                                "block",
+                                "create",
+                                "--type",
+                                "markdown",
+                                "--name",
+                                &format!("r{round}w{w}i{i}"),
+                            ],
+                        );
                         if out.status.success() {
                             let v: Value = serde_json::from_slice(&out.stdout).unwrap();
                             acks.push(v["block_id"].as_str().unwrap().to_owned());
@@ -139,9 +213,17 @@ fn killing_the_owner_mid_stream_loses_no_acknowledged_command() {
     assert!(!acknowledged.is_empty());
     // The next process opens the file and finds every acknowledged command.
     let list = ok_json(elfiee(&elf, &["--json", "block", "list"]));
-    let present: BTreeSet<&str> = list.as_array().unwrap().iter().map(|b| b["block_id"].as_str().unwrap()).collect();
+    let present: BTreeSet<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["block_id"].as_str().unwrap())
+        .collect();
     for id in &acknowledged {
-        assert!(present.contains(id.as_str()), "acknowledged block {id} is missing");
+        assert!(
+            present.contains(id.as_str()),
+            "acknowledged block {id} is missing"
+        );
     }
     assert_eq!(ok_json(elfiee(&elf, &["--json", "verify"]))["ok"], true);
 }

@@ -32,7 +32,9 @@ async fn server(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
     let log = seen.clone();
     tokio::spawn(async move {
         for resp in responses {
-            let Ok((mut sock, _)) = listener.accept().await else { return };
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
             let mut buf = Vec::new();
             let mut chunk = [0u8; 4096];
             // Read the head, then the body by content-length.
@@ -46,7 +48,10 @@ async fn server(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
                     let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
                     let len = head
                         .lines()
-                        .find_map(|l| l.strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .find_map(|l| {
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
                         .unwrap_or(0);
                     if buf.len() >= end + 4 + len {
                         log.lock().unwrap().push(head);
@@ -62,7 +67,10 @@ async fn server(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
 }
 
 fn http(status: &str, headers: &[(&str, &str)], body: &str) -> String {
-    let mut s = format!("HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n", body.len());
+    let mut s = format!(
+        "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         s.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -73,14 +81,32 @@ fn http(status: &str, headers: &[(&str, &str)], body: &str) -> String {
 
 fn anthropic_answer(text: &str) -> String {
     let events = [
-        ("message_start", json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}})),
-        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
-        ("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})),
-        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
-        ("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}})),
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+        ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
-    let body: String = events.iter().map(|(n, d)| format!("event: {n}\ndata: {d}\n\n")).collect();
+    let body: String = events
+        .iter()
+        .map(|(n, d)| format!("event: {n}\ndata: {d}\n\n"))
+        .collect();
     http("200 OK", &[("content-type", "text/event-stream")], &body)
 }
 
@@ -115,39 +141,97 @@ async fn no_key_or_auth_header_value_reaches_tracing_output() {
     let (openai, o_seen) = server(vec![openai_answer("hi")]).await;
 
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig { node_id: "t".into(), ..EngineConfig::default() });
-    let file = engine.init(dir.path().join("t.elf"), "Alice").await.unwrap();
+    let engine = Engine::new(EngineConfig {
+        node_id: "t".into(),
+        ..EngineConfig::default()
+    });
+    let file = engine
+        .init(dir.path().join("t.elf"), "Alice")
+        .await
+        .unwrap();
     let fx = attach(&file, EffectsConfig::default());
     let mut agents = Vec::new();
-    for (name, provider, base, var) in [("a", "anthropic", &anthropic, "ELFIEE_TRACE_TEST_ANTHROPIC"), ("o", "openai", &openai, "ELFIEE_TRACE_TEST_OPENAI")] {
-        let ev = file.submit(Command::new("alice", "agent.create", None, json!({"name": name}))).await.unwrap();
-        let id = ev.iter().find(|e| e.cap_id() == "core.create").unwrap().entity.clone();
-        file.submit(Command::new("alice", "agent.configure", Some(&id), json!({"provider": provider, "base_url": base, "api_key_env": var, "model": "m"}))).await.unwrap();
+    for (name, provider, base, var) in [
+        ("a", "anthropic", &anthropic, "ELFIEE_TRACE_TEST_ANTHROPIC"),
+        ("o", "openai", &openai, "ELFIEE_TRACE_TEST_OPENAI"),
+    ] {
+        let ev = file
+            .submit(Command::new(
+                "alice",
+                "agent.create",
+                None,
+                json!({"name": name}),
+            ))
+            .await
+            .unwrap();
+        let id = ev
+            .iter()
+            .find(|e| e.cap_id() == "core.create")
+            .unwrap()
+            .entity
+            .clone();
+        file.submit(Command::new(
+            "alice",
+            "agent.configure",
+            Some(&id),
+            json!({"provider": provider, "base_url": base, "api_key_env": var, "model": "m"}),
+        ))
+        .await
+        .unwrap();
         agents.push(id);
     }
-    let ok = invoke_agent(&file, "alice", &agents[0], "say hello", &[], |_| {}).await.unwrap();
+    let ok = invoke_agent(&file, "alice", &agents[0], "say hello", &[], |_| {})
+        .await
+        .unwrap();
     assert_eq!(ok["status"], "pending", "{ok}");
-    let failed = invoke_agent(&file, "alice", &agents[0], "again", &[], |_| {}).await.unwrap();
+    let failed = invoke_agent(&file, "alice", &agents[0], "again", &[], |_| {})
+        .await
+        .unwrap();
     assert_eq!(failed["status"], "failed", "{failed}");
-    let o = invoke_agent(&file, "alice", &agents[1], "say hi", &[], |_| {}).await.unwrap();
+    let o = invoke_agent(&file, "alice", &agents[1], "say hi", &[], |_| {})
+        .await
+        .unwrap();
     assert_eq!(o["status"], "pending", "{o}");
-    fx.settle(&file, std::time::Duration::from_secs(10)).await.unwrap();
+    fx.settle(&file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     file.close().await;
     fx.join().await;
 
     // The secrets did go out, in the headers the providers require...
-    assert_eq!(a_seen.lock().unwrap().len(), 3, "429 retried once, then 401 not retried");
-    assert!(a_seen.lock().unwrap().iter().all(|h| h.contains(&format!("x-api-key: {}", KEY.to_lowercase()))));
-    assert!(o_seen.lock().unwrap()[0].contains(&format!("authorization: bearer {}", BEARER.to_lowercase())));
+    assert_eq!(
+        a_seen.lock().unwrap().len(),
+        3,
+        "429 retried once, then 401 not retried"
+    );
+    assert!(a_seen
+        .lock()
+        .unwrap()
+        .iter()
+        .all(|h| h.contains(&format!("x-api-key: {}", KEY.to_lowercase()))));
+    assert!(o_seen.lock().unwrap()[0]
+        .contains(&format!("authorization: bearer {}", BEARER.to_lowercase())));
     // ...and never into tracing output.
     let out = String::from_utf8_lossy(&captured.0.lock().unwrap()).to_string();
-    assert!(out.len() > 1000, "tracing captured the run ({} bytes)", out.len());
-    assert!(out.contains("TRACE") || out.contains("DEBUG"), "verbose levels were captured");
+    assert!(
+        out.len() > 1000,
+        "tracing captured the run ({} bytes)",
+        out.len()
+    );
+    assert!(
+        out.contains("TRACE") || out.contains("DEBUG"),
+        "verbose levels were captured"
+    );
     for secret in [KEY, BEARER, "SECRET"] {
         assert!(!out.contains(secret), "{secret} leaked into tracing output");
     }
     let lower = out.to_lowercase();
-    for header in ["x-api-key: sk", "authorization: bearer", "\"x-api-key\": \"sk", "authorization\": \"bearer"] {
+    for header in [
+        "x-api-key: sk",
+        "authorization: bearer",
+        "\"x-api-key\": \"sk",
+        "authorization\": \"bearer",
+    ] {
         assert!(!lower.contains(header), "header value leaked: {header}");
     }
 }

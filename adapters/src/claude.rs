@@ -28,7 +28,11 @@ pub const SKILL_NAME: &str = "elfiee-client";
 /// Merges `server_config` as `mcpServers.<server_name>` into the JSON file at `path`
 /// (seed 001 §10.5). Returns what it added: `"mcpServers"` if the key was new,
 /// `"mcpServers.<name>"` if the entry was new.
-pub fn merge_server(path: &Path, server_name: &str, server_config: &Value) -> Result<Vec<String>, String> {
+pub fn merge_server(
+    path: &Path,
+    server_name: &str,
+    server_config: &Value,
+) -> Result<Vec<String>, String> {
     let mut f = JsonFile::open(path)?;
     let mut added = Vec::new();
     if !f.has_key("mcpServers") {
@@ -63,7 +67,11 @@ pub fn resolve_template(template: &Value, elf_path: &str) -> Value {
     match template {
         Value::String(s) => Value::String(s.replace("{elf_path}", elf_path)),
         Value::Array(a) => Value::Array(a.iter().map(|v| resolve_template(v, elf_path)).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), resolve_template(v, elf_path))).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), resolve_template(v, elf_path)))
+                .collect(),
+        ),
         other => other.clone(),
     }
 }
@@ -111,11 +119,18 @@ fn paths(elf: &Path, root: &Path, agent_id: &str) -> Paths {
 /// The agent and its project root, from the committed state.
 fn agent_and_root(cx: &EffectCx, agent_id: &str) -> Result<(AgentContents, PathBuf), String> {
     cx.file.with_state(|s| {
-        let block = s.block(agent_id).ok_or_else(|| format!("agent block {agent_id} no longer exists"))?;
-        let agent: AgentContents =
-            serde_json::from_value(block.contents.clone()).map_err(|e| format!("agent block {agent_id} is malformed: {e}"))?;
-        let target = agent.target_project_id.clone().ok_or("the agent has no target project")?;
-        let dir = s.block(&target).ok_or_else(|| format!("Target project block not found: {target}"))?;
+        let block = s
+            .block(agent_id)
+            .ok_or_else(|| format!("agent block {agent_id} no longer exists"))?;
+        let agent: AgentContents = serde_json::from_value(block.contents.clone())
+            .map_err(|e| format!("agent block {agent_id} is malformed: {e}"))?;
+        let target = agent
+            .target_project_id
+            .clone()
+            .ok_or("the agent has no target project")?;
+        let dir = s
+            .block(&target)
+            .ok_or_else(|| format!("Target project block not found: {target}"))?;
         let root = dir
             .metadata
             .custom
@@ -127,7 +142,9 @@ fn agent_and_root(cx: &EffectCx, agent_id: &str) -> Result<(AgentContents, PathB
 }
 
 fn is_our_link(link: &Path, target: &Path) -> bool {
-    link.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) && std::fs::read_link(link).is_ok_and(|t| t == target)
+    link.symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+        && std::fs::read_link(link).is_ok_and(|t| t == target)
 }
 
 #[cfg(unix)]
@@ -162,7 +179,9 @@ impl Effect for ClaudeIntegration {
                         enable(cx, e, &p, &agent).await?
                     } else {
                         let record = cx.file.with_state(|s| {
-                            s.block(&agent_id).and_then(|b| b.metadata.custom.get("integration")).cloned()
+                            s.block(&agent_id)
+                                .and_then(|b| b.metadata.custom.get("integration"))
+                                .cloned()
                         });
                         disable(record)
                     }
@@ -171,28 +190,48 @@ impl Effect for ClaudeIntegration {
                 Err(msg) if msg == "the agent has no target project" => {
                     json!({"ok": true, "warnings": [], "needs_restart": false, "message": "LLM-only agent: nothing to change on disk"})
                 }
-                Err(msg) => json!({"ok": false, "warnings": [msg.clone()], "needs_restart": false, "message": msg}),
+                Err(msg) => {
+                    json!({"ok": false, "warnings": [msg.clone()], "needs_restart": false, "message": msg})
+                }
             };
             outcome["action"] = json!(action);
             outcome["trigger_seq"] = json!(e.seq);
             outcome["status"] = json!(if enabling { "enabled" } else { "disabled" });
-            cx.record(e, "outcome", "agent.effect_outcome", &agent_id, outcome).await?;
+            cx.record(e, "outcome", "agent.effect_outcome", &agent_id, outcome)
+                .await?;
             Ok(())
         })
     }
 }
 
-async fn enable(cx: &EffectCx, e: &Event, p: &Paths, agent: &AgentContents) -> Result<Value, EngineError> {
+async fn enable(
+    cx: &EffectCx,
+    e: &Event,
+    p: &Paths,
+    agent: &AgentContents,
+) -> Result<Value, EngineError> {
     let mut warnings: Vec<String> = Vec::new();
     if !p.root.join(".claude").is_dir() {
-        let msg = format!("Claude not initialized in target project: {}. Run 'claude' first.", p.root.display());
-        return Ok(json!({"ok": false, "warnings": [msg.clone()], "needs_restart": false, "message": msg}));
+        let msg = format!(
+            "Claude not initialized in target project: {}. Run 'claude' first.",
+            p.root.display()
+        );
+        return Ok(
+            json!({"ok": false, "warnings": [msg.clone()], "needs_restart": false, "message": msg}),
+        );
     }
     // 1. The skill folder inside the .elf.
-    let skill = std::fs::create_dir_all(&p.skill_src)
-        .and_then(|_| crate::json_file::write_atomic(&p.skill_src.join("SKILL.md"), skill_markdown(cx.file.path()).as_bytes()));
+    let skill = std::fs::create_dir_all(&p.skill_src).and_then(|_| {
+        crate::json_file::write_atomic(
+            &p.skill_src.join("SKILL.md"),
+            skill_markdown(cx.file.path()).as_bytes(),
+        )
+    });
     if let Err(err) = skill {
-        warnings.push(format!("Failed to write SKILL.md in {}: {err}", p.skill_src.display()));
+        warnings.push(format!(
+            "Failed to write SKILL.md in {}: {err}",
+            p.skill_src.display()
+        ));
     }
     // 2. The plan: what exists before we touch anything.
     let mut artifacts = vec![
@@ -206,12 +245,19 @@ async fn enable(cx: &EffectCx, e: &Event, p: &Paths, agent: &AgentContents) -> R
                 if !doc.has_key("mcpServers") {
                     added.push("mcpServers".to_string());
                 }
-                if !doc.get("mcpServers").is_some_and(|s| s.get(SERVER_NAME).is_some()) {
+                if !doc
+                    .get("mcpServers")
+                    .is_some_and(|s| s.get(SERVER_NAME).is_some())
+                {
                     added.push(format!("mcpServers.{SERVER_NAME}"));
                 }
-                artifacts.push(json!({"kind": "mcp", "path": f, "created": !doc.existed, "added": added}));
+                artifacts.push(
+                    json!({"kind": "mcp", "path": f, "created": !doc.existed, "added": added}),
+                );
             }
-            Err(_) => artifacts.push(json!({"kind": "mcp", "path": f, "created": false, "added": []})),
+            Err(_) => {
+                artifacts.push(json!({"kind": "mcp", "path": f, "created": false, "added": []}))
+            }
         }
     }
     if let Ok(doc) = JsonFile::open(&p.settings) {
@@ -220,17 +266,30 @@ async fn enable(cx: &EffectCx, e: &Event, p: &Paths, agent: &AgentContents) -> R
         if list.is_none() {
             added.push("enabledMcpjsonServers".to_string());
         }
-        if !list.as_ref().and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == SERVER_NAME)) {
+        if !list
+            .as_ref()
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == SERVER_NAME))
+        {
             added.push(format!("enabledMcpjsonServers[{SERVER_NAME}]"));
         }
         artifacts.push(json!({"kind": "settings", "path": p.settings, "created": !doc.existed, "added": added}));
     }
-    cx.record(e, "plan", "agent.effect_plan", &e.entity, json!({"action": "enable", "trigger_seq": e.seq, "artifacts": artifacts}))
-        .await?;
+    cx.record(
+        e,
+        "plan",
+        "agent.effect_plan",
+        &e.entity,
+        json!({"action": "enable", "trigger_seq": e.seq, "artifacts": artifacts}),
+    )
+    .await?;
 
     // 3. Symlink.
     if let Err(err) = std::fs::create_dir_all(&p.skills_dir) {
-        warnings.push(format!("Failed to create {}: {err}", p.skills_dir.display()));
+        warnings.push(format!(
+            "Failed to create {}: {err}",
+            p.skills_dir.display()
+        ));
     }
     match p.link.symlink_metadata() {
         Ok(_) if is_our_link(&p.link, &p.skill_src) => {}
@@ -238,7 +297,10 @@ async fn enable(cx: &EffectCx, e: &Event, p: &Paths, agent: &AgentContents) -> R
             "{} is a symlink that is not ours; left alone",
             p.link.display()
         )),
-        Ok(_) => warnings.push(format!("{} exists and is not a symlink; left alone", p.link.display())),
+        Ok(_) => warnings.push(format!(
+            "{} exists and is not a symlink; left alone",
+            p.link.display()
+        )),
         Err(_) => {
             if let Err(err) = make_link(&p.skill_src, &p.link) {
                 warnings.push(format!("Failed to create symlink: {err}"));
@@ -264,11 +326,17 @@ async fn enable(cx: &EffectCx, e: &Event, p: &Paths, agent: &AgentContents) -> R
         warnings.push(err);
     }
     let message = if warnings.is_empty() {
-        "Agent enabled. Restart Claude Code in the project to load the elfiee MCP server.".to_owned()
+        "Agent enabled. Restart Claude Code in the project to load the elfiee MCP server."
+            .to_owned()
     } else {
-        format!("Agent enabled with {} warning(s); run enable again after fixing them.", warnings.len())
+        format!(
+            "Agent enabled with {} warning(s); run enable again after fixing them.",
+            warnings.len()
+        )
     };
-    Ok(json!({"ok": warnings.is_empty(), "warnings": warnings, "needs_restart": true, "message": message}))
+    Ok(
+        json!({"ok": warnings.is_empty(), "warnings": warnings, "needs_restart": true, "message": message}),
+    )
 }
 
 /// Undoes the recorded artifacts, newest first. What cannot be undone stays in the record.
@@ -284,12 +352,18 @@ fn disable(record: Option<Value>) -> Value {
     for a in artifacts.iter().rev() {
         let path = PathBuf::from(a.get("path").and_then(Value::as_str).unwrap_or_default());
         let created = a.get("created").and_then(Value::as_bool).unwrap_or(false);
-        let added: Vec<&str> = a.get("added").and_then(Value::as_array).map(|v| v.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+        let added: Vec<&str> = a
+            .get("added")
+            .and_then(Value::as_array)
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
         let result: Result<(), String> = match a.get("kind").and_then(Value::as_str) {
             Some("symlink") => {
-                let target = PathBuf::from(a.get("target").and_then(Value::as_str).unwrap_or_default());
+                let target =
+                    PathBuf::from(a.get("target").and_then(Value::as_str).unwrap_or_default());
                 if is_our_link(&path, &target) {
-                    std::fs::remove_file(&path).map_err(|e| format!("Failed to remove symlink {}: {e}", path.display()))
+                    std::fs::remove_file(&path)
+                        .map_err(|e| format!("Failed to remove symlink {}: {e}", path.display()))
                 } else {
                     if path.symlink_metadata().is_ok() {
                         warnings.push(format!("{} is not our symlink; left alone", path.display()));
@@ -298,15 +372,21 @@ fn disable(record: Option<Value>) -> Value {
                 }
             }
             Some("dir") => {
-                if created && path.is_dir() && std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none()) {
-                    std::fs::remove_dir(&path).map_err(|e| format!("Failed to remove {}: {e}", path.display()))
+                if created
+                    && path.is_dir()
+                    && std::fs::read_dir(&path).is_ok_and(|mut d| d.next().is_none())
+                {
+                    std::fs::remove_dir(&path)
+                        .map_err(|e| format!("Failed to remove {}: {e}", path.display()))
                 } else {
                     Ok(())
                 }
             }
             Some("mcp") => undo_json(&path, created, |doc| {
                 let drop_key = added.contains(&"mcpServers");
-                if added.contains(&format!("mcpServers.{SERVER_NAME}").as_str()) && doc.has_key("mcpServers") {
+                if added.contains(&format!("mcpServers.{SERVER_NAME}").as_str())
+                    && doc.has_key("mcpServers")
+                {
                     let servers = doc.object_mut("mcpServers")?;
                     servers.shift_remove(SERVER_NAME);
                     if servers.is_empty() && drop_key {
@@ -316,7 +396,9 @@ fn disable(record: Option<Value>) -> Value {
                 Ok(())
             }),
             Some("settings") => undo_json(&path, created, |doc| {
-                if added.contains(&format!("enabledMcpjsonServers[{SERVER_NAME}]").as_str()) && doc.has_key("enabledMcpjsonServers") {
+                if added.contains(&format!("enabledMcpjsonServers[{SERVER_NAME}]").as_str())
+                    && doc.has_key("enabledMcpjsonServers")
+                {
                     let list = doc.array_mut("enabledMcpjsonServers")?;
                     list.retain(|n| JsonFile::value_of(n) != SERVER_NAME);
                     if list.is_empty() && added.contains(&"enabledMcpjsonServers") {
@@ -332,7 +414,11 @@ fn disable(record: Option<Value>) -> Value {
             remaining.insert(0, a.clone());
         }
     }
-    let integration = if remaining.is_empty() { Value::Null } else { json!({"artifacts": remaining}) };
+    let integration = if remaining.is_empty() {
+        Value::Null
+    } else {
+        json!({"artifacts": remaining})
+    };
     let message = if warnings.is_empty() {
         "Agent disabled; the project is as enable found it. Restart Claude Code to unload the server.".to_owned()
     } else {
@@ -342,7 +428,11 @@ fn disable(record: Option<Value>) -> Value {
 }
 
 /// Edits a JSON file we touched; deletes it if we created it and it is now empty.
-fn undo_json(path: &Path, created: bool, edit: impl FnOnce(&mut JsonFile) -> Result<(), String>) -> Result<(), String> {
+fn undo_json(
+    path: &Path,
+    created: bool,
+    edit: impl FnOnce(&mut JsonFile) -> Result<(), String>,
+) -> Result<(), String> {
     let mut doc = JsonFile::open(path)?;
     if !doc.existed {
         return Ok(());
@@ -379,7 +469,10 @@ mod tests {
     fn test_merge_new_file() {
         let d = tempfile::tempdir().unwrap();
         let p = cfg(d.path(), None);
-        assert_eq!(merge_server(&p, "elfiee", &entry()).unwrap(), ["mcpServers", "mcpServers.elfiee"]);
+        assert_eq!(
+            merge_server(&p, "elfiee", &entry()).unwrap(),
+            ["mcpServers", "mcpServers.elfiee"]
+        );
         assert_eq!(read(&p), json!({"mcpServers": {"elfiee": entry()}}));
     }
 
@@ -394,13 +487,27 @@ mod tests {
     #[test]
     fn test_merge_existing_no_server_and_with_server_and_preserves_others() {
         let d = tempfile::tempdir().unwrap();
-        let p = cfg(d.path(), Some(r#"{"mcpServers": {"other-tool": {"command": "other-tool", "args": ["--flag"]}}, "x": 1}"#));
-        assert_eq!(merge_server(&p, "elfiee", &entry()).unwrap(), ["mcpServers.elfiee"]);
+        let p = cfg(
+            d.path(),
+            Some(
+                r#"{"mcpServers": {"other-tool": {"command": "other-tool", "args": ["--flag"]}}, "x": 1}"#,
+            ),
+        );
+        assert_eq!(
+            merge_server(&p, "elfiee", &entry()).unwrap(),
+            ["mcpServers.elfiee"]
+        );
         let newer = json!({"command": "elfiee2", "args": []});
-        assert!(merge_server(&p, "elfiee", &newer).unwrap().is_empty(), "an existing entry is overwritten, not added");
+        assert!(
+            merge_server(&p, "elfiee", &newer).unwrap().is_empty(),
+            "an existing entry is overwritten, not added"
+        );
         let v = read(&p);
         assert_eq!(v["mcpServers"]["elfiee"], newer);
-        assert_eq!(v["mcpServers"]["other-tool"], json!({"command": "other-tool", "args": ["--flag"]}));
+        assert_eq!(
+            v["mcpServers"]["other-tool"],
+            json!({"command": "other-tool", "args": ["--flag"]})
+        );
         assert_eq!(v["x"], 1);
     }
 
@@ -419,7 +526,11 @@ mod tests {
         let p = cfg(d.path(), None);
         remove_server(&p, "elfiee", false).unwrap();
         assert!(!p.exists(), "removing from a missing file creates nothing");
-        std::fs::write(&p, r#"{"mcpServers": {"elfiee": {}, "keep": {"command": "k"}}}"#).unwrap();
+        std::fs::write(
+            &p,
+            r#"{"mcpServers": {"elfiee": {}, "keep": {"command": "k"}}}"#,
+        )
+        .unwrap();
         remove_server(&p, "elfiee", false).unwrap();
         remove_server(&p, "elfiee", false).unwrap();
         assert_eq!(read(&p), json!({"mcpServers": {"keep": {"command": "k"}}}));

@@ -29,7 +29,11 @@ pub trait Effect: Send + Sync + 'static {
     /// Whether this effect acts on `event`.
     fn wants(&self, event: &Event) -> bool;
     /// Does the I/O and commits the outcome with [`EffectCx::record`] (step `"outcome"`).
-    fn run<'a>(&'a self, cx: &'a EffectCx, event: &'a Event) -> BoxFuture<'a, Result<(), EngineError>>;
+    fn run<'a>(
+        &'a self,
+        cx: &'a EffectCx,
+        event: &'a Event,
+    ) -> BoxFuture<'a, Result<(), EngineError>>;
 }
 
 /// What an effect run may use.
@@ -42,7 +46,14 @@ pub struct EffectCx {
 impl EffectCx {
     /// Commits `cap` on `block` with a deterministic command id for `(effect, trigger, step)`,
     /// as the editor of the triggering event. Resubmitting returns the original events.
-    pub async fn record(&self, trigger: &Event, step: &str, cap: &str, block: &str, payload: Value) -> Result<Vec<Event>, EngineError> {
+    pub async fn record(
+        &self,
+        trigger: &Event,
+        step: &str,
+        cap: &str,
+        block: &str,
+        payload: Value,
+    ) -> Result<Vec<Event>, EngineError> {
         let mut cmd = Command::new(trigger.editor_id(), cap, Some(block), payload);
         cmd.cmd_id = effect_cmd_id(self.effect, trigger, step);
         self.file.submit(cmd).await
@@ -80,13 +91,20 @@ pub struct EffectsConfig {
 
 impl std::fmt::Debug for EffectsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EffectsConfig").field("elfiee_bin", &self.elfiee_bin).finish()
+        f.debug_struct("EffectsConfig")
+            .field("elfiee_bin", &self.elfiee_bin)
+            .finish()
     }
 }
 
 impl Default for EffectsConfig {
     fn default() -> Self {
-        EffectsConfig { elfiee_bin: default_elfiee_bin(), terminal_output_limit: 256 * 1024, observer: None, provider_factory: None }
+        EffectsConfig {
+            elfiee_bin: default_elfiee_bin(),
+            terminal_output_limit: 256 * 1024,
+            observer: None,
+            provider_factory: None,
+        }
     }
 }
 
@@ -133,7 +151,10 @@ impl EffectsHandle {
         let wait = async {
             loop {
                 let target = file.last_seq();
-                let behind = self.progress.iter().any(|p| p.load(Ordering::Acquire) < target);
+                let behind = self
+                    .progress
+                    .iter()
+                    .any(|p| p.load(Ordering::Acquire) < target);
                 let finished = self.tasks.iter().all(|t| t.is_finished());
                 if !behind && file.last_seq() == target || finished {
                     return;
@@ -141,9 +162,11 @@ impl EffectsHandle {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
         };
-        tokio::time::timeout(timeout, wait)
-            .await
-            .map_err(|_| EngineError::Effect(format!("effects still running after {timeout:?}; they resume on the next open")))
+        tokio::time::timeout(timeout, wait).await.map_err(|_| {
+            EngineError::Effect(format!(
+                "effects still running after {timeout:?}; they resume on the next open"
+            ))
+        })
     }
 
     /// Waits for the tasks to end (after the file was closed).
@@ -161,11 +184,19 @@ pub fn attach(file: &FileHandle, config: EffectsConfig) -> EffectsHandle {
 }
 
 /// Starts the given effects on `file`.
-pub fn attach_effects(file: &FileHandle, config: EffectsConfig, effects: Vec<Arc<dyn Effect>>) -> EffectsHandle {
+pub fn attach_effects(
+    file: &FileHandle,
+    config: EffectsConfig,
+    effects: Vec<Arc<dyn Effect>>,
+) -> EffectsHandle {
     let mut tasks = Vec::new();
     let mut progress = Vec::new();
     for effect in effects {
-        let cx = EffectCx { file: file.clone(), config: config.clone(), effect: effect.name() };
+        let cx = EffectCx {
+            file: file.clone(),
+            config: config.clone(),
+            effect: effect.name(),
+        };
         let done = Arc::new(AtomicU64::new(0));
         progress.push(done.clone());
         tasks.push(tokio::spawn(run_effect(effect, cx, done)));
@@ -189,21 +220,37 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Arc<AtomicU64>)
         if events.next_seq() > cx.file.last_seq() {
             done.store(events.next_seq() - 1, Ordering::Release);
         }
-        let Some(event) = events.recv().await else { break };
+        let Some(event) = events.recv().await else {
+            break;
+        };
         if effect.wants(&event) {
             let done = effect_cmd_id(name, &event, "outcome");
             match cx.file.command_events(done) {
-                Ok(Some(_)) => tracing::debug!(effect = name, seq = event.seq, "outcome already recorded; skipping"),
+                Ok(Some(_)) => tracing::debug!(
+                    effect = name,
+                    seq = event.seq,
+                    "outcome already recorded; skipping"
+                ),
                 Ok(None) => {
                     if crash_hook(name) {
-                        tracing::warn!(effect = name, "ELFIEE_TEST_CRASH_BEFORE_EFFECT: aborting before the effect runs");
+                        tracing::warn!(
+                            effect = name,
+                            "ELFIEE_TEST_CRASH_BEFORE_EFFECT: aborting before the effect runs"
+                        );
                         std::process::abort();
                     }
                     if let Some(obs) = &cx.config.observer {
                         obs(name, event.seq);
                     }
-                    let span = tracing::info_span!("effect", effect = name, seq = event.seq, cap = event.cap_id());
-                    if let Err(e) = tracing::Instrument::instrument(effect.run(&cx, &event), span).await {
+                    let span = tracing::info_span!(
+                        "effect",
+                        effect = name,
+                        seq = event.seq,
+                        cap = event.cap_id()
+                    );
+                    if let Err(e) =
+                        tracing::Instrument::instrument(effect.run(&cx, &event), span).await
+                    {
                         // Closed file: the outcome was not recorded, so the effect runs again on
                         // the next open. Anything else is logged; the effect itself records
                         // I/O failures as outcomes.
@@ -231,7 +278,12 @@ fn crash_hook(name: &str) -> bool {
 }
 
 /// Waits until the outcome of `effect` for `trigger` is committed and returns its events.
-pub async fn wait_for_outcome(file: &FileHandle, effect: &str, trigger: &Event, timeout: Duration) -> Result<Vec<Event>, EngineError> {
+pub async fn wait_for_outcome(
+    file: &FileHandle,
+    effect: &str,
+    trigger: &Event,
+    timeout: Duration,
+) -> Result<Vec<Event>, EngineError> {
     let id = effect_cmd_id(effect, trigger, "outcome");
     let mut sub = file.subscribe();
     let wait = async {
@@ -240,7 +292,9 @@ pub async fn wait_for_outcome(file: &FileHandle, effect: &str, trigger: &Event, 
                 return Ok(ev);
             }
             match sub.recv().await {
-                Some(e) if e.cmd_id == id => return file.command_events(id).map(|e| e.unwrap_or_default()),
+                Some(e) if e.cmd_id == id => {
+                    return file.command_events(id).map(|e| e.unwrap_or_default())
+                }
                 Some(_) => {}
                 None => return Err(EngineError::Closed),
             }

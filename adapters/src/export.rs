@@ -23,8 +23,19 @@ pub fn refuse_reason(root: &Path, rel: &str) -> Option<String> {
     }
     match root.canonicalize() {
         Ok(c) if c == root => {}
-        Ok(c) => return Some(format!("the root folder {} now resolves to {}", root.display(), c.display())),
-        Err(e) => return Some(format!("the root folder {} is unreadable: {e}", root.display())),
+        Ok(c) => {
+            return Some(format!(
+                "the root folder {} now resolves to {}",
+                root.display(),
+                c.display()
+            ))
+        }
+        Err(e) => {
+            return Some(format!(
+                "the root folder {} is unreadable: {e}",
+                root.display()
+            ))
+        }
     }
     let mut cur = root.to_path_buf();
     for part in rel.split('/') {
@@ -34,7 +45,13 @@ pub fn refuse_reason(root: &Path, rel: &str) -> Option<String> {
         }
         match cur.canonicalize() {
             Ok(real) if real.starts_with(root) => {}
-            Ok(real) => return Some(format!("{} is a symlink to {}, outside the root", cur.display(), real.display())),
+            Ok(real) => {
+                return Some(format!(
+                    "{} is a symlink to {}, outside the root",
+                    cur.display(),
+                    real.display()
+                ))
+            }
             Err(_) => return Some(format!("{} is a broken symlink", cur.display())),
         }
     }
@@ -50,7 +67,12 @@ impl Effect for ExportEffect {
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
-            let root = PathBuf::from(e.value.get("root").and_then(Value::as_str).unwrap_or_default());
+            let root = PathBuf::from(
+                e.value
+                    .get("root")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            );
             let files: Vec<(String, Option<String>)> = cx.file.with_state(|s| {
                 let entries: Vec<DirectoryEntry> = s
                     .block(&e.entity)
@@ -61,7 +83,11 @@ impl Effect for ExportEffect {
                     .into_iter()
                     .map(|en| {
                         let text = s.block(&en.block_id).and_then(|b| {
-                            b.contents.get("markdown").or_else(|| b.contents.get("text")).and_then(Value::as_str).map(str::to_owned)
+                            b.contents
+                                .get("markdown")
+                                .or_else(|| b.contents.get("text"))
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
                         });
                         (en.path, text)
                     })
@@ -71,7 +97,9 @@ impl Effect for ExportEffect {
             let mut refused = Vec::new();
             if !root.is_dir() {
                 refused.push(json!({"path": root, "reason": "the root folder does not exist"}));
-            } else if let Some(reason) = refuse_reason(&root, "probe").filter(|r| r.contains("root folder")) {
+            } else if let Some(reason) =
+                refuse_reason(&root, "probe").filter(|r| r.contains("root folder"))
+            {
                 refused.push(json!({"path": root, "reason": reason}));
             } else {
                 for (rel, text) in files {
@@ -84,15 +112,21 @@ impl Effect for ExportEffect {
                         continue;
                     }
                     let target = root.join(&rel);
-                    let res = target.parent().map(std::fs::create_dir_all).transpose().and_then(|_| write_atomic(&target, text.as_bytes()));
+                    let res = target
+                        .parent()
+                        .map(std::fs::create_dir_all)
+                        .transpose()
+                        .and_then(|_| write_atomic(&target, text.as_bytes()));
                     match res {
                         Ok(()) => written.push(rel),
                         Err(err) => refused.push(json!({"path": rel, "reason": err.to_string()})),
                     }
                 }
             }
-            let outcome = json!({"trigger_seq": e.seq, "root": root, "written": written, "refused": refused});
-            cx.record(e, "outcome", "directory.export_outcome", &e.entity, outcome).await?;
+            let outcome =
+                json!({"trigger_seq": e.seq, "root": root, "written": written, "refused": refused});
+            cx.record(e, "outcome", "directory.export_outcome", &e.entity, outcome)
+                .await?;
             Ok(())
         })
     }

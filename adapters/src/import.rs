@@ -19,14 +19,23 @@ pub struct ImportLimits {
 
 impl Default for ImportLimits {
     fn default() -> Self {
-        ImportLimits { max_file_bytes: 1024 * 1024, max_total_bytes: 15 * 1024 * 1024 }
+        ImportLimits {
+            max_file_bytes: 1024 * 1024,
+            max_total_bytes: 15 * 1024 * 1024,
+        }
     }
 }
 
 /// Files and skips of the folder `root` (canonical), in path order. `progress` is called once
 /// per file looked at.
-pub fn read_folder(root: &Path, limits: &ImportLimits, mut progress: impl FnMut(&str)) -> Result<(Vec<ImportedFile>, Vec<SkippedFile>), String> {
-    let root = root.canonicalize().map_err(|e| format!("cannot read {}: {e}", root.display()))?;
+pub fn read_folder(
+    root: &Path,
+    limits: &ImportLimits,
+    mut progress: impl FnMut(&str),
+) -> Result<(Vec<ImportedFile>, Vec<SkippedFile>), String> {
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("cannot read {}: {e}", root.display()))?;
     if !root.is_dir() {
         return Err(format!("{} is not a folder", root.display()));
     }
@@ -42,10 +51,20 @@ pub fn read_folder(root: &Path, limits: &ImportLimits, mut progress: impl FnMut(
         entries.sort_by_key(|e| std::cmp::Reverse(e.file_name()));
         for entry in entries {
             let path = entry.path();
-            let rel = path.strip_prefix(&root).map(|p| p.to_string_lossy().replace('\\', "/")).unwrap_or_default();
+            let rel = path
+                .strip_prefix(&root)
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default();
             let name = entry.file_name().to_string_lossy().to_string();
-            let Ok(meta) = entry.path().symlink_metadata() else { continue };
-            let skip = |reason: String, skipped: &mut Vec<SkippedFile>| skipped.push(SkippedFile { path: rel.clone(), reason });
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            let skip = |reason: String, skipped: &mut Vec<SkippedFile>| {
+                skipped.push(SkippedFile {
+                    path: rel.clone(),
+                    reason,
+                })
+            };
             if meta.is_dir() {
                 if SKIPPED_DIRS.contains(&name.as_str()) || name.ends_with(".elf") {
                     skip(format!("'{name}' folders are not imported"), &mut skipped);
@@ -62,15 +81,20 @@ pub fn read_folder(root: &Path, limits: &ImportLimits, mut progress: impl FnMut(
             let meta = if meta.file_type().is_symlink() {
                 match path.canonicalize() {
                     Ok(t) if !t.starts_with(&root) => {
-                        skip(format!("symlink leaves the root (to {})", t.display()), &mut skipped);
+                        skip(
+                            format!("symlink leaves the root (to {})", t.display()),
+                            &mut skipped,
+                        );
                         continue;
                     }
-                    Ok(t) if t.strip_prefix(&root).is_ok_and(|r| {
-                        r.components().any(|c| {
-                            let c = c.as_os_str().to_string_lossy();
-                            SKIPPED_DIRS.contains(&c.as_ref()) || c.ends_with(".elf")
-                        })
-                    }) => {
+                    Ok(t)
+                        if t.strip_prefix(&root).is_ok_and(|r| {
+                            r.components().any(|c| {
+                                let c = c.as_os_str().to_string_lossy();
+                                SKIPPED_DIRS.contains(&c.as_ref()) || c.ends_with(".elf")
+                            })
+                        }) =>
+                    {
                         skip("symlink into a skipped folder".into(), &mut skipped);
                         continue;
                     }
@@ -98,7 +122,14 @@ pub fn read_folder(root: &Path, limits: &ImportLimits, mut progress: impl FnMut(
                 continue;
             }
             if meta.len() > limits.max_file_bytes {
-                skip(format!("{} bytes, over the {} byte limit", meta.len(), limits.max_file_bytes), &mut skipped);
+                skip(
+                    format!(
+                        "{} bytes, over the {} byte limit",
+                        meta.len(),
+                        limits.max_file_bytes
+                    ),
+                    &mut skipped,
+                );
                 continue;
             }
             let bytes = match std::fs::read(&path) {

@@ -19,20 +19,30 @@ use tokio::sync::broadcast;
 
 use crate::effects::{BoxFuture, Effect, EffectCx};
 use crate::llm::{
-    parse_structured_output, AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest, Message, OpenAiProvider, Provider,
-    ProviderConfig, Role, StreamEvent,
+    parse_structured_output, AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest,
+    Message, OpenAiProvider, Provider, ProviderConfig, Role, StreamEvent,
 };
 
 /// Builds the provider for an agent's configuration.
-pub type ProviderFactory = Arc<dyn Fn(&AgentConfig) -> Result<Arc<dyn Provider>, LlmError> + Send + Sync>;
+pub type ProviderFactory =
+    Arc<dyn Fn(&AgentConfig) -> Result<Arc<dyn Provider>, LlmError> + Send + Sync>;
 
 /// The real providers: Anthropic or OpenAI-compatible, key from `config.api_key_env`.
 pub fn default_provider_factory() -> ProviderFactory {
     Arc::new(|cfg: &AgentConfig| {
-        let pc = ProviderConfig { base_url: cfg.base_url.clone(), ..ProviderConfig::default() };
+        let pc = ProviderConfig {
+            base_url: cfg.base_url.clone(),
+            ..ProviderConfig::default()
+        };
         let p: Arc<dyn Provider> = match cfg.provider.as_str() {
-            "openai" => Arc::new(OpenAiProvider::new(ApiKey::from_env(&cfg.api_key_env).ok(), pc)?),
-            _ => Arc::new(AnthropicProvider::new(ApiKey::from_env(&cfg.api_key_env)?, pc)?),
+            "openai" => Arc::new(OpenAiProvider::new(
+                ApiKey::from_env(&cfg.api_key_env).ok(),
+                pc,
+            )?),
+            _ => Arc::new(AnthropicProvider::new(
+                ApiKey::from_env(&cfg.api_key_env)?,
+                pc,
+            )?),
         };
         Ok(p)
     })
@@ -99,23 +109,50 @@ impl Effect for InvokeEffect {
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
             let agent_id = e.entity.clone();
-            let prompt = e.value.get("prompt").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let proposal_id = e.value.get("proposal_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let prompt = e
+                .value
+                .get("prompt")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let proposal_id = e
+                .value
+                .get("proposal_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             let extra: Vec<String> = e
                 .value
                 .get("context_block_ids")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default();
             // Everything the model sees comes from the committed state: pure, repeatable.
             let (cfg, context, targets) = cx.file.with_state(|s| {
-                let cfg = s.block(&agent_id).map(|b| AgentConfig::of(&b.contents)).unwrap_or_default();
-                let mut roots: Vec<String> = s.children_of(&agent_id).map(|(_, c)| c.to_owned()).collect();
+                let cfg = s
+                    .block(&agent_id)
+                    .map(|b| AgentConfig::of(&b.contents))
+                    .unwrap_or_default();
+                let mut roots: Vec<String> = s
+                    .children_of(&agent_id)
+                    .map(|(_, c)| c.to_owned())
+                    .collect();
                 roots.extend(extra.iter().cloned());
-                let opts = ContextOptions { max_tokens: cfg.max_context_tokens as usize, ..ContextOptions::default() };
+                let opts = ContextOptions {
+                    max_tokens: cfg.max_context_tokens as usize,
+                    ..ContextOptions::default()
+                };
                 let context = collect_context(s, &roots, &opts);
-                let targets: Vec<(String, String, String)> =
-                    context.items.iter().map(|i| (i.block_id.clone(), i.name.clone(), i.block_type.clone())).collect();
+                let targets: Vec<(String, String, String)> = context
+                    .items
+                    .iter()
+                    .map(|i| (i.block_id.clone(), i.name.clone(), i.block_type.clone()))
+                    .collect();
                 (cfg, context, targets)
             });
             let mut user = String::new();
@@ -128,19 +165,30 @@ impl Effect for InvokeEffect {
             let req = LlmRequest {
                 model: cfg.model.clone(),
                 system: system_prompt(&cfg, &targets),
-                messages: vec![Message { role: Role::User, content: vec![ContentBlock::Text { text: user }] }],
+                messages: vec![Message {
+                    role: Role::User,
+                    content: vec![ContentBlock::Text { text: user }],
+                }],
                 tools: Vec::new(),
                 max_tokens: 4096,
                 temperature: None,
             };
-            let factory = cx.config.provider_factory.clone().unwrap_or_else(default_provider_factory);
+            let factory = cx
+                .config
+                .provider_factory
+                .clone()
+                .unwrap_or_else(default_provider_factory);
             let result = match factory(&cfg) {
                 Ok(provider) => {
                     let tx = live();
                     let (aid, pid) = (agent_id.clone(), proposal_id.clone());
                     let mut on_event = move |ev: StreamEvent| {
                         if let StreamEvent::TextDelta(text) = ev {
-                            let _ = tx.send(LiveDelta { agent_block_id: aid.clone(), proposal_id: pid.clone(), text });
+                            let _ = tx.send(LiveDelta {
+                                agent_block_id: aid.clone(),
+                                proposal_id: pid.clone(),
+                                text,
+                            });
                         }
                     };
                     provider.complete(&req, &mut on_event).await
@@ -171,7 +219,8 @@ impl Effect for InvokeEffect {
                     "prompt": prompt, "error": err.to_string(), "proposed_commands": [],
                 }),
             };
-            cx.record(e, "outcome", "agent.proposal", &agent_id, record).await?;
+            cx.record(e, "outcome", "agent.proposal", &agent_id, record)
+                .await?;
             Ok(())
         })
     }

@@ -19,24 +19,46 @@ use serde_json::Value;
 #[derive(Debug, Clone)]
 pub enum Node {
     Raw(Box<RawValue>),
-    Object { entries: IndexMap<String, Node>, original: Option<Box<RawValue>> },
-    Array { items: Vec<Node>, original: Option<Box<RawValue>> },
+    Object {
+        entries: IndexMap<String, Node>,
+        original: Option<Box<RawValue>>,
+    },
+    Array {
+        items: Vec<Node>,
+        original: Option<Box<RawValue>>,
+    },
 }
 
 impl Node {
     fn value(&self) -> Value {
         match self {
             Node::Raw(r) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
-            Node::Object { entries, .. } => Value::Object(entries.iter().map(|(k, v)| (k.clone(), v.value())).collect()),
+            Node::Object { entries, .. } => Value::Object(
+                entries
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.value()))
+                    .collect(),
+            ),
             Node::Array { items, .. } => Value::Array(items.iter().map(Node::value).collect()),
         }
     }
 
     fn from_value(v: &Value) -> Node {
         match v {
-            Value::Object(m) => Node::Object { entries: m.iter().map(|(k, v)| (k.clone(), Node::from_value(v))).collect(), original: None },
-            Value::Array(a) => Node::Array { items: a.iter().map(Node::from_value).collect(), original: None },
-            other => Node::Raw(serde_json::value::to_raw_value(other).unwrap_or_else(|_| raw("null"))),
+            Value::Object(m) => Node::Object {
+                entries: m
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Node::from_value(v)))
+                    .collect(),
+                original: None,
+            },
+            Value::Array(a) => Node::Array {
+                items: a.iter().map(Node::from_value).collect(),
+                original: None,
+            },
+            other => {
+                Node::Raw(serde_json::value::to_raw_value(other).unwrap_or_else(|_| raw("null")))
+            }
         }
     }
 
@@ -45,11 +67,22 @@ impl Node {
         if let Node::Raw(r) = self {
             let text = r.get().trim_start();
             if text.starts_with('{') {
-                let entries: IndexMap<String, Box<RawValue>> = serde_json::from_str(r.get()).map_err(|e| e.to_string())?;
-                *self = Node::Object { entries: entries.into_iter().map(|(k, v)| (k, Node::Raw(v))).collect(), original: Some(r.clone()) };
+                let entries: IndexMap<String, Box<RawValue>> =
+                    serde_json::from_str(r.get()).map_err(|e| e.to_string())?;
+                *self = Node::Object {
+                    entries: entries
+                        .into_iter()
+                        .map(|(k, v)| (k, Node::Raw(v)))
+                        .collect(),
+                    original: Some(r.clone()),
+                };
             } else if text.starts_with('[') {
-                let items: Vec<Box<RawValue>> = serde_json::from_str(r.get()).map_err(|e| e.to_string())?;
-                *self = Node::Array { items: items.into_iter().map(Node::Raw).collect(), original: Some(r.clone()) };
+                let items: Vec<Box<RawValue>> =
+                    serde_json::from_str(r.get()).map_err(|e| e.to_string())?;
+                *self = Node::Array {
+                    items: items.into_iter().map(Node::Raw).collect(),
+                    original: Some(r.clone()),
+                };
             }
         }
         Ok(())
@@ -75,8 +108,16 @@ fn inline_style(original: &RawValue) -> Option<(&'static str, &'static str)> {
     if t.contains('\n') {
         return None;
     }
-    let item = if t.contains(", ") || !t.contains(',') { ", " } else { "," };
-    let kv = if t.contains("\": ") || !t.contains("\":") { ": " } else { ":" };
+    let item = if t.contains(", ") || !t.contains(',') {
+        ", "
+    } else {
+        ","
+    };
+    let kv = if t.contains("\": ") || !t.contains("\":") {
+        ": "
+    } else {
+        ":"
+    };
     Some((item, kv))
 }
 
@@ -84,16 +125,30 @@ impl Node {
     /// One-line rendering for a container whose original was on one line.
     fn inline_text(&self) -> Option<String> {
         let (original, is_obj) = match self {
-            Node::Object { original: Some(o), .. } => (o, true),
-            Node::Array { original: Some(o), .. } => (o, false),
+            Node::Object {
+                original: Some(o), ..
+            } => (o, true),
+            Node::Array {
+                original: Some(o), ..
+            } => (o, false),
             _ => return None,
         };
         let (item, kv) = inline_style(original)?;
-        let text = |n: &Node| n.inline_text().unwrap_or_else(|| serde_json::to_string(n).unwrap_or_default());
+        let text = |n: &Node| {
+            n.inline_text()
+                .unwrap_or_else(|| serde_json::to_string(n).unwrap_or_default())
+        };
         let parts: Vec<String> = match self {
-            Node::Object { entries, .. } => {
-                entries.iter().map(|(k, v)| format!("{}{kv}{}", serde_json::to_string(k).unwrap_or_default(), text(v))).collect()
-            }
+            Node::Object { entries, .. } => entries
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}{kv}{}",
+                        serde_json::to_string(k).unwrap_or_default(),
+                        text(v)
+                    )
+                })
+                .collect(),
             Node::Array { items, .. } => items.iter().map(text).collect(),
             Node::Raw(_) => return None,
         };
@@ -157,12 +212,17 @@ impl JsonFile {
         let root: IndexMap<String, Box<RawValue>> = if body.trim().is_empty() {
             IndexMap::new()
         } else {
-            serde_json::from_str(body).map_err(|e| format!("Invalid JSON in {}: {e}", path.display()))?
+            serde_json::from_str(body)
+                .map_err(|e| format!("Invalid JSON in {}: {e}", path.display()))?
         };
         let indent = body
             .lines()
             .nth(1)
-            .map(|l| l.chars().take_while(|c| *c == ' ' || *c == '\t').collect::<String>())
+            .map(|l| {
+                l.chars()
+                    .take_while(|c| *c == ' ' || *c == '\t')
+                    .collect::<String>()
+            })
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "  ".into());
         Ok(JsonFile {
@@ -186,7 +246,13 @@ impl JsonFile {
     /// The object at `key` opened for editing (created if absent). Errors if it is not an object.
     pub fn object_mut(&mut self, key: &str) -> Result<&mut IndexMap<String, Node>, String> {
         let path = self.path.display().to_string();
-        let node = self.root.entry(key.to_owned()).or_insert_with(|| Node::Object { entries: IndexMap::new(), original: None });
+        let node = self
+            .root
+            .entry(key.to_owned())
+            .or_insert_with(|| Node::Object {
+                entries: IndexMap::new(),
+                original: None,
+            });
         node.expand()?;
         match node {
             Node::Object { entries, .. } => Ok(entries),
@@ -197,7 +263,13 @@ impl JsonFile {
     /// The array at `key` opened for editing (created if absent). Errors if it is not an array.
     pub fn array_mut(&mut self, key: &str) -> Result<&mut Vec<Node>, String> {
         let path = self.path.display().to_string();
-        let node = self.root.entry(key.to_owned()).or_insert_with(|| Node::Array { items: Vec::new(), original: None });
+        let node = self
+            .root
+            .entry(key.to_owned())
+            .or_insert_with(|| Node::Array {
+                items: Vec::new(),
+                original: None,
+            });
         node.expand()?;
         match node {
             Node::Array { items, .. } => Ok(items),
@@ -227,9 +299,17 @@ impl JsonFile {
     /// The bytes this file would be written as: the original text when nothing changed.
     pub fn render(&self) -> String {
         if let Some(orig) = &self.original_text {
-            let before: Option<Value> =
-                if orig.trim().is_empty() { Some(Value::Object(Default::default())) } else { serde_json::from_str(orig).ok() };
-            let now = Value::Object(self.root.iter().map(|(k, v)| (k.clone(), v.value())).collect());
+            let before: Option<Value> = if orig.trim().is_empty() {
+                Some(Value::Object(Default::default()))
+            } else {
+                serde_json::from_str(orig).ok()
+            };
+            let now = Value::Object(
+                self.root
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.value()))
+                    .collect(),
+            );
             if before.as_ref() == Some(&now) {
                 return orig.clone();
             }
@@ -251,14 +331,18 @@ impl JsonFile {
         if self.original_text.as_deref() == Some(text.as_str()) {
             return Ok(());
         }
-        write_atomic(&self.path, text.as_bytes()).map_err(|e| format!("Failed to write MCP config: {} ({e})", self.path.display()))
+        write_atomic(&self.path, text.as_bytes())
+            .map_err(|e| format!("Failed to write MCP config: {} ({e})", self.path.display()))
     }
 }
 
 /// Writes `bytes` to `path` via a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.elfiee-tmp-{}", std::process::id()));
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
@@ -289,11 +373,20 @@ mod tests {
         let orig = "{\n    \"zeta\": 1,\n    \"mcpServers\": {\n        \"other\": {\"command\": \"x\", \"args\": [\"--flag\"]}\n    },\n    \"alpha\": [1,2]\n}";
         let p = file(d.path(), orig);
         let mut f = JsonFile::open(&p).unwrap();
-        f.object_mut("mcpServers").unwrap().insert("elfiee".into(), JsonFile::node(&json!({"command": "/bin/elfiee", "args": ["mcp-server"]})));
+        f.object_mut("mcpServers").unwrap().insert(
+            "elfiee".into(),
+            JsonFile::node(&json!({"command": "/bin/elfiee", "args": ["mcp-server"]})),
+        );
         f.save().unwrap();
         let mid = std::fs::read_to_string(&p).unwrap();
-        assert!(mid.find("zeta").unwrap() < mid.find("alpha").unwrap(), "key order kept: {mid}");
-        assert!(mid.contains("\"other\": {\"command\": \"x\", \"args\": [\"--flag\"]}"), "untouched values byte for byte: {mid}");
+        assert!(
+            mid.find("zeta").unwrap() < mid.find("alpha").unwrap(),
+            "key order kept: {mid}"
+        );
+        assert!(
+            mid.contains("\"other\": {\"command\": \"x\", \"args\": [\"--flag\"]}"),
+            "untouched values byte for byte: {mid}"
+        );
         let mut f = JsonFile::open(&p).unwrap();
         f.object_mut("mcpServers").unwrap().shift_remove("elfiee");
         f.save().unwrap();
@@ -306,13 +399,19 @@ mod tests {
         let orig = "{\n  \"allow\": [\"a\", \"b\"],\n  \"servers\": {\"x\": {\"c\": 1}}\n}\n";
         let p = file(d.path(), orig);
         let mut f = JsonFile::open(&p).unwrap();
-        f.array_mut("allow").unwrap().push(JsonFile::node(&json!("elfiee")));
-        f.object_mut("servers").unwrap().insert("e".into(), JsonFile::node(&json!({"k": [1, 2]})));
+        f.array_mut("allow")
+            .unwrap()
+            .push(JsonFile::node(&json!("elfiee")));
+        f.object_mut("servers")
+            .unwrap()
+            .insert("e".into(), JsonFile::node(&json!({"k": [1, 2]})));
         f.save().unwrap();
         let mid = std::fs::read_to_string(&p).unwrap();
         assert!(mid.contains("[\"a\", \"b\", \"elfiee\"]"), "{mid}");
         let mut f = JsonFile::open(&p).unwrap();
-        f.array_mut("allow").unwrap().retain(|n| JsonFile::value_of(n) != "elfiee");
+        f.array_mut("allow")
+            .unwrap()
+            .retain(|n| JsonFile::value_of(n) != "elfiee");
         f.object_mut("servers").unwrap().shift_remove("e");
         f.save().unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), orig);
@@ -326,7 +425,10 @@ mod tests {
         assert!(e.starts_with("Invalid JSON in "), "{e}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "{ not json");
         let p = file(d.path(), "[1, 2]");
-        assert!(JsonFile::open(&p).is_err(), "a top level that is not an object is refused");
+        assert!(
+            JsonFile::open(&p).is_err(),
+            "a top level that is not an object is refused"
+        );
     }
 
     #[test]
@@ -337,7 +439,9 @@ mod tests {
         let p = file(d.path(), "");
         let mut f = JsonFile::open(&p).unwrap();
         assert!(f.existed && f.is_empty());
-        f.array_mut("enabledMcpjsonServers").unwrap().push(JsonFile::node(&json!("elfiee")));
+        f.array_mut("enabledMcpjsonServers")
+            .unwrap()
+            .push(JsonFile::node(&json!("elfiee")));
         f.save().unwrap();
         let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
         assert_eq!(v, json!({"enabledMcpjsonServers": ["elfiee"]}));

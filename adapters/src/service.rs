@@ -37,18 +37,29 @@ pub async fn import_directory(
     name: Option<&str>,
     progress: impl FnMut(&str),
 ) -> Result<ImportReport, EngineError> {
-    let root = folder.canonicalize().map_err(|e| rejected(format!("cannot import {}: {e}", folder.display())))?;
+    let root = folder
+        .canonicalize()
+        .map_err(|e| rejected(format!("cannot import {}: {e}", folder.display())))?;
     if root.starts_with(file.path()) {
         return Err(rejected("cannot import a folder inside the .elf itself"));
     }
-    let (files, skipped) = read_folder(&root, &ImportLimits::default(), progress).map_err(rejected)?;
+    let (files, skipped) =
+        read_folder(&root, &ImportLimits::default(), progress).map_err(rejected)?;
     let n = files.len();
-    let mut payload = json!({"root": root.display().to_string(), "files": files, "skipped": skipped});
+    let mut payload =
+        json!({"root": root.display().to_string(), "files": files, "skipped": skipped});
     if let Some(name) = name {
         payload["name"] = json!(name);
     }
-    let events = file.submit(Command::new(editor, "directory.import", None, payload)).await?;
-    Ok(ImportReport { block_id: events[0].entity.clone(), root: root.display().to_string(), files: n, skipped })
+    let events = file
+        .submit(Command::new(editor, "directory.import", None, payload))
+        .await?;
+    Ok(ImportReport {
+        block_id: events[0].entity.clone(),
+        root: root.display().to_string(),
+        files: n,
+        skipped,
+    })
 }
 
 /// Result of agent create / enable / disable (seed 001 `AgentEnableResult`, plus ids).
@@ -65,37 +76,70 @@ pub struct AgentResult {
 
 fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> AgentResult {
     let (editor_id, status) = file.with_state(|s| {
-        let c = s.block(agent_id).map(|b| b.contents.clone()).unwrap_or_default();
+        let c = s
+            .block(agent_id)
+            .map(|b| b.contents.clone())
+            .unwrap_or_default();
         (
-            c.get("editor_id").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            c.get("status").and_then(Value::as_str).unwrap_or_default().to_owned(),
+            c.get("editor_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            c.get("status")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
         )
     });
-    let v = outcome.map(|e| e.value.clone()).unwrap_or_else(|| json!({"needs_restart": false, "message": "LLM-only agent created", "warnings": []}));
+    let v = outcome.map(|e| e.value.clone()).unwrap_or_else(
+        || json!({"needs_restart": false, "message": "LLM-only agent created", "warnings": []}),
+    );
     AgentResult {
         agent_block_id: agent_id.to_owned(),
         editor_id,
         status,
-        needs_restart: v.get("needs_restart").and_then(Value::as_bool).unwrap_or(false),
-        message: v.get("message").and_then(Value::as_str).unwrap_or_default().to_owned(),
+        needs_restart: v
+            .get("needs_restart")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        message: v
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
         warnings: v
             .get("warnings")
             .and_then(Value::as_array)
-            .map(|w| w.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .map(|w| {
+                w.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default(),
     }
 }
 
 /// `agent.create`; with a target directory, first checks that Claude Code was initialized in
 /// the project (`<root>/.claude/` exists), then waits for the enable effect.
-pub async fn create_agent(file: &FileHandle, editor: &str, target: Option<&str>, name: Option<&str>) -> Result<AgentResult, EngineError> {
+pub async fn create_agent(
+    file: &FileHandle,
+    editor: &str,
+    target: Option<&str>,
+    name: Option<&str>,
+) -> Result<AgentResult, EngineError> {
     if let Some(target) = target {
         let root = file.with_state(|s| {
-            s.block(target).and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH)).and_then(Value::as_str).map(str::to_owned)
+            s.block(target)
+                .and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
         });
         if let Some(root) = root {
             if !Path::new(&root).join(".claude").is_dir() {
-                return Err(rejected(format!("Claude not initialized in target project: {root}. Run 'claude' first.")));
+                return Err(rejected(format!(
+                    "Claude not initialized in target project: {root}. Run 'claude' first."
+                )));
             }
         }
     }
@@ -106,8 +150,14 @@ pub async fn create_agent(file: &FileHandle, editor: &str, target: Option<&str>,
     if let Some(n) = name {
         payload["name"] = json!(n);
     }
-    let events = file.submit(Command::new(editor, "agent.create", None, payload)).await?;
-    let agent_id = events.iter().find(|e| e.cap_id() == "core.create").map(|e| e.entity.clone()).unwrap_or_default();
+    let events = file
+        .submit(Command::new(editor, "agent.create", None, payload))
+        .await?;
+    let agent_id = events
+        .iter()
+        .find(|e| e.cap_id() == "core.create")
+        .map(|e| e.entity.clone())
+        .unwrap_or_default();
     let outcome = match events.iter().find(|e| e.cap_id() == "agent.enable") {
         Some(trigger) => wait_for_outcome(file, "claude", trigger, AGENT_EFFECT_TIMEOUT).await?,
         None => Vec::new(),
@@ -116,9 +166,20 @@ pub async fn create_agent(file: &FileHandle, editor: &str, target: Option<&str>,
 }
 
 /// `agent.enable` or `agent.disable`, waiting for the integration effect's outcome.
-pub async fn set_agent_enabled(file: &FileHandle, editor: &str, agent_id: &str, enable: bool) -> Result<AgentResult, EngineError> {
-    let cap = if enable { "agent.enable" } else { "agent.disable" };
-    let events = file.submit(Command::new(editor, cap, Some(agent_id), json!({}))).await?;
+pub async fn set_agent_enabled(
+    file: &FileHandle,
+    editor: &str,
+    agent_id: &str,
+    enable: bool,
+) -> Result<AgentResult, EngineError> {
+    let cap = if enable {
+        "agent.enable"
+    } else {
+        "agent.disable"
+    };
+    let events = file
+        .submit(Command::new(editor, cap, Some(agent_id), json!({})))
+        .await?;
     let outcome = wait_for_outcome(file, "claude", &events[0], AGENT_EFFECT_TIMEOUT).await?;
     Ok(agent_result(file, agent_id, outcome.first()))
 }
@@ -144,34 +205,80 @@ pub fn list_agents(file: &FileHandle) -> Vec<Value> {
 }
 
 /// `terminal.execute`, waiting for `terminal.output` (the command's timeout plus a margin).
-pub async fn run_terminal(file: &FileHandle, editor: &str, terminal_id: &str, command: &str, timeout_secs: Option<u64>) -> Result<Value, EngineError> {
+pub async fn run_terminal(
+    file: &FileHandle,
+    editor: &str,
+    terminal_id: &str,
+    command: &str,
+    timeout_secs: Option<u64>,
+) -> Result<Value, EngineError> {
     let mut payload = json!({"command": command});
     if let Some(t) = timeout_secs {
         payload["timeout_secs"] = json!(t);
     }
-    let events = file.submit(Command::new(editor, "terminal.execute", Some(terminal_id), payload)).await?;
-    let secs = events[0].value.get("timeout_secs").and_then(Value::as_u64).unwrap_or(120);
-    let out = wait_for_outcome(file, "terminal", &events[0], Duration::from_secs(secs + 30)).await?;
+    let events = file
+        .submit(Command::new(
+            editor,
+            "terminal.execute",
+            Some(terminal_id),
+            payload,
+        ))
+        .await?;
+    let secs = events[0]
+        .value
+        .get("timeout_secs")
+        .and_then(Value::as_u64)
+        .unwrap_or(120);
+    let out =
+        wait_for_outcome(file, "terminal", &events[0], Duration::from_secs(secs + 30)).await?;
     Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
 }
 
 /// `directory.export`, waiting for its outcome (`written`, `refused`).
-pub async fn export_directory(file: &FileHandle, editor: &str, dir_id: &str) -> Result<Value, EngineError> {
-    let events = file.submit(Command::new(editor, "directory.export", Some(dir_id), json!({}))).await?;
+pub async fn export_directory(
+    file: &FileHandle,
+    editor: &str,
+    dir_id: &str,
+) -> Result<Value, EngineError> {
+    let events = file
+        .submit(Command::new(
+            editor,
+            "directory.export",
+            Some(dir_id),
+            json!({}),
+        ))
+        .await?;
     let out = wait_for_outcome(file, "export", &events[0], Duration::from_secs(120)).await?;
     Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
 }
 
 /// `agent.configure` (partial). With `api_key_env`, the variable must exist in this process's
 /// environment (seed 000: "Environment variable '…' not found"); its value is never stored.
-pub async fn configure_agent(file: &FileHandle, editor: &str, agent_id: &str, config: Value) -> Result<Value, EngineError> {
+pub async fn configure_agent(
+    file: &FileHandle,
+    editor: &str,
+    agent_id: &str,
+    config: Value,
+) -> Result<Value, EngineError> {
     if let Some(var) = config.get("api_key_env").and_then(Value::as_str) {
         if std::env::var_os(var).is_none() {
-            return Err(rejected(format!("Environment variable '{var}' not found; export it before configuring the agent")));
+            return Err(rejected(format!(
+                "Environment variable '{var}' not found; export it before configuring the agent"
+            )));
         }
     }
-    file.submit(Command::new(editor, "agent.configure", Some(agent_id), config)).await?;
-    Ok(file.with_state(|s| s.block(agent_id).and_then(|b| b.contents.get("config").cloned()).unwrap_or_default()))
+    file.submit(Command::new(
+        editor,
+        "agent.configure",
+        Some(agent_id),
+        config,
+    ))
+    .await?;
+    Ok(file.with_state(|s| {
+        s.block(agent_id)
+            .and_then(|b| b.contents.get("config").cloned())
+            .unwrap_or_default()
+    }))
 }
 
 /// Proposals of one agent (all of them if `agent_id` is `None`), oldest first.
@@ -181,7 +288,16 @@ pub fn list_proposals(file: &FileHandle, agent_id: Option<&str>) -> Vec<Value> {
             .extensions
             .get("proposals")
             .and_then(Value::as_object)
-            .map(|m| m.values().filter(|p| agent_id.is_none_or(|a| p.get("agent_block_id").and_then(Value::as_str) == Some(a))).cloned().collect())
+            .map(|m| {
+                m.values()
+                    .filter(|p| {
+                        agent_id.is_none_or(|a| {
+                            p.get("agent_block_id").and_then(Value::as_str) == Some(a)
+                        })
+                    })
+                    .cloned()
+                    .collect()
+            })
             .unwrap_or_default();
         out.sort_by_key(|p| p.get("created_seq").and_then(Value::as_u64).unwrap_or(0));
         out
@@ -199,16 +315,27 @@ pub async fn decide_proposal(
     feedback: Option<&str>,
 ) -> Result<Vec<Event>, EngineError> {
     let (agent_id, agent_editor, commands) = file.with_state(|s| {
-        let p = elfiee_capabilities::builtin::proposal(s, proposal_id)
-            .ok_or_else(|| rejected(format!("proposal '{proposal_id}' not found; list them with `elfiee agent proposals`")))?;
-        let agent_id = p.get("agent_block_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let p = elfiee_capabilities::builtin::proposal(s, proposal_id).ok_or_else(|| {
+            rejected(format!(
+                "proposal '{proposal_id}' not found; list them with `elfiee agent proposals`"
+            ))
+        })?;
+        let agent_id = p
+            .get("agent_block_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let agent_editor = s
             .block(&agent_id)
             .and_then(|b| b.contents.get("editor_id"))
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let commands = p.get("proposed_commands").and_then(Value::as_array).cloned().unwrap_or_default();
+        let commands = p
+            .get("proposed_commands")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         Ok::<_, EngineError>((agent_id, agent_editor, commands))
     })?;
     let decision = Command::new(
@@ -223,7 +350,10 @@ pub async fn decide_proposal(
     let mut batch = vec![decision];
     for c in &commands {
         let cap = c.get("cap_id").and_then(Value::as_str).unwrap_or_default();
-        let block = c.get("block_id").and_then(Value::as_str).filter(|b| !b.is_empty() && *b != "*");
+        let block = c
+            .get("block_id")
+            .and_then(Value::as_str)
+            .filter(|b| !b.is_empty() && *b != "*");
         let payload = c.get("payload").cloned().unwrap_or(json!({}));
         batch.push(Command::new(&agent_editor, cap, block, payload));
     }
@@ -231,7 +361,9 @@ pub async fn decide_proposal(
         // Batch positions count the decision first; name the proposed command instead.
         EngineError::Rejected(CapError::Rejected(msg)) if msg.starts_with("command ") => {
             let renumbered = renumber(&msg, commands.len());
-            rejected(format!("approval of '{proposal_id}' failed, nothing was committed: {renumbered}"))
+            rejected(format!(
+                "approval of '{proposal_id}' failed, nothing was committed: {renumbered}"
+            ))
         }
         other => other,
     })
@@ -240,9 +372,19 @@ pub async fn decide_proposal(
 /// "command K of N (...)" → "proposed command K-1 of N-1 (...)".
 fn renumber(msg: &str, proposed: usize) -> String {
     let rest = msg.trim_start_matches("command ");
-    let k: usize = rest.split_whitespace().next().and_then(|k| k.parse().ok()).unwrap_or(1);
-    let tail = rest.split_once(") failed").map(|(a, b)| format!("{a}) failed{b}")).unwrap_or_else(|| rest.to_owned());
-    let tail = tail.split_once(" (").map(|(_, t)| format!("({t}")).unwrap_or(tail);
+    let k: usize = rest
+        .split_whitespace()
+        .next()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(1);
+    let tail = rest
+        .split_once(") failed")
+        .map(|(a, b)| format!("{a}) failed{b}"))
+        .unwrap_or_else(|| rest.to_owned());
+    let tail = tail
+        .split_once(" (")
+        .map(|(_, t)| format!("({t}"))
+        .unwrap_or(tail);
     if k <= 1 {
         format!("the decision itself failed {tail}")
     } else {
@@ -262,10 +404,20 @@ pub async fn invoke_agent(
 ) -> Result<Value, EngineError> {
     let mut deltas = crate::invoke::live_deltas();
     let events = file
-        .submit(Command::new(editor, "agent.invoke", Some(agent_id), json!({"prompt": prompt, "context_block_ids": context_block_ids})))
+        .submit(Command::new(
+            editor,
+            "agent.invoke",
+            Some(agent_id),
+            json!({"prompt": prompt, "context_block_ids": context_block_ids}),
+        ))
         .await?;
     let trigger = events[0].clone();
-    let proposal_id = trigger.value.get("proposal_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let proposal_id = trigger
+        .value
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let wait = wait_for_outcome(file, "llm", &trigger, Duration::from_secs(900));
     tokio::pin!(wait);
     let outcome = loop {

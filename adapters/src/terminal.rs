@@ -18,12 +18,21 @@ use crate::effects::{BoxFuture, Effect, EffectCx};
 pub struct TerminalEffect;
 
 /// Working directory of a terminal: its linked directory's folder, else `<elf>/terminals/<id>`.
-pub fn working_dir(cx: &EffectCx, terminal: &TerminalContents, block_id: &str) -> Result<PathBuf, String> {
+pub fn working_dir(
+    cx: &EffectCx,
+    terminal: &TerminalContents,
+    block_id: &str,
+) -> Result<PathBuf, String> {
     if let Some(dir) = &terminal.linked_directory_id {
         let root = cx.file.with_state(|s| {
-            s.block(dir).and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH)).and_then(Value::as_str).map(PathBuf::from)
+            s.block(dir)
+                .and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH))
+                .and_then(Value::as_str)
+                .map(PathBuf::from)
         });
-        return root.ok_or_else(|| format!("linked directory {dir} is gone or has no {EXTERNAL_ROOT_PATH}"));
+        return root.ok_or_else(|| {
+            format!("linked directory {dir} is gone or has no {EXTERNAL_ROOT_PATH}")
+        });
     }
     let dir = cx.file.path().join("terminals").join(block_id);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -39,15 +48,31 @@ impl Effect for TerminalEffect {
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
-            let command = e.value.get("command").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let timeout = Duration::from_secs(e.value.get("timeout_secs").and_then(Value::as_u64).unwrap_or(120));
+            let command = e
+                .value
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let timeout = Duration::from_secs(
+                e.value
+                    .get("timeout_secs")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(120),
+            );
             let terminal = cx.file.with_state(|s| {
-                s.block(&e.entity).map(|b| serde_json::from_value::<TerminalContents>(b.contents.clone()))
+                s.block(&e.entity)
+                    .map(|b| serde_json::from_value::<TerminalContents>(b.contents.clone()))
             });
             let mut out = match terminal {
                 Some(Ok(t)) => match working_dir(cx, &t, &e.entity) {
-                    Ok(cwd) if !cwd.is_dir() => json!({"error": format!("the working folder {} does not exist", cwd.display()), "cwd": cwd}),
-                    Ok(cwd) => run_command(&t, &cwd, &command, timeout, cx.config.terminal_output_limit).await,
+                    Ok(cwd) if !cwd.is_dir() => {
+                        json!({"error": format!("the working folder {} does not exist", cwd.display()), "cwd": cwd})
+                    }
+                    Ok(cwd) => {
+                        run_command(&t, &cwd, &command, timeout, cx.config.terminal_output_limit)
+                            .await
+                    }
                     Err(err) => json!({"error": err}),
                 },
                 Some(Err(err)) => json!({"error": format!("terminal block is malformed: {err}")}),
@@ -55,21 +80,37 @@ impl Effect for TerminalEffect {
             };
             out["trigger_seq"] = json!(e.seq);
             out["command"] = json!(command);
-            cx.record(e, "outcome", "terminal.output", &e.entity, out).await?;
+            cx.record(e, "outcome", "terminal.output", &e.entity, out)
+                .await?;
             Ok(())
         })
     }
 }
 
-async fn run_command(t: &TerminalContents, cwd: &std::path::Path, command: &str, timeout: Duration, limit: usize) -> Value {
+async fn run_command(
+    t: &TerminalContents,
+    cwd: &std::path::Path,
+    command: &str,
+    timeout: Duration,
+    limit: usize,
+) -> Value {
     let started = Instant::now();
     let mut cmd = tokio::process::Command::new(&t.shell);
-    cmd.arg("-c").arg(command).current_dir(cwd).envs(&t.env).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .envs(&t.env)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
     #[cfg(unix)]
     cmd.process_group(0);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
-        Err(err) => return json!({"error": format!("cannot start '{}' in {}: {err}", t.shell, cwd.display()), "cwd": cwd}),
+        Err(err) => {
+            return json!({"error": format!("cannot start '{}' in {}: {err}", t.shell, cwd.display()), "cwd": cwd})
+        }
     };
     let pid = child.id();
     let stdout = tokio::spawn(read_capped(child.stdout.take(), limit));
@@ -84,17 +125,23 @@ async fn run_command(t: &TerminalContents, cwd: &std::path::Path, command: &str,
     };
     // The shell may have left background children holding the pipes open. Give them a moment,
     // then kill the whole group so the readers reach end-of-file; nothing read is dropped.
-    let readers = async { (stdout.await.unwrap_or_default(), stderr.await.unwrap_or_default()) };
+    let readers = async {
+        (
+            stdout.await.unwrap_or_default(),
+            stderr.await.unwrap_or_default(),
+        )
+    };
     tokio::pin!(readers);
     let mut held_open = false;
-    let ((so, so_total), (se, se_total)) = match tokio::time::timeout(Duration::from_secs(2), &mut readers).await {
-        Ok(r) => r,
-        Err(_) => {
-            held_open = true;
-            kill_group(pid);
-            readers.await
-        }
-    };
+    let ((so, so_total), (se, se_total)) =
+        match tokio::time::timeout(Duration::from_secs(2), &mut readers).await {
+            Ok(r) => r,
+            Err(_) => {
+                held_open = true;
+                kill_group(pid);
+                readers.await
+            }
+        };
     let note = |kept: &[u8], total: usize| {
         // Cut at a character boundary: a truncated multi-byte character is dropped whole.
         let kept = if total > kept.len() {
@@ -108,7 +155,10 @@ async fn run_command(t: &TerminalContents, cwd: &std::path::Path, command: &str,
         };
         let mut s = String::from_utf8_lossy(kept).into_owned();
         if total > kept.len() {
-            s.push_str(&format!("\n[elfiee: output truncated: kept {} of {total} bytes]", kept.len()));
+            s.push_str(&format!(
+                "\n[elfiee: output truncated: kept {} of {total} bytes]",
+                kept.len()
+            ));
         }
         s
     };
@@ -139,7 +189,9 @@ fn kill_group(_pid: Option<u32>) {}
 
 /// Reads everything, keeps the first `limit` bytes, returns them and the total length.
 async fn read_capped(r: Option<impl AsyncRead + Unpin>, limit: usize) -> (Vec<u8>, usize) {
-    let Some(mut r) = r else { return (Vec::new(), 0) };
+    let Some(mut r) = r else {
+        return (Vec::new(), 0);
+    };
     let mut kept = Vec::new();
     let mut total = 0;
     let mut buf = [0u8; 8192];

@@ -18,8 +18,16 @@ struct Fixture {
 }
 
 fn git(project: &Path, args: &[&str]) -> String {
-    let out = Proc::new("git").args(args).current_dir(project).output().expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Proc::new("git")
+        .args(args)
+        .current_dir(project)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -46,34 +54,67 @@ fn fixture(existing_configs: bool) -> Fixture {
     }
     git(&project, &["init", "-q"]);
     git(&project, &["add", "-A"]);
-    git(&project, &["-c", "user.email=t@e.st", "-c", "user.name=t", "commit", "-qm", "init"]);
+    git(
+        &project,
+        &[
+            "-c",
+            "user.email=t@e.st",
+            "-c",
+            "user.name=t",
+            "commit",
+            "-qm",
+            "init",
+        ],
+    );
     let project = project.canonicalize().unwrap();
     let elf = tmp.path().join("doc.elf");
-    Fixture { _tmp: tmp, elf, project, engine: Engine::new(EngineConfig { node_id: "t".into(), ..EngineConfig::default() }) }
+    Fixture {
+        _tmp: tmp,
+        elf,
+        project,
+        engine: Engine::new(EngineConfig {
+            node_id: "t".into(),
+            ..EngineConfig::default()
+        }),
+    }
 }
 
 fn config(observer: Option<Arc<Mutex<Vec<(String, u64)>>>>) -> EffectsConfig {
-    let mut c = EffectsConfig { elfiee_bin: PathBuf::from("/usr/local/bin/elfiee"), ..EffectsConfig::default() };
+    let mut c = EffectsConfig {
+        elfiee_bin: PathBuf::from("/usr/local/bin/elfiee"),
+        ..EffectsConfig::default()
+    };
     if let Some(rec) = observer {
-        c.observer = Some(Arc::new(move |name: &str, seq: u64| rec.lock().unwrap().push((name.to_owned(), seq))));
+        c.observer = Some(Arc::new(move |name: &str, seq: u64| {
+            rec.lock().unwrap().push((name.to_owned(), seq))
+        }));
     }
     c
 }
 
 async fn open(f: &Fixture, init: bool) -> (FileHandle, EffectsHandle) {
-    let file = if init { f.engine.init(&f.elf, "Alice").await.unwrap() } else { f.engine.open(&f.elf).await.unwrap() };
+    let file = if init {
+        f.engine.init(&f.elf, "Alice").await.unwrap()
+    } else {
+        f.engine.open(&f.elf).await.unwrap()
+    };
     let fx = attach(&file, config(None));
     (file, fx)
 }
 
 async fn close(file: FileHandle, fx: EffectsHandle) {
-    fx.settle(&file, std::time::Duration::from_secs(30)).await.unwrap();
+    fx.settle(&file, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
     file.close().await;
     fx.join().await;
 }
 
 async fn project_dir(f: &Fixture, file: &FileHandle) -> String {
-    import_directory(file, "alice", &f.project, None, |_| {}).await.unwrap().block_id
+    import_directory(file, "alice", &f.project, None, |_| {})
+        .await
+        .unwrap()
+        .block_id
 }
 
 fn read_json(p: &Path) -> Value {
@@ -86,7 +127,9 @@ async fn create_enable_enable_disable_leaves_git_status_exactly_as_before() {
     let before = git(&f.project, &["status", "--porcelain", "--ignored"]);
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None).await.unwrap();
+    let r = create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap();
     assert_eq!((r.status.as_str(), r.needs_restart), ("enabled", true));
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 
@@ -95,31 +138,67 @@ async fn create_enable_enable_disable_leaves_git_status_exactly_as_before() {
     let server = &mcp["mcpServers"]["elfiee"];
     assert_eq!(server["command"], "/usr/local/bin/elfiee");
     let elf_abs = f.elf.canonicalize().unwrap().display().to_string();
-    assert_eq!(server["args"], json!(["mcp-server", "--elf", elf_abs, "--editor", r.editor_id]));
-    assert_eq!(mcp["mcpServers"]["other"], json!({"command": "other-tool", "args": ["--flag"]}), "other servers untouched");
+    assert_eq!(
+        server["args"],
+        json!(["mcp-server", "--elf", elf_abs, "--editor", r.editor_id])
+    );
+    assert_eq!(
+        mcp["mcpServers"]["other"],
+        json!({"command": "other-tool", "args": ["--flag"]}),
+        "other servers untouched"
+    );
     assert_eq!(mcp["note"], "keep me");
-    assert_eq!(read_json(&f.project.join(".claude/mcp.json"))["mcpServers"]["elfiee"], *server, "seed path kept in sync");
+    assert_eq!(
+        read_json(&f.project.join(".claude/mcp.json"))["mcpServers"]["elfiee"],
+        *server,
+        "seed path kept in sync"
+    );
     let settings = read_json(&f.project.join(".claude/settings.local.json"));
-    assert_eq!(settings["enabledMcpjsonServers"], json!(["other", "elfiee"]));
+    assert_eq!(
+        settings["enabledMcpjsonServers"],
+        json!(["other", "elfiee"])
+    );
     assert_eq!(settings["permissions"], json!({"allow": ["Bash(ls)"]}));
     let link = f.project.join(".claude/skills/elfiee-client");
     assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
     let skill = std::fs::read_to_string(link.join("SKILL.md")).unwrap();
-    assert!(skill.starts_with("---\nname: elfiee-client\ndescription: "), "{skill}");
+    assert!(
+        skill.starts_with("---\nname: elfiee-client\ndescription: "),
+        "{skill}"
+    );
 
-    let again = set_agent_enabled(&file, "alice", &r.agent_block_id, true).await.unwrap();
-    assert!(again.warnings.is_empty(), "enable is idempotent: {:?}", again.warnings);
-    assert_eq!(read_json(&f.project.join(".mcp.json"))["mcpServers"]["elfiee"], *server);
-    let off = set_agent_enabled(&file, "alice", &r.agent_block_id, false).await.unwrap();
+    let again = set_agent_enabled(&file, "alice", &r.agent_block_id, true)
+        .await
+        .unwrap();
+    assert!(
+        again.warnings.is_empty(),
+        "enable is idempotent: {:?}",
+        again.warnings
+    );
+    assert_eq!(
+        read_json(&f.project.join(".mcp.json"))["mcpServers"]["elfiee"],
+        *server
+    );
+    let off = set_agent_enabled(&file, "alice", &r.agent_block_id, false)
+        .await
+        .unwrap();
     assert_eq!(off.status, "disabled");
     assert!(off.warnings.is_empty(), "{:?}", off.warnings);
-    assert_eq!(git(&f.project, &["status", "--porcelain", "--ignored"]), before);
+    assert_eq!(
+        git(&f.project, &["status", "--porcelain", "--ignored"]),
+        before
+    );
     assert!(!f.project.join(".claude/skills").exists());
 
     // Disabling a disabled agent succeeds and changes nothing.
-    let twice = set_agent_enabled(&file, "alice", &r.agent_block_id, false).await.unwrap();
+    let twice = set_agent_enabled(&file, "alice", &r.agent_block_id, false)
+        .await
+        .unwrap();
     assert!(twice.warnings.is_empty());
-    assert_eq!(git(&f.project, &["status", "--porcelain", "--ignored"]), before);
+    assert_eq!(
+        git(&f.project, &["status", "--porcelain", "--ignored"]),
+        before
+    );
     close(file, fx).await;
 }
 
@@ -128,11 +207,23 @@ async fn a_project_without_mcp_json_or_skills_has_none_after_disable() {
     let f = fixture(false);
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), Some("helper")).await.unwrap();
+    let r = create_agent(&file, "alice", Some(&dir), Some("helper"))
+        .await
+        .unwrap();
     assert!(f.project.join(".mcp.json").exists() && f.project.join(".claude/skills").exists());
-    set_agent_enabled(&file, "alice", &r.agent_block_id, false).await.unwrap();
-    for p in [".mcp.json", ".claude/mcp.json", ".claude/skills", ".claude/settings.local.json"] {
-        assert!(!f.project.join(p).exists(), "{p} was created by enable and must be gone");
+    set_agent_enabled(&file, "alice", &r.agent_block_id, false)
+        .await
+        .unwrap();
+    for p in [
+        ".mcp.json",
+        ".claude/mcp.json",
+        ".claude/skills",
+        ".claude/settings.local.json",
+    ] {
+        assert!(
+            !f.project.join(p).exists(),
+            "{p} was created by enable and must be gone"
+        );
     }
     assert!(f.project.join(".claude/keep.txt").exists());
     assert_eq!(git(&f.project, &["status", "--porcelain", "--ignored"]), "");
@@ -144,7 +235,9 @@ async fn reopening_or_replaying_after_a_manual_delete_does_not_redo_io() {
     let f = fixture(false);
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
-    create_agent(&file, "alice", Some(&dir), None).await.unwrap();
+    create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap();
     close(file, fx).await;
     std::fs::remove_file(f.project.join(".mcp.json")).unwrap();
 
@@ -152,10 +245,17 @@ async fn reopening_or_replaying_after_a_manual_delete_does_not_redo_io() {
     let file = f.engine.open(&f.elf).await.unwrap();
     let fx = attach(&file, config(Some(runs.clone())));
     close(file, fx).await;
-    assert!(runs.lock().unwrap().is_empty(), "no effect ran on reopen: {:?}", runs.lock().unwrap());
+    assert!(
+        runs.lock().unwrap().is_empty(),
+        "no effect ran on reopen: {:?}",
+        runs.lock().unwrap()
+    );
     let (report, _) = elfiee_engine::replay(&f.elf, |_, _| {}).unwrap();
     assert!(report.events > 0);
-    assert!(!f.project.join(".mcp.json").exists(), "neither reopen nor replay recreated the file");
+    assert!(
+        !f.project.join(".mcp.json").exists(),
+        "neither reopen nor replay recreated the file"
+    );
 }
 
 #[tokio::test]
@@ -165,10 +265,15 @@ async fn missing_claude_dir_is_refused_before_anything_is_committed() {
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
     let seq = file.last_seq();
-    let err = create_agent(&file, "alice", Some(&dir), None).await.unwrap_err();
+    let err = create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("Claude not initialized in target project: {}. Run 'claude' first.", f.project.display())
+        format!(
+            "Claude not initialized in target project: {}. Run 'claude' first.",
+            f.project.display()
+        )
     );
     assert_eq!(file.last_seq(), seq);
     close(file, fx).await;
@@ -179,9 +284,19 @@ async fn a_duplicate_agent_for_one_project_is_refused() {
     let f = fixture(false);
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
-    let first = create_agent(&file, "alice", Some(&dir), None).await.unwrap();
-    let err = create_agent(&file, "alice", Some(&dir), None).await.unwrap_err();
-    assert!(err.to_string().contains(&format!("Agent already exists for project: project (block_id: {})", first.agent_block_id)), "{err}");
+    let first = create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap();
+    let err = create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains(&format!(
+            "Agent already exists for project: project (block_id: {})",
+            first.agent_block_id
+        )),
+        "{err}"
+    );
     close(file, fx).await;
 }
 
@@ -191,12 +306,31 @@ async fn invalid_json_is_a_warning_and_the_file_is_left_untouched() {
     std::fs::write(f.project.join(".mcp.json"), "{ broken").unwrap();
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None).await.unwrap();
-    assert!(r.warnings.iter().any(|w| w.starts_with("Invalid JSON in") && w.contains(".mcp.json")), "{:?}", r.warnings);
-    assert_eq!(std::fs::read_to_string(f.project.join(".mcp.json")).unwrap(), "{ broken");
-    assert_eq!(r.status, "enabled", "partial failure: the event stands, the outcome carries warnings");
-    set_agent_enabled(&file, "alice", &r.agent_block_id, false).await.unwrap();
-    assert_eq!(std::fs::read_to_string(f.project.join(".mcp.json")).unwrap(), "{ broken");
+    let r = create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap();
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.starts_with("Invalid JSON in") && w.contains(".mcp.json")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(
+        std::fs::read_to_string(f.project.join(".mcp.json")).unwrap(),
+        "{ broken"
+    );
+    assert_eq!(
+        r.status, "enabled",
+        "partial failure: the event stands, the outcome carries warnings"
+    );
+    set_agent_enabled(&file, "alice", &r.agent_block_id, false)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(f.project.join(".mcp.json")).unwrap(),
+        "{ broken"
+    );
     assert!(!f.project.join(".claude/mcp.json").exists());
     close(file, fx).await;
 }
@@ -216,11 +350,22 @@ async fn a_foreign_symlink_or_real_directory_is_never_removed() {
         }
         let (file, fx) = open(&f, true).await;
         let dir = project_dir(&f, &file).await;
-        let r = create_agent(&file, "alice", Some(&dir), None).await.unwrap();
-        assert!(r.warnings.iter().any(|w| w.contains("left alone")), "{:?}", r.warnings);
-        set_agent_enabled(&file, "alice", &r.agent_block_id, false).await.unwrap();
+        let r = create_agent(&file, "alice", Some(&dir), None)
+            .await
+            .unwrap();
+        assert!(
+            r.warnings.iter().any(|w| w.contains("left alone")),
+            "{:?}",
+            r.warnings
+        );
+        set_agent_enabled(&file, "alice", &r.agent_block_id, false)
+            .await
+            .unwrap();
         if foreign_is_dir {
-            assert_eq!(std::fs::read_to_string(link.join("mine.md")).unwrap(), "user data");
+            assert_eq!(
+                std::fs::read_to_string(link.join("mine.md")).unwrap(),
+                "user data"
+            );
         } else {
             assert_eq!(std::fs::read_link(&link).unwrap(), f.project);
         }
@@ -232,18 +377,46 @@ async fn a_foreign_symlink_or_real_directory_is_never_removed() {
 async fn enabling_needs_ownership_or_a_grant() {
     let f = fixture(false);
     let (file, fx) = open(&f, true).await;
-    file.submit(Command::new("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}))).await.unwrap();
+    file.submit(Command::new(
+        "alice",
+        "editor.create",
+        None,
+        json!({"name": "Bob", "editor_id": "bob"}),
+    ))
+    .await
+    .unwrap();
     let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None).await.unwrap();
-    let err = set_agent_enabled(&file, "bob", &r.agent_block_id, false).await.unwrap_err();
-    assert!(matches!(err, EngineError::Rejected(_)), "{err}");
-    file.submit(Command::new("alice", "core.grant", Some(&r.agent_block_id), json!({"editor_id": "bob", "cap_id": "agent.disable"})))
+    let r = create_agent(&file, "alice", Some(&dir), None)
         .await
         .unwrap();
-    let off = set_agent_enabled(&file, "bob", &r.agent_block_id, false).await.unwrap();
+    let err = set_agent_enabled(&file, "bob", &r.agent_block_id, false)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, EngineError::Rejected(_)), "{err}");
+    file.submit(Command::new(
+        "alice",
+        "core.grant",
+        Some(&r.agent_block_id),
+        json!({"editor_id": "bob", "cap_id": "agent.disable"}),
+    ))
+    .await
+    .unwrap();
+    let off = set_agent_enabled(&file, "bob", &r.agent_block_id, false)
+        .await
+        .unwrap();
     assert_eq!(off.status, "disabled");
-    let last = file.events(1).unwrap().into_iter().rev().find(|e| e.cap_id() == "agent.effect_outcome").unwrap();
-    assert_eq!(last.editor_id(), "bob", "the outcome is attributed to the editor who asked");
+    let last = file
+        .events(1)
+        .unwrap()
+        .into_iter()
+        .rev()
+        .find(|e| e.cap_id() == "agent.effect_outcome")
+        .unwrap();
+    assert_eq!(
+        last.editor_id(),
+        "bob",
+        "the outcome is attributed to the editor who asked"
+    );
     close(file, fx).await;
 }
 
@@ -252,17 +425,30 @@ async fn every_outcome_is_committed_once_per_trigger() {
     let f = fixture(false);
     let (file, fx) = open(&f, true).await;
     let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None).await.unwrap();
+    let r = create_agent(&file, "alice", Some(&dir), None)
+        .await
+        .unwrap();
     for on in [true, false, true] {
-        set_agent_enabled(&file, "alice", &r.agent_block_id, on).await.unwrap();
+        set_agent_enabled(&file, "alice", &r.agent_block_id, on)
+            .await
+            .unwrap();
     }
     close(file, fx).await;
     let (file, fx) = open(&f, false).await;
     close(file, fx).await;
     let file = f.engine.open(&f.elf).await.unwrap();
     let events = file.events(1).unwrap();
-    let triggers = events.iter().filter(|e| matches!(e.cap_id(), "agent.enable" | "agent.disable")).count();
-    let outcomes = events.iter().filter(|e| e.cap_id() == "agent.effect_outcome").count();
-    assert_eq!(outcomes, triggers, "one outcome per trigger, none repeated by reopening");
+    let triggers = events
+        .iter()
+        .filter(|e| matches!(e.cap_id(), "agent.enable" | "agent.disable"))
+        .count();
+    let outcomes = events
+        .iter()
+        .filter(|e| e.cap_id() == "agent.effect_outcome")
+        .count();
+    assert_eq!(
+        outcomes, triggers,
+        "one outcome per trigger, none repeated by reopening"
+    );
     file.close().await;
 }

@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use elfiee_adapters::agent_loop::{Action, AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions, StopReason};
+use elfiee_adapters::agent_loop::{
+    Action, AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions, StopReason,
+};
 use elfiee_adapters::effects::{attach, EffectsConfig};
 use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
@@ -11,7 +13,14 @@ use serde_json::{json, Value};
 
 fn tool(id: &str, name: &str, input: Value) -> LlmResponse {
     LlmResponse {
-        content: vec![ContentBlock::text(format!("calling {name}")), ContentBlock::ToolUse { id: id.into(), name: name.into(), input }],
+        content: vec![
+            ContentBlock::text(format!("calling {name}")),
+            ContentBlock::ToolUse {
+                id: id.into(),
+                name: name.into(),
+                input,
+            },
+        ],
         stop_reason: Some("tool_use".into()),
         usage: Usage::default(),
         model: "scripted".into(),
@@ -34,14 +43,58 @@ struct Doc {
 async fn doc() -> Doc {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("a.elf");
-    let engine = Engine::new(EngineConfig { node_id: "loop".into(), ..EngineConfig::default() });
+    let engine = Engine::new(EngineConfig {
+        node_id: "loop".into(),
+        ..EngineConfig::default()
+    });
     let file = engine.init(&path, "Alice").await.unwrap();
-    file.submit(Command::new("alice", "core.create", None, json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}))).await.unwrap();
-    file.submit(Command::new("alice", "markdown.write", Some("req"), json!({"markdown": "Parse <command> blocks."}))).await.unwrap();
-    file.submit(Command::new("alice", "core.create", None, json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"}))).await.unwrap();
-    let ev = file.submit(Command::new("alice", "agent.create", None, json!({"name": "builder"}))).await.unwrap();
-    let agent = ev.iter().find(|e| e.cap_id() == "core.create").unwrap().entity.clone();
-    Doc { _dir: dir, path, engine, file, agent, agent_editor: ev[0].entity.clone() }
+    file.submit(Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
+    ))
+    .await
+    .unwrap();
+    file.submit(Command::new(
+        "alice",
+        "markdown.write",
+        Some("req"),
+        json!({"markdown": "Parse <command> blocks."}),
+    ))
+    .await
+    .unwrap();
+    file.submit(Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"}),
+    ))
+    .await
+    .unwrap();
+    let ev = file
+        .submit(Command::new(
+            "alice",
+            "agent.create",
+            None,
+            json!({"name": "builder"}),
+        ))
+        .await
+        .unwrap();
+    let agent = ev
+        .iter()
+        .find(|e| e.cap_id() == "core.create")
+        .unwrap()
+        .entity
+        .clone();
+    Doc {
+        _dir: dir,
+        path,
+        engine,
+        file,
+        agent,
+        agent_editor: ev[0].entity.clone(),
+    }
 }
 
 fn options(p: &Arc<ScriptedProvider>, autonomy: Autonomy, rules: Vec<Rule>) -> SessionOptions {
@@ -60,30 +113,74 @@ async fn the_agent_reads_a_requirement_writes_code_and_links_it_as_itself() {
     let d = doc().await;
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
-        tool("t2", "elfiee_code_write", json!({"block_id": "impl", "text": "fn parse() {}", "language": "rust"})),
-        tool("t3", "elfiee_block_link", json!({"from": "impl", "to": "req", "relation": "implement"})),
+        tool(
+            "t2",
+            "elfiee_code_write",
+            json!({"block_id": "impl", "text": "fn parse() {}", "language": "rust"}),
+        ),
+        tool(
+            "t3",
+            "elfiee_block_link",
+            json!({"from": "impl", "to": "req", "relation": "implement"}),
+        ),
         done("Implemented and linked."),
     ]));
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
-    let out = s.run_turn("Implement the requirement", &mut no_ask).await.unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    let out = s
+        .run_turn("Implement the requirement", &mut no_ask)
+        .await
+        .unwrap();
     assert_eq!(out.stop_reason, StopReason::EndTurn);
-    assert_eq!((out.text.as_str(), out.tool_calls), ("Implemented and linked.", 3));
+    assert_eq!(
+        (out.text.as_str(), out.tool_calls),
+        ("Implemented and linked.", 3)
+    );
     let code = d.file.block("impl").unwrap();
     assert_eq!(code.contents["text"], "fn parse() {}");
     assert_eq!(code.children["implement"], vec!["req".to_string()]);
-    let changes: Vec<String> = d.file.events(1).unwrap().iter().filter(|e| e.entity == "impl" && e.cap_id() != "core.create").map(|e| e.attribute.clone()).collect();
-    assert_eq!(changes, [format!("{}/code.write", d.agent_editor), format!("{}/core.link", d.agent_editor)]);
+    let changes: Vec<String> = d
+        .file
+        .events(1)
+        .unwrap()
+        .iter()
+        .filter(|e| e.entity == "impl" && e.cap_id() != "core.create")
+        .map(|e| e.attribute.clone())
+        .collect();
+    assert_eq!(
+        changes,
+        [
+            format!("{}/code.write", d.agent_editor),
+            format!("{}/core.link", d.agent_editor)
+        ]
+    );
     // The model saw the requirement's text in the tool result.
     let second = &p.requests()[1];
-    assert!(serde_json::to_string(&second.messages).unwrap().contains("Parse <command> blocks."));
-    assert!(second.tools.iter().any(|t| t.name == "shell") && second.tools.iter().any(|t| t.name == "elfiee_markdown_write"));
+    assert!(serde_json::to_string(&second.messages)
+        .unwrap()
+        .contains("Parse <command> blocks."));
+    assert!(
+        second.tools.iter().any(|t| t.name == "shell")
+            && second
+                .tools
+                .iter()
+                .any(|t| t.name == "elfiee_markdown_write")
+    );
     d.file.close().await;
 }
 
 #[tokio::test]
 async fn the_iteration_cap_stops_the_turn_with_a_visible_reason() {
     let d = doc().await;
-    let p = Arc::new(ScriptedProvider::new((0..5).map(|i| tool(&format!("t{i}"), "elfiee_block_list", json!({})))));
+    let p = Arc::new(ScriptedProvider::new(
+        (0..5).map(|i| tool(&format!("t{i}"), "elfiee_block_list", json!({}))),
+    ));
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.max_iterations = 3;
     o.doom_loop_threshold = 100;
@@ -98,13 +195,36 @@ async fn the_iteration_cap_stops_the_turn_with_a_visible_reason() {
 #[tokio::test]
 async fn a_deny_rule_blocks_shell_rm_and_the_model_is_told() {
     let d = doc().await;
-    let p = Arc::new(ScriptedProvider::new([tool("t1", "shell", json!({"command": "rm -rf /tmp/x"})), done("ok")]));
-    let rules = vec![Rule::new("shell", "*", Action::Allow), Rule::new("shell", "rm *", Action::Deny)];
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, rules)).unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "shell", json!({"command": "rm -rf /tmp/x"})),
+        done("ok"),
+    ]));
+    let rules = vec![
+        Rule::new("shell", "*", Action::Allow),
+        Rule::new("shell", "rm *", Action::Deny),
+    ];
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, rules),
+    )
+    .unwrap();
     s.run_turn("clean up", &mut no_ask).await.unwrap();
     let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
-    assert!(sent.contains("[failed] denied: a permission rule forbids shell"), "{sent}");
-    assert!(!d.file.events(1).unwrap().iter().any(|e| e.cap_id() == "terminal.execute"), "nothing ran");
+    assert!(
+        sent.contains("[failed] denied: a permission rule forbids shell"),
+        "{sent}"
+    );
+    assert!(
+        !d.file
+            .events(1)
+            .unwrap()
+            .iter()
+            .any(|e| e.cap_id() == "terminal.execute"),
+        "nothing ran"
+    );
     d.file.close().await;
 }
 
@@ -113,9 +233,21 @@ async fn ask_once_always_and_reject_with_feedback() {
     let d = doc().await;
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
-        tool("t2", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "v2"})),
-        tool("t3", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "v3"})),
-        tool("t4", "elfiee_code_write", json!({"block_id": "impl", "text": "x"})),
+        tool(
+            "t2",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "v2"}),
+        ),
+        tool(
+            "t3",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "v3"}),
+        ),
+        tool(
+            "t4",
+            "elfiee_code_write",
+            json!({"block_id": "impl", "text": "x"}),
+        ),
         done("done"),
     ]));
     let mut asked = Vec::new();
@@ -127,13 +259,34 @@ async fn ask_once_always_and_reject_with_feedback() {
             _ => Confirm::RejectWithFeedback("use markdown, not code".into()),
         }
     };
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, vec![])).unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, vec![]),
+    )
+    .unwrap();
     s.run_turn("edit", &mut answer).await.unwrap();
-    assert_eq!(asked, ["elfiee_block_get", "elfiee_markdown_write", "elfiee_code_write"], "the second write was allowed by the session rule");
+    assert_eq!(
+        asked,
+        [
+            "elfiee_block_get",
+            "elfiee_markdown_write",
+            "elfiee_code_write"
+        ],
+        "the second write was allowed by the session rule"
+    );
     assert_eq!(d.file.block("req").unwrap().contents["markdown"], "v3");
-    assert!(d.file.block("impl").unwrap().contents.get("text").is_none(), "the rejected call did not run");
+    assert!(
+        d.file.block("impl").unwrap().contents.get("text").is_none(),
+        "the rejected call did not run"
+    );
     let last = serde_json::to_string(&p.requests()[4].messages).unwrap();
-    assert!(last.contains("rejected by the user: use markdown, not code"), "the feedback reaches the model");
+    assert!(
+        last.contains("rejected by the user: use markdown, not code"),
+        "the feedback reaches the model"
+    );
     d.file.close().await;
 }
 
@@ -147,7 +300,14 @@ async fn the_doom_loop_guard_asks_on_the_third_identical_call() {
         done("stopped"),
     ]));
     let mut asked = 0;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
     s.run_turn("list", &mut |_: &str, _: &Value| {
         asked += 1;
         Confirm::Reject
@@ -167,34 +327,81 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
         done("first turn done"),
     ]));
     let rules = vec![Rule::new("shell", "echo *", Action::Allow)];
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, rules)).unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, rules),
+    )
+    .unwrap();
     s.run_turn("say hi", &mut no_ask).await.unwrap();
     let (id, history) = (s.session_id().to_owned(), s.history().to_vec());
-    assert_eq!(history.len(), 4, "user, assistant (tool call), tool result, assistant");
-    fx.settle(&d.file, std::time::Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        history.len(),
+        4,
+        "user, assistant (tool call), tool result, assistant"
+    );
+    fx.settle(&d.file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     d.file.close().await;
     fx.join().await;
-    let ran = std::fs::read_dir(d.path.join("terminals")).unwrap().next().unwrap().unwrap().path().join("ran.txt");
+    let ran = std::fs::read_dir(d.path.join("terminals"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("ran.txt");
     assert_eq!(std::fs::read_to_string(&ran).unwrap(), "hi\n");
 
     elfiee_engine::replay(&d.path, |_, _| {}).unwrap();
     let file = d.engine.open(&d.path).await.unwrap();
     let fx = attach(&file, EffectsConfig::default());
     let p2 = Arc::new(ScriptedProvider::new([done("second turn")]));
-    let mut s = AgentSession::open(&file, "alice", &d.agent, Some(&id), options(&p2, Autonomy::Supervised, vec![])).unwrap();
-    assert_eq!(s.history(), history.as_slice(), "the session is rebuilt exactly from its events");
+    let mut s = AgentSession::open(
+        &file,
+        "alice",
+        &d.agent,
+        Some(&id),
+        options(&p2, Autonomy::Supervised, vec![]),
+    )
+    .unwrap();
+    assert_eq!(
+        s.history(),
+        history.as_slice(),
+        "the session is rebuilt exactly from its events"
+    );
     s.run_turn("and now?", &mut no_ask).await.unwrap();
-    assert_eq!(p2.requests()[0].messages.len(), 5, "the resumed history went to the model");
-    fx.settle(&file, std::time::Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        p2.requests()[0].messages.len(),
+        5,
+        "the resumed history went to the model"
+    );
+    fx.settle(&file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     file.close().await;
     fx.join().await;
-    assert_eq!(p.requests().len(), 2, "replay and reopen made no call on the first provider");
-    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "hi\n", "and ran no shell command again");
+    assert_eq!(
+        p.requests().len(),
+        2,
+        "replay and reopen made no call on the first provider"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "hi\n",
+        "and ran no shell command again"
+    );
 }
 
 fn tool_with_usage(id: &str, name: &str, input: Value, tokens: u64) -> LlmResponse {
     let mut r = tool(id, name, input);
-    r.usage = Usage { input_tokens: tokens, output_tokens: 10 };
+    r.usage = Usage {
+        input_tokens: tokens,
+        output_tokens: 10,
+    };
     r
 }
 
@@ -213,18 +420,44 @@ async fn compaction_summarises_near_the_context_limit_and_survives_reopen() {
     let out = s.run_turn("start", &mut no_ask).await.unwrap();
     assert_eq!(out.text, "continuing after compaction");
     let reqs = p.requests();
-    assert!(serde_json::to_string(&reqs[1].messages).unwrap().contains("Goal, Instructions, Discoveries, Accomplished, Files"), "the compaction call");
+    assert!(
+        serde_json::to_string(&reqs[1].messages)
+            .unwrap()
+            .contains("Goal, Instructions, Discoveries, Accomplished, Files"),
+        "the compaction call"
+    );
     let after = serde_json::to_string(&reqs[2].messages).unwrap();
     assert!(after.starts_with("[{\"role\":\"user\""), "{after}");
-    assert!(after.contains("Goal: implement req."), "the summary replaced the old history: {after}");
-    assert!(!after.contains("\"start\""), "the first user message was compacted away");
-    assert_eq!(reqs[2].messages.len(), 3, "summary + the last tool call and its result");
+    assert!(
+        after.contains("Goal: implement req."),
+        "the summary replaced the old history: {after}"
+    );
+    assert!(
+        !after.contains("\"start\""),
+        "the first user message was compacted away"
+    );
+    assert_eq!(
+        reqs[2].messages.len(),
+        3,
+        "summary + the last tool call and its result"
+    );
     let id = s.session_id().to_owned();
     let history = s.history().to_vec();
     d.file.close().await;
     let file = d.engine.open(&d.path).await.unwrap();
-    let again = AgentSession::open(&file, "alice", &d.agent, Some(&id), options(&p, Autonomy::Full, vec![])).unwrap();
-    assert_eq!(again.history(), history.as_slice(), "compaction is replayed from its event");
+    let again = AgentSession::open(
+        &file,
+        "alice",
+        &d.agent,
+        Some(&id),
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    assert_eq!(
+        again.history(),
+        history.as_slice(),
+        "compaction is replayed from its event"
+    );
     file.close().await;
 }
 
@@ -233,25 +466,41 @@ async fn a_failed_compaction_falls_back_to_truncation_and_the_session_goes_on() 
     let d = doc().await;
     let p = Arc::new(ScriptedProvider::with_results([
         Ok(tool_with_usage("t1", "elfiee_block_list", json!({}), 5000)),
-        Err(elfiee_adapters::llm::LlmError::Malformed("summary call broke".into())),
+        Err(elfiee_adapters::llm::LlmError::Malformed(
+            "summary call broke".into(),
+        )),
         Ok(done("still here")),
     ]));
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.context_limit = 1000;
     let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
     let out = s.run_turn("go", &mut no_ask).await.unwrap();
-    assert_eq!((out.stop_reason, out.text.as_str()), (StopReason::EndTurn, "still here"));
+    assert_eq!(
+        (out.stop_reason, out.text.as_str()),
+        (StopReason::EndTurn, "still here")
+    );
     let last = serde_json::to_string(&p.requests()[2].messages).unwrap();
     assert!(last.contains("Older messages were dropped"), "{last}");
     let next = s.run_turn("and again", &mut no_ask).await;
-    assert!(next.is_ok(), "the session stays usable (the script is exhausted, so this turn reports an error stop)");
+    assert!(
+        next.is_ok(),
+        "the session stays usable (the script is exhausted, so this turn reports an error stop)"
+    );
     d.file.close().await;
 }
 
 #[tokio::test]
 async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
     let d = doc().await;
-    d.file.submit(Command::new("alice", "markdown.write", Some("req"), json!({"markdown": "word ".repeat(400)}))).await.unwrap();
+    d.file
+        .submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some("req"),
+            json!({"markdown": "word ".repeat(400)}),
+        ))
+        .await
+        .unwrap();
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
         tool("t2", "elfiee_block_get", json!({"block_id": "impl"})),
@@ -262,10 +511,17 @@ async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
     let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
     s.run_turn("read both", &mut no_ask).await.unwrap();
     let last = serde_json::to_string(&p.requests()[2].messages).unwrap();
-    assert!(last.contains("older tool output pruned"), "the big, older output was pruned: {}", &last[..last.len().min(400)]);
+    assert!(
+        last.contains("older tool output pruned"),
+        "the big, older output was pruned: {}",
+        &last[..last.len().min(400)]
+    );
     assert!(last.contains("parser.rs"), "the newest output is kept");
     let logged = serde_json::to_string(&d.file.events(1).unwrap()).unwrap();
-    assert!(logged.matches("word word word").count() >= 2, "the log keeps the full output");
+    assert!(
+        logged.matches("word word word").count() >= 2,
+        "the log keeps the full output"
+    );
     d.file.close().await;
 }
 
@@ -275,20 +531,47 @@ async fn the_task_tool_runs_a_read_only_sub_agent_and_returns_its_answer() {
     // Calls in order: parent → child → child → parent (one provider serves both).
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "task", json!({"prompt": "find the requirement"})),
-        tool("c1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "overwritten"})),
+        tool(
+            "c1",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "overwritten"}),
+        ),
         done("the requirement is req"),
         done("parent done"),
     ]));
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
     let out = s.run_turn("delegate", &mut no_ask).await.unwrap();
     assert_eq!(out.text, "parent done");
-    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "Parse <command> blocks.", "the explore agent is read-only");
+    assert_eq!(
+        d.file.block("req").unwrap().contents["markdown"],
+        "Parse <command> blocks.",
+        "the explore agent is read-only"
+    );
     let child_saw = serde_json::to_string(&p.requests()[2].messages).unwrap();
     assert!(child_saw.contains("[failed] denied"), "{child_saw}");
     let parent_saw = serde_json::to_string(&p.requests()[3].messages).unwrap();
-    assert!(parent_saw.contains("the requirement is req"), "the child's last text is the task result");
-    let tagged = d.file.events(1).unwrap().iter().filter(|e| e.value.get("parent_session").and_then(Value::as_str) == Some(s.session_id())).count();
-    assert!(tagged >= 3, "the child session's events name their parent ({tagged})");
+    assert!(
+        parent_saw.contains("the requirement is req"),
+        "the child's last text is the task result"
+    );
+    let tagged = d
+        .file
+        .events(1)
+        .unwrap()
+        .iter()
+        .filter(|e| e.value.get("parent_session").and_then(Value::as_str) == Some(s.session_id()))
+        .count();
+    assert!(
+        tagged >= 3,
+        "the child session's events name their parent ({tagged})"
+    );
     d.file.close().await;
 }
 
@@ -308,7 +591,13 @@ impl elfiee_adapters::llm::Provider for CancelOnCall {
         &'a self,
         req: &'a elfiee_adapters::llm::LlmRequest,
         on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>> + Send + 'a>> {
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>>
+                + Send
+                + 'a,
+        >,
+    > {
         let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         if n == self.at {
             self.flag.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -338,44 +627,100 @@ async fn cancelling_the_parent_cancels_the_child() {
     let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
     let out = s.run_turn("go", &mut no_ask).await.unwrap();
     assert_eq!(out.stop_reason, StopReason::Cancelled);
-    assert_eq!(provider.calls.load(std::sync::atomic::Ordering::SeqCst), 2, "neither the child nor the parent called again");
-    let stops: Vec<String> = d.file.events(1).unwrap().iter().filter(|e| e.value.get("entry") == Some(&json!("stop"))).map(|e| e.value["stop_reason"]["kind"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(stops, ["cancelled", "cancelled"], "child and parent both recorded the cancellation");
+    assert_eq!(
+        provider.calls.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "neither the child nor the parent called again"
+    );
+    let stops: Vec<String> = d
+        .file
+        .events(1)
+        .unwrap()
+        .iter()
+        .filter(|e| e.value.get("entry") == Some(&json!("stop")))
+        .map(|e| e.value["stop_reason"]["kind"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        stops,
+        ["cancelled", "cancelled"],
+        "child and parent both recorded the cancellation"
+    );
     d.file.close().await;
 }
 
 // ---- approvals, result format, memory, title/status, profiles, history cap, callbacks ----
 
-use elfiee_adapters::agent_loop::{always_rules, ApproveAll, DenyAll, LoopEvent, Profile, SessionStatus};
+use elfiee_adapters::agent_loop::{
+    always_rules, ApproveAll, DenyAll, LoopEvent, Profile, SessionStatus,
+};
 use elfiee_adapters::llm::Role;
 
 fn session_entries(file: &FileHandle, entry: &str) -> Vec<elfiee_model::Event> {
-    file.events(1).unwrap().into_iter().filter(|e| e.cap_id() == "agent.session" && e.value["entry"] == entry).collect()
+    file.events(1)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.cap_id() == "agent.session" && e.value["entry"] == entry)
+        .collect()
 }
 
 #[tokio::test]
 async fn approvals_are_events_answered_by_the_user_and_always_rules_are_recorded() {
     let d = doc().await;
     let p = Arc::new(ScriptedProvider::new([
-        tool("t1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "v2"})),
-        tool("t2", "elfiee_code_write", json!({"block_id": "impl", "text": "x"})),
+        tool(
+            "t1",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "v2"}),
+        ),
+        tool(
+            "t2",
+            "elfiee_code_write",
+            json!({"block_id": "impl", "text": "x"}),
+        ),
         done("done"),
     ]));
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, vec![])).unwrap();
-    let mut answers = vec![Confirm::RejectWithFeedback("no code".into()), Confirm::Always];
-    s.run_turn("edit", &mut |_: &str, _: &Value| answers.pop().unwrap()).await.unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, vec![]),
+    )
+    .unwrap();
+    let mut answers = vec![
+        Confirm::RejectWithFeedback("no code".into()),
+        Confirm::Always,
+    ];
+    s.run_turn("edit", &mut |_: &str, _: &Value| answers.pop().unwrap())
+        .await
+        .unwrap();
     let asked = session_entries(&d.file, "approval");
     assert_eq!(asked.len(), 2);
     assert_eq!(asked[0].editor_id(), d.agent_editor, "the agent asks");
     assert_eq!(asked[0].value["request"]["tool"], "elfiee_markdown_write");
     assert_eq!(asked[0].value["request"]["reason"], "rule");
     let answered = session_entries(&d.file, "approval_answer");
-    assert_eq!(answered.iter().map(|e| e.value["answer"].as_str().unwrap()).collect::<Vec<_>>(), ["always", "reject_with_feedback"]);
-    assert!(answered.iter().all(|e| e.editor_id() == "alice"), "the user answers");
+    assert_eq!(
+        answered
+            .iter()
+            .map(|e| e.value["answer"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["always", "reject_with_feedback"]
+    );
+    assert!(
+        answered.iter().all(|e| e.editor_id() == "alice"),
+        "the user answers"
+    );
     assert_eq!(answered[1].value["feedback"], "no code");
     let rules = session_entries(&d.file, "rule");
     assert_eq!(rules.len(), 1);
-    assert_eq!((rules[0].editor_id(), rules[0].value["rule"]["permission"].as_str()), ("alice", Some("elfiee_markdown_write")));
+    assert_eq!(
+        (
+            rules[0].editor_id(),
+            rules[0].value["rule"]["permission"].as_str()
+        ),
+        ("alice", Some("elfiee_markdown_write"))
+    );
     assert_eq!(s.session_rules().rules.len(), 1);
     // The user's message is the user's; the agent's messages are the agent's.
     let msgs = session_entries(&d.file, "message");
@@ -391,7 +736,10 @@ fn always_on_shell_allows_the_base_command_only() {
     assert_eq!(rules.evaluate("shell", "cargo"), Action::Allow);
     assert_eq!(rules.evaluate("shell", "cargox"), Action::Ask);
     assert_eq!(rules.evaluate("shell", "rm -rf x"), Action::Ask);
-    assert_eq!(Ruleset::new(always_rules("elfiee_code_write", "b1")).evaluate("elfiee_code_write", "b2"), Action::Allow);
+    assert_eq!(
+        Ruleset::new(always_rules("elfiee_code_write", "b1")).evaluate("elfiee_code_write", "b2"),
+        Action::Allow
+    );
 }
 
 #[tokio::test]
@@ -399,27 +747,58 @@ async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error()
     let d = doc().await;
     let fx = attach(&d.file, EffectsConfig::default());
     let p = Arc::new(ScriptedProvider::new([
-        tool("t1", "shell", json!({"command": "echo half-done; echo oops >&2; exit 3"})),
+        tool(
+            "t1",
+            "shell",
+            json!({"command": "echo half-done; echo oops >&2; exit 3"}),
+        ),
         tool("t2", "elfiee_block_get", json!({"block_id": "nope"})),
         tool("t3", "shell", json!({"command": "echo fine"})),
         done("ok"),
     ]));
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
     s.run_turn("try things", &mut no_ask).await.unwrap();
     let results: Vec<(String, bool)> = s
         .history()
         .iter()
         .flat_map(|m| m.content.iter())
         .filter_map(|b| match b {
-            ContentBlock::ToolResult { content, is_error, .. } => Some((content.clone(), *is_error)),
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => Some((content.clone(), *is_error)),
             _ => None,
         })
         .collect();
-    assert!(results[0].1 && results[0].0.starts_with("[failed] exit code 3: oops"), "{:?}", results[0]);
-    assert!(results[0].0.contains("[partial output]\nhalf-done"), "partial output is kept: {:?}", results[0]);
-    assert!(results[1].1 && results[1].0.starts_with("[failed] block 'nope' not found"), "{:?}", results[1]);
-    assert!(!results[2].1 && results[2].0.contains("fine"), "success is the output itself, no prefix: {:?}", results[2]);
-    fx.settle(&d.file, std::time::Duration::from_secs(10)).await.unwrap();
+    assert!(
+        results[0].1 && results[0].0.starts_with("[failed] exit code 3: oops"),
+        "{:?}",
+        results[0]
+    );
+    assert!(
+        results[0].0.contains("[partial output]\nhalf-done"),
+        "partial output is kept: {:?}",
+        results[0]
+    );
+    assert!(
+        results[1].1 && results[1].0.starts_with("[failed] block 'nope' not found"),
+        "{:?}",
+        results[1]
+    );
+    assert!(
+        !results[2].1 && results[2].0.contains("fine"),
+        "success is the output itself, no prefix: {:?}",
+        results[2]
+    );
+    fx.settle(&d.file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     d.file.close().await;
     fx.join().await;
 }
@@ -429,14 +808,43 @@ async fn a_broken_terminal_is_a_system_error() {
     let d = doc().await;
     let fx = attach(&d.file, EffectsConfig::default());
     let name = format!("shell: {}", d.agent_editor);
-    let ev = d.file.submit(Command::new("alice", "terminal.create", None, json!({"name": name, "shell": "/nonexistent/shell"}))).await.unwrap();
-    d.file.submit(Command::new("alice", "core.grant", Some(&ev[0].entity), json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}))).await.unwrap();
-    let p = Arc::new(ScriptedProvider::new([tool("t1", "shell", json!({"command": "ls"})), done("ok")]));
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let ev = d
+        .file
+        .submit(Command::new(
+            "alice",
+            "terminal.create",
+            None,
+            json!({"name": name, "shell": "/nonexistent/shell"}),
+        ))
+        .await
+        .unwrap();
+    d.file
+        .submit(Command::new(
+            "alice",
+            "core.grant",
+            Some(&ev[0].entity),
+            json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}),
+        ))
+        .await
+        .unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "shell", json!({"command": "ls"})),
+        done("ok"),
+    ]));
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
     s.run_turn("ls", &mut no_ask).await.unwrap();
     let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
     assert!(sent.contains("[error] cannot start"), "{sent}");
-    fx.settle(&d.file, std::time::Duration::from_secs(10)).await.unwrap();
+    fx.settle(&d.file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     d.file.close().await;
     fx.join().await;
 }
@@ -449,60 +857,152 @@ async fn an_earlier_sessions_summary_is_recalled_into_the_system_prompt() {
         done("The parser requirement is in block req."),
         done("second session answer"),
     ]));
-    let mut first = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
-    first.run_turn("Where is the parser requirement?", &mut no_ask).await.unwrap();
+    let mut first = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    first
+        .run_turn("Where is the parser requirement?", &mut no_ask)
+        .await
+        .unwrap();
     let memories = session_entries(&d.file, "memory");
     assert_eq!(memories.len(), 1);
     assert_eq!(memories[0].editor_id(), d.agent_editor);
-    assert!(memories[0].value["summary"].as_str().unwrap().contains("elfiee_block_get"));
-    let mut second = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
-    second.run_turn("Now extend the parser", &mut no_ask).await.unwrap();
+    assert!(memories[0].value["summary"]
+        .as_str()
+        .unwrap()
+        .contains("elfiee_block_get"));
+    let mut second = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    second
+        .run_turn("Now extend the parser", &mut no_ask)
+        .await
+        .unwrap();
     let system = &p.requests()[2].system;
-    assert!(system.contains("# Memory") && system.contains("The parser requirement is in block req."), "{system}");
-    let mut third = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    assert!(
+        system.contains("# Memory") && system.contains("The parser requirement is in block req."),
+        "{system}"
+    );
+    let mut third = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
     p.push(Ok(done("x")));
     third.run_turn("zebra giraffe", &mut no_ask).await.unwrap();
-    assert!(!p.requests()[3].system.contains("# Memory"), "nothing relevant, nothing recalled");
+    assert!(
+        !p.requests()[3].system.contains("# Memory"),
+        "nothing relevant, nothing recalled"
+    );
     d.file.close().await;
 }
 
 #[tokio::test]
 async fn a_new_session_gets_a_title_and_publishes_its_status_and_tool_events() {
     let d = doc().await;
-    let p = Arc::new(ScriptedProvider::new([tool("t1", "elfiee_block_list", json!({})), done("two blocks")]));
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Full, vec![])).unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "elfiee_block_list", json!({})),
+        done("two blocks"),
+    ]));
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
     let status = s.status();
     let mut seen = Vec::new();
-    s.run_turn_with("List all the blocks in this document please", &mut ApproveAll, &mut |e| seen.push(e)).await.unwrap();
+    s.run_turn_with(
+        "List all the blocks in this document please",
+        &mut ApproveAll,
+        &mut |e| seen.push(e),
+    )
+    .await
+    .unwrap();
     assert_eq!(s.title(), Some("List all the blocks in this"));
     assert_eq!(seen[0], LoopEvent::Status(SessionStatus::Busy));
     assert!(matches!(&seen[1], LoopEvent::Title(t) if t == "List all the blocks in this"));
-    assert!(seen.iter().any(|e| matches!(e, LoopEvent::ToolRunning { tool, .. } if tool == "elfiee_block_list")));
-    assert!(seen.iter().any(|e| matches!(e, LoopEvent::ToolSuccess { tool, .. } if tool == "elfiee_block_list")));
+    assert!(seen
+        .iter()
+        .any(|e| matches!(e, LoopEvent::ToolRunning { tool, .. } if tool == "elfiee_block_list")));
+    assert!(seen
+        .iter()
+        .any(|e| matches!(e, LoopEvent::ToolSuccess { tool, .. } if tool == "elfiee_block_list")));
     assert_eq!(seen[seen.len() - 2], LoopEvent::Status(SessionStatus::Idle));
     assert_eq!(seen.last(), Some(&LoopEvent::Stopped(StopReason::EndTurn)));
     assert_eq!(*status.borrow(), SessionStatus::Idle);
     let listed = AgentSession::list(&d.file, &d.agent).unwrap();
-    assert_eq!(listed, vec![(s.session_id().to_owned(), Some("List all the blocks in this".to_owned()))]);
+    assert_eq!(
+        listed,
+        vec![(
+            s.session_id().to_owned(),
+            Some("List all the blocks in this".to_owned())
+        )]
+    );
     let id = s.session_id().to_owned();
-    let again = AgentSession::open(&d.file, "alice", &d.agent, Some(&id), options(&p, Autonomy::Full, vec![])).unwrap();
-    assert_eq!(again.title(), s.title(), "the title is rebuilt from its event");
+    let again = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        Some(&id),
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    assert_eq!(
+        again.title(),
+        s.title(),
+        "the title is rebuilt from its event"
+    );
     d.file.close().await;
 }
 
 #[tokio::test]
 async fn the_plan_profile_is_read_only_and_offers_only_reading_tools() {
     let d = doc().await;
-    let p = Arc::new(ScriptedProvider::new([tool("t1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "x"})), done("plan: 1. …")]));
-    let opts = SessionOptions::new(p.clone(), "scripted").with_profile(&Profile::builtin("plan").unwrap());
+    let p = Arc::new(ScriptedProvider::new([
+        tool(
+            "t1",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "x"}),
+        ),
+        done("plan: 1. …"),
+    ]));
+    let opts =
+        SessionOptions::new(p.clone(), "scripted").with_profile(&Profile::builtin("plan").unwrap());
     let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, opts).unwrap();
     s.run_turn("plan the work", &mut DenyAll).await.unwrap();
     let req = &p.requests()[0];
     let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
-    assert!(names.contains(&"elfiee_block_get") && names.contains(&"self_info") && !names.contains(&"shell") && !names.contains(&"elfiee_markdown_write"), "{names:?}");
+    assert!(
+        names.contains(&"elfiee_block_get")
+            && names.contains(&"self_info")
+            && !names.contains(&"shell")
+            && !names.contains(&"elfiee_markdown_write"),
+        "{names:?}"
+    );
     assert!(req.system.contains("Profile plan"));
-    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "Parse <command> blocks.");
-    assert!(serde_json::to_string(&p.requests()[1].messages).unwrap().contains("[failed] denied"));
+    assert_eq!(
+        d.file.block("req").unwrap().contents["markdown"],
+        "Parse <command> blocks."
+    );
+    assert!(serde_json::to_string(&p.requests()[1].messages)
+        .unwrap()
+        .contains("[failed] denied"));
     for name in ["build", "plan", "explore", "general"] {
         assert!(Profile::builtin(name).is_some());
     }
@@ -512,20 +1012,54 @@ async fn the_plan_profile_is_read_only_and_offers_only_reading_tools() {
 #[tokio::test]
 async fn the_history_cap_keeps_tool_calls_paired_and_starts_with_a_user_message() {
     let d = doc().await;
-    let p = Arc::new(ScriptedProvider::new((0..6).map(|i| tool(&format!("t{i}"), "elfiee_block_get", json!({"block_id": if i % 2 == 0 { "req" } else { "impl" }}))).chain([done("ok")])));
+    let p = Arc::new(ScriptedProvider::new(
+        (0..6)
+            .map(|i| {
+                tool(
+                    &format!("t{i}"),
+                    "elfiee_block_get",
+                    json!({"block_id": if i % 2 == 0 { "req" } else { "impl" }}),
+                )
+            })
+            .chain([done("ok")]),
+    ));
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.max_history = 4;
     o.doom_loop_threshold = 100;
     let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
     s.run_turn("read a lot", &mut no_ask).await.unwrap();
     for req in p.requests() {
-        assert!(req.messages.len() <= 5, "cap (+ a note) respected: {}", req.messages.len());
+        assert!(
+            req.messages.len() <= 5,
+            "cap (+ a note) respected: {}",
+            req.messages.len()
+        );
         assert_eq!(req.messages[0].role, Role::User);
-        assert!(!req.messages[0].content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. })), "no orphaned tool result first");
-        let uses: Vec<String> = req.messages.iter().flat_map(|m| m.content.iter()).filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.clone()) } else { None }).collect();
+        assert!(
+            !req.messages[0]
+                .content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult { .. })),
+            "no orphaned tool result first"
+        );
+        let uses: Vec<String> = req
+            .messages
+            .iter()
+            .flat_map(|m| m.content.iter())
+            .filter_map(|b| {
+                if let ContentBlock::ToolUse { id, .. } = b {
+                    Some(id.clone())
+                } else {
+                    None
+                }
+            })
+            .collect();
         for b in req.messages.iter().flat_map(|m| m.content.iter()) {
             if let ContentBlock::ToolResult { tool_use_id, .. } = b {
-                assert!(uses.contains(tool_use_id), "result {tool_use_id} has its call");
+                assert!(
+                    uses.contains(tool_use_id),
+                    "result {tool_use_id} has its call"
+                );
             }
         }
     }
@@ -537,27 +1071,58 @@ async fn the_history_cap_keeps_tool_calls_paired_and_starts_with_a_user_message(
 async fn approve_all_and_deny_all_answer_asks_but_never_override_deny_rules() {
     let d = doc().await;
     let p = Arc::new(ScriptedProvider::new([
-        tool("t1", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "approved"})),
+        tool(
+            "t1",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "approved"}),
+        ),
         tool("t2", "elfiee_block_delete", json!({"block_id": "impl"})),
         done("done"),
-        tool("t3", "elfiee_markdown_write", json!({"block_id": "req", "markdown": "denied"})),
+        tool(
+            "t3",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "denied"}),
+        ),
         done("done"),
     ]));
     let rules = vec![Rule::new("elfiee_block_delete", "**", Action::Deny)];
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, options(&p, Autonomy::Supervised, rules.clone())).unwrap();
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, rules.clone()),
+    )
+    .unwrap();
     s.run_turn("go", &mut ApproveAll).await.unwrap();
-    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "approved");
+    assert_eq!(
+        d.file.block("req").unwrap().contents["markdown"],
+        "approved"
+    );
     assert!(d.file.block("impl").is_some(), "the deny rule held");
     s.run_turn("again", &mut DenyAll).await.unwrap();
-    assert_eq!(d.file.block("req").unwrap().contents["markdown"], "approved");
-    assert!(serde_json::to_string(&p.requests()[4].messages).unwrap().contains("[failed] rejected by the user"));
+    assert_eq!(
+        d.file.block("req").unwrap().contents["markdown"],
+        "approved"
+    );
+    assert!(serde_json::to_string(&p.requests()[4].messages)
+        .unwrap()
+        .contains("[failed] rejected by the user"));
     d.file.close().await;
 }
 
 #[tokio::test]
 async fn options_come_from_the_agent_config_through_a_provider_factory() {
     let d = doc().await;
-    d.file.submit(Command::new("alice", "agent.configure", Some(&d.agent), json!({"model": "m-1", "system_prompt": "Be terse."}))).await.unwrap();
+    d.file
+        .submit(Command::new(
+            "alice",
+            "agent.configure",
+            Some(&d.agent),
+            json!({"model": "m-1", "system_prompt": "Be terse."}),
+        ))
+        .await
+        .unwrap();
     let p = Arc::new(ScriptedProvider::new([done("hi")]));
     let shared = p.clone();
     let factory: elfiee_adapters::invoke::ProviderFactory = Arc::new(move |cfg| {
@@ -569,6 +1134,10 @@ async fn options_come_from_the_agent_config_through_a_provider_factory() {
     s.run_turn("hello", &mut DenyAll).await.unwrap();
     let req = &p.requests()[0];
     assert_eq!(req.model, "m-1");
-    assert!(req.system.contains("Be terse.") && req.system.contains("# Tools") && req.system.contains("# Environment"));
+    assert!(
+        req.system.contains("Be terse.")
+            && req.system.contains("# Tools")
+            && req.system.contains("# Environment")
+    );
     d.file.close().await;
 }

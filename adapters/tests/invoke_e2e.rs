@@ -14,15 +14,24 @@ use serde_json::json;
 
 fn answer_stream(text: &str) -> String {
     let mut events = vec![
-        ("message_start", json!({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test", "content": [], "usage": {"input_tokens": 42, "output_tokens": 0}}})),
-        ("content_block_start", json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})),
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test", "content": [], "usage": {"input_tokens": 42, "output_tokens": 0}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
         ("ping", json!({"type": "ping"})),
     ];
     for piece in text.as_bytes().chunks(40) {
         let piece = String::from_utf8_lossy(piece).to_string();
         events.push(("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})));
     }
-    events.push(("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
     events.push(("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 99}})));
     events.push(("message_stop", json!({"type": "message_stop"})));
     anthropic_stream(&events)
@@ -39,51 +48,130 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("i.elf");
-    let engine = Engine::new(EngineConfig { node_id: "i".into(), ..EngineConfig::default() });
+    let engine = Engine::new(EngineConfig {
+        node_id: "i".into(),
+        ..EngineConfig::default()
+    });
     let file = engine.init(&path, "Alice").await.unwrap();
     let fx = attach(&file, EffectsConfig::default());
-    file.submit(Command::new("alice", "core.create", None, json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}))).await.unwrap();
-    file.submit(Command::new("alice", "markdown.write", Some("req"), json!({"markdown": "The parser must accept <command> blocks."}))).await.unwrap();
-    let created = file.submit(Command::new("alice", "agent.create", None, json!({"name": "writer"}))).await.unwrap();
-    let agent = created.iter().find(|e| e.cap_id() == "core.create").unwrap().entity.clone();
+    file.submit(Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
+    ))
+    .await
+    .unwrap();
+    file.submit(Command::new(
+        "alice",
+        "markdown.write",
+        Some("req"),
+        json!({"markdown": "The parser must accept <command> blocks."}),
+    ))
+    .await
+    .unwrap();
+    let created = file
+        .submit(Command::new(
+            "alice",
+            "agent.create",
+            None,
+            json!({"name": "writer"}),
+        ))
+        .await
+        .unwrap();
+    let agent = created
+        .iter()
+        .find(|e| e.cap_id() == "core.create")
+        .unwrap()
+        .entity
+        .clone();
     let agent_editor = created[0].entity.clone();
-    file.submit(Command::new("alice", "core.link", Some(&agent), json!({"to": "req", "relation": "reference"}))).await.unwrap();
+    file.submit(Command::new(
+        "alice",
+        "core.link",
+        Some(&agent),
+        json!({"to": "req", "relation": "reference"}),
+    ))
+    .await
+    .unwrap();
     file.submit(Command::new("alice", "agent.configure", Some(&agent), json!({"base_url": server.base_url, "api_key_env": "ELFIEE_INVOKE_TEST_KEY", "model": "claude-test"}))).await.unwrap();
 
     let streamed = Arc::new(Mutex::new(String::new()));
     let sink = streamed.clone();
-    let p = invoke_agent(&file, "alice", &agent, "Implement the requirement.", &[], move |d| sink.lock().unwrap().push_str(d)).await.unwrap();
+    let p = invoke_agent(
+        &file,
+        "alice",
+        &agent,
+        "Implement the requirement.",
+        &[],
+        move |d| sink.lock().unwrap().push_str(d),
+    )
+    .await
+    .unwrap();
     assert_eq!(p["status"], "pending", "{p}");
     assert_eq!(p["proposed_commands"].as_array().unwrap().len(), 3, "{p}");
     assert_eq!(p["parse_errors"], json!([]));
     assert_eq!(p["usage"]["input_tokens"], 42);
-    assert_eq!(*streamed.lock().unwrap(), reply, "the answer was streamed live, in full");
+    assert_eq!(
+        *streamed.lock().unwrap(),
+        reply,
+        "the answer was streamed live, in full"
+    );
     let req = &server.requests()[0];
     assert_eq!(req.path, "/v1/messages");
     assert_eq!(req.header("x-api-key"), Some("sk-test-secret"));
     assert_eq!(req.header("anthropic-version"), Some("2023-06-01"));
     let sent = req.body.to_string();
-    assert!(sent.contains("The parser must accept"), "the referenced block is in the context");
-    assert!(sent.contains("- req: Requirement (markdown)"), "the prompt names the blocks it may target");
+    assert!(
+        sent.contains("The parser must accept"),
+        "the referenced block is in the context"
+    );
+    assert!(
+        sent.contains("- req: Requirement (markdown)"),
+        "the prompt names the blocks it may target"
+    );
     let log = serde_json::to_string(&file.events(1).unwrap()).unwrap();
     assert!(!log.contains("sk-test-secret"), "the key is never stored");
 
     let pid = p["proposal_id"].as_str().unwrap();
-    decide_proposal(&file, "alice", pid, true, None).await.unwrap();
+    decide_proposal(&file, "alice", pid, true, None)
+        .await
+        .unwrap();
     let code = file.block("impl1").unwrap();
-    assert_eq!((code.owner.as_str(), code.contents["text"].as_str()), (agent_editor.as_str(), Some("fn parse() {}")));
+    assert_eq!(
+        (code.owner.as_str(), code.contents["text"].as_str()),
+        (agent_editor.as_str(), Some("fn parse() {}"))
+    );
     assert_eq!(code.children["implement"], vec!["req".to_string()]);
-    let authored: Vec<String> = file.events(1).unwrap().iter().filter(|e| e.entity == "impl1").map(|e| e.editor_id().to_owned()).collect();
+    let authored: Vec<String> = file
+        .events(1)
+        .unwrap()
+        .iter()
+        .filter(|e| e.entity == "impl1")
+        .map(|e| e.editor_id().to_owned())
+        .collect();
     assert!(authored.iter().all(|e| *e == agent_editor), "{authored:?}");
 
     // A failing call records a failed proposal with the error; exactly one request for it.
-    let failed = invoke_agent(&file, "alice", &agent, "again", &[], |_| {}).await.unwrap();
+    let failed = invoke_agent(&file, "alice", &agent, "again", &[], |_| {})
+        .await
+        .unwrap();
     assert_eq!(failed["status"], "failed");
-    assert!(failed["error"].as_str().unwrap().to_lowercase().contains("unauthorized") || failed["error"].as_str().unwrap().contains("401"), "{failed}");
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("unauthorized")
+            || failed["error"].as_str().unwrap().contains("401"),
+        "{failed}"
+    );
     assert_eq!(server.request_count(), 2, "401 is not retried");
     assert_eq!(list_proposals(&file, Some(&agent)).len(), 2);
 
-    fx.settle(&file, std::time::Duration::from_secs(10)).await.unwrap();
+    fx.settle(&file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     let digest = file.state_digest();
     file.close().await;
     fx.join().await;
@@ -92,8 +180,14 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
     assert_eq!(report.state_digest, digest);
     let file = engine.open(&path).await.unwrap();
     let fx = attach(&file, EffectsConfig::default());
-    fx.settle(&file, std::time::Duration::from_secs(10)).await.unwrap();
+    fx.settle(&file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
     file.close().await;
     fx.join().await;
-    assert_eq!(server.request_count(), 2, "replay and reopen made no HTTP request");
+    assert_eq!(
+        server.request_count(),
+        2,
+        "replay and reopen made no HTTP request"
+    );
 }

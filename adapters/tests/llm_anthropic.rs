@@ -6,8 +6,8 @@ mod llm_support;
 use std::time::{Duration, Instant};
 
 use elfiee_adapters::llm::{
-    AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Message, OpenAiProvider, Provider,
-    ProviderConfig, RetryPolicy, Role, StreamEvent, ToolDef, Usage,
+    AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Message,
+    OpenAiProvider, Provider, ProviderConfig, RetryPolicy, Role, StreamEvent, ToolDef, Usage,
 };
 use llm_support::{anthropic_stream, MockServer, Reply};
 use serde_json::{json, Value};
@@ -36,10 +36,18 @@ fn anthropic(server: &MockServer, max_attempts: u32) -> AnthropicProvider {
 }
 
 fn request() -> LlmRequest {
-    LlmRequest::new("claude-test", "You are Elfiee's assistant.", "写一个标题", 512)
+    LlmRequest::new(
+        "claude-test",
+        "You are Elfiee's assistant.",
+        "写一个标题",
+        512,
+    )
 }
 
-async fn run(p: &dyn Provider, req: &LlmRequest) -> (Result<LlmResponse, LlmError>, Vec<StreamEvent>) {
+async fn run(
+    p: &dyn Provider,
+    req: &LlmRequest,
+) -> (Result<LlmResponse, LlmError>, Vec<StreamEvent>) {
     let mut events = Vec::new();
     let mut sink = |e: StreamEvent| events.push(e);
     let r = p.complete(req, &mut sink).await;
@@ -90,8 +98,14 @@ fn text_stream(pieces: &[&str]) -> String {
             json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}}),
         ));
     }
-    ev.push(("some_future_event", json!({"type": "some_future_event", "whatever": [1, 2]})));
-    ev.push(("content_block_stop", json!({"type": "content_block_stop", "index": 0})));
+    ev.push((
+        "some_future_event",
+        json!({"type": "some_future_event", "whatever": [1, 2]}),
+    ));
+    ev.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
     ev.extend(message_end("end_turn"));
     anthropic_stream(&ev)
 }
@@ -108,11 +122,24 @@ async fn assert_text_stream_assembles(chunk_size: usize, crlf: bool) {
     let resp = r.unwrap();
     let expected = PIECES.concat();
     assert_eq!(resp.content, vec![ContentBlock::text(expected.clone())]);
-    assert_eq!(text_of(&events), expected, "deltas reach the callback in order");
+    assert_eq!(
+        text_of(&events),
+        expected,
+        "deltas reach the callback in order"
+    );
     assert_eq!(resp.stop_reason.as_deref(), Some("end_turn"));
-    assert_eq!(resp.usage, Usage { input_tokens: 25, output_tokens: 15 });
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 25,
+            output_tokens: 15
+        }
+    );
     assert_eq!(resp.model, "claude-test-20250101");
-    assert!(events.contains(&StreamEvent::Usage(Usage { input_tokens: 25, output_tokens: 15 })));
+    assert!(events.contains(&StreamEvent::Usage(Usage {
+        input_tokens: 25,
+        output_tokens: 15
+    })));
 }
 
 #[tokio::test]
@@ -140,18 +167,29 @@ async fn request_has_the_messages_api_shape_and_headers() {
         Message::user_text("read b1"),
         Message::new(
             Role::Assistant,
-            vec![ContentBlock::ToolUse { id: "tu_1".into(), name: "read_block".into(), input: json!({"id": "b1"}) }],
+            vec![ContentBlock::ToolUse {
+                id: "tu_1".into(),
+                name: "read_block".into(),
+                input: json!({"id": "b1"}),
+            }],
         ),
         Message::new(
             Role::User,
-            vec![ContentBlock::ToolResult { tool_use_id: "tu_1".into(), content: "# B1".into(), is_error: false }],
+            vec![ContentBlock::ToolResult {
+                tool_use_id: "tu_1".into(),
+                content: "# B1".into(),
+                is_error: false,
+            }],
         ),
     ];
     run(&anthropic(&server, 1), &req).await.0.unwrap();
     let recorded = server.requests();
     assert_eq!(recorded.len(), 1);
     let r = &recorded[0];
-    assert_eq!((r.method.as_str(), r.path.as_str()), ("POST", "/v1/messages"));
+    assert_eq!(
+        (r.method.as_str(), r.path.as_str()),
+        ("POST", "/v1/messages")
+    );
     assert_eq!(r.header("x-api-key"), Some(KEY));
     assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));
     assert_eq!(r.header("content-type"), Some("application/json"));
@@ -181,16 +219,28 @@ async fn tool_use_stream_accumulates_input_json_deltas_into_parsed_input() {
             "content_block_delta",
             json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Let me look."}}),
         ),
-        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
         (
             "content_block_start",
             json!({"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "toolu_01", "name": "markdown_write", "input": {}}}),
         ),
     ];
-    for piece in ["", "{\"block_", "id\": \"b-1\", \"mark", "down\": \"# 标", "题\\n\"}"] {
+    for piece in [
+        "",
+        "{\"block_",
+        "id\": \"b-1\", \"mark",
+        "down\": \"# 标",
+        "题\\n\"}",
+    ] {
         ev.push(("content_block_delta", json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": piece}})));
     }
-    ev.push(("content_block_stop", json!({"type": "content_block_stop", "index": 1})));
+    ev.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 1}),
+    ));
     ev.extend(message_end("tool_use"));
     let server = MockServer::start(vec![Reply::sse(&anthropic_stream(&ev), 5)]).await;
     let (r, events) = run(&anthropic(&server, 1), &request()).await;
@@ -207,7 +257,10 @@ async fn tool_use_stream_accumulates_input_json_deltas_into_parsed_input() {
         ]
     );
     assert_eq!(resp.stop_reason.as_deref(), Some("tool_use"));
-    assert!(events.contains(&StreamEvent::ToolUseStart { id: "toolu_01".into(), name: "markdown_write".into() }));
+    assert!(events.contains(&StreamEvent::ToolUseStart {
+        id: "toolu_01".into(),
+        name: "markdown_write".into()
+    }));
     let input: String = events
         .iter()
         .filter_map(|e| match e {
@@ -215,13 +268,18 @@ async fn tool_use_stream_accumulates_input_json_deltas_into_parsed_input() {
             _ => None,
         })
         .collect();
-    assert_eq!(serde_json::from_str::<Value>(&input).unwrap(), json!({"block_id": "b-1", "markdown": "# 标题\n"}));
+    assert_eq!(
+        serde_json::from_str::<Value>(&input).unwrap(),
+        json!({"block_id": "b-1", "markdown": "# 标题\n"})
+    );
 }
 
 #[tokio::test]
 async fn ping_and_unknown_events_and_comments_are_ignored() {
-    let with_noise =
-        format!(": keep-alive comment\n\nevent: ping\ndata: {{\"type\": \"ping\"}}\n\n{}", text_stream(&["plain"]));
+    let with_noise = format!(
+        ": keep-alive comment\n\nevent: ping\ndata: {{\"type\": \"ping\"}}\n\n{}",
+        text_stream(&["plain"])
+    );
     let server = MockServer::start(vec![Reply::sse(&with_noise, 3)]).await;
     let resp = run(&anthropic(&server, 1), &request()).await.0.unwrap();
     assert_eq!(resp.joined_text(), "plain");
@@ -235,12 +293,21 @@ async fn error_event_after_http_200_is_a_stream_error_and_not_retried() {
             "content_block_start",
             json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         ),
-        ("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+        (
+            "error",
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        ),
     ]);
     let server = MockServer::start(vec![Reply::sse(&body, 11)]).await;
     let (r, _) = run(&anthropic(&server, 4), &request()).await;
     let err = r.unwrap_err();
-    assert_eq!(err, LlmError::StreamError { kind: "overloaded_error".into(), message: "Overloaded".into() });
+    assert_eq!(
+        err,
+        LlmError::StreamError {
+            kind: "overloaded_error".into(),
+            message: "Overloaded".into()
+        }
+    );
     assert!(err.to_string().contains("mid-stream"), "{err}");
     assert_eq!(server.request_count(), 1);
 }
@@ -256,32 +323,53 @@ async fn unauthorized_is_not_retried_and_says_where_the_key_comes_from() {
     let err = r.unwrap_err();
     assert!(matches!(err, LlmError::Unauthorized { .. }), "{err:?}");
     let msg = err.to_string();
-    assert!(msg.contains("api_key_env") && msg.contains("invalid x-api-key"), "{msg}");
-    assert_eq!(server.request_count(), 1, "exactly one request reached the server");
-    assert_eq!(server.connections.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert!(
+        msg.contains("api_key_env") && msg.contains("invalid x-api-key"),
+        "{msg}"
+    );
+    assert_eq!(
+        server.request_count(),
+        1,
+        "exactly one request reached the server"
+    );
+    assert_eq!(
+        server.connections.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
 }
 
 #[tokio::test]
 async fn client_errors_are_not_retried_and_carry_the_body_message() {
     for (status, check) in [
-        (400u16, (|e: &LlmError| matches!(e, LlmError::BadRequest { status: 400, .. })) as fn(&LlmError) -> bool),
+        (
+            400u16,
+            (|e: &LlmError| matches!(e, LlmError::BadRequest { status: 400, .. }))
+                as fn(&LlmError) -> bool,
+        ),
         (403, |e| matches!(e, LlmError::Forbidden { .. })),
         (404, |e| matches!(e, LlmError::NotFound { .. })),
         (413, |e| matches!(e, LlmError::TooLarge { .. })),
     ] {
-        let body = format!(r#"{{"type":"error","error":{{"type":"x","message":"reason for {status}"}}}}"#);
+        let body =
+            format!(r#"{{"type":"error","error":{{"type":"x","message":"reason for {status}"}}}}"#);
         let server = MockServer::start(vec![Reply::status(status, &body)]).await;
         let err = run(&anthropic(&server, 4), &request()).await.0.unwrap_err();
         assert!(check(&err), "{status}: {err:?}");
-        assert!(err.to_string().contains(&format!("reason for {status}")), "{err}");
+        assert!(
+            err.to_string().contains(&format!("reason for {status}")),
+            "{err}"
+        );
         assert_eq!(server.request_count(), 1, "{status} must not be retried");
     }
 }
 
 async fn assert_honours_retry_after(header: &str, value: &str, min: Duration) {
     let server = MockServer::start(vec![
-        Reply::status(429, r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#)
-            .header(header, value),
+        Reply::status(
+            429,
+            r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#,
+        )
+        .header(header, value),
         Reply::sse(&text_stream(&["after the wait"]), 64),
     ])
     .await;
@@ -290,9 +378,14 @@ async fn assert_honours_retry_after(header: &str, value: &str, min: Duration) {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 2);
     let waited = reqs[1].at - reqs[0].at;
-    assert!(waited >= min, "waited {waited:?}, the server asked for {min:?}");
     assert!(
-        events.iter().any(|e| matches!(e, StreamEvent::Retrying { attempt: 1, delay, .. } if *delay == min)),
+        waited >= min,
+        "waited {waited:?}, the server asked for {min:?}"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, StreamEvent::Retrying { attempt: 1, delay, .. } if *delay == min)),
         "{events:?}"
     );
 }
@@ -323,7 +416,9 @@ async fn overloaded_every_time_gives_retries_exhausted_after_max_attempts() {
     }
     let msg = err.to_string();
     assert!(
-        msg.contains("gave up after 3 attempts") && msg.contains("overloaded") && msg.contains("try again later"),
+        msg.contains("gave up after 3 attempts")
+            && msg.contains("overloaded")
+            && msg.contains("try again later"),
         "{msg}"
     );
     assert_eq!(server.request_count(), 3);
@@ -363,7 +458,11 @@ async fn malformed_json_in_a_data_line_is_malformed_not_a_panic() {
     let err = run(&anthropic(&server, 4), &request()).await.0.unwrap_err();
     assert!(matches!(err, LlmError::Malformed(_)), "{err:?}");
     assert!(err.to_string().contains("content_block_delta"), "{err}");
-    assert_eq!(server.request_count(), 1, "a malformed answer is not retried");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "a malformed answer is not retried"
+    );
 }
 
 #[tokio::test]
@@ -378,12 +477,18 @@ async fn tool_input_that_is_not_json_is_malformed() {
             "content_block_delta",
             json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": "}}),
         ),
-        ("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
     ];
     ev.extend(message_end("tool_use"));
     let server = MockServer::start(vec![Reply::sse(&anthropic_stream(&ev), 64)]).await;
     let err = run(&anthropic(&server, 1), &request()).await.0.unwrap_err();
-    assert!(matches!(err, LlmError::Malformed(ref m) if m.contains("tool call n")), "{err:?}");
+    assert!(
+        matches!(err, LlmError::Malformed(ref m) if m.contains("tool call n")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]
@@ -396,7 +501,11 @@ async fn stream_cut_after_text_is_a_network_error_and_not_replayed() {
     let (r, events) = run(&anthropic(&server, 4), &request()).await;
     assert!(matches!(r, Err(LlmError::Network(_))), "{r:?}");
     assert_eq!(text_of(&events), "first part");
-    assert_eq!(server.request_count(), 1, "text already went out: retrying would duplicate it");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "text already went out: retrying would duplicate it"
+    );
 }
 
 #[tokio::test]
@@ -404,13 +513,22 @@ async fn stalled_stream_times_out() {
     let mut reply = Reply::sse(&text_stream(&["late"]), 64);
     reply.stall = Duration::from_secs(3);
     let server = MockServer::start(vec![reply]).await;
-    let cfg = ProviderConfig { read_timeout: Duration::from_millis(300), ..config(&server, 1) };
+    let cfg = ProviderConfig {
+        read_timeout: Duration::from_millis(300),
+        ..config(&server, 1)
+    };
     let p = AnthropicProvider::new(ApiKey::new(KEY), cfg).unwrap();
     let t = Instant::now();
     let err = run(&p, &request()).await.0.unwrap_err();
-    assert!(t.elapsed() < Duration::from_secs(2), "gave up only after {:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "gave up only after {:?}",
+        t.elapsed()
+    );
     match err {
-        LlmError::RetriesExhausted { attempts: 1, last } => assert!(matches!(*last, LlmError::Timeout(_)), "{last:?}"),
+        LlmError::RetriesExhausted { attempts: 1, last } => {
+            assert!(matches!(*last, LlmError::Timeout(_)), "{last:?}")
+        }
         other => panic!("expected a timeout, got {other:?}"),
     }
 }
@@ -429,16 +547,27 @@ async fn unreachable_server_is_retried_then_reported_as_network_error() {
     let p = AnthropicProvider::new(ApiKey::new(KEY), cfg).unwrap();
     let (r, events) = run(&p, &request()).await;
     match r.unwrap_err() {
-        LlmError::RetriesExhausted { attempts: 2, last } => assert!(matches!(*last, LlmError::Network(_)), "{last:?}"),
+        LlmError::RetriesExhausted { attempts: 2, last } => {
+            assert!(matches!(*last, LlmError::Network(_)), "{last:?}")
+        }
         other => panic!("expected RetriesExhausted(Network), got {other:?}"),
     }
-    assert_eq!(events.iter().filter(|e| matches!(e, StreamEvent::Retrying { .. })).count(), 1);
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, StreamEvent::Retrying { .. }))
+            .count(),
+        1
+    );
 }
 
 #[tokio::test]
 async fn base_url_with_trailing_v1_is_accepted() {
     let server = MockServer::start(vec![Reply::sse(&text_stream(&["ok"]), 64)]).await;
-    let cfg = ProviderConfig { base_url: Some(format!("{}/v1/", server.base_url)), ..config(&server, 1) };
+    let cfg = ProviderConfig {
+        base_url: Some(format!("{}/v1/", server.base_url)),
+        ..config(&server, 1)
+    };
     let p = AnthropicProvider::new(ApiKey::new(KEY), cfg).unwrap();
     run(&p, &request()).await.0.unwrap();
     assert_eq!(server.requests()[0].path, "/v1/messages");
@@ -459,7 +588,10 @@ async fn api_key_never_appears_in_debug_output_or_errors() {
         format!("{err:?}"),
         err.to_string(),
     ] {
-        assert!(!shown.contains(KEY) && !shown.contains("SECRET"), "key leaked in: {shown}");
+        assert!(
+            !shown.contains(KEY) && !shown.contains("SECRET"),
+            "key leaked in: {shown}"
+        );
     }
     assert!(format!("{p:?}").contains("<redacted>"));
 }
@@ -491,11 +623,20 @@ async fn openai_streamed_text_assembles_and_request_uses_chat_format() {
     assert_eq!(resp.content, vec![ContentBlock::text("你好，world 🌍")]);
     assert_eq!(text_of(&events), "你好，world 🌍");
     assert_eq!(resp.stop_reason.as_deref(), Some("end_turn"));
-    assert_eq!(resp.usage, Usage { input_tokens: 9, output_tokens: 4 });
+    assert_eq!(
+        resp.usage,
+        Usage {
+            input_tokens: 9,
+            output_tokens: 4
+        }
+    );
     assert_eq!(resp.model, "gpt-test");
     let req = &server.requests()[0];
     assert_eq!(req.path, "/v1/chat/completions");
-    assert_eq!(req.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(
+        req.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
     assert_eq!(req.body["stream"], true);
     assert_eq!(
         req.body["messages"],
@@ -525,7 +666,11 @@ async fn openai_tool_call_deltas_assemble_and_tool_results_map_to_tool_messages(
             Role::Assistant,
             vec![
                 ContentBlock::text("Checking."),
-                ContentBlock::ToolUse { id: "call_0".into(), name: "list".into(), input: json!({}) },
+                ContentBlock::ToolUse {
+                    id: "call_0".into(),
+                    name: "list".into(),
+                    input: json!({}),
+                },
             ],
         ),
         Message::new(
@@ -551,7 +696,10 @@ async fn openai_tool_call_deltas_assemble_and_tool_results_map_to_tool_messages(
         }]
     );
     assert_eq!(resp.stop_reason.as_deref(), Some("tool_use"));
-    assert!(events.contains(&StreamEvent::ToolUseStart { id: "call_abc".into(), name: "core_create".into() }));
+    assert!(events.contains(&StreamEvent::ToolUseStart {
+        id: "call_abc".into(),
+        name: "core_create".into()
+    }));
     let body = &server.requests()[0].body;
     assert_eq!(
         body["tools"],
@@ -574,5 +722,11 @@ async fn openai_error_chunk_is_a_stream_error() {
     let body = "data: {\"error\": {\"message\": \"context too long\", \"type\": \"invalid_request_error\"}}\n\n";
     let server = MockServer::start(vec![Reply::sse(body, 64)]).await;
     let err = run(&openai(&server), &request()).await.0.unwrap_err();
-    assert_eq!(err, LlmError::StreamError { kind: "invalid_request_error".into(), message: "context too long".into() });
+    assert_eq!(
+        err,
+        LlmError::StreamError {
+            kind: "invalid_request_error".into(),
+            message: "context too long".into()
+        }
+    );
 }

@@ -62,7 +62,9 @@ fn single_command_after_thinking_is_parsed() {
 
 #[test]
 fn command_without_payload_or_description_gets_empty_object_and_none() {
-    let r = parse_structured_output("<command><cap_id>markdown.read</cap_id><block_id>b</block_id></command>");
+    let r = parse_structured_output(
+        "<command><cap_id>markdown.read</cap_id><block_id>b</block_id></command>",
+    );
     assert!(r.errors.is_empty());
     assert_eq!(r.commands[0].payload, json!({}));
     assert_eq!(r.commands[0].description, None);
@@ -79,7 +81,9 @@ fn command_without_block_id_targets_nothing() {
 
 #[test]
 fn text_without_commands_gives_nothing_and_no_errors() {
-    let r = parse_structured_output("Sure! I think the document looks fine as it is. 1 < 2 and <b>bold</b>.");
+    let r = parse_structured_output(
+        "Sure! I think the document looks fine as it is. 1 < 2 and <b>bold</b>.",
+    );
     assert!(r.commands.is_empty());
     assert!(r.errors.is_empty());
 }
@@ -100,9 +104,14 @@ fn malformed_payload_json_is_reported_by_index_and_the_rest_still_parse() {
 
 #[test]
 fn payload_that_is_not_an_object_is_an_error() {
-    let r = parse_structured_output("<command><cap_id>a.b</cap_id><payload>[1, 2]</payload></command>");
+    let r =
+        parse_structured_output("<command><cap_id>a.b</cap_id><payload>[1, 2]</payload></command>");
     assert!(r.commands.is_empty());
-    assert!(r.errors[0].contains("must be a JSON object"), "{:?}", r.errors);
+    assert!(
+        r.errors[0].contains("must be a JSON object"),
+        "{:?}",
+        r.errors
+    );
 }
 
 #[test]
@@ -130,7 +139,11 @@ fn command_not_closed_before_the_next_one_is_reported_and_the_next_parses() {
     assert_eq!(r.commands.len(), 1);
     assert_eq!(r.commands[0].cap_id, "a.second");
     assert_eq!(r.errors.len(), 1);
-    assert!(r.errors[0].starts_with("command #1:") && r.errors[0].contains("not closed"), "{:?}", r.errors);
+    assert!(
+        r.errors[0].starts_with("command #1:") && r.errors[0].contains("not closed"),
+        "{:?}",
+        r.errors
+    );
 }
 
 #[test]
@@ -139,14 +152,22 @@ fn unclosed_last_command_is_reported() {
         "<command><cap_id>a.ok</cap_id></command><command><cap_id>a.cut</cap_id><payload>{\"a\":",
     );
     assert_eq!(r.commands.len(), 1);
-    assert!(r.errors.iter().any(|e| e.starts_with("command #2:")), "{:?}", r.errors);
+    assert!(
+        r.errors.iter().any(|e| e.starts_with("command #2:")),
+        "{:?}",
+        r.errors
+    );
 }
 
 #[test]
 fn unclosed_field_tag_is_reported() {
     let r = parse_structured_output("<command><cap_id>a.b</cap_id><block_id>b1</command>");
     assert!(r.commands.is_empty());
-    assert!(r.errors[0].contains("<block_id> is not closed"), "{:?}", r.errors);
+    assert!(
+        r.errors[0].contains("<block_id> is not closed"),
+        "{:?}",
+        r.errors
+    );
 }
 
 #[test]
@@ -168,10 +189,15 @@ fn commands_inside_thinking_are_ignored() {
 
 #[test]
 fn unclosed_thinking_hides_later_commands_and_says_so() {
-    let r = parse_structured_output("<thinking>hmm <command><cap_id>core.delete</cap_id></command>");
+    let r =
+        parse_structured_output("<thinking>hmm <command><cap_id>core.delete</cap_id></command>");
     assert!(r.commands.is_empty());
     assert_eq!(r.errors.len(), 1);
-    assert!(r.errors[0].contains("<thinking> is never closed"), "{:?}", r.errors);
+    assert!(
+        r.errors[0].contains("<thinking> is never closed"),
+        "{:?}",
+        r.errors
+    );
 }
 
 #[test]
@@ -205,7 +231,10 @@ fn non_ascii_everywhere_is_preserved() {
     let r = parse_structured_output(text);
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     assert_eq!(r.commands[0].block_id.as_deref(), Some("块-α"));
-    assert_eq!(r.commands[0].payload["markdown"], "# 你好，世界 🌍\nnaïve café");
+    assert_eq!(
+        r.commands[0].payload["markdown"],
+        "# 你好，世界 🌍\nnaïve café"
+    );
     assert_eq!(r.commands[0].description.as_deref(), Some("写入标题 ✓"));
 }
 
@@ -247,18 +276,27 @@ fn one_megabyte_of_unclosed_tags_parses_quickly() {
     assert!(!r.errors.is_empty());
     let text = "<command>".repeat(1_000_000 / 9);
     let r = assert_fast(&text, Duration::from_secs(1));
-    assert_eq!(r.errors.len(), 1_000_000 / 9, "one error per unclosed command");
+    assert_eq!(
+        r.errors.len(),
+        1_000_000 / 9,
+        "one error per unclosed command"
+    );
 }
 
 #[test]
 fn one_megabyte_single_payload_parses_quickly() {
     let big = "字".repeat(330_000);
-    let text =
-        format!("<command><cap_id>markdown.write</cap_id><payload>{}</payload></command>", json!({ "markdown": big }));
+    let text = format!(
+        "<command><cap_id>markdown.write</cap_id><payload>{}</payload></command>",
+        json!({ "markdown": big })
+    );
     assert!(text.len() > 990_000);
     let r = assert_fast(&text, Duration::from_secs(1));
     assert!(r.errors.is_empty());
-    assert_eq!(r.commands[0].payload["markdown"].as_str().map(|s| s.len()), Some(big.len()));
+    assert_eq!(
+        r.commands[0].payload["markdown"].as_str().map(|s| s.len()),
+        Some(big.len())
+    );
 }
 
 proptest::proptest! {

@@ -4,7 +4,10 @@ use elfiee_adapters::llm::sse::{SseEvent, SseParser};
 use proptest::prelude::*;
 
 fn ev(event: Option<&str>, data: &str) -> SseEvent {
-    SseEvent { event: event.map(str::to_owned), data: data.to_owned() }
+    SseEvent {
+        event: event.map(str::to_owned),
+        data: data.to_owned(),
+    }
 }
 
 fn feed(chunks: &[&[u8]]) -> Vec<SseEvent> {
@@ -14,7 +17,8 @@ fn feed(chunks: &[&[u8]]) -> Vec<SseEvent> {
     out
 }
 
-const SAMPLE: &str = "\u{feff}event: message_start\r\n: comment line\r\ndata: {\"a\": \"你好🙂\"}\r\n\r\n\
+const SAMPLE: &str =
+    "\u{feff}event: message_start\r\n: comment line\r\ndata: {\"a\": \"你好🙂\"}\r\n\r\n\
 event: content_block_delta\ndata: line one\ndata:line two\nid: 7\nretry: 100\n\n\
 data: only data\rdata: cr-ended é\r\r\
 event: empty\ndata:\n\n\
@@ -40,7 +44,11 @@ fn whole_sample_parses_to_the_expected_events() {
 fn every_single_split_point_gives_the_same_events() {
     let bytes = SAMPLE.as_bytes();
     for i in 0..=bytes.len() {
-        assert_eq!(feed(&[&bytes[..i], &bytes[i..]]), sample_events(), "split at byte {i}");
+        assert_eq!(
+            feed(&[&bytes[..i], &bytes[i..]]),
+            sample_events(),
+            "split at byte {i}"
+        );
     }
 }
 
@@ -53,12 +61,18 @@ fn one_byte_at_a_time_gives_the_same_events() {
 #[test]
 fn crlf_split_between_chunks_is_one_line_break() {
     // "\r" ends one chunk and "\n" starts the next: no phantom blank line (which would dispatch early).
-    assert_eq!(feed(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]), vec![ev(None, "a\nb")]);
+    assert_eq!(
+        feed(&[b"data: a\r", b"\ndata: b\r", b"\n\r", b"\n"]),
+        vec![ev(None, "a\nb")]
+    );
 }
 
 #[test]
 fn invalid_utf8_is_replaced_not_fatal() {
-    assert_eq!(feed(&[b"data: \xff\xfe ok\n\n"]), vec![ev(None, "\u{fffd}\u{fffd} ok")]);
+    assert_eq!(
+        feed(&[b"data: \xff\xfe ok\n\n"]),
+        vec![ev(None, "\u{fffd}\u{fffd} ok")]
+    );
 }
 
 proptest! {

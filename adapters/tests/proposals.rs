@@ -7,10 +7,29 @@ use serde_json::{json, Value};
 
 async fn setup() -> (tempfile::TempDir, FileHandle, String, String) {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig { node_id: "p".into(), ..EngineConfig::default() });
-    let file = engine.init(dir.path().join("p.elf"), "Alice").await.unwrap();
-    let ev = file.submit(Command::new("alice", "agent.create", None, json!({"name": "writer"}))).await.unwrap();
-    let agent = ev.iter().find(|e| e.cap_id() == "core.create").unwrap().entity.clone();
+    let engine = Engine::new(EngineConfig {
+        node_id: "p".into(),
+        ..EngineConfig::default()
+    });
+    let file = engine
+        .init(dir.path().join("p.elf"), "Alice")
+        .await
+        .unwrap();
+    let ev = file
+        .submit(Command::new(
+            "alice",
+            "agent.create",
+            None,
+            json!({"name": "writer"}),
+        ))
+        .await
+        .unwrap();
+    let agent = ev
+        .iter()
+        .find(|e| e.cap_id() == "core.create")
+        .unwrap()
+        .entity
+        .clone();
     let editor = ev[0].entity.clone();
     (dir, file, agent, editor)
 }
@@ -31,15 +50,22 @@ async fn approving_runs_the_commands_as_the_agent_editor() {
         {"cap_id": "markdown.write", "block_id": "spec", "payload": {"markdown": "# Spec"}}
     ]))
     .await;
-    let ev = decide_proposal(&file, "alice", "p1", true, None).await.unwrap();
+    let ev = decide_proposal(&file, "alice", "p1", true, None)
+        .await
+        .unwrap();
     assert_eq!(ev.len(), 3);
     assert_eq!(ev[0].attribute, "alice/agent.approve");
     assert_eq!(ev[1].attribute, format!("{editor}/core.create"));
     assert_eq!(ev[2].attribute, format!("{editor}/markdown.write"));
     let block = file.block("spec").unwrap();
-    assert_eq!((block.owner.as_str(), block.contents["markdown"].as_str()), (editor.as_str(), Some("# Spec")));
+    assert_eq!(
+        (block.owner.as_str(), block.contents["markdown"].as_str()),
+        (editor.as_str(), Some("# Spec"))
+    );
     assert_eq!(list_proposals(&file, Some(&agent))[0]["status"], "approved");
-    let again = decide_proposal(&file, "alice", "p1", true, None).await.unwrap_err();
+    let again = decide_proposal(&file, "alice", "p1", true, None)
+        .await
+        .unwrap_err();
     assert!(again.to_string().contains("already approved"), "{again}");
     file.close().await;
 }
@@ -47,24 +73,56 @@ async fn approving_runs_the_commands_as_the_agent_editor() {
 #[tokio::test]
 async fn an_approval_with_one_unauthorized_command_changes_nothing() {
     let (_d, file, agent, _editor) = setup().await;
-    let owned = file.submit(Command::new("alice", "core.create", None, json!({"name": "mine", "block_type": "markdown"}))).await.unwrap()[0].entity.clone();
+    let owned = file
+        .submit(Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "mine", "block_type": "markdown"}),
+        ))
+        .await
+        .unwrap()[0]
+        .entity
+        .clone();
     propose(&file, &agent, "p2", json!([
         {"cap_id": "core.create", "payload": {"name": "ok", "block_type": "markdown", "block_id": "ok"}},
         {"cap_id": "core.delete", "block_id": owned, "payload": {}}
     ]))
     .await;
     let (seq, digest) = (file.last_seq(), file.state_digest());
-    let err = decide_proposal(&file, "alice", "p2", true, None).await.unwrap_err();
+    let err = decide_proposal(&file, "alice", "p2", true, None)
+        .await
+        .unwrap_err();
     assert!(matches!(err, EngineError::Rejected(_)));
     let msg = err.to_string();
-    assert!(msg.contains("proposed command 2 of 2") && msg.contains("core.delete"), "{msg}");
-    assert_eq!((file.last_seq(), file.state_digest()), (seq, digest), "all or nothing");
+    assert!(
+        msg.contains("proposed command 2 of 2") && msg.contains("core.delete"),
+        "{msg}"
+    );
+    assert_eq!(
+        (file.last_seq(), file.state_digest()),
+        (seq, digest),
+        "all or nothing"
+    );
     assert!(file.block("ok").is_none());
-    assert_eq!(list_proposals(&file, None)[0]["status"], "pending", "still pending: it can be rejected");
-    decide_proposal(&file, "alice", "p2", false, Some("needs delete rights")).await.unwrap();
+    assert_eq!(
+        list_proposals(&file, None)[0]["status"],
+        "pending",
+        "still pending: it can be rejected"
+    );
+    decide_proposal(&file, "alice", "p2", false, Some("needs delete rights"))
+        .await
+        .unwrap();
     let p = &list_proposals(&file, None)[0];
-    assert_eq!((p["status"].as_str(), p["feedback"].as_str()), (Some("rejected"), Some("needs delete rights")));
-    assert!(decide_proposal(&file, "alice", "p2", true, None).await.unwrap_err().to_string().contains("already rejected"));
+    assert_eq!(
+        (p["status"].as_str(), p["feedback"].as_str()),
+        (Some("rejected"), Some("needs delete rights"))
+    );
+    assert!(decide_proposal(&file, "alice", "p2", true, None)
+        .await
+        .unwrap_err()
+        .to_string()
+        .contains("already rejected"));
     file.close().await;
 }
 
@@ -80,13 +138,25 @@ async fn an_agent_proposes_over_mcp_and_a_human_approves() {
     .await
     .unwrap();
     let pid = out["proposal_id"].as_str().unwrap().to_owned();
-    let listed = elfiee_adapters::mcp::tools::call(&file, &editor, "elfiee_proposal_list", json!({})).await.unwrap();
+    let listed =
+        elfiee_adapters::mcp::tools::call(&file, &editor, "elfiee_proposal_list", json!({}))
+            .await
+            .unwrap();
     assert_eq!(listed["proposals"][0]["proposal_id"], pid.as_str());
     assert_eq!(listed["proposals"][0]["agent_block_id"], agent.as_str());
     assert!(file.block("plan").is_none(), "nothing runs before approval");
-    decide_proposal(&file, "alice", &pid, true, None).await.unwrap();
+    decide_proposal(&file, "alice", &pid, true, None)
+        .await
+        .unwrap();
     assert_eq!(file.block("plan").unwrap().owner, editor);
-    let bad = elfiee_adapters::mcp::tools::call(&file, &editor, "elfiee_propose", json!({"commands": [{"payload": {}}], "description": "x"})).await.unwrap_err();
+    let bad = elfiee_adapters::mcp::tools::call(
+        &file,
+        &editor,
+        "elfiee_propose",
+        json!({"commands": [{"payload": {}}], "description": "x"}),
+    )
+    .await
+    .unwrap_err();
     assert!(bad.message.contains("cap_id"), "{}", bad.message);
     file.close().await;
 }

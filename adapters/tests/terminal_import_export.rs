@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 use tempfile::TempDir;
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig { node_id: "test-node".into(), ..EngineConfig::default() })
+    Engine::new(EngineConfig {
+        node_id: "test-node".into(),
+        ..EngineConfig::default()
+    })
 }
 
 /// Effect runs seen by an observer: (effect name, trigger seq).
@@ -22,7 +25,10 @@ type Runs = Arc<Mutex<Vec<(String, u64)>>>;
 fn observer() -> (Observer, Runs) {
     let runs: Runs = Arc::default();
     let sink = runs.clone();
-    (Arc::new(move |name: &str, seq: u64| sink.lock().unwrap().push((name.to_owned(), seq))), runs)
+    (
+        Arc::new(move |name: &str, seq: u64| sink.lock().unwrap().push((name.to_owned(), seq))),
+        runs,
+    )
 }
 
 /// A fresh `.elf` owned by Alice (editor `alice`) with the built-in effects attached.
@@ -37,9 +43,17 @@ impl Doc {
     async fn new(config: EffectsConfig) -> Doc {
         let tmp = tempfile::tempdir().unwrap();
         let engine = engine();
-        let file = engine.init(tmp.path().join("doc.elf"), "Alice").await.unwrap();
+        let file = engine
+            .init(tmp.path().join("doc.elf"), "Alice")
+            .await
+            .unwrap();
         let effects = Some(attach(&file, config));
-        Doc { tmp, engine, file, effects }
+        Doc {
+            tmp,
+            engine,
+            file,
+            effects,
+        }
     }
 
     async fn default() -> Doc {
@@ -58,16 +72,24 @@ impl Doc {
     }
 
     async fn terminal(&self, payload: Value) -> String {
-        let ev = self.file.submit(Command::new("alice", "terminal.create", None, payload)).await.unwrap();
+        let ev = self
+            .file
+            .submit(Command::new("alice", "terminal.create", None, payload))
+            .await
+            .unwrap();
         ev[0].entity.clone()
     }
 
     async fn run(&self, terminal: &str, command: &str, timeout: Option<u64>) -> Value {
-        run_terminal(&self.file, "alice", terminal, command, timeout).await.unwrap()
+        run_terminal(&self.file, "alice", terminal, command, timeout)
+            .await
+            .unwrap()
     }
 
     async fn import(&self, folder: &Path) -> ImportReport {
-        import_directory(&self.file, "alice", folder, None, |_| {}).await.unwrap()
+        import_directory(&self.file, "alice", folder, None, |_| {})
+            .await
+            .unwrap()
     }
 
     /// `path` → block id of the directory block's entries.
@@ -77,18 +99,30 @@ impl Doc {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|e| (e["path"].as_str().unwrap().to_owned(), e["block_id"].as_str().unwrap().to_owned()))
+                .map(|e| {
+                    (
+                        e["path"].as_str().unwrap().to_owned(),
+                        e["block_id"].as_str().unwrap().to_owned(),
+                    )
+                })
                 .collect()
         })
     }
 
     fn entry(&self, dir: &str, path: &str) -> String {
-        self.entries(dir).into_iter().find(|(p, _)| p == path).map(|(_, id)| id).unwrap_or_else(|| panic!("no entry {path}"))
+        self.entries(dir)
+            .into_iter()
+            .find(|(p, _)| p == path)
+            .map(|(_, id)| id)
+            .unwrap_or_else(|| panic!("no entry {path}"))
     }
 }
 
 fn text(v: &Value, key: &str) -> String {
-    v[key].as_str().unwrap_or_else(|| panic!("no string '{key}' in {v}")).to_owned()
+    v[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("no string '{key}' in {v}"))
+        .to_owned()
 }
 
 fn write(path: &Path, contents: impl AsRef<[u8]>) {
@@ -108,7 +142,9 @@ fn project() -> TempDir {
 fn process_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
     }
 }
 
@@ -127,7 +163,11 @@ async fn terminal_echo_returns_its_stdout_and_exit_code_zero() {
     assert_eq!(out["timed_out"], false, "{out}");
     assert_eq!(out["truncated"], false, "{out}");
     assert_eq!(out["command"], "echo hi");
-    assert_eq!(d.file.block(&t).unwrap().contents["last_output"]["stdout"], "hi\n", "the block shows the last output");
+    assert_eq!(
+        d.file.block(&t).unwrap().contents["last_output"]["stdout"],
+        "hi\n",
+        "the block shows the last output"
+    );
     d.close().await;
 }
 
@@ -148,12 +188,21 @@ async fn terminal_runs_in_the_folder_of_its_linked_directory() {
     let mut d = Doc::default().await;
     let proj = project();
     let dir = d.import(proj.path()).await.block_id;
-    let t = d.terminal(json!({"name": "sh", "linked_directory_id": dir})).await;
+    let t = d
+        .terminal(json!({"name": "sh", "linked_directory_id": dir}))
+        .await;
     let out = d.run(&t, "pwd -P; ls", Some(10)).await;
     let canonical = proj.path().canonicalize().unwrap();
     let stdout = text(&out, "stdout");
-    assert_eq!(stdout.lines().next().unwrap(), canonical.to_str().unwrap(), "{out}");
-    assert!(stdout.lines().any(|l| l == "README.md"), "the command sees the project's files: {out}");
+    assert_eq!(
+        stdout.lines().next().unwrap(),
+        canonical.to_str().unwrap(),
+        "{out}"
+    );
+    assert!(
+        stdout.lines().any(|l| l == "README.md"),
+        "the command sees the project's files: {out}"
+    );
     assert_eq!(out["cwd"], canonical.to_str().unwrap());
     d.close().await;
 }
@@ -164,7 +213,11 @@ async fn terminal_without_a_link_runs_in_the_elf_terminals_block_folder() {
     let t = d.terminal(json!({"name": "sh"})).await;
     let out = d.run(&t, "pwd -P", Some(10)).await;
     let expected = d.elf().canonicalize().unwrap().join("terminals").join(&t);
-    assert_eq!(text(&out, "stdout").trim_end(), expected.to_str().unwrap(), "{out}");
+    assert_eq!(
+        text(&out, "stdout").trim_end(),
+        expected.to_str().unwrap(),
+        "{out}"
+    );
     assert!(expected.is_dir());
     d.close().await;
 }
@@ -172,8 +225,16 @@ async fn terminal_without_a_link_runs_in_the_elf_terminals_block_folder() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_env_of_the_block_reaches_the_command() {
     let mut d = Doc::default().await;
-    let t = d.terminal(json!({"name": "sh", "env": {"ELFIEE_GREETING": "hello world", "SECOND": "2"}})).await;
-    let out = d.run(&t, "printf '%s|%s' \"$ELFIEE_GREETING\" \"$SECOND\"", Some(10)).await;
+    let t = d
+        .terminal(json!({"name": "sh", "env": {"ELFIEE_GREETING": "hello world", "SECOND": "2"}}))
+        .await;
+    let out = d
+        .run(
+            &t,
+            "printf '%s|%s' \"$ELFIEE_GREETING\" \"$SECOND\"",
+            Some(10),
+        )
+        .await;
     assert_eq!(text(&out, "stdout"), "hello world|2", "{out}");
     d.close().await;
 }
@@ -183,13 +244,25 @@ async fn terminal_command_over_its_timeout_is_killed_and_its_partial_output_kept
     let mut d = Doc::default().await;
     let t = d.terminal(json!({"name": "sh"})).await;
     let started = Instant::now();
-    let out = d.run(&t, "echo before; echo err-before >&2; sleep 30; echo after", Some(1)).await;
+    let out = d
+        .run(
+            &t,
+            "echo before; echo err-before >&2; sleep 30; echo after",
+            Some(1),
+        )
+        .await;
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(8), "returned after {took:?}: {out}");
+    assert!(
+        took < Duration::from_secs(8),
+        "returned after {took:?}: {out}"
+    );
     assert_eq!(out["timed_out"], true, "{out}");
     assert_eq!(text(&out, "stdout"), "before\n", "{out}");
     assert_eq!(text(&out, "stderr"), "err-before\n", "{out}");
-    assert!(out["exit_code"].is_null(), "a killed command has no exit code: {out}");
+    assert!(
+        out["exit_code"].is_null(),
+        "a killed command has no exit code: {out}"
+    );
     d.close().await;
 }
 
@@ -202,10 +275,17 @@ async fn terminal_timeout_kills_background_children_of_the_shell_too() {
     // reads would never end.
     let out = d.run(&t, "sleep 30 & echo child=$!; wait", Some(1)).await;
     let took = started.elapsed();
-    assert!(took < Duration::from_secs(8), "returned after {took:?}: {out}");
+    assert!(
+        took < Duration::from_secs(8),
+        "returned after {took:?}: {out}"
+    );
     assert_eq!(out["timed_out"], true, "{out}");
     let stdout = text(&out, "stdout");
-    let pid: u32 = stdout.trim().strip_prefix("child=").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("{out}"));
+    let pid: u32 = stdout
+        .trim()
+        .strip_prefix("child=")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
     let deadline = Instant::now() + Duration::from_secs(3);
     while !process_gone(pid) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -216,18 +296,36 @@ async fn terminal_timeout_kills_background_children_of_the_shell_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_output_over_the_limit_is_truncated_with_a_note() {
-    let mut d = Doc::new(EffectsConfig { terminal_output_limit: 1000, ..EffectsConfig::default() }).await;
+    let mut d = Doc::new(EffectsConfig {
+        terminal_output_limit: 1000,
+        ..EffectsConfig::default()
+    })
+    .await;
     let t = d.terminal(json!({"name": "sh"})).await;
-    let out = d.run(&t, "yes a | head -c 5000; yes b | head -c 3000 >&2", Some(10)).await;
+    let out = d
+        .run(
+            &t,
+            "yes a | head -c 5000; yes b | head -c 3000 >&2",
+            Some(10),
+        )
+        .await;
     assert_eq!(out["truncated"], true, "{out}");
     assert_eq!(out["exit_code"], 0);
     let stdout = text(&out, "stdout");
-    let (kept, note) = stdout.split_once("\n[elfiee: output truncated").unwrap_or_else(|| panic!("no truncation note: {stdout:?}"));
+    let (kept, note) = stdout
+        .split_once("\n[elfiee: output truncated")
+        .unwrap_or_else(|| panic!("no truncation note: {stdout:?}"));
     assert_eq!(kept.len(), 1000, "exactly the limit is kept");
     assert!(kept.bytes().all(|b| b == b'a' || b == b'\n'));
-    assert!(note.contains("1000") && note.contains("5000"), "the note says how much was cut: {note:?}");
+    assert!(
+        note.contains("1000") && note.contains("5000"),
+        "the note says how much was cut: {note:?}"
+    );
     let stderr = text(&out, "stderr");
-    assert!(stderr.contains("[elfiee: output truncated") && stderr.contains("3000"), "stderr is capped too: {stderr:?}");
+    assert!(
+        stderr.contains("[elfiee: output truncated") && stderr.contains("3000"),
+        "stderr is capped too: {stderr:?}"
+    );
 
     // Output under the limit is untouched.
     let out = d.run(&t, "yes a | head -c 999", Some(10)).await;
@@ -243,8 +341,14 @@ async fn terminal_output_is_committed_as_exactly_one_event_attributed_to_the_cal
     let before = d.file.last_seq();
     let out = d.run(&t, "echo once", Some(10)).await;
     let events = d.file.events(before + 1).unwrap();
-    let exec: Vec<_> = events.iter().filter(|e| e.cap_id() == "terminal.execute").collect();
-    let outputs: Vec<_> = events.iter().filter(|e| e.cap_id() == "terminal.output").collect();
+    let exec: Vec<_> = events
+        .iter()
+        .filter(|e| e.cap_id() == "terminal.execute")
+        .collect();
+    let outputs: Vec<_> = events
+        .iter()
+        .filter(|e| e.cap_id() == "terminal.output")
+        .collect();
     assert_eq!(exec.len(), 1);
     assert_eq!(outputs.len(), 1, "{events:#?}");
     let o = outputs[0];
@@ -259,27 +363,66 @@ async fn terminal_output_is_committed_as_exactly_one_event_attributed_to_the_cal
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn terminal_command_does_not_run_again_after_close_and_reopen() {
     let (obs1, runs1) = observer();
-    let mut d = Doc::new(EffectsConfig { observer: Some(obs1), ..EffectsConfig::default() }).await;
+    let mut d = Doc::new(EffectsConfig {
+        observer: Some(obs1),
+        ..EffectsConfig::default()
+    })
+    .await;
     let t = d.terminal(json!({"name": "sh"})).await;
     let counter = d.tmp.path().join("count.txt");
     let cmd = format!("echo ran >> '{}'", counter.display());
     d.run(&t, &cmd, Some(10)).await;
-    assert_eq!(runs1.lock().unwrap().iter().filter(|(n, _)| n == "terminal").count(), 1);
+    assert_eq!(
+        runs1
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == "terminal")
+            .count(),
+        1
+    );
     d.close().await;
 
     // Twice, to also cover a reopen of a reopened file.
     for _ in 0..2 {
         let (obs, runs) = observer();
         let file = d.engine.open(d.elf()).await.unwrap();
-        let fx = attach(&file, EffectsConfig { observer: Some(obs), ..EffectsConfig::default() });
+        let fx = attach(
+            &file,
+            EffectsConfig {
+                observer: Some(obs),
+                ..EffectsConfig::default()
+            },
+        );
         // Effects handle events in seq order, so once this later command's output is in, the
         // catch-up has passed the old `terminal.execute`.
-        let barrier = run_terminal(&file, "alice", &t, "echo barrier", Some(10)).await.unwrap();
+        let barrier = run_terminal(&file, "alice", &t, "echo barrier", Some(10))
+            .await
+            .unwrap();
         assert_eq!(text(&barrier, "stdout"), "barrier\n");
-        let terminal_runs: Vec<u64> = runs.lock().unwrap().iter().filter(|(n, _)| n == "terminal").map(|(_, s)| *s).collect();
-        assert_eq!(terminal_runs.len(), 1, "only the barrier ran: {terminal_runs:?}");
-        assert_eq!(std::fs::read_to_string(&counter).unwrap(), "ran\n", "the old command ran exactly once");
-        let outputs = file.events(1).unwrap().into_iter().filter(|e| e.cap_id() == "terminal.output").count();
+        let terminal_runs: Vec<u64> = runs
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(n, _)| n == "terminal")
+            .map(|(_, s)| *s)
+            .collect();
+        assert_eq!(
+            terminal_runs.len(),
+            1,
+            "only the barrier ran: {terminal_runs:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&counter).unwrap(),
+            "ran\n",
+            "the old command ran exactly once"
+        );
+        let outputs = file
+            .events(1)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.cap_id() == "terminal.output")
+            .count();
         file.close().await;
         fx.join().await;
         assert!(outputs >= 2);
@@ -306,7 +449,10 @@ async fn import_skips_vcs_build_and_dependency_folders_and_elf_documents() {
     let p = proj.path();
     write(&p.join(".git/config"), "[core]\n");
     write(&p.join("target/debug/out.rs"), "// built\n");
-    write(&p.join("node_modules/pkg/index.js"), "module.exports = 1;\n");
+    write(
+        &p.join("node_modules/pkg/index.js"),
+        "module.exports = 1;\n",
+    );
     write(&p.join("sub/node_modules/x.js"), "1\n");
     write(&p.join("other.elf/marker"), "elfiee document\n");
     write(&p.join("notes.elf"), "not text we want\n");
@@ -322,8 +468,17 @@ async fn import_skips_vcs_build_and_dependency_folders_and_elf_documents() {
     assert_eq!(paths, ["README.md", "src/main.rs"]);
     assert_eq!(r.files, 2);
     // The skips are recorded in the log too.
-    let recorded = d.file.events(1).unwrap().into_iter().find(|e| e.cap_id() == "directory.import").unwrap();
-    assert_eq!(recorded.value["skipped"].as_array().unwrap().len(), r.skipped.len());
+    let recorded = d
+        .file
+        .events(1)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.cap_id() == "directory.import")
+        .unwrap();
+    assert_eq!(
+        recorded.value["skipped"].as_array().unwrap().len(),
+        r.skipped.len()
+    );
     d.close().await;
 }
 
@@ -353,9 +508,18 @@ async fn import_skips_binary_oversize_files_and_symlinks_leaving_the_root() {
     assert!(skip_reason(&r, "outside_dir").contains("leaves the root"));
     assert!(skip_reason(&r, "dangling").contains("broken"));
     let paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
-    assert_eq!(paths, ["README.md", "just_fits.txt", "src/main.rs"], "exactly 1 MiB is still imported");
-    let all_text: String = d.file.with_state(|s| s.blocks.values().map(|b| b.contents.to_string()).collect());
-    assert!(!all_text.contains("secret"), "nothing from outside the root was imported");
+    assert_eq!(
+        paths,
+        ["README.md", "just_fits.txt", "src/main.rs"],
+        "exactly 1 MiB is still imported"
+    );
+    let all_text: String = d
+        .file
+        .with_state(|s| s.blocks.values().map(|b| b.contents.to_string()).collect());
+    assert!(
+        !all_text.contains("secret"),
+        "nothing from outside the root was imported"
+    );
     d.close().await;
 }
 
@@ -370,7 +534,10 @@ async fn import_follows_a_symlink_to_a_file_inside_the_root() {
     assert!(r.skipped.is_empty(), "{:?}", r.skipped);
     let link = d.file.block(&d.entry(&r.block_id, "link.md")).unwrap();
     assert_eq!(link.contents["markdown"], "# Readme\n");
-    let rel = d.file.block(&d.entry(&r.block_id, "relative_link.rs")).unwrap();
+    let rel = d
+        .file
+        .block(&d.entry(&r.block_id, "relative_link.rs"))
+        .unwrap();
     assert_eq!(rel.contents["text"], "fn main() {}\n");
     d.close().await;
 }
@@ -394,14 +561,20 @@ async fn import_makes_markdown_blocks_for_md_files_and_code_blocks_for_the_rest(
         assert_eq!(b.name, md);
     }
     assert_eq!(block("README.md").contents["markdown"], "# Readme\n");
-    for (code, lang) in [("src/main.rs", "rust"), ("Makefile", "text"), ("web/app.ts", "typescript")] {
+    for (code, lang) in [
+        ("src/main.rs", "rust"),
+        ("Makefile", "text"),
+        ("web/app.ts", "typescript"),
+    ] {
         let b = block(code);
         assert_eq!(b.block_type, "code", "{code}");
         assert_eq!(b.contents["language"], lang, "{code}");
         assert!(b.contents["text"].is_string());
     }
     assert_eq!(block("src/main.rs").contents["text"], "fn main() {}\n");
-    assert!(d.file.with_state(|s| s.blocks.values().all(|b| b.owner == "alice")));
+    assert!(d
+        .file
+        .with_state(|s| s.blocks.values().all(|b| b.owner == "alice")));
     d.close().await;
 }
 
@@ -416,7 +589,10 @@ async fn import_records_the_canonical_root_as_external_root_path() {
     let canonical = proj.path().canonicalize().unwrap();
     let dir = d.file.block(&r.block_id).unwrap();
     assert_eq!(dir.block_type, "directory");
-    assert_eq!(dir.metadata.custom[EXTERNAL_ROOT_PATH], canonical.to_str().unwrap());
+    assert_eq!(
+        dir.metadata.custom[EXTERNAL_ROOT_PATH],
+        canonical.to_str().unwrap()
+    );
     assert_eq!(r.root, canonical.to_str().unwrap());
     assert_eq!(dir.name, canonical.file_name().unwrap().to_str().unwrap());
     d.close().await;
@@ -427,16 +603,23 @@ async fn import_of_a_missing_path_is_a_clear_error_and_writes_nothing() {
     let mut d = Doc::default().await;
     let missing = d.tmp.path().join("no-such-folder");
     let seq = d.file.last_seq();
-    let err = import_directory(&d.file, "alice", &missing, None, |_| {}).await.unwrap_err();
+    let err = import_directory(&d.file, "alice", &missing, None, |_| {})
+        .await
+        .unwrap_err();
     assert!(err.is_rejection(), "{err}");
     let msg = err.to_string();
-    assert!(msg.contains("cannot import") && msg.contains("no-such-folder"), "{msg}");
+    assert!(
+        msg.contains("cannot import") && msg.contains("no-such-folder"),
+        "{msg}"
+    );
     assert_eq!(d.file.last_seq(), seq);
 
     // A file is not a folder either.
     let file = d.tmp.path().join("plain.txt");
     write(&file, "x");
-    let err = import_directory(&d.file, "alice", &file, None, |_| {}).await.unwrap_err();
+    let err = import_directory(&d.file, "alice", &file, None, |_| {})
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("not a folder"), "{err}");
     assert_eq!(d.file.last_seq(), seq);
     d.close().await;
@@ -453,19 +636,50 @@ async fn export_writes_an_edited_markdown_block_back_to_its_file() {
     let r = d.import(proj.path()).await;
     let readme = d.entry(&r.block_id, "README.md");
     d.file
-        .submit(Command::new("alice", "markdown.write", Some(&readme), json!({"markdown": "# Changed in elfiee\n"})))
+        .submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some(&readme),
+            json!({"markdown": "# Changed in elfiee\n"}),
+        ))
         .await
         .unwrap();
-    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
-    assert_eq!(std::fs::read_to_string(proj.path().join("README.md")).unwrap(), "# Changed in elfiee\n");
-    assert_eq!(std::fs::read_to_string(proj.path().join("src/main.rs")).unwrap(), "fn main() {}\n");
-    let mut written: Vec<&str> = out["written"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let out = export_directory(&d.file, "alice", &r.block_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
+        "# Changed in elfiee\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(proj.path().join("src/main.rs")).unwrap(),
+        "fn main() {}\n"
+    );
+    let mut written: Vec<&str> = out["written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
     written.sort();
     assert_eq!(written, ["README.md", "src/main.rs"], "{out}");
     assert_eq!(out["refused"], json!([]), "{out}");
-    let leftovers: Vec<_> = std::fs::read_dir(proj.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(leftovers.len(), 2, "no temp files left behind: {leftovers:?}");
-    let outcome = d.file.events(1).unwrap().into_iter().find(|e| e.cap_id() == "directory.export_outcome").unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(proj.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        leftovers.len(),
+        2,
+        "no temp files left behind: {leftovers:?}"
+    );
+    let outcome = d
+        .file
+        .events(1)
+        .unwrap()
+        .into_iter()
+        .find(|e| e.cap_id() == "directory.export_outcome")
+        .unwrap();
     assert_eq!(outcome.attribute, "alice/directory.export_outcome");
     d.close().await;
 }
@@ -479,20 +693,51 @@ async fn export_refuses_a_path_that_escapes_through_a_symlink_made_after_import(
     let outside = tempfile::tempdir().unwrap();
     let r = d.import(proj.path()).await;
     let guide = d.entry(&r.block_id, "docs/guide.md");
-    d.file.submit(Command::new("alice", "markdown.write", Some(&guide), json!({"markdown": "ESCAPED\n"}))).await.unwrap();
+    d.file
+        .submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some(&guide),
+            json!({"markdown": "ESCAPED\n"}),
+        ))
+        .await
+        .unwrap();
 
     // Replace the imported subfolder by a symlink to a folder outside the root.
     std::fs::remove_dir_all(proj.path().join("docs")).unwrap();
     std::os::unix::fs::symlink(outside.path(), proj.path().join("docs")).unwrap();
 
-    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
-    assert!(!outside.path().join("guide.md").exists(), "written outside the root: {out}");
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "nothing at all outside the root: {out}");
+    let out = export_directory(&d.file, "alice", &r.block_id)
+        .await
+        .unwrap();
+    assert!(
+        !outside.path().join("guide.md").exists(),
+        "written outside the root: {out}"
+    );
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "nothing at all outside the root: {out}"
+    );
     let refused = out["refused"].as_array().unwrap();
-    let entry = refused.iter().find(|e| e["path"] == "docs/guide.md").unwrap_or_else(|| panic!("not refused: {out}"));
-    assert!(entry["reason"].as_str().unwrap().contains("symlink"), "{entry}");
-    let written: Vec<&str> = out["written"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert!(written.contains(&"README.md") && !written.contains(&"docs/guide.md"), "{out}");
+    let entry = refused
+        .iter()
+        .find(|e| e["path"] == "docs/guide.md")
+        .unwrap_or_else(|| panic!("not refused: {out}"));
+    assert!(
+        entry["reason"].as_str().unwrap().contains("symlink"),
+        "{entry}"
+    );
+    let written: Vec<&str> = out["written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(
+        written.contains(&"README.md") && !written.contains(&"docs/guide.md"),
+        "{out}"
+    );
     d.close().await;
 }
 
@@ -503,17 +748,28 @@ async fn export_of_a_directory_whose_root_was_deleted_reports_a_refusal() {
     let root = proj.path().canonicalize().unwrap();
     let r = d.import(&root).await;
     std::fs::remove_dir_all(&root).unwrap();
-    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
+    let out = export_directory(&d.file, "alice", &r.block_id)
+        .await
+        .unwrap();
     assert_eq!(out["written"], json!([]), "{out}");
     let refused = out["refused"].as_array().unwrap();
     assert_eq!(refused.len(), 1, "{out}");
     assert_eq!(refused[0]["path"], root.to_str().unwrap());
-    assert!(refused[0]["reason"].as_str().unwrap().contains("does not exist"), "{out}");
+    assert!(
+        refused[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{out}"
+    );
     assert!(!root.exists(), "export does not recreate a deleted root");
 
     // The file still works afterwards.
     let t = d.terminal(json!({"name": "sh"})).await;
-    assert_eq!(text(&d.run(&t, "echo alive", Some(10)).await, "stdout"), "alive\n");
+    assert_eq!(
+        text(&d.run(&t, "echo alive", Some(10)).await, "stdout"),
+        "alive\n"
+    );
     d.close().await;
 }
 
@@ -529,17 +785,39 @@ async fn terminal_output_is_kept_when_a_background_child_holds_the_pipes_open() 
     let t = d.terminal(json!({"name": "sh"})).await;
     let pidfile = d.tmp.path().join("bg.pid");
     let started = Instant::now();
-    let out = d.run(&t, &format!("echo hi; echo err >&2; sleep 30 & echo $! > '{}'", pidfile.display()), Some(20)).await;
+    let out = d
+        .run(
+            &t,
+            &format!(
+                "echo hi; echo err >&2; sleep 30 & echo $! > '{}'",
+                pidfile.display()
+            ),
+            Some(20),
+        )
+        .await;
     let took = started.elapsed();
-    let pid: u32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     let orphan_alive = !process_gone(pid);
     // SAFETY: plain syscall on the pid our own command just started.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     d.close().await;
     assert!(took < Duration::from_secs(8), "returned after {took:?}");
-    assert!(text(&out, "stdout").starts_with("hi\n"), "stdout silently dropped: {out}");
-    assert!(text(&out, "stderr").starts_with("err\n"), "stderr silently dropped: {out}");
-    assert!(!orphan_alive, "the background child {pid} still holds the pipes after the run was recorded");
+    assert!(
+        text(&out, "stdout").starts_with("hi\n"),
+        "stdout silently dropped: {out}"
+    );
+    assert!(
+        text(&out, "stderr").starts_with("err\n"),
+        "stderr silently dropped: {out}"
+    );
+    assert!(
+        !orphan_alive,
+        "the background child {pid} still holds the pipes after the run was recorded"
+    );
 }
 
 #[cfg(unix)]
@@ -553,9 +831,14 @@ async fn export_refuses_when_the_root_folder_itself_became_a_symlink() {
     let r = d.import(&root).await;
     std::fs::remove_dir_all(&root).unwrap();
     std::os::unix::fs::symlink(outside.path(), &root).unwrap();
-    let out = export_directory(&d.file, "alice", &r.block_id).await.unwrap();
+    let out = export_directory(&d.file, "alice", &r.block_id)
+        .await
+        .unwrap();
     d.close().await;
-    assert!(!outside.path().join("a.md").exists(), "written outside the recorded root: {out}");
+    assert!(
+        !outside.path().join("a.md").exists(),
+        "written outside the recorded root: {out}"
+    );
     assert_eq!(out["written"], json!([]), "{out}");
     assert_eq!(out["refused"].as_array().map(Vec::len), Some(1), "{out}");
 }
@@ -565,11 +848,22 @@ async fn export_refuses_when_the_root_folder_itself_became_a_symlink() {
 async fn import_skips_a_symlink_that_points_into_a_skipped_folder() {
     let mut d = Doc::default().await;
     let proj = project();
-    write(&proj.path().join(".git/config"), "[remote \"origin\"]\n\turl = https://token@example.com/x\n");
-    std::os::unix::fs::symlink(proj.path().join(".git/config"), proj.path().join("gitconfig")).unwrap();
+    write(
+        &proj.path().join(".git/config"),
+        "[remote \"origin\"]\n\turl = https://token@example.com/x\n",
+    );
+    std::os::unix::fs::symlink(
+        proj.path().join(".git/config"),
+        proj.path().join("gitconfig"),
+    )
+    .unwrap();
     let r = d.import(proj.path()).await;
     let paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
     d.close().await;
     assert!(!paths.contains(&"gitconfig".to_owned()), "{paths:?}");
-    assert!(r.skipped.iter().any(|s| s.path == "gitconfig"), "{:?}", r.skipped);
+    assert!(
+        r.skipped.iter().any(|s| s.path == "gitconfig"),
+        "{:?}",
+        r.skipped
+    );
 }

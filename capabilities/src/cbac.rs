@@ -9,12 +9,19 @@ use elfiee_model::{Block, CapError, WILDCARD};
 use elfiee_projections::State;
 
 /// Checks that `editor` may run `cap` on `block` (`None` = the whole file).
-pub fn authorize(state: &State, editor: &str, cap: &str, block: Option<&Block>) -> Result<(), CapError> {
+pub fn authorize(
+    state: &State,
+    editor: &str,
+    cap: &str,
+    block: Option<&Block>,
+) -> Result<(), CapError> {
     if cap == "elf.init" {
         return if state.file_owner.is_none() && state.editors.is_empty() {
             Ok(())
         } else {
-            Err(CapError::rejected("this .elf is already initialized; `elf.init` runs once, on an empty file"))
+            Err(CapError::rejected(
+                "this .elf is already initialized; `elf.init` runs once, on an empty file",
+            ))
         };
     }
     if state.editor(editor).is_none() {
@@ -25,6 +32,10 @@ pub fn authorize(state: &State, editor: &str, cap: &str, block: Option<&Block>) 
     if owns || state.has_grant(editor, cap, target) {
         Ok(())
     } else {
-        Err(CapError::Unauthorized { editor: editor.to_owned(), cap: cap.to_owned(), block: target.to_owned() })
+        Err(CapError::Unauthorized {
+            editor: editor.to_owned(),
+            cap: cap.to_owned(),
+            block: target.to_owned(),
+        })
     }
 }

@@ -9,7 +9,12 @@ pub(crate) fn parse<T: DeserializeOwned>(cap: &str, payload: &Value) -> Result<T
     if !v.is_object() {
         return Err(CapError::payload(cap, "the payload must be a JSON object"));
     }
-    T::deserialize(v).map_err(|e| CapError::payload(cap, format!("{e}; see docs/EVENTS.md for the payload of '{cap}'")))
+    T::deserialize(v).map_err(|e| {
+        CapError::payload(
+            cap,
+            format!("{e}; see docs/EVENTS.md for the payload of '{cap}'"),
+        )
+    })
 }
 
 /// Payload of a capability that takes none: `{}` or `null`.
@@ -17,7 +22,10 @@ pub(crate) fn expect_empty(cap: &str, payload: &Value) -> Result<(), CapError> {
     match payload {
         Value::Null => Ok(()),
         Value::Object(m) if m.is_empty() => Ok(()),
-        _ => Err(CapError::payload(cap, "this capability takes no payload; send {}")),
+        _ => Err(CapError::payload(
+            cap,
+            "this capability takes no payload; send {}",
+        )),
     }
 }
 
@@ -39,13 +47,22 @@ pub fn json_depth(v: &Value) -> usize {
 /// A display name: not empty, at most 1024 bytes, no control characters.
 pub(crate) fn check_name(cap: &str, field: &str, name: &str) -> Result<(), CapError> {
     if name.trim().is_empty() {
-        return Err(CapError::payload(cap, format!("'{field}' must not be empty")));
+        return Err(CapError::payload(
+            cap,
+            format!("'{field}' must not be empty"),
+        ));
     }
     if name.len() > 1024 {
-        return Err(CapError::payload(cap, format!("'{field}' is {} bytes; the limit is 1024", name.len())));
+        return Err(CapError::payload(
+            cap,
+            format!("'{field}' is {} bytes; the limit is 1024", name.len()),
+        ));
     }
     if name.chars().any(char::is_control) {
-        return Err(CapError::payload(cap, format!("'{field}' must not contain control characters")));
+        return Err(CapError::payload(
+            cap,
+            format!("'{field}' must not contain control characters"),
+        ));
     }
     Ok(())
 }
@@ -54,7 +71,9 @@ pub(crate) fn check_name(cap: &str, field: &str, name: &str) -> Result<(), CapEr
 pub(crate) fn check_id(cap: &str, field: &str, id: &str) -> Result<(), CapError> {
     let ok = !id.is_empty()
         && id.len() <= 128
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
     if ok {
         Ok(())
     } else {

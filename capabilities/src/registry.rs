@@ -61,7 +61,12 @@ impl Registry {
     /// Adds (or replaces) a capability.
     pub fn register(&mut self, cap: Arc<dyn Capability>) {
         self.caps.insert(cap.id(), cap);
-        self.ids = self.caps.keys().map(|k| k.to_string()).collect::<Vec<_>>().into();
+        self.ids = self
+            .caps
+            .keys()
+            .map(|k| k.to_string())
+            .collect::<Vec<_>>()
+            .into();
     }
 
     pub fn get(&self, id: &str) -> Option<&Arc<dyn Capability>> {
@@ -84,45 +89,73 @@ impl Registry {
     /// concurrency, then events with ids, attribute, clock and time filled in. `seq` and `hash`
     /// are left at zero for the log to assign.
     pub fn execute(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<Event>, CapError> {
-        let cap = self.get(&cmd.cap_id).ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
+        let cap = self
+            .get(&cmd.cap_id)
+            .ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
         let depth = crate::payload::json_depth(&cmd.payload);
         if depth > crate::MAX_PAYLOAD_DEPTH {
-            return Err(CapError::payload(&cmd.cap_id, format!("the payload is nested {depth} levels deep; the limit is {}", crate::MAX_PAYLOAD_DEPTH)));
+            return Err(CapError::payload(
+                &cmd.cap_id,
+                format!(
+                    "the payload is nested {depth} levels deep; the limit is {}",
+                    crate::MAX_PAYLOAD_DEPTH
+                ),
+            ));
         }
         let block = resolve_target(cap.as_ref(), cmd, state)?;
         cbac::authorize(state, &cmd.editor_id, cap.authorized_by(cmd), block)?;
-        let drafts = catch_unwind(AssertUnwindSafe(|| cap.handle(cmd, state, ctx))).map_err(|p| {
-            let message = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "panic".into());
-            CapError::HandlerPanic { cap: cmd.cap_id.clone(), message }
-        })??;
+        let drafts =
+            catch_unwind(AssertUnwindSafe(|| cap.handle(cmd, state, ctx))).map_err(|p| {
+                let message = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".into());
+                CapError::HandlerPanic {
+                    cap: cmd.cap_id.clone(),
+                    message,
+                }
+            })??;
         if let (Some(expected), Some(b)) = (cmd.expected_seq, block) {
             let actual = state.block_seq.get(&b.block_id).copied().unwrap_or(0);
             if actual > expected {
-                return Err(CapError::Conflict { block: b.block_id.clone(), expected, actual });
+                return Err(CapError::Conflict {
+                    block: b.block_id.clone(),
+                    expected,
+                    actual,
+                });
             }
         }
         Ok(finalize(cmd, drafts, state, ctx))
     }
 }
 
-fn resolve_target<'s>(cap: &dyn Capability, cmd: &Command, state: &'s State) -> Result<Option<&'s Block>, CapError> {
+fn resolve_target<'s>(
+    cap: &dyn Capability,
+    cmd: &Command,
+    state: &'s State,
+) -> Result<Option<&'s Block>, CapError> {
     let Some(id) = cmd.block_id.as_deref().filter(|b| *b != WILDCARD) else {
         return match cap.target() {
-            Target::Block(_) => Err(CapError::payload(cap.id(), format!("'{}' needs a target block id", cap.id()))),
+            Target::Block(_) => Err(CapError::payload(
+                cap.id(),
+                format!("'{}' needs a target block id", cap.id()),
+            )),
             Target::File | Target::BlockOrFile => Ok(None),
         };
     };
     if cap.target() == Target::File {
         return Err(CapError::payload(
             cap.id(),
-            format!("'{}' acts on the whole file and takes no block id (got '{id}')", cap.id()),
+            format!(
+                "'{}' acts on the whole file and takes no block id (got '{id}')",
+                cap.id()
+            ),
         ));
     }
-    let block = state.block(id).ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
+    let block = state
+        .block(id)
+        .ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
     if let Target::Block(Some(ty)) = cap.target() {
         if block.block_type != ty {
             return Err(CapError::rejected(format!(

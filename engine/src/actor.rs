@@ -56,7 +56,11 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn log(&self) -> Result<Arc<SledEventLog>, EngineError> {
-        self.log.read().unwrap_or_else(|p| p.into_inner()).clone().ok_or(EngineError::Closed)
+        self.log
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(EngineError::Closed)
     }
 }
 
@@ -95,14 +99,31 @@ impl Actor for FileActor {
     type State = ActorState;
     type Arguments = ActorArgs;
 
-    async fn pre_start(&self, _me: ActorRef<FileMsg>, args: ActorArgs) -> Result<ActorState, ActorProcessingErr> {
+    async fn pre_start(
+        &self,
+        _me: ActorRef<FileMsg>,
+        args: ActorArgs,
+    ) -> Result<ActorState, ActorProcessingErr> {
         let log = args.shared.log()?;
         let registry = args.shared.config.registry.clone();
         let id_base = *uuid::Uuid::new_v4().as_bytes();
-        Ok(ActorState { shared: args.shared, log, registry, working: args.working, prev_hash: args.prev_hash, id_base, id_counter: 0 })
+        Ok(ActorState {
+            shared: args.shared,
+            log,
+            registry,
+            working: args.working,
+            prev_hash: args.prev_hash,
+            id_base,
+            id_counter: 0,
+        })
     }
 
-    async fn handle(&self, _me: ActorRef<FileMsg>, msg: FileMsg, st: &mut ActorState) -> Result<(), ActorProcessingErr> {
+    async fn handle(
+        &self,
+        _me: ActorRef<FileMsg>,
+        msg: FileMsg,
+        st: &mut ActorState,
+    ) -> Result<(), ActorProcessingErr> {
         st.shared.waiting.fetch_sub(1, Ordering::AcqRel);
         match msg {
             FileMsg::Submit(cmd, reply) => st.submit(vec![cmd], reply),
@@ -119,21 +140,39 @@ impl ActorState {
             Ok(Prepared::Done(events)) => {
                 let _ = reply.send(Ok(events));
             }
-            Ok(Prepared::Repeat(events)) => self.enqueue(Pending { events, records: Vec::new(), cmd_id: cmds[0].cmd_id, fresh: false, reply }),
+            Ok(Prepared::Repeat(events)) => self.enqueue(Pending {
+                events,
+                records: Vec::new(),
+                cmd_id: cmds[0].cmd_id,
+                fresh: false,
+                reply,
+            }),
             Ok(Prepared::Write(events, records)) => {
                 let span = tracing::debug_span!("commit", cmd_id = %cmds[0].cmd_id, cap_id = %cmds[0].cap_id,
                     editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
                 let _g = span.enter();
-                tracing::debug!(handler_us = started.elapsed().as_micros() as u64, events = events.len(), "written, awaiting flush");
+                tracing::debug!(
+                    handler_us = started.elapsed().as_micros() as u64,
+                    events = events.len(),
+                    "written, awaiting flush"
+                );
                 self.shared.inflight.insert(cmds[0].cmd_id, events.clone());
-                self.enqueue(Pending { events, records, cmd_id: cmds[0].cmd_id, fresh: true, reply });
+                self.enqueue(Pending {
+                    events,
+                    records,
+                    cmd_id: cmds[0].cmd_id,
+                    fresh: true,
+                    reply,
+                });
             }
             Err(e) => {
                 tracing::debug!(cap_id = %cmds.first().map(|c| c.cap_id.as_str()).unwrap_or(""), error = %e, "command rejected");
                 let _ = reply.send(Err(e));
                 // Dropping a very deep JSON value recurses; take refused ones apart iteratively.
                 for cmd in cmds {
-                    if elfiee_capabilities::json_depth(&cmd.payload) > elfiee_capabilities::MAX_PAYLOAD_DEPTH {
+                    if elfiee_capabilities::json_depth(&cmd.payload)
+                        > elfiee_capabilities::MAX_PAYLOAD_DEPTH
+                    {
                         dismantle(cmd.payload);
                     }
                 }
@@ -144,7 +183,8 @@ impl ActorState {
     fn enqueue(&mut self, p: Pending) {
         // Nobody else waiting and nothing in flight: commit right here and skip two thread
         // hand-offs. Otherwise queue it so that it shares the next flush (group commit).
-        let alone = self.shared.waiting.load(Ordering::Acquire) == 0 && self.shared.in_progress.load(Ordering::Acquire) == 0;
+        let alone = self.shared.waiting.load(Ordering::Acquire) == 0
+            && self.shared.in_progress.load(Ordering::Acquire) == 0;
         self.shared.in_progress.fetch_add(1, Ordering::AcqRel);
         if alone && !self.shared.queue.is_closed() {
             commit_group(&self.shared, &self.log, vec![p]);
@@ -157,17 +197,28 @@ impl ActorState {
     }
 
     fn prepare(&mut self, cmds: &[Command]) -> Result<Prepared, EngineError> {
-        if let Some(why) = self.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(why) = self
+            .shared
+            .poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
             return Err(EngineError::Storage(why));
         }
-        let Some(first) = cmds.first() else { return Ok(Prepared::Done(Vec::new())) };
+        let Some(first) = cmds.first() else {
+            return Ok(Prepared::Done(Vec::new()));
+        };
         for cmd in cmds {
             // Depth first: measuring the size serializes, which recurses.
             let depth = elfiee_capabilities::json_depth(&cmd.payload);
             if depth > elfiee_capabilities::MAX_PAYLOAD_DEPTH {
                 return Err(EngineError::Rejected(elfiee_model::CapError::payload(
                     &cmd.cap_id,
-                    format!("the payload is nested {depth} levels deep; the limit is {}", elfiee_capabilities::MAX_PAYLOAD_DEPTH),
+                    format!(
+                        "the payload is nested {depth} levels deep; the limit is {}",
+                        elfiee_capabilities::MAX_PAYLOAD_DEPTH
+                    ),
                 )));
             }
             let size = json_size(&cmd.payload);
@@ -191,8 +242,13 @@ impl ActorState {
         for (i, cmd) in cmds.iter().enumerate() {
             self.id_counter += 1;
             let mut seed = self.id_base;
-            seed[..8].iter_mut().zip(self.id_counter.to_le_bytes()).for_each(|(b, c)| *b ^= c);
-            let ctx = self.registry.ctx(Utc::now(), &self.shared.config.node_id, seed);
+            seed[..8]
+                .iter_mut()
+                .zip(self.id_counter.to_le_bytes())
+                .for_each(|(b, c)| *b ^= c);
+            let ctx = self
+                .registry
+                .ctx(Utc::now(), &self.shared.config.node_id, seed);
             let state = scratch.as_ref().unwrap_or(&self.working);
             let mut events = self.registry.execute(cmd, state, &ctx).map_err(|e| {
                 if cmds.len() > 1 {
@@ -288,7 +344,11 @@ mod tests {
             serde_json::json!(12345678901234u64),
         ];
         for v in samples {
-            assert_eq!(super::json_size(&v), serde_json::to_vec(&v).unwrap().len(), "{v}");
+            assert_eq!(
+                super::json_size(&v),
+                serde_json::to_vec(&v).unwrap().len(),
+                "{v}"
+            );
         }
     }
 }
@@ -326,8 +386,11 @@ pub(crate) struct Cursor {
 fn commit_group(shared: &Shared, log: &SledEventLog, batch: Vec<Pending>) {
     let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let t = Instant::now();
-    let group: Vec<(uuid::Uuid, &[(u64, Vec<u8>)])> =
-        batch.iter().filter(|p| p.fresh).map(|p| (p.cmd_id, p.records.as_slice())).collect();
+    let group: Vec<(uuid::Uuid, &[(u64, Vec<u8>)])> = batch
+        .iter()
+        .filter(|p| p.fresh)
+        .map(|p| (p.cmd_id, p.records.as_slice()))
+        .collect();
     let n = batch.len();
     if let Err(e) = log.write_group(&group).and_then(|_| log.flush()) {
         let why = format!("{e} (the commands in this flush were not acknowledged)");
@@ -348,9 +411,16 @@ fn commit_group(shared: &Shared, log: &SledEventLog, batch: Vec<Pending>) {
                 cursor.last_hash = e.hash;
             }
         }
-        shared.committed_seq.store(state.last_seq, Ordering::Release);
+        shared
+            .committed_seq
+            .store(state.last_seq, Ordering::Release);
     }
-    let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone().filter(|tx| tx.receiver_count() > 0);
+    let tx = shared
+        .events_tx
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .filter(|tx| tx.receiver_count() > 0);
     for p in batch {
         if p.fresh {
             shared.inflight.remove(&p.cmd_id);
@@ -391,11 +461,26 @@ fn write_snapshot(shared: &Shared, log: &dyn EventLog, hash: EventHash) {
     let t = Instant::now();
     let (seq, bytes) = {
         let state = shared.committed.read().unwrap_or_else(|p| p.into_inner());
-        let snap = SnapshotRef { format_version: FORMAT_VERSION, seq: state.last_seq, hash, state: &state };
-        (state.last_seq, rmp_serde::to_vec_named(&snap).unwrap_or_default())
+        let snap = SnapshotRef {
+            format_version: FORMAT_VERSION,
+            seq: state.last_seq,
+            hash,
+            state: &state,
+        };
+        (
+            state.last_seq,
+            rmp_serde::to_vec_named(&snap).unwrap_or_default(),
+        )
     };
-    match log.put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &bytes).and_then(|_| log.flush()) {
-        Ok(()) => tracing::debug!(bytes = bytes.len(), ms = t.elapsed().as_millis() as u64, "snapshot written"),
+    match log
+        .put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &bytes)
+        .and_then(|_| log.flush())
+    {
+        Ok(()) => tracing::debug!(
+            bytes = bytes.len(),
+            ms = t.elapsed().as_millis() as u64,
+            "snapshot written"
+        ),
         Err(e) => tracing::warn!(error = %e, "snapshot not written; the next open replays more"),
     }
     // Everything up to `seq` is durable: record it outside sled.
@@ -412,4 +497,3 @@ struct SnapshotRef<'a> {
     hash: EventHash,
     state: &'a State,
 }
-

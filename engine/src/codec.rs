@@ -73,18 +73,26 @@ pub fn seal(prev: &EventHash, e: &mut Event) -> Vec<u8> {
 /// Decodes a stored value. With `prev = Some(..)` the hash chain is checked too.
 pub fn open(seq: u64, stored: &[u8], prev: Option<&EventHash>) -> Result<Event, String> {
     if stored.len() < 33 {
-        return Err(format!("record is {} bytes, too short to hold a hash and a body", stored.len()));
+        return Err(format!(
+            "record is {} bytes, too short to hold a hash and a body",
+            stored.len()
+        ));
     }
     let (hash, body) = stored.split_at(32);
     let hash = EventHash(hash.try_into().map_err(|_| "bad hash length".to_string())?);
     if let Some(prev) = prev {
         let expect = chain_hash(prev, seq, body);
         if expect != hash {
-            return Err(format!("hash chain broken (stored {}, computed {})", &hash.to_hex()[..12], &expect.to_hex()[..12]));
+            return Err(format!(
+                "hash chain broken (stored {}, computed {})",
+                &hash.to_hex()[..12],
+                &expect.to_hex()[..12]
+            ));
         }
     }
     let b: Body = rmp_serde::from_slice(body).map_err(|e| format!("body does not decode: {e}"))?;
-    let created_at = chrono::DateTime::from_timestamp_millis(b.created_at).ok_or("created_at out of range")?;
+    let created_at =
+        chrono::DateTime::from_timestamp_millis(b.created_at).ok_or("created_at out of range")?;
     Ok(Event {
         seq,
         event_id: b.event_id,
@@ -137,8 +145,13 @@ mod tests {
         let sb = seal(&a.hash, &mut b);
         assert_eq!(open(1, &sa, Some(&EventHash::ZERO)).unwrap(), a);
         assert_eq!(open(2, &sb, Some(&a.hash)).unwrap(), b);
-        assert!(open(2, &sb, Some(&EventHash::ZERO)).unwrap_err().contains("chain"));
-        assert!(open(3, &sb, Some(&a.hash)).is_err(), "seq is part of the hash");
+        assert!(open(2, &sb, Some(&EventHash::ZERO))
+            .unwrap_err()
+            .contains("chain"));
+        assert!(
+            open(3, &sb, Some(&a.hash)).is_err(),
+            "seq is part of the hash"
+        );
         let mut flipped = sb.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert!(open(2, &flipped, Some(&a.hash)).is_err());

@@ -30,7 +30,13 @@ impl<T> Default for CommitQueue<T> {
 
 impl<T> CommitQueue<T> {
     pub fn new() -> Self {
-        CommitQueue { inner: Mutex::new(Inner { items: Vec::new(), closed: false }), ready: Condvar::new() }
+        CommitQueue {
+            inner: Mutex::new(Inner {
+                items: Vec::new(),
+                closed: false,
+            }),
+            ready: Condvar::new(),
+        }
     }
 
     /// Queues an item; gives it back if the queue is closed.

@@ -52,7 +52,10 @@ pub struct Engine {
 
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
-        Engine { config, files: Arc::new(DashMap::new()) }
+        Engine {
+            config,
+            files: Arc::new(DashMap::new()),
+        }
     }
 
     /// A process-wide engine with the default configuration.
@@ -67,15 +70,30 @@ impl Engine {
 
     /// Creates a new `.elf` at `path` owned by a new editor named `owner_name` (its id is the
     /// name in lower case, e.g. `Alice` → `alice`) and opens it.
-    pub async fn init(&self, path: impl AsRef<Path>, owner_name: &str) -> Result<FileHandle, EngineError> {
-        self.init_with_owner(path, owner_name, &owner_id_for(owner_name)).await
+    pub async fn init(
+        &self,
+        path: impl AsRef<Path>,
+        owner_name: &str,
+    ) -> Result<FileHandle, EngineError> {
+        self.init_with_owner(path, owner_name, &owner_id_for(owner_name))
+            .await
     }
 
     /// Like [`Engine::init`] with an explicit owner id.
-    pub async fn init_with_owner(&self, path: impl AsRef<Path>, owner_name: &str, owner_id: &str) -> Result<FileHandle, EngineError> {
+    pub async fn init_with_owner(
+        &self,
+        path: impl AsRef<Path>,
+        owner_name: &str,
+        owner_id: &str,
+    ) -> Result<FileHandle, EngineError> {
         let paths = ElfPaths::create(path.as_ref())?;
         let file = self.open(&paths.root).await?;
-        let cmd = Command::new(owner_id, "elf.init", None, serde_json::json!({"name": owner_name}));
+        let cmd = Command::new(
+            owner_id,
+            "elf.init",
+            None,
+            serde_json::json!({"name": owner_name}),
+        );
         file.submit(cmd).await?;
         Ok(file)
     }
@@ -85,28 +103,49 @@ impl Engine {
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<FileHandle, EngineError> {
         let paths = ElfPaths::existing(path.as_ref())?;
         let key = paths.root.clone();
-        let slot = self.files.entry(key.clone()).or_insert_with(|| Arc::new(OnceCell::new())).clone();
+        let slot = self
+            .files
+            .entry(key.clone())
+            .or_insert_with(|| Arc::new(OnceCell::new()))
+            .clone();
         let res = slot.get_or_try_init(|| self.start(paths)).await.cloned();
         if res.is_err() {
-            self.files.remove_if(&key, |_, s| Arc::ptr_eq(s, &slot) && s.get().is_none());
+            self.files
+                .remove_if(&key, |_, s| Arc::ptr_eq(s, &slot) && s.get().is_none());
         }
         res
     }
 
     /// Paths of the files open now.
     pub fn open_files(&self) -> Vec<PathBuf> {
-        self.files.iter().filter(|e| e.value().initialized()).map(|e| e.key().clone()).collect()
+        self.files
+            .iter()
+            .filter(|e| e.value().initialized())
+            .map(|e| e.key().clone())
+            .collect()
     }
 
     async fn start(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
         match self.start_local(paths.clone()).await {
             Err(EngineError::Locked(_)) => {
                 let config = self.config.clone();
-                let (shared, remote) = tokio::task::spawn_blocking(move || crate::remote::connect(&paths, &config))
-                    .await
-                    .map_err(|e| EngineError::Storage(format!("connecting task failed: {e}")))??;
-                let closer = Arc::new(Closer { parts: tokio::sync::Mutex::new(None), shared: shared.clone(), remote: Some(remote), files: self.files.clone() });
-                Ok(FileHandle { actor: None, shared, closer })
+                let (shared, remote) =
+                    tokio::task::spawn_blocking(move || crate::remote::connect(&paths, &config))
+                        .await
+                        .map_err(|e| {
+                            EngineError::Storage(format!("connecting task failed: {e}"))
+                        })??;
+                let closer = Arc::new(Closer {
+                    parts: tokio::sync::Mutex::new(None),
+                    shared: shared.clone(),
+                    remote: Some(remote),
+                    files: self.files.clone(),
+                });
+                Ok(FileHandle {
+                    actor: None,
+                    shared,
+                    closer,
+                })
             }
             other => other,
         }
@@ -135,7 +174,10 @@ impl Engine {
             queue: CommitQueue::new(),
             waiting: Default::default(),
             in_progress: Default::default(),
-            cursor: Mutex::new(crate::actor::Cursor { last_hash: prev_hash, last_snapshot: state.last_seq }),
+            cursor: Mutex::new(crate::actor::Cursor {
+                last_hash: prev_hash,
+                last_snapshot: state.last_seq,
+            }),
             inflight: DashMap::new(),
             applied: tokio::sync::Notify::new(),
             remote: None,
@@ -147,18 +189,30 @@ impl Engine {
                 move || run_flusher(shared, log)
             })
             .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
-        let args = ActorArgs { shared: shared.clone(), working: state, prev_hash };
+        let args = ActorArgs {
+            shared: shared.clone(),
+            working: state,
+            prev_hash,
+        };
         let (actor, _) = Actor::spawn(None, FileActor, args)
             .await
             .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
         tracing::info!(path = %paths.root.display(), seq = shared.committed_seq.load(std::sync::atomic::Ordering::Acquire), "opened");
         let closer = Arc::new(Closer {
-            parts: tokio::sync::Mutex::new(Some(CloseParts { actor: actor.clone(), flusher, server: None })),
+            parts: tokio::sync::Mutex::new(Some(CloseParts {
+                actor: actor.clone(),
+                flusher,
+                server: None,
+            })),
             shared: shared.clone(),
             remote: None,
             files: self.files.clone(),
         });
-        let handle = FileHandle { actor: Some(actor), shared, closer };
+        let handle = FileHandle {
+            actor: Some(actor),
+            shared,
+            closer,
+        };
         // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
         match crate::remote::serve(handle.clone()) {
             Ok(server) => {
@@ -166,7 +220,9 @@ impl Engine {
                     p.server = Some(server);
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile"),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile")
+            }
         }
         Ok(handle)
     }
@@ -178,7 +234,13 @@ fn owner_id_for(name: &str) -> String {
         .trim()
         .to_lowercase()
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
         .collect();
     let id = id.trim_matches('-').to_owned();
     if id.is_empty() || id.len() > 64 {
@@ -204,17 +266,26 @@ struct CloseParts {
 impl Closer {
     fn forget(&self) {
         let root = &self.shared.paths.root;
-        self.files.remove_if(root, |_, s| s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &self.shared)));
+        self.files.remove_if(root, |_, s| {
+            s.get()
+                .is_some_and(|h| Arc::ptr_eq(&h.shared, &self.shared))
+        });
     }
 
     pub(crate) async fn close(&self) {
         if let Some(remote) = &self.remote {
             remote.close();
-            self.shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+            self.shared
+                .events_tx
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
             self.forget();
             return;
         }
-        let Some(parts) = self.parts.lock().await.take() else { return };
+        let Some(parts) = self.parts.lock().await.take() else {
+            return;
+        };
         if let Some(server) = &parts.server {
             server.abort();
             let _ = std::fs::remove_file(crate::remote::socket_path(&self.shared.paths));
@@ -223,8 +294,16 @@ impl Closer {
         let _ = parts.actor.drain_and_wait(None).await;
         self.shared.queue.close();
         let _ = tokio::task::spawn_blocking(move || parts.flusher.join()).await;
-        self.shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
-        self.shared.log.write().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared
+            .events_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        self.shared
+            .log
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         self.forget();
         tracing::info!(path = %self.shared.paths.root.display(), "closed");
     }

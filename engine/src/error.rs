@@ -35,11 +35,17 @@ impl EngineError {
     /// `true` when the command itself was refused (exit code 1 in the CLI) rather than the file
     /// being unusable.
     pub fn is_rejection(&self) -> bool {
-        matches!(self, EngineError::Rejected(_) | EngineError::PayloadTooLarge { .. })
+        matches!(
+            self,
+            EngineError::Rejected(_) | EngineError::PayloadTooLarge { .. }
+        )
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, e: impl std::fmt::Display) -> EngineError {
-        EngineError::Io { path: path.into(), message: e.to_string() }
+        EngineError::Io {
+            path: path.into(),
+            message: e.to_string(),
+        }
     }
 }
 

@@ -23,7 +23,9 @@ pub struct FileHandle {
 
 impl std::fmt::Debug for FileHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FileHandle").field("path", &self.shared.paths.root).finish()
+        f.debug_struct("FileHandle")
+            .field("path", &self.shared.paths.root)
+            .finish()
     }
 }
 
@@ -46,7 +48,9 @@ impl FileHandle {
         msg: impl FnOnce(RpcReplyPort<Result<Vec<Event>, EngineError>>) -> FileMsg,
     ) -> Result<Vec<Event>, EngineError> {
         if let Some(actor) = &self.actor {
-            self.shared.waiting.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            self.shared
+                .waiting
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
             return match actor.call(msg, None).await {
                 Ok(ractor::rpc::CallResult::Success(r)) => r,
                 _ => Err(EngineError::Closed),
@@ -69,7 +73,9 @@ impl FileHandle {
                 }
                 Ok(ev)
             }
-            _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+            _ => Err(EngineError::Storage(
+                "unexpected answer from the owner process".into(),
+            )),
         }
     }
 
@@ -85,7 +91,11 @@ impl FileHandle {
 
     /// Runs `f` on the committed state (everything durable so far).
     pub fn with_state<R>(&self, f: impl FnOnce(&State) -> R) -> R {
-        f(&self.shared.committed.read().unwrap_or_else(|p| p.into_inner()))
+        f(&self
+            .shared
+            .committed
+            .read()
+            .unwrap_or_else(|p| p.into_inner()))
     }
 
     /// A copy of the committed state.
@@ -101,7 +111,9 @@ impl FileHandle {
     /// One block as `editor` may see it: checks `<block_type>.read` through CBAC.
     pub fn read_block(&self, editor: &str, id: &str) -> Result<Block, EngineError> {
         self.with_state(|s| {
-            let b = s.block(id).ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
+            let b = s
+                .block(id)
+                .ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
             cbac::authorize(s, editor, &format!("{}.read", b.block_type), Some(b))?;
             Ok(b.clone())
         })
@@ -134,7 +146,9 @@ impl FileHandle {
         if let Some(r) = &self.shared.remote {
             return match r.call(&crate::remote::Request::CommandEvents(cmd_id))? {
                 crate::remote::Response::MaybeEvents(ev) => Ok(ev),
-                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
             };
         }
         let log = self.shared.log()?;
@@ -150,11 +164,16 @@ impl FileHandle {
         if let Some(r) = &self.shared.remote {
             return match r.call(&crate::remote::Request::GetCheckpoint(name.to_owned()))? {
                 crate::remote::Response::Checkpoint(s) => Ok(s),
-                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
             };
         }
         let bytes = self.shared.log()?.get_aux(CHECKPOINT_TREE, name)?;
-        Ok(bytes.and_then(|b| b.as_slice().try_into().ok()).map(u64::from_be_bytes).unwrap_or(0))
+        Ok(bytes
+            .and_then(|b| b.as_slice().try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0))
     }
 
     /// Records that effect `name` handled everything up to `seq`. Written with the next group
@@ -162,18 +181,29 @@ impl FileHandle {
     pub fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
         use crate::log::EventLog;
         if let Some(r) = &self.shared.remote {
-            return r.call(&crate::remote::Request::SetCheckpoint(name.to_owned(), seq)).map(|_| ());
+            return r
+                .call(&crate::remote::Request::SetCheckpoint(name.to_owned(), seq))
+                .map(|_| ());
         }
-        self.shared.log()?.put_aux(CHECKPOINT_TREE, name, &seq.to_be_bytes())
+        self.shared
+            .log()?
+            .put_aux(CHECKPOINT_TREE, name, &seq.to_be_bytes())
     }
 
     /// Rebuilds the state from this file's log alone ([`crate::replay`]), in whichever process
     /// owns the file. The returned state is empty when the replay ran in another process.
     pub async fn replay(&self) -> Result<(crate::ReplayReport, State), EngineError> {
         if let Some(r) = self.shared.remote.clone() {
-            return match tokio::task::spawn_blocking(move || r.call(&crate::remote::Request::Replay)).await.map_err(|e| EngineError::Storage(e.to_string()))?? {
+            return match tokio::task::spawn_blocking(move || {
+                r.call(&crate::remote::Request::Replay)
+            })
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))??
+            {
                 crate::remote::Response::Replayed(rep) => Ok((rep, State::default())),
-                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
             };
         }
         let log = self.shared.log()?;
@@ -185,9 +215,16 @@ impl FileHandle {
     /// Checks this file's log ([`crate::verify`]) in whichever process owns it.
     pub async fn verify(&self) -> Result<crate::VerifyReport, EngineError> {
         if let Some(r) = self.shared.remote.clone() {
-            return match tokio::task::spawn_blocking(move || r.call(&crate::remote::Request::Verify)).await.map_err(|e| EngineError::Storage(e.to_string()))?? {
+            return match tokio::task::spawn_blocking(move || {
+                r.call(&crate::remote::Request::Verify)
+            })
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))??
+            {
                 crate::remote::Response::Verified(rep) => Ok(rep),
-                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
             };
         }
         let log = self.shared.log()?;

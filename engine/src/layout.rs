@@ -55,13 +55,19 @@ impl ElfPaths {
     /// Creates an empty document directory; refuses an existing non-empty path.
     pub fn create(path: &Path) -> Result<ElfPaths, EngineError> {
         if path.exists() {
-            let empty_dir = path.is_dir() && std::fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(false);
+            let empty_dir = path.is_dir()
+                && std::fs::read_dir(path)
+                    .map(|mut d| d.next().is_none())
+                    .unwrap_or(false);
             if !empty_dir {
                 return Err(EngineError::AlreadyExists(path.to_owned()));
             }
         }
         std::fs::create_dir_all(path.join("assets")).map_err(|e| EngineError::io(path, e))?;
-        let marker = format!("elfiee document\nformat_version = {}\n", elfiee_model::FORMAT_VERSION);
+        let marker = format!(
+            "elfiee document\nformat_version = {}\n",
+            elfiee_model::FORMAT_VERSION
+        );
         std::fs::write(path.join(MARKER), marker).map_err(|e| EngineError::io(path, e))?;
         let root = path.canonicalize().map_err(|e| EngineError::io(path, e))?;
         Ok(ElfPaths { root })
@@ -69,7 +75,9 @@ impl ElfPaths {
 
     /// Finds an existing document; its canonical path is the registry key.
     pub fn existing(path: &Path) -> Result<ElfPaths, EngineError> {
-        let root = path.canonicalize().map_err(|_| EngineError::NotAnElf(path.to_owned()))?;
+        let root = path
+            .canonicalize()
+            .map_err(|_| EngineError::NotAnElf(path.to_owned()))?;
         if !root.join(MARKER).is_file() {
             return Err(EngineError::NotAnElf(path.to_owned()));
         }

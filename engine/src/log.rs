@@ -42,7 +42,11 @@ pub trait EventLog: Send + Sync + 'static {
         }
     }
     /// Raw stored records with `from <= seq <= to`, in order.
-    fn records(&self, from: u64, to: u64) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_>;
+    fn records(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_>;
     /// Stores the snapshot under a name (overwriting the previous one).
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError>;
     fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
@@ -63,10 +67,14 @@ pub fn read_events(
     log.records(from, to).map(move |r| {
         let (seq, bytes) = r?;
         if seq != expect {
-            return Err(EngineError::Corrupt { seq: expect, reason: format!("missing; the next stored event is {seq}") });
+            return Err(EngineError::Corrupt {
+                seq: expect,
+                reason: format!("missing; the next stored event is {seq}"),
+            });
         }
         expect += 1;
-        let e = codec::open(seq, &bytes, prev.as_ref()).map_err(|reason| EngineError::Corrupt { seq, reason })?;
+        let e = codec::open(seq, &bytes, prev.as_ref())
+            .map_err(|reason| EngineError::Corrupt { seq, reason })?;
         prev = Some(e.hash);
         Ok(e)
     })
@@ -79,17 +87,26 @@ pub fn stored_hash<L: EventLog + ?Sized>(log: &L, seq: u64) -> EventHash {
         return EventHash::ZERO;
     }
     match log.records(seq, seq).next() {
-        Some(Ok((_, bytes))) => bytes.get(..32).and_then(|h| h.try_into().ok()).map(EventHash).unwrap_or(EventHash::ZERO),
+        Some(Ok((_, bytes))) => bytes
+            .get(..32)
+            .and_then(|h| h.try_into().ok())
+            .map(EventHash)
+            .unwrap_or(EventHash::ZERO),
         _ => EventHash::ZERO,
     }
 }
 
-fn read_events_dyn<L: EventLog + ?Sized>(log: &L, from: u64, to: u64) -> Result<Vec<Event>, EngineError> {
+fn read_events_dyn<L: EventLog + ?Sized>(
+    log: &L,
+    from: u64,
+    to: u64,
+) -> Result<Vec<Event>, EngineError> {
     let mut out = Vec::new();
     let mut prev = stored_hash(log, from.saturating_sub(1));
     for r in log.records(from, to) {
         let (seq, bytes) = r?;
-        let e = codec::open(seq, &bytes, Some(&prev)).map_err(|reason| EngineError::Corrupt { seq, reason })?;
+        let e = codec::open(seq, &bytes, Some(&prev))
+            .map_err(|reason| EngineError::Corrupt { seq, reason })?;
         prev = e.hash;
         out.push(e);
     }
@@ -112,16 +129,33 @@ impl SledEventLog {
     /// Opens (or creates) the database in `dir`. A lock held by another process is reported as
     /// [`EngineError::Locked`]; sled panics on unreadable files are turned into errors.
     pub fn open(dir: &Path, elf: &Path) -> Result<SledEventLog, EngineError> {
-        let cfg = sled::Config::new().path(dir).flush_every_ms(None).mode(sled::Mode::HighThroughput);
+        let cfg = sled::Config::new()
+            .path(dir)
+            .flush_every_ms(None)
+            .mode(sled::Mode::HighThroughput);
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cfg.open()));
         let db = match opened {
             Ok(Ok(db)) => db,
-            Ok(Err(sled::Error::Io(e))) if e.kind() == std::io::ErrorKind::WouldBlock || e.raw_os_error() == Some(11) => {
+            Ok(Err(sled::Error::Io(e)))
+                if e.kind() == std::io::ErrorKind::WouldBlock || e.raw_os_error() == Some(11) =>
+            {
                 return Err(EngineError::Locked(elf.to_owned()))
             }
-            Ok(Err(e)) if e.to_string().contains("lock") => return Err(EngineError::Locked(elf.to_owned())),
-            Ok(Err(e)) => return Err(EngineError::Storage(format!("cannot open the log in {}: {e}", dir.display()))),
-            Err(_) => return Err(EngineError::Storage(format!("the log in {} is unreadable (sled panicked while opening it)", dir.display()))),
+            Ok(Err(e)) if e.to_string().contains("lock") => {
+                return Err(EngineError::Locked(elf.to_owned()))
+            }
+            Ok(Err(e)) => {
+                return Err(EngineError::Storage(format!(
+                    "cannot open the log in {}: {e}",
+                    dir.display()
+                )))
+            }
+            Err(_) => {
+                return Err(EngineError::Storage(format!(
+                    "the log in {} is unreadable (sled panicked while opening it)",
+                    dir.display()
+                )))
+            }
         };
         let events = db.open_tree("events")?;
         Ok(SledEventLog { db, events })
@@ -135,15 +169,26 @@ impl SledEventLog {
 
 impl EventLog for SledEventLog {
     fn tail(&self) -> Result<(u64, EventHash), EngineError> {
-        let last = self.events.range(event_key(0)..=event_key(u64::MAX)).next_back().transpose()?;
+        let last = self
+            .events
+            .range(event_key(0)..=event_key(u64::MAX))
+            .next_back()
+            .transpose()?;
         match last {
             None => Ok((0, EventHash::ZERO)),
             Some((k, v)) => {
-                let seq = u64::from_be_bytes(k[1..9].try_into().map_err(|_| EngineError::Storage("bad key".into()))?);
-                let hash: [u8; 32] = v.get(..32).and_then(|h| h.try_into().ok()).ok_or(EngineError::Corrupt {
-                    seq,
-                    reason: "record too short".into(),
-                })?;
+                let seq = u64::from_be_bytes(
+                    k[1..9]
+                        .try_into()
+                        .map_err(|_| EngineError::Storage("bad key".into()))?,
+                );
+                let hash: [u8; 32] =
+                    v.get(..32)
+                        .and_then(|h| h.try_into().ok())
+                        .ok_or(EngineError::Corrupt {
+                            seq,
+                            reason: "record too short".into(),
+                        })?;
                 Ok((seq, EventHash(hash)))
             }
         }
@@ -165,7 +210,9 @@ impl EventLog for SledEventLog {
         }
         let mut batch = sled::Batch::default();
         for (cmd_id, events) in commands {
-            let Some((first, _)) = events.first() else { continue };
+            let Some((first, _)) = events.first() else {
+                continue;
+            };
             for (seq, bytes) in events.iter() {
                 batch.insert(&event_key(*seq), bytes.as_slice());
             }
@@ -176,7 +223,8 @@ impl EventLog for SledEventLog {
     }
 
     fn put_index(&self, cmd_id: Uuid, first: u64, count: u64) -> Result<(), EngineError> {
-        self.events.insert(cmd_key(&cmd_id), &index_entry(first, count))?;
+        self.events
+            .insert(cmd_key(&cmd_id), &index_entry(first, count))?;
         Ok(())
     }
 
@@ -186,22 +234,34 @@ impl EventLog for SledEventLog {
     }
 
     fn command_index(&self, cmd_id: Uuid) -> Result<Option<(u64, u64)>, EngineError> {
-        let Some(idx) = self.events.get(cmd_key(&cmd_id))? else { return Ok(None) };
+        let Some(idx) = self.events.get(cmd_key(&cmd_id))? else {
+            return Ok(None);
+        };
         if idx.len() != 12 {
-            return Err(EngineError::Storage(format!("command index entry for {cmd_id} is malformed")));
+            return Err(EngineError::Storage(format!(
+                "command index entry for {cmd_id} is malformed"
+            )));
         }
         let first = u64::from_be_bytes(idx[..8].try_into().unwrap_or_default());
         let count = u32::from_be_bytes(idx[8..].try_into().unwrap_or_default()) as u64;
         Ok(Some((first, count)))
     }
 
-    fn records(&self, from: u64, to: u64) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_> {
+    fn records(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_> {
         if from > to {
             return Box::new(std::iter::empty());
         }
         Box::new(self.events.range(event_key(from)..=event_key(to)).map(|r| {
             let (k, v) = r?;
-            let seq = u64::from_be_bytes(k[1..9].try_into().map_err(|_| EngineError::Storage("bad event key".into()))?);
+            let seq = u64::from_be_bytes(
+                k[1..9]
+                    .try_into()
+                    .map_err(|_| EngineError::Storage("bad event key".into()))?,
+            );
             Ok((seq, v.to_vec()))
         }))
     }

@@ -21,7 +21,9 @@ pub fn node_id() -> String {
         }
     }
     let fresh = || format!("node-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    let Some(path) = node_file() else { return fresh() };
+    let Some(path) = node_file() else {
+        return fresh();
+    };
     if let Ok(id) = std::fs::read_to_string(&path) {
         let id = id.trim();
         if !id.is_empty() {
@@ -29,7 +31,11 @@ pub fn node_id() -> String {
         }
     }
     let id = fresh();
-    let written = path.parent().map(std::fs::create_dir_all).transpose().and_then(|_| std::fs::write(&path, &id));
+    let written = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .and_then(|_| std::fs::write(&path, &id));
     if let Err(e) = written {
         tracing::warn!(path = %path.display(), error = %e, "could not store the node id; using a per-process id");
     }

@@ -69,7 +69,8 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 }
 
 fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, EngineError> {
-    rmp_serde::from_slice(b).map_err(|e| EngineError::Storage(format!("bad message from the owner process: {e}")))
+    rmp_serde::from_slice(b)
+        .map_err(|e| EngineError::Storage(format!("bad message from the owner process: {e}")))
 }
 
 pub fn socket_path(paths: &ElfPaths) -> PathBuf {
@@ -87,7 +88,8 @@ pub(crate) fn serve(file: FileHandle) -> Result<tokio::task::JoinHandle<()>, Eng
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).map_err(|e| EngineError::io(&path, e))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| EngineError::io(&path, e))?;
     }
     Ok(tokio::spawn(async move {
         let mut conns = tokio::task::JoinSet::new();
@@ -104,13 +106,17 @@ pub(crate) fn serve(file: FileHandle) -> Result<tokio::task::JoinHandle<()>, Eng
 }
 
 async fn connection(file: FileHandle, stream: tokio::net::UnixStream) {
-    let codec = LengthDelimitedCodec::builder().max_frame_length(MAX_FRAME).new_codec();
+    let codec = LengthDelimitedCodec::builder()
+        .max_frame_length(MAX_FRAME)
+        .new_codec();
     let mut framed = Framed::new(stream, codec);
     while let Some(Ok(frame)) = framed.next().await {
         let req: Request = match decode(&frame) {
             Ok(r) => r,
             Err(e) => {
-                let _ = framed.send(tokio_util::bytes::Bytes::from(encode(&Response::Error(e)))).await;
+                let _ = framed
+                    .send(tokio_util::bytes::Bytes::from(encode(&Response::Error(e))))
+                    .await;
                 continue;
             }
         };
@@ -118,27 +124,67 @@ async fn connection(file: FileHandle, stream: tokio::net::UnixStream) {
             Request::Subscribe { from } => {
                 let mut sub = file.subscribe_from(from);
                 while let Some(e) = sub.recv().await {
-                    if framed.send(tokio_util::bytes::Bytes::from(encode(&Response::Event(e)))).await.is_err() {
+                    if framed
+                        .send(tokio_util::bytes::Bytes::from(encode(&Response::Event(e))))
+                        .await
+                        .is_err()
+                    {
                         return;
                     }
                 }
                 return;
             }
-            Request::Hello => Response::Hello { pid: std::process::id(), last_seq: file.last_seq() },
-            Request::Submit(cmd) => file.submit(cmd).await.map(Response::Events).unwrap_or_else(Response::Error),
-            Request::SubmitAll(cmds) => file.submit_all(cmds).await.map(Response::Events).unwrap_or_else(Response::Error),
-            Request::Events { from, to } => file.shared.read_events(from, to).map(Response::Events).unwrap_or_else(Response::Error),
-            Request::CommandEvents(id) => file.command_events(id).map(Response::MaybeEvents).unwrap_or_else(Response::Error),
+            Request::Hello => Response::Hello {
+                pid: std::process::id(),
+                last_seq: file.last_seq(),
+            },
+            Request::Submit(cmd) => file
+                .submit(cmd)
+                .await
+                .map(Response::Events)
+                .unwrap_or_else(Response::Error),
+            Request::SubmitAll(cmds) => file
+                .submit_all(cmds)
+                .await
+                .map(Response::Events)
+                .unwrap_or_else(Response::Error),
+            Request::Events { from, to } => file
+                .shared
+                .read_events(from, to)
+                .map(Response::Events)
+                .unwrap_or_else(Response::Error),
+            Request::CommandEvents(id) => file
+                .command_events(id)
+                .map(Response::MaybeEvents)
+                .unwrap_or_else(Response::Error),
             Request::State => {
                 let (seq, state) = file.with_state(|s| (s.last_seq, s.canonical_bytes()));
                 Response::State { seq, state }
             }
-            Request::Replay => file.replay().await.map(|(r, _)| Response::Replayed(r)).unwrap_or_else(Response::Error),
-            Request::Verify => file.verify().await.map(Response::Verified).unwrap_or_else(Response::Error),
-            Request::GetCheckpoint(n) => file.checkpoint(&n).map(Response::Checkpoint).unwrap_or_else(Response::Error),
-            Request::SetCheckpoint(n, s) => file.set_checkpoint(&n, s).map(|_| Response::Done).unwrap_or_else(Response::Error),
+            Request::Replay => file
+                .replay()
+                .await
+                .map(|(r, _)| Response::Replayed(r))
+                .unwrap_or_else(Response::Error),
+            Request::Verify => file
+                .verify()
+                .await
+                .map(Response::Verified)
+                .unwrap_or_else(Response::Error),
+            Request::GetCheckpoint(n) => file
+                .checkpoint(&n)
+                .map(Response::Checkpoint)
+                .unwrap_or_else(Response::Error),
+            Request::SetCheckpoint(n, s) => file
+                .set_checkpoint(&n, s)
+                .map(|_| Response::Done)
+                .unwrap_or_else(Response::Error),
         };
-        if framed.send(tokio_util::bytes::Bytes::from(encode(&resp))).await.is_err() {
+        if framed
+            .send(tokio_util::bytes::Bytes::from(encode(&resp)))
+            .await
+            .is_err()
+        {
             return;
         }
     }
@@ -230,17 +276,34 @@ fn connect_stream(sock: &Path) -> Result<StdStream, EngineError> {
 }
 
 /// Opens `paths` through its owner process. Blocking; call from `spawn_blocking`.
-pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Shared>, Arc<RemoteClient>), EngineError> {
+pub(crate) fn connect(
+    paths: &ElfPaths,
+    config: &EngineConfig,
+) -> Result<(Arc<Shared>, Arc<RemoteClient>), EngineError> {
     let sock = socket_path(paths);
     let mut req = connect_stream(&sock)?;
     let owner_pid = match round_trip(&mut req, &Request::Hello) {
         Ok(Response::Hello { pid, .. }) => pid,
-        _ => return Err(EngineError::Storage(format!("the owner socket {} did not answer the greeting", sock.display()))),
+        _ => {
+            return Err(EngineError::Storage(format!(
+                "the owner socket {} did not answer the greeting",
+                sock.display()
+            )))
+        }
     };
-    let client = Arc::new(RemoteClient { sock: sock.clone(), req: Mutex::new(req), closed: AtomicBool::new(false), owner_pid });
+    let client = Arc::new(RemoteClient {
+        sock: sock.clone(),
+        req: Mutex::new(req),
+        closed: AtomicBool::new(false),
+        owner_pid,
+    });
     let (seq, state) = match client.call(&Request::State)? {
         Response::State { seq, state } => (seq, decode::<State>(&state)?),
-        _ => return Err(EngineError::Storage("unexpected answer from the owner process".into())),
+        _ => {
+            return Err(EngineError::Storage(
+                "unexpected answer from the owner process".into(),
+            ))
+        }
     };
     let (tx, _) = broadcast::channel(config.channel_capacity.max(1));
     let shared = Arc::new(Shared {
@@ -254,14 +317,18 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
         queue: CommitQueue::new(),
         waiting: Default::default(),
         in_progress: Default::default(),
-        cursor: Mutex::new(crate::actor::Cursor { last_hash: elfiee_model::EventHash::ZERO, last_snapshot: 0 }),
+        cursor: Mutex::new(crate::actor::Cursor {
+            last_hash: elfiee_model::EventHash::ZERO,
+            last_snapshot: 0,
+        }),
         inflight: dashmap::DashMap::new(),
         applied: tokio::sync::Notify::new(),
         remote: Some(client.clone()),
     });
     // The replica: apply what the owner commits, then publish it locally.
     let mut push = connect_stream(&sock)?;
-    write_frame(&mut push, &encode(&Request::Subscribe { from: seq + 1 })).map_err(|e| EngineError::io(&sock, e))?;
+    write_frame(&mut push, &encode(&Request::Subscribe { from: seq + 1 }))
+        .map_err(|e| EngineError::io(&sock, e))?;
     let weak = Arc::downgrade(&shared);
     let pusher = client.clone();
     std::thread::Builder::new()
@@ -269,14 +336,20 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
         .spawn(move || {
             while let Ok(body) = read_frame(&mut push) {
                 let Some(shared) = weak.upgrade() else { return };
-                let Ok(Response::Event(e)) = decode::<Response>(&body) else { continue };
+                let Ok(Response::Event(e)) = decode::<Response>(&body) else {
+                    continue;
+                };
                 {
                     let mut st = shared.committed.write().unwrap_or_else(|p| p.into_inner());
                     apply(&mut st, &e);
                     shared.committed_seq.store(st.last_seq, Ordering::Release);
                 }
                 shared.applied.notify_waiters();
-                let tx = shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let tx = shared
+                    .events_tx
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
                 if let Some(tx) = tx {
                     let _ = tx.send(Arc::new(e));
                 }
@@ -284,7 +357,11 @@ pub(crate) fn connect(paths: &ElfPaths, config: &EngineConfig) -> Result<(Arc<Sh
             // The owner went away: no more live events; requests fail from now on.
             pusher.close();
             if let Some(shared) = weak.upgrade() {
-                shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+                shared
+                    .events_tx
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .take();
                 shared.applied.notify_waiters();
             }
         })
@@ -304,7 +381,9 @@ pub(crate) async fn wait_for_seq(shared: &Shared, seq: u64) -> Result<(), Engine
             return Ok(());
         }
         if shared.remote.as_ref().is_some_and(|r| r.is_closed()) || Instant::now() > deadline {
-            return Err(EngineError::Storage(format!("the owner process acknowledged seq {seq} but did not stream it back")));
+            return Err(EngineError::Storage(format!(
+                "the owner process acknowledged seq {seq} but did not stream it back"
+            )));
         }
         let _ = tokio::time::timeout(Duration::from_millis(100), applied).await;
     }
@@ -316,7 +395,9 @@ impl Shared {
         if let Some(r) = &self.remote {
             return match r.call(&Request::Events { from, to })? {
                 Response::Events(ev) => Ok(ev),
-                _ => Err(EngineError::Storage("unexpected answer from the owner process".into())),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
             };
         }
         let log = self.log()?;

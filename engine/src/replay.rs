@@ -33,14 +33,25 @@ impl Snapshot {
 
 /// Why a stored snapshot was not used.
 fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapshot, String> {
-    let snap: Snapshot = rmp_serde::from_slice(bytes).map_err(|e| format!("does not decode: {e}"))?;
+    let snap: Snapshot =
+        rmp_serde::from_slice(bytes).map_err(|e| format!("does not decode: {e}"))?;
     if snap.format_version != FORMAT_VERSION {
-        return Err(format!("format version {} (this build reads {FORMAT_VERSION})", snap.format_version));
+        return Err(format!(
+            "format version {} (this build reads {FORMAT_VERSION})",
+            snap.format_version
+        ));
     }
     if snap.seq > tail || snap.state.last_seq != snap.seq {
-        return Err(format!("seq {} does not match the log (last event {tail})", snap.seq));
+        return Err(format!(
+            "seq {} does not match the log (last event {tail})",
+            snap.seq
+        ));
     }
-    let rec = log.records(snap.seq, snap.seq).next().transpose().map_err(|e| e.to_string())?;
+    let rec = log
+        .records(snap.seq, snap.seq)
+        .next()
+        .transpose()
+        .map_err(|e| e.to_string())?;
     match rec {
         Some((_, bytes)) if bytes.get(..32) == Some(&snap.hash.0[..]) => Ok(snap),
         _ => Err(format!("hash at seq {} does not match the log", snap.seq)),
@@ -49,7 +60,10 @@ fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapsho
 
 /// State as a file opens: the newest valid snapshot plus the tail. An invalid snapshot is
 /// ignored (logged) and the log is replayed in full. Returns the state and the last hash.
-pub(crate) fn load_state(log: &dyn EventLog, head: Option<(u64, EventHash)>) -> Result<(State, EventHash), EngineError> {
+pub(crate) fn load_state(
+    log: &dyn EventLog,
+    head: Option<(u64, EventHash)>,
+) -> Result<(State, EventHash), EngineError> {
     let (tail, _) = log.tail()?;
     check_head(log, tail, head)?;
     let mut state = State::default();
@@ -63,7 +77,10 @@ pub(crate) fn load_state(log: &dyn EventLog, head: Option<(u64, EventHash)>) -> 
             }
             Err(why) if why.starts_with("seq ") && why.contains("does not match the log") => {
                 // A snapshot of events the log no longer has: the log lost its tail.
-                return Err(EngineError::Corrupt { seq: tail + 1, reason: format!("the snapshot is ahead of the log ({why}); events were lost") });
+                return Err(EngineError::Corrupt {
+                    seq: tail + 1,
+                    reason: format!("the snapshot is ahead of the log ({why}); events were lost"),
+                });
             }
             Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
         }
@@ -99,8 +116,14 @@ pub(crate) fn load_state(log: &dyn EventLog, head: Option<(u64, EventHash)>) -> 
 }
 
 /// Fails if the log ends before the seq recorded in `HEAD`, or disagrees with its hash.
-fn check_head(log: &dyn EventLog, tail: u64, head: Option<(u64, EventHash)>) -> Result<(), EngineError> {
-    let Some((seq, hash)) = head else { return Ok(()) };
+fn check_head(
+    log: &dyn EventLog,
+    tail: u64,
+    head: Option<(u64, EventHash)>,
+) -> Result<(), EngineError> {
+    let Some((seq, hash)) = head else {
+        return Ok(());
+    };
     if tail < seq {
         return Err(EngineError::Corrupt {
             seq: tail + 1,
@@ -108,7 +131,10 @@ fn check_head(log: &dyn EventLog, tail: u64, head: Option<(u64, EventHash)>) -> 
         });
     }
     if crate::log::stored_hash(log, seq) != hash {
-        return Err(EngineError::Corrupt { seq, reason: "its hash differs from the one recorded in HEAD".into() });
+        return Err(EngineError::Corrupt {
+            seq,
+            reason: "its hash differs from the one recorded in HEAD".into(),
+        });
     }
     Ok(())
 }
@@ -125,7 +151,10 @@ pub struct ReplayReport {
 
 /// Rebuilds the state from the log alone (no snapshot), checking the hash chain.
 /// `progress` is called with (events done, events total) now and then.
-pub fn replay(path: &Path, progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
+pub fn replay(
+    path: &Path,
+    progress: impl FnMut(u64, u64),
+) -> Result<(ReplayReport, State), EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
     check_head(&log, log.tail()?.0, paths.read_head())?;
@@ -133,7 +162,10 @@ pub fn replay(path: &Path, progress: impl FnMut(u64, u64)) -> Result<(ReplayRepo
 }
 
 /// [`replay`] over an open log (used by the owner process for other processes).
-pub fn replay_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Result<(ReplayReport, State), EngineError> {
+pub fn replay_log(
+    log: &dyn EventLog,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<(ReplayReport, State), EngineError> {
     let start = Instant::now();
     let (total, _) = log.tail()?;
     let mut state = State::default();
@@ -181,7 +213,10 @@ pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyRepor
 }
 
 /// [`verify`] over an open log (used by the owner process for other processes).
-pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
+pub fn verify_log(
+    log: &dyn EventLog,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<VerifyReport, EngineError> {
     let mut problems = Vec::new();
     let total = match log.tail() {
         Ok((t, _)) => t,
@@ -206,8 +241,8 @@ pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Res
         }
     }
     let mut current: Option<(uuid::Uuid, u64, u64)> = None; // (cmd, first, count)
-    let check_cmd = |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| {
-        match log.command_index(cmd.0) {
+    let check_cmd =
+        |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| match log.command_index(cmd.0) {
             Ok(Some((first, count))) => {
                 if (first, count) != (cmd.1, cmd.2) {
                     problems.push(format!(
@@ -217,8 +252,7 @@ pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Res
                 }
             }
             _ => problems.push(format!("command {}: no index entry", cmd.0)),
-        }
-    };
+        };
     for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
         let e = match e {
             Ok(e) => e,
@@ -244,7 +278,9 @@ pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Res
                 if snap.state.digest() == state.digest() {
                     snapshot_status = Some(format!("valid at seq {seq}"));
                 } else {
-                    problems.push(format!("snapshot at seq {seq} does not equal the replayed state"));
+                    problems.push(format!(
+                        "snapshot at seq {seq} does not equal the replayed state"
+                    ));
                     snapshot_status = Some(format!("invalid: state at seq {seq} differs"));
                 }
             }
@@ -257,5 +293,11 @@ pub fn verify_log(log: &dyn EventLog, mut progress: impl FnMut(u64, u64)) -> Res
         check_cmd(done, &mut problems);
     }
     progress(n, total);
-    Ok(VerifyReport { ok: problems.is_empty(), events: n, commands, snapshot: snapshot_status, problems })
+    Ok(VerifyReport {
+        ok: problems.is_empty(),
+        events: n,
+        commands,
+        snapshot: snapshot_status,
+        problems,
+    })
 }

@@ -23,15 +23,28 @@ pub struct Subscription {
 
 impl Subscription {
     pub(crate) fn new(shared: Arc<Shared>, from: Option<u64>) -> Subscription {
-        let rx = match shared.events_tx.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        let rx = match shared
+            .events_tx
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
             Some(tx) => tx.subscribe(),
             // Closed file: a receiver that reports `Closed` at once, so `recv` drains the log.
             None => broadcast::channel(1).1,
         };
         // Subscribe first, then read the watermark: anything published in between has a seq at
         // or below the watermark and is skipped, anything later is received.
-        let next = from.unwrap_or_else(|| shared.committed_seq.load(Ordering::Acquire) + 1).max(1);
-        Subscription { rx, next, shared, backlog: VecDeque::new(), catch_ups: 0 }
+        let next = from
+            .unwrap_or_else(|| shared.committed_seq.load(Ordering::Acquire) + 1)
+            .max(1);
+        Subscription {
+            rx,
+            next,
+            shared,
+            backlog: VecDeque::new(),
+            catch_ups: 0,
+        }
     }
 
     /// Seq of the next event this subscription will return.
@@ -63,7 +76,11 @@ impl Subscription {
                     self.backlog.push_back((*e).clone());
                 }
                 Err(RecvError::Lagged(n)) => {
-                    tracing::debug!(skipped = n, next = self.next, "subscriber lagged; catching up from the log");
+                    tracing::debug!(
+                        skipped = n,
+                        next = self.next,
+                        "subscriber lagged; catching up from the log"
+                    );
                     let committed = self.shared.committed_seq.load(Ordering::Acquire);
                     self.fill_from_log(committed);
                 }

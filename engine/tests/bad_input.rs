@@ -15,7 +15,10 @@ use elfiee_model::{CapError, Command, Event, EventHash};
 use serde_json::{json, Value};
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig { node_id: "bad-input".into(), ..EngineConfig::default() })
+    Engine::new(EngineConfig {
+        node_id: "bad-input".into(),
+        ..EngineConfig::default()
+    })
 }
 
 /// A message says what to do when it names a command, a doc or a concrete action.
@@ -37,10 +40,27 @@ fn actionable(msg: &str) -> bool {
 }
 
 async fn fresh(engine: &Engine, dir: &tempfile::TempDir) -> FileHandle {
-    let f = engine.init(dir.path().join("x.elf"), "Alice").await.unwrap();
-    f.submit(Command::new("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}))).await.unwrap();
+    let f = engine
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
+    f.submit(Command::new(
+        "alice",
+        "editor.create",
+        None,
+        json!({"name": "Bob", "editor_id": "bob"}),
+    ))
+    .await
+    .unwrap();
     for (id, ty) in [("doc", "markdown"), ("src", "code")] {
-        f.submit(Command::new("alice", "core.create", None, json!({"name": id, "block_type": ty, "block_id": id}))).await.unwrap();
+        f.submit(Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": id, "block_type": ty, "block_id": id}),
+        ))
+        .await
+        .unwrap();
     }
     f
 }
@@ -84,7 +104,11 @@ async fn malformed_payloads_are_invalid_payload_errors_that_change_nothing() {
         // unknown fields
         create(json!({"name": "x", "block_type": "markdown", "owner": "mallory"})),
         md(json!({"markdown": "x", "extra": true})),
-        ("code.write", Some("src"), json!({"text": "x", "lang": "rust"})),
+        (
+            "code.write",
+            Some("src"),
+            json!({"text": "x", "lang": "rust"}),
+        ),
         // null, arrays, scalars where an object is expected
         create(Value::Null),
         create(json!([])),
@@ -100,7 +124,11 @@ async fn malformed_payloads_are_invalid_payload_errors_that_change_nothing() {
         // deeply nested JSON where a string is expected
         md(json!({"markdown": nested_array(200)})),
         md(nested_object(200)),
-        ("code.write", Some("src"), json!({"text": nested_object(100)})),
+        (
+            "code.write",
+            Some("src"),
+            json!({"text": nested_object(100)}),
+        ),
         // invalid values with the right types
         create(json!({"name": "", "block_type": "markdown"})),
         create(json!({"name": "   ", "block_type": "markdown"})),
@@ -115,21 +143,49 @@ async fn malformed_payloads_are_invalid_payload_errors_that_change_nothing() {
         ("core.rename", Some("doc"), json!({"name": ["a"]})),
         ("core.update_metadata", Some("doc"), json!({})),
         ("core.update_metadata", Some("doc"), json!({"custom": [1]})),
-        ("core.update_metadata", Some("doc"), json!({"description": 5})),
-        ("core.link", Some("doc"), json!({"to": "src", "relation": "parent"})),
-        ("core.link", Some("doc"), json!({"to": 5, "relation": "reference"})),
+        (
+            "core.update_metadata",
+            Some("doc"),
+            json!({"description": 5}),
+        ),
+        (
+            "core.link",
+            Some("doc"),
+            json!({"to": "src", "relation": "parent"}),
+        ),
+        (
+            "core.link",
+            Some("doc"),
+            json!({"to": 5, "relation": "reference"}),
+        ),
         ("core.link", Some("doc"), json!({"relation": "reference"})),
         ("core.unlink", Some("doc"), json!({"to": "src"})),
         ("core.grant", None, json!({"editor_id": "bob"})),
-        ("core.grant", None, json!({"editor_id": 5, "cap_id": "markdown.write"})),
+        (
+            "core.grant",
+            None,
+            json!({"editor_id": 5, "cap_id": "markdown.write"}),
+        ),
         ("core.revoke", Some("doc"), json!(["bob"])),
-        ("editor.create", None, json!({"name": "x", "editor_type": "robot"})),
-        ("editor.create", None, json!({"name": "x", "editor_id": "has space"})),
+        (
+            "editor.create",
+            None,
+            json!({"name": "x", "editor_type": "robot"}),
+        ),
+        (
+            "editor.create",
+            None,
+            json!({"name": "x", "editor_id": "has space"}),
+        ),
         ("editor.create", None, json!({"editor_id": "x"})),
         ("editor.delete", None, json!({"editor_id": null})),
         ("editor.delete", None, Value::Null),
         // a block id where none is taken, and none where one is needed
-        ("core.create", Some("doc"), json!({"name": "x", "block_type": "markdown"})),
+        (
+            "core.create",
+            Some("doc"),
+            json!({"name": "x", "block_type": "markdown"}),
+        ),
         ("editor.create", Some("doc"), json!({"name": "x"})),
         ("markdown.write", None, json!({"markdown": "x"})),
         ("core.delete", None, json!({})),
@@ -137,7 +193,9 @@ async fn malformed_payloads_are_invalid_payload_errors_that_change_nothing() {
     let (seq, digest) = (f.last_seq(), f.state_digest());
     let mut failures = Vec::new();
     for (i, (cap, block, payload)) in cases.iter().enumerate() {
-        let res = f.submit(Command::new("alice", *cap, *block, payload.clone())).await;
+        let res = f
+            .submit(Command::new("alice", *cap, *block, payload.clone()))
+            .await;
         let shown = {
             let s = payload.to_string();
             if s.len() > 80 {
@@ -148,21 +206,37 @@ async fn malformed_payloads_are_invalid_payload_errors_that_change_nothing() {
         };
         match res {
             Err(EngineError::Rejected(CapError::InvalidPayload { cap: c, reason })) => {
-                let msg = EngineError::Rejected(CapError::InvalidPayload { cap: c.clone(), reason }).to_string();
+                let msg = EngineError::Rejected(CapError::InvalidPayload {
+                    cap: c.clone(),
+                    reason,
+                })
+                .to_string();
                 if c != *cap {
                     failures.push(format!("#{i} {cap} {shown}: error names '{c}'"));
                 }
                 if !actionable(&msg) {
-                    failures.push(format!("#{i} {cap} {shown}: message does not say what to do: {msg}"));
+                    failures.push(format!(
+                        "#{i} {cap} {shown}: message does not say what to do: {msg}"
+                    ));
                 }
             }
-            other => failures.push(format!("#{i} {cap} {block:?} {shown}: expected InvalidPayload, got {other:?}")),
+            other => failures.push(format!(
+                "#{i} {cap} {block:?} {shown}: expected InvalidPayload, got {other:?}"
+            )),
         }
         if f.last_seq() != seq || f.state_digest() != digest {
-            failures.push(format!("#{i} {cap} {shown}: the refused command changed the file"));
+            failures.push(format!(
+                "#{i} {cap} {shown}: the refused command changed the file"
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
     assert_eq!(f.events(1).unwrap().len() as u64, seq);
     f.close().await;
 }
@@ -182,11 +256,22 @@ async fn unknown_capabilities_blocks_and_editors_are_named_in_the_error() {
             Command::new("alice", "", None, json!({})),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownCapability(c)) if c.is_empty()),
         ),
-        (Command::new("alice", "MARKDOWN.WRITE", Some("doc"), json!({"markdown": "x"})), |e| {
-            matches!(e, EngineError::Rejected(CapError::UnknownCapability(_)))
-        }),
         (
-            Command::new("alice", "markdown.write", Some("ghost"), json!({"markdown": "x"})),
+            Command::new(
+                "alice",
+                "MARKDOWN.WRITE",
+                Some("doc"),
+                json!({"markdown": "x"}),
+            ),
+            |e| matches!(e, EngineError::Rejected(CapError::UnknownCapability(_))),
+        ),
+        (
+            Command::new(
+                "alice",
+                "markdown.write",
+                Some("ghost"),
+                json!({"markdown": "x"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::BlockNotFound(b)) if b == "ghost"),
         ),
         (
@@ -194,42 +279,85 @@ async fn unknown_capabilities_blocks_and_editors_are_named_in_the_error() {
             |e| matches!(e, EngineError::Rejected(CapError::BlockNotFound(b)) if b == "ghost"),
         ),
         (
-            Command::new("alice", "core.link", Some("doc"), json!({"to": "ghost", "relation": "reference"})),
+            Command::new(
+                "alice",
+                "core.link",
+                Some("doc"),
+                json!({"to": "ghost", "relation": "reference"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::BlockNotFound(b)) if b == "ghost"),
         ),
         (
-            Command::new("mallory", "markdown.write", Some("doc"), json!({"markdown": "x"})),
+            Command::new(
+                "mallory",
+                "markdown.write",
+                Some("doc"),
+                json!({"markdown": "x"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownEditor(x)) if x == "mallory"),
         ),
         (
-            Command::new("", "core.create", None, json!({"name": "x", "block_type": "markdown"})),
+            Command::new(
+                "",
+                "core.create",
+                None,
+                json!({"name": "x", "block_type": "markdown"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownEditor(x)) if x.is_empty()),
         ),
         (
-            Command::new("alice", "core.grant", Some("doc"), json!({"editor_id": "mallory", "cap_id": "markdown.write"})),
+            Command::new(
+                "alice",
+                "core.grant",
+                Some("doc"),
+                json!({"editor_id": "mallory", "cap_id": "markdown.write"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownEditor(x)) if x == "mallory"),
         ),
         (
-            Command::new("alice", "editor.delete", None, json!({"editor_id": "mallory"})),
+            Command::new(
+                "alice",
+                "editor.delete",
+                None,
+                json!({"editor_id": "mallory"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownEditor(x)) if x == "mallory"),
         ),
         (
-            Command::new("alice", "core.grant", Some("doc"), json!({"editor_id": "bob", "cap_id": "core.nope"})),
+            Command::new(
+                "alice",
+                "core.grant",
+                Some("doc"),
+                json!({"editor_id": "bob", "cap_id": "core.nope"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownCapability(c)) if c == "core.nope"),
         ),
         (
-            Command::new("alice", "core.grant", None, json!({"editor_id": "bob", "cap_id": "elf.init"})),
+            Command::new(
+                "alice",
+                "core.grant",
+                None,
+                json!({"editor_id": "bob", "cap_id": "elf.init"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::UnknownCapability(c)) if c == "elf.init"),
         ),
         // a known cap on the wrong block type
         (
-            Command::new("alice", "markdown.write", Some("src"), json!({"markdown": "x"})),
+            Command::new(
+                "alice",
+                "markdown.write",
+                Some("src"),
+                json!({"markdown": "x"}),
+            ),
             |e| matches!(e, EngineError::Rejected(CapError::Rejected(m)) if m.contains("markdown blocks")),
         ),
     ];
     let mut failures = Vec::new();
     for (i, (cmd, check)) in cases.into_iter().enumerate() {
-        let what = format!("#{i} {} {} on {:?}", cmd.editor_id, cmd.cap_id, cmd.block_id);
+        let what = format!(
+            "#{i} {} {} on {:?}",
+            cmd.editor_id, cmd.cap_id, cmd.block_id
+        );
         match f.submit(cmd).await {
             Ok(ev) => failures.push(format!("{what}: accepted ({} events)", ev.len())),
             Err(e) => {
@@ -245,9 +373,28 @@ async fn unknown_capabilities_blocks_and_editors_are_named_in_the_error() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     // the error messages for the three unknowns say what to do
     for (cmd, hint) in [
-        (Command::new("alice", "core.nope", None, json!({})), "elfiee caps"),
-        (Command::new("alice", "markdown.write", Some("ghost"), json!({"markdown": "x"})), "elfiee block list"),
-        (Command::new("mallory", "markdown.write", Some("doc"), json!({"markdown": "x"})), "elfiee editor create"),
+        (
+            Command::new("alice", "core.nope", None, json!({})),
+            "elfiee caps",
+        ),
+        (
+            Command::new(
+                "alice",
+                "markdown.write",
+                Some("ghost"),
+                json!({"markdown": "x"}),
+            ),
+            "elfiee block list",
+        ),
+        (
+            Command::new(
+                "mallory",
+                "markdown.write",
+                Some("doc"),
+                json!({"markdown": "x"}),
+            ),
+            "elfiee editor create",
+        ),
     ] {
         let msg = f.submit(cmd).await.unwrap_err().to_string();
         assert!(msg.contains(hint), "{msg:?} should mention {hint:?}");
@@ -259,16 +406,35 @@ async fn unknown_capabilities_blocks_and_editors_are_named_in_the_error() {
 #[tokio::test]
 async fn payloads_above_max_payload_bytes_are_refused_before_anything_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::new(EngineConfig { node_id: "n".into(), max_payload_bytes: 4096, ..EngineConfig::default() });
+    let e = Engine::new(EngineConfig {
+        node_id: "n".into(),
+        max_payload_bytes: 4096,
+        ..EngineConfig::default()
+    });
     let f = fresh(&e, &dir).await;
     let (seq, digest) = (f.last_seq(), f.state_digest());
     let big = "ü".repeat(3000); // 6000 bytes of UTF-8
     let cases = vec![
-        Command::new("alice", "markdown.write", Some("doc"), json!({"markdown": big})),
+        Command::new(
+            "alice",
+            "markdown.write",
+            Some("doc"),
+            json!({"markdown": big}),
+        ),
         // too big *and* malformed / unknown: the size check comes first
-        Command::new("alice", "markdown.write", Some("doc"), json!({"markdown": 1, "pad": big})),
+        Command::new(
+            "alice",
+            "markdown.write",
+            Some("doc"),
+            json!({"markdown": 1, "pad": big}),
+        ),
         Command::new("alice", "core.nope", None, json!({"pad": big})),
-        Command::new("mallory", "core.create", None, json!({"name": big, "block_type": "markdown"})),
+        Command::new(
+            "mallory",
+            "core.create",
+            None,
+            json!({"name": big, "block_type": "markdown"}),
+        ),
     ];
     for cmd in cases {
         let err = f.submit(cmd).await.unwrap_err();
@@ -277,16 +443,40 @@ async fn payloads_above_max_payload_bytes_are_refused_before_anything_runs() {
             other => panic!("expected PayloadTooLarge, got {other:?}"),
         }
         assert!(err.is_rejection());
-        assert!(err.to_string().contains("4096") && actionable(&err.to_string()), "{err}");
+        assert!(
+            err.to_string().contains("4096") && actionable(&err.to_string()),
+            "{err}"
+        );
     }
     // one oversize command sinks the whole batch
-    let ok = Command::new("alice", "markdown.write", Some("doc"), json!({"markdown": "small"}));
-    let err = f.submit_all(vec![ok.clone(), Command::new("alice", "core.rename", Some("doc"), json!({"name": big}))]).await.unwrap_err();
-    assert!(matches!(err, EngineError::PayloadTooLarge { .. }), "{err:?}");
+    let ok = Command::new(
+        "alice",
+        "markdown.write",
+        Some("doc"),
+        json!({"markdown": "small"}),
+    );
+    let err = f
+        .submit_all(vec![
+            ok.clone(),
+            Command::new("alice", "core.rename", Some("doc"), json!({"name": big})),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::PayloadTooLarge { .. }),
+        "{err:?}"
+    );
     assert_eq!((f.last_seq(), f.state_digest()), (seq, digest));
     // exactly at the limit is fine
     let text = "x".repeat(4096 - r#"{"markdown":""}"#.len());
-    f.submit(Command::new("alice", "markdown.write", Some("doc"), json!({"markdown": text}))).await.unwrap();
+    f.submit(Command::new(
+        "alice",
+        "markdown.write",
+        Some("doc"),
+        json!({"markdown": text}),
+    ))
+    .await
+    .unwrap();
     f.close().await;
 }
 
@@ -296,8 +486,19 @@ async fn a_payload_above_the_default_16_mib_limit_is_refused() {
     let f = fresh(&engine(), &dir).await;
     let seq = f.last_seq();
     let huge = "x".repeat(elfiee_capabilities::MAX_PAYLOAD_BYTES + 1);
-    let err = f.submit(Command::new("alice", "markdown.write", Some("doc"), json!({"markdown": huge}))).await.unwrap_err();
-    assert!(matches!(err, EngineError::PayloadTooLarge { limit, .. } if limit == elfiee_capabilities::MAX_PAYLOAD_BYTES), "{err:?}");
+    let err = f
+        .submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some("doc"),
+            json!({"markdown": huge}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::PayloadTooLarge { limit, .. } if limit == elfiee_capabilities::MAX_PAYLOAD_BYTES),
+        "{err:?}"
+    );
     assert_eq!(f.last_seq(), seq);
     f.close().await;
 }
@@ -323,7 +524,13 @@ async fn moderately_nested_contents_commit_and_survive_reopen() {
     assert_eq!(f.state_digest(), digest);
     assert_eq!(f.block("deep").unwrap().contents, contents);
     f.close().await;
-    assert_eq!(elfiee_engine::replay(&path, |_, _| {}).unwrap().0.state_digest, digest);
+    assert_eq!(
+        elfiee_engine::replay(&path, |_, _| {})
+            .unwrap()
+            .0
+            .state_digest,
+        digest
+    );
 }
 
 /// Child half of `deeply_nested_payloads_are_refused_or_survive_reopen` (a stack overflow aborts
@@ -332,7 +539,9 @@ async fn moderately_nested_contents_commit_and_survive_reopen() {
 #[tokio::test]
 #[ignore = "child process of deeply_nested_payloads_are_refused_or_survive_reopen"]
 async fn deep_payload_child() {
-    let Ok(depth) = std::env::var("ELFIEE_DEEP_CHILD") else { return };
+    let Ok(depth) = std::env::var("ELFIEE_DEEP_CHILD") else {
+        return;
+    };
     let depth: usize = depth.parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
@@ -359,7 +568,9 @@ async fn deep_payload_child() {
             let digest = f.state_digest();
             f.close().await;
             println!("depth {depth}: committed; reopening");
-            let f = e.open(&path).await.unwrap_or_else(|e| panic!("an acknowledged command made the file unopenable: {e}"));
+            let f = e.open(&path).await.unwrap_or_else(|e| {
+                panic!("an acknowledged command made the file unopenable: {e}")
+            });
             assert_eq!(f.state_digest(), digest);
             f.close().await;
             let (report, _) = elfiee_engine::replay(&path, |_, _| {}).expect("replay");
@@ -373,13 +584,27 @@ async fn deep_payload_child() {
 fn deeply_nested_payloads_are_refused_or_survive_reopen() {
     for depth in [1100, 5000] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "deep_payload_child", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "deep_payload_child",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("ELFIEE_DEEP_CHILD", depth.to_string())
             .env("RUST_BACKTRACE", "0")
             .output()
             .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && text.contains("CHILD-OK"), "depth {depth}: child failed ({}):\n{text}", out.status);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("CHILD-OK"),
+            "depth {depth}: child failed ({}):\n{text}",
+            out.status
+        );
     }
 }
 
@@ -404,7 +629,14 @@ async fn baseline(e: &Engine) -> Baseline {
         let id = format!("b{i:02}");
         if i == 6 {
             // large enough that sled stores the record as a blob file (log/blobs/<lsn>)
-            f.submit(Command::new("alice", "markdown.write", Some("doc"), json!({"markdown": "big ".repeat(150_000)}))).await.unwrap();
+            f.submit(Command::new(
+                "alice",
+                "markdown.write",
+                Some("doc"),
+                json!({"markdown": "big ".repeat(150_000)}),
+            ))
+            .await
+            .unwrap();
         }
         f.submit(Command::new(
             "alice",
@@ -414,19 +646,47 @@ async fn baseline(e: &Engine) -> Baseline {
         ))
         .await
         .unwrap();
-        f.submit(Command::new("alice", "markdown.write", Some(&id), json!({"markdown": format!("text of {id}")}))).await.unwrap();
+        f.submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some(&id),
+            json!({"markdown": format!("text of {id}")}),
+        ))
+        .await
+        .unwrap();
         if i > 0 {
             let prev = format!("b{:02}", i - 1);
-            f.submit(Command::new("alice", "core.link", Some(&id), json!({"to": prev, "relation": "reference"}))).await.unwrap();
+            f.submit(Command::new(
+                "alice",
+                "core.link",
+                Some(&id),
+                json!({"to": prev, "relation": "reference"}),
+            ))
+            .await
+            .unwrap();
         }
     }
-    f.submit(Command::new("alice", "core.grant", Some("b03"), json!({"editor_id": "bob", "cap_id": "markdown.write"}))).await.unwrap();
-    f.submit(Command::new("alice", "core.delete", Some("b05"), json!({}))).await.unwrap();
+    f.submit(Command::new(
+        "alice",
+        "core.grant",
+        Some("b03"),
+        json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+    ))
+    .await
+    .unwrap();
+    f.submit(Command::new("alice", "core.delete", Some("b05"), json!({})))
+        .await
+        .unwrap();
     let events = f.events(1).unwrap();
     let digest = f.state_digest();
     assert_eq!(events.len() as u64, f.last_seq());
     f.close().await;
-    Baseline { _dir: dir, path, events, digest }
+    Baseline {
+        _dir: dir,
+        path,
+        events,
+        digest,
+    }
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -477,7 +737,14 @@ fn assert_verify_flags(path: &Path, seq: u64) {
     match elfiee_engine::verify(path, |_, _| {}) {
         Ok(report) => {
             assert!(!report.ok, "verify must flag the damage at {seq}");
-            assert!(report.problems.iter().any(|p| p.contains(&format!("event {seq} "))), "{:?}", report.problems);
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.contains(&format!("event {seq} "))),
+                "{:?}",
+                report.problems
+            );
         }
         Err(err) => assert_corrupt_at(&err, seq),
     }
@@ -493,7 +760,10 @@ fn assert_corrupt_at(err: &EngineError, seq: u64) {
     }
     let msg = err.to_string();
     assert!(msg.contains(&format!("event {seq}")), "{msg}");
-    assert!(msg.contains("elfiee verify"), "the message suggests `elfiee verify`: {msg}");
+    assert!(
+        msg.contains("elfiee verify"),
+        "the message suggests `elfiee verify`: {msg}"
+    );
 }
 
 #[tokio::test]
@@ -502,13 +772,17 @@ async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
     let base = baseline(&e).await;
     let last = base.events.len() as u64;
     let garbage_cases: Vec<Vec<u8>> = vec![
-        (0..100u8).map(|i| i.wrapping_mul(37).wrapping_add(11)).collect(), // long enough to hold a hash: chain breaks
-        vec![0xde, 0xad, 0xbe, 0xef, 0x00],                                // too short to be a record
-        vec![],                                                            // empty value
+        (0..100u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(11))
+            .collect(), // long enough to hold a hash: chain breaks
+        vec![0xde, 0xad, 0xbe, 0xef, 0x00], // too short to be a record
+        vec![],                             // empty value
         {
             // a well-formed record with the wrong chain (copied from event 3)
             let mut v = Vec::new();
-            with_events_tree(&base.path, |_, t| v = t.get(event_key(3)).unwrap().unwrap().to_vec());
+            with_events_tree(&base.path, |_, t| {
+                v = t.get(event_key(3)).unwrap().unwrap().to_vec()
+            });
             v
         },
     ];
@@ -520,12 +794,19 @@ async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
             t.insert(event_key(last + 1), garbage.as_slice()).unwrap();
         });
 
-        let err = e.open(&path).await.expect_err(&format!("case {i}: a garbage tail must not open silently"));
+        let err = e
+            .open(&path)
+            .await
+            .expect_err(&format!("case {i}: a garbage tail must not open silently"));
         assert_corrupt_at(&err, last + 1);
-        assert!(e.open_files().is_empty(), "a failed open leaves nothing registered");
+        assert!(
+            e.open_files().is_empty(),
+            "a failed open leaves nothing registered"
+        );
 
         assert_verify_flags(&path, last + 1);
-        let replayed = elfiee_engine::replay(&path, |_, _| {}).expect_err("replay refuses a broken chain");
+        let replayed =
+            elfiee_engine::replay(&path, |_, _| {}).expect_err("replay refuses a broken chain");
         assert_corrupt_at(&replayed, last + 1);
 
         // nothing acknowledged was lost: the earlier events are intact, chain and all
@@ -547,7 +828,11 @@ async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
 fn flip(path: &Path, seq: u64, offset: isize) {
     with_events_tree(path, |_, t| {
         let mut v = t.get(event_key(seq)).unwrap().unwrap().to_vec();
-        let at = if offset < 0 { v.len() - offset.unsigned_abs() } else { offset as usize };
+        let at = if offset < 0 {
+            v.len() - offset.unsigned_abs()
+        } else {
+            offset as usize
+        };
         v[at] ^= 0x20;
         t.insert(event_key(seq), v).unwrap();
     });
@@ -578,7 +863,10 @@ async fn a_flipped_byte_in_the_middle_of_the_log_is_reported_with_its_seq() {
 
         // without a snapshot past it, opening reads the damaged event and refuses clearly
         drop_snapshot(&path);
-        let err = e.open(&path).await.expect_err(&format!("{what}: must not open over a broken chain"));
+        let err = e
+            .open(&path)
+            .await
+            .expect_err(&format!("{what}: must not open over a broken chain"));
         assert_corrupt_at(&err, mid);
 
         // the events before the damage are intact
@@ -604,7 +892,11 @@ async fn a_flipped_byte_before_the_snapshot_is_never_served_silently() {
     with_events_tree(&path, |_, t| {
         let mut v = t.get(event_key(mid)).unwrap().unwrap().to_vec();
         let needle = target.entity.as_bytes();
-        let at = v[32..].windows(needle.len()).position(|w| w == needle).expect("entity bytes in the record") + 32;
+        let at = v[32..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .expect("entity bytes in the record")
+            + 32;
         v[at + needle.len() - 1] ^= 0x01;
         t.insert(event_key(mid), v).unwrap();
     });
@@ -622,9 +914,19 @@ async fn a_flipped_byte_before_the_snapshot_is_never_served_silently() {
                     );
                 }
             }
-            match f.submit(Command { cmd_id: target.cmd_id, ..Command::new("alice", "core.nope", None, json!({})) }).await {
+            match f
+                .submit(Command {
+                    cmd_id: target.cmd_id,
+                    ..Command::new("alice", "core.nope", None, json!({}))
+                })
+                .await
+            {
                 Err(err) => assert!(matches!(err, EngineError::Corrupt { .. }), "{err:?}"),
-                Ok(evs) => assert!(evs.contains(&target), "idempotent resubmission returned a tampered event ({} events)", evs.len()),
+                Ok(evs) => assert!(
+                    evs.contains(&target),
+                    "idempotent resubmission returned a tampered event ({} events)",
+                    evs.len()
+                ),
             }
             f.close().await;
         }
@@ -648,15 +950,27 @@ fn garbage(seed: u64, len: usize) -> Vec<u8> {
 /// values, one file per value in `log/blobs/<lsn>`. Returns the files, relative to the `.elf`,
 /// with the blobs in write order.
 fn sled_files(elf: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = files_under(&elf.join("log")).into_iter().map(|p| p.strip_prefix(elf).unwrap().to_owned()).collect();
-    let lsn = |p: &PathBuf| p.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    let mut files: Vec<PathBuf> = files_under(&elf.join("log"))
+        .into_iter()
+        .map(|p| p.strip_prefix(elf).unwrap().to_owned())
+        .collect();
+    let lsn = |p: &PathBuf| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     files.sort_by_key(|p| (p.starts_with("log/blobs"), lsn(p)));
     files
 }
 
 /// Appends garbage of several lengths and patterns to each file (each case on a fresh copy) and
 /// opens the result. Returns (failures, outcomes).
-async fn append_garbage(e: &Engine, base: &Baseline, files: &[PathBuf]) -> (Vec<String>, Vec<String>) {
+async fn append_garbage(
+    e: &Engine,
+    base: &Baseline,
+    files: &[PathBuf],
+) -> (Vec<String>, Vec<String>) {
     use std::io::Write;
     let mut outcomes = Vec::new();
     let mut failures = Vec::new();
@@ -664,14 +978,22 @@ async fn append_garbage(e: &Engine, base: &Baseline, files: &[PathBuf]) -> (Vec<
         for (k, len) in [1usize, 7, 64, 4096, 70_000].into_iter().enumerate() {
             for pattern in ["random", "zeros", "ones"] {
                 let bytes = match pattern {
-                    "random" => garbage(0x9e37_79b9_7f4a_7c15 ^ (k as u64 * 7919 + rel.as_os_str().len() as u64), len),
+                    "random" => garbage(
+                        0x9e37_79b9_7f4a_7c15 ^ (k as u64 * 7919 + rel.as_os_str().len() as u64),
+                        len,
+                    ),
                     "zeros" => vec![0; len],
                     _ => vec![0xff; len],
                 };
                 let work = tempfile::tempdir().unwrap();
                 let path = work.path().join("x.elf");
                 copy_dir(&base.path, &path);
-                std::fs::OpenOptions::new().append(true).open(path.join(rel)).unwrap().write_all(&bytes).unwrap();
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(path.join(rel))
+                    .unwrap()
+                    .write_all(&bytes)
+                    .unwrap();
                 let case = format!("{} +{len} {pattern}", rel.display());
                 match e.open(&path).await {
                     Ok(f) => {
@@ -689,12 +1011,23 @@ async fn append_garbage(e: &Engine, base: &Baseline, files: &[PathBuf]) -> (Vec<
                             failures.push(format!("{case}: opened with a different state"));
                         }
                         // and it still takes commands
-                        if let Err(err) = f.submit(Command::new("alice", "markdown.write", Some("b00"), json!({"markdown": "after"}))).await
+                        if let Err(err) = f
+                            .submit(Command::new(
+                                "alice",
+                                "markdown.write",
+                                Some("b00"),
+                                json!({"markdown": "after"}),
+                            ))
+                            .await
                         {
                             failures.push(format!("{case}: opened but refuses commands: {err}"));
                         }
                         f.close().await;
-                        let status = if failures.len() == before { "opened intact" } else { "opened, NOT intact" };
+                        let status = if failures.len() == before {
+                            "opened intact"
+                        } else {
+                            "opened, NOT intact"
+                        };
                         outcomes.push(format!("{case}: {status}"));
                     }
                     Err(err) => {
@@ -720,11 +1053,22 @@ async fn random_bytes_appended_to_sleds_files_never_panic_or_lose_acknowledged_e
     let base = baseline(&e).await;
     let files = sled_files(&base.path);
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
-    assert!(names.iter().any(|n| n == "log/db") && names.iter().any(|n| n == "log/conf"), "sled 0.34 layout changed: {names:?}");
+    assert!(
+        names.iter().any(|n| n == "log/db") && names.iter().any(|n| n == "log/conf"),
+        "sled 0.34 layout changed: {names:?}"
+    );
     // Damaged blobs are the known bug tested below.
-    let files: Vec<PathBuf> = files.into_iter().filter(|p| !p.starts_with("log/blobs")).collect();
+    let files: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|p| !p.starts_with("log/blobs"))
+        .collect();
     let (failures, outcomes) = append_garbage(&e, &base, &files).await;
-    assert!(failures.is_empty(), "{}\n--- all outcomes ---\n{}", failures.join("\n"), outcomes.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}\n--- all outcomes ---\n{}",
+        failures.join("\n"),
+        outcomes.join("\n")
+    );
     println!("{}", outcomes.join("\n"));
 }
 
@@ -733,8 +1077,19 @@ async fn a_damaged_event_blob_does_not_silently_drop_acknowledged_events() {
     let e = engine();
     let base = baseline(&e).await;
     let files = sled_files(&base.path);
-    let blobs: Vec<PathBuf> = files.into_iter().filter(|p| p.starts_with("log/blobs")).collect();
-    assert!(!blobs.is_empty(), "the big write makes sled write blob files");
+    let blobs: Vec<PathBuf> = files
+        .into_iter()
+        .filter(|p| p.starts_with("log/blobs"))
+        .collect();
+    assert!(
+        !blobs.is_empty(),
+        "the big write makes sled write blob files"
+    );
     let (failures, outcomes) = append_garbage(&e, &base, &blobs).await;
-    assert!(failures.is_empty(), "{}\n--- all outcomes ---\n{}", failures.join("\n"), outcomes.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{}\n--- all outcomes ---\n{}",
+        failures.join("\n"),
+        outcomes.join("\n")
+    );
 }

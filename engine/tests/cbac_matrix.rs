@@ -35,44 +35,92 @@ struct Row {
 }
 
 fn row(name: &'static str, setup: Vec<Step>, action: Step, expect: Expect) -> Row {
-    Row { name, setup, action, expect }
+    Row {
+        name,
+        setup,
+        action,
+        expect,
+    }
 }
 
 fn grant(by: &'static str, block: Option<&'static str>, editor: &str, cap: &str) -> Step {
-    Run(by, "core.grant", block, json!({"editor_id": editor, "cap_id": cap}))
+    Run(
+        by,
+        "core.grant",
+        block,
+        json!({"editor_id": editor, "cap_id": cap}),
+    )
 }
 
 fn revoke(by: &'static str, block: Option<&'static str>, editor: &str, cap: &str) -> Step {
-    Run(by, "core.revoke", block, json!({"editor_id": editor, "cap_id": cap}))
+    Run(
+        by,
+        "core.revoke",
+        block,
+        json!({"editor_id": editor, "cap_id": cap}),
+    )
 }
 
 fn write(by: &'static str, block: &'static str) -> Step {
-    Run(by, "markdown.write", Some(block), json!({"markdown": format!("written by {by}")}))
+    Run(
+        by,
+        "markdown.write",
+        Some(block),
+        json!({"markdown": format!("written by {by}")}),
+    )
 }
 
 fn create(by: &'static str, id: &str) -> Step {
-    Run(by, "core.create", None, json!({"name": id, "block_type": "markdown", "block_id": id}))
+    Run(
+        by,
+        "core.create",
+        None,
+        json!({"name": id, "block_type": "markdown", "block_id": id}),
+    )
 }
 
 /// bob gets `core.create` on `*` and creates (so owns) block `bobs`.
 fn bob_owns_bobs() -> Vec<Step> {
-    vec![grant("alice", None, "bob", "core.create"), create("bob", "bobs")]
+    vec![
+        grant("alice", None, "bob", "core.create"),
+        create("bob", "bobs"),
+    ]
 }
 
 async fn fixture(engine: &Engine, dir: &tempfile::TempDir) -> FileHandle {
-    let f = engine.init(dir.path().join("m.elf"), "Alice").await.unwrap();
+    let f = engine
+        .init(dir.path().join("m.elf"), "Alice")
+        .await
+        .unwrap();
     for (id, name) in [("bob", "Bob"), ("carol", "Carol")] {
-        f.submit(Command::new("alice", "editor.create", None, json!({"name": name, "editor_id": id}))).await.unwrap();
+        f.submit(Command::new(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": name, "editor_id": id}),
+        ))
+        .await
+        .unwrap();
     }
     for id in ["doc", "other"] {
-        f.submit(Command::new("alice", "core.create", None, json!({"name": id, "block_type": "markdown", "block_id": id}))).await.unwrap();
+        f.submit(Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": id, "block_type": "markdown", "block_id": id}),
+        ))
+        .await
+        .unwrap();
     }
     f
 }
 
 async fn run_step(f: &FileHandle, step: &Step) -> Result<(), EngineError> {
     match step {
-        Run(editor, cap, block, payload) => f.submit(Command::new(*editor, *cap, *block, payload.clone())).await.map(|_| ()),
+        Run(editor, cap, block, payload) => f
+            .submit(Command::new(*editor, *cap, *block, payload.clone()))
+            .await
+            .map(|_| ()),
         Read(editor, block) => f.read_block(editor, block).map(|_| ()),
     }
 }
@@ -84,7 +132,9 @@ fn outcome(r: &Result<(), EngineError>) -> Result<Expect, String> {
             // Leak is fine in a test: lets the table hold &'static str.
             Ok(Expect::Unauthorized(leak(editor), leak(cap), leak(block)))
         }
-        Err(EngineError::Rejected(CapError::UnknownEditor(e))) => Ok(Expect::UnknownEditor(leak(e))),
+        Err(EngineError::Rejected(CapError::UnknownEditor(e))) => {
+            Ok(Expect::UnknownEditor(leak(e)))
+        }
         Err(other) => Err(format!("unexpected error {other:?} ({other})")),
     }
 }
@@ -94,7 +144,10 @@ fn leak(s: &str) -> &'static str {
 }
 
 async fn run_matrix(rows: Vec<Row>) {
-    let engine = Engine::new(EngineConfig { node_id: "cbac".into(), ..EngineConfig::default() });
+    let engine = Engine::new(EngineConfig {
+        node_id: "cbac".into(),
+        ..EngineConfig::default()
+    });
     let mut failures = Vec::new();
     for r in &rows {
         let dir = tempfile::tempdir().unwrap();
@@ -108,13 +161,19 @@ async fn run_matrix(rows: Vec<Row>) {
         let res = run_step(&f, &r.action).await;
         match outcome(&res) {
             Ok(got) if got == r.expect => {}
-            Ok(got) => failures.push(format!("[{}] expected {:?}, got {:?}", r.name, r.expect, got)),
+            Ok(got) => failures.push(format!(
+                "[{}] expected {:?}, got {:?}",
+                r.name, r.expect, got
+            )),
             Err(msg) => failures.push(format!("[{}] {msg}", r.name)),
         }
         if let Err(e) = &res {
             let msg = e.to_string();
             if !(msg.contains("elfiee grant") || msg.contains("elfiee editor create")) {
-                failures.push(format!("[{}] the error does not say what to do: {msg}", r.name));
+                failures.push(format!(
+                    "[{}] the error does not say what to do: {msg}",
+                    r.name
+                ));
             }
             if f.last_seq() != seq || f.state_digest() != digest {
                 failures.push(format!("[{}] a refused command changed the file", r.name));
@@ -122,21 +181,67 @@ async fn run_matrix(rows: Vec<Row>) {
         }
         f.close().await;
     }
-    assert!(failures.is_empty(), "{} of {} rows failed:\n{}", failures.len(), rows.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} rows failed:\n{}",
+        failures.len(),
+        rows.len(),
+        failures.join("\n")
+    );
 }
 
 #[tokio::test]
 async fn ownership_and_exact_grants() {
     use Expect::*;
     run_matrix(vec![
-        row("the file owner may write its own block", vec![], write("alice", "doc"), Ok),
-        row("a block owner may write it without any grant", bob_owns_bobs(), write("bob", "bobs"), Ok),
-        row("a block owner may read it without any grant", bob_owns_bobs(), Read("bob", "bobs"), Ok),
-        row("a block owner may rename it", bob_owns_bobs(), Run("bob", "core.rename", Some("bobs"), json!({"name": "mine"})), Ok),
-        row("a block owner may delete it", bob_owns_bobs(), Run("bob", "core.delete", Some("bobs"), json!({})), Ok),
-        row("the file owner's `*` grants reach blocks other editors own", bob_owns_bobs(), write("alice", "bobs"), Ok),
-        row("no grant, not the owner: refused", vec![], write("carol", "doc"), Unauthorized("carol", "markdown.write", "doc")),
-        row("no grant: reading is refused too", vec![], Read("carol", "doc"), Unauthorized("carol", "markdown.read", "doc")),
+        row(
+            "the file owner may write its own block",
+            vec![],
+            write("alice", "doc"),
+            Ok,
+        ),
+        row(
+            "a block owner may write it without any grant",
+            bob_owns_bobs(),
+            write("bob", "bobs"),
+            Ok,
+        ),
+        row(
+            "a block owner may read it without any grant",
+            bob_owns_bobs(),
+            Read("bob", "bobs"),
+            Ok,
+        ),
+        row(
+            "a block owner may rename it",
+            bob_owns_bobs(),
+            Run("bob", "core.rename", Some("bobs"), json!({"name": "mine"})),
+            Ok,
+        ),
+        row(
+            "a block owner may delete it",
+            bob_owns_bobs(),
+            Run("bob", "core.delete", Some("bobs"), json!({})),
+            Ok,
+        ),
+        row(
+            "the file owner's `*` grants reach blocks other editors own",
+            bob_owns_bobs(),
+            write("alice", "bobs"),
+            Ok,
+        ),
+        row(
+            "no grant, not the owner: refused",
+            vec![],
+            write("carol", "doc"),
+            Unauthorized("carol", "markdown.write", "doc"),
+        ),
+        row(
+            "no grant: reading is refused too",
+            vec![],
+            Read("carol", "doc"),
+            Unauthorized("carol", "markdown.read", "doc"),
+        ),
         row(
             "owning one block gives nothing on another",
             bob_owns_bobs(),
@@ -167,7 +272,12 @@ async fn ownership_and_exact_grants() {
             write("bob", "doc"),
             Unauthorized("bob", "markdown.write", "doc"),
         ),
-        row("an exact read grant allows read_block", vec![grant("alice", Some("doc"), "carol", "markdown.read")], Read("carol", "doc"), Ok),
+        row(
+            "an exact read grant allows read_block",
+            vec![grant("alice", Some("doc"), "carol", "markdown.read")],
+            Read("carol", "doc"),
+            Ok,
+        ),
         row(
             "a write grant does not allow reading",
             vec![grant("alice", Some("doc"), "carol", "markdown.write")],
@@ -182,11 +292,25 @@ async fn ownership_and_exact_grants() {
 async fn wildcard_grants() {
     use Expect::*;
     run_matrix(vec![
-        row("block '*' grant reaches doc", vec![grant("alice", None, "carol", "markdown.write")], write("carol", "doc"), Ok),
-        row("block '*' grant reaches other", vec![grant("alice", None, "carol", "markdown.write")], write("carol", "other"), Ok),
+        row(
+            "block '*' grant reaches doc",
+            vec![grant("alice", None, "carol", "markdown.write")],
+            write("carol", "doc"),
+            Ok,
+        ),
+        row(
+            "block '*' grant reaches other",
+            vec![grant("alice", None, "carol", "markdown.write")],
+            write("carol", "other"),
+            Ok,
+        ),
         row(
             "block '*' grant reaches blocks created later by someone else",
-            [vec![grant("alice", None, "carol", "markdown.write")], bob_owns_bobs()].concat(),
+            [
+                vec![grant("alice", None, "carol", "markdown.write")],
+                bob_owns_bobs(),
+            ]
+            .concat(),
             write("carol", "bobs"),
             Ok,
         ),
@@ -202,13 +326,28 @@ async fn wildcard_grants() {
             Run("carol", "core.delete", Some("doc"), json!({})),
             Unauthorized("carol", "core.delete", "doc"),
         ),
-        row("editor '*' grant reaches bob", vec![grant("alice", Some("doc"), "*", "markdown.write")], write("bob", "doc"), Ok),
-        row("editor '*' grant reaches carol", vec![grant("alice", Some("doc"), "*", "markdown.write")], write("carol", "doc"), Ok),
+        row(
+            "editor '*' grant reaches bob",
+            vec![grant("alice", Some("doc"), "*", "markdown.write")],
+            write("bob", "doc"),
+            Ok,
+        ),
+        row(
+            "editor '*' grant reaches carol",
+            vec![grant("alice", Some("doc"), "*", "markdown.write")],
+            write("carol", "doc"),
+            Ok,
+        ),
         row(
             "editor '*' grant reaches editors created later",
             vec![
                 grant("alice", Some("doc"), "*", "markdown.write"),
-                Run("alice", "editor.create", None, json!({"name": "Dave", "editor_id": "dave"})),
+                Run(
+                    "alice",
+                    "editor.create",
+                    None,
+                    json!({"name": "Dave", "editor_id": "dave"}),
+                ),
             ],
             write("dave", "doc"),
             Ok,
@@ -219,7 +358,12 @@ async fn wildcard_grants() {
             write("bob", "other"),
             Unauthorized("bob", "markdown.write", "other"),
         ),
-        row("editor '*' and block '*' reaches everything", vec![grant("alice", None, "*", "markdown.read")], Read("bob", "other"), Ok),
+        row(
+            "editor '*' and block '*' reaches everything",
+            vec![grant("alice", None, "*", "markdown.read")],
+            Read("bob", "other"),
+            Ok,
+        ),
         row(
             "editor '*' grant does not let an unknown editor in",
             vec![grant("alice", None, "*", "markdown.write")],
@@ -325,7 +469,10 @@ async fn deleted_and_unknown_editors_have_no_rights() {
         ),
         row(
             "a deleted editor loses its exact grants",
-            vec![grant("alice", Some("doc"), "bob", "markdown.write"), delete_bob()],
+            vec![
+                grant("alice", Some("doc"), "bob", "markdown.write"),
+                delete_bob(),
+            ],
             write("bob", "doc"),
             UnknownEditor("bob"),
         ),
@@ -346,14 +493,34 @@ async fn deleted_and_unknown_editors_have_no_rights() {
             vec![
                 grant("alice", Some("doc"), "bob", "markdown.write"),
                 delete_bob(),
-                Run("alice", "editor.create", None, json!({"name": "Bob 2", "editor_id": "bob"})),
+                Run(
+                    "alice",
+                    "editor.create",
+                    None,
+                    json!({"name": "Bob 2", "editor_id": "bob"}),
+                ),
             ],
             write("bob", "doc"),
             Unauthorized("bob", "markdown.write", "doc"),
         ),
-        row("a never-created editor has no rights", vec![], write("mallory", "doc"), UnknownEditor("mallory")),
-        row("a never-created editor cannot read", vec![], Read("mallory", "doc"), UnknownEditor("mallory")),
-        row("a never-created editor cannot create", vec![], create("mallory", "m"), UnknownEditor("mallory")),
+        row(
+            "a never-created editor has no rights",
+            vec![],
+            write("mallory", "doc"),
+            UnknownEditor("mallory"),
+        ),
+        row(
+            "a never-created editor cannot read",
+            vec![],
+            Read("mallory", "doc"),
+            UnknownEditor("mallory"),
+        ),
+        row(
+            "a never-created editor cannot create",
+            vec![],
+            create("mallory", "m"),
+            UnknownEditor("mallory"),
+        ),
     ])
     .await;
 }
@@ -362,31 +529,64 @@ async fn deleted_and_unknown_editors_have_no_rights() {
 async fn file_level_caps_need_a_star_grant() {
     use Expect::*;
     run_matrix(vec![
-        row("create without a '*' grant is refused", vec![], create("carol", "c1"), Unauthorized("carol", "core.create", "*")),
+        row(
+            "create without a '*' grant is refused",
+            vec![],
+            create("carol", "c1"),
+            Unauthorized("carol", "core.create", "*"),
+        ),
         row(
             "a core.create grant on a block does not allow create",
             vec![grant("alice", Some("doc"), "carol", "core.create")],
             create("carol", "c1"),
             Unauthorized("carol", "core.create", "*"),
         ),
-        row("create with a '*' grant is allowed", vec![grant("alice", None, "carol", "core.create")], create("carol", "c1"), Ok),
         row(
-            "the creator owns what it created",
-            vec![grant("alice", None, "carol", "core.create"), create("carol", "c1")],
-            Run("carol", "core.rename", Some("c1"), json!({"name": "renamed"})),
+            "create with a '*' grant is allowed",
+            vec![grant("alice", None, "carol", "core.create")],
+            create("carol", "c1"),
             Ok,
         ),
-        row("create via an editor '*' grant on '*'", vec![grant("alice", None, "*", "core.create")], create("bob", "b1"), Ok),
+        row(
+            "the creator owns what it created",
+            vec![
+                grant("alice", None, "carol", "core.create"),
+                create("carol", "c1"),
+            ],
+            Run(
+                "carol",
+                "core.rename",
+                Some("c1"),
+                json!({"name": "renamed"}),
+            ),
+            Ok,
+        ),
+        row(
+            "create via an editor '*' grant on '*'",
+            vec![grant("alice", None, "*", "core.create")],
+            create("bob", "b1"),
+            Ok,
+        ),
         row(
             "editor.create without a '*' grant is refused",
             vec![],
-            Run("bob", "editor.create", None, json!({"name": "Eve", "editor_id": "eve"})),
+            Run(
+                "bob",
+                "editor.create",
+                None,
+                json!({"name": "Eve", "editor_id": "eve"}),
+            ),
             Unauthorized("bob", "editor.create", "*"),
         ),
         row(
             "editor.create with a '*' grant is allowed",
             vec![grant("alice", None, "bob", "editor.create")],
-            Run("bob", "editor.create", None, json!({"name": "Eve", "editor_id": "eve"})),
+            Run(
+                "bob",
+                "editor.create",
+                None,
+                json!({"name": "Eve", "editor_id": "eve"}),
+            ),
             Ok,
         ),
         row(
@@ -415,10 +615,19 @@ async fn granting_needs_ownership_of_the_block_or_core_grant() {
             grant("bob", Some("doc"), "bob", "markdown.write"),
             Unauthorized("bob", "core.grant", "doc"),
         ),
-        row("the block owner may grant on its block", bob_owns_bobs(), grant("bob", Some("bobs"), "carol", "markdown.write"), Ok),
+        row(
+            "the block owner may grant on its block",
+            bob_owns_bobs(),
+            grant("bob", Some("bobs"), "carol", "markdown.write"),
+            Ok,
+        ),
         row(
             "and that grant works",
-            [bob_owns_bobs(), vec![grant("bob", Some("bobs"), "carol", "markdown.write")]].concat(),
+            [
+                bob_owns_bobs(),
+                vec![grant("bob", Some("bobs"), "carol", "markdown.write")],
+            ]
+            .concat(),
             write("carol", "bobs"),
             Ok,
         ),
@@ -460,13 +669,20 @@ async fn granting_needs_ownership_of_the_block_or_core_grant() {
         ),
         row(
             "core.grant does not include core.revoke",
-            vec![grant("alice", None, "bob", "core.grant"), grant("alice", Some("doc"), "carol", "markdown.write")],
+            vec![
+                grant("alice", None, "bob", "core.grant"),
+                grant("alice", Some("doc"), "carol", "markdown.write"),
+            ],
             revoke("bob", Some("doc"), "carol", "markdown.write"),
             Unauthorized("bob", "core.revoke", "doc"),
         ),
         row(
             "the block owner may revoke on its block",
-            [bob_owns_bobs(), vec![grant("bob", Some("bobs"), "carol", "markdown.write")]].concat(),
+            [
+                bob_owns_bobs(),
+                vec![grant("bob", Some("bobs"), "carol", "markdown.write")],
+            ]
+            .concat(),
             revoke("bob", Some("bobs"), "carol", "markdown.write"),
             Ok,
         ),

@@ -48,7 +48,11 @@ impl Rng {
 
 fn config() -> EngineConfig {
     // Snapshots every few dozen events, so some are written (or torn) while the child is killed.
-    EngineConfig { node_id: "crash".into(), snapshot_every: 40, ..EngineConfig::default() }
+    EngineConfig {
+        node_id: "crash".into(),
+        snapshot_every: 40,
+        ..EngineConfig::default()
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -79,28 +83,64 @@ async fn committer(f: elfiee_engine::FileHandle, out: Out, task: u64, seed: u64)
             let tag = Uuid::new_v4().simple().to_string();
             let (a, b) = (format!("a{task}-{tag}"), format!("b{task}-{tag}"));
             let cmds = vec![
-                Command::new("alice", "core.create", None, json!({"name": a, "block_type": "markdown", "block_id": a})),
-                Command::new("alice", "markdown.write", Some(&a), json!({"markdown": format!("first text of {a}")})),
-                Command::new("alice", "core.create", None, json!({"name": b, "block_type": "markdown", "block_id": b})),
-                Command::new("alice", "core.link", Some(&a), json!({"to": b, "relation": "implement"})),
+                Command::new(
+                    "alice",
+                    "core.create",
+                    None,
+                    json!({"name": a, "block_type": "markdown", "block_id": a}),
+                ),
+                Command::new(
+                    "alice",
+                    "markdown.write",
+                    Some(&a),
+                    json!({"markdown": format!("first text of {a}")}),
+                ),
+                Command::new(
+                    "alice",
+                    "core.create",
+                    None,
+                    json!({"name": b, "block_type": "markdown", "block_id": b}),
+                ),
+                Command::new(
+                    "alice",
+                    "core.link",
+                    Some(&a),
+                    json!({"to": b, "relation": "implement"}),
+                ),
             ];
             pairs.push((a, b));
             ("batch", cmds, 4)
         } else if roll < 6 {
             let (a, _) = &pairs[rng.below(pairs.len() as u64) as usize];
-            let cmd = Command::new("alice", "markdown.write", Some(a), json!({"markdown": format!("text {n} of {a}")}));
+            let cmd = Command::new(
+                "alice",
+                "markdown.write",
+                Some(a),
+                json!({"markdown": format!("text {n} of {a}")}),
+            );
             ("write", vec![cmd], 1)
         } else if roll < 7 {
             let (a, _) = &pairs[rng.below(pairs.len() as u64) as usize];
-            let held = f.with_state(|s| s.grants.iter().any(|g| g.block_id == *a && g.editor_id == "bob"));
+            let held = f.with_state(|s| {
+                s.grants
+                    .iter()
+                    .any(|g| g.block_id == *a && g.editor_id == "bob")
+            });
             let cap = if held { "core.revoke" } else { "core.grant" };
-            let cmd = Command::new("alice", cap, Some(a), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
+            let cmd = Command::new(
+                "alice",
+                cap,
+                Some(a),
+                json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+            );
             (if held { "revoke" } else { "grant" }, vec![cmd], 1)
         } else {
             // Delete a (unlink a→b, revoke bob's grant if any, delete) and b (no links left: 1 event).
             let (a, b) = pairs.swap_remove(rng.below(pairs.len() as u64) as usize);
             let expect = f.with_state(|s| {
-                (s.children_of(&a).count() + s.parents_of(&a).count() + s.grants.iter().filter(|g| g.block_id == a).count()) as u64
+                (s.children_of(&a).count()
+                    + s.parents_of(&a).count()
+                    + s.grants.iter().filter(|g| g.block_id == a).count()) as u64
             }) + 1;
             if rng.below(2) == 0 {
                 let cmd = Command::new("alice", "core.delete", Some(&a), json!({}));
@@ -116,7 +156,11 @@ async fn committer(f: elfiee_engine::FileHandle, out: Out, task: u64, seed: u64)
         };
         let cmd_id = cmds[0].cmd_id;
         say(&out, &format!("INTENT {cmd_id} {kind} {expect}"));
-        let res = if cmds.len() == 1 { f.submit(cmds.into_iter().next().unwrap()).await } else { f.submit_all(cmds).await };
+        let res = if cmds.len() == 1 {
+            f.submit(cmds.into_iter().next().unwrap()).await
+        } else {
+            f.submit_all(cmds).await
+        };
         match res {
             Ok(events) => say(&out, &format!("ACK {cmd_id} {}", events.len())),
             Err(e) => {
@@ -130,9 +174,18 @@ async fn committer(f: elfiee_engine::FileHandle, out: Out, task: u64, seed: u64)
 #[test]
 #[ignore = "child process of acknowledged_commands_survive_sigkill_and_nothing_is_half_written"]
 fn crash_child() {
-    let Ok(path) = std::env::var(FILE_VAR) else { return };
-    let seed: u64 = std::env::var(SEED_VAR).ok().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let Ok(path) = std::env::var(FILE_VAR) else {
+        return;
+    };
+    let seed: u64 = std::env::var(SEED_VAR)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(async move {
         let out: Out = Arc::new(Mutex::new(std::io::stdout()));
         let engine = Engine::new(config());
@@ -147,7 +200,9 @@ fn crash_child() {
         say(&out, "");
         say(&out, "READY");
         // Several concurrent committers, so flushes carry several commands (group commit).
-        let tasks: Vec<_> = (0..3).map(|t| tokio::spawn(committer(f.clone(), out.clone(), t, seed))).collect();
+        let tasks: Vec<_> = (0..3)
+            .map(|t| tokio::spawn(committer(f.clone(), out.clone(), t, seed)))
+            .collect();
         for t in tasks {
             let _ = t.await;
         }
@@ -175,7 +230,13 @@ struct Run {
 
 fn run_child(path: &Path, seed: u64, rng: &mut Rng) -> Run {
     let mut child = Process::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "crash_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(FILE_VAR, path)
         .env(SEED_VAR, seed.to_string())
         .env("RUST_BACKTRACE", "0")
@@ -231,9 +292,18 @@ fn run_child(path: &Path, seed: u64, rng: &mut Rng) -> Run {
         let by_acks = rng.below(2) == 0;
         let delay = Duration::from_millis(20 + rng.below(281));
         let acks_wanted = 1 + rng.below(40);
-        let deadline = Instant::now() + if by_acks { Duration::from_secs(10) } else { delay };
+        let deadline = Instant::now()
+            + if by_acks {
+                Duration::from_secs(10)
+            } else {
+                delay
+            };
         let mut acks = 0;
-        killed_after = if by_acks { format!("{acks_wanted} acks") } else { format!("{} ms", delay.as_millis()) };
+        killed_after = if by_acks {
+            format!("{acks_wanted} acks")
+        } else {
+            format!("{} ms", delay.as_millis())
+        };
         loop {
             let now = Instant::now();
             if now >= deadline || (by_acks && acks >= acks_wanted) {
@@ -262,8 +332,16 @@ fn run_child(path: &Path, seed: u64, rng: &mut Rng) -> Run {
     // Everything the child flushed before it died.
     lines.extend(rx.try_iter());
     let stderr = err_reader.join().unwrap();
-    assert!(!child_ended || lines.iter().any(|l| l.starts_with("ERR")), "the child exited on its own:\n{}\n{stderr}", lines.join("\n"));
-    Run { lines, stderr, killed_after }
+    assert!(
+        !child_ended || lines.iter().any(|l| l.starts_with("ERR")),
+        "the child exited on its own:\n{}\n{stderr}",
+        lines.join("\n")
+    );
+    Run {
+        lines,
+        stderr,
+        killed_after,
+    }
 }
 
 /// Groups events by cmd_id, checking each command's events are contiguous.
@@ -272,7 +350,10 @@ fn group(events: &[Event]) -> Result<BTreeMap<Uuid, Vec<&Event>>, String> {
     let mut prev: Option<Uuid> = None;
     for e in events {
         if prev != Some(e.cmd_id) && groups.contains_key(&e.cmd_id) {
-            return Err(format!("command {} has non-contiguous events (again at seq {})", e.cmd_id, e.seq));
+            return Err(format!(
+                "command {} has non-contiguous events (again at seq {})",
+                e.cmd_id, e.seq
+            ));
         }
         groups.entry(e.cmd_id).or_default().push(e);
         prev = Some(e.cmd_id);
@@ -289,13 +370,18 @@ fn check_shape(kind: &str, evs: &[&Event]) -> Result<(), String> {
         "grant" => caps == ["core.grant"],
         "revoke" => caps == ["core.revoke"],
         "delete" => {
-            caps.last() == Some(&"core.delete") && caps[..caps.len() - 1].iter().all(|c| matches!(*c, "core.unlink" | "core.revoke"))
+            caps.last() == Some(&"core.delete")
+                && caps[..caps.len() - 1]
+                    .iter()
+                    .all(|c| matches!(*c, "core.unlink" | "core.revoke"))
         }
         "delete2" => {
             caps.len() >= 2
                 && caps[caps.len() - 1] == "core.delete"
                 && caps[caps.len() - 2] == "core.delete"
-                && caps[..caps.len() - 2].iter().all(|c| matches!(*c, "core.unlink" | "core.revoke"))
+                && caps[..caps.len() - 2]
+                    .iter()
+                    .all(|c| matches!(*c, "core.unlink" | "core.revoke"))
         }
         _ => false,
     };
@@ -311,18 +397,36 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
     let seed: u64 = std::env::var(SEED_VAR)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64);
-    let iterations: u64 = std::env::var("ELFIEE_CRASH_ITERATIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(25);
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let iterations: u64 = std::env::var("ELFIEE_CRASH_ITERATIONS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(25);
     println!("crash test seed {seed} ({SEED_VAR}={seed} to replay)");
     let mut rng = Rng::new(seed);
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.elf");
     let engine = Engine::new(config());
 
     let preexisting: BTreeSet<Uuid> = rt.block_on(async {
         let f = engine.init(&path, "Alice").await.unwrap();
-        f.submit(Command::new("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}))).await.unwrap();
+        f.submit(Command::new(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "Bob", "editor_id": "bob"}),
+        ))
+        .await
+        .unwrap();
         let ids = f.events(1).unwrap().iter().map(|e| e.cmd_id).collect();
         f.close().await;
         ids
@@ -334,12 +438,23 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
     let started = Instant::now();
     for it in 0..iterations {
         let run = run_child(&path, seed.wrapping_add(it), &mut rng);
-        let ctx = || format!("seed {seed}, iteration {it}, killed after {}; child stderr:\n{}", run.killed_after, run.stderr);
+        let ctx = || {
+            format!(
+                "seed {seed}, iteration {it}, killed after {}; child stderr:\n{}",
+                run.killed_after, run.stderr
+            )
+        };
         for line in &run.lines {
             let parts: Vec<&str> = line.split_whitespace().collect();
             match parts.as_slice() {
                 ["INTENT", id, kind, n] => {
-                    intents.insert(id.parse().unwrap(), Intent { kind: kind.to_string(), events: n.parse().unwrap() });
+                    intents.insert(
+                        id.parse().unwrap(),
+                        Intent {
+                            kind: kind.to_string(),
+                            events: n.parse().unwrap(),
+                        },
+                    );
                 }
                 ["ACK", id, n] => {
                     acked.insert(id.parse().unwrap(), n.parse().unwrap());
@@ -350,32 +465,62 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
         }
 
         rt.block_on(async {
-            let f = engine.open(&path).await.unwrap_or_else(|e| panic!("reopen after SIGKILL failed: {e}\n{}", ctx()));
+            let f = engine
+                .open(&path)
+                .await
+                .unwrap_or_else(|e| panic!("reopen after SIGKILL failed: {e}\n{}", ctx()));
             let events = f.events(1).unwrap();
             assert_eq!(events.len() as u64, f.last_seq());
             let groups = group(&events).unwrap_or_else(|e| panic!("{e}\n{}", ctx()));
             for (id, n) in &acked {
                 let got = groups.get(id).map(|g| g.len() as u64);
-                assert_eq!(got, Some(*n), "acknowledged command {id} must be in the log with {n} events\n{}", ctx());
+                assert_eq!(
+                    got,
+                    Some(*n),
+                    "acknowledged command {id} must be in the log with {n} events\n{}",
+                    ctx()
+                );
             }
             for (id, evs) in &groups {
                 if preexisting.contains(id) {
                     continue;
                 }
-                let intent = intents.get(id).unwrap_or_else(|| panic!("command {id} in the log was never submitted\n{}", ctx()));
-                assert_eq!(evs.len() as u64, intent.events, "command {id} ({}) is half-written\n{}", intent.kind, ctx());
-                check_shape(&intent.kind, evs).unwrap_or_else(|e| panic!("command {id}: {e}\n{}", ctx()));
+                let intent = intents.get(id).unwrap_or_else(|| {
+                    panic!("command {id} in the log was never submitted\n{}", ctx())
+                });
+                assert_eq!(
+                    evs.len() as u64,
+                    intent.events,
+                    "command {id} ({}) is half-written\n{}",
+                    intent.kind,
+                    ctx()
+                );
+                check_shape(&intent.kind, evs)
+                    .unwrap_or_else(|e| panic!("command {id}: {e}\n{}", ctx()));
                 if let Some(n) = acked.get(id) {
                     assert_eq!(*n, intent.events, "ack and intent disagree for {id}");
                 }
             }
-            durable_unacked = groups.keys().filter(|id| !preexisting.contains(id) && !acked.contains_key(id)).count();
+            durable_unacked = groups
+                .keys()
+                .filter(|id| !preexisting.contains(id) && !acked.contains_key(id))
+                .count();
             let digest = f.state_digest();
             f.close().await;
             let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-            assert!(report.ok, "verify after SIGKILL: {:?}\n{}", report.problems, ctx());
+            assert!(
+                report.ok,
+                "verify after SIGKILL: {:?}\n{}",
+                report.problems,
+                ctx()
+            );
             let (replayed, _) = elfiee_engine::replay(&path, |_, _| {}).unwrap();
-            assert_eq!(replayed.state_digest, digest, "replay of the log equals the opened state\n{}", ctx());
+            assert_eq!(
+                replayed.state_digest,
+                digest,
+                "replay of the log equals the opened state\n{}",
+                ctx()
+            );
         });
     }
     println!(
@@ -384,5 +529,9 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
         acked.len(),
         intents.len()
     );
-    assert!(acked.len() as u64 >= iterations, "the children acknowledged too little to test anything ({} acks)", acked.len());
+    assert!(
+        acked.len() as u64 >= iterations,
+        "the children acknowledged too little to test anything ({} acks)",
+        acked.len()
+    );
 }

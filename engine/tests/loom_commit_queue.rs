@@ -33,8 +33,16 @@ fn builder(preemptions: usize) -> loom::model::Builder {
 fn check_delivery(got: &[(usize, usize)], producers: usize, per_producer: usize) {
     assert_eq!(got.len(), producers * per_producer, "delivered {got:?}");
     for p in 0..producers {
-        let mine: Vec<usize> = got.iter().filter(|(q, _)| *q == p).map(|(_, i)| *i).collect();
-        assert_eq!(mine, (0..per_producer).collect::<Vec<_>>(), "producer {p}: exactly once, in order ({got:?})");
+        let mine: Vec<usize> = got
+            .iter()
+            .filter(|(q, _)| *q == p)
+            .map(|(_, i)| *i)
+            .collect();
+        assert_eq!(
+            mine,
+            (0..per_producer).collect::<Vec<_>>(),
+            "producer {p}: exactly once, in order ({got:?})"
+        );
     }
 }
 
@@ -56,7 +64,9 @@ fn two_producers_every_item_delivered_exactly_once_in_order_without_lost_wakeup(
         let mut rounds = 0;
         while got.len() < 4 {
             // Blocks while the queue is empty; a lost wake-up is reported by loom as a deadlock.
-            let batch = q.take_all().expect("queue is open, take_all must not return None");
+            let batch = q
+                .take_all()
+                .expect("queue is open, take_all must not return None");
             assert!(!batch.is_empty(), "take_all returns only non-empty batches");
             got.extend(batch);
             rounds += 1;
@@ -97,8 +107,14 @@ fn close_racing_with_push_delivers_exactly_the_accepted_items_then_none() {
         }
         let accepted = producer.join().unwrap();
         closer.join().unwrap();
-        assert_eq!(got, accepted, "every Ok push is delivered (in order), no Err push is");
-        assert!(q.take_all().is_none(), "take_all stays None after draining a closed queue");
+        assert_eq!(
+            got, accepted,
+            "every Ok push is delivered (in order), no Err push is"
+        );
+        assert!(
+            q.take_all().is_none(),
+            "take_all stays None after draining a closed queue"
+        );
         assert!(q.push(99).is_err(), "pushes after close are refused");
     });
 }
@@ -136,7 +152,10 @@ mod broken {
 
     impl LossyQueue {
         pub fn new() -> Self {
-            LossyQueue { items: Mutex::new(Vec::new()), ready: Condvar::new() }
+            LossyQueue {
+                items: Mutex::new(Vec::new()),
+                ready: Condvar::new(),
+            }
         }
         pub fn push(&self, v: u8) {
             self.items.lock().unwrap().push(v);
@@ -184,12 +203,28 @@ fn broken_queue_child() {
 #[test]
 fn the_model_catches_a_lost_wakeup_in_a_broken_queue() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "broken_queue_child", "--ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "broken_queue_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("RUST_BACKTRACE", "0")
         .env("ELFIEE_LOOM_CHILD", "1")
         .output()
         .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!out.status.success(), "loom must reject the lossy queue:\n{text}");
-    assert!(text.contains("deadlock"), "loom must report the lost wake-up as a deadlock:\n{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "loom must reject the lossy queue:\n{text}"
+    );
+    assert!(
+        text.contains("deadlock"),
+        "loom must report the lost wake-up as a deadlock:\n{text}"
+    );
 }

@@ -10,11 +10,19 @@ use elfiee_projections::State;
 use serde_json::json;
 
 fn engine() -> Engine {
-    Engine::new(EngineConfig { node_id: "test-node".into(), ..EngineConfig::default() })
+    Engine::new(EngineConfig {
+        node_id: "test-node".into(),
+        ..EngineConfig::default()
+    })
 }
 
 fn create(owner: &str, name: &str) -> Command {
-    Command::new(owner, "core.create", None, json!({"name": name, "block_type": "markdown"}))
+    Command::new(
+        owner,
+        "core.create",
+        None,
+        json!({"name": name, "block_type": "markdown"}),
+    )
 }
 
 #[tokio::test]
@@ -30,7 +38,10 @@ async fn opening_the_same_path_twice_returns_the_same_actor() {
     assert_eq!(e.open_files().len(), 1);
     a.close().await;
     assert_eq!(e.open_files().len(), 0);
-    assert!(matches!(b.submit(create("alice", "late")).await, Err(EngineError::Closed)));
+    assert!(matches!(
+        b.submit(create("alice", "late")).await,
+        Err(EngineError::Closed)
+    ));
 }
 
 #[tokio::test]
@@ -43,14 +54,21 @@ async fn committed_events_survive_reopen_and_resubmission_is_idempotent() {
     let first = f.submit(cmd.clone()).await.unwrap();
     let seq = f.last_seq();
     let again = f.submit(cmd.clone()).await.unwrap();
-    assert_eq!(first, again, "a repeated cmd_id returns the original events");
+    assert_eq!(
+        first, again,
+        "a repeated cmd_id returns the original events"
+    );
     assert_eq!(f.last_seq(), seq, "and writes nothing");
     let digest = f.state_digest();
     f.close().await;
 
     let f = e.open(&path).await.unwrap();
     assert_eq!(f.state_digest(), digest);
-    assert_eq!(f.submit(cmd).await.unwrap(), first, "idempotent across reopen too");
+    assert_eq!(
+        f.submit(cmd).await.unwrap(),
+        first,
+        "idempotent across reopen too"
+    );
     assert_eq!(f.last_seq(), seq);
     f.close().await;
 }
@@ -58,13 +76,26 @@ async fn committed_events_survive_reopen_and_resubmission_is_idempotent() {
 #[tokio::test]
 async fn a_rejected_command_writes_nothing_and_leaves_state_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
     let (seq, digest) = (f.last_seq(), f.state_digest());
     let bad = [
         Command::new("alice", "core.nope", None, json!({})),
         Command::new("alice", "core.create", None, json!({"name": 1})),
-        Command::new("alice", "markdown.write", Some("missing"), json!({"markdown": "x"})),
-        Command::new("mallory", "core.create", None, json!({"name": "x", "block_type": "code"})),
+        Command::new(
+            "alice",
+            "markdown.write",
+            Some("missing"),
+            json!({"markdown": "x"}),
+        ),
+        Command::new(
+            "mallory",
+            "core.create",
+            None,
+            json!({"name": "x", "block_type": "code"}),
+        ),
         Command::new("alice", "core.create", None, json!("not an object")),
     ];
     for cmd in bad {
@@ -81,13 +112,28 @@ async fn a_rejected_command_writes_nothing_and_leaves_state_unchanged() {
 #[tokio::test]
 async fn oversize_payloads_are_refused_with_the_limit() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::new(EngineConfig { node_id: "n".into(), max_payload_bytes: 1000, ..EngineConfig::default() });
+    let e = Engine::new(EngineConfig {
+        node_id: "n".into(),
+        max_payload_bytes: 1000,
+        ..EngineConfig::default()
+    });
     let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
     let ev = f.submit(create("alice", "n")).await.unwrap();
     let seq = f.last_seq();
     let big = "x".repeat(2000);
-    let err = f.submit(Command::new("alice", "markdown.write", Some(&ev[0].entity), json!({"markdown": big}))).await.unwrap_err();
-    assert!(matches!(err, EngineError::PayloadTooLarge { limit: 1000, .. }), "{err}");
+    let err = f
+        .submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some(&ev[0].entity),
+            json!({"markdown": big}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::PayloadTooLarge { limit: 1000, .. }),
+        "{err}"
+    );
     assert_eq!(f.last_seq(), seq);
     f.close().await;
 }
@@ -95,15 +141,41 @@ async fn oversize_payloads_are_refused_with_the_limit() {
 #[tokio::test]
 async fn expected_seq_detects_a_concurrent_change() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
-    let id = f.submit(create("alice", "n")).await.unwrap()[0].entity.clone();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
+    let id = f.submit(create("alice", "n")).await.unwrap()[0]
+        .entity
+        .clone();
     let seen = f.last_seq();
-    f.submit(Command::new("alice", "markdown.write", Some(&id), json!({"markdown": "a"})).expecting(seen)).await.unwrap();
+    f.submit(
+        Command::new(
+            "alice",
+            "markdown.write",
+            Some(&id),
+            json!({"markdown": "a"}),
+        )
+        .expecting(seen),
+    )
+    .await
+    .unwrap();
     let err = f
-        .submit(Command::new("alice", "markdown.write", Some(&id), json!({"markdown": "b"})).expecting(seen))
+        .submit(
+            Command::new(
+                "alice",
+                "markdown.write",
+                Some(&id),
+                json!({"markdown": "b"}),
+            )
+            .expecting(seen),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(err, EngineError::Rejected(CapError::Conflict { .. })), "{err}");
+    assert!(
+        matches!(err, EngineError::Rejected(CapError::Conflict { .. })),
+        "{err}"
+    );
     assert_eq!(f.block(&id).unwrap().contents["markdown"], "a");
     f.close().await;
 }
@@ -126,10 +198,20 @@ async fn a_handler_panic_becomes_an_error_and_the_actor_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let mut registry = Registry::builtin();
     registry.register(Arc::new(Panics));
-    let e = Engine::new(EngineConfig { node_id: "n".into(), registry, ..EngineConfig::default() });
+    let e = Engine::new(EngineConfig {
+        node_id: "n".into(),
+        registry,
+        ..EngineConfig::default()
+    });
     let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
-    let err = f.submit(Command::new("alice", "test.panic", None, json!({}))).await.unwrap_err();
-    assert!(matches!(err, EngineError::Rejected(CapError::HandlerPanic { .. })), "{err}");
+    let err = f
+        .submit(Command::new("alice", "test.panic", None, json!({})))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, EngineError::Rejected(CapError::HandlerPanic { .. })),
+        "{err}"
+    );
     assert!(err.to_string().contains("boom"));
     f.submit(create("alice", "still works")).await.unwrap();
     f.close().await;
@@ -138,17 +220,42 @@ async fn a_handler_panic_becomes_an_error_and_the_actor_keeps_serving() {
 #[tokio::test]
 async fn submit_all_commits_everything_or_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
     let seq = f.last_seq();
-    let ok = Command::new("alice", "core.create", None, json!({"name": "a", "block_type": "markdown", "block_id": "a"}));
-    let write = Command::new("alice", "markdown.write", Some("a"), json!({"markdown": "hi"}));
-    let bad = Command::new("alice", "markdown.write", Some("nope"), json!({"markdown": "x"}));
-    let err = f.submit_all(vec![ok.clone(), write.clone(), bad]).await.unwrap_err();
+    let ok = Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": "a", "block_type": "markdown", "block_id": "a"}),
+    );
+    let write = Command::new(
+        "alice",
+        "markdown.write",
+        Some("a"),
+        json!({"markdown": "hi"}),
+    );
+    let bad = Command::new(
+        "alice",
+        "markdown.write",
+        Some("nope"),
+        json!({"markdown": "x"}),
+    );
+    let err = f
+        .submit_all(vec![ok.clone(), write.clone(), bad])
+        .await
+        .unwrap_err();
     assert!(err.to_string().contains("command 3 of 3"), "{err}");
     assert_eq!(f.last_seq(), seq);
     assert!(f.block("a").is_none());
     let ev = f.submit_all(vec![ok, write]).await.unwrap();
-    assert_eq!(ev.len(), 2, "the write sees the block created earlier in the batch");
+    assert_eq!(
+        ev.len(),
+        2,
+        "the write sees the block created earlier in the batch"
+    );
     assert!(ev.iter().all(|e| e.cmd_id == ev[0].cmd_id));
     assert_eq!(f.block("a").unwrap().contents["markdown"], "hi");
     f.close().await;
@@ -157,14 +264,19 @@ async fn submit_all_commits_everything_or_nothing() {
 #[tokio::test]
 async fn concurrent_submitters_all_commit_without_gaps() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
     let start = f.last_seq();
     let mut tasks = Vec::new();
     for t in 0..16 {
         let f = f.clone();
         tasks.push(tokio::spawn(async move {
             for i in 0..20 {
-                f.submit(create("alice", &format!("{t}-{i}"))).await.unwrap();
+                f.submit(create("alice", &format!("{t}-{i}")))
+                    .await
+                    .unwrap();
             }
         }));
     }
@@ -173,7 +285,10 @@ async fn concurrent_submitters_all_commit_without_gaps() {
     }
     assert_eq!(f.last_seq(), start + 320);
     let events = f.events(1).unwrap();
-    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64 + 1));
+    assert!(events
+        .iter()
+        .enumerate()
+        .all(|(i, e)| e.seq == i as u64 + 1));
     assert_eq!(f.with_state(|s| s.blocks.len()), 320);
     f.close().await;
 }
@@ -182,7 +297,11 @@ async fn concurrent_submitters_all_commit_without_gaps() {
 async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
-    let e = Engine::new(EngineConfig { node_id: "n".into(), snapshot_every: 10, ..EngineConfig::default() });
+    let e = Engine::new(EngineConfig {
+        node_id: "n".into(),
+        snapshot_every: 10,
+        ..EngineConfig::default()
+    });
     let f = e.init(&path, "Alice").await.unwrap();
     for i in 0..25 {
         f.submit(create("alice", &format!("b{i}"))).await.unwrap();
@@ -195,7 +314,10 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     // Corrupt the snapshot: open must ignore it and replay the full log.
     {
         let db = sled::open(path.join("log")).unwrap();
-        db.open_tree("snapshots").unwrap().insert("latest", &b"garbage"[..]).unwrap();
+        db.open_tree("snapshots")
+            .unwrap()
+            .insert("latest", &b"garbage"[..])
+            .unwrap();
         db.flush().unwrap();
     }
     let f = e.open(&path).await.unwrap();
@@ -203,13 +325,21 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     f.close().await;
     let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
     assert!(!report.ok, "verify flags the bad snapshot");
-    assert!(report.problems.iter().any(|p| p.contains("snapshot")), "{:?}", report.problems);
+    assert!(
+        report.problems.iter().any(|p| p.contains("snapshot")),
+        "{:?}",
+        report.problems
+    );
 }
 
 #[tokio::test]
 async fn a_slow_subscriber_catches_up_from_the_log_and_misses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::new(EngineConfig { node_id: "n".into(), channel_capacity: 4, ..EngineConfig::default() });
+    let e = Engine::new(EngineConfig {
+        node_id: "n".into(),
+        channel_capacity: 4,
+        ..EngineConfig::default()
+    });
     let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
     let mut sub = f.subscribe();
     let from = sub.next_seq();
@@ -229,7 +359,11 @@ async fn a_slow_subscriber_catches_up_from_the_log_and_misses_nothing() {
     while old.recv().await.is_some() {
         rest += 1;
     }
-    assert_eq!(rest, f.last_seq(), "a subscription drains the log after close, then ends");
+    assert_eq!(
+        rest,
+        f.last_seq(),
+        "a subscription drains the log after close, then ends"
+    );
 }
 
 #[tokio::test]
@@ -239,21 +373,49 @@ async fn opening_a_non_elf_or_reinitializing_gives_clear_errors() {
     let err = e.open(dir.path().join("missing.elf")).await.unwrap_err();
     assert!(err.to_string().contains("elfiee init"), "{err}");
     std::fs::write(dir.path().join("file.txt"), "x").unwrap();
-    assert!(matches!(e.init(dir.path().join("file.txt"), "A").await, Err(EngineError::AlreadyExists(_))));
+    assert!(matches!(
+        e.init(dir.path().join("file.txt"), "A").await,
+        Err(EngineError::AlreadyExists(_))
+    ));
     let f = e.init(dir.path().join("x.elf"), "A").await.unwrap();
     f.close().await;
-    assert!(matches!(e.init(dir.path().join("x.elf"), "A").await, Err(EngineError::AlreadyExists(_))));
+    assert!(matches!(
+        e.init(dir.path().join("x.elf"), "A").await,
+        Err(EngineError::AlreadyExists(_))
+    ));
 }
 
 #[tokio::test]
 async fn read_block_checks_the_read_capability() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine().init(dir.path().join("x.elf"), "Alice").await.unwrap();
-    f.submit(Command::new("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}))).await.unwrap();
-    let id = f.submit(create("alice", "n")).await.unwrap()[0].entity.clone();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
+    f.submit(Command::new(
+        "alice",
+        "editor.create",
+        None,
+        json!({"name": "Bob", "editor_id": "bob"}),
+    ))
+    .await
+    .unwrap();
+    let id = f.submit(create("alice", "n")).await.unwrap()[0]
+        .entity
+        .clone();
     assert!(f.read_block("alice", &id).is_ok());
-    assert!(matches!(f.read_block("bob", &id), Err(EngineError::Rejected(CapError::Unauthorized { .. }))));
-    f.submit(Command::new("alice", "core.grant", Some(&id), json!({"editor_id": "bob", "cap_id": "markdown.read"}))).await.unwrap();
+    assert!(matches!(
+        f.read_block("bob", &id),
+        Err(EngineError::Rejected(CapError::Unauthorized { .. }))
+    ));
+    f.submit(Command::new(
+        "alice",
+        "core.grant",
+        Some(&id),
+        json!({"editor_id": "bob", "cap_id": "markdown.read"}),
+    ))
+    .await
+    .unwrap();
     assert!(f.read_block("bob", &id).is_ok());
     f.close().await;
 }

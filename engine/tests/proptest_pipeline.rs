@@ -63,7 +63,12 @@ struct Spec {
 
 impl Spec {
     fn command(&self) -> Command {
-        let mut c = Command::new(&self.editor, &self.cap, self.block.as_deref(), self.payload.clone());
+        let mut c = Command::new(
+            &self.editor,
+            &self.cap,
+            self.block.as_deref(),
+            self.payload.clone(),
+        );
         c.expected_seq = self.expected_seq;
         c
     }
@@ -97,7 +102,12 @@ fn block() -> impl Strategy<Value = String> {
 
 /// Even pool blocks are markdown, odd ones code (mostly: creates pick the other type now and then).
 fn block_of(ty: &'static str) -> impl Strategy<Value = String> {
-    let own: Vec<&str> = BLOCKS.iter().enumerate().filter(|(i, _)| (i % 2 == 0) == (ty == "markdown")).map(|(_, b)| *b).collect();
+    let own: Vec<&str> = BLOCKS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (i % 2 == 0) == (ty == "markdown"))
+        .map(|(_, b)| *b)
+        .collect();
     prop_oneof![4 => prop::sample::select(own).prop_map(str::to_owned), 1 => block()]
 }
 
@@ -142,7 +152,9 @@ fn arb_json() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         any::<u64>().prop_map(|n| json!(n)),
-        any::<f64>().prop_filter("JSON numbers are finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+        any::<f64>()
+            .prop_filter("JSON numbers are finite", |f| f.is_finite())
+            .prop_map(|f| json!(f)),
         ".{0,10}".prop_map(Value::String),
         word.prop_map(|w| json!(w)),
     ];
@@ -156,13 +168,20 @@ fn arb_json() -> impl Strategy<Value = Value> {
     leaf.prop_recursive(4, 48, 6, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
-            prop::collection::btree_map(key.clone(), inner, 0..6).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(key.clone(), inner, 0..6)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
 
 fn spec_of(editor: String, cap: &str, block: Option<String>, payload: Value) -> Spec {
-    Spec { editor, cap: cap.to_owned(), block, payload, expected_seq: None }
+    Spec {
+        editor,
+        cap: cap.to_owned(),
+        block,
+        payload,
+        expected_seq: None,
+    }
 }
 
 /// A command from the built-in vocabulary: mostly well-formed, sometimes not.
@@ -178,59 +197,139 @@ fn spec() -> impl Strategy<Value = Spec> {
             spec_of(e, "core.create", None, p)
         },
     );
-    let create_auto = (editor(), name()).prop_map(|(e, n)| spec_of(e, "core.create", None, json!({"name": n, "block_type": "markdown"})));
-    let md = (editor(), block_of("markdown"), text()).prop_map(|(e, b, t)| spec_of(e, "markdown.write", Some(b), json!({"markdown": t})));
-    let code =
-        (editor(), block_of("code"), text(), prop::option::of(prop::sample::select(&["rust", "python"][..]))).prop_map(|(e, b, t, l)| {
+    let create_auto = (editor(), name()).prop_map(|(e, n)| {
+        spec_of(
+            e,
+            "core.create",
+            None,
+            json!({"name": n, "block_type": "markdown"}),
+        )
+    });
+    let md = (editor(), block_of("markdown"), text())
+        .prop_map(|(e, b, t)| spec_of(e, "markdown.write", Some(b), json!({"markdown": t})));
+    let code = (
+        editor(),
+        block_of("code"),
+        text(),
+        prop::option::of(prop::sample::select(&["rust", "python"][..])),
+    )
+        .prop_map(|(e, b, t, l)| {
             let mut p = json!({"text": t});
             if let Some(l) = l {
                 p["language"] = json!(l);
             }
             spec_of(e, "code.write", Some(b), p)
         });
-    let rename = (editor(), block(), name()).prop_map(|(e, b, n)| spec_of(e, "core.rename", Some(b), json!({"name": n})));
+    let rename = (editor(), block(), name())
+        .prop_map(|(e, b, n)| spec_of(e, "core.rename", Some(b), json!({"name": n})));
     let meta = (
         editor(),
         block(),
         prop::option::of(prop::option::of(text())),
         prop::collection::btree_map(
             "[a-c]",
-            prop_oneof![Just(Value::Null), any::<i32>().prop_map(|n| json!(n)), text().prop_map(Value::String)],
+            prop_oneof![
+                Just(Value::Null),
+                any::<i32>().prop_map(|n| json!(n)),
+                text().prop_map(Value::String)
+            ],
             0..3,
         ),
     )
         .prop_map(|(e, b, d, custom)| {
             let mut p = Map::new();
             if let Some(d) = d {
-                p.insert("description".into(), d.map(Value::String).unwrap_or(Value::Null));
+                p.insert(
+                    "description".into(),
+                    d.map(Value::String).unwrap_or(Value::Null),
+                );
             }
             if !custom.is_empty() {
                 p.insert("custom".into(), Value::Object(custom.into_iter().collect()));
             }
             spec_of(e, "core.update_metadata", Some(b), Value::Object(p))
         });
-    let link = (editor(), block(), block(), relation())
-        .prop_map(|(e, from, to, rel)| spec_of(e, "core.link", Some(from), json!({"to": to, "relation": rel})));
-    // Unlinks mostly name the links the setup made (or their reverse, which is not linked).
-    let known_link = prop::sample::select(&[("b0", "b1", "reference"), ("b2", "b3", "implement"), ("b1", "b0", "reference")][..])
-        .prop_map(|(f, t, r)| (f.to_string(), t.to_string(), r.to_string()));
-    let unlink = (editor(), prop_oneof![2 => known_link, 1 => (block(), block(), relation())])
-        .prop_map(|(e, (from, to, rel))| spec_of(e, "core.unlink", Some(from), json!({"to": to, "relation": rel})));
-    let delete = (editor(), block()).prop_map(|(e, b)| spec_of(e, "core.delete", Some(b), json!({})));
-    let grant = (editor(), maybe_block(), grantee(), prop::sample::select(GRANTABLE), any::<bool>()).prop_map(|(e, b, g, cap, revoke)| {
-        let which = if revoke { "core.revoke" } else { "core.grant" };
-        spec_of(e, which, b, json!({"editor_id": g, "cap_id": cap}))
+    let link = (editor(), block(), block(), relation()).prop_map(|(e, from, to, rel)| {
+        spec_of(
+            e,
+            "core.link",
+            Some(from),
+            json!({"to": to, "relation": rel}),
+        )
     });
-    let editor_create =
-        (editor(), prop::sample::select(&["bob", "carol", "dave", "erin"][..]), any::<bool>()).prop_map(|(e, id, agent)| {
-            let ty = if agent { "agent" } else { "human" };
-            spec_of(e, "editor.create", None, json!({"name": id.to_uppercase(), "editor_id": id, "editor_type": ty}))
+    // Unlinks mostly name the links the setup made (or their reverse, which is not linked).
+    let known_link = prop::sample::select(
+        &[
+            ("b0", "b1", "reference"),
+            ("b2", "b3", "implement"),
+            ("b1", "b0", "reference"),
+        ][..],
+    )
+    .prop_map(|(f, t, r)| (f.to_string(), t.to_string(), r.to_string()));
+    let unlink = (
+        editor(),
+        prop_oneof![2 => known_link, 1 => (block(), block(), relation())],
+    )
+        .prop_map(|(e, (from, to, rel))| {
+            spec_of(
+                e,
+                "core.unlink",
+                Some(from),
+                json!({"to": to, "relation": rel}),
+            )
         });
-    let editor_delete = (editor(), grantee()).prop_map(|(e, id)| spec_of(e, "editor.delete", None, json!({"editor_id": id})));
-    let unknown = (editor(), prop_oneof!["[a-z]{1,6}\\.[a-z]{1,6}", Just(String::new()), Just("core.create ".to_string())], maybe_block())
-        .prop_map(|(e, cap, b)| Spec { editor: e, cap, block: b, payload: json!({}), expected_seq: None });
-    let malformed =
-        (editor(), prop::sample::select(GRANTABLE), prop::option::of(block()), arb_json()).prop_map(|(e, cap, b, p)| spec_of(e, cap, b, p));
+    let delete =
+        (editor(), block()).prop_map(|(e, b)| spec_of(e, "core.delete", Some(b), json!({})));
+    let grant = (
+        editor(),
+        maybe_block(),
+        grantee(),
+        prop::sample::select(GRANTABLE),
+        any::<bool>(),
+    )
+        .prop_map(|(e, b, g, cap, revoke)| {
+            let which = if revoke { "core.revoke" } else { "core.grant" };
+            spec_of(e, which, b, json!({"editor_id": g, "cap_id": cap}))
+        });
+    let editor_create = (
+        editor(),
+        prop::sample::select(&["bob", "carol", "dave", "erin"][..]),
+        any::<bool>(),
+    )
+        .prop_map(|(e, id, agent)| {
+            let ty = if agent { "agent" } else { "human" };
+            spec_of(
+                e,
+                "editor.create",
+                None,
+                json!({"name": id.to_uppercase(), "editor_id": id, "editor_type": ty}),
+            )
+        });
+    let editor_delete = (editor(), grantee())
+        .prop_map(|(e, id)| spec_of(e, "editor.delete", None, json!({"editor_id": id})));
+    let unknown = (
+        editor(),
+        prop_oneof![
+            "[a-z]{1,6}\\.[a-z]{1,6}",
+            Just(String::new()),
+            Just("core.create ".to_string())
+        ],
+        maybe_block(),
+    )
+        .prop_map(|(e, cap, b)| Spec {
+            editor: e,
+            cap,
+            block: b,
+            payload: json!({}),
+            expected_seq: None,
+        });
+    let malformed = (
+        editor(),
+        prop::sample::select(GRANTABLE),
+        prop::option::of(block()),
+        arb_json(),
+    )
+        .prop_map(|(e, cap, b, p)| spec_of(e, cap, b, p));
     let base = prop_oneof![
         5 => create,
         1 => create_auto,
@@ -248,10 +347,14 @@ fn spec() -> impl Strategy<Value = Spec> {
         2 => malformed,
     ];
     // Optimistic concurrency, now and then: 0 conflicts with any touched block, MAX never does.
-    (base, prop_oneof![18 => Just(None), 1 => Just(Some(0u64)), 1 => Just(Some(u64::MAX))]).prop_map(|(mut s, exp)| {
-        s.expected_seq = exp;
-        s
-    })
+    (
+        base,
+        prop_oneof![18 => Just(None), 1 => Just(Some(0u64)), 1 => Just(Some(u64::MAX))],
+    )
+        .prop_map(|(mut s, exp)| {
+            s.expected_seq = exp;
+            s
+        })
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -270,38 +373,102 @@ fn step() -> impl Strategy<Value = Step> {
 /// create blocks, and four blocks exist (b0 markdown → b1 code, b2 markdown → b3 code).
 fn setup() -> Vec<Command> {
     vec![
-        Command::new("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"})),
-        Command::new("alice", "editor.create", None, json!({"name": "Carol", "editor_id": "carol"})),
-        Command::new("alice", "core.create", None, json!({"name": "zero", "block_type": "markdown", "block_id": "b0"})),
-        Command::new("alice", "core.create", None, json!({"name": "one", "block_type": "code", "block_id": "b1"})),
-        Command::new("alice", "core.create", None, json!({"name": "two", "block_type": "markdown", "block_id": "b2"})),
-        Command::new("alice", "core.create", None, json!({"name": "three", "block_type": "code", "block_id": "b3"})),
-        Command::new("alice", "core.link", Some("b0"), json!({"to": "b1", "relation": "reference"})),
-        Command::new("alice", "core.link", Some("b2"), json!({"to": "b3", "relation": "implement"})),
-        Command::new("alice", "core.grant", None, json!({"editor_id": "bob", "cap_id": "markdown.write"})),
-        Command::new("alice", "core.grant", None, json!({"editor_id": "carol", "cap_id": "core.create"})),
+        Command::new(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "Bob", "editor_id": "bob"}),
+        ),
+        Command::new(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "Carol", "editor_id": "carol"}),
+        ),
+        Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "zero", "block_type": "markdown", "block_id": "b0"}),
+        ),
+        Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "one", "block_type": "code", "block_id": "b1"}),
+        ),
+        Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "two", "block_type": "markdown", "block_id": "b2"}),
+        ),
+        Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "three", "block_type": "code", "block_id": "b3"}),
+        ),
+        Command::new(
+            "alice",
+            "core.link",
+            Some("b0"),
+            json!({"to": "b1", "relation": "reference"}),
+        ),
+        Command::new(
+            "alice",
+            "core.link",
+            Some("b2"),
+            json!({"to": "b3", "relation": "implement"}),
+        ),
+        Command::new(
+            "alice",
+            "core.grant",
+            None,
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        ),
+        Command::new(
+            "alice",
+            "core.grant",
+            None,
+            json!({"editor_id": "carol", "cap_id": "core.create"}),
+        ),
     ]
 }
 
 fn config() -> EngineConfig {
-    EngineConfig { node_id: "prop".into(), snapshot_every: 7, ..EngineConfig::default() }
+    EngineConfig {
+        node_id: "prop".into(),
+        snapshot_every: 7,
+        ..EngineConfig::default()
+    }
 }
 
 /// Reads the stored snapshot of a closed file.
 fn stored_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
     let db = sled::open(path.join("log")).unwrap();
-    let bytes = db.open_tree("snapshots").unwrap().get("latest").unwrap().map(|b| b.to_vec());
+    let bytes = db
+        .open_tree("snapshots")
+        .unwrap()
+        .get("latest")
+        .unwrap()
+        .map(|b| b.to_vec());
     bytes
 }
 
 fn put_snapshot(path: &std::path::Path, bytes: &[u8]) {
     let db = sled::open(path.join("log")).unwrap();
-    db.open_tree("snapshots").unwrap().insert("latest", bytes).unwrap();
+    db.open_tree("snapshots")
+        .unwrap()
+        .insert("latest", bytes)
+        .unwrap();
     db.flush().unwrap();
 }
 
 fn snapshot_seq(bytes: &[u8]) -> u64 {
-    rmp_serde::from_slice::<elfiee_engine::replay::Snapshot>(bytes).expect("the engine's snapshot decodes").seq
+    rmp_serde::from_slice::<elfiee_engine::replay::Snapshot>(bytes)
+        .expect("the engine's snapshot decodes")
+        .seq
 }
 
 fn apply_all(state: &State, events: &[Event]) -> State {
@@ -347,13 +514,29 @@ fn check_outcome(
 ) {
     match (res, predicted) {
         (Ok(evs), Ok(n)) => {
-            assert_eq!(evs.len(), n, "{what}: event count differs from the pure pipeline");
+            assert_eq!(
+                evs.len(),
+                n,
+                "{what}: event count differs from the pure pipeline"
+            );
             for (k, e) in evs.iter().enumerate() {
-                assert_eq!(e.seq, before.last_seq + 1 + k as u64, "{what}: seqs are contiguous after the previous tail");
+                assert_eq!(
+                    e.seq,
+                    before.last_seq + 1 + k as u64,
+                    "{what}: seqs are contiguous after the previous tail"
+                );
                 assert_eq!(e.cmd_id, evs[0].cmd_id, "{what}: one cmd_id per submission");
             }
-            assert_eq!(f.last_seq(), before.last_seq + evs.len() as u64, "{what}: last_seq advanced by the events");
-            assert_eq!(apply_all(before, evs).digest(), f.state_digest(), "{what}: state = previous state + its events");
+            assert_eq!(
+                f.last_seq(),
+                before.last_seq + evs.len() as u64,
+                "{what}: last_seq advanced by the events"
+            );
+            assert_eq!(
+                apply_all(before, evs).digest(),
+                f.state_digest(),
+                "{what}: state = previous state + its events"
+            );
             if !evs.is_empty() {
                 tally.accepted += 1;
             }
@@ -361,11 +544,22 @@ fn check_outcome(
         (Err(err), Err(expected)) => {
             assert!(err.is_rejection(), "{what}: {err:?} should be a rejection");
             if let (EngineError::Rejected(got), Some(expected)) = (err, expected) {
-                assert_eq!(got, &expected, "{what}: engine and pure pipeline disagree on the error");
+                assert_eq!(
+                    got, &expected,
+                    "{what}: engine and pure pipeline disagree on the error"
+                );
             }
             assert!(!err.to_string().trim().is_empty());
-            assert_eq!(f.last_seq(), before.last_seq, "{what}: a rejected command wrote events");
-            assert_eq!(f.state_digest(), before.digest(), "{what}: a rejected command changed the state");
+            assert_eq!(
+                f.last_seq(),
+                before.last_seq,
+                "{what}: a rejected command wrote events"
+            );
+            assert_eq!(
+                f.state_digest(),
+                before.digest(),
+                "{what}: a rejected command changed the state"
+            );
             tally.rejected += 1;
         }
         (res, predicted) => panic!("{what}: engine said {res:?}, pure pipeline said {predicted:?}"),
@@ -383,7 +577,10 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
     }
     let mut accepted: Vec<(Vec<Command>, Vec<Event>)> = Vec::new();
     let mut snapshots: Vec<Vec<u8>> = Vec::new();
-    let mut tally = Tally { accepted: 0, rejected: 0 };
+    let mut tally = Tally {
+        accepted: 0,
+        rejected: 0,
+    };
 
     for (i, step) in steps.iter().enumerate() {
         if reopen_at.contains(&i) {
@@ -391,16 +588,30 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
             f.close().await;
             snapshots.extend(stored_snapshot(&path));
             f = engine.open(&path).await.unwrap();
-            assert_eq!(f.state_digest(), digest, "step {i}: reopen (snapshot + tail) equals the live state");
+            assert_eq!(
+                f.state_digest(),
+                digest,
+                "step {i}: reopen (snapshot + tail) equals the live state"
+            );
         }
         let before = f.state();
         match step {
             Step::One(spec) => {
                 let cmd = spec.command();
                 let ctx = registry.ctx(Utc::now(), "prop", [2; 16]);
-                let predicted = registry.execute(&cmd, &before, &ctx).map(|e| e.len()).map_err(Some);
+                let predicted = registry
+                    .execute(&cmd, &before, &ctx)
+                    .map(|e| e.len())
+                    .map_err(Some);
                 let res = f.submit(cmd.clone()).await;
-                check_outcome(&format!("step {i} {spec:?}"), &before, &res, predicted, &f, &mut tally);
+                check_outcome(
+                    &format!("step {i} {spec:?}"),
+                    &before,
+                    &res,
+                    predicted,
+                    &f,
+                    &mut tally,
+                );
                 if let Ok(evs) = res {
                     if !evs.is_empty() {
                         accepted.push((vec![cmd], evs));
@@ -411,9 +622,19 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
                 let cmds: Vec<Command> = specs.iter().map(Spec::command).collect();
                 let predicted = predict_batch(&registry, &cmds, &before).map_err(|_| None);
                 let res = f.submit_all(cmds.clone()).await;
-                check_outcome(&format!("step {i} batch {specs:?}"), &before, &res, predicted, &f, &mut tally);
+                check_outcome(
+                    &format!("step {i} batch {specs:?}"),
+                    &before,
+                    &res,
+                    predicted,
+                    &f,
+                    &mut tally,
+                );
                 if let Ok(evs) = &res {
-                    assert!(evs.iter().all(|e| e.cmd_id == cmds[0].cmd_id), "a batch's events carry its first cmd_id");
+                    assert!(
+                        evs.iter().all(|e| e.cmd_id == cmds[0].cmd_id),
+                        "a batch's events carry its first cmd_id"
+                    );
                     if !evs.is_empty() {
                         accepted.push((cmds, evs.clone()));
                     }
@@ -424,9 +645,21 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
                     continue;
                 }
                 let (cmds, original) = accepted[idx.index(accepted.len())].clone();
-                let res = if cmds.len() == 1 { f.submit(cmds[0].clone()).await } else { f.submit_all(cmds).await };
-                assert_eq!(res.as_ref().ok(), Some(&original), "step {i}: a resubmitted cmd_id returns its original events");
-                assert_eq!(f.last_seq(), before.last_seq, "step {i}: and writes nothing");
+                let res = if cmds.len() == 1 {
+                    f.submit(cmds[0].clone()).await
+                } else {
+                    f.submit_all(cmds).await
+                };
+                assert_eq!(
+                    res.as_ref().ok(),
+                    Some(&original),
+                    "step {i}: a resubmitted cmd_id returns its original events"
+                );
+                assert_eq!(
+                    f.last_seq(),
+                    before.last_seq,
+                    "step {i}: and writes nothing"
+                );
                 assert_eq!(f.state_digest(), before.digest());
             }
         }
@@ -440,13 +673,24 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
     f.close().await;
 
     let (report, _) = elfiee_engine::replay(&path, |_, _| {}).unwrap();
-    assert_eq!(report.state_digest, live, "log-only replay equals the live state");
+    assert_eq!(
+        report.state_digest, live,
+        "log-only replay equals the live state"
+    );
     assert_eq!(report.events, last);
 
     let final_snapshot = stored_snapshot(&path).expect("close writes a snapshot");
-    assert_eq!(snapshot_seq(&final_snapshot), last, "the snapshot at close is current");
+    assert_eq!(
+        snapshot_seq(&final_snapshot),
+        last,
+        "the snapshot at close is current"
+    );
     let g = engine.open(&path).await.unwrap();
-    assert_eq!(g.state_digest(), live, "reopen from the final snapshot equals the live state");
+    assert_eq!(
+        g.state_digest(),
+        live,
+        "reopen from the final snapshot equals the live state"
+    );
     assert_eq!(g.events(1).unwrap(), events);
     g.close().await;
 
@@ -455,7 +699,10 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
     assert!(v.ok, "verify: {:?}", v.problems);
     assert_eq!(v.events, last);
 
-    let mid: Vec<&Vec<u8>> = snapshots.iter().filter(|s| snapshot_seq(s) < last).collect();
+    let mid: Vec<&Vec<u8>> = snapshots
+        .iter()
+        .filter(|s| snapshot_seq(s) < last)
+        .collect();
     if std::env::var_os("ELFIEE_PROP_STATS").is_some() {
         println!(
             "steps {}, accepted {}, rejected {}, events {last}, mid-sequence snapshots {}",
@@ -470,9 +717,16 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
         let seq = snapshot_seq(snap);
         let v = elfiee_engine::verify(&path, |_, _| {}).unwrap();
         assert!(v.ok, "verify with the snapshot at {seq}: {:?}", v.problems);
-        assert_eq!(v.snapshot.as_deref(), Some(format!("valid at seq {seq}").as_str()));
+        assert_eq!(
+            v.snapshot.as_deref(),
+            Some(format!("valid at seq {seq}").as_str())
+        );
         let g = engine.open(&path).await.unwrap();
-        assert_eq!(g.state_digest(), live, "snapshot at {seq} + tail up to {last} equals the live state");
+        assert_eq!(
+            g.state_digest(),
+            live,
+            "snapshot at {seq} + tail up to {last} equals the live state"
+        );
         g.close().await;
     }
 }
@@ -502,12 +756,26 @@ proptest! {
 fn the_generator_produces_both_accepted_and_rejected_commands_of_every_kind() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
-    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]));
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]),
+    );
     let registry = Registry::builtin();
-    let ctx = registry.ctx(DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(), "n", [3; 16]);
+    let ctx = registry.ctx(
+        DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+        "n",
+        [3; 16],
+    );
     let fresh = || {
         let mut state = State::default();
-        for cmd in std::iter::once(Command::new("alice", "elf.init", None, json!({"name": "Alice"}))).chain(setup()) {
+        for cmd in std::iter::once(Command::new(
+            "alice",
+            "elf.init",
+            None,
+            json!({"name": "Alice"}),
+        ))
+        .chain(setup())
+        {
             let evs = registry.execute(&cmd, &state, &ctx).unwrap();
             commit(&mut state, evs);
         }
@@ -531,7 +799,10 @@ fn the_generator_produces_both_accepted_and_rejected_commands_of_every_kind() {
     }
     let (n_ok, n_err) = (ok.values().sum::<usize>(), err.values().sum::<usize>());
     println!("accepted {n_ok}, rejected {n_err}\nok {ok:?}\nerr {err:?}");
-    assert!(n_ok * 5 >= n_ok + n_err, "at least a fifth of the generated commands should be accepted");
+    assert!(
+        n_ok * 5 >= n_ok + n_err,
+        "at least a fifth of the generated commands should be accepted"
+    );
     for cap in [
         "core.create",
         "markdown.write",
@@ -546,8 +817,14 @@ fn the_generator_produces_both_accepted_and_rejected_commands_of_every_kind() {
         "editor.create",
         "editor.delete",
     ] {
-        assert!(ok.get(cap).copied().unwrap_or(0) > 0, "{cap} is never accepted: ok {ok:?}");
-        assert!(err.get(cap).copied().unwrap_or(0) > 0, "{cap} is never rejected: err {err:?}");
+        assert!(
+            ok.get(cap).copied().unwrap_or(0) > 0,
+            "{cap} is never accepted: ok {ok:?}"
+        );
+        assert!(
+            err.get(cap).copied().unwrap_or(0) > 0,
+            "{cap} is never rejected: err {err:?}"
+        );
     }
 }
 
@@ -571,26 +848,42 @@ fn wild() -> impl Strategy<Value = Spec> {
         1 => Just("core.create\u{0}".to_string()),
     ];
     let editor = prop_oneof![4 => editor(), 1 => Just("*".to_string()), 1 => ".{0,8}"];
-    let block = prop::option::of(prop_oneof![4 => block(), 1 => Just("*".to_string()), 1 => ".{0,8}"]);
+    let block =
+        prop::option::of(prop_oneof![4 => block(), 1 => Just("*".to_string()), 1 => ".{0,8}"]);
     let expected = prop::option::of(any::<u64>());
-    (editor, cap, block, arb_json(), expected).prop_map(|(editor, cap, block, payload, expected_seq)| Spec {
-        editor,
-        cap,
-        block,
-        payload,
-        expected_seq,
-    })
+    (editor, cap, block, arb_json(), expected).prop_map(
+        |(editor, cap, block, payload, expected_seq)| Spec {
+            editor,
+            cap,
+            block,
+            payload,
+            expected_seq,
+        },
+    )
 }
 
-fn check_pure(registry: &Registry, state: &mut State, cmd: &Command, n: u32) -> Result<(), TestCaseError> {
+fn check_pure(
+    registry: &Registry,
+    state: &mut State,
+    cmd: &Command,
+    n: u32,
+) -> Result<(), TestCaseError> {
     let t = DateTime::from_timestamp_millis(1_700_000_000_000 + n as i64).unwrap();
     let ctx = registry.ctx(t, "node-p", [n as u8; 16]);
     let before = state.digest();
     let r1 = registry.execute(cmd, state, &ctx);
     let r2 = registry.execute(cmd, &state.clone(), &ctx.clone());
     prop_assert_eq!(&r1, &r2, "same (cmd, state, ctx) must give the same result");
-    prop_assert!(!matches!(r1, Err(CapError::HandlerPanic { .. })), "handler panicked: {:?}", r1);
-    prop_assert_eq!(state.digest(), before.clone(), "execute must not change the state");
+    prop_assert!(
+        !matches!(r1, Err(CapError::HandlerPanic { .. })),
+        "handler panicked: {:?}",
+        r1
+    );
+    prop_assert_eq!(
+        state.digest(),
+        before.clone(),
+        "execute must not change the state"
+    );
     match r1 {
         Err(e) => {
             prop_assert!(!e.to_string().trim().is_empty());
@@ -604,10 +897,15 @@ fn check_pure(registry: &Registry, state: &mut State, cmd: &Command, n: u32) -> 
             for (k, mut e) in events.into_iter().enumerate() {
                 prop_assert_eq!(e.cmd_id, cmd.cmd_id);
                 let prefix = format!("{}/", cmd.editor_id);
-                prop_assert!(e.attribute.starts_with(&prefix), "attribute {:?} names the editor", e.attribute);
+                prop_assert!(
+                    e.attribute.starts_with(&prefix),
+                    "attribute {:?} names the editor",
+                    e.attribute
+                );
                 e.seq = state.last_seq + 1 + k as u64;
                 let bytes = codec::seal(&prev, &mut e);
-                let back = codec::open(e.seq, &bytes, Some(&prev)).map_err(|r| TestCaseError::fail(format!("codec: {r}")))?;
+                let back = codec::open(e.seq, &bytes, Some(&prev))
+                    .map_err(|r| TestCaseError::fail(format!("codec: {r}")))?;
                 prop_assert_eq!(&back, &e, "an event survives seal/open unchanged");
                 prev = e.hash;
                 decoded.push(back);
@@ -617,7 +915,11 @@ fn check_pure(registry: &Registry, state: &mut State, cmd: &Command, n: u32) -> 
             for e in &sealed {
                 apply(state, e);
             }
-            prop_assert_eq!(via_codec.digest(), state.digest(), "live and decoded events give the same state");
+            prop_assert_eq!(
+                via_codec.digest(),
+                state.digest(),
+                "live and decoded events give the same state"
+            );
         }
     }
     Ok(())

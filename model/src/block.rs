@@ -100,7 +100,15 @@ pub struct Grant {
 }
 
 impl Grant {
-    pub fn new(editor_id: impl Into<String>, cap_id: impl Into<String>, block_id: impl Into<String>) -> Self {
-        Grant { editor_id: editor_id.into(), cap_id: cap_id.into(), block_id: block_id.into() }
+    pub fn new(
+        editor_id: impl Into<String>,
+        cap_id: impl Into<String>,
+        block_id: impl Into<String>,
+    ) -> Self {
+        Grant {
+            editor_id: editor_id.into(),
+            cap_id: cap_id.into(),
+            block_id: block_id.into(),
+        }
     }
 }

@@ -9,7 +9,11 @@ pub enum CapError {
     #[error("unknown capability '{0}'; run `elfiee caps` or see docs/EVENTS.md for the list")]
     UnknownCapability(String),
     #[error("editor '{editor}' may not run '{cap}' on '{block}'; ask the block owner for `elfiee grant {editor} {cap} {block}`")]
-    Unauthorized { editor: String, cap: String, block: String },
+    Unauthorized {
+        editor: String,
+        cap: String,
+        block: String,
+    },
     #[error("editor '{0}' does not exist or was deleted; create it with `elfiee editor create`")]
     UnknownEditor(String),
     #[error("block '{0}' not found; list blocks with `elfiee block list`")]
@@ -19,7 +23,11 @@ pub enum CapError {
     #[error("{0}")]
     Rejected(String),
     #[error("conflict: block '{block}' changed at seq {actual}, after the expected seq {expected}; reload it and retry")]
-    Conflict { block: String, expected: u64, actual: u64 },
+    Conflict {
+        block: String,
+        expected: u64,
+        actual: u64,
+    },
     #[error("the handler for '{cap}' failed unexpectedly ({message}); nothing was written, please report this")]
     HandlerPanic { cap: String, message: String },
 }
@@ -27,7 +35,10 @@ pub enum CapError {
 impl CapError {
     /// Shorthand for [`CapError::InvalidPayload`].
     pub fn payload(cap: &str, reason: impl Into<String>) -> CapError {
-        CapError::InvalidPayload { cap: cap.to_owned(), reason: reason.into() }
+        CapError::InvalidPayload {
+            cap: cap.to_owned(),
+            reason: reason.into(),
+        }
     }
 
     /// Shorthand for [`CapError::Rejected`].

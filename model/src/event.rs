@@ -36,7 +36,10 @@ impl Event {
 
     /// The capability half of `attribute` (what kind of change this event is).
     pub fn cap_id(&self) -> &str {
-        self.attribute.split_once('/').map(|(_, c)| c).unwrap_or(&self.attribute)
+        self.attribute
+            .split_once('/')
+            .map(|(_, c)| c)
+            .unwrap_or(&self.attribute)
     }
 }
 
@@ -53,7 +56,11 @@ pub struct EventDraft {
 
 impl EventDraft {
     pub fn new(entity: impl Into<String>, kind: impl Into<String>, value: Value) -> EventDraft {
-        EventDraft { entity: entity.into(), kind: kind.into(), value }
+        EventDraft {
+            entity: entity.into(),
+            kind: kind.into(),
+            value,
+        }
     }
 }
 
@@ -125,7 +132,10 @@ impl<'de> Deserialize<'de> for EventHash {
             EventHash::from_hex(&s).ok_or_else(|| D::Error::custom("expected 64 hex characters"))
         } else {
             let b: serde_bytes_compat::Bytes = Deserialize::deserialize(d)?;
-            let arr: [u8; 32] = b.0.as_slice().try_into().map_err(|_| D::Error::custom("expected 32 bytes"))?;
+            let arr: [u8; 32] =
+                b.0.as_slice()
+                    .try_into()
+                    .map_err(|_| D::Error::custom("expected 32 bytes"))?;
             Ok(EventHash(arr))
         }
     }

@@ -22,7 +22,10 @@ mod event;
 
 pub use block::{Block, BlockMetadata, Editor, EditorType, Grant, Relation};
 pub use command::Command;
-pub use contents::{AgentContents, AgentStatus, DirectoryEntry, ImportedFile, SkippedFile, TerminalContents, EXTERNAL_ROOT_PATH};
+pub use contents::{
+    AgentContents, AgentStatus, DirectoryEntry, ImportedFile, SkippedFile, TerminalContents,
+    EXTERNAL_ROOT_PATH,
+};
 pub use ctx::Ctx;
 pub use error::CapError;
 pub use event::{Event, EventDraft, EventHash};

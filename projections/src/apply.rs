@@ -66,11 +66,17 @@ pub fn apply(state: &mut State, event: &Event) {
         }),
         "core.link" | "core.unlink" => {
             let link = event.value.get("to").and_then(Value::as_str).zip(
-                event.value.get("relation").and_then(Value::as_str).and_then(Relation::parse),
+                event
+                    .value
+                    .get("relation")
+                    .and_then(Value::as_str)
+                    .and_then(Relation::parse),
             );
             let Some((to, rel)) = link else { return };
             let linking = event.cap_id() == "core.link";
-            let Some(block) = state.blocks.get_mut(entity) else { return };
+            let Some(block) = state.blocks.get_mut(entity) else {
+                return;
+            };
             let list = block.children.entry(rel.as_str().to_owned()).or_default();
             if linking {
                 if !list.iter().any(|c| c == to) {
@@ -108,18 +114,33 @@ pub fn apply(state: &mut State, event: &Event) {
                 if let Value::Object(obj) = &mut p {
                     obj.insert("agent_block_id".into(), Value::String(entity.to_owned()));
                     obj.insert("created_seq".into(), Value::from(event.seq));
-                    obj.insert("editor_id".into(), Value::String(event.editor_id().to_owned()));
-                    obj.entry("status").or_insert_with(|| Value::String("pending".into()));
+                    obj.insert(
+                        "editor_id".into(),
+                        Value::String(event.editor_id().to_owned()),
+                    );
+                    obj.entry("status")
+                        .or_insert_with(|| Value::String("pending".into()));
                 }
                 proposals(state).insert(id.to_owned(), p);
             }
             false
         }
         "agent.approve" => {
-            let id = event.value.get("proposal_id").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let id = event
+                .value
+                .get("proposal_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             if let Some(Value::Object(p)) = proposals(state).get_mut(&id) {
-                p.insert("status".into(), event.value.get("status").cloned().unwrap_or(Value::Null));
-                p.insert("decided_by".into(), Value::String(event.editor_id().to_owned()));
+                p.insert(
+                    "status".into(),
+                    event.value.get("status").cloned().unwrap_or(Value::Null),
+                );
+                p.insert(
+                    "decided_by".into(),
+                    Value::String(event.editor_id().to_owned()),
+                );
                 p.insert("decided_seq".into(), Value::from(event.seq));
                 if let Some(f) = event.value.get("feedback").filter(|f| !f.is_null()) {
                     p.insert("feedback".into(), f.clone());
@@ -132,7 +153,9 @@ pub fn apply(state: &mut State, event: &Event) {
                 if integration.is_null() {
                     b.metadata.custom.remove("integration");
                 } else {
-                    b.metadata.custom.insert("integration".into(), integration.clone());
+                    b.metadata
+                        .custom
+                        .insert("integration".into(), integration.clone());
                 }
             }
             if event.cap_id() == "agent.effect_outcome" {
@@ -147,7 +170,10 @@ pub fn apply(state: &mut State, event: &Event) {
 }
 
 fn proposals(state: &mut State) -> &mut serde_json::Map<String, Value> {
-    let v = state.extensions.entry("proposals".into()).or_insert_with(|| Value::Object(Default::default()));
+    let v = state
+        .extensions
+        .entry("proposals".into())
+        .or_insert_with(|| Value::Object(Default::default()));
     if !v.is_object() {
         *v = Value::Object(Default::default());
     }
@@ -197,7 +223,9 @@ fn update_block(state: &mut State, event: &Event, f: impl FnOnce(&mut Block, &Va
 
 /// Removes a block and every relation that mentions it, in both directions.
 fn delete_block(state: &mut State, id: &str) {
-    let Some(block) = state.blocks.remove(id) else { return };
+    let Some(block) = state.blocks.remove(id) else {
+        return;
+    };
     for (rel, targets) in &block.children {
         if let Some(rel) = Relation::parse(rel) {
             for t in targets {
@@ -205,7 +233,11 @@ fn delete_block(state: &mut State, id: &str) {
             }
         }
     }
-    let parents: Vec<(Relation, String)> = state.graph.parents_of(id).map(|(r, p)| (r, p.to_owned())).collect();
+    let parents: Vec<(Relation, String)> = state
+        .graph
+        .parents_of(id)
+        .map(|(r, p)| (r, p.to_owned()))
+        .collect();
     for (rel, parent) in parents {
         if let Some(p) = state.blocks.get_mut(&parent) {
             if let Some(list) = p.children.get_mut(rel.as_str()) {
@@ -250,9 +282,20 @@ mod tests {
     fn unknown_and_malformed_events_are_skipped_not_panics() {
         let mut s = State::default();
         apply(&mut s, &ev(1, "x", "alice/made.up", json!(null)));
-        apply(&mut s, &ev(2, "x", "alice/core.create", json!({"nonsense": true})));
+        apply(
+            &mut s,
+            &ev(2, "x", "alice/core.create", json!({"nonsense": true})),
+        );
         apply(&mut s, &ev(3, "x", "no-slash", json!([1, 2])));
-        apply(&mut s, &ev(4, "ghost", "alice/core.link", json!({"to": "y", "relation": "reference"})));
+        apply(
+            &mut s,
+            &ev(
+                4,
+                "ghost",
+                "alice/core.link",
+                json!({"to": "y", "relation": "reference"}),
+            ),
+        );
         apply(&mut s, &ev(5, "ghost", "alice/core.delete", json!({})));
         assert!(s.blocks.is_empty());
         assert_eq!(s.last_seq, 5);
@@ -262,10 +305,29 @@ mod tests {
     fn delete_cleans_relations_in_both_directions() {
         let mut s = State::default();
         for (i, id) in ["a", "b", "c"].iter().enumerate() {
-            apply(&mut s, &ev(i as u64 + 1, id, "alice/core.create", block(id)));
+            apply(
+                &mut s,
+                &ev(i as u64 + 1, id, "alice/core.create", block(id)),
+            );
         }
-        apply(&mut s, &ev(4, "a", "alice/core.link", json!({"to": "b", "relation": "reference"})));
-        apply(&mut s, &ev(5, "b", "alice/core.link", json!({"to": "c", "relation": "implement"})));
+        apply(
+            &mut s,
+            &ev(
+                4,
+                "a",
+                "alice/core.link",
+                json!({"to": "b", "relation": "reference"}),
+            ),
+        );
+        apply(
+            &mut s,
+            &ev(
+                5,
+                "b",
+                "alice/core.link",
+                json!({"to": "c", "relation": "implement"}),
+            ),
+        );
         assert_eq!(s.parents_of("b").count(), 1);
         apply(&mut s, &ev(6, "b", "alice/core.delete", json!({})));
         assert!(s.blocks["a"].children.is_empty());
@@ -277,7 +339,15 @@ mod tests {
     fn content_write_merges_and_stamps_updated_at() {
         let mut s = State::default();
         apply(&mut s, &ev(1, "a", "alice/core.create", block("a")));
-        apply(&mut s, &ev(2, "a", "alice/markdown.write", json!({"contents": {"markdown": "# hi"}})));
+        apply(
+            &mut s,
+            &ev(
+                2,
+                "a",
+                "alice/markdown.write",
+                json!({"contents": {"markdown": "# hi"}}),
+            ),
+        );
         assert_eq!(s.blocks["a"].contents["markdown"], "# hi");
         assert_eq!(s.blocks["a"].metadata.updated_at.timestamp_millis(), 2000);
         assert_eq!(s.block_seq["a"], 2);

@@ -55,7 +55,11 @@ pub struct ContextOptions {
 
 impl Default for ContextOptions {
     fn default() -> Self {
-        ContextOptions { max_depth: 2, max_tokens: 8000, relations: Relation::ALL.to_vec() }
+        ContextOptions {
+            max_depth: 2,
+            max_tokens: 8000,
+            relations: Relation::ALL.to_vec(),
+        }
     }
 }
 
@@ -103,7 +107,9 @@ impl Context {
 pub fn tokenizer() -> &'static CoreBPE {
     static BPE: OnceLock<CoreBPE> = OnceLock::new();
     // The vocabulary is compiled in; failing to parse it is a build defect, not an input error.
-    BPE.get_or_init(|| tiktoken_rs::cl100k_base().expect("the bundled cl100k_base vocabulary parses"))
+    BPE.get_or_init(|| {
+        tiktoken_rs::cl100k_base().expect("the bundled cl100k_base vocabulary parses")
+    })
 }
 
 /// Tokens of `text` (`cl100k_base`, special-token text counted as ordinary text).
@@ -147,7 +153,12 @@ pub fn collect_context(state: &crate::State, roots: &[String], opts: &ContextOpt
     for (block, depth) in rest.by_ref() {
         let body = Body::of(block);
         let text = body.render(body.raw.len(), false);
-        let tokens = count_tokens(&section(&block.name, &block.block_type, &block.block_id, &text));
+        let tokens = count_tokens(&section(
+            &block.name,
+            &block.block_type,
+            &block.block_id,
+            &text,
+        ));
         if tokens <= budget_left {
             budget_left -= tokens;
             ctx.items.push(item(block, depth, text, tokens));
@@ -191,7 +202,12 @@ fn section(name: &str, block_type: &str, block_id: &str, text: &str) -> String {
 fn cut_to_fit(block: &Block, body: &Body, budget: usize) -> Option<(String, usize)> {
     let tokens_at = |len: usize| {
         let text = body.render(len, true);
-        let n = count_tokens(&section(&block.name, &block.block_type, &block.block_id, &text));
+        let n = count_tokens(&section(
+            &block.name,
+            &block.block_type,
+            &block.block_id,
+            &text,
+        ));
         (text, n)
     };
     let empty = tokens_at(0);
@@ -202,14 +218,22 @@ fn cut_to_fit(block: &Block, body: &Body, budget: usize) -> Option<(String, usiz
     let bpe = tokenizer();
     let room = budget - empty.1;
     let tokens = bpe.encode_ordinary(&body.raw);
-    let guess_bytes: usize = tokens.iter().take(room).map(|t| bpe.decode_bytes(&[*t]).map_or(0, |b| b.len())).sum();
+    let guess_bytes: usize = tokens
+        .iter()
+        .take(room)
+        .map(|t| bpe.decode_bytes(&[*t]).map_or(0, |b| b.len()))
+        .sum();
     let guess = floor_char_boundary(&body.raw, guess_bytes.min(body.raw.len()));
     let at_guess = tokens_at(guess);
     if at_guess.1 <= budget {
         return Some(at_guess);
     }
     // Re-tokenizing a cut can differ at the seam; search below the guess (the invariant: `lo` fits).
-    let bounds: Vec<usize> = body.raw[..guess].char_indices().map(|(i, _)| i).chain([guess]).collect();
+    let bounds: Vec<usize> = body.raw[..guess]
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([guess])
+        .collect();
     let (mut lo, mut hi) = (0usize, bounds.len() - 1); // indices into bounds; bounds[0] = 0
     let mut best = empty;
     while lo < hi {
@@ -241,19 +265,35 @@ struct Body {
 
 impl Body {
     fn of(block: &Block) -> Body {
-        let str_field = |key: &str| block.contents.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
+        let str_field = |key: &str| {
+            block
+                .contents
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
         match block.block_type.as_str() {
-            "markdown" => Body { raw: str_field("markdown"), fence: None },
+            "markdown" => Body {
+                raw: str_field("markdown"),
+                fence: None,
+            },
             "code" => {
                 let raw = str_field("text");
                 // A fence longer than any backtick run inside, so the code cannot close it.
                 let longest = raw.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-                Body { fence: Some(("`".repeat(longest.max(2) + 1), str_field("language"))), raw }
+                Body {
+                    fence: Some(("`".repeat(longest.max(2) + 1), str_field("language"))),
+                    raw,
+                }
             }
             _ => {
                 let json = serde_json::to_string_pretty(&block.contents).unwrap_or_default();
                 let raw = if json.len() > OTHER_CONTENTS_MAX_BYTES {
-                    format!("{}\n…", &json[..floor_char_boundary(&json, OTHER_CONTENTS_MAX_BYTES)])
+                    format!(
+                        "{}\n…",
+                        &json[..floor_char_boundary(&json, OTHER_CONTENTS_MAX_BYTES)]
+                    )
                 } else {
                     json
                 };
@@ -307,7 +347,11 @@ fn bench_state(n: usize) -> crate::State {
         let children: Vec<String> = if i == 0 {
             (1..=fanout.min(n - 1)).map(|c| format!("b{c}")).collect()
         } else if i <= fanout {
-            (0..fanout).map(|k| fanout + 1 + (i - 1) * fanout + k).filter(|&c| c < n).map(|c| format!("b{c}")).collect()
+            (0..fanout)
+                .map(|k| fanout + 1 + (i - 1) * fanout + k)
+                .filter(|&c| c < n)
+                .map(|c| format!("b{c}"))
+                .collect()
         } else {
             Vec::new()
         };

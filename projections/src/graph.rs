@@ -12,7 +12,10 @@ pub struct RelationGraph {
 
 impl RelationGraph {
     pub(crate) fn add(&mut self, from: &str, to: &str, rel: Relation) {
-        self.parents.entry(to.to_owned()).or_default().insert((rel, from.to_owned()));
+        self.parents
+            .entry(to.to_owned())
+            .or_default()
+            .insert((rel, from.to_owned()));
     }
 
     pub(crate) fn remove(&mut self, from: &str, to: &str, rel: Relation) {
@@ -34,17 +37,24 @@ impl RelationGraph {
 
     /// Blocks that link *to* `block`, with the relation they use.
     pub fn parents_of<'a>(&'a self, block: &str) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
-        self.parents.get(block).into_iter().flat_map(|s| s.iter().map(|(r, p)| (*r, p.as_str())))
+        self.parents
+            .get(block)
+            .into_iter()
+            .flat_map(|s| s.iter().map(|(r, p)| (*r, p.as_str())))
     }
 }
 
 impl crate::State {
     /// Blocks that `block` links to, with the relation.
-    pub fn children_of<'a>(&'a self, block: &str) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
+    pub fn children_of<'a>(
+        &'a self,
+        block: &str,
+    ) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
         self.blocks.get(block).into_iter().flat_map(|b| {
-            b.children.iter().filter_map(|(r, ids)| Relation::parse(r).map(|r| (r, ids))).flat_map(
-                |(r, ids)| ids.iter().map(move |id| (r, id.as_str())),
-            )
+            b.children
+                .iter()
+                .filter_map(|(r, ids)| Relation::parse(r).map(|r| (r, ids)))
+                .flat_map(|(r, ids)| ids.iter().map(move |id| (r, id.as_str())))
         })
     }
 

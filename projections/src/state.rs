@@ -45,9 +45,16 @@ impl State {
     /// Ownership is checked separately (see the CBAC module of `elfiee-capabilities`).
     pub fn has_grant(&self, editor: &str, cap: &str, block: &str) -> bool {
         let probe = |e: &str, b: &str| {
-            self.grants.contains(&Grant { editor_id: e.to_owned(), cap_id: cap.to_owned(), block_id: b.to_owned() })
+            self.grants.contains(&Grant {
+                editor_id: e.to_owned(),
+                cap_id: cap.to_owned(),
+                block_id: b.to_owned(),
+            })
         };
-        probe(editor, block) || probe(WILDCARD, block) || probe(editor, WILDCARD) || probe(WILDCARD, WILDCARD)
+        probe(editor, block)
+            || probe(WILDCARD, block)
+            || probe(editor, WILDCARD)
+            || probe(WILDCARD, WILDCARD)
     }
 
     /// Grants held by one editor (exact id only).

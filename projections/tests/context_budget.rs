@@ -13,7 +13,10 @@ use serde_json::{json, Value};
 fn block(id: &str, block_type: &str, contents: Value, links: &[(&str, &str)]) -> Block {
     let mut children: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (rel, to) in links {
-        children.entry((*rel).to_owned()).or_default().push((*to).to_owned());
+        children
+            .entry((*rel).to_owned())
+            .or_default()
+            .push((*to).to_owned());
     }
     let t = DateTime::from_timestamp_millis(0).unwrap();
     Block {
@@ -23,7 +26,12 @@ fn block(id: &str, block_type: &str, contents: Value, links: &[(&str, &str)]) ->
         contents,
         children,
         owner: "alice".into(),
-        metadata: BlockMetadata { description: None, created_at: t, updated_at: t, custom: BTreeMap::new() },
+        metadata: BlockMetadata {
+            description: None,
+            created_at: t,
+            updated_at: t,
+            custom: BTreeMap::new(),
+        },
     }
 }
 
@@ -48,7 +56,10 @@ fn roots(r: &[&str]) -> Vec<String> {
 }
 
 fn big() -> ContextOptions {
-    ContextOptions { max_tokens: 1_000_000, ..ContextOptions::default() }
+    ContextOptions {
+        max_tokens: 1_000_000,
+        ..ContextOptions::default()
+    }
 }
 
 #[test]
@@ -56,7 +67,11 @@ fn tokenizer_is_cl100k() {
     // "hello world" is [15339, 1917] in cl100k_base (it would be different in o200k or p50k).
     assert_eq!(count_tokens("hello world"), 2);
     assert_eq!(count_tokens(""), 0);
-    assert_eq!(count_tokens("<|endoftext|>"), 7, "special-token text counts as ordinary text");
+    assert_eq!(
+        count_tokens("<|endoftext|>"),
+        7,
+        "special-token text counts as ordinary text"
+    );
 }
 
 #[test]
@@ -69,10 +84,27 @@ fn walk_stops_at_max_depth() {
     ]);
     let ctx = collect_context(&s, &roots(&["a"]), &big());
     assert_eq!(ids(&ctx), ["a", "b", "c"]);
-    assert_eq!(ctx.items.iter().map(|i| i.depth).collect::<Vec<_>>(), [0, 1, 2]);
-    let ctx = collect_context(&s, &roots(&["a"]), &ContextOptions { max_depth: 0, ..big() });
+    assert_eq!(
+        ctx.items.iter().map(|i| i.depth).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+    let ctx = collect_context(
+        &s,
+        &roots(&["a"]),
+        &ContextOptions {
+            max_depth: 0,
+            ..big()
+        },
+    );
     assert_eq!(ids(&ctx), ["a"]);
-    let ctx = collect_context(&s, &roots(&["a"]), &ContextOptions { max_depth: 10, ..big() });
+    let ctx = collect_context(
+        &s,
+        &roots(&["a"]),
+        &ContextOptions {
+            max_depth: 10,
+            ..big()
+        },
+    );
     assert_eq!(ids(&ctx), ["a", "b", "c", "d"]);
     assert!(ctx.dropped.is_empty() && ctx.truncated.is_none());
 }
@@ -85,15 +117,29 @@ fn cycles_and_shared_children_are_visited_once() {
         md("b", "B", &[("reference", "a"), ("implement", "c")]),
         md("c", "C", &[("reference", "a"), ("reference", "c")]),
     ]);
-    let ctx = collect_context(&s, &roots(&["a", "b", "a"]), &ContextOptions { max_depth: 50, ..big() });
+    let ctx = collect_context(
+        &s,
+        &roots(&["a", "b", "a"]),
+        &ContextOptions {
+            max_depth: 50,
+            ..big()
+        },
+    );
     assert_eq!(ids(&ctx), ["a", "b", "c"]);
-    assert_eq!(ctx.items.iter().map(|i| i.depth).collect::<Vec<_>>(), [0, 0, 1]);
+    assert_eq!(
+        ctx.items.iter().map(|i| i.depth).collect::<Vec<_>>(),
+        [0, 0, 1]
+    );
 }
 
 #[test]
 fn only_the_chosen_relations_are_followed_and_unknown_roots_skipped() {
     let s = state(vec![
-        md("a", "A", &[("reference", "r"), ("implement", "i"), ("custom", "x")]),
+        md(
+            "a",
+            "A",
+            &[("reference", "r"), ("implement", "i"), ("custom", "x")],
+        ),
         md("r", "R", &[]),
         md("i", "I", &[]),
         md("x", "X", &[]),
@@ -101,31 +147,64 @@ fn only_the_chosen_relations_are_followed_and_unknown_roots_skipped() {
     let ctx = collect_context(&s, &roots(&["ghost", "a"]), &big());
     // Children come relation by relation (implement before reference), each in link order.
     assert_eq!(ids(&ctx), ["a", "i", "r"]);
-    let only_ref = ContextOptions { relations: vec![Relation::Reference], ..big() };
-    assert_eq!(ids(&collect_context(&s, &roots(&["a"]), &only_ref)), ["a", "r"]);
+    let only_ref = ContextOptions {
+        relations: vec![Relation::Reference],
+        ..big()
+    };
+    assert_eq!(
+        ids(&collect_context(&s, &roots(&["a"]), &only_ref)),
+        ["a", "r"]
+    );
 }
 
 #[test]
 fn sections_render_markdown_code_and_other_blocks() {
     let s = state(vec![
-        md("m", "# Title\n\n正文", &[("reference", "c"), ("reference", "o")]),
-        block("c", "code", json!({"text": "let s = \"```\";", "language": "rust"}), &[]),
+        md(
+            "m",
+            "# Title\n\n正文",
+            &[("reference", "c"), ("reference", "o")],
+        ),
+        block(
+            "c",
+            "code",
+            json!({"text": "let s = \"```\";", "language": "rust"}),
+            &[],
+        ),
         block("o", "terminal", json!({"shell": "sh", "env": {}}), &[]),
     ]);
     let ctx = collect_context(&s, &roots(&["m"]), &big());
-    assert_eq!(ctx.items[0].section(), "## name of m (markdown, m)\n\n# Title\n\n正文\n\n");
+    assert_eq!(
+        ctx.items[0].section(),
+        "## name of m (markdown, m)\n\n# Title\n\n正文\n\n"
+    );
     // The code contains ``` so the fence is longer.
     assert_eq!(ctx.items[1].text, "````rust\nlet s = \"```\";\n````");
-    assert_eq!(ctx.items[2].text, serde_json::to_string_pretty(&json!({"shell": "sh", "env": {}})).unwrap());
-    assert_eq!(ctx.to_markdown(), ctx.items.iter().map(|i| i.section()).collect::<String>());
+    assert_eq!(
+        ctx.items[2].text,
+        serde_json::to_string_pretty(&json!({"shell": "sh", "env": {}})).unwrap()
+    );
+    assert_eq!(
+        ctx.to_markdown(),
+        ctx.items.iter().map(|i| i.section()).collect::<String>()
+    );
     assert_eq!(ctx.total_tokens, count_tokens(&ctx.to_markdown()));
 }
 
 #[test]
 fn large_contents_of_other_types_are_shortened() {
-    let s = state(vec![block("d", "directory", json!({"entries": vec!["x".repeat(50); 200]}), &[])]);
+    let s = state(vec![block(
+        "d",
+        "directory",
+        json!({"entries": vec!["x".repeat(50); 200]}),
+        &[],
+    )]);
     let ctx = collect_context(&s, &roots(&["d"]), &big());
-    assert!(ctx.items[0].text.len() <= 2100, "{}", ctx.items[0].text.len());
+    assert!(
+        ctx.items[0].text.len() <= 2100,
+        "{}",
+        ctx.items[0].text.len()
+    );
     assert!(ctx.items[0].text.ends_with('…'));
 }
 
@@ -144,7 +223,14 @@ fn deepest_blocks_are_dropped_first_then_the_last_kept_is_cut() {
 
     // Room for everything but the grandchild: it alone goes, nothing is cut.
     let budget = t[0] + t[1] + t[2];
-    let ctx = collect_context(&s, &roots(&["root"]), &ContextOptions { max_tokens: budget, ..big() });
+    let ctx = collect_context(
+        &s,
+        &roots(&["root"]),
+        &ContextOptions {
+            max_tokens: budget,
+            ..big()
+        },
+    );
     assert_eq!(ids(&ctx), ["root", "c1", "c2"]);
     assert_eq!(ctx.dropped, ["g1"]);
     assert_eq!(ctx.truncated, None);
@@ -152,24 +238,53 @@ fn deepest_blocks_are_dropped_first_then_the_last_kept_is_cut() {
 
     // Half of c2's share left: g1 dropped, c2 cut and marked, filled close to the budget.
     let budget = t[0] + t[1] + t[2] / 2;
-    let ctx = collect_context(&s, &roots(&["root"]), &ContextOptions { max_tokens: budget, ..big() });
+    let ctx = collect_context(
+        &s,
+        &roots(&["root"]),
+        &ContextOptions {
+            max_tokens: budget,
+            ..big()
+        },
+    );
     assert_eq!(ids(&ctx), ["root", "c1", "c2"]);
     assert_eq!(ctx.dropped, ["g1"]);
     assert_eq!(ctx.truncated.as_deref(), Some("c2"));
     let cut = &ctx.items[2];
     assert!(cut.text.ends_with(&format!("\n{TRUNCATION_MARKER}")));
-    assert!(para.starts_with(cut.text.trim_end_matches(TRUNCATION_MARKER).trim_end_matches('\n')));
-    assert!(ctx.total_tokens <= budget && ctx.total_tokens + 5 >= budget, "{} of {budget}", ctx.total_tokens);
+    assert!(para.starts_with(
+        cut.text
+            .trim_end_matches(TRUNCATION_MARKER)
+            .trim_end_matches('\n')
+    ));
+    assert!(
+        ctx.total_tokens <= budget && ctx.total_tokens + 5 >= budget,
+        "{} of {budget}",
+        ctx.total_tokens
+    );
 
     // Less than the root: the root itself is cut, everything else dropped.
-    let ctx = collect_context(&s, &roots(&["root"]), &ContextOptions { max_tokens: 40, ..big() });
+    let ctx = collect_context(
+        &s,
+        &roots(&["root"]),
+        &ContextOptions {
+            max_tokens: 40,
+            ..big()
+        },
+    );
     assert_eq!(ids(&ctx), ["root"]);
     assert_eq!(ctx.truncated.as_deref(), Some("root"));
     assert_eq!(ctx.dropped, ["c1", "c2", "g1"]);
     assert!(ctx.total_tokens <= 40);
 
     // Not even the header fits: nothing at all.
-    let ctx = collect_context(&s, &roots(&["root"]), &ContextOptions { max_tokens: 3, ..big() });
+    let ctx = collect_context(
+        &s,
+        &roots(&["root"]),
+        &ContextOptions {
+            max_tokens: 3,
+            ..big()
+        },
+    );
     assert!(ctx.items.is_empty());
     assert_eq!(ctx.dropped, ["root", "c1", "c2", "g1"]);
     assert_eq!(ctx.total_tokens, 0);
@@ -178,17 +293,35 @@ fn deepest_blocks_are_dropped_first_then_the_last_kept_is_cut() {
 #[test]
 fn cut_code_keeps_its_fence_closed() {
     let code = "fn main() {\n    println!(\"héllo\");\n}\n".repeat(50);
-    let s = state(vec![block("c", "code", json!({"text": code, "language": "rust"}), &[])]);
-    let ctx = collect_context(&s, &roots(&["c"]), &ContextOptions { max_tokens: 60, ..big() });
+    let s = state(vec![block(
+        "c",
+        "code",
+        json!({"text": code, "language": "rust"}),
+        &[],
+    )]);
+    let ctx = collect_context(
+        &s,
+        &roots(&["c"]),
+        &ContextOptions {
+            max_tokens: 60,
+            ..big()
+        },
+    );
     let text = &ctx.items[0].text;
-    assert!(text.starts_with("```rust\n") && text.ends_with(&format!("\n```\n{TRUNCATION_MARKER}")), "{text}");
+    assert!(
+        text.starts_with("```rust\n") && text.ends_with(&format!("\n```\n{TRUNCATION_MARKER}")),
+        "{text}"
+    );
     assert!(ctx.total_tokens <= 60);
 }
 
 #[test]
 fn the_benchmark_state_is_collected_whole_with_an_unlimited_budget() {
     let all = |n| {
-        let opts = ContextOptions { max_tokens: usize::MAX, ..ContextOptions::default() };
+        let opts = ContextOptions {
+            max_tokens: usize::MAX,
+            ..ContextOptions::default()
+        };
         let ctx = collect(&synthetic_state(n), &["b0".to_owned()], &opts);
         assert_eq!(ctx.items.len(), n, "every block is reached within depth 2");
         ctx.total_tokens
@@ -230,13 +363,21 @@ fn model_reach(s: &State, roots: &[String], opts: &ContextOptions) -> HashMap<St
 }
 
 fn arb_state() -> impl Strategy<Value = State> {
-    let text = prop_oneof!["\\PC{0,200}", "[a-z \\n]{0,400}", "(é|你|🙂|`|\\n| |a|\u{301}){0,150}",];
+    let text = prop_oneof![
+        "\\PC{0,200}",
+        "[a-z \\n]{0,400}",
+        "(é|你|🙂|`|\\n| |a|\u{301}){0,150}",
+    ];
     let kind = prop_oneof![Just("markdown"), Just("code"), Just("other")];
     (1usize..9)
         .prop_flat_map(move |n| {
             let blocks = proptest::collection::vec((kind.clone(), text.clone(), "[a-z]{0,3}"), n);
             let links = proptest::collection::vec(
-                (0..n, 0..n, prop_oneof![Just("reference"), Just("implement"), Just("other")]),
+                (
+                    0..n,
+                    0..n,
+                    prop_oneof![Just("reference"), Just("implement"), Just("other")],
+                ),
                 0..(2 * n),
             );
             (blocks, links)
@@ -244,9 +385,13 @@ fn arb_state() -> impl Strategy<Value = State> {
         .prop_map(|(blocks, links)| {
             let mut out = Vec::new();
             for (i, (kind, text, lang)) in blocks.into_iter().enumerate() {
-                let links: Vec<(&str, String)> =
-                    links.iter().filter(|(f, _, _)| *f == i).map(|(_, t, r)| (*r, format!("b{t}"))).collect();
-                let link_refs: Vec<(&str, &str)> = links.iter().map(|(r, t)| (*r, t.as_str())).collect();
+                let links: Vec<(&str, String)> = links
+                    .iter()
+                    .filter(|(f, _, _)| *f == i)
+                    .map(|(_, t, r)| (*r, format!("b{t}")))
+                    .collect();
+                let link_refs: Vec<(&str, &str)> =
+                    links.iter().map(|(r, t)| (*r, t.as_str())).collect();
                 let contents = match kind {
                     "markdown" => json!({ "markdown": text }),
                     "code" => json!({ "text": text, "language": lang }),

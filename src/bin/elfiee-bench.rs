@@ -40,7 +40,10 @@ use serde_json::{json, Value};
 const OWNER: &str = "bench";
 
 #[derive(Parser, Debug)]
-#[command(name = "elfiee-bench", about = "Elfiee engine vs raw sled, in one run; prints one JSON object")]
+#[command(
+    name = "elfiee-bench",
+    about = "Elfiee engine vs raw sled, in one run; prints one JSON object"
+)]
 struct Args {
     /// Smaller sizes (200,000-event log, shorter windows): finishes in well under a minute.
     #[arg(long)]
@@ -178,9 +181,18 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     if let Some(n) = args.big_events {
         plan.big_events = n;
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-    let engine = Engine::new(EngineConfig { node_id: OWNER.into(), ..Default::default() });
-    info!("mode {}, {} cpus, tokio multi-thread runtime", plan.mode, cpus());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let engine = Engine::new(EngineConfig {
+        node_id: OWNER.into(),
+        ..Default::default()
+    });
+    info!(
+        "mode {}, {} cpus, tokio multi-thread runtime",
+        plan.mode,
+        cpus()
+    );
     let mut out = json!({
         "mode": plan.mode,
         "machine": {
@@ -213,7 +225,12 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     Ok(out)
 }
 
-fn sequential_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &Plan) -> Result<Value, BoxError> {
+fn sequential_phase(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    base: &Path,
+    plan: &Plan,
+) -> Result<Value, BoxError> {
     let path = base.join("sequential.elf");
     let (f, block) = rt.block_on(async {
         let f = engine.init(&path, "Bench").await?;
@@ -230,12 +247,28 @@ fn sequential_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, 
         records = sealed_records(&f, run.first_seq, run.last_seq)?;
         events += records.len();
         eng.push(run.rate);
-        raw.push(sequential_raw(&base.join(format!("sequential-raw-{r}")), &records, plan.raw_min)?);
-        info!("sequential run {}: engine {:.0} events/s, raw {:.0} events/s", r + 1, eng[r], raw[r]);
+        raw.push(sequential_raw(
+            &base.join(format!("sequential-raw-{r}")),
+            &records,
+            plan.raw_min,
+        )?);
+        info!(
+            "sequential run {}: engine {:.0} events/s, raw {:.0} events/s",
+            r + 1,
+            eng[r],
+            raw[r]
+        );
     }
     rt.block_on(f.close());
-    let diag_batch = batch_per_command_raw(&base.join("sequential-diag1"), &records, plan.diag_min)?;
-    let (diag_pipe, _) = pipelined_raw(&base.join("sequential-diag2"), &records, 1, Pipe::BatchPerCommand, plan.diag_min)?;
+    let diag_batch =
+        batch_per_command_raw(&base.join("sequential-diag1"), &records, plan.diag_min)?;
+    let (diag_pipe, _) = pipelined_raw(
+        &base.join("sequential-diag2"),
+        &records,
+        1,
+        Pipe::BatchPerCommand,
+        plan.diag_min,
+    )?;
     let sequential = pair(
         median(&eng),
         median(&raw),
@@ -264,7 +297,13 @@ fn sequential_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, 
     Ok(sequential)
 }
 
-fn concurrent_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &Plan, tasks: usize) -> Result<Value, BoxError> {
+fn concurrent_phase(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    base: &Path,
+    plan: &Plan,
+    tasks: usize,
+) -> Result<Value, BoxError> {
     let path = base.join("concurrent.elf");
     let (f, blocks) = rt.block_on(async {
         let f = engine.init(&path, "Bench").await?;
@@ -283,12 +322,34 @@ fn concurrent_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, 
         records = sealed_records(&f, run.first_seq, run.last_seq)?;
         events += records.len();
         eng.push(run.rate);
-        raw.push(concurrent_raw(&base.join(format!("concurrent-raw-{r}")), &records, tasks, plan.raw_min)?);
-        info!("concurrent run {}: engine {:.0} events/s, raw {:.0} events/s", r + 1, eng[r], raw[r]);
+        raw.push(concurrent_raw(
+            &base.join(format!("concurrent-raw-{r}")),
+            &records,
+            tasks,
+            plan.raw_min,
+        )?);
+        info!(
+            "concurrent run {}: engine {:.0} events/s, raw {:.0} events/s",
+            r + 1,
+            eng[r],
+            raw[r]
+        );
     }
     rt.block_on(f.close());
-    let (diag_cmd, diag_cmd_group) = pipelined_raw(&base.join("concurrent-diag1"), &records, tasks, Pipe::BatchPerCommand, plan.diag_min)?;
-    let (diag_grp, diag_grp_group) = pipelined_raw(&base.join("concurrent-diag2"), &records, tasks, Pipe::BatchPerGroup, plan.diag_min)?;
+    let (diag_cmd, diag_cmd_group) = pipelined_raw(
+        &base.join("concurrent-diag1"),
+        &records,
+        tasks,
+        Pipe::BatchPerCommand,
+        plan.diag_min,
+    )?;
+    let (diag_grp, diag_grp_group) = pipelined_raw(
+        &base.join("concurrent-diag2"),
+        &records,
+        tasks,
+        Pipe::BatchPerGroup,
+        plan.diag_min,
+    )?;
     let concurrent = pair(
         median(&eng),
         median(&raw),
@@ -343,13 +404,25 @@ fn sealed_records(f: &FileHandle, from: u64, to: u64) -> Result<Vec<Record>, Box
     Ok(out)
 }
 
-fn big_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &Plan, out: &mut Value) -> Result<(), BoxError> {
+fn big_phase(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    base: &Path,
+    plan: &Plan,
+    out: &mut Value,
+) -> Result<(), BoxError> {
     let snapshot_every = engine.config().snapshot_every;
     // ---- the big log ----
     let big_path = base.join("big.elf");
     let build = rt.block_on(build_big_log(engine, &big_path, plan))?;
     let disk_mb = dir_size(&big_path) as f64 / 1e6;
-    info!("big log: {} events in {:.1} s ({:.0} events/s), {:.0} MB on disk", build.events, build.secs, build.events as f64 / build.secs, disk_mb);
+    info!(
+        "big log: {} events in {:.1} s ({:.0} events/s), {:.0} MB on disk",
+        build.events,
+        build.secs,
+        build.events as f64 / build.secs,
+        disk_mb
+    );
     let snapshot_seq = snapshot_seq(&big_path.join("log"))?;
 
     // ---- replay ----
@@ -366,7 +439,12 @@ fn big_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &
         check_count("engine replay", report.events, build.events)?;
         eng_replay.push(report.events as f64 / secs);
         engine_internal_ms.push(report.elapsed_ms as f64);
-        info!("replay run {}: engine {:.0} events/s, raw {:.0} events/s", i + 1, eng_replay[i], raw_replay[i]);
+        info!(
+            "replay run {}: engine {:.0} events/s, raw {:.0} events/s",
+            i + 1,
+            eng_replay[i],
+            raw_replay[i]
+        );
     }
     let (n1, s1) = raw_replay_variant(&big_path.join("log"), true, false)?;
     let (n2, s2) = raw_replay_variant(&big_path.join("log"), true, true)?;
@@ -404,7 +482,12 @@ fn big_phase(rt: &tokio::runtime::Runtime, engine: &Engine, base: &Path, plan: &
         raw_open.push(ms);
         let ms = rt.block_on(engine_open_run(engine, &big_path, build.events))?;
         eng_open.push(ms);
-        info!("open run {}: engine {:.1} ms, raw {:.1} ms", i + 1, eng_open[i], raw_open[i]);
+        info!(
+            "open run {}: engine {:.1} ms, raw {:.1} ms",
+            i + 1,
+            eng_open[i],
+            raw_open[i]
+        );
     }
     let e = median(&eng_open);
     let r = median(&raw_open);
@@ -459,11 +542,21 @@ fn text(i: u64) -> String {
 }
 
 fn write_cmd(block: &str, i: u64) -> Command {
-    Command::new(OWNER, "markdown.write", Some(block), json!({ "markdown": text(i) }))
+    Command::new(
+        OWNER,
+        "markdown.write",
+        Some(block),
+        json!({ "markdown": text(i) }),
+    )
 }
 
 fn create_cmd(i: usize) -> Command {
-    Command::new(OWNER, "core.create", None, json!({ "name": format!("doc-{i}"), "block_type": "markdown" }))
+    Command::new(
+        OWNER,
+        "core.create",
+        None,
+        json!({ "name": format!("doc-{i}"), "block_type": "markdown" }),
+    )
 }
 
 async fn create_block(f: &FileHandle, i: usize) -> Result<String, EngineError> {
@@ -471,7 +564,12 @@ async fn create_block(f: &FileHandle, i: usize) -> Result<String, EngineError> {
     Ok(ev[0].entity.clone())
 }
 
-async fn sequential_window(f: &FileHandle, block: &str, window: Duration, next: &mut u64) -> Result<EngineRun, BoxError> {
+async fn sequential_window(
+    f: &FileHandle,
+    block: &str,
+    window: Duration,
+    next: &mut u64,
+) -> Result<EngineRun, BoxError> {
     let first_seq = f.last_seq() + 1;
     let t = Instant::now();
     let mut n = 0u64;
@@ -483,12 +581,24 @@ async fn sequential_window(f: &FileHandle, block: &str, window: Duration, next: 
     let secs = t.elapsed().as_secs_f64();
     let last_seq = f.last_seq();
     if last_seq + 1 - first_seq != n {
-        return Err(format!("sequential: {n} commands but {} events", last_seq + 1 - first_seq).into());
+        return Err(format!(
+            "sequential: {n} commands but {} events",
+            last_seq + 1 - first_seq
+        )
+        .into());
     }
-    Ok(EngineRun { rate: n as f64 / secs, first_seq, last_seq })
+    Ok(EngineRun {
+        rate: n as f64 / secs,
+        first_seq,
+        last_seq,
+    })
 }
 
-async fn concurrent_window(f: &FileHandle, blocks: &[String], window: Duration) -> Result<EngineRun, BoxError> {
+async fn concurrent_window(
+    f: &FileHandle,
+    blocks: &[String],
+    window: Duration,
+) -> Result<EngineRun, BoxError> {
     static ROUND: AtomicU64 = AtomicU64::new(0);
     let round = ROUND.fetch_add(1, Ordering::Relaxed);
     let first_seq = f.last_seq() + 1;
@@ -501,7 +611,8 @@ async fn concurrent_window(f: &FileHandle, blocks: &[String], window: Duration) 
         joins.push(tokio::spawn(async move {
             let mut n = 0u64;
             while Instant::now() < deadline {
-                f.submit(write_cmd(&block, round << 40 | (task as u64) << 24 | n)).await?;
+                f.submit(write_cmd(&block, round << 40 | (task as u64) << 24 | n))
+                    .await?;
                 n += 1;
             }
             Ok::<u64, EngineError>(n)
@@ -514,9 +625,17 @@ async fn concurrent_window(f: &FileHandle, blocks: &[String], window: Duration) 
     let secs = t.elapsed().as_secs_f64();
     let last_seq = f.last_seq();
     if last_seq + 1 - first_seq != n {
-        return Err(format!("concurrent: {n} commands but {} events", last_seq + 1 - first_seq).into());
+        return Err(format!(
+            "concurrent: {n} commands but {} events",
+            last_seq + 1 - first_seq
+        )
+        .into());
     }
-    Ok(EngineRun { rate: n as f64 / secs, first_seq, last_seq })
+    Ok(EngineRun {
+        rate: n as f64 / secs,
+        first_seq,
+        last_seq,
+    })
 }
 
 struct Build {
@@ -525,13 +644,21 @@ struct Build {
 }
 
 async fn build_big_log(engine: &Engine, path: &Path, plan: &Plan) -> Result<Build, BoxError> {
-    info!("building a {}-event log through the engine ({} tasks, submit_all batches of {})", plan.big_events, plan.build_tasks, plan.build_batch);
+    info!(
+        "building a {}-event log through the engine ({} tasks, submit_all batches of {})",
+        plan.big_events, plan.build_tasks, plan.build_batch
+    );
     let t = Instant::now();
     let f = engine.init(path, "Bench").await?;
     // Blocks first, in batches.
     let mut blocks = Vec::with_capacity(plan.big_blocks);
-    for chunk in (0..plan.big_blocks).collect::<Vec<_>>().chunks(plan.build_batch.max(1)) {
-        let evs = f.submit_all(chunk.iter().map(|i| create_cmd(*i)).collect()).await?;
+    for chunk in (0..plan.big_blocks)
+        .collect::<Vec<_>>()
+        .chunks(plan.build_batch.max(1))
+    {
+        let evs = f
+            .submit_all(chunk.iter().map(|i| create_cmd(*i)).collect())
+            .await?;
         blocks.extend(evs.into_iter().map(|e| e.entity));
     }
     let blocks = Arc::new(blocks);
@@ -549,10 +676,12 @@ async fn build_big_log(engine: &Engine, path: &Path, plan: &Plan) -> Result<Buil
                     return Ok::<(), EngineError>(());
                 }
                 let to = (from + batch).min(total);
-                let cmds: Vec<Command> =
-                    (from..to).map(|i| write_cmd(&blocks[(i % blocks.len() as u64) as usize], i)).collect();
+                let cmds: Vec<Command> = (from..to)
+                    .map(|i| write_cmd(&blocks[(i % blocks.len() as u64) as usize], i))
+                    .collect();
                 if cmds.len() == 1 {
-                    f.submit(cmds.into_iter().next().unwrap_or_else(|| unreachable!())).await?;
+                    f.submit(cmds.into_iter().next().unwrap_or_else(|| unreachable!()))
+                        .await?;
                 } else {
                     f.submit_all(cmds).await?;
                 }
@@ -574,7 +703,10 @@ async fn build_big_log(engine: &Engine, path: &Path, plan: &Plan) -> Result<Buil
     }
     let events = f.last_seq();
     f.close().await; // writes the final snapshot
-    Ok(Build { events, secs: t.elapsed().as_secs_f64() })
+    Ok(Build {
+        events,
+        secs: t.elapsed().as_secs_f64(),
+    })
 }
 
 async fn engine_open_run(engine: &Engine, path: &Path, expect: u64) -> Result<f64, BoxError> {
@@ -588,7 +720,10 @@ async fn engine_open_run(engine: &Engine, path: &Path, expect: u64) -> Result<f6
                 let ms = t.elapsed().as_secs_f64() * 1e3;
                 h.close().await;
                 if owner.as_deref() != Some(OWNER) || seq != expect {
-                    return Err(format!("opened file has owner {owner:?}, seq {seq}; expected {OWNER}, {expect}").into());
+                    return Err(format!(
+                        "opened file has owner {owner:?}, seq {seq}; expected {OWNER}, {expect}"
+                    )
+                    .into());
                 }
                 return Ok(ms);
             }
@@ -619,7 +754,10 @@ fn retry_locked<T>(mut f: impl FnMut() -> Result<T, EngineError>) -> Result<T, E
 
 /// The engine's sled settings (see `SledEventLog::open`).
 fn sled_config(dir: &Path) -> sled::Config {
-    sled::Config::new().path(dir).flush_every_ms(None).mode(sled::Mode::HighThroughput)
+    sled::Config::new()
+        .path(dir)
+        .flush_every_ms(None)
+        .mode(sled::Mode::HighThroughput)
 }
 
 fn open_raw(dir: &Path) -> Result<sled::Db, BoxError> {
@@ -657,7 +795,14 @@ struct Passes<'a> {
 
 impl<'a> Passes<'a> {
     fn new(records: &'a Records, min: Duration) -> Passes<'a> {
-        Passes { records, pass: 0, i: 0, start: Instant::now(), min, yielded: 0 }
+        Passes {
+            records,
+            pass: 0,
+            i: 0,
+            start: Instant::now(),
+            min,
+            yielded: 0,
+        }
     }
     fn rate(&self) -> f64 {
         self.yielded as f64 / self.start.elapsed().as_secs_f64()
@@ -681,7 +826,10 @@ impl<'a> Iterator for Passes<'a> {
         self.i += 1;
         self.yielded += 1;
         let seq = u64::from_be_bytes(k[1..9].try_into().unwrap_or_default());
-        Some((event_key(seq + self.pass * self.records.len() as u64), v.as_slice()))
+        Some((
+            event_key(seq + self.pass * self.records.len() as u64),
+            v.as_slice(),
+        ))
     }
 }
 
@@ -741,7 +889,13 @@ enum Pipe {
 /// actor) hands commands to a flusher thread, which makes everything handed over so far durable
 /// with one `Db::flush` (group commit) and then releases it. At most `window` commands are
 /// in flight (1 = one submitter, 64 = 64 submitters). Returns (events/s, commands per flush).
-fn pipelined_raw(dir: &Path, records: &Records, window: usize, mode: Pipe, min: Duration) -> Result<(f64, f64), BoxError> {
+fn pipelined_raw(
+    dir: &Path,
+    records: &Records,
+    window: usize,
+    mode: Pipe,
+    min: Duration,
+) -> Result<(f64, f64), BoxError> {
     use std::sync::{Condvar, Mutex};
     type Rec = ([u8; 9], Vec<u8>, [u8; 17], [u8; 12]);
     #[derive(Default)]
@@ -816,7 +970,12 @@ fn pipelined_raw(dir: &Path, records: &Records, window: usize, mode: Pipe, min: 
     Ok((i as f64 / secs, i as f64 / flushes.max(1) as f64))
 }
 
-fn concurrent_raw(dir: &Path, records: &Records, batch: usize, min: Duration) -> Result<f64, BoxError> {
+fn concurrent_raw(
+    dir: &Path,
+    records: &Records,
+    batch: usize,
+    min: Duration,
+) -> Result<f64, BoxError> {
     let db = open_raw(dir)?;
     let tree = db.open_tree("events")?;
     let mut feed = Passes::new(records, min);
@@ -874,7 +1033,11 @@ fn raw_replay_variant(log_dir: &Path, chain: bool, fold: bool) -> Result<(u64, f
 fn raw_open_run(log_dir: &Path) -> Result<(f64, usize), BoxError> {
     let t = Instant::now();
     let db = open_raw(log_dir)?;
-    let snap = db.open_tree("snapshots")?.get("latest")?.map(|v| v.to_vec()).ok_or("no snapshot stored")?;
+    let snap = db
+        .open_tree("snapshots")?
+        .get("latest")?
+        .map(|v| v.to_vec())
+        .ok_or("no snapshot stored")?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     drop(db);
     Ok((ms, snap.len()))
@@ -883,7 +1046,10 @@ fn raw_open_run(log_dir: &Path) -> Result<(f64, usize), BoxError> {
 /// Seq of the stored snapshot, checked against the log tail (outside any timing).
 fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
     let db = open_raw(log_dir)?;
-    let bytes = db.open_tree("snapshots")?.get("latest")?.ok_or("no snapshot stored")?;
+    let bytes = db
+        .open_tree("snapshots")?
+        .get("latest")?
+        .ok_or("no snapshot stored")?;
     let snap: elfiee_engine::replay::Snapshot = rmp_serde::from_slice(&bytes)?;
     let tail = db
         .open_tree("events")?
@@ -893,7 +1059,10 @@ fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
         .map(|(k, _)| u64::from_be_bytes(k[1..9].try_into().unwrap_or_default()))
         .unwrap_or(0);
     if snap.seq != tail {
-        info!("warning: snapshot at seq {} but the log ends at {tail}; open will replay the tail", snap.seq);
+        info!(
+            "warning: snapshot at seq {} but the log ends at {tail}; open will replay the tail",
+            snap.seq
+        );
     }
     Ok(snap.seq)
 }
@@ -938,16 +1107,25 @@ fn check_count(what: &str, got: u64, want: u64) -> Result<(), BoxError> {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).and_then(|l| l.split(':').nth(1)).map(|m| m.trim().to_owned()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
         .unwrap_or_default()
 }
 
 fn cpus() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 fn dir_size(p: &Path) -> u64 {
-    let Ok(rd) = std::fs::read_dir(p) else { return 0 };
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return 0;
+    };
     rd.flatten()
         .map(|e| match e.file_type() {
             Ok(t) if t.is_dir() => dir_size(&e.path()),
@@ -962,10 +1140,15 @@ fn dir_size(p: &Path) -> u64 {
 /// Context collection + token counting over a 10,000-block state vs tiktoken-rs alone on the
 /// same text.
 fn context_phase(plan: &Plan) -> Value {
-    use elfiee_projections::context::{collect_context, synthetic_state, tokenizer, ContextOptions};
+    use elfiee_projections::context::{
+        collect_context, synthetic_state, tokenizer, ContextOptions,
+    };
     let n = 10_000;
     let state = synthetic_state(n);
-    let opts = ContextOptions { max_tokens: usize::MAX, ..ContextOptions::default() };
+    let opts = ContextOptions {
+        max_tokens: usize::MAX,
+        ..ContextOptions::default()
+    };
     tokenizer(); // vocabulary loaded outside the timings
     let runs = if plan.mode == "quick" { 3 } else { 5 };
     let (mut collect, mut alone, mut tokens) = (Vec::new(), Vec::new(), 0);
@@ -991,9 +1174,16 @@ fn context_phase(plan: &Plan) -> Value {
 }
 
 /// One write through the owner socket (another process's path) vs the same write in-process.
-fn owner_socket_phase(rt: &tokio::runtime::Runtime, base: &Path, plan: &Plan) -> Result<Value, BoxError> {
+fn owner_socket_phase(
+    rt: &tokio::runtime::Runtime,
+    base: &Path,
+    plan: &Plan,
+) -> Result<Value, BoxError> {
     let path = base.join("socket.elf");
-    let owner = Engine::new(EngineConfig { node_id: OWNER.into(), ..Default::default() });
+    let owner = Engine::new(EngineConfig {
+        node_id: OWNER.into(),
+        ..Default::default()
+    });
     let n = if plan.mode == "quick" { 300 } else { 1000 };
     let exe = std::env::current_exe()?.with_file_name("elfiee");
     let (local, remote) = rt.block_on(async {
@@ -1001,7 +1191,13 @@ fn owner_socket_phase(rt: &tokio::runtime::Runtime, base: &Path, plan: &Plan) ->
         let block = create_block(&f, 0).await?;
         let t = Instant::now();
         for i in 0..n {
-            f.submit(Command::new(OWNER, "markdown.write", Some(&block), json!({"markdown": format!("local {i}")}))).await?;
+            f.submit(Command::new(
+                OWNER,
+                "markdown.write",
+                Some(&block),
+                json!({"markdown": format!("local {i}")}),
+            ))
+            .await?;
         }
         let local = t.elapsed().as_secs_f64() / n as f64 * 1e6;
         // A second engine in this process cannot open the file (the registry is per engine but
@@ -1016,19 +1212,33 @@ fn owner_socket_phase(rt: &tokio::runtime::Runtime, base: &Path, plan: &Plan) ->
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start {} serve (build it with `cargo build --release`): {e}", exe.display()))?;
+        .map_err(|e| {
+            format!(
+                "cannot start {} serve (build it with `cargo build --release`): {e}",
+                exe.display()
+            )
+        })?;
     for _ in 0..500 {
         if path.join("owner.sock").exists() {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let client = Engine::new(EngineConfig { node_id: "client".into(), ..Default::default() });
+    let client = Engine::new(EngineConfig {
+        node_id: "client".into(),
+        ..Default::default()
+    });
     let remote_us = rt.block_on(async {
         let f = client.open(&path).await?;
         let t = Instant::now();
         for i in 0..n {
-            f.submit(Command::new(OWNER, "markdown.write", Some(&remote), json!({"markdown": format!("remote {i}")}))).await?;
+            f.submit(Command::new(
+                OWNER,
+                "markdown.write",
+                Some(&remote),
+                json!({"markdown": format!("remote {i}")}),
+            ))
+            .await?;
         }
         let us = t.elapsed().as_secs_f64() / n as f64 * 1e6;
         f.close().await;
@@ -1052,14 +1262,30 @@ fn mcp_phase(base: &Path, plan: &Plan) -> Result<Value, BoxError> {
     let exe = std::env::current_exe()?.with_file_name("elfiee");
     let path = base.join("mcp.elf");
     let run = |args: &[&str]| -> Result<Value, BoxError> {
-        let out = std::process::Command::new(&exe).args(args).env("ELFIEE_ELF", &path).output()?;
+        let out = std::process::Command::new(&exe)
+            .args(args)
+            .env("ELFIEE_ELF", &path)
+            .output()?;
         if !out.status.success() {
-            return Err(format!("elfiee {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into());
+            return Err(
+                format!("elfiee {args:?}: {}", String::from_utf8_lossy(&out.stderr)).into(),
+            );
         }
         Ok(serde_json::from_slice(&out.stdout)?)
     };
-    run(&["--json", "init", path.to_str().unwrap_or_default(), "--owner", "Bench"])?;
-    let block = run(&["--json", "block", "create", "--type", "markdown", "--name", "mcp"])?["block_id"].as_str().unwrap_or_default().to_owned();
+    run(&[
+        "--json",
+        "init",
+        path.to_str().unwrap_or_default(),
+        "--owner",
+        "Bench",
+    ])?;
+    let block = run(&[
+        "--json", "block", "create", "--type", "markdown", "--name", "mcp",
+    ])?["block_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     let mut child = std::process::Command::new(&exe)
         .args(["mcp-server", "--elf", path.to_str().unwrap_or_default()])
         .stdin(std::process::Stdio::piped())
@@ -1090,12 +1316,21 @@ fn mcp_phase(base: &Path, plan: &Plan) -> Result<Value, BoxError> {
         }
         Ok(t.elapsed())
     };
-    rpc(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "elfiee-bench", "version": "1"}}}), true)?;
-    rpc(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}), false)?;
+    rpc(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "elfiee-bench", "version": "1"}}}),
+        true,
+    )?;
+    rpc(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        false,
+    )?;
     let n = if plan.mode == "quick" { 300 } else { 1000 };
     let mut lat = Vec::with_capacity(n);
     for i in 0..n {
-        let d = rpc(json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "elfiee_markdown_write", "arguments": {"block_id": block, "markdown": format!("write {i}")}}}), true)?;
+        let d = rpc(
+            json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call", "params": {"name": "elfiee_markdown_write", "arguments": {"block_id": block, "markdown": format!("write {i}")}}}),
+            true,
+        )?;
         lat.push(d.as_secs_f64() * 1e6);
     }
     drop(stdin);

@@ -7,7 +7,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 
 use super::output::Out;
-use super::{resolve, AgentCmd, BlockCmd, DirCmd, TerminalCmd, Cli, CliError, CodeCmd, Cmd, EditorCmd, EditorKind, GrantArgs, MarkdownCmd, TextSource};
+use super::{
+    resolve, AgentCmd, BlockCmd, Cli, CliError, Cmd, CodeCmd, DirCmd, EditorCmd, EditorKind,
+    GrantArgs, MarkdownCmd, TerminalCmd, TextSource,
+};
 
 /// An open file, its running effects, and who we act as.
 struct Session {
@@ -19,23 +22,37 @@ struct Session {
 
 impl Session {
     async fn open(cli: &Cli) -> Result<Session, CliError> {
-        let path = cli.elf.as_deref().ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))?;
+        let path = cli
+            .elf
+            .as_deref()
+            .ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))?;
         let file = Engine::global().open(path).await?;
         let editor = match &cli.as_editor {
             Some(who) => file.with_state(|s| resolve::editor(s, who))?,
-            None => file
-                .owner()
-                .ok_or_else(|| CliError::failed("not_initialized", "this .elf has no owner; it was never initialized"))?,
+            None => file.owner().ok_or_else(|| {
+                CliError::failed(
+                    "not_initialized",
+                    "this .elf has no owner; it was never initialized",
+                )
+            })?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
-        let effects = (!file.is_remote()).then(|| elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()));
-        Ok(Session { file, editor, effects })
+        let effects = (!file.is_remote())
+            .then(|| elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()));
+        Ok(Session {
+            file,
+            editor,
+            effects,
+        })
     }
 
     /// Lets pending effects finish, then closes the file.
     async fn close(self) {
         if let Some(fx) = &self.effects {
-            if let Err(e) = fx.settle(&self.file, std::time::Duration::from_secs(600)).await {
+            if let Err(e) = fx
+                .settle(&self.file, std::time::Duration::from_secs(600))
+                .await
+            {
                 eprintln!("warning: {e}");
             }
         }
@@ -45,9 +62,17 @@ impl Session {
         }
     }
 
-    async fn submit(&self, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, CliError> {
+    async fn submit(
+        &self,
+        cap: &str,
+        block: Option<&str>,
+        payload: Value,
+    ) -> Result<Vec<Event>, CliError> {
         let block = block.filter(|b| *b != "*");
-        Ok(self.file.submit(Command::new(&self.editor, cap, block, payload)).await?)
+        Ok(self
+            .file
+            .submit(Command::new(&self.editor, cap, block, payload))
+            .await?)
     }
 
     fn block_id(&self, input: &str) -> Result<String, CliError> {
@@ -73,26 +98,44 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             let owner_id = file.owner().unwrap_or_default();
             let elf = file.path().display().to_string();
             file.close().await;
-            out.print(&json!({"elf": elf, "owner": owner_id}), || format!("created {elf} (owner: {owner_id})"));
+            out.print(&json!({"elf": elf, "owner": owner_id}), || {
+                format!("created {elf} (owner: {owner_id})")
+            });
             return Ok(());
         }
         Cmd::Replay | Cmd::Verify => {
             // Exclusive access reads the log directly; if another process owns the file, the
             // owner runs the check on its log.
-            let direct = if matches!(cli.cmd, Cmd::Replay) { replay(&cli, &out) } else { verify(&cli, &out) };
+            let direct = if matches!(cli.cmd, Cmd::Replay) {
+                replay(&cli, &out)
+            } else {
+                verify(&cli, &out)
+            };
             match direct {
                 Err(CliError::Failed { kind, .. }) if kind == "locked" => {}
                 other => return other,
             }
             let file = Engine::global().open(elf_path(&cli)?).await?;
             let result = if matches!(cli.cmd, Cmd::Replay) {
-                file.replay().await.map_err(CliError::from).map(|(report, _)| {
-                    out.print(&serde_json::to_value(&report).unwrap_or_default(), || {
-                        format!("replayed {} events into {} blocks in {} ms\nstate digest: {}", report.events, report.blocks, report.elapsed_ms, report.state_digest)
+                file.replay()
+                    .await
+                    .map_err(CliError::from)
+                    .map(|(report, _)| {
+                        out.print(&serde_json::to_value(&report).unwrap_or_default(), || {
+                            format!(
+                                "replayed {} events into {} blocks in {} ms\nstate digest: {}",
+                                report.events,
+                                report.blocks,
+                                report.elapsed_ms,
+                                report.state_digest
+                            )
+                        })
                     })
-                })
             } else {
-                file.verify().await.map_err(CliError::from).and_then(|report| print_verify(&report, &out))
+                file.verify()
+                    .await
+                    .map_err(CliError::from)
+                    .and_then(|report| print_verify(&report, &out))
             };
             file.close().await;
             return result;
@@ -112,8 +155,14 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
 
 async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
     match &cli.cmd {
-        Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps | Cmd::Completions { .. } => unreachable!("handled in run"),
-        Cmd::Editor(EditorCmd::Create { name, editor_type, id }) => {
+        Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps | Cmd::Completions { .. } => {
+            unreachable!("handled in run")
+        }
+        Cmd::Editor(EditorCmd::Create {
+            name,
+            editor_type,
+            id,
+        }) => {
             let ty = match editor_type {
                 EditorKind::Human => "human",
                 EditorKind::Agent => "agent",
@@ -128,17 +177,35 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         }
         Cmd::Editor(EditorCmd::Delete { editor }) => {
             let id = s.editor_id(editor)?;
-            let ev = s.submit("editor.delete", None, json!({"editor_id": id})).await?;
-            out.print(&json!({"editor_id": id, "events": ev.len()}), || format!("deleted editor {id}"));
+            let ev = s
+                .submit("editor.delete", None, json!({"editor_id": id}))
+                .await?;
+            out.print(&json!({"editor_id": id, "events": ev.len()}), || {
+                format!("deleted editor {id}")
+            });
         }
         Cmd::Editor(EditorCmd::List) => {
-            let (editors, owner) = s.file.with_state(|st| (st.editors.values().cloned().collect::<Vec<_>>(), st.file_owner.clone()));
+            let (editors, owner) = s.file.with_state(|st| {
+                (
+                    st.editors.values().cloned().collect::<Vec<_>>(),
+                    st.file_owner.clone(),
+                )
+            });
             out.print(&json!(editors), || {
                 editors
                     .iter()
                     .map(|e| {
-                        let own = if Some(&e.editor_id) == owner.as_ref() { "  (owner)" } else { "" };
-                        format!("{:<44} {:<6} {}{own}", e.editor_id, format!("{:?}", e.editor_type).to_lowercase(), e.name)
+                        let own = if Some(&e.editor_id) == owner.as_ref() {
+                            "  (owner)"
+                        } else {
+                            ""
+                        };
+                        format!(
+                            "{:<44} {:<6} {}{own}",
+                            e.editor_id,
+                            format!("{:?}", e.editor_type).to_lowercase(),
+                            e.name
+                        )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -150,9 +217,16 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         Cmd::Agent(cmd) => agent(s, cmd, out).await?,
         Cmd::Serve => {
             if let Some(pid) = s.file.owner_pid() {
-                return Err(CliError::failed("already_served", format!("process {pid} already owns this file and serves it")));
+                return Err(CliError::failed(
+                    "already_served",
+                    format!("process {pid} already owns this file and serves it"),
+                ));
             }
-            eprintln!("serving {} (pid {}); stop with Ctrl-C", s.file.path().display(), std::process::id());
+            eprintln!(
+                "serving {} (pid {}); stop with Ctrl-C",
+                s.file.path().display(),
+                std::process::id()
+            );
             let mut events = s.file.subscribe();
             let print = out.json;
             loop {
@@ -176,15 +250,30 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         Cmd::Markdown(MarkdownCmd::Write { id, source }) => {
             let id = s.block_id(id)?;
             let text = read_text(source)?;
-            let ev = s.submit("markdown.write", Some(&id), json!({"markdown": text})).await?;
-            out.print(&json!({"block_id": id, "seq": ev[0].seq}), || format!("wrote {} bytes to {id}", text.len()));
+            let ev = s
+                .submit("markdown.write", Some(&id), json!({"markdown": text}))
+                .await?;
+            out.print(&json!({"block_id": id, "seq": ev[0].seq}), || {
+                format!("wrote {} bytes to {id}", text.len())
+            });
         }
         Cmd::Markdown(MarkdownCmd::Read { id }) => {
             let b = s.file.read_block(&s.editor, &s.block_id(id)?)?;
-            let text = b.contents.get("markdown").and_then(Value::as_str).unwrap_or_default().to_owned();
-            out.print(&json!({"block_id": b.block_id, "markdown": text}), || text.clone());
+            let text = b
+                .contents
+                .get("markdown")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            out.print(&json!({"block_id": b.block_id, "markdown": text}), || {
+                text.clone()
+            });
         }
-        Cmd::Code(CodeCmd::Write { id, source, language }) => {
+        Cmd::Code(CodeCmd::Write {
+            id,
+            source,
+            language,
+        }) => {
             let id = s.block_id(id)?;
             let text = read_text(source)?;
             let mut payload = json!({"text": text});
@@ -192,15 +281,26 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                 payload["language"] = json!(l);
             }
             let ev = s.submit("code.write", Some(&id), payload).await?;
-            out.print(&json!({"block_id": id, "seq": ev[0].seq}), || format!("wrote {} bytes to {id}", text.len()));
+            out.print(&json!({"block_id": id, "seq": ev[0].seq}), || {
+                format!("wrote {} bytes to {id}", text.len())
+            });
         }
         Cmd::Code(CodeCmd::Read { id }) => {
             let b = s.file.read_block(&s.editor, &s.block_id(id)?)?;
-            let text = b.contents.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let text = b
+                .contents
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             out.print(&json!({"block_id": b.block_id, "text": text, "language": b.contents.get("language")}), || text.clone());
         }
         Cmd::Grant(g) | Cmd::Revoke(g) => {
-            let cap = if matches!(cli.cmd, Cmd::Grant(_)) { "core.grant" } else { "core.revoke" };
+            let cap = if matches!(cli.cmd, Cmd::Grant(_)) {
+                "core.grant"
+            } else {
+                "core.revoke"
+            };
             grant(s, cap, g, out).await?
         }
         Cmd::Log { block, tail } => {
@@ -214,11 +314,16 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             if let Some(n) = tail {
                 events.drain(..events.len().saturating_sub(*n));
             }
-            out.print(&json!(events), || events.iter().map(event_line).collect::<Vec<_>>().join("\n"));
+            out.print(&json!(events), || {
+                events.iter().map(event_line).collect::<Vec<_>>().join("\n")
+            });
         }
         Cmd::StateDigest => {
             let d = s.file.state_digest();
-            out.print(&json!({"state_digest": d, "seq": s.file.last_seq()}), || d.clone());
+            out.print(
+                &json!({"state_digest": d, "seq": s.file.last_seq()}),
+                || d.clone(),
+            );
         }
     }
     Ok(())
@@ -226,17 +331,25 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
 
 async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
     match cmd {
-        BlockCmd::Create { block_type, name, description } => {
+        BlockCmd::Create {
+            block_type,
+            name,
+            description,
+        } => {
             let mut payload = json!({"name": name, "block_type": block_type});
             if let Some(d) = description {
                 payload["description"] = json!(d);
             }
             let ev = s.submit("core.create", None, payload).await?;
             let id = &ev[0].entity;
-            out.print(&json!({"block_id": id}), || format!("created {block_type} block {id}"));
+            out.print(&json!({"block_id": id}), || {
+                format!("created {block_type} block {id}")
+            });
         }
         BlockCmd::List => {
-            let blocks = s.file.with_state(|st| st.blocks.values().cloned().collect::<Vec<_>>());
+            let blocks = s
+                .file
+                .with_state(|st| st.blocks.values().cloned().collect::<Vec<_>>());
             let rows: Vec<Value> = blocks
                 .iter()
                 .map(|b| json!({"block_id": b.block_id, "name": b.name, "block_type": b.block_type, "owner": b.owner}))
@@ -244,7 +357,12 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
             out.print(&json!(rows), || {
                 blocks
                     .iter()
-                    .map(|b| format!("{}  {:<10} {:<24} owner={}", b.block_id, b.block_type, b.name, b.owner))
+                    .map(|b| {
+                        format!(
+                            "{}  {:<10} {:<24} owner={}",
+                            b.block_id, b.block_type, b.name, b.owner
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             });
@@ -252,10 +370,15 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
         BlockCmd::Show { id } => {
             let id = s.block_id(id)?;
             let (block, parents) = s.file.with_state(|st| {
-                let parents: Vec<Value> = st.parents_of(&id).map(|(r, p)| json!({"relation": r, "from": p})).collect();
+                let parents: Vec<Value> = st
+                    .parents_of(&id)
+                    .map(|(r, p)| json!({"relation": r, "from": p}))
+                    .collect();
                 (st.block(&id).cloned(), parents)
             });
-            let block = block.ok_or_else(|| CliError::failed("block_not_found", format!("block '{id}' not found")))?;
+            let block = block.ok_or_else(|| {
+                CliError::failed("block_not_found", format!("block '{id}' not found"))
+            })?;
             let mut v = serde_json::to_value(&block).unwrap_or_default();
             v["parents"] = json!(parents);
             out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -263,20 +386,29 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
         BlockCmd::Delete { id } => {
             let id = s.block_id(id)?;
             let ev = s.submit("core.delete", Some(&id), json!({})).await?;
-            out.print(&json!({"block_id": id, "events": ev.len()}), || format!("deleted {id}"));
+            out.print(&json!({"block_id": id, "events": ev.len()}), || {
+                format!("deleted {id}")
+            });
         }
         BlockCmd::Rename { id, name } => {
             let id = s.block_id(id)?;
-            s.submit("core.rename", Some(&id), json!({"name": name})).await?;
-            out.print(&json!({"block_id": id, "name": name}), || format!("renamed {id} to {name}"));
+            s.submit("core.rename", Some(&id), json!({"name": name}))
+                .await?;
+            out.print(&json!({"block_id": id, "name": name}), || {
+                format!("renamed {id} to {name}")
+            });
         }
         BlockCmd::Link(l) | BlockCmd::Unlink(l) => {
             let linking = matches!(cmd, BlockCmd::Link(_));
             let (from, to) = (s.block_id(&l.from)?, s.block_id(&l.to)?);
             let cap = if linking { "core.link" } else { "core.unlink" };
-            s.submit(cap, Some(&from), json!({"to": to, "relation": l.relation})).await?;
+            s.submit(cap, Some(&from), json!({"to": to, "relation": l.relation}))
+                .await?;
             let verb = if linking { "linked" } else { "unlinked" };
-            out.print(&json!({"from": from, "to": to, "relation": l.relation}), || format!("{verb} {from} -{}-> {to}", l.relation));
+            out.print(
+                &json!({"from": from, "to": to, "relation": l.relation}),
+                || format!("{verb} {from} -{}-> {to}", l.relation),
+            );
         }
     }
     Ok(())
@@ -287,15 +419,19 @@ async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
         DirCmd::Import { path, name } => {
             let bar = ProgressBar::new_spinner();
             bar.set_message("reading");
-            let report = service::import_directory(&s.file, &s.editor, path, name.as_deref(), |p| {
-                bar.set_message(p.to_owned());
-                bar.tick();
-            })
-            .await?;
+            let report =
+                service::import_directory(&s.file, &s.editor, path, name.as_deref(), |p| {
+                    bar.set_message(p.to_owned());
+                    bar.tick();
+                })
+                .await?;
             bar.finish_and_clear();
             let v = serde_json::to_value(&report).unwrap_or_default();
             out.print(&v, || {
-                let mut t = format!("imported {} files from {} as {}", report.files, report.root, report.block_id);
+                let mut t = format!(
+                    "imported {} files from {} as {}",
+                    report.files, report.root, report.block_id
+                );
                 for sk in &report.skipped {
                     t.push_str(&format!("\nskipped {}: {}", sk.path, sk.reason));
                 }
@@ -307,9 +443,16 @@ async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
             let v = service::export_directory(&s.file, &s.editor, &id).await?;
             out.print(&v, || {
                 let written = v["written"].as_array().map(Vec::len).unwrap_or(0);
-                let mut t = format!("wrote {written} files under {}", v["root"].as_str().unwrap_or(""));
+                let mut t = format!(
+                    "wrote {written} files under {}",
+                    v["root"].as_str().unwrap_or("")
+                );
                 for r in v["refused"].as_array().into_iter().flatten() {
-                    t.push_str(&format!("\nrefused {}: {}", r["path"].as_str().unwrap_or(""), r["reason"].as_str().unwrap_or("")));
+                    t.push_str(&format!(
+                        "\nrefused {}: {}",
+                        r["path"].as_str().unwrap_or(""),
+                        r["reason"].as_str().unwrap_or("")
+                    ));
                 }
                 t
             });
@@ -330,9 +473,15 @@ async fn terminal(s: &Session, cmd: &TerminalCmd, out: &Out) -> Result<(), CliEr
             }
             let ev = s.submit("terminal.create", None, payload).await?;
             let id = &ev[0].entity;
-            out.print(&json!({"block_id": id}), || format!("created terminal {id}"));
+            out.print(&json!({"block_id": id}), || {
+                format!("created terminal {id}")
+            });
         }
-        TerminalCmd::Run { id, timeout, command } => {
+        TerminalCmd::Run {
+            id,
+            timeout,
+            command,
+        } => {
             let id = s.block_id(id)?;
             let line = command.join(" ");
             let v = service::run_terminal(&s.file, &s.editor, &id, &line, *timeout).await?;
@@ -362,7 +511,10 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
     let show = |r: &service::AgentResult| {
         let v = serde_json::to_value(r).unwrap_or_default();
         out.print(&v, || {
-            let mut t = format!("agent {} ({}) is {}: {}", r.agent_block_id, r.editor_id, r.status, r.message);
+            let mut t = format!(
+                "agent {} ({}) is {}: {}",
+                r.agent_block_id, r.editor_id, r.status, r.message
+            );
             for w in &r.warnings {
                 t.push_str(&format!("\nwarning: {w}"));
             }
@@ -372,18 +524,39 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
     match cmd {
         AgentCmd::Create { target, name } => {
             let target = target.as_deref().map(|t| s.block_id(t)).transpose()?;
-            let r = service::create_agent(&s.file, &s.editor, target.as_deref(), name.as_deref()).await?;
+            let r = service::create_agent(&s.file, &s.editor, target.as_deref(), name.as_deref())
+                .await?;
             show(&r);
         }
         AgentCmd::Enable { id } | AgentCmd::Disable { id } => {
             let id = s.block_id(id)?;
-            let r = service::set_agent_enabled(&s.file, &s.editor, &id, matches!(cmd, AgentCmd::Enable { .. })).await?;
+            let r = service::set_agent_enabled(
+                &s.file,
+                &s.editor,
+                &id,
+                matches!(cmd, AgentCmd::Enable { .. }),
+            )
+            .await?;
             show(&r);
         }
-        AgentCmd::Configure { id, provider, model, api_key_env, system_prompt, max_context_tokens, base_url } => {
+        AgentCmd::Configure {
+            id,
+            provider,
+            model,
+            api_key_env,
+            system_prompt,
+            max_context_tokens,
+            base_url,
+        } => {
             let id = s.block_id(id)?;
             let mut cfg = serde_json::Map::new();
-            for (k, v) in [("provider", provider), ("model", model), ("api_key_env", api_key_env), ("system_prompt", system_prompt), ("base_url", base_url)] {
+            for (k, v) in [
+                ("provider", provider),
+                ("model", model),
+                ("api_key_env", api_key_env),
+                ("system_prompt", system_prompt),
+                ("base_url", base_url),
+            ] {
                 if let Some(v) = v {
                     cfg.insert(k.into(), json!(v));
                 }
@@ -397,9 +570,16 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             let v = service::configure_agent(&s.file, &s.editor, &id, Value::Object(cfg)).await?;
             out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
         }
-        AgentCmd::Invoke { id, prompt, context } => {
+        AgentCmd::Invoke {
+            id,
+            prompt,
+            context,
+        } => {
             let id = s.block_id(id)?;
-            let context: Vec<String> = context.iter().map(|c| s.block_id(c)).collect::<Result<_, _>>()?;
+            let context: Vec<String> = context
+                .iter()
+                .map(|c| s.block_id(c))
+                .collect::<Result<_, _>>()?;
             let json_out = out.json;
             let p = service::invoke_agent(&s.file, &s.editor, &id, prompt, &context, |d| {
                 use std::io::Write;
@@ -414,17 +594,41 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             })
             .await?;
             if p["status"] == "failed" {
-                return Err(CliError::failed("llm_failed", format!("the model call failed: {}", p["error"].as_str().unwrap_or("unknown error"))));
+                return Err(CliError::failed(
+                    "llm_failed",
+                    format!(
+                        "the model call failed: {}",
+                        p["error"].as_str().unwrap_or("unknown error")
+                    ),
+                ));
             }
             out.print(&p, || {
-                let mut t = format!("\n\nproposal {} ({}):", p["proposal_id"].as_str().unwrap_or(""), p["status"].as_str().unwrap_or(""));
-                for (i, c) in p["proposed_commands"].as_array().into_iter().flatten().enumerate() {
-                    t.push_str(&format!("\n  {}. {} {} {}", i + 1, c["cap_id"].as_str().unwrap_or(""), c["block_id"].as_str().unwrap_or("*"), c["description"].as_str().unwrap_or("")));
+                let mut t = format!(
+                    "\n\nproposal {} ({}):",
+                    p["proposal_id"].as_str().unwrap_or(""),
+                    p["status"].as_str().unwrap_or("")
+                );
+                for (i, c) in p["proposed_commands"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    t.push_str(&format!(
+                        "\n  {}. {} {} {}",
+                        i + 1,
+                        c["cap_id"].as_str().unwrap_or(""),
+                        c["block_id"].as_str().unwrap_or("*"),
+                        c["description"].as_str().unwrap_or("")
+                    ));
                 }
                 for e in p["parse_errors"].as_array().into_iter().flatten() {
                     t.push_str(&format!("\n  parse error: {}", e.as_str().unwrap_or("")));
                 }
-                t.push_str(&format!("\napprove with `elfiee agent approve {}`", p["proposal_id"].as_str().unwrap_or("")));
+                t.push_str(&format!(
+                    "\napprove with `elfiee agent approve {}`",
+                    p["proposal_id"].as_str().unwrap_or("")
+                ));
                 t
             });
         }
@@ -433,16 +637,21 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             use std::io::{BufRead, Write};
             let id = s.block_id(id)?;
             let mut opts = session_options(s, &id)?;
-            opts.on_tool = Some(std::sync::Arc::new(|status: &str, tool: &str, subject: &str| {
-                let mark = match status {
-                    "running" => "Running",
-                    "success" => "Success",
-                    _ => "Failed",
-                };
-                eprintln!("  [{mark}] {tool} {subject}");
-            }));
+            opts.on_tool = Some(std::sync::Arc::new(
+                |status: &str, tool: &str, subject: &str| {
+                    let mark = match status {
+                        "running" => "Running",
+                        "success" => "Success",
+                        _ => "Failed",
+                    };
+                    eprintln!("  [{mark}] {tool} {subject}");
+                },
+            ));
             let mut chat = AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
-            eprintln!("session {} — empty line or Ctrl-D to leave", chat.session_id());
+            eprintln!(
+                "session {} — empty line or Ctrl-D to leave",
+                chat.session_id()
+            );
             let stdin = std::io::stdin();
             loop {
                 eprint!("> ");
@@ -470,22 +679,49 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 }
             }
         }
-        AgentCmd::Run { id, message, session, approve_all, deny_all: _, max_iterations } => {
+        AgentCmd::Run {
+            id,
+            message,
+            session,
+            approve_all,
+            deny_all: _,
+            max_iterations,
+        } => {
             use elfiee_adapters::agent_loop::{AgentSession, Confirm};
             let id = s.block_id(id)?;
             let mut opts = session_options(s, &id)?;
             if let Some(n) = max_iterations {
                 opts.max_iterations = (*n).max(1);
             }
-            let mut session = AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
+            let mut session =
+                AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
             let approve = *approve_all;
             let mut confirm = move |tool: &str, input: &Value| {
-                eprintln!("{} {tool} {input}", if approve { "approved:" } else { "denied (pass --approve-all to allow):" });
-                if approve { Confirm::Once } else { Confirm::Reject }
+                eprintln!(
+                    "{} {tool} {input}",
+                    if approve {
+                        "approved:"
+                    } else {
+                        "denied (pass --approve-all to allow):"
+                    }
+                );
+                if approve {
+                    Confirm::Once
+                } else {
+                    Confirm::Reject
+                }
             };
             let outcome = session.run_turn(message, &mut confirm).await?;
             let v = json!({"session_id": session.session_id(), "stop_reason": outcome.stop_reason, "text": outcome.text, "tool_calls": outcome.tool_calls});
-            out.print(&v, || format!("{}\n[{} · {} tool call(s) · session {}]", outcome.text, outcome.stop_reason, outcome.tool_calls, session.session_id()));
+            out.print(&v, || {
+                format!(
+                    "{}\n[{} · {} tool call(s) · session {}]",
+                    outcome.text,
+                    outcome.stop_reason,
+                    outcome.tool_calls,
+                    session.session_id()
+                )
+            });
         }
         AgentCmd::Proposals { id } => {
             let id = s.block_id(id)?;
@@ -494,7 +730,12 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 list.iter()
                     .map(|p| {
                         let n = p["proposed_commands"].as_array().map(Vec::len).unwrap_or(0);
-                        format!("{}  {:<9} {n} command(s)  {}", p["proposal_id"].as_str().unwrap_or(""), p["status"].as_str().unwrap_or(""), p["prompt"].as_str().unwrap_or(""))
+                        format!(
+                            "{}  {:<9} {n} command(s)  {}",
+                            p["proposal_id"].as_str().unwrap_or(""),
+                            p["status"].as_str().unwrap_or(""),
+                            p["prompt"].as_str().unwrap_or("")
+                        )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
@@ -506,18 +747,28 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 AgentCmd::Reject { feedback, .. } => feedback.as_deref(),
                 _ => None,
             };
-            let ev = service::decide_proposal(&s.file, &s.editor, proposal_id, approved, feedback).await?;
+            let ev = service::decide_proposal(&s.file, &s.editor, proposal_id, approved, feedback)
+                .await?;
             let verb = if approved { "approved" } else { "rejected" };
-            out.print(&json!({"proposal_id": proposal_id, "status": verb, "events": ev.len()}), || {
-                format!("{verb} {proposal_id}; {} event(s) committed", ev.len())
-            });
+            out.print(
+                &json!({"proposal_id": proposal_id, "status": verb, "events": ev.len()}),
+                || format!("{verb} {proposal_id}; {} event(s) committed", ev.len()),
+            );
         }
         AgentCmd::List => {
             let agents = service::list_agents(&s.file);
             out.print(&json!(agents), || {
                 agents
                     .iter()
-                    .map(|a| format!("{}  {:<10} {:<8} {}", a["agent_block_id"].as_str().unwrap_or(""), a["name"].as_str().unwrap_or(""), a["status"].as_str().unwrap_or(""), a["editor_id"].as_str().unwrap_or("")))
+                    .map(|a| {
+                        format!(
+                            "{}  {:<10} {:<8} {}",
+                            a["agent_block_id"].as_str().unwrap_or(""),
+                            a["name"].as_str().unwrap_or(""),
+                            a["status"].as_str().unwrap_or(""),
+                            a["editor_id"].as_str().unwrap_or("")
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             });
@@ -527,21 +778,40 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
 }
 
 /// Agent-loop options from the agent's configuration (provider built now; key from its env var).
-fn session_options(s: &Session, agent: &str) -> Result<elfiee_adapters::agent_loop::SessionOptions, CliError> {
+fn session_options(
+    s: &Session,
+    agent: &str,
+) -> Result<elfiee_adapters::agent_loop::SessionOptions, CliError> {
     let cfg = s
         .file
-        .with_state(|st| st.block(agent).map(|b| elfiee::capabilities::builtin::AgentConfig::of(&b.contents)))
+        .with_state(|st| {
+            st.block(agent)
+                .map(|b| elfiee::capabilities::builtin::AgentConfig::of(&b.contents))
+        })
         .unwrap_or_default();
-    let provider = elfiee_adapters::invoke::default_provider_factory()(&cfg).map_err(|e| CliError::failed("llm", e.to_string()))?;
-    Ok(elfiee_adapters::agent_loop::SessionOptions::new(provider, cfg.model.clone()))
+    let provider = elfiee_adapters::invoke::default_provider_factory()(&cfg)
+        .map_err(|e| CliError::failed("llm", e.to_string()))?;
+    Ok(elfiee_adapters::agent_loop::SessionOptions::new(
+        provider,
+        cfg.model.clone(),
+    ))
 }
 
 async fn grant(s: &Session, cap: &str, g: &GrantArgs, out: &Out) -> Result<(), CliError> {
     let editor = s.editor_id(&g.editor)?;
     let block = s.block_id(&g.block)?;
-    s.submit(cap, Some(&block), json!({"editor_id": editor, "cap_id": g.cap})).await?;
+    s.submit(
+        cap,
+        Some(&block),
+        json!({"editor_id": editor, "cap_id": g.cap}),
+    )
+    .await?;
     let v = json!({"editor_id": editor, "cap_id": g.cap, "block_id": block});
-    let verb = if cap == "core.grant" { "granted" } else { "revoked" };
+    let verb = if cap == "core.grant" {
+        "granted"
+    } else {
+        "revoked"
+    };
     out.print(&v, || format!("{verb} {} on {block} for {editor}", g.cap));
     Ok(())
 }
@@ -556,29 +826,45 @@ fn read_text(src: &TextSource) -> Result<String, CliError> {
             return std::fs::read_to_string(p)
                 .map_err(|e| CliError::failed("io", format!("cannot read {}: {e}", p.display())));
         }
-        _ => std::io::stdin()
-            .read_to_string(&mut buf)
-            .map_err(|e| CliError::failed("io", format!("cannot read stdin: {e}; pass --text or --file")))?,
+        _ => std::io::stdin().read_to_string(&mut buf).map_err(|e| {
+            CliError::failed(
+                "io",
+                format!("cannot read stdin: {e}; pass --text or --file"),
+            )
+        })?,
     };
     Ok(buf)
 }
 
 fn mentions(e: &Event, block: &str) -> bool {
-    e.entity == block || e.value.get("to").and_then(Value::as_str) == Some(block) || e.value.get("block_id").and_then(Value::as_str) == Some(block)
+    e.entity == block
+        || e.value.get("to").and_then(Value::as_str) == Some(block)
+        || e.value.get("block_id").and_then(Value::as_str) == Some(block)
 }
 
 fn event_line(e: &Event) -> String {
     let mut v = e.value.to_string();
     if v.len() > 100 {
-        let cut = (0..=100).rev().find(|i| v.is_char_boundary(*i)).unwrap_or(0);
+        let cut = (0..=100)
+            .rev()
+            .find(|i| v.is_char_boundary(*i))
+            .unwrap_or(0);
         v.truncate(cut);
         v.push('…');
     }
-    format!("{:>6}  {}  {:<36} {:<40} {v}", e.seq, e.created_at.format("%Y-%m-%d %H:%M:%S%.3f"), e.attribute, e.entity)
+    format!(
+        "{:>6}  {}  {:<36} {:<40} {v}",
+        e.seq,
+        e.created_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+        e.attribute,
+        e.entity
+    )
 }
 
 fn elf_path(cli: &Cli) -> Result<PathBuf, CliError> {
-    cli.elf.clone().ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))
+    cli.elf
+        .clone()
+        .ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))
 }
 
 fn progress(label: &'static str) -> ProgressBar {
@@ -642,6 +928,13 @@ fn print_verify(report: &elfiee::engine::VerifyReport, out: &Out) -> Result<(), 
     if report.ok {
         Ok(())
     } else {
-        Err(CliError::failed("verify_failed", format!("{} problem(s) found: {}", report.problems.len(), report.problems.join("; "))))
+        Err(CliError::failed(
+            "verify_failed",
+            format!(
+                "{} problem(s) found: {}",
+                report.problems.len(),
+                report.problems.join("; ")
+            ),
+        ))
     }
 }

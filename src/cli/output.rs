@@ -14,7 +14,10 @@ impl CliError {
     }
 
     pub fn failed(kind: &str, msg: impl Into<String>) -> CliError {
-        CliError::Failed { kind: kind.into(), message: msg.into() }
+        CliError::Failed {
+            kind: kind.into(),
+            message: msg.into(),
+        }
     }
 
     pub fn code(&self) -> u8 {
@@ -49,7 +52,10 @@ impl From<EngineError> for CliError {
                 .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_owned))
                 .unwrap_or_else(|| "error".into()),
         };
-        CliError::Failed { kind, message: e.to_string() }
+        CliError::Failed {
+            kind,
+            message: e.to_string(),
+        }
     }
 }
 

@@ -9,20 +9,42 @@ pub fn block(state: &State, input: &str) -> Result<String, CliError> {
     if input == "*" || state.blocks.contains_key(input) {
         return Ok(input.to_owned());
     }
-    let by_prefix: Vec<&String> = if input.len() >= 4 { state.blocks.keys().filter(|k| k.starts_with(input)).collect() } else { Vec::new() };
+    let by_prefix: Vec<&String> = if input.len() >= 4 {
+        state
+            .blocks
+            .keys()
+            .filter(|k| k.starts_with(input))
+            .collect()
+    } else {
+        Vec::new()
+    };
     if by_prefix.len() == 1 {
         return Ok(by_prefix[0].clone());
     }
-    let by_name: Vec<&String> = state.blocks.values().filter(|b| b.name == input).map(|b| &b.block_id).collect();
+    let by_name: Vec<&String> = state
+        .blocks
+        .values()
+        .filter(|b| b.name == input)
+        .map(|b| &b.block_id)
+        .collect();
     match (by_prefix.len(), by_name.len()) {
         (0, 1) => Ok(by_name[0].clone()),
-        (0, 0) => Err(CliError::failed("block_not_found", format!("block '{input}' not found; list blocks with `elfiee block list`"))),
+        (0, 0) => Err(CliError::failed(
+            "block_not_found",
+            format!("block '{input}' not found; list blocks with `elfiee block list`"),
+        )),
         _ => {
             let mut all: Vec<&String> = by_prefix.into_iter().chain(by_name).collect();
             all.sort();
             all.dedup();
             let list: Vec<&str> = all.iter().map(|s| s.as_str()).collect();
-            Err(CliError::failed("ambiguous", format!("'{input}' matches several blocks ({}); give the full id", list.join(", "))))
+            Err(CliError::failed(
+                "ambiguous",
+                format!(
+                    "'{input}' matches several blocks ({}); give the full id",
+                    list.join(", ")
+                ),
+            ))
         }
     }
 }
@@ -31,11 +53,21 @@ pub fn editor(state: &State, input: &str) -> Result<String, CliError> {
     if input == "*" || state.editors.contains_key(input) {
         return Ok(input.to_owned());
     }
-    let by_name: Vec<&String> =
-        state.editors.values().filter(|e| e.name.eq_ignore_ascii_case(input)).map(|e| &e.editor_id).collect();
+    let by_name: Vec<&String> = state
+        .editors
+        .values()
+        .filter(|e| e.name.eq_ignore_ascii_case(input))
+        .map(|e| &e.editor_id)
+        .collect();
     match by_name.len() {
         1 => Ok(by_name[0].clone()),
-        0 => Err(CliError::failed("unknown_editor", format!("editor '{input}' not found; list editors with `elfiee editor list`"))),
-        _ => Err(CliError::failed("ambiguous", format!("several editors are named '{input}'; give the id"))),
+        0 => Err(CliError::failed(
+            "unknown_editor",
+            format!("editor '{input}' not found; list editors with `elfiee editor list`"),
+        )),
+        _ => Err(CliError::failed(
+            "ambiguous",
+            format!("several editors are named '{input}'; give the id"),
+        )),
     }
 }

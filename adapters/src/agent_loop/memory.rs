@@ -14,8 +14,9 @@ pub struct Memory {
 }
 
 const STOP: &[&str] = &[
-    "the", "and", "for", "with", "that", "this", "from", "into", "are", "was", "were", "you", "your", "our", "have", "has", "not", "but",
-    "all", "any", "can", "its", "then", "than", "them", "they", "what", "when", "where", "which", "who", "how", "now", "please", "use",
+    "the", "and", "for", "with", "that", "this", "from", "into", "are", "was", "were", "you",
+    "your", "our", "have", "has", "not", "but", "all", "any", "can", "its", "then", "than", "them",
+    "they", "what", "when", "where", "which", "who", "how", "now", "please", "use",
 ];
 
 /// Lower-cased words of 3+ characters (ASCII-ish scripts) and character bigrams of CJK runs.
@@ -63,8 +64,12 @@ fn is_cjk(c: char) -> bool {
 /// ties go to the newer memory.
 pub fn recall<'a>(memories: &'a [Memory], query: &str, limit: usize) -> Vec<&'a Memory> {
     let q = keywords(query);
-    let mut scored: Vec<(usize, usize, &Memory)> =
-        memories.iter().enumerate().map(|(i, m)| (m.keywords.intersection(&q).count(), i, m)).filter(|(s, _, _)| *s > 0).collect();
+    let mut scored: Vec<(usize, usize, &Memory)> = memories
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.keywords.intersection(&q).count(), i, m))
+        .filter(|(s, _, _)| *s > 0)
+        .collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
     scored.into_iter().take(limit).map(|(_, _, m)| m).collect()
 }
@@ -85,7 +90,11 @@ mod tests {
     use super::*;
 
     fn mem(id: &str, text: &str) -> Memory {
-        Memory { session_id: id.into(), summary: text.into(), keywords: keywords(text) }
+        Memory {
+            session_id: id.into(),
+            summary: text.into(),
+            keywords: keywords(text),
+        }
     }
 
     #[test]
@@ -97,8 +106,15 @@ mod tests {
 
     #[test]
     fn recall_ranks_by_shared_keywords() {
-        let ms = vec![mem("a", "wrote the parser for command blocks"), mem("b", "renamed the terminal"), mem("c", "parser tests for command output")];
-        let got: Vec<&str> = recall(&ms, "the command parser is broken", 2).iter().map(|m| m.session_id.as_str()).collect();
+        let ms = vec![
+            mem("a", "wrote the parser for command blocks"),
+            mem("b", "renamed the terminal"),
+            mem("c", "parser tests for command output"),
+        ];
+        let got: Vec<&str> = recall(&ms, "the command parser is broken", 2)
+            .iter()
+            .map(|m| m.session_id.as_str())
+            .collect();
         assert_eq!(got, ["c", "a"]);
         assert!(recall(&ms, "unrelated words entirely", 3).is_empty());
     }

@@ -11,4 +11,7 @@ pub mod types;
 pub use permissions::{Action, Autonomy, Rule, Ruleset};
 pub use profiles::Profile;
 pub use session::{always_rules, AgentSession, SessionOptions, ToolStatusFn};
-pub use types::{ApprovalRequest, ApproveAll, AskReason, Confirm, ConfirmCallback, DenyAll, LoopEvent, SessionStatus, StopReason, TurnOutcome};
+pub use types::{
+    ApprovalRequest, ApproveAll, AskReason, Confirm, ConfirmCallback, DenyAll, LoopEvent,
+    SessionStatus, StopReason, TurnOutcome,
+};

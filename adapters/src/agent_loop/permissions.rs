@@ -40,13 +40,23 @@ pub struct Rule {
 
 impl Rule {
     pub fn new(permission: &str, pattern: &str, action: Action) -> Rule {
-        Rule { permission: permission.into(), pattern: pattern.into(), action }
+        Rule {
+            permission: permission.into(),
+            pattern: pattern.into(),
+            action,
+        }
     }
 }
 
 /// Tools of the shared catalogue that only read.
-pub const READ_ONLY_TOOLS: &[&str] =
-    &["elfiee_block_list", "elfiee_block_get", "elfiee_block_history", "elfiee_proposal_list", "self_info", "task"];
+pub const READ_ONLY_TOOLS: &[&str] = &[
+    "elfiee_block_list",
+    "elfiee_block_get",
+    "elfiee_block_history",
+    "elfiee_proposal_list",
+    "self_info",
+    "task",
+];
 
 /// An ordered list of rules (later rules override earlier ones).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -141,11 +151,17 @@ mod tests {
     fn wildcards_match_as_documented() {
         assert!(wildcard_match("rm *", "rm -rf build"));
         assert!(wildcard_match("*", "anything at all"));
-        assert!(wildcard_match("*", "a/b"), "a star crosses '/': deny rules cannot be dodged with paths");
+        assert!(
+            wildcard_match("*", "a/b"),
+            "a star crosses '/': deny rules cannot be dodged with paths"
+        );
         assert!(wildcard_match("**", "a/b/c"));
         assert!(wildcard_match("src/**/*.rs", "src/engine/log/codec.rs"));
         assert!(!wildcard_match("src/*.rs", "src/engine/codec.ts"));
-        assert!(!wildcard_match("rm *", "git rm x"), "patterns are anchored at both ends");
+        assert!(
+            !wildcard_match("rm *", "git rm x"),
+            "patterns are anchored at both ends"
+        );
         assert!(wildcard_match("cargo ?est", "cargo test"));
         assert!(!wildcard_match("cargo ?est", "cargo tests"));
         assert!(wildcard_match("elfiee_*", "elfiee_markdown_write"));
@@ -156,19 +172,39 @@ mod tests {
 
     #[test]
     fn a_deny_rule_blocks_shell_rm() {
-        let rules = Ruleset::new(vec![Rule::new("shell", "*", Action::Allow), Rule::new("shell", "rm *", Action::Deny)]);
+        let rules = Ruleset::new(vec![
+            Rule::new("shell", "*", Action::Allow),
+            Rule::new("shell", "rm *", Action::Deny),
+        ]);
         assert_eq!(rules.evaluate("shell", "rm -rf /tmp/x"), Action::Deny);
         assert_eq!(rules.evaluate("shell", "ls -la"), Action::Allow);
-        assert_eq!(rules.decide(Autonomy::Full, "shell", "rm -rf x"), Action::Deny, "Full keeps explicit denies");
+        assert_eq!(
+            rules.decide(Autonomy::Full, "shell", "rm -rf x"),
+            Action::Deny,
+            "Full keeps explicit denies"
+        );
     }
 
     #[test]
     fn the_last_matching_rule_wins() {
-        let allow_then_deny = Ruleset::new(vec![Rule::new("**", "**", Action::Allow), Rule::new("shell", "**", Action::Deny)]);
+        let allow_then_deny = Ruleset::new(vec![
+            Rule::new("**", "**", Action::Allow),
+            Rule::new("shell", "**", Action::Deny),
+        ]);
         assert_eq!(allow_then_deny.evaluate("shell", "ls"), Action::Deny);
-        assert_eq!(allow_then_deny.evaluate("elfiee_block_list", ""), Action::Allow);
-        let deny_then_allow = Ruleset::new(vec![Rule::new("shell", "**", Action::Deny), Rule::new("**", "**", Action::Allow)]);
-        assert_eq!(deny_then_allow.evaluate("shell", "ls"), Action::Allow, "order matters, not specificity");
+        assert_eq!(
+            allow_then_deny.evaluate("elfiee_block_list", ""),
+            Action::Allow
+        );
+        let deny_then_allow = Ruleset::new(vec![
+            Rule::new("shell", "**", Action::Deny),
+            Rule::new("**", "**", Action::Allow),
+        ]);
+        assert_eq!(
+            deny_then_allow.evaluate("shell", "ls"),
+            Action::Allow,
+            "order matters, not specificity"
+        );
         let mut r = Ruleset::new(vec![Rule::new("shell", "git *", Action::Ask)]);
         r.push(Rule::new("shell", "git status", Action::Allow)); // an "always" answer
         assert_eq!(r.evaluate("shell", "git status"), Action::Allow);
@@ -177,19 +213,40 @@ mod tests {
 
     #[test]
     fn no_match_asks() {
-        assert_eq!(Ruleset::default().evaluate("elfiee_code_write", "b1"), Action::Ask);
-        assert_eq!(Ruleset::default().decide(Autonomy::Supervised, "shell", "ls"), Action::Ask);
+        assert_eq!(
+            Ruleset::default().evaluate("elfiee_code_write", "b1"),
+            Action::Ask
+        );
+        assert_eq!(
+            Ruleset::default().decide(Autonomy::Supervised, "shell", "ls"),
+            Action::Ask
+        );
     }
 
     #[test]
     fn autonomy_levels_bound_the_rules() {
         let allow_all = Ruleset::new(vec![Rule::new("**", "**", Action::Allow)]);
-        assert_eq!(allow_all.decide(Autonomy::ReadOnly, "elfiee_markdown_write", "b"), Action::Deny);
-        assert_eq!(allow_all.decide(Autonomy::ReadOnly, "shell", "ls"), Action::Deny);
-        assert_eq!(Ruleset::default().decide(Autonomy::ReadOnly, "elfiee_block_get", "b"), Action::Allow);
-        assert_eq!(Ruleset::default().decide(Autonomy::Full, "elfiee_markdown_write", "b"), Action::Allow);
+        assert_eq!(
+            allow_all.decide(Autonomy::ReadOnly, "elfiee_markdown_write", "b"),
+            Action::Deny
+        );
+        assert_eq!(
+            allow_all.decide(Autonomy::ReadOnly, "shell", "ls"),
+            Action::Deny
+        );
+        assert_eq!(
+            Ruleset::default().decide(Autonomy::ReadOnly, "elfiee_block_get", "b"),
+            Action::Allow
+        );
+        assert_eq!(
+            Ruleset::default().decide(Autonomy::Full, "elfiee_markdown_write", "b"),
+            Action::Allow
+        );
         let deny_get = Ruleset::new(vec![Rule::new("elfiee_block_get", "secret*", Action::Deny)]);
-        assert_eq!(deny_get.decide(Autonomy::ReadOnly, "elfiee_block_get", "secret-1"), Action::Deny);
+        assert_eq!(
+            deny_get.decide(Autonomy::ReadOnly, "elfiee_block_get", "secret-1"),
+            Action::Deny
+        );
     }
 
     #[test]
@@ -198,6 +255,10 @@ mod tests {
         let pattern = format!("{}b", "*a".repeat(50));
         let t = std::time::Instant::now();
         assert!(!wildcard_match(&pattern, &text));
-        assert!(t.elapsed() < std::time::Duration::from_secs(2), "took {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(2),
+            "took {:?}",
+            t.elapsed()
+        );
     }
 }

@@ -23,7 +23,12 @@ pub struct Profile {
 pub const PROFILES: &[&str] = &["build", "plan", "explore", "general"];
 
 fn reads_allowed() -> Ruleset {
-    Ruleset::new(READ_ONLY_TOOLS.iter().map(|t| Rule::new(t, "**", Action::Allow)).collect())
+    Ruleset::new(
+        READ_ONLY_TOOLS
+            .iter()
+            .map(|t| Rule::new(t, "**", Action::Allow))
+            .collect(),
+    )
 }
 
 impl Profile {
@@ -44,6 +49,12 @@ impl Profile {
             "general" => (Autonomy::Supervised, reads_allowed(), "Profile general: a sub-agent for a multi-step task; report what you did at the end."),
             _ => return None,
         };
-        Some(Profile { name: name.into(), autonomy, rules, model: None, prompt: prompt.into() })
+        Some(Profile {
+            name: name.into(),
+            autonomy,
+            rules,
+            model: None,
+            prompt: prompt.into(),
+        })
     }
 }

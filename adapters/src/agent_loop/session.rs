@@ -36,7 +36,9 @@ use super::memory::{self, Memory};
 use super::permissions::{Action, Autonomy, Rule, Ruleset, READ_ONLY_TOOLS};
 use super::profiles::Profile;
 use super::types::*;
-use crate::llm::{ContentBlock, LlmError, LlmRequest, Message, Provider, Role, StreamEvent, ToolDef};
+use crate::llm::{
+    ContentBlock, LlmError, LlmRequest, Message, Provider, Role, StreamEvent, ToolDef,
+};
 
 /// A status-line callback: `("running" | "success" | "failed", tool name, detail)`.
 pub type ToolStatusFn = Arc<dyn Fn(&str, &str, &str) + Send + Sync>;
@@ -108,9 +110,16 @@ impl SessionOptions {
     /// Options for the agent block `agent_block_id`: its configuration (provider built by
     /// `factory` — pass [`crate::invoke::default_provider_factory`] for the real ones, the key read
     /// from the configured env var — model, and its `system_prompt` as instructions).
-    pub fn for_agent(file: &FileHandle, agent_block_id: &str, factory: &crate::invoke::ProviderFactory) -> Result<SessionOptions, LlmError> {
+    pub fn for_agent(
+        file: &FileHandle,
+        agent_block_id: &str,
+        factory: &crate::invoke::ProviderFactory,
+    ) -> Result<SessionOptions, LlmError> {
         let cfg = file
-            .with_state(|s| s.block(agent_block_id).map(|b| elfiee_capabilities::builtin::AgentConfig::of(&b.contents)))
+            .with_state(|s| {
+                s.block(agent_block_id)
+                    .map(|b| elfiee_capabilities::builtin::AgentConfig::of(&b.contents))
+            })
             .unwrap_or_default();
         let provider = factory(&cfg)?;
         let mut o = SessionOptions::new(provider, cfg.model.clone());
@@ -157,22 +166,34 @@ pub struct AgentSession {
 enum ToolOutcome {
     Ok(String),
     /// The call ran (or was refused) and did not succeed; `partial` is output it produced.
-    Failed { error: String, partial: Option<String> },
+    Failed {
+        error: String,
+        partial: Option<String>,
+    },
     /// Something broke underneath (I/O, the engine); not the call's fault.
     Error(String),
 }
 
 impl ToolOutcome {
     fn failed(error: impl Into<String>) -> ToolOutcome {
-        ToolOutcome::Failed { error: error.into(), partial: None }
+        ToolOutcome::Failed {
+            error: error.into(),
+            partial: None,
+        }
     }
 
     /// Seed 003's format: the output as is; `[failed] …` (+ `[partial output]`); `[error] …`.
     fn render(&self) -> (String, bool) {
         match self {
             ToolOutcome::Ok(s) => (s.clone(), false),
-            ToolOutcome::Failed { error, partial: None } => (format!("[failed] {error}"), true),
-            ToolOutcome::Failed { error, partial: Some(p) } => (format!("[failed] {error}\n[partial output]\n{p}"), true),
+            ToolOutcome::Failed {
+                error,
+                partial: None,
+            } => (format!("[failed] {error}"), true),
+            ToolOutcome::Failed {
+                error,
+                partial: Some(p),
+            } => (format!("[failed] {error}\n[partial output]\n{p}"), true),
             ToolOutcome::Error(m) => (format!("[error] {m}"), true),
         }
     }
@@ -188,7 +209,9 @@ fn first_lines(s: &str, lines: usize) -> String {
 const KEPT_AFTER_COMPACTION: usize = 2;
 
 fn summary_message(summary: &str) -> Message {
-    Message::user_text(format!("Summary of the conversation so far (older messages were compacted):\n\n{summary}"))
+    Message::user_text(format!(
+        "Summary of the conversation so far (older messages were compacted):\n\n{summary}"
+    ))
 }
 
 fn truncation_message() -> Message {
@@ -226,14 +249,27 @@ fn rejected(msg: impl Into<String>) -> EngineError {
 }
 
 fn is_plain_user(m: &Message) -> bool {
-    m.role == Role::User && !m.content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. }))
+    m.role == Role::User
+        && !m
+            .content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::ToolResult { .. }))
 }
 
 fn tool_use_ids(m: &Message) -> Vec<String> {
     if m.role != Role::Assistant {
         return Vec::new();
     }
-    m.content.iter().filter_map(|b| if let ContentBlock::ToolUse { id, .. } = b { Some(id.clone()) } else { None }).collect()
+    m.content
+        .iter()
+        .filter_map(|b| {
+            if let ContentBlock::ToolUse { id, .. } = b {
+                Some(id.clone())
+            } else {
+                None
+            }
+        })
+        .collect()
 }
 
 /// Appends `m`, first answering tool calls left without results (a session closed mid-step),
@@ -241,11 +277,18 @@ fn tool_use_ids(m: &Message) -> Vec<String> {
 fn push_paired(history: &mut Vec<Message>, m: Message) {
     if let Some(last) = history.last() {
         let ids = tool_use_ids(last);
-        let answered = m.role == Role::User && m.content.iter().any(|b| matches!(b, ContentBlock::ToolResult { .. }));
+        let answered = m.role == Role::User
+            && m.content
+                .iter()
+                .any(|b| matches!(b, ContentBlock::ToolResult { .. }));
         if !ids.is_empty() && !answered {
             let results = ids
                 .into_iter()
-                .map(|id| ContentBlock::ToolResult { tool_use_id: id, content: "[error] the session stopped before this call ran".into(), is_error: true })
+                .map(|id| ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content: "[error] the session stopped before this call ran".into(),
+                    is_error: true,
+                })
                 .collect();
             history.push(Message::new(Role::User, results));
         }
@@ -272,7 +315,10 @@ fn window(history: &[Message], max: usize) -> Vec<Message> {
 
 /// `YYYY-MM-DD HH:MM UTC` for the system prompt's environment section.
 fn utc_now() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
     let z = days + 719_468;
@@ -284,7 +330,11 @@ fn utc_now() -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60
+    )
 }
 
 /// A short title from the first user message (3–6 words, or 24 characters of CJK text).
@@ -307,9 +357,21 @@ impl AgentSession {
         opts: SessionOptions,
     ) -> Result<AgentSession, EngineError> {
         let agent_editor = file
-            .with_state(|s| s.block(agent_block_id).filter(|b| b.block_type == "agent").and_then(|b| b.contents.get("editor_id")).and_then(Value::as_str).map(str::to_owned))
-            .ok_or_else(|| rejected(format!("'{agent_block_id}' is not an agent block; see `elfiee agent list`")))?;
-        let session_id = session_id.map(str::to_owned).unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            .with_state(|s| {
+                s.block(agent_block_id)
+                    .filter(|b| b.block_type == "agent")
+                    .and_then(|b| b.contents.get("editor_id"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .ok_or_else(|| {
+                rejected(format!(
+                    "'{agent_block_id}' is not an agent block; see `elfiee agent list`"
+                ))
+            })?;
+        let session_id = session_id
+            .map(str::to_owned)
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let mut history = Vec::new();
         let mut session_rules = Ruleset::default();
         let mut memories = Vec::new();
@@ -318,33 +380,60 @@ impl AgentSession {
             if e.entity != agent_block_id || e.cap_id() != "agent.session" {
                 continue;
             }
-            let sid = e.value.get("session_id").and_then(Value::as_str).unwrap_or_default();
+            let sid = e
+                .value
+                .get("session_id")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             let entry = e.value.get("entry").and_then(Value::as_str);
             if sid != session_id {
                 if entry == Some("memory") {
                     if let Some(summary) = e.value.get("summary").and_then(Value::as_str) {
-                        memories.push(Memory { session_id: sid.to_owned(), summary: summary.to_owned(), keywords: memory::keywords(summary) });
+                        memories.push(Memory {
+                            session_id: sid.to_owned(),
+                            summary: summary.to_owned(),
+                            keywords: memory::keywords(summary),
+                        });
                     }
                 }
                 continue;
             }
             match entry {
                 Some("message") => {
-                    if let Some(m) = e.value.get("message").and_then(|m| serde_json::from_value::<Message>(m.clone()).ok()) {
+                    if let Some(m) = e
+                        .value
+                        .get("message")
+                        .and_then(|m| serde_json::from_value::<Message>(m.clone()).ok())
+                    {
                         push_paired(&mut history, m);
                     }
                 }
                 Some("compaction") => {
                     let kept = e.value.get("kept").and_then(Value::as_u64).unwrap_or(0) as usize;
-                    let note = e.value.get("summary").and_then(Value::as_str).map(summary_message).unwrap_or_else(truncation_message);
+                    let note = e
+                        .value
+                        .get("summary")
+                        .and_then(Value::as_str)
+                        .map(summary_message)
+                        .unwrap_or_else(truncation_message);
                     history = compacted(history, note, kept);
                 }
                 Some("rule") => {
-                    if let Some(r) = e.value.get("rule").and_then(|r| serde_json::from_value::<Rule>(r.clone()).ok()) {
+                    if let Some(r) = e
+                        .value
+                        .get("rule")
+                        .and_then(|r| serde_json::from_value::<Rule>(r.clone()).ok())
+                    {
                         session_rules.push(r);
                     }
                 }
-                Some("title") => title = e.value.get("title").and_then(Value::as_str).map(str::to_owned),
+                Some("title") => {
+                    title = e
+                        .value
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                }
                 _ => {}
             }
         }
@@ -394,13 +483,21 @@ impl AgentSession {
 
     /// The ids of the agent's sessions in `file` (top-level ones, not sub-agents), oldest first,
     /// with their titles.
-    pub fn list(file: &FileHandle, agent_block_id: &str) -> Result<Vec<(String, Option<String>)>, EngineError> {
+    pub fn list(
+        file: &FileHandle,
+        agent_block_id: &str,
+    ) -> Result<Vec<(String, Option<String>)>, EngineError> {
         let mut out: Vec<(String, Option<String>)> = Vec::new();
         for e in file.events(1)? {
-            if e.entity != agent_block_id || e.cap_id() != "agent.session" || e.value.get("parent_session").is_some() {
+            if e.entity != agent_block_id
+                || e.cap_id() != "agent.session"
+                || e.value.get("parent_session").is_some()
+            {
                 continue;
             }
-            let Some(sid) = e.value.get("session_id").and_then(Value::as_str) else { continue };
+            let Some(sid) = e.value.get("session_id").and_then(Value::as_str) else {
+                continue;
+            };
             let pos = match out.iter().position(|(s, _)| s == sid) {
                 Some(p) => p,
                 None => {
@@ -409,7 +506,11 @@ impl AgentSession {
                 }
             };
             if e.value.get("entry").and_then(Value::as_str) == Some("title") {
-                out[pos].1 = e.value.get("title").and_then(Value::as_str).map(str::to_owned);
+                out[pos].1 = e
+                    .value
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
             }
         }
         Ok(out)
@@ -428,11 +529,20 @@ impl AgentSession {
         if let Some(parent) = &self.opts.parent_session {
             payload["parent_session"] = json!(parent);
         }
-        self.file.submit(Command::new(editor, "agent.session", Some(&self.agent_block_id), payload)).await.map(|_| ())
+        self.file
+            .submit(Command::new(
+                editor,
+                "agent.session",
+                Some(&self.agent_block_id),
+                payload,
+            ))
+            .await
+            .map(|_| ())
     }
 
     async fn push(&mut self, editor: &str, m: Message) -> Result<(), EngineError> {
-        self.record(editor, json!({"entry": "message", "message": m})).await?;
+        self.record(editor, json!({"entry": "message", "message": m}))
+            .await?;
         push_paired(&mut self.history, m);
         Ok(())
     }
@@ -442,7 +552,11 @@ impl AgentSession {
     pub fn tool_defs(autonomy: Autonomy, sub_agent: bool) -> Vec<ToolDef> {
         let mut tools: Vec<ToolDef> = crate::mcp::tools::catalogue()
             .into_iter()
-            .map(|t| ToolDef { name: t.name.into(), description: t.description.into(), input_schema: t.input_schema })
+            .map(|t| ToolDef {
+                name: t.name.into(),
+                description: t.description.into(),
+                input_schema: t.input_schema,
+            })
             .collect();
         tools.push(ToolDef {
             name: "shell".into(),
@@ -459,7 +573,10 @@ impl AgentSession {
             description: "Your own configuration, grants, permission rules and limits.".into(),
             input_schema: json!({"type": "object", "properties": {}, "additionalProperties": false}),
         });
-        tools.retain(|t| (autonomy != Autonomy::ReadOnly || READ_ONLY_TOOLS.contains(&t.name.as_str())) && !(sub_agent && t.name == "task"));
+        tools.retain(|t| {
+            (autonomy != Autonomy::ReadOnly || READ_ONLY_TOOLS.contains(&t.name.as_str()))
+                && !(sub_agent && t.name == "task")
+        });
         tools
     }
 
@@ -480,22 +597,34 @@ impl AgentSession {
         }
         s.push_str("\n# Tools\n");
         for t in tools {
-            s.push_str(&format!("- {}: {}\n", t.name, first_lines(&t.description, 1)));
+            s.push_str(&format!(
+                "- {}: {}\n",
+                t.name,
+                first_lines(&t.description, 1)
+            ));
         }
         let safety = match self.opts.autonomy {
             Autonomy::ReadOnly => "Read-only: every tool that changes something is refused. Do not try to edit.",
             Autonomy::Supervised => "Supervised: changes may need the user's confirmation; a refused call comes back as a failure — do not retry it unchanged.",
             Autonomy::Full => "Full autonomy: you may act without confirmation, except where a rule forbids it. Be careful with destructive commands.",
         };
-        s.push_str(&format!("\n# Safety\n{safety}\nRepeating the same call three times in a turn asks the user.\n"));
+        s.push_str(&format!(
+            "\n# Safety\n{safety}\nRepeating the same call three times in a turn asks the user.\n"
+        ));
         if !recalled.is_empty() {
             s.push_str("\n# Memory (earlier sessions)\n");
             for m in recalled {
                 s.push_str(&format!("- {}\n", m.summary));
             }
         }
-        let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
-        s.push_str(&format!("\n# Environment\nDocument: {}\nWorking directory: {cwd}\nTime: {}\n", self.file.path().display(), utc_now()));
+        let cwd = std::env::current_dir()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        s.push_str(&format!(
+            "\n# Environment\nDocument: {}\nWorking directory: {cwd}\nTime: {}\n",
+            self.file.path().display(),
+            utc_now()
+        ));
         s.push_str(
             "\n# Principles\n\
 - Look before you act: when unsure, check with self_info or by reading blocks.\n\
@@ -520,7 +649,11 @@ impl AgentSession {
             "task" => "prompt",
             _ => "block_id",
         };
-        input.get(field).and_then(Value::as_str).unwrap_or_default().to_owned()
+        input
+            .get(field)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
     }
 
     fn self_info(&self) -> Value {
@@ -564,7 +697,15 @@ impl AgentSession {
                     Err(EngineError::Rejected(c)) => return ToolOutcome::failed(c.to_string()),
                     Err(e) => return ToolOutcome::Error(e.to_string()),
                 };
-                let out = match crate::service::run_terminal(&self.file, &self.agent_editor, &terminal, command, Some(self.opts.shell_timeout_secs)).await {
+                let out = match crate::service::run_terminal(
+                    &self.file,
+                    &self.agent_editor,
+                    &terminal,
+                    command,
+                    Some(self.opts.shell_timeout_secs),
+                )
+                .await
+                {
                     Ok(o) => o,
                     Err(EngineError::Rejected(c)) => return ToolOutcome::failed(c.to_string()),
                     Err(e) => return ToolOutcome::Error(e.to_string()),
@@ -572,10 +713,18 @@ impl AgentSession {
                 if let Some(err) = out.get("error").and_then(Value::as_str) {
                     return ToolOutcome::Error(err.to_owned());
                 }
-                let text = |k: &str| out.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let text = |k: &str| {
+                    out.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
                 let (stdout, stderr) = (text("stdout"), text("stderr"));
                 let code = out.get("exit_code").and_then(Value::as_i64);
-                let timed_out = out.get("timed_out").and_then(Value::as_bool).unwrap_or(false);
+                let timed_out = out
+                    .get("timed_out")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
                 if code == Some(0) && !timed_out {
                     return ToolOutcome::Ok(out.to_string());
                 }
@@ -583,12 +732,26 @@ impl AgentSession {
                     format!("timed out after {} s", self.opts.shell_timeout_secs)
                 } else {
                     match code {
-                        Some(c) => format!("exit code {c}{}", if stderr.trim().is_empty() { String::new() } else { format!(": {}", first_lines(&stderr, 3)) }),
+                        Some(c) => format!(
+                            "exit code {c}{}",
+                            if stderr.trim().is_empty() {
+                                String::new()
+                            } else {
+                                format!(": {}", first_lines(&stderr, 3))
+                            }
+                        ),
                         None => "killed by a signal".into(),
                     }
                 };
-                let partial = [stdout, stderr].into_iter().filter(|s| !s.trim().is_empty()).collect::<Vec<_>>().join("\n");
-                ToolOutcome::Failed { error, partial: (!partial.is_empty()).then_some(partial) }
+                let partial = [stdout, stderr]
+                    .into_iter()
+                    .filter(|s| !s.trim().is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                ToolOutcome::Failed {
+                    error,
+                    partial: (!partial.is_empty()).then_some(partial),
+                }
             }
             "task" => {
                 let Some(prompt) = input.get("prompt").and_then(Value::as_str) else {
@@ -600,18 +763,29 @@ impl AgentSession {
                 opts.instructions = None;
                 opts = opts.with_profile(&Profile::builtin("explore").expect("built-in profile"));
                 opts.parent_session = Some(self.session_id.clone());
-                let mut child = match AgentSession::open(&self.file, &self.user_editor, &self.agent_block_id, None, opts) {
+                let mut child = match AgentSession::open(
+                    &self.file,
+                    &self.user_editor,
+                    &self.agent_block_id,
+                    None,
+                    opts,
+                ) {
                     Ok(c) => c,
                     Err(e) => return ToolOutcome::Error(e.to_string()),
                 };
                 let mut refuse = DenyAll;
                 match Box::pin(child.run_turn_with(prompt, &mut refuse, &mut |_| {})).await {
                     Ok(out) if out.stop_reason == StopReason::EndTurn => ToolOutcome::Ok(out.text),
-                    Ok(out) => ToolOutcome::Failed { error: format!("the sub-agent {}", out.stop_reason), partial: (!out.text.is_empty()).then_some(out.text) },
+                    Ok(out) => ToolOutcome::Failed {
+                        error: format!("the sub-agent {}", out.stop_reason),
+                        partial: (!out.text.is_empty()).then_some(out.text),
+                    },
                     Err(e) => ToolOutcome::Error(e.to_string()),
                 }
             }
-            _ => match crate::mcp::tools::call(&self.file, &self.agent_editor, name, input.clone()).await {
+            _ => match crate::mcp::tools::call(&self.file, &self.agent_editor, name, input.clone())
+                .await
+            {
                 Ok(v) => ToolOutcome::Ok(v.to_string()),
                 // "failed" is the MCP layer's kind for engine errors that are not rejections.
                 Err(e) if e.kind == "failed" => ToolOutcome::Error(e.message),
@@ -623,18 +797,41 @@ impl AgentSession {
     /// The agent's terminal: created by the user on first use, usable by the agent.
     async fn agent_terminal(&self) -> Result<String, EngineError> {
         let name = format!("shell: {}", self.agent_editor);
-        if let Some(id) = self.file.with_state(|s| s.blocks.values().find(|b| b.block_type == "terminal" && b.name == name).map(|b| b.block_id.clone())) {
+        if let Some(id) = self.file.with_state(|s| {
+            s.blocks
+                .values()
+                .find(|b| b.block_type == "terminal" && b.name == name)
+                .map(|b| b.block_id.clone())
+        }) {
             return Ok(id);
         }
-        let ev = self.file.submit(Command::new(&self.user_editor, "terminal.create", None, json!({"name": name}))).await?;
+        let ev = self
+            .file
+            .submit(Command::new(
+                &self.user_editor,
+                "terminal.create",
+                None,
+                json!({"name": name}),
+            ))
+            .await?;
         let id = ev[0].entity.clone();
-        self.file.submit(Command::new(&self.user_editor, "core.grant", Some(&id), json!({"editor_id": self.agent_editor, "cap_id": "terminal.execute"}))).await?;
+        self.file
+            .submit(Command::new(
+                &self.user_editor,
+                "core.grant",
+                Some(&id),
+                json!({"editor_id": self.agent_editor, "cap_id": "terminal.execute"}),
+            ))
+            .await?;
         Ok(id)
     }
 
     /// Summarises the conversation and keeps only the summary and the last exchange; on a
     /// failed summary call, truncates instead. Recorded as an event either way.
-    async fn compact(&mut self, on_event: &mut (dyn FnMut(LoopEvent) + Send)) -> Result<(), EngineError> {
+    async fn compact(
+        &mut self,
+        on_event: &mut (dyn FnMut(LoopEvent) + Send),
+    ) -> Result<(), EngineError> {
         let mut messages = window(&self.history, self.opts.max_history);
         messages.push(Message::user_text(
             "Summarise the conversation so far for your own later use, under the headings: Goal, Instructions, Discoveries, Accomplished, Files. Be specific: block ids, names, decisions.",
@@ -657,15 +854,32 @@ impl AgentSession {
             }
         };
         let agent = self.agent_editor.clone();
-        self.record(&agent, json!({"entry": "compaction", "summary": summary, "kept": KEPT_AFTER_COMPACTION})).await?;
-        on_event(LoopEvent::Compacted { summarised: summary.is_some() });
-        let note = summary.as_deref().map(summary_message).unwrap_or_else(truncation_message);
-        self.history = compacted(std::mem::take(&mut self.history), note, KEPT_AFTER_COMPACTION);
+        self.record(
+            &agent,
+            json!({"entry": "compaction", "summary": summary, "kept": KEPT_AFTER_COMPACTION}),
+        )
+        .await?;
+        on_event(LoopEvent::Compacted {
+            summarised: summary.is_some(),
+        });
+        let note = summary
+            .as_deref()
+            .map(summary_message)
+            .unwrap_or_else(truncation_message);
+        self.history = compacted(
+            std::mem::take(&mut self.history),
+            note,
+            KEPT_AFTER_COMPACTION,
+        );
         Ok(())
     }
 
     /// Runs one turn for `user_message`; `confirm` answers `ask` decisions.
-    pub async fn run_turn(&mut self, user_message: &str, confirm: &mut dyn ConfirmCallback) -> Result<TurnOutcome, EngineError> {
+    pub async fn run_turn(
+        &mut self,
+        user_message: &str,
+        confirm: &mut dyn ConfirmCallback,
+    ) -> Result<TurnOutcome, EngineError> {
         self.run_turn_with(user_message, confirm, &mut |_| {}).await
     }
 
@@ -684,9 +898,17 @@ impl AgentSession {
         Ok(out)
     }
 
-    async fn stop(&mut self, stop: StopReason, text: String, calls: usize, tools_used: &[String], user_message: &str) -> Result<TurnOutcome, EngineError> {
+    async fn stop(
+        &mut self,
+        stop: StopReason,
+        text: String,
+        calls: usize,
+        tools_used: &[String],
+        user_message: &str,
+    ) -> Result<TurnOutcome, EngineError> {
         let agent = self.agent_editor.clone();
-        self.record(&agent, json!({"entry": "stop", "stop_reason": stop})).await?;
+        self.record(&agent, json!({"entry": "stop", "stop_reason": stop}))
+            .await?;
         if self.opts.memory_recall > 0 && stop != StopReason::Cancelled {
             let mut tools: Vec<&str> = tools_used.iter().map(String::as_str).collect();
             tools.dedup();
@@ -694,29 +916,48 @@ impl AgentSession {
                 "[{}] asked: {} | tools: {} | result: {} ({})",
                 self.title.as_deref().unwrap_or("session"),
                 memory::clip(user_message, 200),
-                if tools.is_empty() { "none".to_owned() } else { tools.join(", ") },
+                if tools.is_empty() {
+                    "none".to_owned()
+                } else {
+                    tools.join(", ")
+                },
                 memory::clip(&text, 300),
                 match &stop {
                     StopReason::EndTurn => "done".to_owned(),
                     other => other.to_string(),
                 }
             );
-            self.record(&agent, json!({"entry": "memory", "summary": summary})).await?;
+            self.record(&agent, json!({"entry": "memory", "summary": summary}))
+                .await?;
         }
-        Ok(TurnOutcome { stop_reason: stop, text, tool_calls: calls })
+        Ok(TurnOutcome {
+            stop_reason: stop,
+            text,
+            tool_calls: calls,
+        })
     }
 
-    async fn turn(&mut self, user_message: &str, confirm: &mut dyn ConfirmCallback, on_event: &mut (dyn FnMut(LoopEvent) + Send)) -> Result<TurnOutcome, EngineError> {
+    async fn turn(
+        &mut self,
+        user_message: &str,
+        confirm: &mut dyn ConfirmCallback,
+        on_event: &mut (dyn FnMut(LoopEvent) + Send),
+    ) -> Result<TurnOutcome, EngineError> {
         let user = self.user_editor.clone();
         let agent = self.agent_editor.clone();
         if self.history.is_empty() && self.title.is_none() {
             let title = title_of(user_message);
-            self.record(&user, json!({"entry": "title", "title": title})).await?;
+            self.record(&user, json!({"entry": "title", "title": title}))
+                .await?;
             on_event(LoopEvent::Title(title.clone()));
             self.title = Some(title);
         }
         self.push(&user, Message::user_text(user_message)).await?;
-        let recalled: Vec<Memory> = memory::recall(&self.memories, user_message, self.opts.memory_recall).into_iter().cloned().collect();
+        let recalled: Vec<Memory> =
+            memory::recall(&self.memories, user_message, self.opts.memory_recall)
+                .into_iter()
+                .cloned()
+                .collect();
         let recalled: Vec<&Memory> = recalled.iter().collect();
         let tools = self.tools();
         let system = self.system_prompt(&tools, &recalled);
@@ -726,12 +967,17 @@ impl AgentSession {
         let mut last_text = String::new();
         for _ in 0..self.opts.max_iterations {
             if self.opts.cancel.load(Ordering::Acquire) {
-                return self.stop(StopReason::Cancelled, last_text, calls, &used, user_message).await;
+                return self
+                    .stop(StopReason::Cancelled, last_text, calls, &used, user_message)
+                    .await;
             }
             let req = LlmRequest {
                 model: self.opts.model.clone(),
                 system: system.clone(),
-                messages: prune_tool_outputs(window(&self.history, self.opts.max_history), self.opts.prune_tool_tokens),
+                messages: prune_tool_outputs(
+                    window(&self.history, self.opts.max_history),
+                    self.opts.prune_tool_tokens,
+                ),
                 tools: tools.clone(),
                 max_tokens: 4096,
                 temperature: None,
@@ -740,7 +986,9 @@ impl AgentSession {
             let status = &self.status;
             let resp = {
                 let mut forward = |ev: StreamEvent| match ev {
-                    StreamEvent::Retrying { attempt, reason, .. } => {
+                    StreamEvent::Retrying {
+                        attempt, reason, ..
+                    } => {
                         let s = SessionStatus::Retrying { attempt, reason };
                         status.send_replace(s.clone());
                         on_event(LoopEvent::Status(s));
@@ -759,16 +1007,38 @@ impl AgentSession {
             self.set_status(SessionStatus::Busy, on_event);
             let resp = match resp {
                 Ok(r) => r,
-                Err(e) => return self.stop(StopReason::Error { message: e.to_string() }, last_text, calls, &used, user_message).await,
+                Err(e) => {
+                    return self
+                        .stop(
+                            StopReason::Error {
+                                message: e.to_string(),
+                            },
+                            last_text,
+                            calls,
+                            &used,
+                            user_message,
+                        )
+                        .await
+                }
             };
             last_text = resp.joined_text();
             on_event(LoopEvent::AssistantText(last_text.clone()));
             let tokens = resp.usage.input_tokens + resp.usage.output_tokens;
-            let compact_after = tokens >= self.opts.context_limit.saturating_sub(self.opts.compaction_buffer);
-            let uses: Vec<(String, String, Value)> = resp.tool_uses().map(|(i, n, v)| (i.to_owned(), n.to_owned(), v.clone())).collect();
-            self.push(&agent, Message::new(Role::Assistant, resp.content.clone())).await?;
+            let compact_after = tokens
+                >= self
+                    .opts
+                    .context_limit
+                    .saturating_sub(self.opts.compaction_buffer);
+            let uses: Vec<(String, String, Value)> = resp
+                .tool_uses()
+                .map(|(i, n, v)| (i.to_owned(), n.to_owned(), v.clone()))
+                .collect();
+            self.push(&agent, Message::new(Role::Assistant, resp.content.clone()))
+                .await?;
             if uses.is_empty() {
-                return self.stop(StopReason::EndTurn, last_text, calls, &used, user_message).await;
+                return self
+                    .stop(StopReason::EndTurn, last_text, calls, &used, user_message)
+                    .await;
             }
             let mut results = Vec::new();
             for (id, name, input) in uses {
@@ -778,25 +1048,47 @@ impl AgentSession {
                 let outcome = if self.opts.cancel.load(Ordering::Acquire) {
                     ToolOutcome::Error("cancelled before this call ran".into())
                 } else {
-                    self.decide_and_run(&id, &name, &input, &subject, &mut seen, confirm, on_event).await?
+                    self.decide_and_run(&id, &name, &input, &subject, &mut seen, confirm, on_event)
+                        .await?
                 };
                 let (content, is_error) = outcome.render();
                 if let Some(cb) = &self.opts.on_tool {
                     cb(if is_error { "failed" } else { "success" }, &name, &subject);
                 }
                 on_event(if is_error {
-                    LoopEvent::ToolFailed { call_id: id.clone(), tool: name.clone(), error: first_lines(&content, 3) }
+                    LoopEvent::ToolFailed {
+                        call_id: id.clone(),
+                        tool: name.clone(),
+                        error: first_lines(&content, 3),
+                    }
                 } else {
-                    LoopEvent::ToolSuccess { call_id: id.clone(), tool: name.clone(), summary: memory::clip(&first_lines(&content, 1), 200) }
+                    LoopEvent::ToolSuccess {
+                        call_id: id.clone(),
+                        tool: name.clone(),
+                        summary: memory::clip(&first_lines(&content, 1), 200),
+                    }
                 });
-                results.push(ContentBlock::ToolResult { tool_use_id: id, content, is_error });
+                results.push(ContentBlock::ToolResult {
+                    tool_use_id: id,
+                    content,
+                    is_error,
+                });
             }
             self.push(&agent, Message::new(Role::User, results)).await?;
             if compact_after {
                 self.compact(on_event).await?;
             }
         }
-        self.stop(StopReason::IterationCap { limit: self.opts.max_iterations }, last_text, calls, &used, user_message).await
+        self.stop(
+            StopReason::IterationCap {
+                limit: self.opts.max_iterations,
+            },
+            last_text,
+            calls,
+            &used,
+            user_message,
+        )
+        .await
     }
 
     /// Permission check (rules + autonomy + doom-loop guard + confirmation), then execution.
@@ -824,11 +1116,19 @@ impl AgentSession {
             reason = AskReason::DoomLoop;
         }
         if action == Action::Ask {
-            let request = ApprovalRequest { call_id: id.into(), tool: name.into(), subject: subject.into(), input: input.clone(), reason };
-            self.record(&agent, json!({"entry": "approval", "request": request})).await?;
+            let request = ApprovalRequest {
+                call_id: id.into(),
+                tool: name.into(),
+                subject: subject.into(),
+                input: input.clone(),
+                reason,
+            };
+            self.record(&agent, json!({"entry": "approval", "request": request}))
+                .await?;
             on_event(LoopEvent::ApprovalAsked(request.clone()));
             let answer = confirm.confirm(&request);
-            let mut payload = json!({"entry": "approval_answer", "call_id": id, "answer": answer.as_str()});
+            let mut payload =
+                json!({"entry": "approval_answer", "call_id": id, "answer": answer.as_str()});
             if let Confirm::RejectWithFeedback(f) = &answer {
                 payload["feedback"] = json!(f);
             }
@@ -837,20 +1137,29 @@ impl AgentSession {
                 Confirm::Once => {}
                 Confirm::Always => {
                     for rule in always_rules(name, subject) {
-                        self.record(&user, json!({"entry": "rule", "rule": rule})).await?;
+                        self.record(&user, json!({"entry": "rule", "rule": rule}))
+                            .await?;
                         self.session_rules.push(rule);
                     }
                 }
                 Confirm::Reject => return Ok(ToolOutcome::failed("rejected by the user")),
-                Confirm::RejectWithFeedback(f) => return Ok(ToolOutcome::failed(format!("rejected by the user: {f}"))),
+                Confirm::RejectWithFeedback(f) => {
+                    return Ok(ToolOutcome::failed(format!("rejected by the user: {f}")))
+                }
             }
         } else if action == Action::Deny {
-            return Ok(ToolOutcome::failed(format!("denied: a permission rule forbids {name} on {subject:?}")));
+            return Ok(ToolOutcome::failed(format!(
+                "denied: a permission rule forbids {name} on {subject:?}"
+            )));
         }
         if let Some(cb) = &self.opts.on_tool {
             cb("running", name, subject);
         }
-        on_event(LoopEvent::ToolRunning { call_id: id.into(), tool: name.into(), subject: subject.into() });
+        on_event(LoopEvent::ToolRunning {
+            call_id: id.into(),
+            tool: name.into(),
+            subject: subject.into(),
+        });
         Ok(self.execute(name, input).await)
     }
 }
@@ -859,7 +1168,10 @@ impl AgentSession {
 /// `cargo *`, seed 003's per-command auto-approval); for other tools, the tool on any subject.
 pub fn always_rules(tool: &str, subject: &str) -> Vec<Rule> {
     match (tool, subject.split_whitespace().next()) {
-        ("shell", Some(base)) => vec![Rule::new("shell", base, Action::Allow), Rule::new("shell", &format!("{base} *"), Action::Allow)],
+        ("shell", Some(base)) => vec![
+            Rule::new("shell", base, Action::Allow),
+            Rule::new("shell", &format!("{base} *"), Action::Allow),
+        ],
         _ => vec![Rule::new(tool, "**", Action::Allow)],
     }
 }
@@ -869,10 +1181,24 @@ mod tests {
     use super::*;
 
     fn call(id: &str) -> Message {
-        Message::new(Role::Assistant, vec![ContentBlock::ToolUse { id: id.into(), name: "elfiee_block_list".into(), input: json!({}) }])
+        Message::new(
+            Role::Assistant,
+            vec![ContentBlock::ToolUse {
+                id: id.into(),
+                name: "elfiee_block_list".into(),
+                input: json!({}),
+            }],
+        )
     }
     fn result(id: &str) -> Message {
-        Message::new(Role::User, vec![ContentBlock::ToolResult { tool_use_id: id.into(), content: "{}".into(), is_error: false }])
+        Message::new(
+            Role::User,
+            vec![ContentBlock::ToolResult {
+                tool_use_id: id.into(),
+                content: "{}".into(),
+                is_error: false,
+            }],
+        )
     }
 
     #[test]
@@ -882,7 +1208,9 @@ mod tests {
         push_paired(&mut h, call("t1"));
         push_paired(&mut h, Message::user_text("are you there?"));
         assert_eq!(h.len(), 4);
-        assert!(matches!(&h[2].content[0], ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "t1"));
+        assert!(
+            matches!(&h[2].content[0], ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "t1")
+        );
         let mut ok = Vec::new();
         for m in [Message::user_text("go"), call("t1"), result("t1")] {
             push_paired(&mut ok, m);
@@ -892,11 +1220,25 @@ mod tests {
 
     #[test]
     fn the_window_starts_at_a_plain_user_message_or_a_note() {
-        let h = vec![Message::user_text("a"), call("t1"), result("t1"), Message::assistant_text("x"), Message::user_text("b"), call("t2"), result("t2")];
+        let h = vec![
+            Message::user_text("a"),
+            call("t1"),
+            result("t1"),
+            Message::assistant_text("x"),
+            Message::user_text("b"),
+            call("t2"),
+            result("t2"),
+        ];
         let w = window(&h, 4);
         assert_eq!(w.len(), 3);
         assert!(is_plain_user(&w[0]));
-        let only_tools = vec![Message::user_text("a"), call("t1"), result("t1"), call("t2"), result("t2")];
+        let only_tools = vec![
+            Message::user_text("a"),
+            call("t1"),
+            result("t1"),
+            call("t2"),
+            result("t2"),
+        ];
         let w = window(&only_tools, 3);
         assert_eq!(w[0], truncation_message());
         assert_eq!(w[1], call("t2"), "the note, then a whole call/result pair");
@@ -905,17 +1247,43 @@ mod tests {
 
     #[test]
     fn titles_and_time_are_short_and_well_formed() {
-        assert_eq!(title_of("Implement the parser for command blocks now please"), "Implement the parser for command blocks");
-        assert_eq!(title_of("实现命令块解析器并链接到需求"), "实现命令块解析器并链接到需求");
+        assert_eq!(
+            title_of("Implement the parser for command blocks now please"),
+            "Implement the parser for command blocks"
+        );
+        assert_eq!(
+            title_of("实现命令块解析器并链接到需求"),
+            "实现命令块解析器并链接到需求"
+        );
         let t = utc_now();
-        assert!(t.len() == 20 && t.ends_with(" UTC") && t.starts_with("20"), "{t}");
+        assert!(
+            t.len() == 20 && t.ends_with(" UTC") && t.starts_with("20"),
+            "{t}"
+        );
     }
 
     #[test]
     fn results_render_in_the_seed_format() {
-        assert_eq!(ToolOutcome::Ok("out".into()).render(), ("out".into(), false));
-        assert_eq!(ToolOutcome::failed("nope").render(), ("[failed] nope".into(), true));
-        assert_eq!(ToolOutcome::Failed { error: "exit code 1".into(), partial: Some("half".into()) }.render().0, "[failed] exit code 1\n[partial output]\nhalf");
-        assert_eq!(ToolOutcome::Error("disk".into()).render(), ("[error] disk".into(), true));
+        assert_eq!(
+            ToolOutcome::Ok("out".into()).render(),
+            ("out".into(), false)
+        );
+        assert_eq!(
+            ToolOutcome::failed("nope").render(),
+            ("[failed] nope".into(), true)
+        );
+        assert_eq!(
+            ToolOutcome::Failed {
+                error: "exit code 1".into(),
+                partial: Some("half".into())
+            }
+            .render()
+            .0,
+            "[failed] exit code 1\n[partial output]\nhalf"
+        );
+        assert_eq!(
+            ToolOutcome::Error("disk".into()).render(),
+            ("[error] disk".into(), true)
+        );
     }
 }

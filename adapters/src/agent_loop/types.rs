@@ -103,7 +103,10 @@ impl std::fmt::Display for StopReason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StopReason::EndTurn => f.write_str("the agent finished"),
-            StopReason::IterationCap { limit } => write!(f, "stopped after {limit} steps (the iteration cap); send another message to continue"),
+            StopReason::IterationCap { limit } => write!(
+                f,
+                "stopped after {limit} steps (the iteration cap); send another message to continue"
+            ),
             StopReason::Error { message } => write!(f, "stopped: the model call failed: {message}"),
             StopReason::Cancelled => f.write_str("cancelled"),
         }
@@ -126,7 +129,10 @@ pub enum SessionStatus {
     Idle,
     Busy,
     /// The model call failed with a retryable error and is tried again.
-    Retrying { attempt: u32, reason: String },
+    Retrying {
+        attempt: u32,
+        reason: String,
+    },
 }
 
 /// What happens during a turn, as it happens (for status lines, streaming UIs).
@@ -140,14 +146,28 @@ pub enum LoopEvent {
     /// The model's full text of one step (may be empty when it only calls tools).
     AssistantText(String),
     /// Seed 003 `ToolStatus::Running`.
-    ToolRunning { call_id: String, tool: String, subject: String },
+    ToolRunning {
+        call_id: String,
+        tool: String,
+        subject: String,
+    },
     /// Seed 003 `ToolStatus::Success` with the first line of the output.
-    ToolSuccess { call_id: String, tool: String, summary: String },
+    ToolSuccess {
+        call_id: String,
+        tool: String,
+        summary: String,
+    },
     /// Seed 003 `ToolStatus::Failed` with the first lines of the error.
-    ToolFailed { call_id: String, tool: String, error: String },
+    ToolFailed {
+        call_id: String,
+        tool: String,
+        error: String,
+    },
     /// A call waits for the confirm callback.
     ApprovalAsked(ApprovalRequest),
     /// The history was compacted (`summarised`) or truncated (the summary call failed).
-    Compacted { summarised: bool },
+    Compacted {
+        summarised: bool,
+    },
     Stopped(StopReason),
 }

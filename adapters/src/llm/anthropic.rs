@@ -17,7 +17,9 @@ use super::error::shorten;
 use super::http::{post_for_stream, read_events, secret_header, ProviderConfig};
 use super::retry::{complete_with_retry, Attempt, Emitter, RetryPolicy};
 use super::sse::SseEvent;
-use super::{ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, StreamEvent, Usage};
+use super::{
+    ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, StreamEvent, Usage,
+};
 use crate::effects::BoxFuture;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -38,7 +40,12 @@ impl AnthropicProvider {
     /// public API.
     pub fn new(api_key: ApiKey, config: ProviderConfig) -> Result<Self, LlmError> {
         let base_url = config.resolve_base_url(BASE_URL_ENV, DEFAULT_BASE_URL);
-        Ok(AnthropicProvider { client: config.build_client(&base_url)?, base_url, api_key, config })
+        Ok(AnthropicProvider {
+            client: config.build_client(&base_url)?,
+            base_url,
+            api_key,
+            config,
+        })
     }
 
     pub fn base_url(&self) -> &str {
@@ -81,7 +88,11 @@ fn block_json(b: &ContentBlock) -> Value {
         ContentBlock::ToolUse { id, name, input } => {
             json!({"type": "tool_use", "id": id, "name": name, "input": input})
         }
-        ContentBlock::ToolResult { tool_use_id, content, is_error } => {
+        ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
             json!({"type": "tool_result", "tool_use_id": tool_use_id, "content": content, "is_error": is_error})
         }
     }
@@ -127,7 +138,8 @@ impl Attempt for AnthropicProvider {
             let mut headers = HeaderMap::new();
             headers.insert("x-api-key", secret_header(self.api_key.expose())?);
             headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-            let body = serde_json::to_vec(&AnthropicProvider::request_body(req)).unwrap_or_default();
+            let body =
+                serde_json::to_vec(&AnthropicProvider::request_body(req)).unwrap_or_default();
             let url = format!("{}/v1/messages", self.base_url);
             let hint = "check the environment variable named in the agent's api_key_env: it must hold a valid Anthropic API key";
             let resp = post_for_stream(&self.client, &url, headers, body, hint).await?;
@@ -163,7 +175,10 @@ enum Partial {
 
 impl StreamAssembler {
     pub fn new(model: &str) -> Self {
-        StreamAssembler { model: model.to_owned(), ..Default::default() }
+        StreamAssembler {
+            model: model.to_owned(),
+            ..Default::default()
+        }
     }
 
     /// Handles one SSE event; returns `true` once `message_stop` arrived.
@@ -214,7 +229,11 @@ impl StreamAssembler {
                 let block = &data["content_block"];
                 let partial = match block.get("type").and_then(Value::as_str) {
                     Some("text") => {
-                        let text = block.get("text").and_then(Value::as_str).unwrap_or_default().to_owned();
+                        let text = block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned();
                         if !text.is_empty() {
                             emit.emit(StreamEvent::TextDelta(text.clone()));
                         }
@@ -223,8 +242,16 @@ impl StreamAssembler {
                     Some("tool_use") => {
                         let id = str_field(block, "id")?;
                         let name = str_field(block, "name")?;
-                        emit.emit(StreamEvent::ToolUseStart { id: id.clone(), name: name.clone() });
-                        Partial::Tool { id, name, json: String::new(), input: None }
+                        emit.emit(StreamEvent::ToolUseStart {
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
+                        Partial::Tool {
+                            id,
+                            name,
+                            json: String::new(),
+                            input: None,
+                        }
                     }
                     _ => Partial::Other,
                 };
@@ -233,14 +260,23 @@ impl StreamAssembler {
             "content_block_delta" => {
                 let index = index_of(&data)?;
                 let delta = &data["delta"];
-                match (self.blocks.get_mut(&index), delta.get("type").and_then(Value::as_str)) {
+                match (
+                    self.blocks.get_mut(&index),
+                    delta.get("type").and_then(Value::as_str),
+                ) {
                     (Some(Partial::Text(text)), Some("text_delta")) => {
-                        let piece = delta.get("text").and_then(Value::as_str).unwrap_or_default();
+                        let piece = delta
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         text.push_str(piece);
                         emit.emit(StreamEvent::TextDelta(piece.to_owned()));
                     }
                     (Some(Partial::Tool { json, .. }), Some("input_json_delta")) => {
-                        let piece = delta.get("partial_json").and_then(Value::as_str).unwrap_or_default();
+                        let piece = delta
+                            .get("partial_json")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         json.push_str(piece);
                         emit.emit(StreamEvent::ToolInputDelta(piece.to_owned()));
                     }
@@ -254,7 +290,10 @@ impl StreamAssembler {
             }
             "content_block_stop" => {
                 let index = index_of(&data)?;
-                if let Some(Partial::Tool { json, input, name, .. }) = self.blocks.get_mut(&index) {
+                if let Some(Partial::Tool {
+                    json, input, name, ..
+                }) = self.blocks.get_mut(&index)
+                {
                     let parsed = if json.trim().is_empty() {
                         Value::Object(Map::new())
                     } else {
@@ -282,8 +321,16 @@ impl StreamAssembler {
             "error" => {
                 let err = &data["error"];
                 return Err(LlmError::StreamError {
-                    kind: err.get("type").and_then(Value::as_str).unwrap_or("error").to_owned(),
-                    message: err.get("message").and_then(Value::as_str).unwrap_or("(no message)").to_owned(),
+                    kind: err
+                        .get("type")
+                        .and_then(Value::as_str)
+                        .unwrap_or("error")
+                        .to_owned(),
+                    message: err
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("(no message)")
+                        .to_owned(),
                 });
             }
             _ => {}
@@ -303,19 +350,28 @@ impl StreamAssembler {
     /// The assembled response; an error if the stream ended before `message_stop`.
     pub fn finish(self) -> Result<LlmResponse, LlmError> {
         if !self.done {
-            return Err(LlmError::Network("the stream ended before message_stop (connection cut?)".into()));
+            return Err(LlmError::Network(
+                "the stream ended before message_stop (connection cut?)".into(),
+            ));
         }
         let mut content = Vec::with_capacity(self.blocks.len());
         for partial in self.blocks.into_values() {
             match partial {
                 Partial::Text(text) => content.push(ContentBlock::Text { text }),
-                Partial::Tool { id, name, json, input } => {
+                Partial::Tool {
+                    id,
+                    name,
+                    json,
+                    input,
+                } => {
                     let input = match input {
                         Some(v) => v,
                         // No content_block_stop: parse what we have.
                         None if json.trim().is_empty() => Value::Object(Map::new()),
                         None => serde_json::from_str(&json).map_err(|e| {
-                            LlmError::Malformed(format!("the input of tool call {name} is not valid JSON ({e})"))
+                            LlmError::Malformed(format!(
+                                "the input of tool call {name} is not valid JSON ({e})"
+                            ))
                         })?,
                     };
                     content.push(ContentBlock::ToolUse { id, name, input });
@@ -323,14 +379,22 @@ impl StreamAssembler {
                 Partial::Other => {}
             }
         }
-        Ok(LlmResponse { content, stop_reason: self.stop_reason, usage: self.usage, model: self.model })
+        Ok(LlmResponse {
+            content,
+            stop_reason: self.stop_reason,
+            usage: self.usage,
+            model: self.model,
+        })
     }
 }
 
 fn index_of(data: &Value) -> Result<u64, LlmError> {
-    data.get("index")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| LlmError::Malformed(format!("event without an index: {}", shorten(&data.to_string(), 200))))
+    data.get("index").and_then(Value::as_u64).ok_or_else(|| {
+        LlmError::Malformed(format!(
+            "event without an index: {}",
+            shorten(&data.to_string(), 200)
+        ))
+    })
 }
 
 fn str_field(v: &Value, key: &str) -> Result<String, LlmError> {

@@ -28,13 +28,25 @@ pub enum LlmError {
     TooLarge { message: String },
 
     #[error("rate limited (HTTP 429): {message}; wait a moment or lower the request rate")]
-    RateLimited { message: String, retry_after: Option<Duration> },
+    RateLimited {
+        message: String,
+        retry_after: Option<Duration>,
+    },
 
     #[error("the model is overloaded (HTTP 529): {message}; try again later")]
-    Overloaded { message: String, retry_after: Option<Duration> },
+    Overloaded {
+        message: String,
+        retry_after: Option<Duration>,
+    },
 
-    #[error("server error (HTTP {status}): {message}; the provider has a problem, try again later")]
-    Server { status: u16, message: String, retry_after: Option<Duration> },
+    #[error(
+        "server error (HTTP {status}): {message}; the provider has a problem, try again later"
+    )]
+    Server {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
 
     #[error("timed out: {0}; the network or the provider is slow, try again (or raise the read timeout)")]
     Timeout(String),
@@ -97,17 +109,34 @@ impl LlmError {
 
     /// Maps a non-success HTTP status and its body to an error.
     /// `unauthorized_hint` tells the user where the key comes from.
-    pub fn from_status(status: u16, body: &str, retry_after: Option<Duration>, unauthorized_hint: &str) -> LlmError {
+    pub fn from_status(
+        status: u16,
+        body: &str,
+        retry_after: Option<Duration>,
+        unauthorized_hint: &str,
+    ) -> LlmError {
         let message = error_message(body);
         match status {
-            401 => LlmError::Unauthorized { hint: format!("{unauthorized_hint}; server said: {message}") },
+            401 => LlmError::Unauthorized {
+                hint: format!("{unauthorized_hint}; server said: {message}"),
+            },
             403 => LlmError::Forbidden { message },
             404 => LlmError::NotFound { message },
             413 => LlmError::TooLarge { message },
             408 => LlmError::Timeout(format!("HTTP 408: {message}")),
-            429 => LlmError::RateLimited { message, retry_after },
-            529 => LlmError::Overloaded { message, retry_after },
-            500..=599 => LlmError::Server { status, message, retry_after },
+            429 => LlmError::RateLimited {
+                message,
+                retry_after,
+            },
+            529 => LlmError::Overloaded {
+                message,
+                retry_after,
+            },
+            500..=599 => LlmError::Server {
+                status,
+                message,
+                retry_after,
+            },
             _ => LlmError::BadRequest { status, message },
         }
     }
@@ -118,7 +147,10 @@ impl LlmError {
 pub(crate) fn error_message(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let from_json = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message").or_else(|| v.get("message")).and_then(|m| m.as_str()).map(str::to_owned)
+        v.pointer("/error/message")
+            .or_else(|| v.get("message"))
+            .and_then(|m| m.as_str())
+            .map(str::to_owned)
     });
     let text = from_json.unwrap_or_else(|| body.trim().to_owned());
     if text.is_empty() {

@@ -55,12 +55,15 @@ impl ProviderConfig {
     /// The HTTP client. A loopback base URL (a local model server, a test server) bypasses any
     /// proxy configured in the environment.
     pub(crate) fn build_client(&self, base_url: &str) -> Result<reqwest::Client, LlmError> {
-        let mut builder =
-            reqwest::Client::builder().connect_timeout(self.connect_timeout).read_timeout(self.read_timeout);
+        let mut builder = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .read_timeout(self.read_timeout);
         if is_loopback(base_url) {
             builder = builder.no_proxy();
         }
-        builder.build().map_err(|e| LlmError::Network(format!("cannot set up the HTTP client: {e}")))
+        builder
+            .build()
+            .map_err(|e| LlmError::Network(format!("cannot set up the HTTP client: {e}")))
     }
 }
 
@@ -72,7 +75,10 @@ fn is_loopback(url: &str) -> bool {
     } else {
         host.split(':').next().unwrap_or_default()
     };
-    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A header value that HTTP debug output shows as `Sensitive`.
@@ -93,11 +99,25 @@ pub(crate) async fn post_for_stream(
     unauthorized_hint: &str,
 ) -> Result<reqwest::Response, LlmError> {
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    headers.insert(USER_AGENT, HeaderValue::from_static(concat!("elfiee/", env!("CARGO_PKG_VERSION"))));
-    let resp = client.post(url).headers(headers).body(body).send().await.map_err(|e| transport_error(e, url))?;
+    headers.insert(
+        USER_AGENT,
+        HeaderValue::from_static(concat!("elfiee/", env!("CARGO_PKG_VERSION"))),
+    );
+    let resp = client
+        .post(url)
+        .headers(headers)
+        .body(body)
+        .send()
+        .await
+        .map_err(|e| transport_error(e, url))?;
     let status = resp.status().as_u16();
     if resp.status().is_success() {
-        let ct = resp.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_ascii_lowercase();
+        let ct = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_ascii_lowercase();
         if ct.starts_with("application/json") {
             let text = resp.text().await.unwrap_or_default();
             return Err(LlmError::Malformed(format!(
@@ -107,11 +127,23 @@ pub(crate) async fn post_for_stream(
         }
         return Ok(resp);
     }
-    let header = |name: &str| resp.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let retry_after =
-        super::retry::parse_retry_after(header("retry-after-ms").as_deref(), header("retry-after").as_deref());
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let retry_after = super::retry::parse_retry_after(
+        header("retry-after-ms").as_deref(),
+        header("retry-after").as_deref(),
+    );
     let text = resp.text().await.unwrap_or_default();
-    Err(LlmError::from_status(status, &text, retry_after, unauthorized_hint))
+    Err(LlmError::from_status(
+        status,
+        &text,
+        retry_after,
+        unauthorized_hint,
+    ))
 }
 
 fn transport_error(e: reqwest::Error, url: &str) -> LlmError {
@@ -147,8 +179,15 @@ pub(crate) async fn read_events(
         let chunk = match resp.chunk().await {
             Ok(Some(c)) => c,
             Ok(None) => break,
-            Err(e) if e.is_timeout() => return Err(LlmError::Timeout("the stream went silent".into())),
-            Err(e) => return Err(LlmError::Network(format!("the connection broke mid-response: {}", error_chain(&e)))),
+            Err(e) if e.is_timeout() => {
+                return Err(LlmError::Timeout("the stream went silent".into()))
+            }
+            Err(e) => {
+                return Err(LlmError::Network(format!(
+                    "the connection broke mid-response: {}",
+                    error_chain(&e)
+                )))
+            }
         };
         for ev in parser.push(&chunk) {
             if on_event(ev)? {

@@ -31,4 +31,7 @@ pub use openai::OpenAiProvider;
 pub use parser::{parse_structured_output, ParseResult, ProposedCommand};
 pub use retry::RetryPolicy;
 pub use scripted::ScriptedProvider;
-pub use types::{ApiKey, ContentBlock, LlmRequest, LlmResponse, Message, Provider, Role, StreamEvent, ToolDef, Usage};
+pub use types::{
+    ApiKey, ContentBlock, LlmRequest, LlmResponse, Message, Provider, Role, StreamEvent, ToolDef,
+    Usage,
+};

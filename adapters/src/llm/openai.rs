@@ -18,7 +18,9 @@ use super::error::shorten;
 use super::http::{post_for_stream, read_events, secret_header, ProviderConfig};
 use super::retry::{complete_with_retry, Attempt, Emitter, RetryPolicy};
 use super::sse::SseEvent;
-use super::{ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, Role, StreamEvent, Usage};
+use super::{
+    ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, Role, StreamEvent, Usage,
+};
 use crate::effects::BoxFuture;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
@@ -37,7 +39,12 @@ impl OpenAiProvider {
     /// URL comes from `config`, else `OPENAI_BASE_URL`, else the public API.
     pub fn new(api_key: Option<ApiKey>, config: ProviderConfig) -> Result<Self, LlmError> {
         let base_url = config.resolve_base_url(BASE_URL_ENV, DEFAULT_BASE_URL);
-        Ok(OpenAiProvider { client: config.build_client(&base_url)?, base_url, api_key, config })
+        Ok(OpenAiProvider {
+            client: config.build_client(&base_url)?,
+            base_url,
+            api_key,
+            config,
+        })
     }
 
     pub fn base_url(&self) -> &str {
@@ -63,8 +70,17 @@ impl OpenAiProvider {
             match m.role {
                 Role::User => {
                     for b in &m.content {
-                        if let ContentBlock::ToolResult { tool_use_id, content, is_error } = b {
-                            let content = if *is_error { format!("Error: {content}") } else { content.clone() };
+                        if let ContentBlock::ToolResult {
+                            tool_use_id,
+                            content,
+                            is_error,
+                        } = b
+                        {
+                            let content = if *is_error {
+                                format!("Error: {content}")
+                            } else {
+                                content.clone()
+                            };
                             messages.push(json!({"role": "tool", "tool_call_id": tool_use_id, "content": content}));
                         }
                     }
@@ -88,7 +104,11 @@ impl OpenAiProvider {
                     msg.insert("role".into(), json!("assistant"));
                     msg.insert(
                         "content".into(),
-                        if text.is_empty() && !calls.is_empty() { Value::Null } else { json!(text) },
+                        if text.is_empty() && !calls.is_empty() {
+                            Value::Null
+                        } else {
+                            json!(text)
+                        },
                     );
                     if !calls.is_empty() {
                         msg.insert("tool_calls".into(), Value::Array(calls));
@@ -157,7 +177,10 @@ impl Attempt for OpenAiProvider {
         Box::pin(async move {
             let mut headers = HeaderMap::new();
             if let Some(key) = &self.api_key {
-                headers.insert(AUTHORIZATION, secret_header(&format!("Bearer {}", key.expose()))?);
+                headers.insert(
+                    AUTHORIZATION,
+                    secret_header(&format!("Bearer {}", key.expose()))?,
+                );
             }
             let body = serde_json::to_vec(&OpenAiProvider::request_body(req)).unwrap_or_default();
             let url = format!("{}/v1/chat/completions", self.base_url);
@@ -190,7 +213,10 @@ struct Call {
 
 impl ChunkAssembler {
     pub fn new(model: &str) -> Self {
-        ChunkAssembler { model: model.to_owned(), ..Default::default() }
+        ChunkAssembler {
+            model: model.to_owned(),
+            ..Default::default()
+        }
     }
 
     /// Handles one SSE event; returns `true` at `data: [DONE]`.
@@ -203,13 +229,18 @@ impl ChunkAssembler {
         if data.is_empty() {
             return Ok(false);
         }
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| LlmError::Malformed(format!("chunk with invalid JSON ({e}): {}", shorten(data, 200))))?;
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            LlmError::Malformed(format!(
+                "chunk with invalid JSON ({e}): {}",
+                shorten(data, 200)
+            ))
+        })?;
         if let Some(err) = chunk.get("error").filter(|e| !e.is_null()) {
-            let kind = err
-                .get("type")
-                .or_else(|| err.get("code"))
-                .map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string()));
+            let kind = err.get("type").or_else(|| err.get("code")).map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| v.to_string())
+            });
             return Err(LlmError::StreamError {
                 kind: kind.unwrap_or_else(|| "error".into()),
                 message: err
@@ -222,7 +253,11 @@ impl ChunkAssembler {
         if let Some(m) = chunk.get("model").and_then(Value::as_str) {
             self.model = m.to_owned();
         }
-        if let Some(choice) = chunk.get("choices").and_then(Value::as_array).and_then(|c| c.first()) {
+        if let Some(choice) = chunk
+            .get("choices")
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+        {
             let delta = &choice["delta"];
             if let Some(piece) = delta.get("content").and_then(Value::as_str) {
                 if !piece.is_empty() {
@@ -230,7 +265,12 @@ impl ChunkAssembler {
                     emit.emit(StreamEvent::TextDelta(piece.to_owned()));
                 }
             }
-            for tc in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+            for tc in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
                 let index = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
                 let call = self.calls.entry(index).or_insert_with(|| {
                     let id = tc
@@ -238,9 +278,20 @@ impl ChunkAssembler {
                         .and_then(Value::as_str)
                         .map(str::to_owned)
                         .unwrap_or_else(|| format!("call_{index}"));
-                    let name = tc.pointer("/function/name").and_then(Value::as_str).unwrap_or_default().to_owned();
-                    emit.emit(StreamEvent::ToolUseStart { id: id.clone(), name: name.clone() });
-                    Call { id, name, arguments: String::new() }
+                    let name = tc
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    emit.emit(StreamEvent::ToolUseStart {
+                        id: id.clone(),
+                        name: name.clone(),
+                    });
+                    Call {
+                        id,
+                        name,
+                        arguments: String::new(),
+                    }
                 });
                 if call.name.is_empty() {
                     if let Some(n) = tc.pointer("/function/name").and_then(Value::as_str) {
@@ -259,9 +310,14 @@ impl ChunkAssembler {
             }
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
-            self.usage.input_tokens = u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(self.usage.input_tokens);
-            self.usage.output_tokens =
-                u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(self.usage.output_tokens);
+            self.usage.input_tokens = u
+                .get("prompt_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(self.usage.input_tokens);
+            self.usage.output_tokens = u
+                .get("completion_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(self.usage.output_tokens);
             emit.emit(StreamEvent::Usage(self.usage));
         }
         Ok(false)
@@ -271,7 +327,9 @@ impl ChunkAssembler {
     /// arrived (some local servers omit the marker).
     pub fn finish(self) -> Result<LlmResponse, LlmError> {
         if !self.done && self.finish_reason.is_none() {
-            return Err(LlmError::Network("the stream ended before [DONE] (connection cut?)".into()));
+            return Err(LlmError::Network(
+                "the stream ended before [DONE] (connection cut?)".into(),
+            ));
         }
         let mut content = Vec::new();
         if !self.text.is_empty() {
@@ -289,7 +347,11 @@ impl ChunkAssembler {
                     ))
                 })?
             };
-            content.push(ContentBlock::ToolUse { id: call.id, name: call.name, input });
+            content.push(ContentBlock::ToolUse {
+                id: call.id,
+                name: call.name,
+                input,
+            });
         }
         let stop_reason = self.finish_reason.map(|r| match r.as_str() {
             "stop" => "end_turn".to_owned(),
@@ -297,6 +359,11 @@ impl ChunkAssembler {
             "length" => "max_tokens".to_owned(),
             _ => r,
         });
-        Ok(LlmResponse { content, stop_reason, usage: self.usage, model: self.model })
+        Ok(LlmResponse {
+            content,
+            stop_reason,
+            usage: self.usage,
+            model: self.model,
+        })
     }
 }

@@ -83,7 +83,8 @@ pub fn parse_structured_output(text: &str) -> ParseResult {
             }
         } else if rest.starts_with(COMMAND_OPEN) {
             index += 1;
-            let (command, next) = parse_command(text, lt + COMMAND_OPEN.len(), index, &mut result.errors);
+            let (command, next) =
+                parse_command(text, lt + COMMAND_OPEN.len(), index, &mut result.errors);
             result.commands.extend(command);
             pos = next;
         } else {
@@ -95,7 +96,12 @@ pub fn parse_structured_output(text: &str) -> ParseResult {
 
 /// Parses one command whose body starts at `start`. Returns the command (if it had no
 /// problems) and where the outer scan goes on.
-fn parse_command(text: &str, start: usize, index: usize, errors: &mut Vec<String>) -> (Option<ProposedCommand>, usize) {
+fn parse_command(
+    text: &str,
+    start: usize,
+    index: usize,
+    errors: &mut Vec<String>,
+) -> (Option<ProposedCommand>, usize) {
     let mut errs: Vec<String> = Vec::new();
     let mut fields: [Option<String>; 3] = [None, None, None];
     let mut payload: Option<Value> = None;
@@ -116,13 +122,16 @@ fn parse_command(text: &str, start: usize, index: usize, errors: &mut Vec<String
             break lt + COMMAND_CLOSE.len();
         }
         if rest.starts_with(COMMAND_OPEN) {
-            errs.push(format!("not closed with {COMMAND_CLOSE} before the next {COMMAND_OPEN}"));
+            errs.push(format!(
+                "not closed with {COMMAND_CLOSE} before the next {COMMAND_OPEN}"
+            ));
             push_errors(errors, index, errs);
             return (None, lt);
         }
         if rest.starts_with(THINKING_OPEN) {
             let body = lt + THINKING_OPEN.len();
-            p = find_bounded(text, body, region, THINKING_CLOSE).map_or(body, |c| c + THINKING_CLOSE.len());
+            p = find_bounded(text, body, region, THINKING_CLOSE)
+                .map_or(body, |c| c + THINKING_CLOSE.len());
             continue;
         }
         if rest.starts_with(PAYLOAD_OPEN) {
@@ -143,9 +152,11 @@ fn parse_command(text: &str, start: usize, index: usize, errors: &mut Vec<String
             }
             continue;
         }
-        let field = TEXT_FIELDS
-            .iter()
-            .position(|f| rest.strip_prefix('<').and_then(|r| r.strip_prefix(f)).is_some_and(|r| r.starts_with('>')));
+        let field = TEXT_FIELDS.iter().position(|f| {
+            rest.strip_prefix('<')
+                .and_then(|r| r.strip_prefix(f))
+                .is_some_and(|r| r.starts_with('>'))
+        });
         if let Some(i) = field {
             let name = TEXT_FIELDS[i];
             let body = lt + name.len() + 2;
@@ -172,7 +183,9 @@ fn parse_command(text: &str, start: usize, index: usize, errors: &mut Vec<String
     match cap_id.as_deref() {
         None => errs.push("missing <cap_id>".into()),
         Some("") => errs.push("<cap_id> is empty".into()),
-        Some(c) if c.chars().any(char::is_whitespace) => errs.push(format!("<cap_id> {c:?} is not a capability id")),
+        Some(c) if c.chars().any(char::is_whitespace) => {
+            errs.push(format!("<cap_id> {c:?} is not a capability id"))
+        }
         Some(_) => {}
     }
     if !errs.is_empty() {
@@ -204,12 +217,17 @@ fn read_payload(text: &str, body: usize, region: usize) -> Result<(Value, usize)
             k = skip_ws(text, k + 3);
         }
         if text[k..].starts_with(PAYLOAD_CLOSE) {
-            return check_object(value).map(|v| (v, k + PAYLOAD_CLOSE.len())).map_err(|m| (m, k + PAYLOAD_CLOSE.len()));
+            return check_object(value)
+                .map(|v| (v, k + PAYLOAD_CLOSE.len()))
+                .map_err(|m| (m, k + PAYLOAD_CLOSE.len()));
         }
     }
     // Otherwise: the text up to the closing tag.
     let Some(close) = find_bounded(text, body, region, PAYLOAD_CLOSE) else {
-        return Err((format!("<payload> is not closed with {PAYLOAD_CLOSE}"), body));
+        return Err((
+            format!("<payload> is not closed with {PAYLOAD_CLOSE}"),
+            body,
+        ));
     };
     let mut inner = text[body..close].trim();
     if let Some(stripped) = inner.strip_prefix("```") {
@@ -254,7 +272,9 @@ fn push_errors(errors: &mut Vec<String>, index: usize, errs: Vec<String>) {
 /// do not make every one of them scan to the end of the text.
 fn region_end(text: &str, from: usize) -> usize {
     let open = find_from(text, from, COMMAND_OPEN).unwrap_or(text.len());
-    find_bounded(text, from, open, COMMAND_CLOSE).filter(|&c| c < open).unwrap_or(open)
+    find_bounded(text, from, open, COMMAND_CLOSE)
+        .filter(|&c| c < open)
+        .unwrap_or(open)
 }
 
 fn find_from(text: &str, from: usize, needle: &str) -> Option<usize> {

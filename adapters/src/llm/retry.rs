@@ -40,13 +40,18 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// No retries at all.
     pub fn none() -> Self {
-        RetryPolicy { max_attempts: 1, ..RetryPolicy::default() }
+        RetryPolicy {
+            max_attempts: 1,
+            ..RetryPolicy::default()
+        }
     }
 
     /// Backoff before retry number `retry` (1 for the first retry): `base · 2^(retry-1)`, capped
     /// at `max_delay`, minus up to 25 % jitter so that many clients do not retry in lockstep.
     pub fn backoff(&self, retry: u32) -> Duration {
-        let exp = self.base_delay.saturating_mul(1u32 << retry.saturating_sub(1).min(20));
+        let exp = self
+            .base_delay
+            .saturating_mul(1u32 << retry.saturating_sub(1).min(20));
         let capped = exp.min(self.max_delay);
         capped.mul_f64(1.0 - 0.25 * jitter())
     }
@@ -70,11 +75,20 @@ fn jitter() -> f64 {
 
 /// Parses the retry headers: `retry-after-ms` (milliseconds) first, then `retry-after`
 /// (seconds; the HTTP-date form is ignored).
-pub fn parse_retry_after(retry_after_ms: Option<&str>, retry_after: Option<&str>) -> Option<Duration> {
+pub fn parse_retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+) -> Option<Duration> {
     let secs = |s: &str, scale: f64| {
-        s.trim().parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(|v| Duration::from_secs_f64(v / scale))
+        s.trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(|v| Duration::from_secs_f64(v / scale))
     };
-    retry_after_ms.and_then(|v| secs(v, 1000.0)).or_else(|| retry_after.and_then(|v| secs(v, 1.0)))
+    retry_after_ms
+        .and_then(|v| secs(v, 1000.0))
+        .or_else(|| retry_after.and_then(|v| secs(v, 1.0)))
 }
 
 /// Wraps the caller's callback and remembers whether any part of the answer went out.
@@ -85,11 +99,19 @@ pub struct Emitter<'e> {
 
 impl<'e> Emitter<'e> {
     pub fn new(sink: &'e mut (dyn FnMut(StreamEvent) + Send)) -> Self {
-        Emitter { sink, content_sent: false }
+        Emitter {
+            sink,
+            content_sent: false,
+        }
     }
 
     pub fn emit(&mut self, ev: StreamEvent) {
-        if matches!(ev, StreamEvent::TextDelta(_) | StreamEvent::ToolUseStart { .. } | StreamEvent::ToolInputDelta(_)) {
+        if matches!(
+            ev,
+            StreamEvent::TextDelta(_)
+                | StreamEvent::ToolUseStart { .. }
+                | StreamEvent::ToolInputDelta(_)
+        ) {
             self.content_sent = true;
         }
         (self.sink)(ev);
@@ -138,7 +160,10 @@ pub(crate) async fn complete_with_retry<A: Attempt>(
                 status = err.status(),
                 "LLM request failed, giving up"
             );
-            return Err(LlmError::RetriesExhausted { attempts: attempt, last: Box::new(err) });
+            return Err(LlmError::RetriesExhausted {
+                attempts: attempt,
+                last: Box::new(err),
+            });
         }
         let delay = policy.delay_for(attempt, &err);
         tracing::info!(
@@ -148,7 +173,11 @@ pub(crate) async fn complete_with_retry<A: Attempt>(
             delay_ms = delay.as_millis() as u64,
             "LLM request failed, retrying"
         );
-        emit.emit(StreamEvent::Retrying { attempt, delay, reason: err.to_string() });
+        emit.emit(StreamEvent::Retrying {
+            attempt,
+            delay,
+            reason: err.to_string(),
+        });
         tokio::time::sleep(delay).await;
         attempt += 1;
     }

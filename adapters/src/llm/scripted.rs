@@ -30,12 +30,18 @@ pub struct ScriptedProvider {
 
 impl ScriptedProvider {
     pub fn new(responses: impl IntoIterator<Item = LlmResponse>) -> Self {
-        ScriptedProvider { script: Mutex::new(responses.into_iter().map(Ok).collect()), requests: Mutex::default() }
+        ScriptedProvider {
+            script: Mutex::new(responses.into_iter().map(Ok).collect()),
+            requests: Mutex::default(),
+        }
     }
 
     /// A script that may also contain failures.
     pub fn with_results(results: impl IntoIterator<Item = Result<LlmResponse, LlmError>>) -> Self {
-        ScriptedProvider { script: Mutex::new(results.into_iter().collect()), requests: Mutex::default() }
+        ScriptedProvider {
+            script: Mutex::new(results.into_iter().collect()),
+            requests: Mutex::default(),
+        }
     }
 
     pub fn push(&self, result: Result<LlmResponse, LlmError>) {
@@ -97,7 +103,10 @@ impl Provider for ScriptedProvider {
                         }
                     }
                     ContentBlock::ToolUse { id, name, input } => {
-                        on_event(StreamEvent::ToolUseStart { id: id.clone(), name: name.clone() });
+                        on_event(StreamEvent::ToolUseStart {
+                            id: id.clone(),
+                            name: name.clone(),
+                        });
                         on_event(StreamEvent::ToolInputDelta(input.to_string()));
                     }
                     ContentBlock::ToolResult { .. } => {}

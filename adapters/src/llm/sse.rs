@@ -93,7 +93,9 @@ impl SseParser {
     /// Whether a line grew beyond [`MAX_LINE_BYTES`] (its excess was discarded).
     pub fn check(&self) -> Result<(), LlmError> {
         if self.overflow {
-            Err(LlmError::Malformed(format!("an SSE line is longer than {MAX_LINE_BYTES} bytes")))
+            Err(LlmError::Malformed(format!(
+                "an SSE line is longer than {MAX_LINE_BYTES} bytes"
+            )))
         } else {
             Ok(())
         }
@@ -120,7 +122,10 @@ impl SseParser {
                 if data.ends_with('\n') {
                     data.pop();
                 }
-                out.push(SseEvent { event: self.event.take(), data });
+                out.push(SseEvent {
+                    event: self.event.take(),
+                    data,
+                });
             }
             self.event = None;
             self.has_data = false;

@@ -71,11 +71,17 @@ pub struct Message {
 
 impl Message {
     pub fn user_text(text: impl Into<String>) -> Self {
-        Message { role: Role::User, content: vec![ContentBlock::text(text)] }
+        Message {
+            role: Role::User,
+            content: vec![ContentBlock::text(text)],
+        }
     }
 
     pub fn assistant_text(text: impl Into<String>) -> Self {
-        Message { role: Role::Assistant, content: vec![ContentBlock::text(text)] }
+        Message {
+            role: Role::Assistant,
+            content: vec![ContentBlock::text(text)],
+        }
     }
 
     pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
@@ -179,7 +185,11 @@ pub enum StreamEvent {
     /// Token counts so far (input from the start of the message, output cumulative).
     Usage(Usage),
     /// The call failed with a retryable error and will be tried again after `delay`.
-    Retrying { attempt: u32, delay: Duration, reason: String },
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        reason: String,
+    },
 }
 
 /// A language model behind some wire protocol.
@@ -214,7 +224,9 @@ impl ApiKey {
         match std::env::var(var) {
             Ok(v) if !v.trim().is_empty() => Ok(ApiKey(v.trim().to_owned())),
             _ => Err(LlmError::Unauthorized {
-                hint: format!("the environment variable {var} is not set or empty; export the API key there"),
+                hint: format!(
+                    "the environment variable {var} is not set or empty; export the API key there"
+                ),
             }),
         }
     }

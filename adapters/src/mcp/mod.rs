@@ -34,8 +34,8 @@ pub async fn serve_stdio(file: FileHandle, editor: String) -> Result<(), EngineE
     let (pump_in, rmcp_in) = tokio::io::duplex(1 << 20);
     let pump = tokio::spawn(stdio::pump(stdin, pump_in, stdio::MAX_MESSAGE_BYTES));
     // The pump already bounds lines; rmcp's own limit only has to let them through.
-    let transport =
-        AsyncRwTransport::new_server(rmcp_in, stdout).with_max_line_length(stdio::MAX_MESSAGE_BYTES + 4096);
+    let transport = AsyncRwTransport::new_server(rmcp_in, stdout)
+        .with_max_line_length(stdio::MAX_MESSAGE_BYTES + 4096);
 
     let server = ElfieeServer::new(file.clone(), editor.clone());
     let watcher = tokio::spawn(server.clone().watch_file());

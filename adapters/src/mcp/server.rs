@@ -11,11 +11,12 @@ use std::time::Duration;
 use elfiee_engine::FileHandle;
 use elfiee_model::{CapError, Event};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-    ResourceTemplate, ServerCapabilities, ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool,
-    ToolAnnotations, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, Resource, ResourceContents, ResourceTemplate, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, SubscriptionFilter, Tool, ToolAnnotations,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, Peer, RoleServer, ServerHandler};
@@ -93,7 +94,11 @@ impl ElfieeServer {
     }
 
     fn classify(&self, e: &Event, change: &mut Change) {
-        let is_block = e.cap_id() == "core.delete" || self.inner.file.with_state(|s| s.blocks.contains_key(&e.entity));
+        let is_block = e.cap_id() == "core.delete"
+            || self
+                .inner
+                .file
+                .with_state(|s| s.blocks.contains_key(&e.entity));
         if !is_block || matches!(e.cap_id(), "core.grant" | "core.revoke") {
             return;
         }
@@ -120,35 +125,68 @@ impl ElfieeServer {
                 tracing::debug!(error = %e, "cannot send resources/list_changed; client gone");
                 return;
             }
-            let subscribed: Vec<String> = self.inner.subscribed.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned().collect();
-            for uri in subscribed.into_iter().filter(|u| affected(u, change.as_deref())) {
-                let _ = peer.notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(uri)).await;
+            let subscribed: Vec<String> = self
+                .inner
+                .subscribed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .cloned()
+                .collect();
+            for uri in subscribed
+                .into_iter()
+                .filter(|u| affected(u, change.as_deref()))
+            {
+                let _ = peer
+                    .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(
+                        uri,
+                    ))
+                    .await;
             }
         }
     }
 
     fn tool_error(&self, tool: &str, e: ToolError) -> CallToolResult {
         tracing::info!(tool, editor = %self.inner.editor, kind = %e.kind, "tool call failed: {}", e.message);
-        let mut r = CallToolResult::error(vec![ContentBlock::text(format!("{tool} failed: {}", e.message))]);
+        let mut r = CallToolResult::error(vec![ContentBlock::text(format!(
+            "{tool} failed: {}",
+            e.message
+        ))]);
         r.structured_content = Some(e.to_json());
         r
     }
 
     fn read_block_resource(&self, uri: &str, id: &str) -> Result<ReadResourceResult, McpError> {
         let file = &self.inner.file;
-        let block = file.read_block(&self.inner.editor, id).map_err(|e| match e {
-            elfiee_engine::EngineError::Rejected(CapError::BlockNotFound(_)) => McpError::resource_not_found(
-                format!("no block '{id}'; read {BLOCKS_URI} for the list of blocks"),
-                Some(json!({"uri": uri})),
-            ),
-            other => McpError::invalid_request(tools::engine_error(other).message, Some(json!({"uri": uri}))),
-        })?;
-        let text = |k: &str| block.contents.get(k).and_then(Value::as_str).map(str::to_owned);
+        let block = file
+            .read_block(&self.inner.editor, id)
+            .map_err(|e| match e {
+                elfiee_engine::EngineError::Rejected(CapError::BlockNotFound(_)) => {
+                    McpError::resource_not_found(
+                        format!("no block '{id}'; read {BLOCKS_URI} for the list of blocks"),
+                        Some(json!({"uri": uri})),
+                    )
+                }
+                other => McpError::invalid_request(
+                    tools::engine_error(other).message,
+                    Some(json!({"uri": uri})),
+                ),
+            })?;
+        let text = |k: &str| {
+            block
+                .contents
+                .get(k)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
         let contents = match (block.block_type.as_str(), text("markdown"), text("text")) {
-            ("markdown", Some(md), _) => ResourceContents::text(md, uri).with_mime_type("text/markdown"),
+            ("markdown", Some(md), _) => {
+                ResourceContents::text(md, uri).with_mime_type("text/markdown")
+            }
             ("code", _, Some(src)) => ResourceContents::text(src, uri).with_mime_type("text/plain"),
             _ => {
-                let v = tools::block_get(file, &self.inner.editor, id).map_err(|e| McpError::invalid_request(e.message, None))?;
+                let v = tools::block_get(file, &self.inner.editor, id)
+                    .map_err(|e| McpError::invalid_request(e.message, None))?;
                 ResourceContents::text(pretty(&v), uri).with_mime_type("application/json")
             }
         };
@@ -177,7 +215,10 @@ fn to_tool(spec: tools::ToolSpec) -> Tool {
     Tool::new(spec.name, spec.description, Arc::new(schema))
         .with_title(spec.title)
         .with_annotations(
-            ToolAnnotations::new().read_only(spec.read_only).destructive(spec.destructive).open_world(false),
+            ToolAnnotations::new()
+                .read_only(spec.read_only)
+                .destructive(spec.destructive)
+                .open_world(false),
         )
 }
 
@@ -210,7 +251,9 @@ impl ServerHandler for ElfieeServer {
             .enable_resources_subscribe()
             .build();
         ServerConfig::new(caps)
-            .with_server_info(Implementation::new("elfiee", env!("CARGO_PKG_VERSION")).with_title("Elfiee"))
+            .with_server_info(
+                Implementation::new("elfiee", env!("CARGO_PKG_VERSION")).with_title("Elfiee"),
+            )
             .with_instructions(INSTRUCTIONS)
     }
 
@@ -224,11 +267,16 @@ impl ServerHandler for ElfieeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::catalogue().into_iter().map(to_tool).collect()))
+        Ok(ListToolsResult::with_all_items(
+            tools::catalogue().into_iter().map(to_tool).collect(),
+        ))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools::catalogue().into_iter().find(|t| t.name == name).map(to_tool)
+        tools::catalogue()
+            .into_iter()
+            .find(|t| t.name == name)
+            .map(to_tool)
     }
 
     async fn call_tool(
@@ -240,7 +288,10 @@ impl ServerHandler for ElfieeServer {
         if !tools::is_known(name) {
             let names: Vec<&str> = tools::catalogue().iter().map(|t| t.name).collect();
             return Err(McpError::invalid_params(
-                format!("unknown tool '{name}'; call tools/list — the tools are: {}", names.join(", ")),
+                format!(
+                    "unknown tool '{name}'; call tools/list — the tools are: {}",
+                    names.join(", ")
+                ),
                 Some(json!({"tool": name})),
             ));
         }
@@ -274,8 +325,13 @@ impl ServerHandler for ElfieeServer {
                     "code" => "text/plain",
                     _ => "application/json",
                 };
-                let readable =
-                    elfiee_capabilities::cbac::authorize(s, editor, &format!("{}.read", b.block_type), Some(b)).is_ok();
+                let readable = elfiee_capabilities::cbac::authorize(
+                    s,
+                    editor,
+                    &format!("{}.read", b.block_type),
+                    Some(b),
+                )
+                .is_ok();
                 if readable {
                     out.push(
                         Resource::new(format!("{BLOCK_URI_PREFIX}{}", b.block_id), b.name.clone())
@@ -293,12 +349,16 @@ impl ServerHandler for ElfieeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![ResourceTemplate::new(
-            format!("{BLOCK_URI_PREFIX}{{id}}"),
-            "block",
+        Ok(
+            ListResourceTemplatesResult::with_all_items(vec![ResourceTemplate::new(
+                format!("{BLOCK_URI_PREFIX}{{id}}"),
+                "block",
+            )
+            .with_title("One block")
+            .with_description(
+                "A block's content: markdown text, code text, or the block as JSON for other types",
+            )]),
         )
-        .with_title("One block")
-        .with_description("A block's content: markdown text, code text, or the block as JSON for other types")]))
     }
 
     async fn read_resource(
@@ -323,14 +383,25 @@ impl ServerHandler for ElfieeServer {
         }
     }
 
-    async fn subscribe(&self, request: SubscribeRequestParams, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
         if request.uri != BLOCKS_URI && !request.uri.starts_with(BLOCK_URI_PREFIX) {
             return Err(McpError::invalid_params(
-                format!("cannot subscribe to '{}'; use {BLOCKS_URI} or {BLOCK_URI_PREFIX}{{id}}", request.uri),
+                format!(
+                    "cannot subscribe to '{}'; use {BLOCKS_URI} or {BLOCK_URI_PREFIX}{{id}}",
+                    request.uri
+                ),
                 None,
             ));
         }
-        self.inner.subscribed.lock().unwrap_or_else(|p| p.into_inner()).insert(request.uri);
+        self.inner
+            .subscribed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(request.uri);
         Ok(())
     }
 
@@ -339,11 +410,18 @@ impl ServerHandler for ElfieeServer {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.inner.subscribed.lock().unwrap_or_else(|p| p.into_inner()).remove(&request.uri);
+        self.inner
+            .subscribed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&request.uri);
         Ok(())
     }
 
-    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
         let uris: Vec<String> = requested
             .resource_subscriptions
             .iter()
@@ -371,10 +449,17 @@ impl ServerHandler for ElfieeServer {
                     Err(broadcast::error::RecvError::Closed) => return Ok(()),
                 },
             };
-            if accepted.resources_list_changed == Some(true) && sink.notify_resource_list_changed().await.is_err() {
+            if accepted.resources_list_changed == Some(true)
+                && sink.notify_resource_list_changed().await.is_err()
+            {
                 return Ok(());
             }
-            for uri in accepted.resource_subscriptions.iter().flatten().filter(|u| affected(u, change.as_deref())) {
+            for uri in accepted
+                .resource_subscriptions
+                .iter()
+                .flatten()
+                .filter(|u| affected(u, change.as_deref()))
+            {
                 if sink.notify_resource_updated(uri.clone()).await.is_err() {
                     return Ok(());
                 }
@@ -389,7 +474,10 @@ impl ServerHandler for ElfieeServer {
     ) -> Result<CustomResult, McpError> {
         if request.method == OVERSIZED_METHOD {
             let p = request.params.unwrap_or_default();
-            let (bytes, limit) = (p["bytes"].as_u64().unwrap_or(0), p["limit"].as_u64().unwrap_or(0));
+            let (bytes, limit) = (
+                p["bytes"].as_u64().unwrap_or(0),
+                p["limit"].as_u64().unwrap_or(0),
+            );
             return Err(McpError::invalid_request(
                 format!(
                     "message of {bytes} bytes is larger than this server's limit of {limit} bytes and was not read; \
@@ -399,15 +487,25 @@ impl ServerHandler for ElfieeServer {
             ));
         }
         // rmcp hands over a standard method here when its params did not parse.
-        if let Some(shape) = STANDARD_METHODS.iter().find(|(m, _)| *m == request.method).map(|(_, p)| p) {
+        if let Some(shape) = STANDARD_METHODS
+            .iter()
+            .find(|(m, _)| *m == request.method)
+            .map(|(_, p)| p)
+        {
             return Err(McpError::invalid_params(
-                format!("malformed params for '{}': expected {shape}", request.method),
+                format!(
+                    "malformed params for '{}': expected {shape}",
+                    request.method
+                ),
                 Some(json!({"method": request.method})),
             ));
         }
         Err(McpError::new(
             ErrorCode::METHOD_NOT_FOUND,
-            format!("method '{}' is not supported by the elfiee MCP server", request.method),
+            format!(
+                "method '{}' is not supported by the elfiee MCP server",
+                request.method
+            ),
             None,
         ))
     }

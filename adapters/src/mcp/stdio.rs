@@ -51,13 +51,21 @@ where
             oversized = true;
             line.truncate(ID_SCAN_BYTES);
         }
-        let keep = if oversized { ID_SCAN_BYTES.saturating_sub(line.len()).min(take) } else { take };
+        let keep = if oversized {
+            ID_SCAN_BYTES.saturating_sub(line.len()).min(take)
+        } else {
+            take
+        };
         line.extend_from_slice(&buf[..keep]);
         input.consume(take);
         if newline.is_none() {
             continue;
         }
-        let out = if oversized { stand_in(&line, total, max) } else { Some(std::mem::take(&mut line)) };
+        let out = if oversized {
+            stand_in(&line, total, max)
+        } else {
+            Some(std::mem::take(&mut line))
+        };
         line.clear();
         total = 0;
         oversized = false;
@@ -73,7 +81,11 @@ where
 /// The stand-in request for an oversized line whose first bytes are `head`, or `None` when the
 /// line carries no request id (a notification or garbage: nothing to answer).
 fn stand_in(head: &[u8], total: usize, max: usize) -> Option<Vec<u8>> {
-    tracing::warn!(bytes = total, limit = max, "incoming MCP message is larger than the limit; refusing it");
+    tracing::warn!(
+        bytes = total,
+        limit = max,
+        "incoming MCP message is larger than the limit; refusing it"
+    );
     let id = top_level_id(head)?;
     let mut s = serde_json::json!({
         "jsonrpc": "2.0",
@@ -165,10 +177,24 @@ mod tests {
 
     #[test]
     fn finds_the_top_level_id() {
-        assert_eq!(top_level_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"#), Some(json!(7)));
-        assert_eq!(top_level_id(br#" { "method" : "tools/call", "params": {"id": 3, "s": "}\"{"}, "id" : "abc" , "#), Some(json!("abc")));
-        assert_eq!(top_level_id(br#"{"method":"x","params":{"id":3,"text":"aaaa"#), None);
-        assert_eq!(top_level_id(br#"{"jsonrpc":"2.0","method":"notifications/x","params":{}}"#), None);
+        assert_eq!(
+            top_level_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"#),
+            Some(json!(7))
+        );
+        assert_eq!(
+            top_level_id(
+                br#" { "method" : "tools/call", "params": {"id": 3, "s": "}\"{"}, "id" : "abc" , "#
+            ),
+            Some(json!("abc"))
+        );
+        assert_eq!(
+            top_level_id(br#"{"method":"x","params":{"id":3,"text":"aaaa"#),
+            None
+        );
+        assert_eq!(
+            top_level_id(br#"{"jsonrpc":"2.0","method":"notifications/x","params":{}}"#),
+            None
+        );
         assert_eq!(top_level_id(b"not json"), None);
         assert_eq!(top_level_id(br#"{"id":null,"#), None);
     }
@@ -176,12 +202,18 @@ mod tests {
     #[tokio::test]
     async fn long_lines_become_stand_ins_and_short_ones_pass() {
         let big = format!("{{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{{\"s\":\"{}\"}}}}\n", "x".repeat(5000));
-        let note = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{{\"s\":\"{}\"}}}}\n", "y".repeat(5000));
+        let note = format!(
+            "{{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{{\"s\":\"{}\"}}}}\n",
+            "y".repeat(5000)
+        );
         let input = format!("{{\"a\":1}}\n{big}{note}{{\"b\":2}}\n");
         let mut out = Vec::new();
         pump(input.as_bytes(), &mut out, 1000).await;
-        let lines: Vec<serde_json::Value> =
-            String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let lines: Vec<serde_json::Value> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
         assert_eq!(lines.len(), 3, "{lines:?}");
         assert_eq!(lines[0], json!({"a": 1}));
         assert_eq!(lines[1]["id"], 9);

@@ -43,7 +43,10 @@ pub struct ToolError {
 
 impl ToolError {
     pub fn new(kind: impl Into<String>, message: impl Into<String>) -> ToolError {
-        ToolError { kind: kind.into(), message: message.into() }
+        ToolError {
+            kind: kind.into(),
+            message: message.into(),
+        }
     }
 
     /// The JSON form used as structured error content: `{"error": {"kind", "message"}}`.
@@ -326,22 +329,36 @@ fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, ToolError> {
             .find(|t| t.name == tool)
             .map(|t| describe_schema(&t.input_schema))
             .unwrap_or_default();
-        ToolError::new("invalid_arguments", format!("invalid arguments for {tool}: {e}; expected {expected}"))
+        ToolError::new(
+            "invalid_arguments",
+            format!("invalid arguments for {tool}: {e}; expected {expected}"),
+        )
     })
 }
 
 /// `{block_id: string, language?: string}` from a tool's input schema.
 fn describe_schema(schema: &Value) -> String {
-    let required: Vec<&str> =
-        schema["required"].as_array().map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
     let fields: Vec<String> = schema["properties"]
         .as_object()
         .map(|p| {
             p.iter()
                 .map(|(k, v)| {
-                    let opt = if required.contains(&k.as_str()) { "" } else { "?" };
+                    let opt = if required.contains(&k.as_str()) {
+                        ""
+                    } else {
+                        "?"
+                    };
                     let ty = match v.get("enum").and_then(Value::as_array) {
-                        Some(e) => e.iter().filter_map(Value::as_str).map(|s| format!("\"{s}\"")).collect::<Vec<_>>().join(" | "),
+                        Some(e) => e
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(|s| format!("\"{s}\""))
+                            .collect::<Vec<_>>()
+                            .join(" | "),
                         None => v["type"].as_str().unwrap_or("any").to_owned(),
                     };
                     format!("{k}{opt}: {ty}")
@@ -353,7 +370,12 @@ fn describe_schema(schema: &Value) -> String {
 }
 
 /// Runs tool `name` with JSON `args` as `editor`. The result is always a JSON object.
-pub async fn call(file: &FileHandle, editor: &str, name: &str, args: Value) -> Result<Value, ToolError> {
+pub async fn call(
+    file: &FileHandle,
+    editor: &str,
+    name: &str,
+    args: Value,
+) -> Result<Value, ToolError> {
     match name {
         "elfiee_block_list" => {
             parse::<NoArgs>(name, args)?;
@@ -365,8 +387,18 @@ pub async fn call(file: &FileHandle, editor: &str, name: &str, args: Value) -> R
         }
         "elfiee_block_create" => {
             let a: CreateArgs = parse(name, args)?;
-            let ev = submit(file, editor, "core.create", None, json!({"name": a.name, "block_type": a.block_type})).await?;
-            let created = ev.iter().find(|e| e.cap_id() == "core.create").unwrap_or(&ev[0]);
+            let ev = submit(
+                file,
+                editor,
+                "core.create",
+                None,
+                json!({"name": a.name, "block_type": a.block_type}),
+            )
+            .await?;
+            let created = ev
+                .iter()
+                .find(|e| e.cap_id() == "core.create")
+                .unwrap_or(&ev[0]);
             Ok(json!({
                 "block_id": created.entity,
                 "name": a.name,
@@ -385,7 +417,14 @@ pub async fn call(file: &FileHandle, editor: &str, name: &str, args: Value) -> R
             let a: MarkdownWriteArgs = parse(name, args)?;
             let id = resolve(file, &a.block_id)?;
             let bytes = a.markdown.len();
-            let ev = submit(file, editor, "markdown.write", Some(&id), json!({"markdown": a.markdown})).await?;
+            let ev = submit(
+                file,
+                editor,
+                "markdown.write",
+                Some(&id),
+                json!({"markdown": a.markdown}),
+            )
+            .await?;
             Ok(json!({"block_id": id, "bytes": bytes, "seq": last_seq(&ev)}))
         }
         "elfiee_code_write" => {
@@ -397,21 +436,39 @@ pub async fn call(file: &FileHandle, editor: &str, name: &str, args: Value) -> R
                 payload["language"] = json!(l);
             }
             let ev = submit(file, editor, "code.write", Some(&id), payload).await?;
-            Ok(json!({"block_id": id, "bytes": bytes, "language": a.language, "seq": last_seq(&ev)}))
+            Ok(
+                json!({"block_id": id, "bytes": bytes, "language": a.language, "seq": last_seq(&ev)}),
+            )
         }
         "elfiee_block_link" | "elfiee_block_unlink" => {
             let a: LinkArgs = parse(name, args)?;
             if !RELATIONS.contains(&a.relation.as_str()) {
                 return Err(ToolError::new(
                     "invalid_arguments",
-                    format!("relation '{}' is not known; use \"reference\" or \"implement\"", a.relation),
+                    format!(
+                        "relation '{}' is not known; use \"reference\" or \"implement\"",
+                        a.relation
+                    ),
                 ));
             }
             let from = resolve(file, &a.from)?;
             let to = resolve(file, &a.to)?;
-            let cap = if name == "elfiee_block_link" { "core.link" } else { "core.unlink" };
-            let ev = submit(file, editor, cap, Some(&from), json!({"to": to, "relation": a.relation})).await?;
-            Ok(json!({"from": from, "to": to, "relation": a.relation, "linked": cap == "core.link", "seq": last_seq(&ev)}))
+            let cap = if name == "elfiee_block_link" {
+                "core.link"
+            } else {
+                "core.unlink"
+            };
+            let ev = submit(
+                file,
+                editor,
+                cap,
+                Some(&from),
+                json!({"to": to, "relation": a.relation}),
+            )
+            .await?;
+            Ok(
+                json!({"from": from, "to": to, "relation": a.relation, "linked": cap == "core.link", "seq": last_seq(&ev)}),
+            )
         }
         "elfiee_block_history" => {
             let a: BlockArgs = parse(name, args)?;
@@ -430,13 +487,17 @@ pub async fn call(file: &FileHandle, editor: &str, name: &str, args: Value) -> R
                     ),
                 ));
             }
-            let report = service::import_directory(file, editor, Path::new(&path), None, |_| {}).await.map_err(engine_error)?;
+            let report = service::import_directory(file, editor, Path::new(&path), None, |_| {})
+                .await
+                .map_err(engine_error)?;
             Ok(serde_json::to_value(report).unwrap_or_default())
         }
         "elfiee_terminal_run" => {
             let a: TerminalRunArgs = parse(name, args)?;
             let id = resolve(file, &a.terminal_id)?;
-            let out = service::run_terminal(file, editor, &id, &a.command, None).await.map_err(engine_error)?;
+            let out = service::run_terminal(file, editor, &id, &a.command, None)
+                .await
+                .map_err(engine_error)?;
             let mut v = serde_json::Map::new();
             v.insert("terminal_id".into(), json!(id));
             match out {
@@ -459,14 +520,26 @@ pub async fn call(file: &FileHandle, editor: &str, name: &str, args: Value) -> R
             UNKNOWN_TOOL,
             format!(
                 "unknown tool '{other}'; the tools are: {}",
-                catalogue().iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
+                catalogue()
+                    .iter()
+                    .map(|t| t.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )),
     }
 }
 
-async fn submit(file: &FileHandle, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, ToolError> {
-    file.submit(Command::new(editor, cap, block, payload)).await.map_err(engine_error)
+async fn submit(
+    file: &FileHandle,
+    editor: &str,
+    cap: &str,
+    block: Option<&str>,
+    payload: Value,
+) -> Result<Vec<Event>, ToolError> {
+    file.submit(Command::new(editor, cap, block, payload))
+        .await
+        .map_err(engine_error)
 }
 
 fn last_seq(ev: &[Event]) -> u64 {
@@ -502,27 +575,40 @@ fn resolve_in(s: &State, input: &str) -> Result<String, ToolError> {
     if s.blocks.contains_key(input) {
         return Ok(input.to_owned());
     }
-    let by_name: Vec<&str> = s.blocks.values().filter(|b| b.name == input).map(|b| b.block_id.as_str()).collect();
+    let by_name: Vec<&str> = s
+        .blocks
+        .values()
+        .filter(|b| b.name == input)
+        .map(|b| b.block_id.as_str())
+        .collect();
     match by_name.as_slice() {
         [one] => Ok((*one).to_owned()),
         [] => Err(ToolError::new(
             "not_found",
-            format!("block '{input}' not found; call elfiee_block_list to see the blocks and their ids"),
+            format!(
+                "block '{input}' not found; call elfiee_block_list to see the blocks and their ids"
+            ),
         )),
         many => Err(ToolError::new(
             "ambiguous",
-            format!("'{input}' is the name of several blocks ({}); pass the block_id instead", many.join(", ")),
+            format!(
+                "'{input}' is the name of several blocks ({}); pass the block_id instead",
+                many.join(", ")
+            ),
         )),
     }
 }
 
 fn may_read(s: &State, editor: &str, b: &Block) -> bool {
-    elfiee_capabilities::cbac::authorize(s, editor, &format!("{}.read", b.block_type), Some(b)).is_ok()
+    elfiee_capabilities::cbac::authorize(s, editor, &format!("{}.read", b.block_type), Some(b))
+        .is_ok()
 }
 
 /// Blocks that link to `id`, as `block show` prints them: `[{"from", "relation"}]`.
 fn parents(s: &State, id: &str) -> Vec<Value> {
-    s.parents_of(id).map(|(r, from)| json!({"from": from, "relation": r.as_str()})).collect()
+    s.parents_of(id)
+        .map(|(r, from)| json!({"from": from, "relation": r.as_str()}))
+        .collect()
 }
 
 /// `{"blocks": [...]}`: every block without its contents.
@@ -547,7 +633,6 @@ pub fn block_list(file: &FileHandle, editor: &str) -> Value {
         json!({"count": blocks.len(), "blocks": blocks})
     })
 }
-
 
 /// One block with contents, children and parents, as `editor` may read it.
 pub fn block_get(file: &FileHandle, editor: &str, input: &str) -> Result<Value, ToolError> {
@@ -615,23 +700,39 @@ mod tests {
         for t in &cat {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             for r in t.input_schema["required"].as_array().unwrap() {
-                assert!(t.input_schema["properties"].get(r.as_str().unwrap()).is_some(), "{}: {r}", t.name);
+                assert!(
+                    t.input_schema["properties"]
+                        .get(r.as_str().unwrap())
+                        .is_some(),
+                    "{}: {r}",
+                    t.name
+                );
             }
         }
     }
 
     #[test]
     fn bad_arguments_say_what_was_expected() {
-        let e = parse::<CodeWriteArgs>("elfiee_code_write", json!({"block_id": 5, "text": "x"})).unwrap_err();
+        let e = parse::<CodeWriteArgs>("elfiee_code_write", json!({"block_id": 5, "text": "x"}))
+            .unwrap_err();
         assert_eq!(e.kind, "invalid_arguments");
         assert!(e.message.contains("invalid type"), "{}", e.message);
         for field in ["block_id: string", "text: string", "language?: string"] {
             assert!(e.message.contains(field), "{}", e.message);
         }
         let e = parse::<BlockArgs>("elfiee_block_get", json!({})).unwrap_err();
-        assert!(e.message.contains("missing field `block_id`"), "{}", e.message);
-        let e = parse::<BlockArgs>("elfiee_block_get", json!({"block_id": "a", "blockid": "b"})).unwrap_err();
-        assert!(e.message.contains("unknown field `blockid`"), "{}", e.message);
+        assert!(
+            e.message.contains("missing field `block_id`"),
+            "{}",
+            e.message
+        );
+        let e = parse::<BlockArgs>("elfiee_block_get", json!({"block_id": "a", "blockid": "b"}))
+            .unwrap_err();
+        assert!(
+            e.message.contains("unknown field `blockid`"),
+            "{}",
+            e.message
+        );
         assert!(parse::<NoArgs>("elfiee_block_list", Value::Null).is_ok());
     }
 }

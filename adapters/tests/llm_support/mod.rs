@@ -24,7 +24,10 @@ pub struct Recorded {
 
 impl Recorded {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -46,7 +49,11 @@ impl Reply {
         Reply {
             status: 200,
             headers: vec![("content-type".into(), "text/event-stream".into())],
-            pieces: body.as_bytes().chunks(size.max(1)).map(<[u8]>::to_vec).collect(),
+            pieces: body
+                .as_bytes()
+                .chunks(size.max(1))
+                .map(<[u8]>::to_vec)
+                .collect(),
             cut: false,
             stall: Duration::ZERO,
         }
@@ -85,7 +92,9 @@ impl MockServer {
         let script = Arc::new(script);
         tokio::spawn(async move {
             loop {
-                let Ok((sock, _)) = listener.accept().await else { return };
+                let Ok((sock, _)) = listener.accept().await else {
+                    return;
+                };
                 conns.fetch_add(1, Ordering::SeqCst);
                 let (reqs, script) = (reqs.clone(), script.clone());
                 tokio::spawn(async move {
@@ -93,7 +102,11 @@ impl MockServer {
                 });
             }
         });
-        MockServer { base_url, requests, connections }
+        MockServer {
+            base_url,
+            requests,
+            connections,
+        }
     }
 
     pub fn requests(&self) -> Vec<Recorded> {
@@ -126,12 +139,19 @@ async fn serve_one(
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
     let mut lines = head.split("\r\n");
     let mut first = lines.next().unwrap_or_default().split(' ');
-    let (method, path) = (first.next().unwrap_or_default().to_owned(), first.next().unwrap_or_default().to_owned());
+    let (method, path) = (
+        first.next().unwrap_or_default().to_owned(),
+        first.next().unwrap_or_default().to_owned(),
+    );
     let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    let len: usize = headers.iter().find(|(k, _)| k == "content-length").and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
     while buf.len() < head_end + len {
         let mut tmp = [0u8; 4096];
         let n = sock.read(&mut tmp).await?;
@@ -140,11 +160,17 @@ async fn serve_one(
         }
         buf.extend_from_slice(&tmp[..n]);
     }
-    let body =
-        serde_json::from_slice(&buf[head_end..(head_end + len).min(buf.len())]).unwrap_or(serde_json::Value::Null);
+    let body = serde_json::from_slice(&buf[head_end..(head_end + len).min(buf.len())])
+        .unwrap_or(serde_json::Value::Null);
     let index = {
         let mut r = reqs.lock().unwrap();
-        r.push(Recorded { method, path, headers, body, at: Instant::now() });
+        r.push(Recorded {
+            method,
+            path,
+            headers,
+            body,
+            at: Instant::now(),
+        });
         r.len() - 1
     };
     let reply = script[index.min(script.len() - 1)].clone();
@@ -177,5 +203,8 @@ async fn serve_one(
 
 /// Builds an Anthropic event stream: `(event name, data JSON)` pairs.
 pub fn anthropic_stream(events: &[(&str, serde_json::Value)]) -> String {
-    events.iter().map(|(name, data)| format!("event: {name}\ndata: {data}\n\n")).collect()
+    events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect()
 }

@@ -5,7 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use elfiee_model::{AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, EXTERNAL_ROOT_PATH};
+use elfiee_model::{
+    AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant,
+    EXTERNAL_ROOT_PATH,
+};
 use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -49,56 +52,108 @@ impl Capability for AgentCreate {
         Target::File
     }
     fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
-        let p: AgentCreatePayload =
-            parse(self.id(), &cmd.payload).map_err(|e| CapError::rejected(format!("Invalid payload for agent.create: {e}")))?;
+        let p: AgentCreatePayload = parse(self.id(), &cmd.payload)
+            .map_err(|e| CapError::rejected(format!("Invalid payload for agent.create: {e}")))?;
         let name = p.name.unwrap_or_else(|| "elfiee".into());
         check_name(self.id(), "name", &name)?;
         if let Some(target) = &p.target_project_id {
             if target.is_empty() {
                 return Err(CapError::rejected("target_project_id cannot be empty"));
             }
-            let dir = state.block(target).ok_or_else(|| CapError::rejected(format!("Target project block not found: {target}")))?;
+            let dir = state.block(target).ok_or_else(|| {
+                CapError::rejected(format!("Target project block not found: {target}"))
+            })?;
             if dir.block_type != "directory" {
-                return Err(CapError::rejected(format!("Expected block_type 'directory', got '{}'", dir.block_type)));
+                return Err(CapError::rejected(format!(
+                    "Expected block_type 'directory', got '{}'",
+                    dir.block_type
+                )));
             }
-            if !dir.metadata.custom.get(EXTERNAL_ROOT_PATH).is_some_and(Value::is_string) {
+            if !dir
+                .metadata
+                .custom
+                .get(EXTERNAL_ROOT_PATH)
+                .is_some_and(Value::is_string)
+            {
                 return Err(CapError::rejected("Target project has no external path"));
             }
             let existing = state.blocks.values().find(|b| {
-                b.block_type == "agent" && b.contents.get("target_project_id").and_then(Value::as_str) == Some(target)
+                b.block_type == "agent"
+                    && b.contents.get("target_project_id").and_then(Value::as_str) == Some(target)
             });
             if let Some(a) = existing {
-                return Err(CapError::rejected(format!("Agent already exists for project: {} (block_id: {})", dir.name, a.block_id)));
+                return Err(CapError::rejected(format!(
+                    "Agent already exists for project: {} (block_id: {})",
+                    dir.name, a.block_id
+                )));
             }
         }
         let agent_id = ctx.new_id(0).to_string();
         let editor_id = format!("agent-{}", ctx.new_id(1));
-        let editor = Editor { editor_id: editor_id.clone(), name: name.clone(), editor_type: EditorType::Agent };
+        let editor = Editor {
+            editor_id: editor_id.clone(),
+            name: name.clone(),
+            editor_type: EditorType::Agent,
+        };
         let contents = AgentContents {
             name: name.clone(),
             target_project_id: p.target_project_id.clone(),
             status: AgentStatus::Enabled,
             editor_id: editor_id.clone(),
         };
-        let mut block = new_block(&agent_id, &name, "agent", serde_json::to_value(&contents).unwrap_or_default(), &cmd.editor_id, ctx, BTreeMap::new());
+        let mut block = new_block(
+            &agent_id,
+            &name,
+            "agent",
+            serde_json::to_value(&contents).unwrap_or_default(),
+            &cmd.editor_id,
+            ctx,
+            BTreeMap::new(),
+        );
         if let Some(target) = &p.target_project_id {
-            let project = state.block(target).map(|b| b.name.clone()).unwrap_or_default();
+            let project = state
+                .block(target)
+                .map(|b| b.name.clone())
+                .unwrap_or_default();
             block.metadata.description = Some(format!("Agent for project: {project}"));
         }
         let mut out = vec![
-            EventDraft::new(&editor_id, "editor.create", serde_json::to_value(&editor).unwrap_or_default()),
-            EventDraft::new(&agent_id, "core.create", serde_json::to_value(&block).unwrap_or_default()),
+            EventDraft::new(
+                &editor_id,
+                "editor.create",
+                serde_json::to_value(&editor).unwrap_or_default(),
+            ),
+            EventDraft::new(
+                &agent_id,
+                "core.create",
+                serde_json::to_value(&block).unwrap_or_default(),
+            ),
         ];
-        for cap in AGENT_GRANTS.iter().filter(|c| ctx.known_caps.iter().any(|k| k == *c)) {
+        for cap in AGENT_GRANTS
+            .iter()
+            .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
+        {
             let g = Grant::new(&editor_id, *cap, "*");
-            out.push(EventDraft::new(&editor_id, "core.grant", serde_json::to_value(&g).unwrap_or_default()));
+            out.push(EventDraft::new(
+                &editor_id,
+                "core.grant",
+                serde_json::to_value(&g).unwrap_or_default(),
+            ));
         }
         // The agent may invoke itself and record proposals (e.g. through MCP).
         let own = Grant::new(&editor_id, "agent.invoke", &agent_id);
-        out.push(EventDraft::new(&editor_id, "core.grant", serde_json::to_value(&own).unwrap_or_default()));
+        out.push(EventDraft::new(
+            &editor_id,
+            "core.grant",
+            serde_json::to_value(&own).unwrap_or_default(),
+        ));
         if p.target_project_id.is_some() {
             // Creating an agent for a project enables it (seed 001 §7): the effect integrates.
-            out.push(EventDraft::new(&agent_id, "agent.enable", status_patch(AgentStatus::Enabled, ctx)));
+            out.push(EventDraft::new(
+                &agent_id,
+                "agent.enable",
+                status_patch(AgentStatus::Enabled, ctx),
+            ));
         }
         Ok(out)
     }
@@ -127,11 +182,28 @@ impl Capability for AgentSetStatus {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
-        if !(cmd.payload.is_null() || cmd.payload.as_object().is_some_and(|o| o.keys().all(|k| k == "agent_block_id"))) {
-            return Err(CapError::rejected(format!("Invalid payload for {}: expected {{}}", self.id())));
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
+        if !(cmd.payload.is_null()
+            || cmd
+                .payload
+                .as_object()
+                .is_some_and(|o| o.keys().all(|k| k == "agent_block_id")))
+        {
+            return Err(CapError::rejected(format!(
+                "Invalid payload for {}: expected {{}}",
+                self.id()
+            )));
         }
-        Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), self.id(), status_patch(self.0, ctx))])
+        Ok(vec![EventDraft::new(
+            cmd.block_id.clone().unwrap_or_default(),
+            self.id(),
+            status_patch(self.0, ctx),
+        )])
     }
 }
 
@@ -157,7 +229,12 @@ impl Capability for AgentEffectPlan {
     fn authorized_by(&self, cmd: &Command) -> &'static str {
         action_cap(cmd)
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Plan {
@@ -194,8 +271,17 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
                 let created = o.get("created").and_then(Value::as_bool).unwrap_or(false)
                     || n.get("created").and_then(Value::as_bool).unwrap_or(false);
                 o["created"] = json!(created);
-                let mut added: Vec<Value> = o.get("added").and_then(Value::as_array).cloned().unwrap_or_default();
-                for a in n.get("added").and_then(Value::as_array).cloned().unwrap_or_default() {
+                let mut added: Vec<Value> = o
+                    .get("added")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for a in n
+                    .get("added")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default()
+                {
                     if !added.contains(&a) {
                         added.push(a);
                     }
@@ -222,7 +308,12 @@ impl Capability for AgentEffectOutcome {
     fn authorized_by(&self, cmd: &Command) -> &'static str {
         action_cap(cmd)
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         super::effect_record(self.id(), cmd)
     }
 }
@@ -233,14 +324,26 @@ mod tests {
     use serde_json::json;
 
     fn project(k: &mut Kit) -> String {
-        k.ok("alice", "directory.import", None, json!({"root": "/tmp/proj", "files": []}))[0].entity.clone()
+        k.ok(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": "/tmp/proj", "files": []}),
+        )[0]
+        .entity
+        .clone()
     }
 
     #[test]
     fn create_makes_block_editor_grants_and_enables() {
         let mut k = Kit::new();
         let dir = project(&mut k);
-        let ev = k.ok("alice", "agent.create", None, json!({"target_project_id": dir}));
+        let ev = k.ok(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": dir}),
+        );
         let kinds: Vec<&str> = ev.iter().map(|e| e.cap_id()).collect();
         assert_eq!(kinds.first(), Some(&"editor.create"));
         assert_eq!(kinds.last(), Some(&"agent.enable"));
@@ -258,32 +361,100 @@ mod tests {
         let mut k = Kit::new();
         let dir = project(&mut k);
         let md = k.block("markdown", "m");
-        assert!(k.err("alice", "agent.create", None, json!({"target_project_id": ""})).to_string().contains("target_project_id cannot be empty"));
-        assert!(k.err("alice", "agent.create", None, json!({"target_project_id": "nope"})).to_string().contains("Target project block not found: nope"));
-        assert!(k.err("alice", "agent.create", None, json!({"target_project_id": md})).to_string().contains("Expected block_type 'directory'"));
-        let first = k.ok("alice", "agent.create", None, json!({"target_project_id": dir, "name": "helper"}))[1].entity.clone();
-        let e = k.err("alice", "agent.create", None, json!({"target_project_id": dir}));
-        assert_eq!(e.to_string(), format!("Agent already exists for project: proj (block_id: {first})"));
-        k.err("alice", "agent.create", None, json!({"target_project_id": 5}));
+        assert!(k
+            .err(
+                "alice",
+                "agent.create",
+                None,
+                json!({"target_project_id": ""})
+            )
+            .to_string()
+            .contains("target_project_id cannot be empty"));
+        assert!(k
+            .err(
+                "alice",
+                "agent.create",
+                None,
+                json!({"target_project_id": "nope"})
+            )
+            .to_string()
+            .contains("Target project block not found: nope"));
+        assert!(k
+            .err(
+                "alice",
+                "agent.create",
+                None,
+                json!({"target_project_id": md})
+            )
+            .to_string()
+            .contains("Expected block_type 'directory'"));
+        let first = k.ok(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": dir, "name": "helper"}),
+        )[1]
+        .entity
+        .clone();
+        let e = k.err(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": dir}),
+        );
+        assert_eq!(
+            e.to_string(),
+            format!("Agent already exists for project: proj (block_id: {first})")
+        );
+        k.err(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": 5}),
+        );
     }
 
     #[test]
     fn enable_and_disable_are_idempotent_and_stamp_metadata() {
         let mut k = Kit::new();
         let dir = project(&mut k);
-        let a = k.ok("alice", "agent.create", None, json!({"target_project_id": dir}))[1].entity.clone();
+        let a = k.ok(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": dir}),
+        )[1]
+        .entity
+        .clone();
         k.ok("alice", "agent.disable", Some(&a), json!({}));
         k.ok("alice", "agent.disable", Some(&a), json!({}));
         assert_eq!(k.state.blocks[&a].contents["status"], "disabled");
-        assert!(k.state.blocks[&a].metadata.custom.contains_key("last_disabled_at"));
+        assert!(k.state.blocks[&a]
+            .metadata
+            .custom
+            .contains_key("last_disabled_at"));
         k.ok("alice", "agent.enable", Some(&a), json!({}));
         k.ok("alice", "agent.enable", Some(&a), json!({}));
         assert_eq!(k.state.blocks[&a].contents["status"], "enabled");
         let md = k.block("markdown", "m");
-        assert!(k.err("alice", "agent.enable", Some(&md), json!({})).to_string().contains("agent blocks"));
-        assert!(k.err("alice", "agent.enable", Some("ghost"), json!({})).to_string().contains("not found"));
-        assert!(k.err("bob", "agent.enable", Some(&a), json!({})).to_string().contains("may not run"));
-        k.ok("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "agent.enable"}));
+        assert!(k
+            .err("alice", "agent.enable", Some(&md), json!({}))
+            .to_string()
+            .contains("agent blocks"));
+        assert!(k
+            .err("alice", "agent.enable", Some("ghost"), json!({}))
+            .to_string()
+            .contains("not found"));
+        assert!(k
+            .err("bob", "agent.enable", Some(&a), json!({}))
+            .to_string()
+            .contains("may not run"));
+        k.ok(
+            "alice",
+            "core.grant",
+            Some(&a),
+            json!({"editor_id": "bob", "cap_id": "agent.enable"}),
+        );
         k.ok("bob", "agent.enable", Some(&a), json!({}));
     }
 
@@ -291,16 +462,39 @@ mod tests {
     fn plans_merge_so_disable_knows_what_any_enable_created() {
         let mut k = Kit::new();
         let dir = project(&mut k);
-        let a = k.ok("alice", "agent.create", None, json!({"target_project_id": dir}))[1].entity.clone();
-        k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 1,
-            "artifacts": [{"path": "/p/.mcp.json", "created": true, "added": ["mcpServers"]}]}));
+        let a = k.ok(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": dir}),
+        )[1]
+        .entity
+        .clone();
+        k.ok(
+            "alice",
+            "agent.effect_plan",
+            Some(&a),
+            json!({"action": "enable", "trigger_seq": 1,
+            "artifacts": [{"path": "/p/.mcp.json", "created": true, "added": ["mcpServers"]}]}),
+        );
         k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
             "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": ["mcpServers.elfiee"]}]}));
         let rec = &k.state.blocks[&a].metadata.custom["integration"]["artifacts"][0];
         assert_eq!(rec["created"], true);
         assert_eq!(rec["added"], json!(["mcpServers", "mcpServers.elfiee"]));
-        k.ok("alice", "agent.effect_outcome", Some(&a), json!({"action": "disable", "trigger_seq": 3, "ok": true, "integration": null}));
-        assert!(!k.state.blocks[&a].metadata.custom.contains_key("integration"));
-        assert_eq!(k.state.blocks[&a].metadata.custom["last_effect"]["ok"], true);
+        k.ok(
+            "alice",
+            "agent.effect_outcome",
+            Some(&a),
+            json!({"action": "disable", "trigger_seq": 3, "ok": true, "integration": null}),
+        );
+        assert!(!k.state.blocks[&a]
+            .metadata
+            .custom
+            .contains_key("integration"));
+        assert_eq!(
+            k.state.blocks[&a].metadata.custom["last_effect"]["ok"],
+            true
+        );
     }
 }

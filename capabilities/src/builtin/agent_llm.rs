@@ -66,7 +66,10 @@ impl Default for AgentConfig {
 impl AgentConfig {
     /// The configuration of an agent block (defaults where unset).
     pub fn of(contents: &Value) -> AgentConfig {
-        contents.get("config").and_then(|c| serde_json::from_value(c.clone()).ok()).unwrap_or_default()
+        contents
+            .get("config")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default()
     }
 }
 
@@ -79,16 +82,30 @@ impl Capability for AgentConfigure {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         if cmd.payload.get("editor_id").is_some() {
             return Err(CapError::rejected("an agent's editor_id cannot be changed"));
         }
         let p: AgentConfigurePayload = parse(self.id(), &cmd.payload)?;
         let id = cmd.block_id.clone().unwrap_or_default();
-        let mut cfg = state.block(&id).map(|b| AgentConfig::of(&b.contents)).unwrap_or_default();
+        let mut cfg = state
+            .block(&id)
+            .map(|b| AgentConfig::of(&b.contents))
+            .unwrap_or_default();
         if let Some(v) = p.provider {
             if !PROVIDERS.contains(&v.as_str()) {
-                return Err(CapError::payload(self.id(), format!("unknown provider '{v}'; use one of {}", PROVIDERS.join(", "))));
+                return Err(CapError::payload(
+                    self.id(),
+                    format!(
+                        "unknown provider '{v}'; use one of {}",
+                        PROVIDERS.join(", ")
+                    ),
+                ));
             }
             cfg.provider = v;
         }
@@ -110,14 +127,21 @@ impl Capability for AgentConfigure {
         }
         if let Some(v) = p.max_context_tokens {
             if !(256..=2_000_000).contains(&v) {
-                return Err(CapError::payload(self.id(), format!("'max_context_tokens' must be 256-2000000 (got {v})")));
+                return Err(CapError::payload(
+                    self.id(),
+                    format!("'max_context_tokens' must be 256-2000000 (got {v})"),
+                ));
             }
             cfg.max_context_tokens = v;
         }
         if let Some(v) = p.base_url {
             cfg.base_url = Some(v).filter(|s| !s.is_empty());
         }
-        Ok(vec![EventDraft::new(id, self.id(), json!({"contents": {"config": cfg}}))])
+        Ok(vec![EventDraft::new(
+            id,
+            self.id(),
+            json!({"contents": {"config": cfg}}),
+        )])
     }
 }
 
@@ -178,8 +202,18 @@ impl Capability for AgentProposal {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         "agent.invoke"
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
-        if cmd.payload.get("proposal_id").and_then(Value::as_str).is_none() {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
+        if cmd
+            .payload
+            .get("proposal_id")
+            .and_then(Value::as_str)
+            .is_none()
+        {
             return Err(CapError::payload(self.id(), "expected 'proposal_id'"));
         }
         super::effect_record(self.id(), cmd)
@@ -213,20 +247,47 @@ impl Capability for AgentApprove {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: AgentApprovePayload = parse(self.id(), &cmd.payload)?;
         let agent = cmd.block_id.clone().unwrap_or_default();
-        let prop = proposal(state, &p.proposal_id).ok_or_else(|| CapError::rejected(format!("proposal '{}' not found; list them with `elfiee agent proposals`", p.proposal_id)))?;
+        let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
+            CapError::rejected(format!(
+                "proposal '{}' not found; list them with `elfiee agent proposals`",
+                p.proposal_id
+            ))
+        })?;
         if prop.get("agent_block_id").and_then(Value::as_str) != Some(agent.as_str()) {
-            return Err(CapError::rejected(format!("proposal '{}' belongs to another agent", p.proposal_id)));
+            return Err(CapError::rejected(format!(
+                "proposal '{}' belongs to another agent",
+                p.proposal_id
+            )));
         }
         match prop.get("status").and_then(Value::as_str) {
             Some("pending") => {}
-            Some(other) => return Err(CapError::rejected(format!("proposal '{}' is already {other}; only pending proposals can be decided", p.proposal_id))),
-            None => return Err(CapError::rejected(format!("proposal '{}' has no status", p.proposal_id))),
+            Some(other) => {
+                return Err(CapError::rejected(format!(
+                    "proposal '{}' is already {other}; only pending proposals can be decided",
+                    p.proposal_id
+                )))
+            }
+            None => {
+                return Err(CapError::rejected(format!(
+                    "proposal '{}' has no status",
+                    p.proposal_id
+                )))
+            }
         }
         let status = if p.approved { "approved" } else { "rejected" };
-        Ok(vec![EventDraft::new(agent, self.id(), json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}))])
+        Ok(vec![EventDraft::new(
+            agent,
+            self.id(),
+            json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
+        )])
     }
 }
 
@@ -236,53 +297,178 @@ mod tests {
     use serde_json::json;
 
     fn llm_agent(k: &mut Kit) -> String {
-        k.ok("alice", "agent.create", None, json!({"name": "writer"}))[1].entity.clone()
+        k.ok("alice", "agent.create", None, json!({"name": "writer"}))[1]
+            .entity
+            .clone()
     }
 
     #[test]
     fn configure_is_a_partial_update_and_keeps_no_secret() {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
-        k.ok("alice", "agent.configure", Some(&a), json!({"model": "m1", "api_key_env": "MY_KEY"}));
-        k.ok("alice", "agent.configure", Some(&a), json!({"system_prompt": "be brief"}));
+        k.ok(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"model": "m1", "api_key_env": "MY_KEY"}),
+        );
+        k.ok(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"system_prompt": "be brief"}),
+        );
         let cfg = &k.state.blocks[&a].contents["config"];
-        assert_eq!((cfg["model"].as_str(), cfg["api_key_env"].as_str()), (Some("m1"), Some("MY_KEY")));
+        assert_eq!(
+            (cfg["model"].as_str(), cfg["api_key_env"].as_str()),
+            (Some("m1"), Some("MY_KEY"))
+        );
         assert_eq!(cfg["system_prompt"], "be brief");
-        assert_eq!(cfg["provider"], "anthropic", "defaults fill what was never set");
-        assert!(k.err("alice", "agent.configure", Some(&a), json!({"editor_id": "x"})).to_string().contains("cannot be changed"));
-        k.err("alice", "agent.configure", Some(&a), json!({"api_key": "sk-secret"}));
-        k.err("alice", "agent.configure", Some(&a), json!({"provider": "nope"}));
-        k.err("alice", "agent.configure", Some(&a), json!({"api_key_env": "NOT VALID"}));
-        k.err("alice", "agent.configure", Some(&a), json!({"max_context_tokens": 1}));
+        assert_eq!(
+            cfg["provider"], "anthropic",
+            "defaults fill what was never set"
+        );
+        assert!(k
+            .err(
+                "alice",
+                "agent.configure",
+                Some(&a),
+                json!({"editor_id": "x"})
+            )
+            .to_string()
+            .contains("cannot be changed"));
+        k.err(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"api_key": "sk-secret"}),
+        );
+        k.err(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"provider": "nope"}),
+        );
+        k.err(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"api_key_env": "NOT VALID"}),
+        );
+        k.err(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"max_context_tokens": 1}),
+        );
     }
 
     #[test]
     fn proposals_are_decided_once() {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
-        let inv = k.ok("alice", "agent.invoke", Some(&a), json!({"prompt": "write a spec"}));
+        let inv = k.ok(
+            "alice",
+            "agent.invoke",
+            Some(&a),
+            json!({"prompt": "write a spec"}),
+        );
         let pid = inv[0].value["proposal_id"].as_str().unwrap().to_owned();
         k.err("alice", "agent.invoke", Some(&a), json!({"prompt": " "}));
-        k.err("alice", "agent.invoke", Some(&a), json!({"prompt": "x", "context_block_ids": ["ghost"]}));
-        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": true})).to_string().contains("not found"));
+        k.err(
+            "alice",
+            "agent.invoke",
+            Some(&a),
+            json!({"prompt": "x", "context_block_ids": ["ghost"]}),
+        );
+        assert!(k
+            .err(
+                "alice",
+                "agent.approve",
+                Some(&a),
+                json!({"proposal_id": pid, "approved": true})
+            )
+            .to_string()
+            .contains("not found"));
         k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
-        assert_eq!(crate::builtin::proposal(&k.state, &pid).unwrap()["status"], "pending");
-        k.ok("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": true}));
-        assert_eq!(crate::builtin::proposal(&k.state, &pid).unwrap()["status"], "approved");
-        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": true})).to_string().contains("already approved"));
-        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": pid, "approved": false})).to_string().contains("already approved"));
+        assert_eq!(
+            crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
+            "pending"
+        );
+        k.ok(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": true}),
+        );
+        assert_eq!(
+            crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
+            "approved"
+        );
+        assert!(k
+            .err(
+                "alice",
+                "agent.approve",
+                Some(&a),
+                json!({"proposal_id": pid, "approved": true})
+            )
+            .to_string()
+            .contains("already approved"));
+        assert!(k
+            .err(
+                "alice",
+                "agent.approve",
+                Some(&a),
+                json!({"proposal_id": pid, "approved": false})
+            )
+            .to_string()
+            .contains("already approved"));
     }
 
     #[test]
     fn a_rejected_proposal_cannot_be_approved_later() {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
-        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": 1, "proposal_id": "p1", "proposed_commands": []}));
-        k.ok("alice", "agent.approve", Some(&a), json!({"proposal_id": "p1", "approved": false, "feedback": "no"}));
+        k.ok(
+            "alice",
+            "agent.proposal",
+            Some(&a),
+            json!({"trigger_seq": 1, "proposal_id": "p1", "proposed_commands": []}),
+        );
+        k.ok(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": "p1", "approved": false, "feedback": "no"}),
+        );
         let p = crate::builtin::proposal(&k.state, "p1").unwrap();
-        assert_eq!((p["status"].as_str(), p["feedback"].as_str()), (Some("rejected"), Some("no")));
-        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": "p1", "approved": true})).to_string().contains("already rejected"));
-        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}));
-        assert!(k.err("alice", "agent.approve", Some(&a), json!({"proposal_id": "p2", "approved": true})).to_string().contains("already failed"));
+        assert_eq!(
+            (p["status"].as_str(), p["feedback"].as_str()),
+            (Some("rejected"), Some("no"))
+        );
+        assert!(k
+            .err(
+                "alice",
+                "agent.approve",
+                Some(&a),
+                json!({"proposal_id": "p1", "approved": true})
+            )
+            .to_string()
+            .contains("already rejected"));
+        k.ok(
+            "alice",
+            "agent.proposal",
+            Some(&a),
+            json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}),
+        );
+        assert!(k
+            .err(
+                "alice",
+                "agent.approve",
+                Some(&a),
+                json!({"proposal_id": "p2", "approved": true})
+            )
+            .to_string()
+            .contains("already failed"));
     }
 }

@@ -22,7 +22,16 @@ use serde_json::Value;
 use crate::{Capability, Target};
 
 /// The entries the agent loop records.
-pub const ENTRIES: &[&str] = &["message", "title", "memory", "approval", "approval_answer", "rule", "compaction", "stop"];
+pub const ENTRIES: &[&str] = &[
+    "message",
+    "title",
+    "memory",
+    "approval",
+    "approval_answer",
+    "rule",
+    "compaction",
+    "stop",
+];
 
 pub struct AgentSession;
 
@@ -36,12 +45,29 @@ impl Capability for AgentSession {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         "agent.invoke"
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
-        let ok = cmd.payload.get("session_id").and_then(Value::as_str).is_some_and(|s| !s.is_empty())
-            && cmd.payload.get("entry").and_then(Value::as_str).is_some_and(|e| ENTRIES.contains(&e));
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
+        let ok = cmd
+            .payload
+            .get("session_id")
+            .and_then(Value::as_str)
+            .is_some_and(|s| !s.is_empty())
+            && cmd
+                .payload
+                .get("entry")
+                .and_then(Value::as_str)
+                .is_some_and(|e| ENTRIES.contains(&e));
         if !ok {
             return Err(CapError::payload(self.id(), "expected {\"session_id\": string, \"entry\": \"message\" | \"title\" | \"memory\" | \"approval\" | \"approval_answer\" | \"rule\" | \"compaction\" | \"stop\", …}"));
         }
-        Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), self.id(), cmd.payload.clone())])
+        Ok(vec![EventDraft::new(
+            cmd.block_id.clone().unwrap_or_default(),
+            self.id(),
+            cmd.payload.clone(),
+        )])
     }
 }

@@ -13,7 +13,12 @@ impl Capability for CodeRead {
     fn target(&self) -> Target {
         Target::Block(Some("code"))
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         crate::payload::expect_empty(self.id(), &cmd.payload)?;
         Ok(Vec::new())
     }

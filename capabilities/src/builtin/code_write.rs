@@ -25,7 +25,12 @@ impl Capability for CodeWrite {
     fn target(&self) -> Target {
         Target::Block(Some("code"))
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: CodeWritePayload = parse(self.id(), &cmd.payload)?;
         let mut contents = Map::new();
         contents.insert("text".into(), Value::String(p.text));
@@ -33,7 +38,11 @@ impl Capability for CodeWrite {
             contents.insert("language".into(), Value::String(lang));
         }
         let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(block, self.id(), json!({"contents": contents}))])
+        Ok(vec![EventDraft::new(
+            block,
+            self.id(),
+            json!({"contents": contents}),
+        )])
     }
 }
 
@@ -46,8 +55,21 @@ mod tests {
     fn write_sets_text_and_keeps_language_when_absent() {
         let mut k = Kit::new();
         let c = k.block("code", "c");
-        k.ok("alice", "code.write", Some(&c), json!({"text": "fn main() {}", "language": "rust"}));
-        k.ok("alice", "code.write", Some(&c), json!({"text": "fn main() { }"}));
-        assert_eq!(k.state.blocks[&c].contents, json!({"text": "fn main() { }", "language": "rust"}));
+        k.ok(
+            "alice",
+            "code.write",
+            Some(&c),
+            json!({"text": "fn main() {}", "language": "rust"}),
+        );
+        k.ok(
+            "alice",
+            "code.write",
+            Some(&c),
+            json!({"text": "fn main() { }"}),
+        );
+        assert_eq!(
+            k.state.blocks[&c].contents,
+            json!({"text": "fn main() { }", "language": "rust"})
+        );
     }
 }

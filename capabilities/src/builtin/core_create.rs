@@ -40,18 +40,25 @@ impl Capability for CoreCreate {
         check_name(self.id(), "name", &p.name)?;
         let type_ok = !p.block_type.is_empty()
             && p.block_type.len() <= 64
-            && p.block_type.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
+            && p.block_type.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
+            });
         if !type_ok {
             return Err(CapError::payload(
                 self.id(),
-                format!("'block_type' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (got {:?})", p.block_type),
+                format!(
+                    "'block_type' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (got {:?})",
+                    p.block_type
+                ),
             ));
         }
         let block_id = match p.block_id {
             Some(id) => {
                 check_id(self.id(), "block_id", &id)?;
                 if state.blocks.contains_key(&id) {
-                    return Err(CapError::rejected(format!("a block with id '{id}' already exists; omit 'block_id' to get a fresh one")));
+                    return Err(CapError::rejected(format!(
+                        "a block with id '{id}' already exists; omit 'block_id' to get a fresh one"
+                    )));
                 }
                 id
             }
@@ -60,7 +67,12 @@ impl Capability for CoreCreate {
         let contents = match p.contents {
             None | Some(Value::Null) => Value::Object(Default::default()),
             Some(v @ Value::Object(_)) => v,
-            Some(_) => return Err(CapError::payload(self.id(), "'contents' must be a JSON object")),
+            Some(_) => {
+                return Err(CapError::payload(
+                    self.id(),
+                    "'contents' must be a JSON object",
+                ))
+            }
         };
         let block = Block {
             block_id: block_id.clone(),
@@ -69,9 +81,18 @@ impl Capability for CoreCreate {
             contents,
             children: BTreeMap::new(),
             owner: cmd.editor_id.clone(),
-            metadata: BlockMetadata { description: p.description, created_at: ctx.now, updated_at: ctx.now, custom: BTreeMap::new() },
+            metadata: BlockMetadata {
+                description: p.description,
+                created_at: ctx.now,
+                updated_at: ctx.now,
+                custom: BTreeMap::new(),
+            },
         };
-        Ok(vec![EventDraft::new(block_id, self.id(), serde_json::to_value(&block).unwrap_or_default())])
+        Ok(vec![EventDraft::new(
+            block_id,
+            self.id(),
+            serde_json::to_value(&block).unwrap_or_default(),
+        )])
     }
 }
 
@@ -84,7 +105,12 @@ mod tests {
     #[test]
     fn create_event_holds_the_whole_initial_block() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "core.create", None, json!({"name": "Spec", "block_type": "markdown", "description": "d"}));
+        let ev = k.ok(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "Spec", "block_type": "markdown", "description": "d"}),
+        );
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0].value["name"], "Spec");
         assert_eq!(ev[0].value["owner"], "alice");
@@ -95,18 +121,63 @@ mod tests {
     #[test]
     fn create_rejects_bad_names_types_and_taken_ids() {
         let mut k = Kit::new();
-        assert!(matches!(k.err("alice", "core.create", None, json!({"name": " ", "block_type": "markdown"})), CapError::InvalidPayload { .. }));
-        assert!(matches!(k.err("alice", "core.create", None, json!({"name": "x", "block_type": "Mark Down"})), CapError::InvalidPayload { .. }));
-        assert!(matches!(k.err("alice", "core.create", None, json!({"name": "x"})), CapError::InvalidPayload { .. }));
-        assert!(matches!(k.err("alice", "core.create", None, json!({"name": "x", "block_type": "code", "nmae": 1})), CapError::InvalidPayload { .. }));
-        k.ok("alice", "core.create", None, json!({"name": "x", "block_type": "code", "block_id": "fixed"}));
-        let e = k.err("alice", "core.create", None, json!({"name": "y", "block_type": "code", "block_id": "fixed"}));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": " ", "block_type": "markdown"})
+            ),
+            CapError::InvalidPayload { .. }
+        ));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": "x", "block_type": "Mark Down"})
+            ),
+            CapError::InvalidPayload { .. }
+        ));
+        assert!(matches!(
+            k.err("alice", "core.create", None, json!({"name": "x"})),
+            CapError::InvalidPayload { .. }
+        ));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": "x", "block_type": "code", "nmae": 1})
+            ),
+            CapError::InvalidPayload { .. }
+        ));
+        k.ok(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "x", "block_type": "code", "block_id": "fixed"}),
+        );
+        let e = k.err(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "y", "block_type": "code", "block_id": "fixed"}),
+        );
         assert!(e.to_string().contains("already exists"));
     }
 
     #[test]
     fn create_needs_a_star_grant() {
         let mut k = Kit::new();
-        assert!(matches!(k.err("bob", "core.create", None, json!({"name": "x", "block_type": "code"})), CapError::Unauthorized { .. }));
+        assert!(matches!(
+            k.err(
+                "bob",
+                "core.create",
+                None,
+                json!({"name": "x", "block_type": "code"})
+            ),
+            CapError::Unauthorized { .. }
+        ));
     }
 }

@@ -15,7 +15,12 @@ impl Capability for CoreDelete {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         crate::payload::expect_empty(self.id(), &cmd.payload)?;
         let id = cmd.block_id.as_deref().unwrap_or_default();
         let mut out = super::detach_block(state, id);
@@ -32,13 +37,35 @@ mod tests {
     #[test]
     fn delete_removes_the_block_from_every_parent_and_child_list() {
         let mut k = Kit::new();
-        let (a, b, c) = (k.block("markdown", "a"), k.block("markdown", "b"), k.block("code", "c"));
-        k.ok("alice", "core.link", Some(&a), json!({"to": b, "relation": "reference"}));
-        k.ok("alice", "core.link", Some(&b), json!({"to": c, "relation": "implement"}));
-        k.ok("alice", "core.grant", Some(&b), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
+        let (a, b, c) = (
+            k.block("markdown", "a"),
+            k.block("markdown", "b"),
+            k.block("code", "c"),
+        );
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&a),
+            json!({"to": b, "relation": "reference"}),
+        );
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&b),
+            json!({"to": c, "relation": "implement"}),
+        );
+        k.ok(
+            "alice",
+            "core.grant",
+            Some(&b),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        );
         let ev = k.ok("alice", "core.delete", Some(&b), json!({}));
         let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
-        assert_eq!(kinds, ["core.unlink", "core.unlink", "core.revoke", "core.delete"]);
+        assert_eq!(
+            kinds,
+            ["core.unlink", "core.unlink", "core.revoke", "core.delete"]
+        );
         assert!(!k.state.blocks.contains_key(&b));
         assert!(k.state.blocks[&a].children.is_empty());
         assert_eq!(k.state.parents_of(&c).count(), 0);

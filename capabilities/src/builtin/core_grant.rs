@@ -16,7 +16,12 @@ pub struct GrantPayload {
 }
 
 /// Parses the payload into the grant it names, checking the editor and capability exist.
-pub(crate) fn grant_of(cap: &str, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Grant, CapError> {
+pub(crate) fn grant_of(
+    cap: &str,
+    cmd: &Command,
+    state: &State,
+    ctx: &Ctx,
+) -> Result<Grant, CapError> {
     let p: GrantPayload = parse(cap, &cmd.payload)?;
     if p.editor_id != WILDCARD && state.editor(&p.editor_id).is_none() {
         return Err(CapError::UnknownEditor(p.editor_id));
@@ -46,7 +51,11 @@ impl Capability for CoreGrant {
                 g.editor_id, g.cap_id, g.block_id
             )));
         }
-        Ok(vec![EventDraft::new(&g.editor_id, self.id(), serde_json::to_value(&g).unwrap_or_default())])
+        Ok(vec![EventDraft::new(
+            &g.editor_id,
+            self.id(),
+            serde_json::to_value(&g).unwrap_or_default(),
+        )])
     }
 }
 
@@ -60,18 +69,63 @@ mod tests {
     fn grant_validates_editor_capability_and_duplicates() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        k.ok("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
+        k.ok(
+            "alice",
+            "core.grant",
+            Some(&a),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        );
         assert!(k.state.has_grant("bob", "markdown.write", &a));
-        assert!(k.err("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"})).to_string().contains("already"));
-        assert!(matches!(k.err("alice", "core.grant", Some(&a), json!({"editor_id": "ghost", "cap_id": "markdown.write"})), CapError::UnknownEditor(_)));
-        assert!(matches!(k.err("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.wirte"})), CapError::UnknownCapability(_)));
+        assert!(k
+            .err(
+                "alice",
+                "core.grant",
+                Some(&a),
+                json!({"editor_id": "bob", "cap_id": "markdown.write"})
+            )
+            .to_string()
+            .contains("already"));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.grant",
+                Some(&a),
+                json!({"editor_id": "ghost", "cap_id": "markdown.write"})
+            ),
+            CapError::UnknownEditor(_)
+        ));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.grant",
+                Some(&a),
+                json!({"editor_id": "bob", "cap_id": "markdown.wirte"})
+            ),
+            CapError::UnknownCapability(_)
+        ));
     }
 
     #[test]
     fn only_owner_or_grant_holder_may_grant() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        assert!(matches!(k.err("bob", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"})), CapError::Unauthorized { .. }));
-        assert!(matches!(k.err("bob", "core.grant", None, json!({"editor_id": "bob", "cap_id": "core.create"})), CapError::Unauthorized { .. }));
+        assert!(matches!(
+            k.err(
+                "bob",
+                "core.grant",
+                Some(&a),
+                json!({"editor_id": "bob", "cap_id": "markdown.write"})
+            ),
+            CapError::Unauthorized { .. }
+        ));
+        assert!(matches!(
+            k.err(
+                "bob",
+                "core.grant",
+                None,
+                json!({"editor_id": "bob", "cap_id": "core.create"})
+            ),
+            CapError::Unauthorized { .. }
+        ));
     }
 }

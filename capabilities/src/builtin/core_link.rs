@@ -20,7 +20,13 @@ pub struct LinkPayload {
 pub(crate) fn parse_link(cap: &str, cmd: &Command) -> Result<(String, Relation), CapError> {
     let p: LinkPayload = parse(cap, &cmd.payload)?;
     let rel = Relation::parse(&p.relation).ok_or_else(|| {
-        CapError::payload(cap, format!("unknown relation '{}'; use 'reference' or 'implement'", p.relation))
+        CapError::payload(
+            cap,
+            format!(
+                "unknown relation '{}'; use 'reference' or 'implement'",
+                p.relation
+            ),
+        )
     })?;
     Ok((p.to, rel))
 }
@@ -36,24 +42,37 @@ impl Capability for CoreLink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if from == to {
-            return Err(CapError::rejected(format!("a block cannot link to itself ('{from}')")));
+            return Err(CapError::rejected(format!(
+                "a block cannot link to itself ('{from}')"
+            )));
         }
         if !state.blocks.contains_key(&to) {
             return Err(CapError::BlockNotFound(to));
         }
         if state.children_of(from).any(|(r, c)| r == rel && c == to) {
-            return Err(CapError::rejected(format!("'{from}' already has a '{rel}' link to '{to}'")));
+            return Err(CapError::rejected(format!(
+                "'{from}' already has a '{rel}' link to '{to}'"
+            )));
         }
         if state.reaches(&to, from) {
             return Err(CapError::rejected(format!(
                 "linking '{from}' to '{to}' would create a cycle ('{to}' already leads back to '{from}')"
             )));
         }
-        Ok(vec![EventDraft::new(from, self.id(), json!({"to": to, "relation": rel}))])
+        Ok(vec![EventDraft::new(
+            from,
+            self.id(),
+            json!({"to": to, "relation": rel}),
+        )])
     }
 }
 
@@ -67,21 +86,86 @@ mod tests {
     fn link_records_both_directions() {
         let mut k = Kit::new();
         let (a, b) = (k.block("markdown", "req"), k.block("code", "impl"));
-        k.ok("alice", "core.link", Some(&b), json!({"to": a, "relation": "implement"}));
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&b),
+            json!({"to": a, "relation": "implement"}),
+        );
         assert_eq!(k.state.blocks[&b].children["implement"], vec![a.clone()]);
-        assert_eq!(k.state.parents_of(&a).map(|(_, p)| p.to_owned()).collect::<Vec<_>>(), vec![b]);
+        assert_eq!(
+            k.state
+                .parents_of(&a)
+                .map(|(_, p)| p.to_owned())
+                .collect::<Vec<_>>(),
+            vec![b]
+        );
     }
 
     #[test]
     fn link_rejects_self_duplicate_cycle_unknown_relation_and_missing_target() {
         let mut k = Kit::new();
-        let (a, b, c) = (k.block("markdown", "a"), k.block("markdown", "b"), k.block("markdown", "c"));
-        assert!(k.err("alice", "core.link", Some(&a), json!({"to": a, "relation": "reference"})).to_string().contains("itself"));
-        k.ok("alice", "core.link", Some(&a), json!({"to": b, "relation": "reference"}));
-        assert!(k.err("alice", "core.link", Some(&a), json!({"to": b, "relation": "reference"})).to_string().contains("already"));
-        k.ok("alice", "core.link", Some(&b), json!({"to": c, "relation": "implement"}));
-        assert!(k.err("alice", "core.link", Some(&c), json!({"to": a, "relation": "reference"})).to_string().contains("cycle"));
-        assert!(matches!(k.err("alice", "core.link", Some(&a), json!({"to": c, "relation": "likes"})), CapError::InvalidPayload { .. }));
-        assert!(matches!(k.err("alice", "core.link", Some(&a), json!({"to": "ghost", "relation": "reference"})), CapError::BlockNotFound(_)));
+        let (a, b, c) = (
+            k.block("markdown", "a"),
+            k.block("markdown", "b"),
+            k.block("markdown", "c"),
+        );
+        assert!(k
+            .err(
+                "alice",
+                "core.link",
+                Some(&a),
+                json!({"to": a, "relation": "reference"})
+            )
+            .to_string()
+            .contains("itself"));
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&a),
+            json!({"to": b, "relation": "reference"}),
+        );
+        assert!(k
+            .err(
+                "alice",
+                "core.link",
+                Some(&a),
+                json!({"to": b, "relation": "reference"})
+            )
+            .to_string()
+            .contains("already"));
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&b),
+            json!({"to": c, "relation": "implement"}),
+        );
+        assert!(k
+            .err(
+                "alice",
+                "core.link",
+                Some(&c),
+                json!({"to": a, "relation": "reference"})
+            )
+            .to_string()
+            .contains("cycle"));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.link",
+                Some(&a),
+                json!({"to": c, "relation": "likes"})
+            ),
+            CapError::InvalidPayload { .. }
+        ));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "core.link",
+                Some(&a),
+                json!({"to": "ghost", "relation": "reference"})
+            ),
+            CapError::BlockNotFound(_)
+        ));
     }
 }

@@ -23,10 +23,19 @@ impl Capability for CoreRename {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: RenamePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
-        Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), self.id(), json!({"name": p.name}))])
+        Ok(vec![EventDraft::new(
+            cmd.block_id.clone().unwrap_or_default(),
+            self.id(),
+            json!({"name": p.name}),
+        )])
     }
 }
 

@@ -17,8 +17,13 @@ impl Capability for CoreRevoke {
     }
     fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
         let g = grant_of(self.id(), cmd, state, ctx)?;
-        if state.file_owner.as_deref() == Some(g.editor_id.as_str()) && g.block_id == elfiee_model::WILDCARD {
-            return Err(CapError::rejected(format!("the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')", g.editor_id, g.cap_id)));
+        if state.file_owner.as_deref() == Some(g.editor_id.as_str())
+            && g.block_id == elfiee_model::WILDCARD
+        {
+            return Err(CapError::rejected(format!(
+                "the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')",
+                g.editor_id, g.cap_id
+            )));
         }
         if !state.grants.contains(&g) {
             return Err(CapError::rejected(format!(
@@ -26,7 +31,11 @@ impl Capability for CoreRevoke {
                 g.editor_id, g.cap_id, g.block_id
             )));
         }
-        Ok(vec![EventDraft::new(&g.editor_id, self.id(), serde_json::to_value(&g).unwrap_or_default())])
+        Ok(vec![EventDraft::new(
+            &g.editor_id,
+            self.id(),
+            serde_json::to_value(&g).unwrap_or_default(),
+        )])
     }
 }
 
@@ -39,9 +48,24 @@ mod tests {
     fn revoke_removes_an_existing_grant_only() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        k.err("alice", "core.revoke", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
-        k.ok("alice", "core.grant", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
-        k.ok("alice", "core.revoke", Some(&a), json!({"editor_id": "bob", "cap_id": "markdown.write"}));
+        k.err(
+            "alice",
+            "core.revoke",
+            Some(&a),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        );
+        k.ok(
+            "alice",
+            "core.grant",
+            Some(&a),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        );
+        k.ok(
+            "alice",
+            "core.revoke",
+            Some(&a),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        );
         assert!(!k.state.has_grant("bob", "markdown.write", &a));
     }
 }

@@ -15,13 +15,24 @@ impl Capability for CoreUnlink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if !state.children_of(from).any(|(r, c)| r == rel && c == to) {
-            return Err(CapError::rejected(format!("'{from}' has no '{rel}' link to '{to}'; see `elfiee block show {from}`")));
+            return Err(CapError::rejected(format!(
+                "'{from}' has no '{rel}' link to '{to}'; see `elfiee block show {from}`"
+            )));
         }
-        Ok(vec![EventDraft::new(from, self.id(), json!({"to": to, "relation": rel}))])
+        Ok(vec![EventDraft::new(
+            from,
+            self.id(),
+            json!({"to": to, "relation": rel}),
+        )])
     }
 }
 
@@ -34,11 +45,31 @@ mod tests {
     fn unlink_removes_the_edge_and_rejects_missing_ones() {
         let mut k = Kit::new();
         let (a, b) = (k.block("markdown", "a"), k.block("markdown", "b"));
-        k.ok("alice", "core.link", Some(&a), json!({"to": b, "relation": "reference"}));
-        k.err("alice", "core.unlink", Some(&a), json!({"to": b, "relation": "implement"}));
-        k.ok("alice", "core.unlink", Some(&a), json!({"to": b, "relation": "reference"}));
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&a),
+            json!({"to": b, "relation": "reference"}),
+        );
+        k.err(
+            "alice",
+            "core.unlink",
+            Some(&a),
+            json!({"to": b, "relation": "implement"}),
+        );
+        k.ok(
+            "alice",
+            "core.unlink",
+            Some(&a),
+            json!({"to": b, "relation": "reference"}),
+        );
         assert!(k.state.blocks[&a].children.is_empty());
         assert_eq!(k.state.parents_of(&b).count(), 0);
-        k.err("alice", "core.unlink", Some(&a), json!({"to": b, "relation": "reference"}));
+        k.err(
+            "alice",
+            "core.unlink",
+            Some(&a),
+            json!({"to": b, "relation": "reference"}),
+        );
     }
 }

@@ -27,7 +27,9 @@ mod double_option {
     pub fn serialize<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
         v.serialize(s)
     }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Option<String>>, D::Error> {
         Option::<String>::deserialize(d).map(Some)
     }
 }
@@ -41,19 +43,37 @@ impl Capability for CoreUpdateMetadata {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: UpdateMetadataPayload = parse(self.id(), &cmd.payload)?;
         if p.description.is_none() && p.custom.is_empty() {
-            return Err(CapError::payload(self.id(), "nothing to update: give 'description' and/or 'custom'"));
+            return Err(CapError::payload(
+                self.id(),
+                "nothing to update: give 'description' and/or 'custom'",
+            ));
         }
         let mut value = Map::new();
         if let Some(d) = p.description {
-            value.insert("description".into(), d.map(Value::String).unwrap_or(Value::Null));
+            value.insert(
+                "description".into(),
+                d.map(Value::String).unwrap_or(Value::Null),
+            );
         }
         if !p.custom.is_empty() {
-            value.insert("custom".into(), Value::Object(p.custom.into_iter().collect()));
+            value.insert(
+                "custom".into(),
+                Value::Object(p.custom.into_iter().collect()),
+            );
         }
-        Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), self.id(), Value::Object(value))])
+        Ok(vec![EventDraft::new(
+            cmd.block_id.clone().unwrap_or_default(),
+            self.id(),
+            Value::Object(value),
+        )])
     }
 }
 
@@ -66,12 +86,27 @@ mod tests {
     fn metadata_merges_custom_and_clears_with_null() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        k.ok("alice", "core.update_metadata", Some(&a), json!({"description": "d", "custom": {"x": 1, "y": 2}}));
-        k.ok("alice", "core.update_metadata", Some(&a), json!({"custom": {"x": null}}));
+        k.ok(
+            "alice",
+            "core.update_metadata",
+            Some(&a),
+            json!({"description": "d", "custom": {"x": 1, "y": 2}}),
+        );
+        k.ok(
+            "alice",
+            "core.update_metadata",
+            Some(&a),
+            json!({"custom": {"x": null}}),
+        );
         let m = &k.state.blocks[&a].metadata;
         assert_eq!(m.description.as_deref(), Some("d"));
         assert_eq!(m.custom.keys().collect::<Vec<_>>(), ["y"]);
-        k.ok("alice", "core.update_metadata", Some(&a), json!({"description": null}));
+        k.ok(
+            "alice",
+            "core.update_metadata",
+            Some(&a),
+            json!({"description": null}),
+        );
         assert_eq!(k.state.blocks[&a].metadata.description, None);
         k.err("alice", "core.update_metadata", Some(&a), json!({}));
     }

@@ -16,13 +16,22 @@ impl Capability for DirectoryExport {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let id = cmd.block_id.as_deref().unwrap_or_default();
         let root = state
             .block(id)
             .and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH))
             .and_then(|v| v.as_str())
-            .ok_or_else(|| CapError::rejected(format!("directory '{id}' has no {EXTERNAL_ROOT_PATH}; import a folder first")))?;
+            .ok_or_else(|| {
+                CapError::rejected(format!(
+                    "directory '{id}' has no {EXTERNAL_ROOT_PATH}; import a folder first"
+                ))
+            })?;
         Ok(vec![EventDraft::new(id, self.id(), json!({"root": root}))])
     }
 }
@@ -41,7 +50,12 @@ impl Capability for DirectoryExportOutcome {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         "directory.export"
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         super::effect_record(self.id(), cmd)
     }
 }

@@ -1,6 +1,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
-use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
+use elfiee_model::{
+    Block, BlockMetadata, CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile,
+    SkippedFile, EXTERNAL_ROOT_PATH,
+};
 use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -31,18 +34,32 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
     if path.is_empty() {
         return Err("empty path".into());
     }
-    if path.starts_with('/') || path.contains('\\') || path.contains('\0') || path.get(1..2) == Some(":") {
-        return Err(format!("'{path}' is absolute or uses a backslash; paths must be relative to the root"));
+    if path.starts_with('/')
+        || path.contains('\\')
+        || path.contains('\0')
+        || path.get(1..2) == Some(":")
+    {
+        return Err(format!(
+            "'{path}' is absolute or uses a backslash; paths must be relative to the root"
+        ));
     }
-    if path.split('/').any(|seg| seg.is_empty() || seg == "." || seg == "..") {
-        return Err(format!("'{path}' has an empty, '.' or '..' segment; it could leave the root"));
+    if path
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return Err(format!(
+            "'{path}' has an empty, '.' or '..' segment; it could leave the root"
+        ));
     }
     Ok(())
 }
 
 /// Block type and contents for a file, by extension.
 fn file_block(path: &str, content: String) -> (&'static str, Value) {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase()).unwrap_or_default();
+    let ext = path
+        .rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default();
     match ext.as_str() {
         "md" | "markdown" => ("markdown", json!({"markdown": content})),
         _ => {
@@ -77,21 +94,38 @@ impl Capability for DirectoryImport {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: DirectoryImportPayload = parse(self.id(), &cmd.payload)?;
         let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
         if !absolute {
-            return Err(CapError::payload(self.id(), format!("'root' must be an absolute path (got {:?})", p.root)));
+            return Err(CapError::payload(
+                self.id(),
+                format!("'root' must be an absolute path (got {:?})", p.root),
+            ));
         }
         let name = p.name.clone().unwrap_or_else(|| {
-            p.root.trim_end_matches('/').rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or("root").to_owned()
+            p.root
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .filter(|s| !s.is_empty())
+                .unwrap_or("root")
+                .to_owned()
         });
         check_name(self.id(), "name", &name)?;
         let mut seen = BTreeSet::new();
         for f in &p.files {
             check_relative_path(&f.path).map_err(|e| CapError::payload(self.id(), e))?;
             if !seen.insert(f.path.as_str()) {
-                return Err(CapError::payload(self.id(), format!("'{}' appears twice", f.path)));
+                return Err(CapError::payload(
+                    self.id(),
+                    format!("'{}' appears twice", f.path),
+                ));
             }
         }
         let dir_id = ctx.new_id(0).to_string();
@@ -99,14 +133,44 @@ impl Capability for DirectoryImport {
         let mut entries = Vec::with_capacity(p.files.len());
         for (i, f) in p.files.into_iter().enumerate() {
             let id = ctx.new_id(i as u32 + 1).to_string();
-            entries.push(DirectoryEntry { path: f.path.clone(), block_id: id.clone() });
+            entries.push(DirectoryEntry {
+                path: f.path.clone(),
+                block_id: id.clone(),
+            });
             let (ty, contents) = file_block(&f.path, f.content);
-            let block = new_block(&id, &f.path, ty, contents, &cmd.editor_id, ctx, BTreeMap::new());
-            drafts.push(EventDraft::new(&id, "core.create", serde_json::to_value(&block).unwrap_or_default()));
+            let block = new_block(
+                &id,
+                &f.path,
+                ty,
+                contents,
+                &cmd.editor_id,
+                ctx,
+                BTreeMap::new(),
+            );
+            drafts.push(EventDraft::new(
+                &id,
+                "core.create",
+                serde_json::to_value(&block).unwrap_or_default(),
+            ));
         }
         let custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
-        let dir = new_block(&dir_id, &name, "directory", json!({"entries": entries}), &cmd.editor_id, ctx, custom);
-        drafts.insert(0, EventDraft::new(&dir_id, "core.create", serde_json::to_value(&dir).unwrap_or_default()));
+        let dir = new_block(
+            &dir_id,
+            &name,
+            "directory",
+            json!({"entries": entries}),
+            &cmd.editor_id,
+            ctx,
+            custom,
+        );
+        drafts.insert(
+            0,
+            EventDraft::new(
+                &dir_id,
+                "core.create",
+                serde_json::to_value(&dir).unwrap_or_default(),
+            ),
+        );
         drafts.push(EventDraft::new(
             &dir_id,
             self.id(),
@@ -132,7 +196,12 @@ pub(crate) fn new_block(
         contents,
         children: BTreeMap::new(),
         owner: owner.to_owned(),
-        metadata: BlockMetadata { description: None, created_at: ctx.now, updated_at: ctx.now, custom },
+        metadata: BlockMetadata {
+            description: None,
+            created_at: ctx.now,
+            updated_at: ctx.now,
+            custom,
+        },
     }
 }
 
@@ -156,7 +225,13 @@ mod tests {
         assert_eq!(dir.metadata.custom["external_root_path"], "/tmp/proj");
         let entries = dir.contents["entries"].as_array().unwrap();
         let readme = &k.state.blocks[entries[0]["block_id"].as_str().unwrap()];
-        assert_eq!((readme.block_type.as_str(), readme.contents["markdown"].as_str()), ("markdown", Some("# hi")));
+        assert_eq!(
+            (
+                readme.block_type.as_str(),
+                readme.contents["markdown"].as_str()
+            ),
+            ("markdown", Some("# hi"))
+        );
         let main = &k.state.blocks[entries[1]["block_id"].as_str().unwrap()];
         assert_eq!(main.contents["language"], "rust");
         assert_eq!(ev[3].value["skipped"][0]["reason"], "binary");
@@ -165,11 +240,30 @@ mod tests {
     #[test]
     fn import_refuses_paths_that_could_escape_the_root() {
         let mut k = Kit::new();
-        for bad in ["../etc/passwd", "/etc/passwd", "a/../../b", "a//b", "./a", "C:/x", "a\\..\\b", ""] {
-            let e = k.err("alice", "directory.import", None, json!({"root": "/tmp/p", "files": [{"path": bad, "content": ""}]}));
+        for bad in [
+            "../etc/passwd",
+            "/etc/passwd",
+            "a/../../b",
+            "a//b",
+            "./a",
+            "C:/x",
+            "a\\..\\b",
+            "",
+        ] {
+            let e = k.err(
+                "alice",
+                "directory.import",
+                None,
+                json!({"root": "/tmp/p", "files": [{"path": bad, "content": ""}]}),
+            );
             assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
         }
-        k.err("alice", "directory.import", None, json!({"root": "relative/root", "files": []}));
+        k.err(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": "relative/root", "files": []}),
+        );
         k.err("alice", "directory.import", None, json!({"root": "/p", "files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}));
     }
 }

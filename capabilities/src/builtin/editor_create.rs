@@ -39,10 +39,20 @@ impl Capability for EditorCreate {
             (None, EditorType::Human) => ctx.new_id(0).to_string(),
         };
         if state.editors.contains_key(&editor_id) {
-            return Err(CapError::rejected(format!("editor '{editor_id}' already exists")));
+            return Err(CapError::rejected(format!(
+                "editor '{editor_id}' already exists"
+            )));
         }
-        let editor = Editor { editor_id: editor_id.clone(), name: p.name, editor_type: p.editor_type };
-        Ok(vec![EventDraft::new(editor_id, self.id(), serde_json::to_value(&editor).unwrap_or_default())])
+        let editor = Editor {
+            editor_id: editor_id.clone(),
+            name: p.name,
+            editor_type: p.editor_type,
+        };
+        Ok(vec![EventDraft::new(
+            editor_id,
+            self.id(),
+            serde_json::to_value(&editor).unwrap_or_default(),
+        )])
     }
 }
 
@@ -54,10 +64,25 @@ mod tests {
     #[test]
     fn agents_get_agent_prefixed_ids_and_ids_are_unique() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "editor.create", None, json!({"name": "Helper", "editor_type": "agent"}));
+        let ev = k.ok(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "Helper", "editor_type": "agent"}),
+        );
         assert!(ev[0].entity.starts_with("agent-"), "{}", ev[0].entity);
-        let e = k.err("alice", "editor.create", None, json!({"name": "Bob again", "editor_id": "bob"}));
+        let e = k.err(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "Bob again", "editor_id": "bob"}),
+        );
         assert!(e.to_string().contains("already exists"));
-        k.err("alice", "editor.create", None, json!({"name": "x", "editor_type": "robot"}));
+        k.err(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "x", "editor_type": "robot"}),
+        );
     }
 }

@@ -24,17 +24,31 @@ impl Capability for EditorDelete {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: EditorDeletePayload = parse(self.id(), &cmd.payload)?;
         if state.editor(&p.editor_id).is_none() {
             return Err(CapError::UnknownEditor(p.editor_id));
         }
         if state.file_owner.as_deref() == Some(p.editor_id.as_str()) {
-            return Err(CapError::rejected(format!("'{}' owns this file and cannot be deleted", p.editor_id)));
+            return Err(CapError::rejected(format!(
+                "'{}' owns this file and cannot be deleted",
+                p.editor_id
+            )));
         }
         let mut out: Vec<EventDraft> = state
             .grants_of(&p.editor_id)
-            .map(|g| EventDraft::new(&g.editor_id, "core.revoke", serde_json::to_value(g).unwrap_or_default()))
+            .map(|g| {
+                EventDraft::new(
+                    &g.editor_id,
+                    "core.revoke",
+                    serde_json::to_value(g).unwrap_or_default(),
+                )
+            })
             .collect();
         out.push(EventDraft::new(&p.editor_id, self.id(), json!({})));
         Ok(out)
@@ -50,18 +64,55 @@ mod tests {
     #[test]
     fn deleted_editor_loses_grants_and_owner_rights() {
         let mut k = Kit::new();
-        k.ok("alice", "core.grant", None, json!({"editor_id": "bob", "cap_id": "core.create"}));
-        let ev = k.ok("bob", "core.create", None, json!({"name": "mine", "block_type": "markdown"}));
+        k.ok(
+            "alice",
+            "core.grant",
+            None,
+            json!({"editor_id": "bob", "cap_id": "core.create"}),
+        );
+        let ev = k.ok(
+            "bob",
+            "core.create",
+            None,
+            json!({"name": "mine", "block_type": "markdown"}),
+        );
         let mine = ev[0].entity.clone();
         let ev = k.ok("alice", "editor.delete", None, json!({"editor_id": "bob"}));
-        assert_eq!(ev.iter().map(|e| e.cap_id()).collect::<Vec<_>>(), ["core.revoke", "editor.delete"]);
-        assert!(matches!(k.err("bob", "markdown.write", Some(&mine), json!({"markdown": "x"})), CapError::UnknownEditor(_)));
+        assert_eq!(
+            ev.iter().map(|e| e.cap_id()).collect::<Vec<_>>(),
+            ["core.revoke", "editor.delete"]
+        );
+        assert!(matches!(
+            k.err(
+                "bob",
+                "markdown.write",
+                Some(&mine),
+                json!({"markdown": "x"})
+            ),
+            CapError::UnknownEditor(_)
+        ));
     }
 
     #[test]
     fn the_file_owner_cannot_be_deleted() {
         let mut k = Kit::new();
-        assert!(k.err("alice", "editor.delete", None, json!({"editor_id": "alice"})).to_string().contains("owns this file"));
-        assert!(matches!(k.err("alice", "editor.delete", None, json!({"editor_id": "nobody"})), CapError::UnknownEditor(_)));
+        assert!(k
+            .err(
+                "alice",
+                "editor.delete",
+                None,
+                json!({"editor_id": "alice"})
+            )
+            .to_string()
+            .contains("owns this file"));
+        assert!(matches!(
+            k.err(
+                "alice",
+                "editor.delete",
+                None,
+                json!({"editor_id": "nobody"})
+            ),
+            CapError::UnknownEditor(_)
+        ));
     }
 }

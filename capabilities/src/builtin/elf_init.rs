@@ -1,4 +1,6 @@
-use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, FORMAT_VERSION, WILDCARD};
+use elfiee_model::{
+    CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, FORMAT_VERSION, WILDCARD,
+};
 use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -25,19 +27,40 @@ impl Capability for ElfInit {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: InitPayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         check_id(self.id(), "editor_id", &cmd.editor_id)?;
         let owner = &cmd.editor_id;
-        let editor = Editor { editor_id: owner.clone(), name: p.name, editor_type: EditorType::Human };
+        let editor = Editor {
+            editor_id: owner.clone(),
+            name: p.name,
+            editor_type: EditorType::Human,
+        };
         let mut out = vec![
-            EventDraft::new(owner, "elf.init", json!({"owner": owner, "format_version": FORMAT_VERSION})),
-            EventDraft::new(owner, "editor.create", serde_json::to_value(&editor).unwrap_or_default()),
+            EventDraft::new(
+                owner,
+                "elf.init",
+                json!({"owner": owner, "format_version": FORMAT_VERSION}),
+            ),
+            EventDraft::new(
+                owner,
+                "editor.create",
+                serde_json::to_value(&editor).unwrap_or_default(),
+            ),
         ];
         for cap in ctx.known_caps.iter().filter(|c| c.as_str() != "elf.init") {
             let g = Grant::new(owner, cap, WILDCARD);
-            out.push(EventDraft::new(owner, "core.grant", serde_json::to_value(&g).unwrap_or_default()));
+            out.push(EventDraft::new(
+                owner,
+                "core.grant",
+                serde_json::to_value(&g).unwrap_or_default(),
+            ));
         }
         Ok(out)
     }

@@ -14,7 +14,12 @@ impl Capability for MarkdownRead {
     fn target(&self) -> Target {
         Target::Block(Some("markdown"))
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         crate::payload::expect_empty(self.id(), &cmd.payload)?;
         Ok(Vec::new())
     }
@@ -29,9 +34,18 @@ mod tests {
     fn read_is_checked_but_writes_nothing() {
         let mut k = Kit::new();
         let md = k.block("markdown", "m");
-        assert!(k.ok("alice", "markdown.read", Some(&md), json!({})).is_empty());
+        assert!(k
+            .ok("alice", "markdown.read", Some(&md), json!({}))
+            .is_empty());
         k.err("bob", "markdown.read", Some(&md), json!({}));
-        k.ok("alice", "core.grant", None, json!({"editor_id": "*", "cap_id": "markdown.read"}));
-        assert!(k.ok("bob", "markdown.read", Some(&md), json!({})).is_empty());
+        k.ok(
+            "alice",
+            "core.grant",
+            None,
+            json!({"editor_id": "*", "cap_id": "markdown.read"}),
+        );
+        assert!(k
+            .ok("bob", "markdown.read", Some(&md), json!({}))
+            .is_empty());
     }
 }

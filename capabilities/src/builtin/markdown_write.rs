@@ -23,10 +23,19 @@ impl Capability for MarkdownWrite {
     fn target(&self) -> Target {
         Target::Block(Some("markdown"))
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: MarkdownWritePayload = parse(self.id(), &cmd.payload)?;
         let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(block, self.id(), json!({"contents": {"markdown": p.markdown}}))])
+        Ok(vec![EventDraft::new(
+            block,
+            self.id(),
+            json!({"contents": {"markdown": p.markdown}}),
+        )])
     }
 }
 
@@ -40,11 +49,33 @@ mod tests {
     fn write_sets_markdown_and_checks_type_and_rights() {
         let mut k = Kit::new();
         let (md, code) = (k.block("markdown", "m"), k.block("code", "c"));
-        k.ok("alice", "markdown.write", Some(&md), json!({"markdown": "# Títle ✓"}));
+        k.ok(
+            "alice",
+            "markdown.write",
+            Some(&md),
+            json!({"markdown": "# Títle ✓"}),
+        );
         assert_eq!(k.state.blocks[&md].contents["markdown"], "# Títle ✓");
-        assert!(k.err("alice", "markdown.write", Some(&code), json!({"markdown": "x"})).to_string().contains("markdown blocks"));
-        assert!(matches!(k.err("bob", "markdown.write", Some(&md), json!({"markdown": "x"})), CapError::Unauthorized { .. }));
-        assert!(matches!(k.err("alice", "markdown.write", Some(&md), json!({"text": "x"})), CapError::InvalidPayload { .. }));
-        assert!(matches!(k.err("alice", "markdown.write", None, json!({"markdown": "x"})), CapError::InvalidPayload { .. }));
+        assert!(k
+            .err(
+                "alice",
+                "markdown.write",
+                Some(&code),
+                json!({"markdown": "x"})
+            )
+            .to_string()
+            .contains("markdown blocks"));
+        assert!(matches!(
+            k.err("bob", "markdown.write", Some(&md), json!({"markdown": "x"})),
+            CapError::Unauthorized { .. }
+        ));
+        assert!(matches!(
+            k.err("alice", "markdown.write", Some(&md), json!({"text": "x"})),
+            CapError::InvalidPayload { .. }
+        ));
+        assert!(matches!(
+            k.err("alice", "markdown.write", None, json!({"markdown": "x"})),
+            CapError::InvalidPayload { .. }
+        ));
     }
 }

@@ -27,19 +27,22 @@ mod markdown_write;
 mod terminal;
 
 pub use agent::{AgentCreatePayload, AGENT_GRANTS};
-pub use agent_llm::{proposal, AgentApprovePayload, AgentConfig, AgentConfigurePayload, AgentInvokePayload, PROVIDERS};
+pub use agent_llm::{
+    proposal, AgentApprovePayload, AgentConfig, AgentConfigurePayload, AgentInvokePayload,
+    PROVIDERS,
+};
 pub use code_write::CodeWritePayload;
-pub use directory_import::{check_relative_path, DirectoryImportPayload};
-pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
 pub use core_create::CoreCreatePayload;
 pub use core_grant::GrantPayload;
 pub use core_link::LinkPayload;
 pub use core_rename::RenamePayload;
 pub use core_update_metadata::UpdateMetadataPayload;
+pub use directory_import::{check_relative_path, DirectoryImportPayload};
 pub use editor_create::EditorCreatePayload;
 pub use editor_delete::EditorDeletePayload;
 pub use elf_init::InitPayload;
 pub use markdown_write::MarkdownWritePayload;
+pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
 
 /// Every built-in capability.
 pub fn all() -> Vec<Arc<dyn Capability>> {
@@ -80,31 +83,61 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
 
 /// Events that remove every relation touching `block` (both directions) and every grant on it,
 /// in a deterministic order. Used by `core.delete` so the log states each removal explicitly.
-pub(crate) fn detach_block(state: &elfiee_projections::State, block: &str) -> Vec<elfiee_model::EventDraft> {
+pub(crate) fn detach_block(
+    state: &elfiee_projections::State,
+    block: &str,
+) -> Vec<elfiee_model::EventDraft> {
     use elfiee_model::EventDraft;
     use serde_json::json;
     let mut out = Vec::new();
     for (rel, child) in state.children_of(block) {
-        out.push(EventDraft::new(block, "core.unlink", json!({"to": child, "relation": rel})));
+        out.push(EventDraft::new(
+            block,
+            "core.unlink",
+            json!({"to": child, "relation": rel}),
+        ));
     }
     for (rel, parent) in state.parents_of(block) {
-        out.push(EventDraft::new(parent, "core.unlink", json!({"to": block, "relation": rel})));
+        out.push(EventDraft::new(
+            parent,
+            "core.unlink",
+            json!({"to": block, "relation": rel}),
+        ));
     }
     for g in state.grants.iter().filter(|g| g.block_id == block) {
-        out.push(EventDraft::new(&g.editor_id, "core.revoke", serde_json::to_value(g).unwrap_or_default()));
+        out.push(EventDraft::new(
+            &g.editor_id,
+            "core.revoke",
+            serde_json::to_value(g).unwrap_or_default(),
+        ));
     }
     out
 }
 
 /// Records of effect outcomes: the payload (an object with `trigger_seq`, the seq of the event
 /// that asked for the effect) becomes the event value as it is.
-pub(crate) fn effect_record(cap: &str, cmd: &elfiee_model::Command) -> Result<Vec<elfiee_model::EventDraft>, elfiee_model::CapError> {
+pub(crate) fn effect_record(
+    cap: &str,
+    cmd: &elfiee_model::Command,
+) -> Result<Vec<elfiee_model::EventDraft>, elfiee_model::CapError> {
     use elfiee_model::{CapError, EventDraft};
-    let ok = cmd.payload.is_object() && cmd.payload.get("trigger_seq").and_then(serde_json::Value::as_u64).is_some();
+    let ok = cmd.payload.is_object()
+        && cmd
+            .payload
+            .get("trigger_seq")
+            .and_then(serde_json::Value::as_u64)
+            .is_some();
     if !ok {
-        return Err(CapError::payload(cap, "expected an object with a numeric 'trigger_seq'"));
+        return Err(CapError::payload(
+            cap,
+            "expected an object with a numeric 'trigger_seq'",
+        ));
     }
-    Ok(vec![EventDraft::new(cmd.block_id.clone().unwrap_or_default(), cap, cmd.payload.clone())])
+    Ok(vec![EventDraft::new(
+        cmd.block_id.clone().unwrap_or_default(),
+        cap,
+        cmd.payload.clone(),
+    )])
 }
 
 #[cfg(test)]
@@ -127,14 +160,34 @@ pub(crate) mod testkit {
         /// A file owned by `alice`, with `bob` as a plain editor.
         pub fn new() -> Kit {
             let registry = Registry::builtin();
-            let ctx = registry.ctx(chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(), "n1", [0; 16]);
-            let mut kit = Kit { registry, state: State::default(), ctx, n: 0 };
+            let ctx = registry.ctx(
+                chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+                "n1",
+                [0; 16],
+            );
+            let mut kit = Kit {
+                registry,
+                state: State::default(),
+                ctx,
+                n: 0,
+            };
             kit.ok("alice", "elf.init", None, json!({"name": "Alice"}));
-            kit.ok("alice", "editor.create", None, json!({"name": "Bob", "editor_id": "bob"}));
+            kit.ok(
+                "alice",
+                "editor.create",
+                None,
+                json!({"name": "Bob", "editor_id": "bob"}),
+            );
             kit
         }
 
-        pub fn run(&mut self, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> Result<Vec<Event>, CapError> {
+        pub fn run(
+            &mut self,
+            editor: &str,
+            cap: &str,
+            block: Option<&str>,
+            payload: Value,
+        ) -> Result<Vec<Event>, CapError> {
             self.n = self.n.wrapping_add(1);
             self.ctx.id_seed = [self.n; 16];
             let cmd = Command::new(editor, cap, block, payload);
@@ -148,21 +201,43 @@ pub(crate) mod testkit {
             Ok(out)
         }
 
-        pub fn ok(&mut self, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> Vec<Event> {
+        pub fn ok(
+            &mut self,
+            editor: &str,
+            cap: &str,
+            block: Option<&str>,
+            payload: Value,
+        ) -> Vec<Event> {
             self.run(editor, cap, block, payload.clone())
                 .unwrap_or_else(|e| panic!("{cap} {payload} should succeed: {e}"))
         }
 
-        pub fn err(&mut self, editor: &str, cap: &str, block: Option<&str>, payload: Value) -> CapError {
+        pub fn err(
+            &mut self,
+            editor: &str,
+            cap: &str,
+            block: Option<&str>,
+            payload: Value,
+        ) -> CapError {
             let before = self.state.clone();
-            let e = self.run(editor, cap, block, payload).expect_err("command should be rejected");
-            assert_eq!(before, self.state, "a rejected command must not change state");
+            let e = self
+                .run(editor, cap, block, payload)
+                .expect_err("command should be rejected");
+            assert_eq!(
+                before, self.state,
+                "a rejected command must not change state"
+            );
             e
         }
 
         /// Creates a block as alice and returns its id.
         pub fn block(&mut self, ty: &str, name: &str) -> String {
-            let ev = self.ok("alice", "core.create", None, json!({"name": name, "block_type": ty}));
+            let ev = self.ok(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": name, "block_type": ty}),
+            );
             ev[0].entity.clone()
         }
     }

@@ -41,7 +41,12 @@ impl Capability for TerminalCreate {
         if let Some(dir) = &p.linked_directory_id {
             match state.block(dir) {
                 Some(b) if b.block_type == "directory" => {}
-                Some(b) => return Err(CapError::rejected(format!("'{dir}' is a {} block; link a directory block", b.block_type))),
+                Some(b) => {
+                    return Err(CapError::rejected(format!(
+                        "'{dir}' is a {} block; link a directory block",
+                        b.block_type
+                    )))
+                }
                 None => return Err(CapError::BlockNotFound(dir.clone())),
             }
         }
@@ -49,10 +54,26 @@ impl Capability for TerminalCreate {
         if shell.trim().is_empty() {
             return Err(CapError::payload(self.id(), "'shell' must not be empty"));
         }
-        let contents = TerminalContents { shell, env: p.env, linked_directory_id: p.linked_directory_id };
+        let contents = TerminalContents {
+            shell,
+            env: p.env,
+            linked_directory_id: p.linked_directory_id,
+        };
         let id = ctx.new_id(0).to_string();
-        let block = new_block(&id, &p.name, "terminal", serde_json::to_value(&contents).unwrap_or_default(), &cmd.editor_id, ctx, BTreeMap::new());
-        Ok(vec![EventDraft::new(&id, "core.create", serde_json::to_value(&block).unwrap_or_default())])
+        let block = new_block(
+            &id,
+            &p.name,
+            "terminal",
+            serde_json::to_value(&contents).unwrap_or_default(),
+            &cmd.editor_id,
+            ctx,
+            BTreeMap::new(),
+        );
+        Ok(vec![EventDraft::new(
+            &id,
+            "core.create",
+            serde_json::to_value(&block).unwrap_or_default(),
+        )])
     }
 }
 
@@ -81,17 +102,29 @@ impl Capability for TerminalExecute {
     fn target(&self) -> Target {
         Target::Block(Some("terminal"))
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         let p: TerminalExecutePayload = parse(self.id(), &cmd.payload)?;
         if p.command.trim().is_empty() {
             return Err(CapError::payload(self.id(), "'command' must not be empty"));
         }
         let timeout = p.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
         if !(1..=3600).contains(&timeout) {
-            return Err(CapError::payload(self.id(), format!("'timeout_secs' must be 1-3600 (got {timeout})")));
+            return Err(CapError::payload(
+                self.id(),
+                format!("'timeout_secs' must be 1-3600 (got {timeout})"),
+            ));
         }
         let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(block, self.id(), json!({"command": p.command, "timeout_secs": timeout}))])
+        Ok(vec![EventDraft::new(
+            block,
+            self.id(),
+            json!({"command": p.command, "timeout_secs": timeout}),
+        )])
     }
 }
 
@@ -109,7 +142,12 @@ impl Capability for TerminalOutput {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         "terminal.execute"
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(
+        &self,
+        cmd: &Command,
+        _state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
         super::effect_record(self.id(), cmd)
     }
 }
@@ -125,22 +163,69 @@ mod tests {
         let ev = k.ok("alice", "terminal.create", None, json!({"name": "sh"}));
         let t = ev[0].entity.clone();
         assert_eq!(k.state.blocks[&t].contents["shell"], "sh");
-        let ev = k.ok("alice", "terminal.execute", Some(&t), json!({"command": "echo hi"}));
+        let ev = k.ok(
+            "alice",
+            "terminal.execute",
+            Some(&t),
+            json!({"command": "echo hi"}),
+        );
         assert_eq!(ev[0].value["timeout_secs"], 120);
-        k.err("alice", "terminal.execute", Some(&t), json!({"command": " "}));
-        k.err("alice", "terminal.execute", Some(&t), json!({"command": "x", "timeout_secs": 0}));
-        k.ok("alice", "terminal.output", Some(&t), json!({"trigger_seq": 5, "stdout": "hi\n", "exit_code": 0}));
+        k.err(
+            "alice",
+            "terminal.execute",
+            Some(&t),
+            json!({"command": " "}),
+        );
+        k.err(
+            "alice",
+            "terminal.execute",
+            Some(&t),
+            json!({"command": "x", "timeout_secs": 0}),
+        );
+        k.ok(
+            "alice",
+            "terminal.output",
+            Some(&t),
+            json!({"trigger_seq": 5, "stdout": "hi\n", "exit_code": 0}),
+        );
         assert_eq!(k.state.blocks[&t].contents["last_output"]["stdout"], "hi\n");
-        k.err("alice", "terminal.output", Some(&t), json!({"stdout": "no trigger"}));
-        k.err("alice", "terminal.create", None, json!({"name": "x", "linked_directory_id": t}));
+        k.err(
+            "alice",
+            "terminal.output",
+            Some(&t),
+            json!({"stdout": "no trigger"}),
+        );
+        k.err(
+            "alice",
+            "terminal.create",
+            None,
+            json!({"name": "x", "linked_directory_id": t}),
+        );
     }
 
     #[test]
     fn output_is_authorized_by_execute() {
         let mut k = Kit::new();
-        let t = k.ok("alice", "terminal.create", None, json!({"name": "sh"}))[0].entity.clone();
-        k.err("bob", "terminal.output", Some(&t), json!({"trigger_seq": 1}));
-        k.ok("alice", "core.grant", Some(&t), json!({"editor_id": "bob", "cap_id": "terminal.execute"}));
-        k.ok("bob", "terminal.output", Some(&t), json!({"trigger_seq": 1}));
+        let t = k.ok("alice", "terminal.create", None, json!({"name": "sh"}))[0]
+            .entity
+            .clone();
+        k.err(
+            "bob",
+            "terminal.output",
+            Some(&t),
+            json!({"trigger_seq": 1}),
+        );
+        k.ok(
+            "alice",
+            "core.grant",
+            Some(&t),
+            json!({"editor_id": "bob", "cap_id": "terminal.execute"}),
+        );
+        k.ok(
+            "bob",
+            "terminal.output",
+            Some(&t),
+            json!({"trigger_seq": 1}),
+        );
     }
 }
