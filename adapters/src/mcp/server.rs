@@ -349,16 +349,16 @@ impl ServerHandler for ElfieeServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(
-            ListResourceTemplatesResult::with_all_items(vec![ResourceTemplate::new(
+        Ok(ListResourceTemplatesResult::with_all_items(
+            vec![ResourceTemplate::new(
                 format!("{BLOCK_URI_PREFIX}{{id}}"),
                 "block",
             )
             .with_title("One block")
             .with_description(
                 "A block's content: markdown text, code text, or the block as JSON for other types",
-            )]),
-        )
+            )],
+        ))
     }
 
     async fn read_resource(
