@@ -41,15 +41,22 @@ pub(crate) struct Shared {
     /// Set when a flush failed: the file refuses commands until reopened.
     pub poisoned: Mutex<Option<String>>,
     pub queue: CommitQueue<Pending>,
-    /// Submits sent to the actor and not yet picked up (ractor does not expose its mailbox).
-    pub waiting: std::sync::atomic::AtomicUsize,
+    /// The sequencer; `None` for a replica of another process's file, and once closed.
+    pub sequencer: Mutex<Option<Sequencer>>,
+    /// Submits between entering the pipeline and being queued (or answered); one that finds
+    /// others here queues for a shared flush instead of flushing alone.
+    pub sequencing: std::sync::atomic::AtomicUsize,
     /// Commands handed to the commit path and not yet answered.
     pub in_progress: std::sync::atomic::AtomicUsize,
     pub cursor: Mutex<Cursor>,
+    /// Hands due snapshots (and the command index entries they cover) to the snapshot
+    /// thread; `None` for replicas and once closed.
+    pub snapshots: Mutex<Option<std::sync::mpsc::Sender<SnapshotJob>>>,
     /// Signalled whenever a remote replica applied events (read-your-writes waits on it).
     pub applied: tokio::sync::Notify,
-    /// Commands accepted but not yet durable, for idempotency checks.
-    pub inflight: dashmap::DashMap<uuid::Uuid, Vec<Event>>,
+    /// Index entries `(first_seq, count)` of the commands accepted since the last index write
+    /// (see [`crate::log`]): idempotency checks and `command_events` look here before sled.
+    pub unindexed: dashmap::DashMap<uuid::Uuid, (u64, u64)>,
     /// Set when this process is not the owner: requests go to the owner's socket.
     pub remote: Option<Arc<crate::remote::RemoteClient>>,
 }
@@ -62,23 +69,45 @@ impl Shared {
             .clone()
             .ok_or(EngineError::Closed)
     }
+
+    /// Where a command's events are, `(first_seq, count)`, if it was accepted (it may not be
+    /// durable yet: compare with `committed_seq`).
+    pub fn command_range(
+        &self,
+        log: &dyn EventLog,
+        cmd_id: uuid::Uuid,
+    ) -> Result<Option<(u64, u64)>, EngineError> {
+        // Memory first: an entry leaves the map only after it is written to sled.
+        if let Some(r) = self.unindexed.get(&cmd_id) {
+            return Ok(Some(*r));
+        }
+        log.command_index(cmd_id)
+    }
 }
 
-/// A command accepted by the actor, waiting for the flusher to write and flush it.
+/// A sequenced command waiting to be written, flushed and answered.
 pub(crate) struct Pending {
-    events: Vec<Event>,
-    /// Sealed records to write (empty for a repeat).
-    records: Vec<(u64, Vec<u8>)>,
     cmd_id: uuid::Uuid,
-    /// False for an idempotent replay of an earlier command: nothing to apply or publish.
-    fresh: bool,
+    work: Work,
     reply: Reply,
 }
 
+enum Work {
+    /// New events and their sealed records.
+    Fresh(Vec<Event>, Vec<(u64, Vec<u8>)>),
+    /// A resubmitted command: answer with its original events `(first_seq, count)`, read from
+    /// the log once they are durable. Nothing to write, apply or publish.
+    Repeat(u64, u64),
+}
+
+/// The file actor: serializes the commands it receives through the file's [`Sequencer`].
 pub(crate) struct FileActor;
 
-pub(crate) struct ActorState {
-    shared: Arc<Shared>,
+/// The sequencing half of the pipeline: the working state (committed + accepted, not yet
+/// durable), the hash chain head and the id seeds. It lives behind a mutex in [`Shared`] so a
+/// submit can run the pipeline on the caller's task when nobody else holds it, instead of
+/// paying two task hand-offs through the actor's mailbox (see docs/ARCHITECTURE.md).
+pub(crate) struct Sequencer {
     log: Arc<SledEventLog>,
     registry: Registry,
     working: State,
@@ -88,65 +117,80 @@ pub(crate) struct ActorState {
     id_counter: u64,
 }
 
-pub(crate) struct ActorArgs {
-    pub shared: Arc<Shared>,
-    pub working: State,
-    pub prev_hash: EventHash,
+impl Sequencer {
+    pub(crate) fn new(
+        log: Arc<SledEventLog>,
+        registry: Registry,
+        working: State,
+        prev_hash: EventHash,
+    ) -> Sequencer {
+        Sequencer {
+            log,
+            registry,
+            working,
+            prev_hash,
+            id_base: *uuid::Uuid::new_v4().as_bytes(),
+            id_counter: 0,
+        }
+    }
 }
 
 impl Actor for FileActor {
     type Msg = FileMsg;
-    type State = ActorState;
-    type Arguments = ActorArgs;
+    type State = Arc<Shared>;
+    type Arguments = Arc<Shared>;
 
     async fn pre_start(
         &self,
         _me: ActorRef<FileMsg>,
-        args: ActorArgs,
-    ) -> Result<ActorState, ActorProcessingErr> {
-        let log = args.shared.log()?;
-        let registry = args.shared.config.registry.clone();
-        let id_base = *uuid::Uuid::new_v4().as_bytes();
-        Ok(ActorState {
-            shared: args.shared,
-            log,
-            registry,
-            working: args.working,
-            prev_hash: args.prev_hash,
-            id_base,
-            id_counter: 0,
-        })
+        shared: Arc<Shared>,
+    ) -> Result<Arc<Shared>, ActorProcessingErr> {
+        Ok(shared)
     }
 
     async fn handle(
         &self,
         _me: ActorRef<FileMsg>,
         msg: FileMsg,
-        st: &mut ActorState,
+        shared: &mut Arc<Shared>,
     ) -> Result<(), ActorProcessingErr> {
-        st.shared.waiting.fetch_sub(1, Ordering::AcqRel);
         match msg {
-            FileMsg::Submit(cmd, reply) => st.submit(vec![cmd], reply),
-            FileMsg::SubmitAll(cmds, reply) => st.submit(cmds, reply),
+            FileMsg::Submit(cmd, reply) => shared.submit(vec![cmd], reply),
+            FileMsg::SubmitAll(cmds, reply) => shared.submit(cmds, reply),
         }
         Ok(())
     }
 }
 
-impl ActorState {
-    fn submit(&mut self, cmds: Vec<Command>, reply: Reply) {
+impl Shared {
+    /// The pipeline for one submission: sequence it under the sequencer lock, then hand it to
+    /// the commit path. `reply` is answered once the events are durable, or with the refusal.
+    pub(crate) fn submit(&self, cmds: Vec<Command>, reply: Reply) {
+        self.sequencing.fetch_add(1, Ordering::AcqRel);
+        let mut guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(seq) = guard.as_mut() else {
+            drop(guard);
+            self.sequencing.fetch_sub(1, Ordering::AcqRel);
+            let _ = reply.send(Err(EngineError::Closed));
+            return;
+        };
         let started = Instant::now();
-        match self.prepare(&cmds) {
+        let log = seq.log.clone();
+        match seq.prepare(self, &cmds) {
             Ok(Prepared::Done(events)) => {
+                drop(guard);
+                self.sequencing.fetch_sub(1, Ordering::AcqRel);
                 let _ = reply.send(Ok(events));
             }
-            Ok(Prepared::Repeat(events)) => self.enqueue(Pending {
-                events,
-                records: Vec::new(),
-                cmd_id: cmds[0].cmd_id,
-                fresh: false,
-                reply,
-            }),
+            Ok(Prepared::Repeat(first, count)) => self.enqueue(
+                guard,
+                &log,
+                Pending {
+                    cmd_id: cmds[0].cmd_id,
+                    work: Work::Repeat(first, count),
+                    reply,
+                },
+            ),
             Ok(Prepared::Write(events, records)) => {
                 let span = tracing::debug_span!("commit", cmd_id = %cmds[0].cmd_id, cap_id = %cmds[0].cap_id,
                     editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
@@ -154,18 +198,23 @@ impl ActorState {
                 tracing::debug!(
                     handler_us = started.elapsed().as_micros() as u64,
                     events = events.len(),
-                    "written, awaiting flush"
+                    "sequenced, awaiting flush"
                 );
-                self.shared.inflight.insert(cmds[0].cmd_id, events.clone());
-                self.enqueue(Pending {
-                    events,
-                    records,
-                    cmd_id: cmds[0].cmd_id,
-                    fresh: true,
-                    reply,
-                });
+                self.unindexed
+                    .insert(cmds[0].cmd_id, (events[0].seq, events.len() as u64));
+                self.enqueue(
+                    guard,
+                    &log,
+                    Pending {
+                        cmd_id: cmds[0].cmd_id,
+                        work: Work::Fresh(events, records),
+                        reply,
+                    },
+                );
             }
             Err(e) => {
+                drop(guard);
+                self.sequencing.fetch_sub(1, Ordering::AcqRel);
                 tracing::debug!(cap_id = %cmds.first().map(|c| c.cap_id.as_str()).unwrap_or(""), error = %e, "command rejected");
                 let _ = reply.send(Err(e));
                 // Dropping a very deep JSON value recurses; take refused ones apart iteratively.
@@ -180,25 +229,37 @@ impl ActorState {
         }
     }
 
-    fn enqueue(&mut self, p: Pending) {
-        // Nobody else waiting and nothing in flight: commit right here and skip two thread
-        // hand-offs. Otherwise queue it so that it shares the next flush (group commit).
-        let alone = self.shared.waiting.load(Ordering::Acquire) == 0
-            && self.shared.in_progress.load(Ordering::Acquire) == 0;
-        self.shared.in_progress.fetch_add(1, Ordering::AcqRel);
-        if alone && !self.shared.queue.is_closed() {
-            commit_group(&self.shared, &self.log, vec![p]);
+    /// Hands a sequenced command to the commit path. Nobody else in the pipeline and nothing
+    /// in flight: commit right here (no thread hand-off). Otherwise queue it, in seq order (the
+    /// caller holds the sequencer lock), so it shares the flusher's next flush (group commit).
+    fn enqueue(&self, guard: SequencerGuard<'_>, log: &SledEventLog, p: Pending) {
+        let alone = self.sequencing.load(Ordering::Acquire) == 1
+            && self.in_progress.load(Ordering::Acquire) == 0;
+        self.in_progress.fetch_add(1, Ordering::AcqRel);
+        if alone && !self.queue.is_closed() {
+            // Take the commit cursor before letting the next command in, so commits stay in
+            // seq order; the next command can be sequenced while this one is written.
+            let cursor = self.cursor.lock().unwrap_or_else(|p| p.into_inner());
+            drop(guard);
+            self.sequencing.fetch_sub(1, Ordering::AcqRel);
+            commit_group(self, log, cursor, vec![p]);
             return;
         }
-        if let Err(p) = self.shared.queue.push(p) {
-            self.shared.in_progress.fetch_sub(1, Ordering::AcqRel);
+        let pushed = self.queue.push(p);
+        drop(guard);
+        self.sequencing.fetch_sub(1, Ordering::AcqRel);
+        if let Err(p) = pushed {
+            self.in_progress.fetch_sub(1, Ordering::AcqRel);
             let _ = p.reply.send(Err(EngineError::Closed));
         }
     }
+}
 
-    fn prepare(&mut self, cmds: &[Command]) -> Result<Prepared, EngineError> {
-        if let Some(why) = self
-            .shared
+type SequencerGuard<'a> = std::sync::MutexGuard<'a, Option<Sequencer>>;
+
+impl Sequencer {
+    fn prepare(&mut self, shared: &Shared, cmds: &[Command]) -> Result<Prepared, EngineError> {
+        if let Some(why) = shared
             .poisoned
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -222,18 +283,14 @@ impl ActorState {
                 )));
             }
             let size = json_size(&cmd.payload);
-            let limit = self.shared.config.max_payload_bytes;
+            let limit = shared.config.max_payload_bytes;
             if size > limit {
                 return Err(EngineError::PayloadTooLarge { size, limit });
             }
         }
-        // Idempotency: a batch is keyed by its first command. In-flight commands are checked
-        // before the log: the flusher drops them from `inflight` only after writing them.
-        if let Some(events) = self.shared.inflight.get(&first.cmd_id).map(|e| e.clone()) {
-            return Ok(Prepared::Repeat(events));
-        }
-        if let Some(events) = self.log.command_events(first.cmd_id)? {
-            return Ok(Prepared::Repeat(events));
+        // Idempotency: a batch is keyed by its first command.
+        if let Some((first, count)) = shared.command_range(self.log.as_ref(), first.cmd_id)? {
+            return Ok(Prepared::Repeat(first, count));
         }
         // Run every command against a scratch state so a later command sees earlier ones; the
         // working state is only touched once all of them passed.
@@ -246,9 +303,7 @@ impl ActorState {
                 .iter_mut()
                 .zip(self.id_counter.to_le_bytes())
                 .for_each(|(b, c)| *b ^= c);
-            let ctx = self
-                .registry
-                .ctx(Utc::now(), &self.shared.config.node_id, seed);
+            let ctx = self.registry.ctx(Utc::now(), &shared.config.node_id, seed);
             let state = scratch.as_ref().unwrap_or(&self.working);
             let mut events = self.registry.execute(cmd, state, &ctx).map_err(|e| {
                 if cmds.len() > 1 {
@@ -368,28 +423,36 @@ fn dismantle(v: serde_json::Value) {
 enum Prepared {
     /// Nothing to write (reads); answer now.
     Done(Vec<Event>),
-    /// Already committed earlier: answer with the original events once durable.
-    Repeat(Vec<Event>),
-    /// Accepted; the flusher writes the records, flushes, then answers.
+    /// Accepted earlier: answer with the original events `(first_seq, count)` once durable.
+    Repeat(u64, u64),
+    /// Accepted: write the sealed records, then answer once a flush made them durable.
     Write(Vec<Event>, Vec<(u64, Vec<u8>)>),
 }
 
-/// The flusher thread's loop: one flush per round for everything queued, then apply, publish,
-/// answer, and snapshot when due.
-/// Where the committed part of the log ends; shared by the flusher and the actor's inline path.
+/// Where the committed part of the log ends; shared by the flusher and the inline path.
 pub(crate) struct Cursor {
     pub last_hash: EventHash,
     pub last_snapshot: u64,
+    /// Index entries of the commands committed since the last index write, in seq order.
+    pub to_index: Vec<(uuid::Uuid, u64, u64)>,
 }
 
-/// Writes, flushes, applies, publishes and answers one group of commands, in order.
-fn commit_group(shared: &Shared, log: &SledEventLog, batch: Vec<Pending>) {
-    let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
+/// Writes, flushes, applies, publishes and answers one group of commands, in order; hands a
+/// snapshot to the snapshot thread when one is due. The caller holds the cursor, so groups
+/// commit in seq order.
+fn commit_group(
+    shared: &Shared,
+    log: &SledEventLog,
+    mut cursor: std::sync::MutexGuard<'_, Cursor>,
+    batch: Vec<Pending>,
+) {
     let t = Instant::now();
-    let group: Vec<(uuid::Uuid, &[(u64, Vec<u8>)])> = batch
+    let group: Vec<&[(u64, Vec<u8>)]> = batch
         .iter()
-        .filter(|p| p.fresh)
-        .map(|p| (p.cmd_id, p.records.as_slice()))
+        .filter_map(|p| match &p.work {
+            Work::Fresh(_, records) => Some(records.as_slice()),
+            Work::Repeat(..) => None,
+        })
         .collect();
     let n = batch.len();
     if let Err(e) = log.write_group(&group).and_then(|_| log.flush()) {
@@ -405,10 +468,17 @@ fn commit_group(shared: &Shared, log: &SledEventLog, batch: Vec<Pending>) {
     let flush_us = t.elapsed().as_micros() as u64;
     {
         let mut state = shared.committed.write().unwrap_or_else(|p| p.into_inner());
-        for p in batch.iter().filter(|p| p.fresh) {
-            for e in &p.events {
-                apply(&mut state, e);
-                cursor.last_hash = e.hash;
+        for p in &batch {
+            if let Work::Fresh(events, _) = &p.work {
+                for e in events {
+                    apply(&mut state, e);
+                }
+                if let (Some(first), Some(last)) = (events.first(), events.last()) {
+                    cursor.last_hash = last.hash;
+                    cursor
+                        .to_index
+                        .push((p.cmd_id, first.seq, events.len() as u64));
+                }
             }
         }
         shared
@@ -422,49 +492,67 @@ fn commit_group(shared: &Shared, log: &SledEventLog, batch: Vec<Pending>) {
         .clone()
         .filter(|tx| tx.receiver_count() > 0);
     for p in batch {
-        if p.fresh {
-            shared.inflight.remove(&p.cmd_id);
-            if let Some(tx) = &tx {
-                for e in &p.events {
-                    let _ = tx.send(Arc::new(e.clone()));
+        let answer = match p.work {
+            Work::Fresh(events, _) => {
+                if let Some(tx) = &tx {
+                    for e in &events {
+                        let _ = tx.send(Arc::new(e.clone()));
+                    }
                 }
+                Ok(events)
             }
-        }
-        let _ = p.reply.send(Ok(p.events));
+            Work::Repeat(first, count) => {
+                crate::log::read_events(log, first, first + count - 1, None).collect()
+            }
+        };
+        let _ = p.reply.send(answer);
     }
     shared.in_progress.fetch_sub(n, Ordering::AcqRel);
     tracing::trace!(commands = n, flush_us, "group committed");
     let seq = shared.committed_seq.load(Ordering::Acquire);
     if seq >= cursor.last_snapshot + shared.config.snapshot_every {
-        write_snapshot(shared, log, cursor.last_hash);
-        cursor.last_snapshot = seq;
+        hand_off_snapshot(shared, &mut cursor);
     }
 }
 
 /// The flusher thread: one write + flush per round for everything queued (group commit).
 pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>) {
     while let Some(batch) = shared.queue.take_all() {
-        commit_group(&shared, &log, batch);
+        let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        commit_group(&shared, &log, cursor, batch);
     }
     // Closing: make the last snapshot current so the next open replays nothing.
-    let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = shared.committed_seq.load(Ordering::Acquire);
-    if seq > cursor.last_snapshot {
-        write_snapshot(&shared, log.as_ref(), cursor.last_hash);
+    if seq > cursor.last_snapshot || !cursor.to_index.is_empty() {
+        hand_off_snapshot(&shared, &mut cursor);
     }
-    if let Err(e) = log.flush() {
-        tracing::warn!(error = %e, "final flush failed");
-    }
+    // Dropping the sender lets the snapshot thread finish the jobs it has and stop.
+    shared
+        .snapshots
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
 }
 
-fn write_snapshot(shared: &Shared, log: &dyn EventLog, hash: EventHash) {
-    let t = Instant::now();
+/// A snapshot of the committed state at `seq`, and the index entries of the commands since
+/// the previous one.
+pub(crate) struct SnapshotJob {
+    seq: u64,
+    hash: EventHash,
+    bytes: Vec<u8>,
+    entries: Vec<(uuid::Uuid, u64, u64)>,
+}
+
+/// Encodes the committed state (the caller holds the cursor, so no commit moves it) and hands
+/// it, with the pending index entries, to the snapshot thread.
+fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
     let (seq, bytes) = {
         let state = shared.committed.read().unwrap_or_else(|p| p.into_inner());
         let snap = SnapshotRef {
             format_version: FORMAT_VERSION,
             seq: state.last_seq,
-            hash,
+            hash: cursor.last_hash,
             state: &state,
         };
         (
@@ -472,20 +560,65 @@ fn write_snapshot(shared: &Shared, log: &dyn EventLog, hash: EventHash) {
             rmp_serde::to_vec_named(&snap).unwrap_or_default(),
         )
     };
-    match log
-        .put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &bytes)
-        .and_then(|_| log.flush())
-    {
-        Ok(()) => tracing::debug!(
-            bytes = bytes.len(),
-            ms = t.elapsed().as_millis() as u64,
-            "snapshot written"
-        ),
-        Err(e) => tracing::warn!(error = %e, "snapshot not written; the next open replays more"),
+    let job = SnapshotJob {
+        seq,
+        hash: cursor.last_hash,
+        bytes,
+        entries: std::mem::take(&mut cursor.to_index),
+    };
+    cursor.last_snapshot = seq;
+    let tx = shared.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+    match tx.as_ref().map(|tx| tx.send(job)) {
+        Some(Ok(())) => {}
+        // No snapshot thread (closing): the entries stay in memory; the next open replays
+        // the tail and rebuilds them.
+        _ => tracing::warn!(seq, "snapshot thread gone; snapshot not written"),
     }
-    // Everything up to `seq` is durable: record it outside sled.
-    if let Err(e) = shared.paths.write_head(seq, &hash) {
-        tracing::warn!(error = %e, "HEAD not written");
+}
+
+/// The snapshot thread: for each job (the latest of those waiting), writes the command index
+/// entries, then the snapshot, then flushes, so a stored snapshot at seq S always comes after
+/// the index entries of every command up to S (an open trusts the snapshot and rebuilds only
+/// the tail's entries). Runs beside the commit path, never in front of it.
+pub(crate) fn run_snapshots(
+    shared: Arc<Shared>,
+    log: Arc<SledEventLog>,
+    jobs: std::sync::mpsc::Receiver<SnapshotJob>,
+) {
+    let mut entries: Vec<(uuid::Uuid, u64, u64)> = Vec::new();
+    while let Ok(mut job) = jobs.recv() {
+        entries.append(&mut job.entries);
+        while let Ok(mut next) = jobs.try_recv() {
+            entries.append(&mut next.entries);
+            job = next;
+        }
+        let t = Instant::now();
+        let written = log
+            .put_index(&entries)
+            .and_then(|_| log.put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &job.bytes))
+            .and_then(|_| log.flush());
+        match written {
+            Ok(()) => {
+                tracing::debug!(
+                    seq = job.seq,
+                    bytes = job.bytes.len(),
+                    indexed = entries.len(),
+                    ms = t.elapsed().as_millis() as u64,
+                    "snapshot written"
+                );
+                for (cmd_id, _, _) in entries.drain(..) {
+                    shared.unindexed.remove(&cmd_id);
+                }
+                // Everything up to `seq` is durable: record it outside sled.
+                if let Err(e) = shared.paths.write_head(job.seq, &job.hash) {
+                    tracing::warn!(error = %e, "HEAD not written");
+                }
+            }
+            // The entries are kept and written with the next snapshot.
+            Err(e) => {
+                tracing::warn!(error = %e, "snapshot not written; the next open replays more")
+            }
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use elfiee_model::Command;
 use ractor::{Actor, ActorRef};
 use tokio::sync::{broadcast, OnceCell};
 
-use crate::actor::{run_flusher, ActorArgs, FileActor, FileMsg, Shared};
+use crate::actor::{run_flusher, run_snapshots, FileActor, FileMsg, Sequencer, Shared};
 use crate::commit_queue::CommitQueue;
 use crate::layout::ElfPaths;
 use crate::log::SledEventLog;
@@ -152,36 +152,57 @@ impl Engine {
     }
 
     async fn start_local(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
-        let (log, state, prev_hash) = tokio::task::spawn_blocking({
+        let (log, (state, prev_hash, tail_commands)) = tokio::task::spawn_blocking({
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
                 let log = Arc::new(SledEventLog::open(&paths.log_dir(), &paths.root)?);
-                let (state, hash) = crate::replay::load_state(log.as_ref(), paths.read_head())?;
-                Ok((log, state, hash))
+                let opened = crate::replay::load_state(log.as_ref(), paths.read_head())?;
+                Ok((log, opened))
             }
         })
         .await
         .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
         let (tx, _) = broadcast::channel(self.config.channel_capacity.max(1));
+        let last_seq = state.last_seq;
+        let unindexed = tail_commands
+            .iter()
+            .map(|&(cmd_id, first, count)| (cmd_id, (first, count)))
+            .collect();
+        let (snapshot_tx, snapshot_rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
             paths: paths.clone(),
             config: self.config.clone(),
             log: RwLock::new(Some(log.clone())),
-            committed_seq: AtomicU64::new(state.last_seq),
+            committed_seq: AtomicU64::new(last_seq),
             committed: RwLock::new(state.clone()),
             events_tx: Mutex::new(Some(tx)),
             poisoned: Mutex::new(None),
             queue: CommitQueue::new(),
-            waiting: Default::default(),
+            sequencer: Mutex::new(Some(Sequencer::new(
+                log.clone(),
+                self.config.registry.clone(),
+                state,
+                prev_hash,
+            ))),
+            sequencing: Default::default(),
             in_progress: Default::default(),
             cursor: Mutex::new(crate::actor::Cursor {
                 last_hash: prev_hash,
-                last_snapshot: state.last_seq,
+                last_snapshot: last_seq,
+                to_index: tail_commands,
             }),
-            inflight: DashMap::new(),
+            snapshots: Mutex::new(Some(snapshot_tx)),
+            unindexed,
             applied: tokio::sync::Notify::new(),
             remote: None,
         });
+        let snapshotter = std::thread::Builder::new()
+            .name("elfiee-snapshots".into())
+            .spawn({
+                let (shared, log) = (shared.clone(), log.clone());
+                move || run_snapshots(shared, log, snapshot_rx)
+            })
+            .map_err(|e| EngineError::Storage(format!("cannot start the snapshot thread: {e}")))?;
         let flusher = std::thread::Builder::new()
             .name("elfiee-flusher".into())
             .spawn({
@@ -189,12 +210,7 @@ impl Engine {
                 move || run_flusher(shared, log)
             })
             .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
-        let args = ActorArgs {
-            shared: shared.clone(),
-            working: state,
-            prev_hash,
-        };
-        let (actor, _) = Actor::spawn(None, FileActor, args)
+        let (actor, _) = Actor::spawn(None, FileActor, shared.clone())
             .await
             .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
         tracing::info!(path = %paths.root.display(), seq = shared.committed_seq.load(std::sync::atomic::Ordering::Acquire), "opened");
@@ -202,6 +218,7 @@ impl Engine {
             parts: tokio::sync::Mutex::new(Some(CloseParts {
                 actor: actor.clone(),
                 flusher,
+                snapshotter,
                 server: None,
             })),
             shared: shared.clone(),
@@ -260,6 +277,7 @@ pub(crate) struct Closer {
 struct CloseParts {
     actor: ActorRef<FileMsg>,
     flusher: std::thread::JoinHandle<()>,
+    snapshotter: std::thread::JoinHandle<()>,
     server: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -292,8 +310,20 @@ impl Closer {
         }
         // Let queued commands finish, then stop taking new ones.
         let _ = parts.actor.drain_and_wait(None).await;
+        // Refuse further submits (they answer `Closed`); one being sequenced finishes first.
+        self.shared
+            .sequencer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         self.shared.queue.close();
-        let _ = tokio::task::spawn_blocking(move || parts.flusher.join()).await;
+        // The flusher hands its last snapshot to the snapshot thread and drops the sender;
+        // the snapshot thread then writes what it has, flushes and stops.
+        let _ = tokio::task::spawn_blocking(move || {
+            let _ = parts.flusher.join();
+            let _ = parts.snapshotter.join();
+        })
+        .await;
         self.shared
             .events_tx
             .lock()

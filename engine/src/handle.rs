@@ -47,14 +47,15 @@ impl FileHandle {
         &self,
         msg: impl FnOnce(RpcReplyPort<Result<Vec<Event>, EngineError>>) -> FileMsg,
     ) -> Result<Vec<Event>, EngineError> {
-        if let Some(actor) = &self.actor {
-            self.shared
-                .waiting
-                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-            return match actor.call(msg, None).await {
-                Ok(ractor::rpc::CallResult::Success(r)) => r,
-                _ => Err(EngineError::Closed),
-            };
+        if self.actor.is_some() {
+            // Sequence on this task: the sequencer lock serializes commands exactly as the
+            // actor's mailbox would, without two task hand-offs per command.
+            let (port, rx) = ractor::concurrency::oneshot();
+            match msg(port.into()) {
+                FileMsg::Submit(cmd, reply) => self.shared.submit(vec![cmd], reply),
+                FileMsg::SubmitAll(cmds, reply) => self.shared.submit(cmds, reply),
+            }
+            return rx.await.unwrap_or(Err(EngineError::Closed));
         }
         // Another process owns the file: send the command to its actor.
         let remote = self.shared.remote.clone().ok_or(EngineError::Closed)?;
@@ -142,7 +143,6 @@ impl FileHandle {
     /// The events a committed command produced (`None` if it never committed). Effects use
     /// this with deterministic command ids to tell whether their outcome is already recorded.
     pub fn command_events(&self, cmd_id: uuid::Uuid) -> Result<Option<Vec<Event>>, EngineError> {
-        use crate::log::EventLog;
         if let Some(r) = &self.shared.remote {
             return match r.call(&crate::remote::Request::CommandEvents(cmd_id))? {
                 crate::remote::Response::MaybeEvents(ev) => Ok(ev),
@@ -152,8 +152,12 @@ impl FileHandle {
             };
         }
         let log = self.shared.log()?;
-        match log.command_events(cmd_id)? {
-            Some(ev) if ev.first().is_some_and(|e| e.seq <= self.last_seq()) => Ok(Some(ev)),
+        match self.shared.command_range(log.as_ref(), cmd_id)? {
+            Some((first, count)) if first + count - 1 <= self.last_seq() => {
+                crate::log::read_events(log.as_ref(), first, first + count - 1, None)
+                    .collect::<Result<_, _>>()
+                    .map(Some)
+            }
             _ => Ok(None),
         }
     }

@@ -1,10 +1,12 @@
 //! The append-only event log. [`EventLog`] is the small storage interface the engine needs;
 //! [`SledEventLog`] implements it on one sled database inside the `.elf`.
 //!
-//! One sled tree holds events (`e‖seq`) and the command index (`c‖cmd_id → first_seq‖count`),
-//! so a command's events and its index entry land in **one atomic batch**. Snapshots and effect
-//! checkpoints live in their own trees. Nothing is ever overwritten or deleted in the event
-//! keyspace.
+//! The `events` tree holds the events (`e‖seq`, so it only ever grows at its end); the
+//! `commands` tree holds the command index (`c‖cmd_id → first_seq‖count`). The index is
+//! derived data: the engine writes it in batches, always before the snapshot that covers those
+//! commands, and keeps the entries of the commands after the last snapshot in memory (rebuilt
+//! from the tail at open). Snapshots and effect checkpoints live in their own trees. Nothing is
+//! ever overwritten or deleted in the event keyspace.
 
 use std::path::Path;
 
@@ -18,18 +20,12 @@ use crate::EngineError;
 pub trait EventLog: Send + Sync + 'static {
     /// Seq and hash of the last stored event (`(0, ZERO)` when empty).
     fn tail(&self) -> Result<(u64, EventHash), EngineError>;
-    /// Writes one command's sealed events and its index entry (not yet durable; see
-    /// [`EventLog::flush`]).
-    fn append(&self, cmd_id: Uuid, events: &[(u64, Vec<u8>)]) -> Result<(), EngineError> {
-        self.write_group(&[(cmd_id, events)])
-    }
-    /// Writes a group of commands in seq order (not yet durable). No command is ever half
-    /// written: single-event commands are one record each (their index entry is derived data,
-    /// rebuilt on open if a crash lost it); a group with a multi-event command is one atomic
-    /// batch.
-    fn write_group(&self, commands: &[(Uuid, &[(u64, Vec<u8>)])]) -> Result<(), EngineError>;
-    /// Records the index entry of a command (repair after a crash).
-    fn put_index(&self, cmd_id: Uuid, first: u64, count: u64) -> Result<(), EngineError>;
+    /// Writes the sealed events of a group of commands in seq order (not yet durable; see
+    /// [`EventLog::flush`]). No command is ever half written: single-event commands are one
+    /// record each; a group with a multi-event command is one atomic batch.
+    fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError>;
+    /// Records command index entries `(cmd_id, first_seq, count)` (not yet durable).
+    fn put_index(&self, entries: &[(Uuid, u64, u64)]) -> Result<(), EngineError>;
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), EngineError>;
     /// The command index entry `(first_seq, count)` of a command, if it committed.
@@ -123,6 +119,7 @@ fn index_entry(first: u64, count: u64) -> [u8; 12] {
 pub struct SledEventLog {
     db: sled::Db,
     events: sled::Tree,
+    commands: sled::Tree,
 }
 
 impl SledEventLog {
@@ -158,7 +155,41 @@ impl SledEventLog {
             }
         };
         let events = db.open_tree("events")?;
-        Ok(SledEventLog { db, events })
+        let commands = db.open_tree("commands")?;
+        let log = SledEventLog {
+            db,
+            events,
+            commands,
+        };
+        log.move_old_index()?;
+        Ok(log)
+    }
+
+    /// Files written before the index had its own tree kept it in `events` (`c‖cmd_id`, which
+    /// sorts before every `e‖seq` key): move those entries over, once.
+    fn move_old_index(&self) -> Result<(), EngineError> {
+        let old: Vec<(sled::IVec, sled::IVec)> = self
+            .events
+            .range(..event_key(0).as_slice())
+            .collect::<Result<_, _>>()?;
+        if old.is_empty() {
+            return Ok(());
+        }
+        let mut add = sled::Batch::default();
+        let mut remove = sled::Batch::default();
+        for (k, v) in &old {
+            add.insert(k, v);
+            remove.remove(k);
+        }
+        self.commands.apply_batch(add)?;
+        self.db.flush()?;
+        self.events.apply_batch(remove)?;
+        self.db.flush()?;
+        tracing::info!(
+            entries = old.len(),
+            "moved the command index to its own tree"
+        );
+        Ok(())
     }
 
     /// The underlying database (for benchmarks and tools).
@@ -194,37 +225,31 @@ impl EventLog for SledEventLog {
         }
     }
 
-    fn write_group(&self, commands: &[(Uuid, &[(u64, Vec<u8>)])]) -> Result<(), EngineError> {
+    fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
         // sled seals and writes its buffer on every `apply_batch`, so a group of single-event
         // commands (the common case) is written with plain inserts, in seq order. A group with
         // a multi-event command goes into one atomic batch, still in seq order, so a crash
         // never leaves a gap or half a command.
-        if commands.iter().all(|(_, ev)| ev.len() <= 1) {
-            for (cmd_id, events) in commands {
-                if let Some((seq, bytes)) = events.first() {
-                    self.events.insert(event_key(*seq), bytes.as_slice())?;
-                    self.events.insert(cmd_key(cmd_id), &index_entry(*seq, 1))?;
-                }
+        if commands.iter().all(|ev| ev.len() <= 1) {
+            for (seq, bytes) in commands.iter().flat_map(|ev| ev.iter()) {
+                self.events.insert(event_key(*seq), bytes.as_slice())?;
             }
             return Ok(());
         }
         let mut batch = sled::Batch::default();
-        for (cmd_id, events) in commands {
-            let Some((first, _)) = events.first() else {
-                continue;
-            };
-            for (seq, bytes) in events.iter() {
-                batch.insert(&event_key(*seq), bytes.as_slice());
-            }
-            batch.insert(&cmd_key(cmd_id), &index_entry(*first, events.len() as u64));
+        for (seq, bytes) in commands.iter().flat_map(|ev| ev.iter()) {
+            batch.insert(&event_key(*seq), bytes.as_slice());
         }
         self.events.apply_batch(batch)?;
         Ok(())
     }
 
-    fn put_index(&self, cmd_id: Uuid, first: u64, count: u64) -> Result<(), EngineError> {
-        self.events
-            .insert(cmd_key(&cmd_id), &index_entry(first, count))?;
+    fn put_index(&self, entries: &[(Uuid, u64, u64)]) -> Result<(), EngineError> {
+        let mut batch = sled::Batch::default();
+        for (cmd_id, first, count) in entries {
+            batch.insert(&cmd_key(cmd_id), &index_entry(*first, *count));
+        }
+        self.commands.apply_batch(batch)?;
         Ok(())
     }
 
@@ -234,7 +259,7 @@ impl EventLog for SledEventLog {
     }
 
     fn command_index(&self, cmd_id: Uuid) -> Result<Option<(u64, u64)>, EngineError> {
-        let Some(idx) = self.events.get(cmd_key(&cmd_id))? else {
+        let Some(idx) = self.commands.get(cmd_key(&cmd_id))? else {
             return Ok(None);
         };
         if idx.len() != 12 {

@@ -315,13 +315,16 @@ pub(crate) fn connect(
         events_tx: Mutex::new(Some(tx)),
         poisoned: Mutex::new(None),
         queue: CommitQueue::new(),
-        waiting: Default::default(),
+        sequencer: Mutex::new(None),
+        sequencing: Default::default(),
         in_progress: Default::default(),
         cursor: Mutex::new(crate::actor::Cursor {
             last_hash: elfiee_model::EventHash::ZERO,
             last_snapshot: 0,
+            to_index: Vec::new(),
         }),
-        inflight: dashmap::DashMap::new(),
+        snapshots: Mutex::new(None),
+        unindexed: dashmap::DashMap::new(),
         applied: tokio::sync::Notify::new(),
         remote: Some(client.clone()),
     });

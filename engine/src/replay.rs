@@ -59,11 +59,15 @@ fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapsho
 }
 
 /// State as a file opens: the newest valid snapshot plus the tail. An invalid snapshot is
-/// ignored (logged) and the log is replayed in full. Returns the state and the last hash.
+/// ignored (logged) and the log is replayed in full. Returns the state, the last hash and the
+/// index entries `(cmd_id, first_seq, count)` of the tail's commands, which the engine keeps in
+/// memory until its next snapshot writes them (see [`crate::log`]).
+pub(crate) type Opened = (State, EventHash, Vec<(uuid::Uuid, u64, u64)>);
+
 pub(crate) fn load_state(
     log: &dyn EventLog,
     head: Option<(u64, EventHash)>,
-) -> Result<(State, EventHash), EngineError> {
+) -> Result<Opened, EngineError> {
     let (tail, _) = log.tail()?;
     check_head(log, tail, head)?;
     let mut state = State::default();
@@ -85,34 +89,19 @@ pub(crate) fn load_state(
             Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
         }
     }
-    // The tail is what the last runs wrote after the snapshot: rebuild any command index entry
-    // a crash lost (single-event commands write their record and index entry separately).
-    let mut current: Option<(uuid::Uuid, u64, u64)> = None;
-    let repair = |c: (uuid::Uuid, u64, u64)| -> Result<(), EngineError> {
-        if log.command_index(c.0)?.is_none() {
-            tracing::info!(cmd_id = %c.0, seq = c.1, "rebuilding a command index entry lost in a crash");
-            log.put_index(c.0, c.1, c.2)?;
-        }
-        Ok(())
-    };
+    // The tail is what the last runs wrote after the snapshot; its commands may have no index
+    // entry in sled yet.
+    let mut tail_commands: Vec<(uuid::Uuid, u64, u64)> = Vec::new();
     for e in read_events(log, state.last_seq + 1, u64::MAX, Some(prev)) {
         let e = e?;
         prev = e.hash;
-        match &mut current {
+        match tail_commands.last_mut() {
             Some((c, _, n)) if *c == e.cmd_id => *n += 1,
-            _ => {
-                if let Some(done) = current.take() {
-                    repair(done)?;
-                }
-                current = Some((e.cmd_id, e.seq, 1));
-            }
+            _ => tail_commands.push((e.cmd_id, e.seq, 1)),
         }
         apply(&mut state, &e);
     }
-    if let Some(done) = current.take() {
-        repair(done)?;
-    }
-    Ok((state, prev))
+    Ok((state, prev, tail_commands))
 }
 
 /// Fails if the log ends before the seq recorded in `HEAD`, or disagrees with its hash.
@@ -241,6 +230,9 @@ pub fn verify_log(
         }
     }
     let mut current: Option<(uuid::Uuid, u64, u64)> = None; // (cmd, first, count)
+                                                            // The index covers every command up to the snapshot; the commands after it are indexed
+                                                            // in memory when the file opens (see `crate::log`).
+    let indexed_through = snapshot_state.as_ref().map_or(0, |(seq, _)| *seq);
     let check_cmd =
         |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| match log.command_index(cmd.0) {
             Ok(Some((first, count))) => {
@@ -251,7 +243,9 @@ pub fn verify_log(
                     ));
                 }
             }
-            _ => problems.push(format!("command {}: no index entry", cmd.0)),
+            Ok(None) if cmd.1 > indexed_through => {}
+            Ok(None) => problems.push(format!("command {}: no index entry", cmd.0)),
+            Err(e) => problems.push(format!("command {}: index unreadable: {e}", cmd.0)),
         };
     for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
         let e = match e {

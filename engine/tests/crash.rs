@@ -481,6 +481,19 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
                     ctx()
                 );
             }
+            // The command index (sled up to the snapshot, memory after it) finds every
+            // acknowledged command, so resubmitting it stays idempotent after a crash.
+            for (id, n) in &acked {
+                let indexed = f
+                    .command_events(*id)
+                    .unwrap_or_else(|e| panic!("index lookup of {id} failed: {e}\n{}", ctx()));
+                assert_eq!(
+                    indexed.map(|ev| ev.len() as u64),
+                    Some(*n),
+                    "acknowledged command {id} must be found by its cmd_id\n{}",
+                    ctx()
+                );
+            }
             for (id, evs) in &groups {
                 if preexisting.contains(id) {
                     continue;
