@@ -90,6 +90,8 @@ pub(crate) struct Pending {
     cmd_id: uuid::Uuid,
     work: Work,
     reply: Reply,
+    /// The command's `commit` span (disabled unless DEBUG tracing is on for the engine).
+    span: tracing::Span,
 }
 
 enum Work {
@@ -115,6 +117,8 @@ pub(crate) struct Sequencer {
     /// Per-command id seeds: a random base (once) mixed with a counter.
     id_base: [u8; 16],
     id_counter: u64,
+    /// Time the capability handlers of the last prepared submission took (for tracing).
+    handler_time: std::time::Duration,
 }
 
 impl Sequencer {
@@ -131,6 +135,7 @@ impl Sequencer {
             prev_hash,
             id_base: *uuid::Uuid::new_v4().as_bytes(),
             id_counter: 0,
+            handler_time: std::time::Duration::ZERO,
         }
     }
 }
@@ -189,6 +194,7 @@ impl Shared {
                     cmd_id: cmds[0].cmd_id,
                     work: Work::Repeat(first, count),
                     reply,
+                    span: tracing::Span::none(),
                 },
             ),
             Ok(Prepared::Write(events, records)) => {
@@ -196,7 +202,8 @@ impl Shared {
                     editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
                 let _g = span.enter();
                 tracing::debug!(
-                    handler_us = started.elapsed().as_micros() as u64,
+                    handler_us = seq.handler_time.as_micros() as u64,
+                    sequence_us = started.elapsed().as_micros() as u64,
                     events = events.len(),
                     "sequenced, awaiting flush"
                 );
@@ -209,6 +216,7 @@ impl Shared {
                         cmd_id: cmds[0].cmd_id,
                         work: Work::Fresh(events, records),
                         reply,
+                        span: span.clone(),
                     },
                 );
             }
@@ -295,6 +303,7 @@ impl Sequencer {
         // Run every command against a scratch state so a later command sees earlier ones; the
         // working state is only touched once all of them passed.
         let mut scratch: Option<State> = None;
+        self.handler_time = std::time::Duration::ZERO;
         let mut all = Vec::new();
         for (i, cmd) in cmds.iter().enumerate() {
             self.id_counter += 1;
@@ -305,7 +314,10 @@ impl Sequencer {
                 .for_each(|(b, c)| *b ^= c);
             let ctx = self.registry.ctx(Utc::now(), &shared.config.node_id, seed);
             let state = scratch.as_ref().unwrap_or(&self.working);
-            let mut events = self.registry.execute(cmd, state, &ctx).map_err(|e| {
+            let handler_started = Instant::now();
+            let executed = self.registry.execute(cmd, state, &ctx);
+            self.handler_time += handler_started.elapsed();
+            let mut events = executed.map_err(|e| {
                 if cmds.len() > 1 {
                     EngineError::Rejected(elfiee_model::CapError::rejected(format!(
                         "command {} of {} ('{}' on {}) failed: {e}; nothing was committed",
@@ -470,9 +482,17 @@ fn commit_group(
         let mut state = shared.committed.write().unwrap_or_else(|p| p.into_inner());
         for p in &batch {
             if let Work::Fresh(events, _) = &p.work {
+                let applied = Instant::now();
                 for e in events {
                     apply(&mut state, e);
                 }
+                tracing::debug!(
+                    parent: &p.span,
+                    write_flush_us = flush_us,
+                    apply_us = applied.elapsed().as_micros() as u64,
+                    group = n,
+                    "committed"
+                );
                 if let (Some(first), Some(last)) = (events.first(), events.last()) {
                     cursor.last_hash = last.hash;
                     cursor
