@@ -1,0 +1,221 @@
+//! A Tauri v2 desktop host for Elfiee: the front-end (in `dist/`) opens a `.elf`, submits
+//! commands, lists blocks, and receives every committed event and live LLM text through Tauri
+//! events. Everything here is the public embedding API of the `elfiee` crate; see
+//! `docs/EMBEDDING.md`.
+//!
+//! Run it with `cargo run` in this directory (Linux needs WebKitGTK: `libwebkit2gtk-4.1-dev`).
+
+#![cfg_attr(not(debug_assertions), windows_subsystem = "windows")]
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use elfiee::adapters::{invoke::LiveDelta, EffectsConfig, EffectsHandle};
+use elfiee::{Block, Command, Engine, EngineError, Event, FileHandle};
+use serde::Serialize;
+use tauri::{AppHandle, Emitter, Manager, State};
+use tokio::sync::broadcast::error::RecvError;
+
+/// Tauri event carrying one committed event: `{ path, event }`.
+const EVENT: &str = "elfiee://event";
+/// Tauri event carrying model text while an LLM effect streams (not an event; see EMBEDDING.md).
+const DELTA: &str = "elfiee://delta";
+
+/// One open document: its handle and the effects attached to it.
+struct OpenFile {
+    file: FileHandle,
+    effects: EffectsHandle,
+}
+
+/// The documents this window has open, by the path the front-end used.
+#[derive(Default)]
+struct OpenFiles(Mutex<HashMap<String, OpenFile>>);
+
+impl OpenFiles {
+    fn get(&self, path: &str) -> Result<FileHandle, HostError> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(path)
+            .map(|o| o.file.clone())
+            .ok_or_else(|| HostError::NotOpen(path.to_owned()))
+    }
+}
+
+/// What a command returns to the front-end on failure (serialized as `{kind, message}`).
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", content = "message")]
+enum HostError {
+    /// The engine refused or failed; the message says what to do.
+    Engine(String),
+    /// The front-end used a path it has not opened.
+    NotOpen(String),
+}
+
+impl From<EngineError> for HostError {
+    fn from(e: EngineError) -> Self {
+        HostError::Engine(e.to_string())
+    }
+}
+
+/// Committed event forwarded to the front-end.
+#[derive(Clone, Serialize)]
+struct Forwarded {
+    path: String,
+    event: Event,
+}
+
+/// Answer to `open_elf`.
+#[derive(Serialize)]
+struct Opened {
+    path: String,
+    owner: Option<String>,
+    last_seq: u64,
+}
+
+/// Opens `path` (or creates it with `owner_name` as its owner when given), attaches the
+/// effects, and starts forwarding its committed events as `elfiee://event`.
+#[tauri::command]
+async fn open_elf(
+    app: AppHandle,
+    files: State<'_, OpenFiles>,
+    path: String,
+    owner_name: Option<String>,
+) -> Result<Opened, HostError> {
+    if let Ok(file) = files.get(&path) {
+        return Ok(Opened {
+            path,
+            owner: file.owner(),
+            last_seq: file.last_seq(),
+        });
+    }
+    let file = match owner_name {
+        Some(name) => Engine::global().init(&path, &name).await?,
+        None => Engine::global().open(&path).await?,
+    };
+    let effects = elfiee::adapters::attach(&file, EffectsConfig::default());
+    // From the current seq on; the front-end reads the earlier state with `list_blocks`.
+    let mut events = file.subscribe();
+    let (forward_path, forward_app) = (path.clone(), app.clone());
+    tauri::async_runtime::spawn(async move {
+        // A slow window never loses events: the subscription catches up from the log.
+        while let Some(event) = events.recv().await {
+            let msg = Forwarded {
+                path: forward_path.clone(),
+                event,
+            };
+            if forward_app.emit(EVENT, &msg).is_err() {
+                break;
+            }
+        }
+    });
+    let opened = Opened {
+        path: path.clone(),
+        owner: file.owner(),
+        last_seq: file.last_seq(),
+    };
+    files
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(path, OpenFile { file, effects });
+    Ok(opened)
+}
+
+/// Submits one command as `editor`; answers with the committed (durable) events.
+#[tauri::command]
+async fn submit(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    cap_id: String,
+    block_id: Option<String>,
+    payload: serde_json::Value,
+) -> Result<Vec<Event>, HostError> {
+    let file = files.get(&path)?;
+    let cmd = Command::new(&editor, &cap_id, block_id.as_deref(), payload);
+    Ok(file.submit(cmd).await?)
+}
+
+/// The blocks `editor` may read, in id order (each checked through CBAC).
+#[tauri::command]
+async fn list_blocks(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+) -> Result<Vec<Block>, HostError> {
+    let file = files.get(&path)?;
+    let ids: Vec<String> = file.with_state(|s| s.blocks.keys().cloned().collect());
+    Ok(ids
+        .iter()
+        .filter_map(|id| file.read_block(&editor, id).ok())
+        .collect())
+}
+
+/// Lets running effects finish (up to 30 s), then closes the document.
+#[tauri::command]
+async fn close_elf(files: State<'_, OpenFiles>, path: String) -> Result<(), HostError> {
+    let open = files
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(&path)
+        .ok_or_else(|| HostError::NotOpen(path.clone()))?;
+    open.effects
+        .settle(&open.file, Duration::from_secs(30))
+        .await?;
+    open.file.close().await;
+    open.effects.join().await;
+    Ok(())
+}
+
+fn main() {
+    tauri::Builder::default()
+        .manage(OpenFiles::default())
+        .setup(|app| {
+            // Live LLM text for every open document, as `elfiee://delta`.
+            let handle = app.handle().clone();
+            let mut deltas = elfiee::adapters::invoke::live_deltas();
+            tauri::async_runtime::spawn(async move {
+                loop {
+                    match deltas.recv().await {
+                        Ok(delta) => {
+                            let _ = handle.emit::<LiveDelta>(DELTA, delta);
+                        }
+                        // A slow window may miss deltas; the proposal event carries the whole text.
+                        Err(RecvError::Lagged(_)) => continue,
+                        Err(RecvError::Closed) => break,
+                    }
+                }
+            });
+            Ok(())
+        })
+        .on_window_event(|window, event| {
+            if let tauri::WindowEvent::CloseRequested { .. } = event {
+                let files = window.state::<OpenFiles>();
+                let open: Vec<OpenFile> = files
+                    .0
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .drain()
+                    .map(|(_, o)| o)
+                    .collect();
+                tauri::async_runtime::block_on(async move {
+                    for o in open {
+                        let _ = o.effects.settle(&o.file, Duration::from_secs(5)).await;
+                        o.file.close().await;
+                        o.effects.join().await;
+                    }
+                });
+            }
+        })
+        .invoke_handler(tauri::generate_handler![
+            open_elf,
+            submit,
+            list_blocks,
+            close_elf
+        ])
+        .run(tauri::generate_context!())
+        .expect("error while running the Elfiee Tauri host");
+}
