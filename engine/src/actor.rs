@@ -54,9 +54,9 @@ pub(crate) struct Shared {
     pub snapshots: Mutex<Option<std::sync::mpsc::Sender<SnapshotJob>>>,
     /// Signalled whenever a remote replica applied events (read-your-writes waits on it).
     pub applied: tokio::sync::Notify,
-    /// Index entries `(first_seq, count)` of the commands accepted since the last index write
-    /// (see [`crate::log`]): idempotency checks and `command_events` look here before sled.
-    pub unindexed: dashmap::DashMap<uuid::Uuid, (u64, u64)>,
+    /// The command index (see [`crate::cmd_index`]): `(first_seq, count)` of every accepted
+    /// command; an entry is added when the command is sequenced, before it is durable.
+    pub commands: dashmap::DashMap<uuid::Uuid, (u64, u64)>,
     /// Set when this process is not the owner: requests go to the owner's socket.
     pub remote: Option<Arc<crate::remote::RemoteClient>>,
 }
@@ -72,16 +72,8 @@ impl Shared {
 
     /// Where a command's events are, `(first_seq, count)`, if it was accepted (it may not be
     /// durable yet: compare with `committed_seq`).
-    pub fn command_range(
-        &self,
-        log: &dyn EventLog,
-        cmd_id: uuid::Uuid,
-    ) -> Result<Option<(u64, u64)>, EngineError> {
-        // Memory first: an entry leaves the map only after it is written to sled.
-        if let Some(r) = self.unindexed.get(&cmd_id) {
-            return Ok(Some(*r));
-        }
-        log.command_index(cmd_id)
+    pub fn command_range(&self, cmd_id: uuid::Uuid) -> Option<(u64, u64)> {
+        self.commands.get(&cmd_id).map(|r| *r)
     }
 }
 
@@ -207,7 +199,7 @@ impl Shared {
                     events = events.len(),
                     "sequenced, awaiting flush"
                 );
-                self.unindexed
+                self.commands
                     .insert(cmds[0].cmd_id, (events[0].seq, events.len() as u64));
                 self.enqueue(
                     guard,
@@ -297,7 +289,7 @@ impl Sequencer {
             }
         }
         // Idempotency: a batch is keyed by its first command.
-        if let Some((first, count)) = shared.command_range(self.log.as_ref(), first.cmd_id)? {
+        if let Some((first, count)) = shared.command_range(first.cmd_id) {
             return Ok(Prepared::Repeat(first, count));
         }
         // Run every command against a scratch state so a later command sees earlier ones; the
@@ -445,7 +437,7 @@ enum Prepared {
 pub(crate) struct Cursor {
     pub last_hash: EventHash,
     pub last_snapshot: u64,
-    /// Index entries of the commands committed since the last index write, in seq order.
+    /// Index entries of the commands committed since the last index append, in seq order.
     pub to_index: Vec<(uuid::Uuid, u64, u64)>,
 }
 
@@ -596,15 +588,17 @@ fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
     }
 }
 
-/// The snapshot thread: for each job (the latest of those waiting), writes the command index
-/// entries, then the snapshot, then flushes, so a stored snapshot at seq S always comes after
-/// the index entries of every command up to S (an open trusts the snapshot and rebuilds only
-/// the tail's entries). Runs beside the commit path, never in front of it.
+/// The snapshot thread: for each job (the latest of those waiting), appends the command index
+/// entries to `commands.idx` and syncs it, then stores the snapshot and flushes, so a stored
+/// snapshot at seq S always comes after the index entries of every command up to S (an open
+/// trusts the snapshot and indexes only the tail). Runs beside the commit path, never in front
+/// of it.
 pub(crate) fn run_snapshots(
     shared: Arc<Shared>,
     log: Arc<SledEventLog>,
     jobs: std::sync::mpsc::Receiver<SnapshotJob>,
 ) {
+    let index_file = shared.paths.commands_index_file();
     let mut entries: Vec<(uuid::Uuid, u64, u64)> = Vec::new();
     while let Ok(mut job) = jobs.recv() {
         entries.append(&mut job.entries);
@@ -613,28 +607,32 @@ pub(crate) fn run_snapshots(
             job = next;
         }
         let t = Instant::now();
+        let indexed = entries.len();
+        if !entries.is_empty() {
+            if let Err(e) = crate::cmd_index::append(&index_file, &entries) {
+                // No snapshot without its index; the entries are retried with the next one.
+                tracing::warn!(error = %e, "command index not written; snapshot skipped");
+                continue;
+            }
+            entries.clear();
+        }
         let written = log
-            .put_index(&entries)
-            .and_then(|_| log.put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &job.bytes))
+            .put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &job.bytes)
             .and_then(|_| log.flush());
         match written {
             Ok(()) => {
                 tracing::debug!(
                     seq = job.seq,
                     bytes = job.bytes.len(),
-                    indexed = entries.len(),
+                    indexed,
                     ms = t.elapsed().as_millis() as u64,
                     "snapshot written"
                 );
-                for (cmd_id, _, _) in entries.drain(..) {
-                    shared.unindexed.remove(&cmd_id);
-                }
                 // Everything up to `seq` is durable: record it outside sled.
                 if let Err(e) = shared.paths.write_head(job.seq, &job.hash) {
                     tracing::warn!(error = %e, "HEAD not written");
                 }
             }
-            // The entries are kept and written with the next snapshot.
             Err(e) => {
                 tracing::warn!(error = %e, "snapshot not written; the next open replays more")
             }

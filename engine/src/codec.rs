@@ -112,12 +112,6 @@ pub fn event_key(seq: u64) -> [u8; 9] {
     k
 }
 
-pub fn cmd_key(cmd: &Uuid) -> [u8; 17] {
-    let mut k = [b'c'; 17];
-    k[1..].copy_from_slice(cmd.as_bytes());
-    k
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,21 +152,32 @@ impl Engine {
     }
 
     async fn start_local(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
-        let (log, (state, prev_hash, tail_commands)) = tokio::task::spawn_blocking({
+        let (log, opened) = tokio::task::spawn_blocking({
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
                 let log = Arc::new(SledEventLog::open(&paths.log_dir(), &paths.root)?);
-                let opened = crate::replay::load_state(log.as_ref(), paths.read_head())?;
+                let opened = crate::replay::load_state(
+                    log.as_ref(),
+                    paths.read_head(),
+                    &paths.commands_index_file(),
+                )?;
                 Ok((log, opened))
             }
         })
         .await
         .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
         let (tx, _) = broadcast::channel(self.config.channel_capacity.max(1));
+        let crate::replay::Opened {
+            state,
+            hash: prev_hash,
+            snapshot_seq,
+            commands,
+            unsaved,
+        } = opened;
         let last_seq = state.last_seq;
-        let unindexed = tail_commands
-            .iter()
-            .map(|&(cmd_id, first, count)| (cmd_id, (first, count)))
+        let commands = commands
+            .into_iter()
+            .map(|(cmd_id, first, count)| (cmd_id, (first, count)))
             .collect();
         let (snapshot_tx, snapshot_rx) = std::sync::mpsc::channel();
         let shared = Arc::new(Shared {
@@ -188,11 +199,12 @@ impl Engine {
             in_progress: Default::default(),
             cursor: Mutex::new(crate::actor::Cursor {
                 last_hash: prev_hash,
-                last_snapshot: last_seq,
-                to_index: tail_commands,
+                // The next snapshot is due `snapshot_every` events after the one loaded.
+                last_snapshot: snapshot_seq,
+                to_index: unsaved,
             }),
             snapshots: Mutex::new(Some(snapshot_tx)),
-            unindexed,
+            commands,
             applied: tokio::sync::Notify::new(),
             remote: None,
         });

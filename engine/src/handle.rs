@@ -152,7 +152,7 @@ impl FileHandle {
             };
         }
         let log = self.shared.log()?;
-        match self.shared.command_range(log.as_ref(), cmd_id)? {
+        match self.shared.command_range(cmd_id) {
             Some((first, count)) if first + count - 1 <= self.last_seq() => {
                 crate::log::read_events(log.as_ref(), first, first + count - 1, None)
                     .collect::<Result<_, _>>()
@@ -232,9 +232,17 @@ impl FileHandle {
             };
         }
         let log = self.shared.log()?;
-        tokio::task::spawn_blocking(move || crate::replay::verify_log(log.as_ref(), |_, _| {}))
-            .await
-            .map_err(|e| EngineError::Storage(e.to_string()))?
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::replay::verify_log(
+                log.as_ref(),
+                &|id| shared.command_range(id),
+                true,
+                |_, _| {},
+            )
+        })
+        .await
+        .map_err(|e| EngineError::Storage(e.to_string()))?
     }
 
     /// Live committed events from now on.

@@ -1,6 +1,8 @@
 //! On-disk layout of a `.elf` document: a directory holding
 //! - `ELFIEE` — marker file with the format version,
-//! - `log/` — the sled database (events, command index, snapshots, effect checkpoints),
+//! - `log/` — the sled database (events, snapshots, effect checkpoints),
+//! - `HEAD` — the last committed seq and hash as of the last snapshot,
+//! - `commands.idx` — the command index (see [`crate::cmd_index`]),
 //! - `assets/` — room for block assets written by effects.
 
 use std::path::{Path, PathBuf};
@@ -31,6 +33,11 @@ impl ElfPaths {
     /// tail (a damaged sled file) is detected instead of served.
     pub fn head_file(&self) -> PathBuf {
         self.root.join("HEAD")
+    }
+
+    /// The command index file (see [`crate::cmd_index`]).
+    pub fn commands_index_file(&self) -> PathBuf {
+        self.root.join("commands.idx")
     }
 
     /// Reads `HEAD` (`"<seq> <hash hex>"`); `None` if absent or unreadable.

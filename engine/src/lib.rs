@@ -25,6 +25,7 @@
 //! ```
 
 mod actor;
+pub mod cmd_index;
 pub mod codec;
 pub mod commit_queue;
 mod engine;

@@ -1,19 +1,15 @@
 //! The append-only event log. [`EventLog`] is the small storage interface the engine needs;
 //! [`SledEventLog`] implements it on one sled database inside the `.elf`.
 //!
-//! The `events` tree holds the events (`e‖seq`, so it only ever grows at its end); the
-//! `commands` tree holds the command index (`c‖cmd_id → first_seq‖count`). The index is
-//! derived data: the engine writes it in batches, always before the snapshot that covers those
-//! commands, and keeps the entries of the commands after the last snapshot in memory (rebuilt
-//! from the tail at open). Snapshots and effect checkpoints live in their own trees. Nothing is
-//! ever overwritten or deleted in the event keyspace.
+//! The `events` tree holds the events (`e‖seq`, so it only ever grows at its end). Snapshots
+//! and effect checkpoints live in their own trees; the command index is kept outside sled (see
+//! [`crate::cmd_index`]). Nothing is ever overwritten or deleted in the event keyspace.
 
 use std::path::Path;
 
 use elfiee_model::{Event, EventHash};
-use uuid::Uuid;
 
-use crate::codec::{self, cmd_key, event_key};
+use crate::codec::{self, event_key};
 use crate::EngineError;
 
 /// Storage behind a file actor.
@@ -24,19 +20,8 @@ pub trait EventLog: Send + Sync + 'static {
     /// [`EventLog::flush`]). No command is ever half written: single-event commands are one
     /// record each; a group with a multi-event command is one atomic batch.
     fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError>;
-    /// Records command index entries `(cmd_id, first_seq, count)` (not yet durable).
-    fn put_index(&self, entries: &[(Uuid, u64, u64)]) -> Result<(), EngineError>;
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), EngineError>;
-    /// The command index entry `(first_seq, count)` of a command, if it committed.
-    fn command_index(&self, cmd_id: Uuid) -> Result<Option<(u64, u64)>, EngineError>;
-    /// The events a command produced, if it committed.
-    fn command_events(&self, cmd_id: Uuid) -> Result<Option<Vec<Event>>, EngineError> {
-        match self.command_index(cmd_id)? {
-            None => Ok(None),
-            Some((first, count)) => read_events_dyn(self, first, first + count - 1).map(Some),
-        }
-    }
     /// Raw stored records with `from <= seq <= to`, in order.
     fn records(
         &self,
@@ -92,34 +77,9 @@ pub fn stored_hash<L: EventLog + ?Sized>(log: &L, seq: u64) -> EventHash {
     }
 }
 
-fn read_events_dyn<L: EventLog + ?Sized>(
-    log: &L,
-    from: u64,
-    to: u64,
-) -> Result<Vec<Event>, EngineError> {
-    let mut out = Vec::new();
-    let mut prev = stored_hash(log, from.saturating_sub(1));
-    for r in log.records(from, to) {
-        let (seq, bytes) = r?;
-        let e = codec::open(seq, &bytes, Some(&prev))
-            .map_err(|reason| EngineError::Corrupt { seq, reason })?;
-        prev = e.hash;
-        out.push(e);
-    }
-    Ok(out)
-}
-
-fn index_entry(first: u64, count: u64) -> [u8; 12] {
-    let mut idx = [0u8; 12];
-    idx[..8].copy_from_slice(&first.to_be_bytes());
-    idx[8..].copy_from_slice(&(count as u32).to_be_bytes());
-    idx
-}
-
 pub struct SledEventLog {
     db: sled::Db,
     events: sled::Tree,
-    commands: sled::Tree,
 }
 
 impl SledEventLog {
@@ -155,41 +115,7 @@ impl SledEventLog {
             }
         };
         let events = db.open_tree("events")?;
-        let commands = db.open_tree("commands")?;
-        let log = SledEventLog {
-            db,
-            events,
-            commands,
-        };
-        log.move_old_index()?;
-        Ok(log)
-    }
-
-    /// Files written before the index had its own tree kept it in `events` (`c‖cmd_id`, which
-    /// sorts before every `e‖seq` key): move those entries over, once.
-    fn move_old_index(&self) -> Result<(), EngineError> {
-        let old: Vec<(sled::IVec, sled::IVec)> = self
-            .events
-            .range(..event_key(0).as_slice())
-            .collect::<Result<_, _>>()?;
-        if old.is_empty() {
-            return Ok(());
-        }
-        let mut add = sled::Batch::default();
-        let mut remove = sled::Batch::default();
-        for (k, v) in &old {
-            add.insert(k, v);
-            remove.remove(k);
-        }
-        self.commands.apply_batch(add)?;
-        self.db.flush()?;
-        self.events.apply_batch(remove)?;
-        self.db.flush()?;
-        tracing::info!(
-            entries = old.len(),
-            "moved the command index to its own tree"
-        );
-        Ok(())
+        Ok(SledEventLog { db, events })
     }
 
     /// The underlying database (for benchmarks and tools).
@@ -244,32 +170,9 @@ impl EventLog for SledEventLog {
         Ok(())
     }
 
-    fn put_index(&self, entries: &[(Uuid, u64, u64)]) -> Result<(), EngineError> {
-        let mut batch = sled::Batch::default();
-        for (cmd_id, first, count) in entries {
-            batch.insert(&cmd_key(cmd_id), &index_entry(*first, *count));
-        }
-        self.commands.apply_batch(batch)?;
-        Ok(())
-    }
-
     fn flush(&self) -> Result<(), EngineError> {
         self.db.flush()?;
         Ok(())
-    }
-
-    fn command_index(&self, cmd_id: Uuid) -> Result<Option<(u64, u64)>, EngineError> {
-        let Some(idx) = self.commands.get(cmd_key(&cmd_id))? else {
-            return Ok(None);
-        };
-        if idx.len() != 12 {
-            return Err(EngineError::Storage(format!(
-                "command index entry for {cmd_id} is malformed"
-            )));
-        }
-        let first = u64::from_be_bytes(idx[..8].try_into().unwrap_or_default());
-        let count = u32::from_be_bytes(idx[8..].try_into().unwrap_or_default()) as u64;
-        Ok(Some((first, count)))
     }
 
     fn records(

@@ -324,7 +324,7 @@ pub(crate) fn connect(
             to_index: Vec::new(),
         }),
         snapshots: Mutex::new(None),
-        unindexed: dashmap::DashMap::new(),
+        commands: dashmap::DashMap::new(),
         applied: tokio::sync::Notify::new(),
         remote: Some(client.clone()),
     });

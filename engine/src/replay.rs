@@ -9,6 +9,7 @@ use elfiee_model::{EventHash, FORMAT_VERSION};
 use elfiee_projections::{apply, State};
 use serde::{Deserialize, Serialize};
 
+use crate::cmd_index;
 use crate::layout::ElfPaths;
 use crate::log::{read_events, EventLog, SledEventLog};
 use crate::EngineError;
@@ -58,15 +59,32 @@ fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapsho
     }
 }
 
-/// State as a file opens: the newest valid snapshot plus the tail. An invalid snapshot is
-/// ignored (logged) and the log is replayed in full. Returns the state, the last hash and the
-/// index entries `(cmd_id, first_seq, count)` of the tail's commands, which the engine keeps in
-/// memory until its next snapshot writes them (see [`crate::log`]).
-pub(crate) type Opened = (State, EventHash, Vec<(uuid::Uuid, u64, u64)>);
+/// What opening a file yields: the state, the last hash, every command's index entry, and the
+/// entries `commands.idx` still lacks (the tail's; the next snapshot appends them).
+pub(crate) struct Opened {
+    pub state: State,
+    pub hash: EventHash,
+    /// Seq of the snapshot the state was loaded from (0: replayed from the start).
+    pub snapshot_seq: u64,
+    pub commands: Vec<cmd_index::Entry>,
+    pub unsaved: Vec<cmd_index::Entry>,
+}
 
+/// Groups consecutive events of one command into index entries.
+fn push_entry(entries: &mut Vec<cmd_index::Entry>, e: &elfiee_model::Event) {
+    match entries.last_mut() {
+        Some((c, _, n)) if *c == e.cmd_id => *n += 1,
+        _ => entries.push((e.cmd_id, e.seq, 1)),
+    }
+}
+
+/// State as a file opens: the newest valid snapshot plus the tail. An invalid snapshot is
+/// ignored (logged) and the log is replayed in full. The command index comes from
+/// `index_file`, completed from the log where it covers less than the snapshot, plus the tail.
 pub(crate) fn load_state(
     log: &dyn EventLog,
     head: Option<(u64, EventHash)>,
+    index_file: &Path,
 ) -> Result<Opened, EngineError> {
     let (tail, _) = log.tail()?;
     check_head(log, tail, head)?;
@@ -89,19 +107,64 @@ pub(crate) fn load_state(
             Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
         }
     }
-    // The tail is what the last runs wrote after the snapshot; its commands may have no index
-    // entry in sled yet.
-    let mut tail_commands: Vec<(uuid::Uuid, u64, u64)> = Vec::new();
+    let snapshot_seq = state.last_seq;
+    let (mut commands, readable) = match cmd_index::load(index_file) {
+        Ok(entries) => (entries, true),
+        Err(e) => {
+            tracing::warn!(error = %e, "rebuilding the command index from the log");
+            (Vec::new(), false)
+        }
+    };
+    // Entries are appended only for durable events, in seq order.
+    commands.retain(|(_, first, count)| first + count - 1 <= tail);
+    let covered = commands
+        .iter()
+        .map(|(_, first, count)| first + count - 1)
+        .max()
+        .unwrap_or(0);
+    if covered < snapshot_seq || !readable {
+        // Deleted, damaged, or written by a version that kept the index in sled.
+        let mut missing = Vec::new();
+        for e in read_events(log, covered + 1, snapshot_seq, None) {
+            push_entry(&mut missing, &e?);
+        }
+        tracing::info!(
+            from = covered + 1,
+            to = snapshot_seq,
+            commands = missing.len(),
+            "completed the command index from the log"
+        );
+        let saved = if readable {
+            cmd_index::append(index_file, &missing)
+        } else {
+            cmd_index::rewrite(index_file, &missing)
+        };
+        saved.map_err(|e| EngineError::io(index_file, e))?;
+        commands.extend(missing);
+    }
+    // The tail: what the last runs wrote after the snapshot.
+    let mut unsaved = Vec::new();
     for e in read_events(log, state.last_seq + 1, u64::MAX, Some(prev)) {
         let e = e?;
         prev = e.hash;
-        match tail_commands.last_mut() {
-            Some((c, _, n)) if *c == e.cmd_id => *n += 1,
-            _ => tail_commands.push((e.cmd_id, e.seq, 1)),
-        }
+        push_entry(&mut unsaved, &e);
         apply(&mut state, &e);
     }
-    Ok((state, prev, tail_commands))
+    // The file can already hold some of them (appended for a snapshot that was not stored).
+    let saved: std::collections::HashSet<uuid::Uuid> = commands
+        .iter()
+        .filter(|(_, first, _)| *first > snapshot_seq)
+        .map(|(id, _, _)| *id)
+        .collect();
+    unsaved.retain(|(id, _, _)| !saved.contains(id));
+    commands.extend(unsaved.iter().copied());
+    Ok(Opened {
+        state,
+        hash: prev,
+        snapshot_seq,
+        commands,
+        unsaved,
+    })
 }
 
 /// Fails if the log ends before the seq recorded in `HEAD`, or disagrees with its hash.
@@ -193,7 +256,19 @@ pub struct VerifyReport {
 pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
-    let mut report = verify_log(&log, progress)?;
+    let (stored, index_problem) = match cmd_index::load(&paths.commands_index_file()) {
+        Ok(entries) => (entries, None),
+        Err(e) => (Vec::new(), Some(format!("command index: {e}"))),
+    };
+    let index: std::collections::HashMap<uuid::Uuid, (u64, u64)> = stored
+        .into_iter()
+        .map(|(id, first, count)| (id, (first, count)))
+        .collect();
+    let mut report = verify_log(&log, &|id| index.get(&id).copied(), false, progress)?;
+    if let Some(p) = index_problem {
+        report.problems.push(p);
+        report.ok = false;
+    }
     if let Err(e) = check_head(&log, report.events, paths.read_head()) {
         report.problems.push(e.to_string());
         report.ok = false;
@@ -201,9 +276,13 @@ pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyRepor
     Ok(report)
 }
 
-/// [`verify`] over an open log (used by the owner process for other processes).
+/// [`verify`] over an open log (used by the owner process for other processes). `index` looks
+/// a command up in the command index; `complete` says it holds every command (an open file's
+/// index in memory) rather than those up to the snapshot (the stored `commands.idx`).
 pub fn verify_log(
     log: &dyn EventLog,
+    index: &dyn Fn(uuid::Uuid) -> Option<(u64, u64)>,
+    complete: bool,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<VerifyReport, EngineError> {
     let mut problems = Vec::new();
@@ -230,23 +309,25 @@ pub fn verify_log(
         }
     }
     let mut current: Option<(uuid::Uuid, u64, u64)> = None; // (cmd, first, count)
-                                                            // The index covers every command up to the snapshot; the commands after it are indexed
-                                                            // in memory when the file opens (see `crate::log`).
-    let indexed_through = snapshot_state.as_ref().map_or(0, |(seq, _)| *seq);
-    let check_cmd =
-        |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| match log.command_index(cmd.0) {
-            Ok(Some((first, count))) => {
-                if (first, count) != (cmd.1, cmd.2) {
-                    problems.push(format!(
-                        "command {}: index says events {first}..+{count}, log has {}..+{}",
-                        cmd.0, cmd.1, cmd.2
-                    ));
-                }
+                                                            // The stored index covers every command up to the snapshot; the commands after it are
+                                                            // indexed when the file opens (see `crate::cmd_index`).
+    let indexed_through = if complete {
+        u64::MAX
+    } else {
+        snapshot_state.as_ref().map_or(0, |(seq, _)| *seq)
+    };
+    let check_cmd = |cmd: (uuid::Uuid, u64, u64), problems: &mut Vec<String>| match index(cmd.0) {
+        Some((first, count)) => {
+            if (first, count) != (cmd.1, cmd.2) {
+                problems.push(format!(
+                    "command {}: index says events {first}..+{count}, log has {}..+{}",
+                    cmd.0, cmd.1, cmd.2
+                ));
             }
-            Ok(None) if cmd.1 > indexed_through => {}
-            Ok(None) => problems.push(format!("command {}: no index entry", cmd.0)),
-            Err(e) => problems.push(format!("command {}: index unreadable: {e}", cmd.0)),
-        };
+        }
+        None if cmd.1 > indexed_through => {}
+        None => problems.push(format!("command {}: no index entry", cmd.0)),
+    };
     for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
         let e = match e {
             Ok(e) => e,

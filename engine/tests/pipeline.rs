@@ -422,3 +422,62 @@ async fn read_block_checks_the_read_capability() {
     assert!(f.read_block("bob", &id).is_ok());
     f.close().await;
 }
+
+#[tokio::test]
+async fn a_lost_or_damaged_command_index_is_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    let e = Engine::new(EngineConfig {
+        node_id: "n".into(),
+        snapshot_every: 10,
+        ..EngineConfig::default()
+    });
+    let f = e.init(&path, "Alice").await.unwrap();
+    let mut sent = Vec::new();
+    for i in 0..25 {
+        let cmd = create("alice", &format!("b{i}"));
+        let events = f.submit(cmd.clone()).await.unwrap();
+        sent.push((cmd, events));
+    }
+    f.close().await;
+    let index = path.join("commands.idx");
+    assert!(index.exists(), "closing stores the command index");
+    assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+
+    // Resubmitting must stay idempotent whatever happened to the file.
+    let resubmit_all = |sent: Vec<(Command, Vec<elfiee_model::Event>)>| {
+        let e = &e;
+        let path = &path;
+        async move {
+            let f = e.open(path).await.unwrap();
+            let seq = f.last_seq();
+            for (cmd, events) in &sent {
+                let again = f.submit(cmd.clone()).await.unwrap();
+                assert_eq!(&again, events, "a resubmitted cmd_id returns its events");
+            }
+            assert_eq!(f.last_seq(), seq, "resubmissions write nothing");
+            f.close().await;
+        }
+    };
+
+    std::fs::remove_file(&index).unwrap();
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("no index entry")),
+        "verify notices the missing index: {:?}",
+        report.problems
+    );
+    resubmit_all(sent.clone()).await;
+    assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+
+    std::fs::write(&index, b"garbage, not an index").unwrap();
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("command index")),
+        "{:?}",
+        report.problems
+    );
+    resubmit_all(sent).await;
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
