@@ -2,27 +2,16 @@
 //! any level — through real provider calls (retries and failures included) against a local
 //! server speaking the Anthropic and OpenAI streaming APIs.
 
-use std::io::Write;
 use std::sync::{Arc, Mutex};
+
+mod common;
+use common::Captured;
 
 use elfiee::adapters::effects::{attach, EffectsConfig};
 use elfiee::adapters::service::invoke_agent;
 use elfiee::{Command, Engine, EngineConfig};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 /// Answers requests in order with the given raw HTTP responses; records request heads.
 async fn server(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
@@ -212,7 +201,7 @@ async fn no_key_or_auth_header_value_reaches_tracing_output() {
     assert!(o_seen.lock().unwrap()[0]
         .contains(&format!("authorization: bearer {}", BEARER.to_lowercase())));
     // ...and never into tracing output.
-    let out = String::from_utf8_lossy(&captured.0.lock().unwrap()).to_string();
+    let out = captured.text();
     assert!(
         out.len() > 1000,
         "tracing captured the run ({} bytes)",

@@ -1,24 +1,11 @@
 //! One `commit` span per command carries what an embedder needs to find a slow command:
 //! `cmd_id`, `cap_id`, `editor`, `seq`, and the handler, write + flush, and apply durations.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
+mod common;
+use common::Captured;
 
 use elfiee::{Command, Engine, EngineConfig};
 use serde_json::json;
-
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
 
 #[tokio::test]
 async fn every_command_gets_a_commit_span_with_ids_and_durations() {
@@ -60,7 +47,7 @@ async fn every_command_gets_a_commit_span_with_ids_and_durations() {
     let written = f.submit(cmd).await.unwrap();
     f.close().await;
 
-    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let text = out.text();
     let mine: Vec<&str> = text
         .lines()
         .filter(|l| l.contains(&format!("cmd_id={cmd_id}")))

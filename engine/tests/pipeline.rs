@@ -293,21 +293,33 @@ async fn concurrent_submitters_all_commit_without_gaps() {
     f.close().await;
 }
 
-#[tokio::test]
-async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("x.elf");
+/// A closed file (snapshots every 10 events) with 25 created blocks: the engine, each command
+/// with the events it committed, and the live state digest before closing.
+async fn file_with_25_blocks(
+    path: &std::path::Path,
+) -> (Engine, Vec<(Command, Vec<elfiee_model::Event>)>, String) {
     let e = Engine::new(EngineConfig {
         node_id: "n".into(),
         snapshot_every: 10,
         ..EngineConfig::default()
     });
-    let f = e.init(&path, "Alice").await.unwrap();
+    let f = e.init(path, "Alice").await.unwrap();
+    let mut sent = Vec::new();
     for i in 0..25 {
-        f.submit(create("alice", &format!("b{i}"))).await.unwrap();
+        let cmd = create("alice", &format!("b{i}"));
+        let events = f.submit(cmd.clone()).await.unwrap();
+        sent.push((cmd, events));
     }
     let digest = f.state_digest();
     f.close().await;
+    (e, sent, digest)
+}
+
+#[tokio::test]
+async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    let (e, _, digest) = file_with_25_blocks(&path).await;
     let f = e.open(&path).await.unwrap();
     assert_eq!(f.state_digest(), digest);
     f.close().await;
@@ -427,19 +439,7 @@ async fn read_block_checks_the_read_capability() {
 async fn a_lost_or_damaged_command_index_is_rebuilt_from_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
-    let e = Engine::new(EngineConfig {
-        node_id: "n".into(),
-        snapshot_every: 10,
-        ..EngineConfig::default()
-    });
-    let f = e.init(&path, "Alice").await.unwrap();
-    let mut sent = Vec::new();
-    for i in 0..25 {
-        let cmd = create("alice", &format!("b{i}"));
-        let events = f.submit(cmd.clone()).await.unwrap();
-        sent.push((cmd, events));
-    }
-    f.close().await;
+    let (e, sent, _) = file_with_25_blocks(&path).await;
     let index = path.join("commands.idx");
     assert!(index.exists(), "closing stores the command index");
     assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);

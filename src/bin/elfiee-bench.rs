@@ -491,6 +491,9 @@ fn big_phase(
     }
     let e = median(&eng_open);
     let r = median(&raw_open);
+    let big_commands = elfiee_engine::cmd_index::load(&big_path.join("commands.idx"))?.len();
+    let (index_load_ms, index_entries) = command_index_load(base)?;
+    info!("command index: {index_entries} records load in {index_load_ms:.1} ms");
     let open = json!({
         "engine": round(e, 2),
         "raw": round(r, 2),
@@ -499,6 +502,12 @@ fn big_phase(
         "events": build.events,
         "snapshot_seq": snapshot_seq,
         "snapshot_bytes": snapshot_bytes,
+        "commands": big_commands,
+        "diagnostics": {
+            "command_index_load_ms": round(index_load_ms, 1),
+            "command_index_records": index_entries,
+            "is": "what opening a file with that many commands adds: elfiee_engine::cmd_index::load of commands.idx plus building the in-memory index (a DashMap), one run on synthetic records",
+        },
         "runs": plan.open_runs,
         "statistic": "median",
         "engine_runs": eng_open.iter().map(|r| round(*r, 2)).collect::<Vec<_>>(),
@@ -1044,6 +1053,26 @@ fn raw_open_run(log_dir: &Path) -> Result<(f64, usize), BoxError> {
 }
 
 /// Seq of the stored snapshot, checked against the log tail (outside any timing).
+/// Time to load a command index of 1,000,000 records (the open path's share for such a file).
+fn command_index_load(base: &Path) -> Result<(f64, usize), BoxError> {
+    let path = base.join("index-load.idx");
+    let entries: Vec<_> = (0..1_000_000u64)
+        .map(|i| (uuid::Uuid::new_v4(), i + 1, 1))
+        .collect();
+    elfiee_engine::cmd_index::append(&path, &entries)?;
+    let t = Instant::now();
+    let loaded = elfiee_engine::cmd_index::load(&path)?;
+    let map: dashmap::DashMap<uuid::Uuid, (u64, u64)> = loaded
+        .into_iter()
+        .map(|(id, first, count)| (id, (first, count)))
+        .collect();
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let n = map.len();
+    drop(map);
+    std::fs::remove_file(&path)?;
+    Ok((ms, n))
+}
+
 fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
     let db = open_raw(log_dir)?;
     let bytes = db
