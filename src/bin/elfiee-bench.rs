@@ -20,8 +20,8 @@
 //! benchmark re-seals that run's committed events with [`codec::seal`] (checking that every
 //! hash comes out equal to the stored one, so the bytes are identical) and feeds exactly those
 //! to raw sled. Raw sled uses the engine's sled configuration (no background flush timer,
-//! `HighThroughput` mode) so only the engine's own work differs. `diagnostics` fields replay
-//! parts of the engine's storage pattern on raw sled to show where the time goes.
+//! `HighThroughput` mode) so only the engine's own work differs. `diagnostics` fields break a
+//! figure down (replay's decode / chain check / apply; the command index's load time).
 //!
 //! Options: `--only sequential,concurrent,big` runs a subset (for profiling); `--keep` keeps the
 //! scratch directory; `RUST_LOG=elfiee_engine=trace` prints the engine's group-commit traces.
@@ -83,7 +83,6 @@ struct Plan {
     warmup: Duration,
     /// Shortest raw write measurement (the engine's records are re-fed until it has passed).
     raw_min: Duration,
-    diag_min: Duration,
     big_events: u64,
     big_blocks: usize,
     build_tasks: usize,
@@ -99,31 +98,33 @@ impl Plan {
             Plan {
                 mode: "quick",
                 seq_window: Duration::from_millis(800),
-                conc_window: Duration::from_millis(1000),
+                conc_window: Duration::from_millis(800),
                 warmup: Duration::from_millis(200),
                 raw_min: Duration::from_millis(500),
-                diag_min: Duration::from_millis(500),
                 big_events: 200_000,
                 big_blocks: 1_000,
                 build_tasks: 8,
                 build_batch: 1024,
-                commit_runs: 3,
+                // Five alternating engine/raw runs: the median of five resists the
+                // machine's run-to-run swings better than the median of three.
+                commit_runs: 5,
                 replay_runs: 3,
                 open_runs: 5,
             }
         } else {
             Plan {
                 mode: "full",
-                seq_window: Duration::from_millis(1500),
-                conc_window: Duration::from_millis(2000),
+                seq_window: Duration::from_millis(1000),
+                conc_window: Duration::from_millis(1200),
                 warmup: Duration::from_millis(300),
                 raw_min: Duration::from_millis(1000),
-                diag_min: Duration::from_millis(1000),
                 big_events: 1_000_000,
                 big_blocks: 1_000,
                 build_tasks: 8,
                 build_batch: 1024,
-                commit_runs: 3,
+                // Five alternating engine/raw runs: the median of five resists the
+                // machine's run-to-run swings better than the median of three.
+                commit_runs: 5,
                 replay_runs: 3,
                 open_runs: 5,
             }
@@ -260,15 +261,6 @@ fn sequential_phase(
         );
     }
     rt.block_on(f.close());
-    let diag_batch =
-        batch_per_command_raw(&base.join("sequential-diag1"), &records, plan.diag_min)?;
-    let (diag_pipe, _) = pipelined_raw(
-        &base.join("sequential-diag2"),
-        &records,
-        1,
-        Pipe::BatchPerCommand,
-        plan.diag_min,
-    )?;
     let sequential = pair(
         median(&eng),
         median(&raw),
@@ -284,13 +276,6 @@ fn sequential_phase(
             "raw_min_s": plan.raw_min.as_secs_f64(),
             "target": "ratio >= 0.8",
             "how": "engine: 1 submitter awaiting FileHandle::submit(markdown.write, ~150 bytes of text) in a loop for window_s; raw: the very record bytes of that run (re-sealed with codec::seal, hash checked equal), sled Tree::insert + Db::flush per event, re-fed under continuing seq keys until the raw run lasts >= raw_min_s; runs alternate engine/raw",
-            "diagnostics": {
-                "unit": "events/s, raw sled on the last run's records, no engine code",
-                "one_thread_batch_per_command": round(diag_batch, 0),
-                "one_thread_batch_per_command_is": "the engine's sled work per command (index get + one Batch of event + 12-byte index entry) then Db::flush, same thread",
-                "two_threads_batch_per_command": round(diag_pipe, 0),
-                "two_threads_batch_per_command_is": "the same work on a writer thread, each command handed to a separate flusher thread that flushes and hands back (the engine's actor -> flusher -> caller hand-offs, without tokio/ractor)",
-            },
         }),
     );
     info!("sequential: {}", sequential);
@@ -316,10 +301,9 @@ fn concurrent_phase(
     rt.block_on(concurrent_window(&f, &blocks, plan.warmup))?;
     let (mut eng, mut raw) = (Vec::new(), Vec::new());
     let mut events = 0;
-    let mut records = Vec::new();
     for r in 0..plan.commit_runs {
         let run = rt.block_on(concurrent_window(&f, &blocks, plan.conc_window))?;
-        records = sealed_records(&f, run.first_seq, run.last_seq)?;
+        let records = sealed_records(&f, run.first_seq, run.last_seq)?;
         events += records.len();
         eng.push(run.rate);
         raw.push(concurrent_raw(
@@ -336,20 +320,6 @@ fn concurrent_phase(
         );
     }
     rt.block_on(f.close());
-    let (diag_cmd, diag_cmd_group) = pipelined_raw(
-        &base.join("concurrent-diag1"),
-        &records,
-        tasks,
-        Pipe::BatchPerCommand,
-        plan.diag_min,
-    )?;
-    let (diag_grp, diag_grp_group) = pipelined_raw(
-        &base.join("concurrent-diag2"),
-        &records,
-        tasks,
-        Pipe::BatchPerGroup,
-        plan.diag_min,
-    )?;
     let concurrent = pair(
         median(&eng),
         median(&raw),
@@ -365,15 +335,6 @@ fn concurrent_phase(
             "raw_min_s": plan.raw_min.as_secs_f64(),
             "target": "ratio >= 0.5",
             "how": format!("engine: {tasks} tokio tasks on the multi-thread runtime, each awaiting FileHandle::submit(markdown.write on its own block) in a loop for window_s; raw: the very record bytes of that run (re-sealed with codec::seal, hash checked equal), one sled::Batch of {tasks} inserts + one Db::flush per batch on one thread, re-fed under continuing seq keys until the raw run lasts >= raw_min_s; runs alternate engine/raw"),
-            "diagnostics": {
-                "unit": "events/s, raw sled on the last run's records, no engine code",
-                "two_threads_batch_per_command": round(diag_cmd, 0),
-                "two_threads_batch_per_command_commands_per_flush": round(diag_cmd_group, 1),
-                "two_threads_batch_per_command_is": format!("the engine's storage pattern: a writer thread does index get + one Batch (event + index entry) per command, a flusher thread flushes whatever was handed over so far (group commit); at most {tasks} commands in flight"),
-                "two_threads_batch_per_group": round(diag_grp, 0),
-                "two_threads_batch_per_group_commands_per_flush": round(diag_grp_group, 1),
-                "two_threads_batch_per_group_is": "the same, except the flusher thread writes everything handed over in ONE Batch before its flush (the proposed engine fix)",
-            },
         }),
     );
     info!("concurrent: {}", concurrent);
@@ -851,132 +812,6 @@ fn sequential_raw(dir: &Path, records: &Records, min: Duration) -> Result<f64, B
         db.flush()?;
     }
     Ok(feed.rate())
-}
-
-/// The engine's sled writes for one command: the event and its 12-byte command-index entry.
-fn index_entry(seq_no: u64) -> ([u8; 17], [u8; 12]) {
-    let mut ck = [b'c'; 17];
-    ck[1..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
-    let mut idx = [0u8; 12];
-    idx[..8].copy_from_slice(&seq_no.to_be_bytes());
-    idx[8..].copy_from_slice(&1u32.to_be_bytes());
-    (ck, idx)
-}
-
-/// Diagnostic: the engine's per-command sled work (command-index `get`, then one `Batch` with
-/// the event and its index entry) followed by `Db::flush`, all on one thread.
-fn batch_per_command_raw(dir: &Path, records: &Records, min: Duration) -> Result<f64, BoxError> {
-    let db = open_raw(dir)?;
-    let tree = db.open_tree("events")?;
-    let mut feed = Passes::new(records, min);
-    let mut i = 0;
-    for (k, v) in feed.by_ref() {
-        i += 1;
-        let (ck, idx) = index_entry(i);
-        std::hint::black_box(tree.get(ck)?);
-        let mut b = sled::Batch::default();
-        b.insert(&k, v);
-        b.insert(&ck, &idx);
-        tree.apply_batch(b)?;
-        db.flush()?;
-    }
-    Ok(feed.rate())
-}
-
-/// Where the diagnostic pipeline writes to sled.
-#[derive(Clone, Copy, PartialEq)]
-enum Pipe {
-    /// Like the engine today: the writer thread applies one `Batch` per command, the flusher
-    /// thread only flushes.
-    BatchPerCommand,
-    /// The writer thread only hands commands over; the flusher thread writes everything handed
-    /// over so far in ONE `Batch` and flushes once.
-    BatchPerGroup,
-}
-
-/// Diagnostic: the engine's storage pattern without the engine. A writer thread (the file
-/// actor) hands commands to a flusher thread, which makes everything handed over so far durable
-/// with one `Db::flush` (group commit) and then releases it. At most `window` commands are
-/// in flight (1 = one submitter, 64 = 64 submitters). Returns (events/s, commands per flush).
-fn pipelined_raw(
-    dir: &Path,
-    records: &Records,
-    window: usize,
-    mode: Pipe,
-    min: Duration,
-) -> Result<(f64, f64), BoxError> {
-    use std::sync::{Condvar, Mutex};
-    type Rec = ([u8; 9], Vec<u8>, [u8; 17], [u8; 12]);
-    #[derive(Default)]
-    struct St {
-        queued: Vec<Rec>,
-        inflight: usize,
-        done: bool,
-        flushes: u64,
-    }
-    let db = open_raw(dir)?;
-    let tree = db.open_tree("events")?;
-    let st = Arc::new((Mutex::new(St::default()), Condvar::new(), Condvar::new()));
-    let t = Instant::now();
-    let flusher = {
-        let (st, db, tree) = (st.clone(), db.clone(), tree.clone());
-        std::thread::spawn(move || -> Result<u64, sled::Error> {
-            let (m, to_writer, to_flusher) = &*st;
-            loop {
-                let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-                while g.queued.is_empty() && !g.done {
-                    g = to_flusher.wait(g).unwrap_or_else(|p| p.into_inner());
-                }
-                if g.queued.is_empty() {
-                    return Ok(g.flushes);
-                }
-                let group = std::mem::take(&mut g.queued);
-                drop(g);
-                if mode == Pipe::BatchPerGroup {
-                    let mut b = sled::Batch::default();
-                    for (k, v, ck, idx) in &group {
-                        b.insert(k, v.as_slice());
-                        b.insert(ck, idx);
-                    }
-                    tree.apply_batch(b)?;
-                }
-                db.flush()?;
-                let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-                g.inflight -= group.len();
-                g.flushes += 1;
-                to_writer.notify_all();
-            }
-        })
-    };
-    let (m, to_writer, to_flusher) = &*st;
-    let mut feed = Passes::new(records, min);
-    let mut i = 0;
-    for (k, v) in feed.by_ref() {
-        i += 1;
-        {
-            let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-            while g.inflight >= window {
-                g = to_writer.wait(g).unwrap_or_else(|p| p.into_inner());
-            }
-        }
-        let (ck, idx) = index_entry(i);
-        std::hint::black_box(tree.get(ck)?);
-        if mode == Pipe::BatchPerCommand {
-            let mut b = sled::Batch::default();
-            b.insert(&k, v);
-            b.insert(&ck, &idx);
-            tree.apply_batch(b)?;
-        }
-        let mut g = m.lock().unwrap_or_else(|p| p.into_inner());
-        g.queued.push((k, v.to_vec(), ck, idx));
-        g.inflight += 1;
-        to_flusher.notify_one();
-    }
-    m.lock().unwrap_or_else(|p| p.into_inner()).done = true;
-    to_flusher.notify_one();
-    let flushes = flusher.join().map_err(|_| "flusher thread panicked")??;
-    let secs = t.elapsed().as_secs_f64();
-    Ok((i as f64 / secs, i as f64 / flushes.max(1) as f64))
 }
 
 fn concurrent_raw(
