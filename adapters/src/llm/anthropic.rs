@@ -15,11 +15,9 @@ use serde_json::{json, Map, Value};
 
 use super::error::shorten;
 use super::http::{post_for_stream, read_events, secret_header, ProviderConfig};
-use super::retry::{complete_with_retry, Attempt, Emitter, RetryPolicy};
+use super::retry::{Attempt, Emitter, RetryPolicy};
 use super::sse::SseEvent;
-use super::{
-    ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, StreamEvent, Usage,
-};
+use super::{ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, StreamEvent, Usage};
 use crate::effects::BoxFuture;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -105,20 +103,6 @@ impl fmt::Debug for AnthropicProvider {
             .field("api_key", &"<redacted>")
             .field("config", &self.config)
             .finish()
-    }
-}
-
-impl Provider for AnthropicProvider {
-    fn name(&self) -> &'static str {
-        "anthropic"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        req: &'a LlmRequest,
-        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(complete_with_retry(self, req, on_event))
     }
 }
 

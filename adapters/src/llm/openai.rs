@@ -16,11 +16,9 @@ use serde_json::{json, Map, Value};
 
 use super::error::shorten;
 use super::http::{post_for_stream, read_events, secret_header, ProviderConfig};
-use super::retry::{complete_with_retry, Attempt, Emitter, RetryPolicy};
+use super::retry::{Attempt, Emitter, RetryPolicy};
 use super::sse::SseEvent;
-use super::{
-    ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, Role, StreamEvent, Usage,
-};
+use super::{ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Role, StreamEvent, Usage};
 use crate::effects::BoxFuture;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
@@ -145,20 +143,6 @@ impl fmt::Debug for OpenAiProvider {
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("config", &self.config)
             .finish()
-    }
-}
-
-impl Provider for OpenAiProvider {
-    fn name(&self) -> &'static str {
-        "openai"
-    }
-
-    fn complete<'a>(
-        &'a self,
-        req: &'a LlmRequest,
-        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(complete_with_retry(self, req, on_event))
     }
 }
 

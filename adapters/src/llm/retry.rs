@@ -9,7 +9,7 @@ use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
 
-use super::{LlmError, LlmRequest, LlmResponse, StreamEvent};
+use super::{LlmError, LlmRequest, LlmResponse, Provider, StreamEvent};
 use crate::effects::BoxFuture;
 
 /// How often and how patiently to retry.
@@ -132,6 +132,21 @@ pub(crate) trait Attempt: Sync {
         req: &'a LlmRequest,
         emit: &'a mut Emitter<'_>,
     ) -> BoxFuture<'a, Result<LlmResponse, LlmError>>;
+}
+
+/// Every HTTP provider is a [`Provider`] through its attempts: name, retries, streaming.
+impl<A: Attempt + Send> Provider for A {
+    fn name(&self) -> &'static str {
+        self.provider_name()
+    }
+
+    fn complete<'a>(
+        &'a self,
+        req: &'a LlmRequest,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+        Box::pin(complete_with_retry(self, req, on_event))
+    }
 }
 
 /// Runs attempts until one succeeds, a non-retryable error occurs, content was already
