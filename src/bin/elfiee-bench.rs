@@ -1037,6 +1037,21 @@ fn context_phase(plan: &Plan) -> Value {
     v
 }
 
+/// Microseconds per durable `markdown.write` of `block`, `n` in a row.
+async fn us_per_write(f: &FileHandle, block: &str, n: u64, tag: &str) -> Result<f64, EngineError> {
+    let t = Instant::now();
+    for i in 0..n {
+        f.submit(Command::new(
+            OWNER,
+            "markdown.write",
+            Some(block),
+            json!({"markdown": format!("{tag} {i}")}),
+        ))
+        .await?;
+    }
+    Ok(t.elapsed().as_secs_f64() / n as f64 * 1e6)
+}
+
 /// One write through the owner socket (another process's path) vs the same write in-process.
 fn owner_socket_phase(
     rt: &tokio::runtime::Runtime,
@@ -1053,17 +1068,7 @@ fn owner_socket_phase(
     let (local, remote) = rt.block_on(async {
         let f = owner.init(&path, "Bench").await?;
         let block = create_block(&f, 0).await?;
-        let t = Instant::now();
-        for i in 0..n {
-            f.submit(Command::new(
-                OWNER,
-                "markdown.write",
-                Some(&block),
-                json!({"markdown": format!("local {i}")}),
-            ))
-            .await?;
-        }
-        let local = t.elapsed().as_secs_f64() / n as f64 * 1e6;
+        let local = us_per_write(&f, &block, n, "local").await?;
         // A second engine in this process cannot open the file (the registry is per engine but
         // sled's lock is per process), so the remote side is a child process: `elfiee serve`
         // owns the file and this process connects to it.
@@ -1094,17 +1099,7 @@ fn owner_socket_phase(
     });
     let remote_us = rt.block_on(async {
         let f = client.open(&path).await?;
-        let t = Instant::now();
-        for i in 0..n {
-            f.submit(Command::new(
-                OWNER,
-                "markdown.write",
-                Some(&remote),
-                json!({"markdown": format!("remote {i}")}),
-            ))
-            .await?;
-        }
-        let us = t.elapsed().as_secs_f64() / n as f64 * 1e6;
+        let us = us_per_write(&f, &remote, n, "remote").await?;
         f.close().await;
         Ok::<_, EngineError>(us)
     });
