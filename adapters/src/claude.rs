@@ -245,9 +245,9 @@ async fn enable(
                 if !doc.has_key("mcpServers") {
                     added.push("mcpServers".to_string());
                 }
-                if !doc
+                if doc
                     .get("mcpServers")
-                    .is_some_and(|s| s.get(SERVER_NAME).is_some())
+                    .is_none_or(|s| s.get(SERVER_NAME).is_none())
                 {
                     added.push(format!("mcpServers.{SERVER_NAME}"));
                 }

@@ -90,7 +90,7 @@ Payloads must be valid JSON objects.\n",
         }
     }
     if let Some(extra) = &cfg.system_prompt {
-        s.push_str("\n");
+        s.push('\n');
         s.push_str(extra);
         s.push('\n');
     }

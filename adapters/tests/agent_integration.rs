@@ -79,7 +79,10 @@ fn fixture(existing_configs: bool) -> Fixture {
     }
 }
 
-fn config(observer: Option<Arc<Mutex<Vec<(String, u64)>>>>) -> EffectsConfig {
+/// Effect runs seen by the observer: `(effect, seq)`.
+type Runs = Arc<Mutex<Vec<(String, u64)>>>;
+
+fn config(observer: Option<Runs>) -> EffectsConfig {
     let mut c = EffectsConfig {
         elfiee_bin: PathBuf::from("/usr/local/bin/elfiee"),
         ..EffectsConfig::default()

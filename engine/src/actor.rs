@@ -342,12 +342,10 @@ impl Sequencer {
             return Ok(Prepared::Done(all));
         }
         let mut prev = self.prev_hash;
-        let mut next = self.working.last_seq + 1;
         let mut records = Vec::with_capacity(all.len());
-        for e in &mut all {
-            e.seq = next;
-            next += 1;
-            records.push((e.seq, codec::seal(&prev, e)));
+        for (seq, e) in (self.working.last_seq + 1..).zip(all.iter_mut()) {
+            e.seq = seq;
+            records.push((seq, codec::seal(&prev, e)));
             prev = e.hash;
         }
         self.prev_hash = prev;

@@ -12,6 +12,9 @@ use elfiee_model::{Event, EventHash};
 use crate::codec::{self, event_key};
 use crate::EngineError;
 
+/// Stored records `(seq, hash ‖ body)` in seq order.
+pub type Records<'a> = Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + 'a>;
+
 /// Storage behind a file actor.
 pub trait EventLog: Send + Sync + 'static {
     /// Seq and hash of the last stored event (`(0, ZERO)` when empty).
@@ -23,11 +26,7 @@ pub trait EventLog: Send + Sync + 'static {
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), EngineError>;
     /// Raw stored records with `from <= seq <= to`, in order.
-    fn records(
-        &self,
-        from: u64,
-        to: u64,
-    ) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_>;
+    fn records(&self, from: u64, to: u64) -> Records<'_>;
     /// Stores the snapshot under a name (overwriting the previous one).
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError>;
     fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
@@ -175,11 +174,7 @@ impl EventLog for SledEventLog {
         Ok(())
     }
 
-    fn records(
-        &self,
-        from: u64,
-        to: u64,
-    ) -> Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + '_> {
+    fn records(&self, from: u64, to: u64) -> Records<'_> {
         if from > to {
             return Box::new(std::iter::empty());
         }

@@ -360,7 +360,7 @@ pub fn verify_log(
                 }
             }
         }
-        if n % 65_536 == 0 {
+        if n.is_multiple_of(65_536) {
             progress(n, total);
         }
     }

@@ -447,13 +447,12 @@ fn config() -> EngineConfig {
 /// Reads the stored snapshot of a closed file.
 fn stored_snapshot(path: &std::path::Path) -> Option<Vec<u8>> {
     let db = sled::open(path.join("log")).unwrap();
-    let bytes = db
-        .open_tree("snapshots")
+
+    db.open_tree("snapshots")
         .unwrap()
         .get("latest")
         .unwrap()
-        .map(|b| b.to_vec());
-    bytes
+        .map(|b| b.to_vec())
 }
 
 fn put_snapshot(path: &std::path::Path, bytes: &[u8]) {

@@ -26,7 +26,7 @@ pub(crate) fn grant_of(
     if p.editor_id != WILDCARD && state.editor(&p.editor_id).is_none() {
         return Err(CapError::UnknownEditor(p.editor_id));
     }
-    if !ctx.known_caps.iter().any(|c| *c == p.cap_id) || p.cap_id == "elf.init" {
+    if !ctx.known_caps.contains(&p.cap_id) || p.cap_id == "elf.init" {
         return Err(CapError::UnknownCapability(p.cap_id));
     }
     let block = cmd.block_id.clone().unwrap_or_else(|| WILDCARD.to_owned());
