@@ -211,6 +211,15 @@ async fn no_key_or_auth_header_value_reaches_tracing_output() {
         out.contains("TRACE") || out.contains("DEBUG"),
         "verbose levels were captured"
     );
+    // One span per LLM attempt: three Anthropic attempts (429, retry, then the 401) + OpenAI.
+    for (provider, attempt) in [("anthropic", 1), ("anthropic", 2), ("openai", 1)] {
+        let span = format!("llm_attempt{{provider=\"{provider}\" model=m attempt={attempt}}}");
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&span) && l.contains("attempt finished")),
+            "no finished {span} in the trace"
+        );
+    }
     for secret in [KEY, BEARER, "SECRET"] {
         assert!(!out.contains(secret), "{secret} leaked into tracing output");
     }

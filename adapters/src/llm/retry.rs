@@ -161,7 +161,23 @@ pub(crate) async fn complete_with_retry<A: Attempt>(
     let mut emit = Emitter::new(on_event);
     let mut attempt = 1;
     loop {
-        let err = match provider.attempt(req, &mut emit).await {
+        let span = tracing::debug_span!(
+            "llm_attempt",
+            provider = provider.provider_name(),
+            model = %req.model,
+            attempt
+        );
+        let started = std::time::Instant::now();
+        let result =
+            tracing::Instrument::instrument(provider.attempt(req, &mut emit), span.clone()).await;
+        tracing::debug!(
+            parent: &span,
+            ms = started.elapsed().as_millis() as u64,
+            ok = result.is_ok(),
+            status = result.as_ref().err().and_then(|e| e.status()),
+            "attempt finished"
+        );
+        let err = match result {
             Ok(resp) => return Ok(resp),
             Err(e) => e,
         };
