@@ -261,36 +261,61 @@ async fn submit_all_commits_everything_or_nothing() {
     f.close().await;
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_submitters_all_commit_without_gaps() {
+    // Four worker threads: submitters race for the sequencer, some commit inline, the others
+    // share the flusher's group commits; batches and resubmissions are mixed in.
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let path = dir.path().join("x.elf");
+    let f = engine().init(&path, "Alice").await.unwrap();
     let start = f.last_seq();
     let mut tasks = Vec::new();
     for t in 0..16 {
         let f = f.clone();
         tasks.push(tokio::spawn(async move {
+            let mut sent = Vec::new();
             for i in 0..20 {
-                f.submit(create("alice", &format!("{t}-{i}")))
-                    .await
-                    .unwrap();
+                let cmd = create("alice", &format!("{t}-{i}"));
+                let events = if i % 5 == 4 {
+                    // A two-command batch: both commit in one group or neither does.
+                    let second = create("alice", &format!("{t}-{i}-b"));
+                    f.submit_all(vec![cmd.clone(), second]).await.unwrap()
+                } else {
+                    f.submit(cmd.clone()).await.unwrap()
+                };
+                if i % 7 == 3 {
+                    let again = f.submit(cmd.clone()).await.unwrap();
+                    assert_eq!(again, events, "a resubmission returns the original events");
+                }
+                sent.push((cmd.cmd_id, events));
             }
+            sent
         }));
     }
+    let mut sent = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        sent.extend(t.await.unwrap());
     }
-    assert_eq!(f.last_seq(), start + 320);
+    // 16 tasks × (16 single creates + 4 batches of 2).
+    assert_eq!(f.last_seq(), start + 16 * 24);
     let events = f.events(1).unwrap();
     assert!(events
         .iter()
         .enumerate()
         .all(|(i, e)| e.seq == i as u64 + 1));
-    assert_eq!(f.with_state(|s| s.blocks.len()), 320);
+    assert_eq!(f.with_state(|s| s.blocks.len()), 16 * 24);
+    for (cmd_id, events) in &sent {
+        assert_eq!(f.command_events(*cmd_id).unwrap().as_ref(), Some(events));
+    }
+    let digest = f.state_digest();
     f.close().await;
+    let (replayed, _) = elfiee_engine::replay(&path, |_, _| {}).unwrap();
+    assert_eq!(
+        replayed.state_digest, digest,
+        "live state == replay of the log"
+    );
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
 }
 
 /// A closed file (snapshots every 10 events) with 25 created blocks: the engine, each command
