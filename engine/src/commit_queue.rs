@@ -1,8 +1,8 @@
-//! The group-commit queue between the file actor and its flusher thread.
+//! The group-commit queue between the sequencer and the flusher thread.
 //!
-//! The actor pushes each written-but-not-yet-durable command; the flusher takes *everything*
-//! queued since its last round, makes it durable with one flush, and answers. Commands that
-//! arrive while a flush runs therefore share the next flush.
+//! Submitters push each sequenced (sealed, not yet written) command, in seq order; the flusher
+//! takes *everything* queued since its last round, writes it, makes it durable with one flush,
+//! and answers. Commands that arrive while a flush runs therefore share the next flush.
 //!
 //! Invariants (model-checked with loom in `tests/loom_commit_queue.rs`):
 //! - every item whose `push` returned `Ok` is returned by exactly one `take_all`;

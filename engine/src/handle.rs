@@ -194,7 +194,7 @@ impl FileHandle {
             .put_aux(CHECKPOINT_TREE, name, &seq.to_be_bytes())
     }
 
-    /// Rebuilds the state from this file's log alone ([`crate::replay`]), in whichever process
+    /// Rebuilds the state from this file's log alone ([`crate::replay()`]), in whichever process
     /// owns the file. The returned state is empty when the replay ran in another process.
     pub async fn replay(&self) -> Result<(crate::ReplayReport, State), EngineError> {
         if let Some(r) = self.shared.remote.clone() {

@@ -1,13 +1,14 @@
-//! The imperative shell around the pure core: one [`FileHandle`] (a ractor actor plus a flusher
-//! thread) per open `.elf`, an append-only sled [`log`], group commit, snapshots and
-//! subscriptions.
+//! The imperative shell around the pure core: one [`FileHandle`] (a sequencer shared with a
+//! ractor actor, a flusher thread and a snapshot thread) per open `.elf`, an append-only sled
+//! [`log`], group commit, the [`cmd_index`], snapshots and subscriptions.
 //!
-//! Pipeline of one command (see docs/ARCHITECTURE.md): the actor checks idempotency, runs
-//! [`elfiee_capabilities::Registry::execute`] against its working state, seals the events into
-//! the hash chain and writes them in one atomic sled batch, then hands them to the
-//! [`commit_queue::CommitQueue`]. The flusher thread flushes everything queued so far in one
-//! `fsync` (group commit), applies the events to the committed state, publishes them and only
-//! then answers the callers.
+//! Pipeline of one command (see docs/ARCHITECTURE.md): under the sequencer lock, on the
+//! caller's task, the engine checks idempotency, runs
+//! [`elfiee_capabilities::Registry::execute`] against the working state and seals the events
+//! into the hash chain. A command alone is then written and flushed right there; otherwise it
+//! goes to the [`commit_queue::CommitQueue`] and the flusher thread writes and flushes
+//! everything queued in one `fsync` (group commit). Either way the events are applied to the
+//! committed state and published before the caller is answered.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), elfiee_engine::EngineError> {
