@@ -1,5 +1,6 @@
 //! The agent loop with a scripted provider over the real engine.
 
+mod agent_support;
 use std::sync::Arc;
 
 use elfiee_adapters::agent_loop::{
@@ -72,28 +73,14 @@ async fn doc() -> Doc {
     ))
     .await
     .unwrap();
-    let ev = file
-        .submit(Command::new(
-            "alice",
-            "agent.create",
-            None,
-            json!({"name": "builder"}),
-        ))
-        .await
-        .unwrap();
-    let agent = ev
-        .iter()
-        .find(|e| e.cap_id() == "core.create")
-        .unwrap()
-        .entity
-        .clone();
+    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "builder").await;
     Doc {
         _dir: dir,
         path,
         engine,
         file,
         agent,
-        agent_editor: ev[0].entity.clone(),
+        agent_editor,
     }
 }
 

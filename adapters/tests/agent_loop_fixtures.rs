@@ -2,6 +2,7 @@
 //! turns → scripted model responses → expected confirmations, tool results, events and stop
 //! reasons, over the real engine.
 
+mod agent_support;
 use std::sync::{Arc, Mutex};
 
 use elfiee_adapters::agent_loop::{AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions};
@@ -49,22 +50,7 @@ async fn run_fixture(path: &std::path::Path) {
         .await
         .unwrap();
     }
-    let ev = file
-        .submit(Command::new(
-            "alice",
-            "agent.create",
-            None,
-            json!({"name": "fixture-agent"}),
-        ))
-        .await
-        .unwrap();
-    let agent = ev
-        .iter()
-        .find(|e| e.cap_id() == "core.create")
-        .unwrap()
-        .entity
-        .clone();
-    let agent_editor = ev[0].entity.clone();
+    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "fixture-agent").await;
     let autonomy: Autonomy = serde_json::from_value(fx["autonomy"].clone()).unwrap();
     let rules: Vec<Rule> = serde_json::from_value(fx["rules"].clone()).unwrap();
     for turn in fx["turns"].as_array().unwrap() {

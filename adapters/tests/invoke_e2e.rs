@@ -1,6 +1,7 @@
 //! `agent.invoke` → pending proposal → `agent.approve`, against a local server speaking the
 //! Anthropic Messages API (SSE). Replaying or reopening afterwards makes no HTTP request.
 
+mod agent_support;
 mod llm_support;
 
 use std::sync::{Arc, Mutex};
@@ -70,22 +71,7 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
     ))
     .await
     .unwrap();
-    let created = file
-        .submit(Command::new(
-            "alice",
-            "agent.create",
-            None,
-            json!({"name": "writer"}),
-        ))
-        .await
-        .unwrap();
-    let agent = created
-        .iter()
-        .find(|e| e.cap_id() == "core.create")
-        .unwrap()
-        .entity
-        .clone();
-    let agent_editor = created[0].entity.clone();
+    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "writer").await;
     file.submit(Command::new(
         "alice",
         "core.link",

@@ -1,5 +1,6 @@
 //! Deciding proposals: approve runs every proposed command as the agent's editor, atomically.
 
+mod agent_support;
 use elfiee_adapters::service::{decide_proposal, list_proposals};
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::Command;
@@ -15,22 +16,7 @@ async fn setup() -> (tempfile::TempDir, FileHandle, String, String) {
         .init(dir.path().join("p.elf"), "Alice")
         .await
         .unwrap();
-    let ev = file
-        .submit(Command::new(
-            "alice",
-            "agent.create",
-            None,
-            json!({"name": "writer"}),
-        ))
-        .await
-        .unwrap();
-    let agent = ev
-        .iter()
-        .find(|e| e.cap_id() == "core.create")
-        .unwrap()
-        .entity
-        .clone();
-    let editor = ev[0].entity.clone();
+    let (agent, editor) = agent_support::create_agent(&file, "alice", "writer").await;
     (dir, file, agent, editor)
 }
 
