@@ -7,31 +7,16 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod common;
+
 fn elfiee(elf: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .args(args)
-        .env("ELFIEE_ELF", elf)
-        .env("ELFIEE_NODE_ID", "cli-test")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run elfiee")
+    common::run_elfiee(elf, args, &[("ELFIEE_NODE_ID", "cli-test")])
 }
 
 fn json_ok(elf: &Path, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
-    let out = elfiee(elf, &all);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{args:?}: stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    common::success_json(args, &elfiee(elf, &all))
 }
 
 fn init(dir: &Path) -> std::path::PathBuf {

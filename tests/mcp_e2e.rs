@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+mod common;
+
 const TOOLS: [&str; 13] = [
     "elfiee_block_list",
     "elfiee_block_get",
@@ -31,28 +33,13 @@ fn bin() -> &'static str {
 }
 
 fn elfiee(elf: &Path, args: &[&str]) -> Output {
-    Command::new(bin())
-        .arg("--json")
-        .args(args)
-        .env("ELFIEE_ELF", elf)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run elfiee")
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    common::run_elfiee(elf, &all, &[])
 }
 
 fn json_ok(elf: &Path, args: &[&str]) -> Value {
-    let out = elfiee(elf, args);
-    assert!(
-        out.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{args:?}: stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
+    common::success_json(args, &elfiee(elf, args))
 }
 
 /// A document owned by Alice with one markdown block of hers, and an agent editor that may
