@@ -271,7 +271,8 @@ impl Sequencer {
             return Ok(Prepared::Done(Vec::new()));
         };
         for cmd in cmds {
-            // Depth first: measuring the size serializes, which recurses.
+            // Depth before size: a payload both too deep and too large is refused for its depth
+            // (the registry checks depth too, for callers that run it without the engine).
             let depth = elfiee_capabilities::json_depth(&cmd.payload);
             if depth > elfiee_capabilities::MAX_PAYLOAD_DEPTH {
                 return Err(EngineError::Rejected(elfiee_model::CapError::payload(
