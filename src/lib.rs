@@ -25,6 +25,9 @@
 //! Crates: [`model`] (data types), [`projections`] (pure state + apply), [`capabilities`]
 //! (pure handlers + CBAC), [`engine`] (actor, log, snapshots, subscriptions).
 
+#[doc(hidden)]
+pub mod project_gen;
+
 pub use elfiee_adapters as adapters;
 pub use elfiee_capabilities as capabilities;
 pub use elfiee_engine as engine;

@@ -23,6 +23,7 @@ const TOOLS: [&str; 13] = [
     "elfiee_block_unlink",
     "elfiee_block_history",
     "elfiee_directory_import",
+    "elfiee_directory_sync",
     "elfiee_terminal_run",
     "elfiee_proposal_list",
     "elfiee_propose",

@@ -73,7 +73,9 @@ impl Effect for ExportEffect {
                     .and_then(Value::as_str)
                     .unwrap_or_default(),
             );
-            let files: Vec<(String, Option<String>)> = cx.file.with_state(|s| {
+            // Metadata under the state lock; each body is read from the content store as it
+            // is written, so an export holds one file's text at a time.
+            let files: Vec<(String, Option<elfiee_model::Block>)> = cx.file.with_state(|s| {
                 let entries: Vec<DirectoryEntry> = s
                     .block(&e.entity)
                     .and_then(|b| b.contents.get("entries"))
@@ -81,18 +83,17 @@ impl Effect for ExportEffect {
                     .unwrap_or_default();
                 entries
                     .into_iter()
-                    .map(|en| {
-                        let text = s.block(&en.block_id).and_then(|b| {
-                            b.contents
-                                .get("markdown")
-                                .or_else(|| b.contents.get("text"))
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                        });
-                        (en.path, text)
-                    })
+                    .map(|en| (en.path, s.block(&en.block_id).cloned()))
                     .collect()
             });
+            let body = |b: &elfiee_model::Block| -> Result<Option<String>, EngineError> {
+                let b = cx.file.resolve(b)?;
+                Ok(b.contents
+                    .get("markdown")
+                    .or_else(|| b.contents.get("text"))
+                    .and_then(Value::as_str)
+                    .map(str::to_owned))
+            };
             let mut written = Vec::new();
             let mut refused = Vec::new();
             if !root.is_dir() {
@@ -102,7 +103,14 @@ impl Effect for ExportEffect {
             {
                 refused.push(json!({"path": root, "reason": reason}));
             } else {
-                for (rel, text) in files {
+                for (rel, block) in files {
+                    let text = match block.as_ref().map(body).transpose() {
+                        Ok(t) => t.flatten(),
+                        Err(err) => {
+                            refused.push(json!({"path": rel, "reason": err.to_string()}));
+                            continue;
+                        }
+                    };
                     let Some(text) = text else {
                         refused.push(json!({"path": rel, "reason": "its block was deleted"}));
                         continue;

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 use elfiee_capabilities::builtin::AgentConfig;
 use elfiee_engine::EngineError;
 use elfiee_model::Event;
-use elfiee_projections::context::{collect_context, ContextOptions};
+use elfiee_projections::context::{collect_context_with, ContextOptions};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -147,7 +147,8 @@ impl Effect for InvokeEffect {
                     max_tokens: cfg.max_context_tokens as usize,
                     ..ContextOptions::default()
                 };
-                let context = collect_context(s, &roots, &opts);
+                let fetch = |r: &elfiee_model::ContentRef| cx.file.content(r).ok();
+                let context = collect_context_with(s, &roots, &opts, &fetch);
                 let targets: Vec<(String, String, String)> = context
                     .items
                     .iter()

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::effects::wait_for_outcome;
-use crate::import::{read_folder, ImportLimits};
+use crate::import::{import_folder, sync_folder, ImportLimits, SyncProgress, SyncReport};
 
 /// How long an agent enable/disable may take before the caller stops waiting.
 const AGENT_EFFECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -19,47 +19,50 @@ fn rejected(msg: impl Into<String>) -> EngineError {
     EngineError::Rejected(CapError::rejected(msg))
 }
 
-/// Result of `directory.import`.
+/// Result of an import: what the sync into the new (or resumed) directory block did.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ImportReport {
     pub block_id: String,
     pub root: String,
+    /// Files the block holds now.
     pub files: usize,
+    /// An interrupted import of the same folder was resumed.
+    pub resumed: bool,
+    pub sync: SyncReport,
     pub skipped: Vec<elfiee_model::SkippedFile>,
 }
 
-/// Reads the folder and submits one `directory.import` command carrying its files.
+/// Imports a folder as a directory block, streamed in chunks (see [`crate::import`]).
 pub async fn import_directory(
     file: &FileHandle,
     editor: &str,
     folder: &Path,
     name: Option<&str>,
-    progress: impl FnMut(&str),
+    limits: &ImportLimits,
+    progress: impl FnMut(SyncProgress),
 ) -> Result<ImportReport, EngineError> {
-    let root = folder
-        .canonicalize()
-        .map_err(|e| rejected(format!("cannot import {}: {e}", folder.display())))?;
-    if root.starts_with(file.path()) {
-        return Err(rejected("cannot import a folder inside the .elf itself"));
-    }
-    let (files, skipped) =
-        read_folder(&root, &ImportLimits::default(), progress).map_err(rejected)?;
-    let n = files.len();
-    let mut payload =
-        json!({"root": root.display().to_string(), "files": files, "skipped": skipped});
-    if let Some(name) = name {
-        payload["name"] = json!(name);
-    }
-    let events = file
-        .submit(Command::new(editor, "directory.import", None, payload))
-        .await?;
+    let (mut sync, resumed) = import_folder(file, editor, folder, name, limits, progress).await?;
+    let skipped = std::mem::take(&mut sync.skipped);
     Ok(ImportReport {
-        block_id: events[0].entity.clone(),
-        root: root.display().to_string(),
-        files: n,
+        block_id: sync.block_id.clone(),
+        root: sync.root.clone(),
+        files: sync.added + sync.changed + sync.unchanged,
+        resumed,
+        sync,
         skipped,
     })
+}
+
+/// Rescans a directory block's folder: events only for changed, added and deleted files.
+pub async fn sync_directory(
+    file: &FileHandle,
+    editor: &str,
+    dir_id: &str,
+    limits: &ImportLimits,
+    progress: impl FnMut(SyncProgress),
+) -> Result<SyncReport, EngineError> {
+    sync_folder(file, editor, dir_id, limits, progress).await
 }
 
 /// Result of agent create / enable / disable (seed 001 `AgentEnableResult`, plus ids).

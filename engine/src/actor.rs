@@ -15,7 +15,6 @@ use crate::codec;
 use crate::commit_queue::CommitQueue;
 use crate::layout::ElfPaths;
 use crate::log::{EventLog, SledEventLog};
-use crate::replay::{SNAPSHOT_KEY, SNAPSHOT_TREE};
 use crate::{EngineConfig, EngineError};
 
 pub(crate) type Reply = RpcReplyPort<Result<Vec<Event>, EngineError>>;
@@ -59,6 +58,9 @@ pub(crate) struct Shared {
     pub commands: dashmap::DashMap<uuid::Uuid, (u64, u64)>,
     /// Set when this process is not the owner: requests go to the owner's socket.
     pub remote: Option<Arc<crate::remote::RemoteClient>>,
+    /// Block bodies kept out of the log's values and the state (owner only; replicas ask
+    /// the owner).
+    pub content: crate::content::ContentStore,
 }
 
 impl Shared {
@@ -342,6 +344,9 @@ impl Sequencer {
         if all.is_empty() {
             return Ok(Prepared::Done(all));
         }
+        for e in &mut all {
+            externalize(&shared.content, e)?;
+        }
         let mut prev = self.prev_hash;
         let mut records = Vec::with_capacity(all.len());
         for (seq, e) in (self.working.last_seq + 1..).zip(all.iter_mut()) {
@@ -355,6 +360,33 @@ impl Sequencer {
         }
         Ok(Prepared::Write(all, records))
     }
+}
+
+/// Moves the large bodies an event sets into the content store and puts references in their
+/// place (DESIGN §3: content is not state). A handler's value that already holds something
+/// shaped like a reference is refused: only the engine writes references.
+fn externalize(store: &crate::content::ContentStore, e: &mut Event) -> Result<(), EngineError> {
+    use elfiee_projections::content::{event_body_keys, looks_like_ref, ref_value, INLINE_MAX};
+    let kind = e.cap_id().to_owned();
+    let keys = event_body_keys(&kind, &e.value);
+    let Some(serde_json::Value::Object(contents)) = e.value.get_mut("contents") else {
+        return Ok(());
+    };
+    if let Some((k, _)) = contents.iter().find(|(_, v)| looks_like_ref(v)) {
+        return Err(EngineError::Rejected(elfiee_model::CapError::payload(
+            &kind,
+            format!("'contents.{k}' is an object with a '$content' key, which is reserved for the engine's content references; send the text itself"),
+        )));
+    }
+    for key in keys {
+        if let Some(serde_json::Value::String(text)) = contents.get(*key) {
+            if text.len() >= INLINE_MAX {
+                let r = store.put(text)?;
+                contents.insert((*key).to_owned(), ref_value(&r));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Bytes of the compact JSON encoding of `v` (what `serde_json::to_vec` would produce),
@@ -436,6 +468,9 @@ enum Prepared {
 pub(crate) struct Cursor {
     pub last_hash: EventHash,
     pub last_snapshot: u64,
+    /// Stored bytes of the events committed since the last snapshot (what the next open
+    /// would replay).
+    pub tail_bytes: u64,
     /// Index entries of the commands committed since the last index append, in seq order.
     pub to_index: Vec<(uuid::Uuid, u64, u64)>,
 }
@@ -458,7 +493,13 @@ fn commit_group(
         })
         .collect();
     let n = batch.len();
-    if let Err(e) = log.write_group(&group).and_then(|_| log.flush()) {
+    // Bodies first: a durable event never refers to bytes that are not.
+    let written = shared
+        .content
+        .sync()
+        .and_then(|_| log.write_group(&group))
+        .and_then(|_| log.flush());
+    if let Err(e) = written {
         let why = format!("{e} (the commands in this flush were not acknowledged)");
         tracing::error!(error = %why, "flush failed; refusing further commands");
         *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
@@ -484,6 +525,9 @@ fn commit_group(
                     group = n,
                     "committed"
                 );
+                if let Work::Fresh(_, records) = &p.work {
+                    cursor.tail_bytes += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+                }
                 if let (Some(first), Some(last)) = (events.first(), events.last()) {
                     cursor.last_hash = last.hash;
                     cursor
@@ -520,10 +564,18 @@ fn commit_group(
     }
     shared.in_progress.fetch_sub(n, Ordering::AcqRel);
     tracing::trace!(commands = n, flush_us, "group committed");
-    let seq = shared.committed_seq.load(Ordering::Acquire);
-    if seq >= cursor.last_snapshot + shared.config.snapshot_every {
+    if snapshot_due(shared, &cursor) {
         hand_off_snapshot(shared, &mut cursor);
     }
+}
+
+/// A snapshot pays when the tail an open would replay is long (in events) or large (in
+/// bytes); never just because a process ends (a short-lived process costs what it changed).
+fn snapshot_due(shared: &Shared, cursor: &Cursor) -> bool {
+    let seq = shared.committed_seq.load(Ordering::Acquire);
+    seq > cursor.last_snapshot
+        && (seq - cursor.last_snapshot >= shared.config.snapshot_every
+            || cursor.tail_bytes >= shared.config.snapshot_tail_bytes)
 }
 
 /// The flusher thread: one write + flush per round for everything queued (group commit).
@@ -532,10 +584,11 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>) {
         let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
         commit_group(&shared, &log, cursor, batch);
     }
-    // Closing: make the last snapshot current so the next open replays nothing.
+    // Closing: a snapshot only when one is due (or the host asked for one at every close);
+    // the next open replays the short tail and indexes its commands.
     let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = shared.committed_seq.load(Ordering::Acquire);
-    if seq > cursor.last_snapshot || !cursor.to_index.is_empty() {
+    if snapshot_due(&shared, &cursor) || (shared.config.snapshot_at_close && seq > cursor.last_snapshot) {
         hand_off_snapshot(&shared, &mut cursor);
     }
     // Dropping the sender lets the snapshot thread finish the jobs it has and stop.
@@ -578,6 +631,7 @@ fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
         entries: std::mem::take(&mut cursor.to_index),
     };
     cursor.last_snapshot = seq;
+    cursor.tail_bytes = 0;
     let tx = shared.snapshots.lock().unwrap_or_else(|p| p.into_inner());
     match tx.as_ref().map(|tx| tx.send(job)) {
         Some(Ok(())) => {}
@@ -594,7 +648,6 @@ fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
 /// of it.
 pub(crate) fn run_snapshots(
     shared: Arc<Shared>,
-    log: Arc<SledEventLog>,
     jobs: std::sync::mpsc::Receiver<SnapshotJob>,
 ) {
     let index_file = shared.paths.commands_index_file();
@@ -615,9 +668,10 @@ pub(crate) fn run_snapshots(
             }
             entries.clear();
         }
-        let written = log
-            .put_aux(SNAPSHOT_TREE, SNAPSHOT_KEY, &job.bytes)
-            .and_then(|_| log.flush());
+        // The events up to `seq` are durable already (they were flushed before the job was
+        // made); the snapshot is a file of its own.
+        let written = crate::replay::write_snapshot(&shared.paths, job.seq, &job.bytes)
+            .map_err(|e| EngineError::io(&shared.paths.snapshots_dir(), e));
         match written {
             Ok(()) => {
                 tracing::debug!(

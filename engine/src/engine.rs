@@ -19,8 +19,13 @@ use crate::{EngineError, FileHandle};
 pub struct EngineConfig {
     /// First half of vector-clock keys; see [`crate::node::node_id`].
     pub node_id: String,
-    /// Write a snapshot every this many events (default 1000).
+    /// Write a snapshot once this many events came after the last one (default 1000).
     pub snapshot_every: u64,
+    /// ... or once the events after the last one take this many stored bytes (default 4 MiB).
+    pub snapshot_tail_bytes: u64,
+    /// Also write one at every close that has events after the last snapshot (default
+    /// false: closing costs nothing extra, the next open replays the short tail).
+    pub snapshot_at_close: bool,
     /// Largest accepted payload, in bytes of JSON (default 16 MiB).
     pub max_payload_bytes: usize,
     /// Live events buffered per subscriber before it has to catch up from the log.
@@ -33,6 +38,8 @@ impl Default for EngineConfig {
         EngineConfig {
             node_id: crate::node::node_id(),
             snapshot_every: 1000,
+            snapshot_tail_bytes: 4 * 1024 * 1024,
+            snapshot_at_close: false,
             max_payload_bytes: elfiee_capabilities::MAX_PAYLOAD_BYTES,
             channel_capacity: 1024,
             registry: Registry::builtin(),
@@ -156,11 +163,7 @@ impl Engine {
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
                 let log = Arc::new(SledEventLog::open(&paths.log_dir(), &paths.root)?);
-                let opened = crate::replay::load_state(
-                    log.as_ref(),
-                    paths.read_head(),
-                    &paths.commands_index_file(),
-                )?;
+                let opened = crate::replay::load_state(log.as_ref(), &paths)?;
                 Ok((log, opened))
             }
         })
@@ -201,18 +204,20 @@ impl Engine {
                 last_hash: prev_hash,
                 // The next snapshot is due `snapshot_every` events after the one loaded.
                 last_snapshot: snapshot_seq,
+                tail_bytes: 0,
                 to_index: unsaved,
             }),
             snapshots: Mutex::new(Some(snapshot_tx)),
             commands,
             applied: tokio::sync::Notify::new(),
             remote: None,
+            content: crate::content::ContentStore::new(&paths.root),
         });
         let snapshotter = std::thread::Builder::new()
             .name("elfiee-snapshots".into())
             .spawn({
-                let (shared, log) = (shared.clone(), log.clone());
-                move || run_snapshots(shared, log, snapshot_rx)
+                let shared = shared.clone();
+                move || run_snapshots(shared, snapshot_rx)
             })
             .map_err(|e| EngineError::Storage(format!("cannot start the snapshot thread: {e}")))?;
         let flusher = std::thread::Builder::new()

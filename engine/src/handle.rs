@@ -104,20 +104,93 @@ impl FileHandle {
         self.with_state(State::clone)
     }
 
-    /// One block, unchecked (the host decides who sees what).
+    /// One block with its whole contents (bodies read from the content store), unchecked
+    /// (the host decides who sees what). `None` if there is no such block or a body cannot be
+    /// read (see [`FileHandle::resolve`] for the reason).
     pub fn block(&self, id: &str) -> Option<Block> {
+        let b = self.block_meta(id)?;
+        self.resolve(&b).ok()
+    }
+
+    /// One block as the state keeps it: metadata, small contents, and references to the
+    /// bodies in `content_refs` (nothing read from disk).
+    pub fn block_meta(&self, id: &str) -> Option<Block> {
         self.with_state(|s| s.block(id).cloned())
     }
 
-    /// One block as `editor` may see it: checks `<block_type>.read` through CBAC.
+    /// One block as `editor` may see it, with its whole contents: checks
+    /// `<block_type>.read` through CBAC.
     pub fn read_block(&self, editor: &str, id: &str) -> Result<Block, EngineError> {
-        self.with_state(|s| {
+        let b = self.with_state(|s| {
             let b = s
                 .block(id)
                 .ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
             cbac::authorize(s, editor, &format!("{}.read", b.block_type), Some(b))?;
-            Ok(b.clone())
-        })
+            Ok::<_, EngineError>(b.clone())
+        })?;
+        self.resolve(&b)
+    }
+
+    /// A body from the document's content store, checked against its hash.
+    pub fn content(&self, r: &elfiee_model::ContentRef) -> Result<String, EngineError> {
+        if let Some(remote) = &self.shared.remote {
+            return match remote.call(&crate::remote::Request::Content(r.clone()))? {
+                crate::remote::Response::Content(text) => Ok(text),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
+            };
+        }
+        self.shared.content.get(r)
+    }
+
+    /// `block` with its bodies read from the content store (a block of any state: committed,
+    /// or an earlier one from [`FileHandle::state_at`]).
+    pub fn resolve(&self, block: &Block) -> Result<Block, EngineError> {
+        elfiee_projections::content::resolve(block, |r| self.content(r))
+    }
+
+    /// An event's value with the bodies it refers to read back (for showing history).
+    pub fn resolve_value(
+        &self,
+        value: &serde_json::Value,
+    ) -> Result<serde_json::Value, EngineError> {
+        elfiee_projections::content::resolve_value(value, |r| self.content(r))
+    }
+
+    /// The state as of `seq` (time travel): the newest stored snapshot at or before it plus
+    /// the events up to `seq`, or a replay from the start. Bodies are references; read them
+    /// with [`FileHandle::resolve`].
+    pub async fn state_at(&self, seq: u64) -> Result<State, EngineError> {
+        let last = self.last_seq();
+        if seq > last {
+            return Err(EngineError::Rejected(CapError::rejected(format!(
+                "seq {seq} is after the last event ({last}); pick a seq from `elfiee log`"
+            ))));
+        }
+        if seq == last {
+            return Ok(self.state());
+        }
+        if let Some(r) = self.shared.remote.clone() {
+            return match tokio::task::spawn_blocking(move || {
+                r.call(&crate::remote::Request::StateAt(seq))
+            })
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))??
+            {
+                crate::remote::Response::State { state, .. } => {
+                    rmp_serde::from_slice(&state).map_err(|e| EngineError::Storage(e.to_string()))
+                }
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
+            };
+        }
+        let log = self.shared.log()?;
+        let paths = self.shared.paths.clone();
+        tokio::task::spawn_blocking(move || crate::replay::state_at(log.as_ref(), &paths, seq))
+            .await
+            .map_err(|e| EngineError::Storage(e.to_string()))?
     }
 
     /// The file owner's editor id.
@@ -236,8 +309,12 @@ impl FileHandle {
         tokio::task::spawn_blocking(move || {
             crate::replay::verify_log(
                 log.as_ref(),
-                &|id| shared.command_range(id),
-                true,
+                &crate::replay::VerifyInputs {
+                    index: &|id| shared.command_range(id),
+                    complete: true,
+                    snapshot: crate::replay::newest_snapshot(&shared.paths),
+                    content: Some(&shared.content),
+                },
                 |_, _| {},
             )
         })

@@ -36,6 +36,11 @@ impl ElfPaths {
     }
 
     /// The command index file (see [`crate::cmd_index`]).
+    /// Snapshot files, `<seq, 20 digits>.snap`; the newest few are kept.
+    pub fn snapshots_dir(&self) -> PathBuf {
+        self.root.join("snapshots")
+    }
+
     pub fn commands_index_file(&self) -> PathBuf {
         self.root.join("commands.idx")
     }

@@ -29,6 +29,7 @@ mod actor;
 pub mod cmd_index;
 pub mod codec;
 pub mod commit_queue;
+pub mod content;
 mod engine;
 mod error;
 mod handle;
@@ -40,8 +41,11 @@ pub mod replay;
 mod subscription;
 mod sync;
 
+pub use content::ContentStore;
 pub use engine::{Engine, EngineConfig};
 pub use error::EngineError;
 pub use handle::FileHandle;
-pub use replay::{replay, replay_log, verify, verify_log, ReplayReport, VerifyReport};
+pub use replay::{
+    replay, replay_log, stored_snapshots, verify, verify_log, ReplayReport, VerifyInputs, VerifyReport,
+};
 pub use subscription::Subscription;

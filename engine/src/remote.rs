@@ -48,6 +48,10 @@ pub enum Request {
     SetCheckpoint(String, u64),
     Replay,
     Verify,
+    /// A body from the content store.
+    Content(elfiee_model::ContentRef),
+    /// The state as of a seq (time travel), as [`Response::State`].
+    StateAt(u64),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -60,6 +64,7 @@ pub enum Response {
     Checkpoint(u64),
     Replayed(crate::ReplayReport),
     Verified(crate::VerifyReport),
+    Content(String),
     Done,
     Error(EngineError),
 }
@@ -178,6 +183,18 @@ async fn connection(file: FileHandle, stream: tokio::net::UnixStream) {
             Request::SetCheckpoint(n, s) => file
                 .set_checkpoint(&n, s)
                 .map(|_| Response::Done)
+                .unwrap_or_else(Response::Error),
+            Request::Content(r) => file
+                .content(&r)
+                .map(Response::Content)
+                .unwrap_or_else(Response::Error),
+            Request::StateAt(seq) => file
+                .state_at(seq)
+                .await
+                .map(|s| Response::State {
+                    seq: s.last_seq,
+                    state: s.canonical_bytes(),
+                })
                 .unwrap_or_else(Response::Error),
         };
         if framed
@@ -321,12 +338,14 @@ pub(crate) fn connect(
         cursor: Mutex::new(crate::actor::Cursor {
             last_hash: elfiee_model::EventHash::ZERO,
             last_snapshot: 0,
+            tail_bytes: 0,
             to_index: Vec::new(),
         }),
         snapshots: Mutex::new(None),
         commands: dashmap::DashMap::new(),
         applied: tokio::sync::Notify::new(),
         remote: Some(client.clone()),
+        content: crate::content::ContentStore::new(&paths.root),
     });
     // The replica: apply what the owner commits, then publish it locally.
     let mut push = connect_stream(&sock)?;

@@ -14,8 +14,50 @@ use crate::layout::ElfPaths;
 use crate::log::{read_events, EventLog, SledEventLog};
 use crate::EngineError;
 
-pub(crate) const SNAPSHOT_TREE: &str = "snapshots";
-pub(crate) const SNAPSHOT_KEY: &str = "latest";
+/// How many snapshot files are kept (older ones are deleted after a new one is stored).
+pub const KEEP_SNAPSHOTS: usize = 3;
+
+/// The stored snapshot files, newest first: `(seq, path)`.
+pub fn stored_snapshots(paths: &ElfPaths) -> Vec<(u64, std::path::PathBuf)> {
+    let mut found: Vec<(u64, std::path::PathBuf)> = std::fs::read_dir(paths.snapshots_dir())
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            let seq = name.strip_suffix(".snap")?.parse().ok()?;
+            Some((seq, e.path()))
+        })
+        .collect();
+    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found
+}
+
+/// Stores a snapshot file durably (temp file, fsync, rename, fsync of the folder), then
+/// deletes all but the newest [`KEEP_SNAPSHOTS`].
+pub(crate) fn write_snapshot(paths: &ElfPaths, seq: u64, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = paths.snapshots_dir();
+    std::fs::create_dir_all(&dir)?;
+    let tmp = dir.join(format!(".{seq:020}.tmp"));
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_data()?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(format!("{seq:020}.snap")))?;
+    std::fs::File::open(&dir)?.sync_all()?;
+    for (_, old) in stored_snapshots(paths).into_iter().skip(KEEP_SNAPSHOTS) {
+        let _ = std::fs::remove_file(old);
+    }
+    Ok(())
+}
+
+/// The bytes of the newest snapshot file, if any.
+pub(crate) fn newest_snapshot(paths: &ElfPaths) -> Option<Vec<u8>> {
+    stored_snapshots(paths)
+        .into_iter()
+        .find_map(|(_, p)| std::fs::read(p).ok())
+}
 
 /// A stored projection: valid only if `format_version`, `seq` and `hash` match the log.
 #[derive(Serialize, Deserialize)]
@@ -83,28 +125,35 @@ fn push_entry(entries: &mut Vec<cmd_index::Entry>, e: &elfiee_model::Event) {
 /// `index_file`, completed from the log where it covers less than the snapshot, plus the tail.
 pub(crate) fn load_state(
     log: &dyn EventLog,
-    head: Option<(u64, EventHash)>,
-    index_file: &Path,
+    paths: &ElfPaths,
 ) -> Result<Opened, EngineError> {
     let (tail, _) = log.tail()?;
-    check_head(log, tail, head)?;
+    check_head(log, tail, paths.read_head())?;
+    let index_file = &paths.commands_index_file();
     let mut state = State::default();
     let mut prev = EventHash::ZERO;
-    if let Some(bytes) = log.get_aux(SNAPSHOT_TREE, SNAPSHOT_KEY)? {
+    // The newest snapshot that matches the log; an older one when the newest is damaged.
+    for (i, (_, file)) in stored_snapshots(paths).into_iter().enumerate() {
+        let Ok(bytes) = std::fs::read(&file) else {
+            continue;
+        };
         match check_snapshot(log, &bytes, tail) {
             Ok(snap) => {
                 tracing::debug!(seq = snap.seq, "opening from snapshot");
                 prev = snap.hash;
                 state = snap.state;
+                break;
             }
-            Err(why) if why.starts_with("seq ") && why.contains("does not match the log") => {
+            Err(why)
+                if i == 0 && why.starts_with("seq ") && why.contains("does not match the log") =>
+            {
                 // A snapshot of events the log no longer has: the log lost its tail.
                 return Err(EngineError::Corrupt {
                     seq: tail + 1,
                     reason: format!("the snapshot is ahead of the log ({why}); events were lost"),
                 });
             }
-            Err(why) => tracing::warn!(%why, "ignoring snapshot; replaying the whole log"),
+            Err(why) => tracing::warn!(%why, file = %file.display(), "ignoring snapshot"),
         }
     }
     let snapshot_seq = state.last_seq;
@@ -165,6 +214,35 @@ pub(crate) fn load_state(
         commands,
         unsaved,
     })
+}
+
+/// The state as of `seq`: the newest valid snapshot at or before it plus the events after it,
+/// up to `seq`.
+pub(crate) fn state_at(
+    log: &dyn EventLog,
+    paths: &ElfPaths,
+    seq: u64,
+) -> Result<State, EngineError> {
+    let (tail, _) = log.tail()?;
+    let mut state = State::default();
+    let mut prev = EventHash::ZERO;
+    for (snap_seq, file) in stored_snapshots(paths) {
+        if snap_seq > seq {
+            continue;
+        }
+        if let Some(snap) = std::fs::read(&file)
+            .ok()
+            .and_then(|b| check_snapshot(log, &b, tail).ok())
+        {
+            prev = snap.hash;
+            state = snap.state;
+            break;
+        }
+    }
+    for e in read_events(log, state.last_seq + 1, seq, Some(prev)) {
+        apply(&mut state, &e?);
+    }
+    Ok(state)
 }
 
 /// Fails if the log ends before the seq recorded in `HEAD`, or disagrees with its hash.
@@ -264,7 +342,17 @@ pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyRepor
         .into_iter()
         .map(|(id, first, count)| (id, (first, count)))
         .collect();
-    let mut report = verify_log(&log, &|id| index.get(&id).copied(), false, progress)?;
+    let content = crate::content::ContentStore::new(&paths.root);
+    let mut report = verify_log(
+        &log,
+        &VerifyInputs {
+            index: &|id| index.get(&id).copied(),
+            complete: false,
+            snapshot: newest_snapshot(&paths),
+            content: Some(&content),
+        },
+        progress,
+    )?;
     if let Some(p) = index_problem {
         report.problems.push(p);
         report.ok = false;
@@ -276,15 +364,26 @@ pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyRepor
     Ok(report)
 }
 
-/// [`verify`] over an open log (used by the owner process for other processes). `index` looks
-/// a command up in the command index; `complete` says it holds every command (an open file's
-/// index in memory) rather than those up to the snapshot (the stored `commands.idx`).
+/// What [`verify_log`] checks the log against.
+pub struct VerifyInputs<'a> {
+    /// Looks a command up in the command index.
+    pub index: &'a dyn Fn(uuid::Uuid) -> Option<(u64, u64)>,
+    /// The index holds every command (an open file's index in memory) rather than those up to
+    /// the snapshot (the stored `commands.idx`).
+    pub complete: bool,
+    /// The newest stored snapshot, checked against the replayed state.
+    pub snapshot: Option<Vec<u8>>,
+    /// The content store: every body an event refers to must be there, whole.
+    pub content: Option<&'a crate::content::ContentStore>,
+}
+
+/// [`verify`] over an open log (used by the owner process for other processes).
 pub fn verify_log(
     log: &dyn EventLog,
-    index: &dyn Fn(uuid::Uuid) -> Option<(u64, u64)>,
-    complete: bool,
+    inputs: &VerifyInputs<'_>,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<VerifyReport, EngineError> {
+    let (index, complete) = (inputs.index, inputs.complete);
     let mut problems = Vec::new();
     let total = match log.tail() {
         Ok((t, _)) => t,
@@ -297,7 +396,7 @@ pub fn verify_log(
     let mut n = 0u64;
     let mut commands = 0u64;
     let mut snapshot_state: Option<(u64, Snapshot)> = None;
-    let snap_bytes = log.get_aux(SNAPSHOT_TREE, SNAPSHOT_KEY)?;
+    let snap_bytes = inputs.snapshot.as_ref();
     let mut snapshot_status = None;
     if let Some(bytes) = &snap_bytes {
         match check_snapshot(log, bytes, total) {
@@ -344,6 +443,13 @@ pub fn verify_log(
                 }
                 commands += 1;
                 current = Some((e.cmd_id, e.seq, 1));
+            }
+        }
+        if let Some(store) = inputs.content {
+            for r in elfiee_projections::content::event_refs(&e.value) {
+                if let Err(why) = store.check(&r) {
+                    problems.push(format!("event {}: {why}", e.seq));
+                }
             }
         }
         apply(&mut state, &e);

@@ -15,12 +15,31 @@ pub struct Block {
     /// `markdown`, `code`, `directory`, `terminal`, `agent`, or any extension type.
     pub block_type: String,
     /// Type-specific content, e.g. `{"markdown": "..."}` or `{"text": "...", "language": "rust"}`.
+    /// In the engine's state a large body (see [`ContentRef`]) is not here but in
+    /// `content_refs`; reads through the engine put it back.
     pub contents: Value,
+    /// Bodies kept out of the state: `contents` key → reference into the document's content
+    /// store. Empty in every block the engine hands out to readers (they are resolved).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub content_refs: BTreeMap<String, ContentRef>,
     /// Outgoing relations: relation name (`reference`, `implement`) → target block ids, in link order.
     #[serde(default)]
     pub children: BTreeMap<String, Vec<BlockId>>,
     pub owner: EditorId,
     pub metadata: BlockMetadata,
+}
+
+/// Where a block body lives when it is not in the state: the blake3 hash of its UTF-8 bytes in
+/// the document's content store, and its length. Content-addressed, so it is immutable: a
+/// reference read from any earlier state still finds its bytes (time travel).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentRef {
+    /// blake3 of the body's bytes, 64 lowercase hex characters.
+    pub hash: String,
+    /// Length of the body in bytes.
+    #[cfg_attr(feature = "ts", ts(type = "number"))]
+    pub len: u64,
 }
 
 /// Descriptive data about a block; timestamps come from the committing event.

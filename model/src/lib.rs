@@ -20,7 +20,7 @@ mod ctx;
 mod error;
 mod event;
 
-pub use block::{Block, BlockMetadata, Editor, EditorType, Grant, Relation};
+pub use block::{Block, BlockMetadata, ContentRef, Editor, EditorType, Grant, Relation};
 pub use command::Command;
 pub use contents::{
     AgentContents, AgentStatus, DirectoryEntry, ImportedFile, SkippedFile, TerminalContents,
@@ -38,5 +38,6 @@ pub type EditorId = String;
 /// Matches any editor (in a grant's `editor_id`) or any block (in a grant's `block_id`).
 pub const WILDCARD: &str = "*";
 
-/// Version of the on-disk event and snapshot format. Bumped on incompatible changes.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version of the on-disk event and snapshot format. Bumped on incompatible changes
+/// (2: events may carry content references; snapshots are files holding `content_refs`).
+pub const FORMAT_VERSION: u32 = 2;

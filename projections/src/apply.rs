@@ -43,7 +43,9 @@ pub fn apply(state: &mut State, event: &Event) {
             false
         }
         "core.create" => match Block::deserialize(&event.value) {
-            Ok(block) => {
+            Ok(mut block) => {
+                block.content_refs.clear();
+                crate::content::take_refs(&mut block);
                 state.blocks.insert(block.block_id.clone(), block);
                 true
             }
@@ -93,11 +95,20 @@ pub fn apply(state: &mut State, event: &Event) {
             block.metadata.updated_at = event.created_at;
             true
         }
-        // Block patches: `contents` keys are merged into the block's contents, `custom` keys
-        // into its metadata (a null value removes the key).
+        // Block patches: `contents` keys are merged into the block's contents (a content
+        // reference goes to `content_refs`), `custom` keys into its metadata (a null value
+        // removes the key).
         "markdown.write" | "code.write" | "agent.enable" | "agent.disable" | "agent.configure" => {
             update_block(state, event, patch_block)
         }
+        // A directory's entries change: `added` entries join (replacing one at the same path),
+        // `removed` paths leave; the last chunk of an import (`done`) completes it.
+        "directory.sync" => update_block(state, event, |b, v| {
+            sync_entries(b, v);
+            if v.get("done").and_then(Value::as_bool) == Some(true) {
+                b.metadata.custom.remove(IMPORT_INCOMPLETE);
+            }
+        }),
         // Effect records: the whole value is kept under one key of the block.
         "terminal.output" => update_block(state, event, |b, v| {
             if let Value::Object(obj) = &mut b.contents {
@@ -190,11 +201,61 @@ fn patch_block(b: &mut Block, v: &Value) {
         }
         if let Value::Object(obj) = &mut b.contents {
             for (k, val) in patch {
-                obj.insert(k.clone(), val.clone());
+                match crate::content::ref_of(val) {
+                    Some(r) => {
+                        obj.remove(k);
+                        b.content_refs.insert(k.clone(), r);
+                    }
+                    None => {
+                        obj.insert(k.clone(), val.clone());
+                        b.content_refs.remove(k);
+                    }
+                }
             }
         }
     }
     merge_custom(b, v);
+}
+
+/// Metadata key of a directory block whose streaming import has not finished yet.
+pub const IMPORT_INCOMPLETE: &str = "import_incomplete";
+
+/// Applies a `directory.sync` value's `added` and `removed` to `contents.entries` (kept in
+/// path order).
+fn sync_entries(b: &mut Block, v: &Value) {
+    let mut entries: std::collections::BTreeMap<String, Value> = b
+        .contents
+        .get("entries")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|e| Some((e.get("path")?.as_str()?.to_owned(), e.clone())))
+                .collect()
+        })
+        .unwrap_or_default();
+    for p in v
+        .get("removed")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        entries.remove(p);
+    }
+    for e in v.get("added").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(p) = e.get("path").and_then(Value::as_str) {
+            entries.insert(p.to_owned(), e.clone());
+        }
+    }
+    if !b.contents.is_object() {
+        b.contents = Value::Object(Default::default());
+    }
+    if let Value::Object(obj) = &mut b.contents {
+        obj.insert(
+            "entries".into(),
+            Value::Array(entries.into_values().collect()),
+        );
+    }
 }
 
 /// Merges `v.custom` into the block's metadata; a null value removes the key.

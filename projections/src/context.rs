@@ -118,7 +118,19 @@ pub fn count_tokens(text: &str) -> usize {
 }
 
 /// Collects the context reachable from `roots` (unknown ids are skipped) within the budget.
+/// Bodies kept in the content store count as empty; see [`collect_context_with`].
 pub fn collect_context(state: &crate::State, roots: &[String], opts: &ContextOptions) -> Context {
+    collect_context_with(state, roots, opts, &|_| None)
+}
+
+/// [`collect_context`] with `fetch` reading the bodies kept in the content store (a body it
+/// cannot read counts as empty).
+pub fn collect_context_with(
+    state: &crate::State,
+    roots: &[String],
+    opts: &ContextOptions,
+    fetch: &dyn Fn(&elfiee_model::ContentRef) -> Option<String>,
+) -> Context {
     // Breadth-first walk: the order is non-decreasing in depth, which the budget step relies on.
     let mut visited: HashSet<&str> = HashSet::new();
     let mut queue: VecDeque<(&Block, usize)> = VecDeque::new();
@@ -151,7 +163,7 @@ pub fn collect_context(state: &crate::State, roots: &[String], opts: &ContextOpt
     let mut budget_left = opts.max_tokens;
     let mut rest = reached.into_iter();
     for (block, depth) in rest.by_ref() {
-        let body = Body::of(block);
+        let body = Body::of(block, fetch);
         let text = body.render(body.raw.len(), false);
         let tokens = count_tokens(&section(
             &block.name,
@@ -264,14 +276,15 @@ struct Body {
 }
 
 impl Body {
-    fn of(block: &Block) -> Body {
-        let str_field = |key: &str| {
-            block
+    fn of(block: &Block, fetch: &dyn Fn(&elfiee_model::ContentRef) -> Option<String>) -> Body {
+        let str_field = |key: &str| match block.content_refs.get(key) {
+            Some(r) => fetch(r).unwrap_or_default(),
+            None => block
                 .contents
                 .get(key)
                 .and_then(Value::as_str)
                 .unwrap_or_default()
-                .to_owned()
+                .to_owned(),
         };
         match block.block_type.as_str() {
             "markdown" => Body {
@@ -360,6 +373,7 @@ fn bench_state(n: usize) -> crate::State {
             name: format!("block {i}"),
             block_type: block_type.into(),
             contents,
+            content_refs: Default::default(),
             children: if children.is_empty() {
                 BTreeMap::new()
             } else {

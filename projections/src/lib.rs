@@ -12,11 +12,12 @@
 //! ```
 
 mod apply;
+pub mod content;
 pub mod context;
 mod graph;
 mod state;
 
-pub use apply::apply;
-pub use context::{collect_context, count_tokens, Context, ContextItem, ContextOptions};
+pub use apply::{apply, IMPORT_INCOMPLETE};
+pub use context::{collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions};
 pub use graph::RelationGraph;
 pub use state::{State, StateDigest};

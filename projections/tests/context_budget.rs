@@ -24,6 +24,7 @@ fn block(id: &str, block_type: &str, contents: Value, links: &[(&str, &str)]) ->
         name: format!("name of {id}"),
         block_type: block_type.into(),
         contents,
+        content_refs: Default::default(),
         children,
         owner: "alice".into(),
         metadata: BlockMetadata {

@@ -2,6 +2,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use elfiee::{Command, Engine, Event, FileHandle, State};
+use elfiee_adapters::import::{ImportLimits, SyncProgress, MAX_FILE_BYTES_LIMIT};
 use elfiee_adapters::service;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
@@ -314,6 +315,12 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             if let Some(n) = tail {
                 events.drain(..events.len().saturating_sub(*n));
             }
+            if filter.is_some() {
+                // One block's history: each version with the whole content it set.
+                for e in &mut events {
+                    e.value = s.file.resolve_value(&e.value)?;
+                }
+            }
             out.print(&json!(events), || {
                 events.iter().map(event_line).collect::<Vec<_>>().join("\n")
             });
@@ -367,20 +374,26 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
                     .join("\n")
             });
         }
-        BlockCmd::Show { id } => {
+        BlockCmd::Show { id, at } => {
             let id = s.block_id(id)?;
-            let (block, parents) = s.file.with_state(|st| {
-                let parents: Vec<Value> = st
-                    .parents_of(&id)
-                    .map(|(r, p)| json!({"relation": r, "from": p}))
-                    .collect();
-                (st.block(&id).cloned(), parents)
-            });
-            let block = block.ok_or_else(|| {
-                CliError::failed("block_not_found", format!("block '{id}' not found"))
+            let state = match at {
+                Some(seq) => s.file.state_at(*seq).await?,
+                None => s.file.state(),
+            };
+            let parents: Vec<Value> = state
+                .parents_of(&id)
+                .map(|(r, p)| json!({"relation": r, "from": p}))
+                .collect();
+            let block = state.block(&id).cloned().ok_or_else(|| {
+                let when = at.map(|a| format!(" at seq {a}")).unwrap_or_default();
+                CliError::failed("block_not_found", format!("block '{id}' not found{when}"))
             })?;
+            let block = s.file.resolve(&block)?;
             let mut v = serde_json::to_value(&block).unwrap_or_default();
             v["parents"] = json!(parents);
+            if let Some(seq) = at {
+                v["at_seq"] = json!(seq);
+            }
             out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
         }
         BlockCmd::Delete { id } => {
@@ -416,26 +429,55 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
 
 async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
     match cmd {
-        DirCmd::Import { path, name } => {
-            let bar = ProgressBar::new_spinner();
-            bar.set_message("reading");
-            let report =
-                service::import_directory(&s.file, &s.editor, path, name.as_deref(), |p| {
-                    bar.set_message(p.to_owned());
-                    bar.tick();
-                })
-                .await?;
+        DirCmd::Import {
+            path,
+            name,
+            max_file_bytes,
+        } => {
+            let limits = import_limits(*max_file_bytes)?;
+            let bar = sync_bar("import");
+            let report = service::import_directory(
+                &s.file,
+                &s.editor,
+                path,
+                name.as_deref(),
+                &limits,
+                |p| show_sync_progress(&bar, p),
+            )
+            .await?;
             bar.finish_and_clear();
             let v = serde_json::to_value(&report).unwrap_or_default();
             out.print(&v, || {
                 let mut t = format!(
-                    "imported {} files from {} as {}",
-                    report.files, report.root, report.block_id
+                    "{} {} files from {} as {} ({} bytes of text, {} commands)",
+                    if report.resumed { "resumed: holds" } else { "imported" },
+                    report.files,
+                    report.root,
+                    report.block_id,
+                    report.sync.bytes,
+                    report.sync.chunks,
                 );
                 for sk in &report.skipped {
                     t.push_str(&format!("\nskipped {}: {}", sk.path, sk.reason));
                 }
                 t
+            });
+        }
+        DirCmd::Sync { id, max_file_bytes } => {
+            let id = s.block_id(id)?;
+            let limits = import_limits(*max_file_bytes)?;
+            let bar = sync_bar("sync");
+            let r = service::sync_directory(&s.file, &s.editor, &id, &limits, |p| {
+                show_sync_progress(&bar, p)
+            })
+            .await?;
+            bar.finish_and_clear();
+            let v = serde_json::to_value(&r).unwrap_or_default();
+            out.print(&v, || {
+                format!(
+                    "{}: {} changed, {} added, {} deleted, {} unchanged",
+                    r.root, r.changed, r.added, r.deleted, r.unchanged
+                )
             });
         }
         DirCmd::Export { id } => {
@@ -865,6 +907,37 @@ fn elf_path(cli: &Cli) -> Result<PathBuf, CliError> {
     cli.elf
         .clone()
         .ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))
+}
+
+fn import_limits(max_file_bytes: Option<u64>) -> Result<ImportLimits, CliError> {
+    let mut limits = ImportLimits::default();
+    if let Some(m) = max_file_bytes {
+        if m == 0 || m > MAX_FILE_BYTES_LIMIT {
+            return Err(CliError::usage(format!(
+                "--max-file-bytes must be between 1 and {MAX_FILE_BYTES_LIMIT}"
+            )));
+        }
+        limits.max_file_bytes = m;
+    }
+    Ok(limits)
+}
+
+/// A bar over the bytes of the files a sync or an import reads.
+fn sync_bar(label: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(label);
+    bar
+}
+
+fn show_sync_progress(bar: &ProgressBar, p: SyncProgress) {
+    bar.set_length(p.bytes_total);
+    bar.set_position(p.bytes_done);
 }
 
 fn progress(label: &'static str) -> ProgressBar {

@@ -55,7 +55,7 @@ pub enum Cmd {
     Revoke(GrantArgs),
     /// Print committed events, oldest first.
     Log {
-        /// Only events about this block.
+        /// Only events about this block, each with the full content it set.
         #[arg(long)]
         block: Option<String>,
         /// Only the last N events.
@@ -94,11 +94,23 @@ pub enum Cmd {
 
 #[derive(Subcommand, Debug)]
 pub enum DirCmd {
-    /// Import a folder (skips .git, target, node_modules, .elf, binary and oversize files).
+    /// Import a folder, streamed in chunks (honours .gitignore/.ignore; skips .git, target,
+    /// node_modules, .elf, binary and oversize files). Running it again on a folder whose
+    /// import was interrupted resumes that import.
     Import {
         path: PathBuf,
         #[arg(long)]
         name: Option<String>,
+        /// Largest file imported, in bytes (default 1048576; at most 8388608).
+        #[arg(long)]
+        max_file_bytes: Option<u64>,
+    },
+    /// Rescan a directory block's folder: events only for changed, added and deleted files.
+    Sync {
+        id: String,
+        /// Largest file imported, in bytes (default 1048576; at most 8388608).
+        #[arg(long)]
+        max_file_bytes: Option<u64>,
     },
     /// Write a directory block's files back under its folder.
     Export { id: String },
@@ -247,8 +259,13 @@ pub enum BlockCmd {
     },
     /// List blocks.
     List,
-    /// Show one block with its relations.
-    Show { id: String },
+    /// Show one block with its relations (with --at, as it was after event SEQ).
+    Show {
+        id: String,
+        /// Show the block as of this event seq (see `elfiee log`).
+        #[arg(long)]
+        at: Option<u64>,
+    },
     /// Delete a block (and every relation and grant that mentions it).
     Delete { id: String },
     /// Rename a block.

@@ -65,14 +65,18 @@ pub struct Out {
 }
 
 impl Out {
+    /// A closed stdout (`elfiee log | head`) ends the output quietly instead of panicking.
     pub fn print(&self, value: &Value, human: impl FnOnce() -> String) {
-        if self.json {
-            println!("{value}");
+        use std::io::Write;
+        let text = if self.json {
+            value.to_string()
         } else {
-            let text = human();
-            if !text.is_empty() {
-                println!("{text}");
-            }
+            human()
+        };
+        if text.is_empty() && !self.json {
+            return;
         }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{text}").and_then(|_| out.flush());
     }
 }

@@ -199,6 +199,14 @@ pub fn catalogue() -> Vec<ToolSpec> {
             destructive: false,
         },
         ToolSpec {
+            name: "elfiee_directory_sync",
+            title: "Rescan a folder",
+            description: "Bring a directory block up to date with its folder on disk: changed files are written, new files get blocks, deleted files' blocks are deleted; unchanged files produce no event. Returns the counts (changed, added, deleted, unchanged).",
+            input_schema: object(json!({"block_id": block_id_prop("The directory block")}), &["block_id"]),
+            read_only: false,
+            destructive: true,
+        },
+        ToolSpec {
             name: "elfiee_terminal_run",
             title: "Run a terminal command",
             description: "Run a shell command in a terminal block (its working directory is the terminal's linked directory) and wait for the recorded output: stdout, stderr, exit_code.",
@@ -487,9 +495,30 @@ pub async fn call(
                     ),
                 ));
             }
-            let report = service::import_directory(file, editor, Path::new(&path), None, |_| {})
-                .await
-                .map_err(engine_error)?;
+            let report = service::import_directory(
+                file,
+                editor,
+                Path::new(&path),
+                None,
+                &crate::import::ImportLimits::default(),
+                |_| {},
+            )
+            .await
+            .map_err(engine_error)?;
+            Ok(serde_json::to_value(report).unwrap_or_default())
+        }
+        "elfiee_directory_sync" => {
+            let a: BlockArgs = parse(name, args)?;
+            let id = resolve(file, &a.block_id)?;
+            let report = service::sync_directory(
+                file,
+                editor,
+                &id,
+                &crate::import::ImportLimits::default(),
+                |_| {},
+            )
+            .await
+            .map_err(engine_error)?;
             Ok(serde_json::to_value(report).unwrap_or_default())
         }
         "elfiee_terminal_run" => {
@@ -679,7 +708,7 @@ pub fn block_history(file: &FileHandle, editor: &str, input: &str) -> Result<Val
                 "editor_id": e.editor_id(),
                 "kind": e.cap_id(),
                 "entity": e.entity,
-                "value": e.value,
+                "value": file.resolve_value(&e.value).unwrap_or_else(|_| e.value.clone()),
             })
         })
         .collect();
@@ -696,7 +725,7 @@ mod tests {
         let mut names: Vec<&str> = cat.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 13);
+        assert_eq!(names.len(), 14);
         for t in &cat {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             for r in t.input_schema["required"].as_array().unwrap() {

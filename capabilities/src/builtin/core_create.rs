@@ -79,6 +79,7 @@ impl Capability for CoreCreate {
             name: p.name,
             block_type: p.block_type,
             contents,
+            content_refs: BTreeMap::new(),
             children: BTreeMap::new(),
             owner: cmd.editor_id.clone(),
             metadata: BlockMetadata {

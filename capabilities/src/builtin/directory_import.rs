@@ -23,9 +23,14 @@ pub struct DirectoryImportPayload {
     /// Block name; default: the folder's name.
     #[serde(default)]
     pub name: Option<String>,
+    #[serde(default)]
     pub files: Vec<ImportedFile>,
     #[serde(default)]
     pub skipped: Vec<SkippedFile>,
+    /// More files follow in `directory.sync` commands (a streaming import): the block is
+    /// marked `import_incomplete` until a sync with `done: true`.
+    #[serde(default)]
+    pub pending: bool,
 }
 
 /// A relative path that cannot leave its root: `/`-separated, no empty, `.` or `..` segment,
@@ -55,7 +60,7 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
 }
 
 /// Block type and contents for a file, by extension.
-fn file_block(path: &str, content: String) -> (&'static str, Value) {
+pub(crate) fn file_block(path: &str, content: String) -> (&'static str, Value) {
     let ext = path
         .rsplit_once('.')
         .map(|(_, e)| e.to_ascii_lowercase())
@@ -153,7 +158,10 @@ impl Capability for DirectoryImport {
                 serde_json::to_value(&block).unwrap_or_default(),
             ));
         }
-        let custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
+        let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
+        if p.pending {
+            custom.insert(elfiee_projections::IMPORT_INCOMPLETE.to_owned(), json!(true));
+        }
         let dir = new_block(
             &dir_id,
             &name,
@@ -194,6 +202,7 @@ pub(crate) fn new_block(
         name: name.to_owned(),
         block_type: ty.to_owned(),
         contents,
+        content_refs: Default::default(),
         children: BTreeMap::new(),
         owner: owner.to_owned(),
         metadata: BlockMetadata {

@@ -19,6 +19,7 @@ mod core_unlink;
 mod core_update_metadata;
 mod directory_export;
 mod directory_import;
+mod directory_sync;
 mod editor_create;
 mod editor_delete;
 mod elf_init;
@@ -38,6 +39,7 @@ pub use core_link::LinkPayload;
 pub use core_rename::RenamePayload;
 pub use core_update_metadata::UpdateMetadataPayload;
 pub use directory_import::{check_relative_path, DirectoryImportPayload};
+pub use directory_sync::{directory_entries, sync_counts, DirectorySyncPayload};
 pub use editor_create::EditorCreatePayload;
 pub use editor_delete::EditorDeletePayload;
 pub use elf_init::InitPayload;
@@ -63,6 +65,7 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(code_write::CodeWrite),
         Arc::new(code_read::CodeRead),
         Arc::new(directory_import::DirectoryImport),
+        Arc::new(directory_sync::DirectorySync),
         Arc::new(directory_export::DirectoryExport),
         Arc::new(directory_export::DirectoryExportOutcome),
         Arc::new(terminal::TerminalCreate),

@@ -1,0 +1,195 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use elfiee_model::{
+    CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile, SkippedFile,
+};
+use elfiee_projections::content::{body_hash, body_keys};
+use elfiee_projections::{State, IMPORT_INCOMPLETE};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::directory_import::{check_relative_path, file_block, new_block};
+use crate::payload::parse;
+use crate::{Capability, Target};
+
+/// `directory.sync`: brings a directory block up to date with what the adapter found on disk
+/// (a rescan, or one chunk of a streaming import). Files whose text equals the block's are
+/// left alone; changed ones get a write event on their block, new ones a new block, deleted
+/// ones are deleted (relations and grants first, as `core.delete` does). One `directory.sync`
+/// event on the directory records the entries added and removed.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectorySyncPayload {
+    /// New or changed files (unchanged ones may be sent too: they write nothing).
+    #[serde(default)]
+    pub files: Vec<ImportedFile>,
+    /// Paths gone from disk.
+    #[serde(default)]
+    pub deleted: Vec<String>,
+    #[serde(default)]
+    pub skipped: Vec<SkippedFile>,
+    /// The last chunk: clears `import_incomplete`.
+    #[serde(default)]
+    pub done: bool,
+}
+
+/// The entries of a directory block: path → block id.
+pub fn directory_entries(dir: &elfiee_model::Block) -> BTreeMap<String, String> {
+    dir.contents
+        .get("entries")
+        .and_then(|v| serde_json::from_value::<Vec<DirectoryEntry>>(v.clone()).ok())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (e.path, e.block_id))
+        .collect()
+}
+
+pub struct DirectorySync;
+
+impl Capability for DirectorySync {
+    fn id(&self) -> &'static str {
+        "directory.sync"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("directory"))
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: DirectorySyncPayload = parse(self.id(), &cmd.payload)?;
+        let dir_id = cmd.block_id.clone().unwrap_or_default();
+        let dir = state
+            .block(&dir_id)
+            .ok_or_else(|| CapError::BlockNotFound(dir_id.clone()))?;
+        let entries = directory_entries(dir);
+        let mut seen = BTreeSet::new();
+        for path in p.files.iter().map(|f| &f.path).chain(&p.deleted) {
+            check_relative_path(path).map_err(|e| CapError::payload(self.id(), e))?;
+            if !seen.insert(path.as_str()) {
+                return Err(CapError::payload(
+                    self.id(),
+                    format!("'{path}' appears twice"),
+                ));
+            }
+        }
+        let mut drafts = Vec::new();
+        let (mut added, mut changed, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, f) in p.files.into_iter().enumerate() {
+            let existing = entries.get(&f.path).and_then(|id| state.block(id));
+            if let Some(b) = existing {
+                let Some(key) = body_keys(&b.block_type).first() else {
+                    return Err(CapError::rejected(format!(
+                        "'{}' is a {} block; only markdown and code entries can be synced",
+                        f.path, b.block_type
+                    )));
+                };
+                let hash = blake3::hash(f.content.as_bytes()).to_hex().to_string();
+                if body_hash(b, key).as_deref() == Some(hash.as_str()) {
+                    continue;
+                }
+                let kind = format!("{}.write", b.block_type);
+                drafts.push(EventDraft::new(
+                    &b.block_id,
+                    kind,
+                    json!({"contents": {*key: f.content}}),
+                ));
+                changed.push(f.path);
+                continue;
+            }
+            let id = ctx.new_id(i as u32 + 1).to_string();
+            let (ty, contents) = file_block(&f.path, f.content);
+            let block = new_block(&id, &f.path, ty, contents, &cmd.editor_id, ctx, BTreeMap::new());
+            drafts.push(EventDraft::new(
+                &id,
+                "core.create",
+                serde_json::to_value(&block).unwrap_or_default(),
+            ));
+            added.push(DirectoryEntry {
+                path: f.path,
+                block_id: id,
+            });
+        }
+        for path in p.deleted {
+            let Some(id) = entries.get(&path) else {
+                continue;
+            };
+            if state.block(id).is_some() {
+                drafts.extend(super::detach_block(state, id));
+                drafts.push(EventDraft::new(id, "core.delete", json!({})));
+            }
+            removed.push(path);
+        }
+        let completes = p.done && dir.metadata.custom.contains_key(IMPORT_INCOMPLETE);
+        if drafts.is_empty() && removed.is_empty() && p.skipped.is_empty() && !completes {
+            return Ok(Vec::new());
+        }
+        drafts.push(EventDraft::new(
+            &dir_id,
+            self.id(),
+            json!({
+                "added": added,
+                "removed": removed,
+                "changed": changed,
+                "skipped": p.skipped,
+                "done": p.done,
+            }),
+        ));
+        Ok(drafts)
+    }
+}
+
+/// Counts of a `directory.sync` event value: (added, changed, removed).
+pub fn sync_counts(v: &Value) -> (usize, usize, usize) {
+    let n = |k: &str| v.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    (n("added"), n("changed"), n("removed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn sync_writes_only_what_changed_and_tracks_entries() {
+        let mut k = Kit::new();
+        let ev = k.ok("alice", "directory.import", None, json!({
+            "root": "/tmp/proj", "pending": true,
+            "files": [{"path": "a.md", "content": "# a"}, {"path": "src/b.rs", "content": "fn b() {}"}]
+        }));
+        let dir = ev[0].entity.clone();
+        assert_eq!(k.state.blocks[&dir].metadata.custom["import_incomplete"], true);
+        // Unchanged files write nothing at all.
+        let none = k.ok("alice", "directory.sync", Some(&dir), json!({
+            "files": [{"path": "a.md", "content": "# a"}]
+        }));
+        assert!(none.is_empty());
+        let ev = k.ok("alice", "directory.sync", Some(&dir), json!({
+            "files": [{"path": "a.md", "content": "# a, changed"}, {"path": "c.txt", "content": "new"}],
+            "deleted": ["src/b.rs", "not/there"],
+            "done": true
+        }));
+        let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
+        assert_eq!(kinds, ["markdown.write", "core.create", "core.delete", "directory.sync"]);
+        let d = &k.state.blocks[&dir];
+        assert!(!d.metadata.custom.contains_key("import_incomplete"));
+        let paths: Vec<_> = d.contents["entries"].as_array().unwrap().iter()
+            .map(|e| e["path"].as_str().unwrap().to_owned()).collect();
+        assert_eq!(paths, ["a.md", "c.txt"]);
+        let a = super::directory_entries(d)["a.md"].clone();
+        assert_eq!(k.state.blocks[&a].contents["markdown"], "# a, changed");
+        assert_eq!(super::sync_counts(&ev[3].value), (1, 1, 1));
+    }
+
+    #[test]
+    fn sync_refuses_escaping_or_repeated_paths_and_other_block_types() {
+        let mut k = Kit::new();
+        let ev = k.ok("alice", "directory.import", None, json!({"root": "/p", "files": []}));
+        let dir = ev[0].entity.clone();
+        for bad in ["../x", "/abs", "a//b"] {
+            k.err("alice", "directory.sync", Some(&dir), json!({"files": [{"path": bad, "content": ""}]}));
+        }
+        k.err("alice", "directory.sync", Some(&dir), json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}));
+        let md = k.block("markdown", "m");
+        let e = k.err("alice", "directory.sync", Some(&md), json!({}));
+        assert!(e.to_string().contains("directory"), "{e}");
+    }
+}

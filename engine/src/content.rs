@@ -1,0 +1,347 @@
+//! The content store: block bodies kept out of the event log's values and out of the state
+//! (DESIGN §3). Content-addressed by blake3, append-only, inside the `.elf`:
+//!
+//! - `content/pack` — records `len (u64 LE) ‖ blake3 (32 bytes) ‖ bytes`, only ever appended;
+//! - `content/index` — records `blake3 (32) ‖ offset of the bytes (u64 LE) ‖ len (u64 LE)`,
+//!   48 bytes each, appended after the pack record. A torn record at its end is cut off; pack
+//!   records after the last indexed one (a crash between the two appends) are re-indexed
+//!   from the pack at load, each checked against its hash.
+//!
+//! The event that sets a body carries `{"$content": hash, "len": n}`, so the hash chain covers
+//! the hash and the hash covers every byte: a changed byte in the pack is found by every read
+//! (which re-hashes what it returns) and by `verify`. Both files are synced (`fdatasync`)
+//! before the events that refer to their new records are written, so a durable event never
+//! points at bytes that are not. Equal bodies are stored once.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use elfiee_model::ContentRef;
+
+use crate::EngineError;
+
+const INDEX_RECORD: usize = 48;
+const PACK_HEADER: u64 = 40;
+
+/// The content store of one `.elf`. Opened lazily: a process that reads no body never loads
+/// its index.
+pub struct ContentStore {
+    dir: PathBuf,
+    inner: Mutex<Option<Inner>>,
+}
+
+struct Inner {
+    index: HashMap<[u8; 32], (u64, u64)>,
+    pack: File,
+    idx: File,
+    /// Where the next pack record goes.
+    pack_end: u64,
+    /// Records appended since the last sync.
+    dirty: bool,
+}
+
+fn corrupt(what: impl std::fmt::Display) -> EngineError {
+    EngineError::Storage(format!(
+        "the content store is damaged: {what}; run `elfiee verify` and restore the .elf from a backup"
+    ))
+}
+
+fn parse_hash(hex: &str) -> Option<[u8; 32]> {
+    let h = elfiee_model::EventHash::from_hex(hex)?;
+    Some(h.0)
+}
+
+impl ContentStore {
+    pub fn new(elf_root: &Path) -> ContentStore {
+        ContentStore {
+            dir: elf_root.join("content"),
+            inner: Mutex::new(None),
+        }
+    }
+
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mut Inner) -> Result<R, EngineError>,
+    ) -> Result<R, EngineError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_none() {
+            *g = Some(Inner::load(&self.dir)?);
+        }
+        f(g.as_mut().expect("loaded above"))
+    }
+
+    /// Stores `text` (once per distinct body) and returns its reference. Not durable until
+    /// [`ContentStore::sync`].
+    pub fn put(&self, text: &str) -> Result<ContentRef, EngineError> {
+        let hash = blake3::hash(text.as_bytes());
+        self.with(|inner| {
+            let key = *hash.as_bytes();
+            if !inner.index.contains_key(&key) {
+                inner.append(&key, text.as_bytes())?;
+            }
+            Ok(ContentRef {
+                hash: hash.to_hex().to_string(),
+                len: text.len() as u64,
+            })
+        })
+    }
+
+    /// Makes every record stored so far durable (no-op when nothing was added).
+    pub fn sync(&self) -> Result<(), EngineError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(inner) = g.as_mut().filter(|i| i.dirty) {
+            inner.pack.sync_data().map_err(io_err)?;
+            inner.idx.sync_data().map_err(io_err)?;
+            inner.dirty = false;
+        }
+        Ok(())
+    }
+
+    /// The body `r` refers to, checked against its hash.
+    pub fn get(&self, r: &ContentRef) -> Result<String, EngineError> {
+        let key = parse_hash(&r.hash).ok_or_else(|| corrupt(format!("bad hash {:?}", r.hash)))?;
+        let bytes = self.with(|inner| {
+            let (off, len) = *inner.index.get(&key).ok_or_else(|| {
+                corrupt(format!("the body {} ({} bytes) is missing", r.hash, r.len))
+            })?;
+            let mut buf = vec![0u8; len as usize];
+            inner
+                .pack
+                .read_exact_at(&mut buf, off)
+                .map_err(|e| corrupt(format!("the body {} cannot be read: {e}", r.hash)))?;
+            Ok(buf)
+        })?;
+        if blake3::hash(&bytes).as_bytes() != &key {
+            return Err(corrupt(format!(
+                "the body {} does not match its hash",
+                r.hash
+            )));
+        }
+        String::from_utf8(bytes).map_err(|_| corrupt(format!("the body {} is not UTF-8", r.hash)))
+    }
+
+    /// Whether the store holds the body `r` refers to, whole and matching its hash (for
+    /// `verify`: the reason when it does not).
+    pub fn check(&self, r: &ContentRef) -> Result<(), String> {
+        match self.get(r) {
+            Ok(text) if text.len() as u64 == r.len => Ok(()),
+            Ok(text) => Err(format!(
+                "the body {} has {} bytes, its event says {}",
+                r.hash,
+                text.len(),
+                r.len
+            )),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// Bytes on disk (pack + index).
+    pub fn disk_bytes(&self) -> u64 {
+        ["pack", "index"]
+            .iter()
+            .filter_map(|f| std::fs::metadata(self.dir.join(f)).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+}
+
+fn io_err(e: std::io::Error) -> EngineError {
+    EngineError::Storage(format!("content store: {e}"))
+}
+
+impl Inner {
+    fn load(dir: &Path) -> Result<Inner, EngineError> {
+        std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
+        let open = |name: &str| {
+            OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .open(dir.join(name))
+                .map_err(|e| EngineError::io(&dir.join(name), e))
+        };
+        let mut pack = open("pack")?;
+        let mut idx = open("index")?;
+        let pack_len = pack.seek(SeekFrom::End(0)).map_err(io_err)?;
+        let mut raw = Vec::new();
+        idx.seek(SeekFrom::Start(0)).map_err(io_err)?;
+        idx.read_to_end(&mut raw).map_err(io_err)?;
+        let whole = raw.len() / INDEX_RECORD * INDEX_RECORD;
+        let mut index = HashMap::with_capacity(whole / INDEX_RECORD);
+        let mut end = 0u64;
+        let mut valid = 0usize;
+        for rec in raw[..whole].chunks_exact(INDEX_RECORD) {
+            let key: [u8; 32] = rec[..32].try_into().expect("32 bytes");
+            let off = u64::from_le_bytes(rec[32..40].try_into().expect("8 bytes"));
+            let len = u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
+            if off + len > pack_len {
+                // The pack lost the tail this record points into: drop it and the rest.
+                break;
+            }
+            index.insert(key, (off, len));
+            end = end.max(off + len);
+            valid += INDEX_RECORD;
+        }
+        if valid != raw.len() {
+            tracing::warn!(
+                kept = valid / INDEX_RECORD,
+                "content index had a torn or dangling tail; cut off"
+            );
+            idx.set_len(valid as u64).map_err(io_err)?;
+        }
+        let mut inner = Inner {
+            index,
+            pack,
+            idx,
+            pack_end: pack_len,
+            dirty: false,
+        };
+        inner.recover_tail(end, pack_len)?;
+        Ok(inner)
+    }
+
+    /// Re-indexes whole, hash-checked pack records after `from` (written before a crash cut
+    /// their index records off); a torn record at the end is cut off.
+    fn recover_tail(&mut self, from: u64, pack_len: u64) -> Result<(), EngineError> {
+        let mut pos = if from == 0 { 0 } else { from };
+        // `from` is the end of the last indexed body, i.e. the start of the next header.
+        let mut recovered = 0;
+        while pos + PACK_HEADER <= pack_len {
+            let mut header = [0u8; PACK_HEADER as usize];
+            self.pack.read_exact_at(&mut header, pos).map_err(io_err)?;
+            let len = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+            let key: [u8; 32] = header[8..].try_into().expect("32 bytes");
+            let body = pos + PACK_HEADER;
+            if body + len > pack_len || len > 1 << 40 {
+                break;
+            }
+            let mut buf = vec![0u8; len as usize];
+            self.pack.read_exact_at(&mut buf, body).map_err(io_err)?;
+            if blake3::hash(&buf).as_bytes() != &key {
+                break;
+            }
+            if let std::collections::hash_map::Entry::Vacant(v) = self.index.entry(key) {
+                v.insert((body, len));
+                self.idx
+                    .write_all(&index_record(&key, body, len))
+                    .map_err(io_err)?;
+                recovered += 1;
+            }
+            pos = body + len;
+        }
+        if pos < pack_len {
+            tracing::warn!(
+                at = pos,
+                "content pack had a torn record at its end; cut off"
+            );
+            self.pack.set_len(pos).map_err(io_err)?;
+        }
+        self.pack_end = pos;
+        if recovered > 0 {
+            tracing::info!(recovered, "re-indexed content records from the pack");
+            self.dirty = true;
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, key: &[u8; 32], bytes: &[u8]) -> Result<(), EngineError> {
+        let len = bytes.len() as u64;
+        let mut header = [0u8; PACK_HEADER as usize];
+        header[..8].copy_from_slice(&len.to_le_bytes());
+        header[8..].copy_from_slice(key);
+        self.pack.write_all(&header).map_err(io_err)?;
+        self.pack.write_all(bytes).map_err(io_err)?;
+        let body = self.pack_end + PACK_HEADER;
+        self.pack_end = body + len;
+        self.idx
+            .write_all(&index_record(key, body, len))
+            .map_err(io_err)?;
+        self.index.insert(*key, (body, len));
+        self.dirty = true;
+        Ok(())
+    }
+}
+
+fn index_record(key: &[u8; 32], off: u64, len: u64) -> [u8; INDEX_RECORD] {
+    let mut rec = [0u8; INDEX_RECORD];
+    rec[..32].copy_from_slice(key);
+    rec[32..40].copy_from_slice(&off.to_le_bytes());
+    rec[40..].copy_from_slice(&len.to_le_bytes());
+    rec
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_round_trip_dedupe_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let a = s.put("hello ✓").unwrap();
+        let b = s.put("hello ✓").unwrap();
+        assert_eq!(a, b);
+        let c = s.put("").unwrap();
+        s.sync().unwrap();
+        assert_eq!(s.get(&a).unwrap(), "hello ✓");
+        assert_eq!(s.get(&c).unwrap(), "");
+        let pack = std::fs::metadata(dir.path().join("content/pack")).unwrap().len();
+        assert_eq!(pack, 2 * PACK_HEADER + "hello ✓".len() as u64);
+        let s2 = ContentStore::new(dir.path());
+        assert_eq!(s2.get(&a).unwrap(), "hello ✓");
+    }
+
+    #[test]
+    fn a_flipped_byte_is_reported_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let a = s.put("some body text").unwrap();
+        s.sync().unwrap();
+        drop(s);
+        let p = dir.path().join("content/pack");
+        let mut bytes = std::fs::read(&p).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&p, bytes).unwrap();
+        let s = ContentStore::new(dir.path());
+        let e = s.get(&a).unwrap_err().to_string();
+        assert!(e.contains("does not match its hash"), "{e}");
+        assert!(s.check(&a).is_err());
+    }
+
+    #[test]
+    fn a_lost_index_tail_is_rebuilt_from_the_pack_and_a_torn_pack_is_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let a = s.put("first").unwrap();
+        let b = s.put("second").unwrap();
+        s.sync().unwrap();
+        drop(s);
+        let idx = dir.path().join("content/index");
+        // Lose the second index record and half of... the first one's neighbour.
+        let f = OpenOptions::new().write(true).open(&idx).unwrap();
+        f.set_len(INDEX_RECORD as u64 + 7).unwrap();
+        // A torn third pack record.
+        let mut pack = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("content/pack"))
+            .unwrap();
+        pack.write_all(&[9u8; 20]).unwrap();
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&a).unwrap(), "first");
+        assert_eq!(s.get(&b).unwrap(), "second");
+        let c = s.put("third").unwrap();
+        s.sync().unwrap();
+        drop(s);
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&c).unwrap(), "third");
+        assert_eq!(
+            std::fs::metadata(&idx).unwrap().len(),
+            3 * INDEX_RECORD as u64
+        );
+    }
+}
