@@ -348,14 +348,18 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     let f = e.open(&path).await.unwrap();
     assert_eq!(f.state_digest(), digest);
     f.close().await;
-    // Corrupt the snapshot: open must ignore it and replay the full log.
-    {
-        let db = sled::open(path.join("log")).unwrap();
-        db.open_tree("snapshots")
-            .unwrap()
-            .insert("latest", &b"garbage"[..])
-            .unwrap();
-        db.flush().unwrap();
+    // At most three snapshots stay on disk (written every 10 events: 26 events → 2 here).
+    let snaps = elfiee_engine::stored_snapshots(&elfiee_engine::layout::ElfPaths::existing(&path).unwrap());
+    assert!((1..=elfiee_engine::replay::KEEP_SNAPSHOTS).contains(&snaps.len()), "{snaps:?}");
+    // Damage the newest one: open falls back to an older one (or the log) with the same state.
+    std::fs::write(&snaps[0].1, b"garbage").unwrap();
+    let f = e.open(&path).await.unwrap();
+    assert_eq!(f.state_digest(), digest);
+    f.close().await;
+    // Damage every snapshot: open must ignore them all and replay the full log.
+    let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
+    for (_, file) in &elfiee_engine::stored_snapshots(&paths) {
+        std::fs::write(file, b"garbage").unwrap();
     }
     let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
     assert!(!report.ok, "verify flags the bad snapshot");
@@ -367,7 +371,29 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     let f = e.open(&path).await.unwrap();
     assert_eq!(f.state_digest(), digest);
     f.close().await;
-    // Closing wrote a good snapshot (and the index of the replayed commands) again.
+    // The full replay made a snapshot due: closing wrote a good one (and the index) again.
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+}
+
+#[tokio::test]
+async fn a_short_lived_open_costs_what_it_changed_not_a_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    let (e, _, _) = file_with_25_blocks(&path).await;
+    let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
+    let before = elfiee_engine::stored_snapshots(&paths);
+    // Three short sessions of one write each: below the 10-event tail, no snapshot at close.
+    for i in 0..3 {
+        let f = e.open(&path).await.unwrap();
+        f.submit(create("alice", &format!("late{i}"))).await.unwrap();
+        let digest = f.state_digest();
+        f.close().await;
+        assert_eq!(elfiee_engine::stored_snapshots(&paths), before, "session {i}");
+        let f = e.open(&path).await.unwrap();
+        assert_eq!(f.state_digest(), digest, "snapshot + tail after session {i}");
+        f.close().await;
+    }
     let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
     assert!(report.ok, "{:?}", report.problems);
 }
