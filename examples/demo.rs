@@ -194,7 +194,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(project.join("README.md"), "# Demo project\n")?;
     std::fs::write(project.join("main.rs"), "fn main() { println!(\"hi\"); }\n")?;
     let import =
-        elfiee::adapters::service::import_directory(&file, &alice, &project, None, |_| {}).await?;
+        elfiee::adapters::service::import_directory(&file, &alice, &project, None, &Default::default(), |_| {}).await?;
     say(&format!(
         "imported {} files as directory block {}",
         import.files, import.block_id

@@ -114,7 +114,7 @@ async fn close(file: FileHandle, fx: EffectsHandle) {
 }
 
 async fn project_dir(f: &Fixture, file: &FileHandle) -> String {
-    import_directory(file, "alice", &f.project, None, |_| {})
+    import_directory(file, "alice", &f.project, None, &Default::default(), |_| {})
         .await
         .unwrap()
         .block_id

@@ -87,7 +87,7 @@ impl Doc {
     }
 
     async fn import(&self, folder: &Path) -> ImportReport {
-        import_directory(&self.file, "alice", folder, None, |_| {})
+        import_directory(&self.file, "alice", folder, None, &Default::default(), |_| {})
             .await
             .unwrap()
     }
@@ -467,13 +467,13 @@ async fn import_skips_vcs_build_and_dependency_folders_and_elf_documents() {
     let paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
     assert_eq!(paths, ["README.md", "src/main.rs"]);
     assert_eq!(r.files, 2);
-    // The skips are recorded in the log too.
+    // The skips are recorded in the log too, with the last chunk of the import.
     let recorded = d
         .file
         .events(1)
         .unwrap()
         .into_iter()
-        .find(|e| e.cap_id() == "directory.import")
+        .rfind(|e| e.cap_id() == "directory.sync" && e.value["done"] == true)
         .unwrap();
     assert_eq!(
         recorded.value["skipped"].as_array().unwrap().len(),
@@ -603,7 +603,7 @@ async fn import_of_a_missing_path_is_a_clear_error_and_writes_nothing() {
     let mut d = Doc::default().await;
     let missing = d.tmp.path().join("no-such-folder");
     let seq = d.file.last_seq();
-    let err = import_directory(&d.file, "alice", &missing, None, |_| {})
+    let err = import_directory(&d.file, "alice", &missing, None, &Default::default(), |_| {})
         .await
         .unwrap_err();
     assert!(err.is_rejection(), "{err}");
@@ -617,7 +617,7 @@ async fn import_of_a_missing_path_is_a_clear_error_and_writes_nothing() {
     // A file is not a folder either.
     let file = d.tmp.path().join("plain.txt");
     write(&file, "x");
-    let err = import_directory(&d.file, "alice", &file, None, |_| {})
+    let err = import_directory(&d.file, "alice", &file, None, &Default::default(), |_| {})
         .await
         .unwrap_err();
     assert!(err.to_string().contains("not a folder"), "{err}");
@@ -866,4 +866,226 @@ async fn import_skips_a_symlink_that_points_into_a_skipped_folder() {
         "{:?}",
         r.skipped
     );
+}
+
+// ------------------------------------------------------------------ streaming import and rescan
+
+/// A text of `len` bytes, different for each `seed`, with multi-byte characters and CRLF.
+fn body(seed: usize, len: usize) -> String {
+    let mut s = String::with_capacity(len + 16);
+    let mut i = seed;
+    while s.len() < len {
+        i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        match i % 7 {
+            0 => s.push_str("fn café() {}\r\n"),
+            1 => s.push_str("// 注释 ✓\n"),
+            2 => s.push('\t'),
+            _ => s.push_str(&format!("let v{} = {};\n", i % 1000, i % 97)),
+        }
+    }
+    s
+}
+
+/// Every entry's block holds exactly the bytes of its file on disk.
+fn assert_blocks_equal_files(d: &Doc, dir: &str, root: &Path) {
+    for (path, id) in d.entries(dir) {
+        let b = d.file.block(&id).unwrap_or_else(|| panic!("{path}: block unreadable"));
+        let key = if b.block_type == "markdown" { "markdown" } else { "text" };
+        let on_disk = std::fs::read_to_string(root.join(&path)).unwrap();
+        assert_eq!(b.contents[key].as_str(), Some(on_disk.as_str()), "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_streams_in_chunks_and_reads_back_byte_for_byte_with_bodies_out_of_the_state() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    // 120 files from 0 bytes to 60 KB (one 1-byte, one empty, no final newline in some).
+    for i in 0..120 {
+        let len = match i {
+            0 => 0,
+            1 => 1,
+            _ => (i * 997) % 60_000,
+        };
+        write(&proj.path().join(format!("src/m{}/f{i}.rs", i % 7)), body(i, len));
+    }
+    let limits = elfiee_adapters::import::ImportLimits {
+        chunk_bytes: 256 * 1024,
+        chunk_files: 25,
+        ..Default::default()
+    };
+    let r = import_directory(&d.file, "alice", proj.path(), None, &limits, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(r.files, 122, "120 files + README.md + src/main.rs");
+    assert!(r.sync.chunks >= 8, "several bounded chunks: {}", r.sync.chunks);
+    assert!(!r.resumed);
+    assert_blocks_equal_files(&d, &r.block_id, proj.path());
+    // The state keeps references, not bodies: its encoding is far smaller than the text.
+    let (state_bytes, refs) = d.file.with_state(|s| {
+        (
+            s.canonical_bytes().len(),
+            s.blocks.values().map(|b| b.content_refs.len()).sum::<usize>(),
+        )
+    });
+    assert!(refs > 100, "{refs} bodies in the content store");
+    assert!(
+        (state_bytes as u64) < r.sync.bytes / 10,
+        "state {state_bytes} bytes for {} bytes of text",
+        r.sync.bytes
+    );
+    let dir = d.file.block(&r.block_id).unwrap();
+    assert!(!dir.metadata.custom.contains_key("import_incomplete"));
+    assert!(d.file.verify().await.unwrap().ok);
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn import_honours_gitignore_and_ignore_files_and_keeps_hidden_files_like_git() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    let p = proj.path();
+    write(&p.join(".gitignore"), "build/\n*.log\n/secret.txt\n");
+    write(&p.join("sub/.gitignore"), "local.rs\n");
+    write(&p.join(".ignore"), "scratch/\n");
+    write(&p.join("build/out.rs"), "// generated\n");
+    write(&p.join("run.log"), "log\n");
+    write(&p.join("src/deep/trace.log"), "log\n");
+    write(&p.join("secret.txt"), "top secret\n");
+    write(&p.join("sub/secret.txt"), "only the root one is ignored\n");
+    write(&p.join("sub/local.rs"), "ignored by the nested .gitignore\n");
+    write(&p.join("sub/kept.rs"), "kept\n");
+    write(&p.join("scratch/x.md"), "ignored by .ignore\n");
+    write(&p.join(".env.example"), "KEY=value\n");
+    let r = d.import(p).await;
+    let mut paths: Vec<String> = d.entries(&r.block_id).into_iter().map(|(p, _)| p).collect();
+    paths.sort();
+    assert_eq!(
+        paths,
+        [
+            ".env.example",
+            ".gitignore",
+            ".ignore",
+            "README.md",
+            "src/main.rs",
+            "sub/.gitignore",
+            "sub/kept.rs",
+            "sub/secret.txt"
+        ]
+    );
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescan_writes_exactly_the_modified_added_and_deleted_files() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    let p = proj.path();
+    for i in 0..20 {
+        write(&p.join(format!("lib/f{i}.rs")), body(i, 2_000 + i * 10));
+    }
+    let r = d.import(p).await;
+    // The deleted file's block is linked: its relations go with it.
+    let gone = d.entry(&r.block_id, "lib/f3.rs");
+    let readme = d.entry(&r.block_id, "README.md");
+    d.file
+        .submit(Command::new(
+            "alice",
+            "core.link",
+            Some(&readme),
+            json!({"to": gone, "relation": "reference"}),
+        ))
+        .await
+        .unwrap();
+    let before = d.file.last_seq();
+    write(&p.join("lib/f1.rs"), body(101, 3_000)); // changed, longer
+    write(&p.join("README.md"), "# Readme\r\nchanged, CRLF, no final newline"); // changed, small
+    write(&p.join("lib/f5.rs"), body(5, 2_050)); // rewritten with the same bytes: unchanged
+    write(&p.join("lib/new.rs"), "fn new() {}\n"); // added
+    std::fs::remove_file(p.join("lib/f3.rs")).unwrap(); // deleted
+    let s = elfiee_adapters::service::sync_directory(
+        &d.file,
+        "alice",
+        &r.block_id,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!((s.changed, s.added, s.deleted, s.unchanged), (2, 1, 1, 19));
+    let kinds: Vec<String> = d
+        .file
+        .events(before + 1)
+        .unwrap()
+        .iter()
+        .map(|e| e.cap_id().to_owned())
+        .collect();
+    let count = |k: &str| kinds.iter().filter(|x| *x == k).count();
+    assert_eq!(count("code.write"), 1, "{kinds:?}");
+    assert_eq!(count("markdown.write"), 1, "{kinds:?}");
+    assert_eq!(count("core.create"), 1, "{kinds:?}");
+    assert_eq!(count("core.delete"), 1, "{kinds:?}");
+    assert_eq!(count("core.unlink"), 1, "{kinds:?}");
+    assert_eq!(count("directory.sync"), 1, "{kinds:?}");
+    assert_eq!(kinds.len(), 6, "{kinds:?}");
+    assert!(d.file.block(&gone).is_none());
+    assert_blocks_equal_files(&d, &r.block_id, p);
+    // Nothing changed since: a second rescan writes no event at all.
+    let seq = d.file.last_seq();
+    let again = elfiee_adapters::service::sync_directory(
+        &d.file,
+        "alice",
+        &r.block_id,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    assert_eq!((again.changed, again.added, again.deleted), (0, 0, 0));
+    assert_eq!(d.file.last_seq(), seq);
+    d.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn importing_the_same_folder_again_resumes_an_interrupted_import() {
+    let mut d = Doc::default().await;
+    let proj = project();
+    for i in 0..10 {
+        write(&proj.path().join(format!("f{i}.md")), body(i, 1_500));
+    }
+    let root = proj.path().canonicalize().unwrap();
+    // What an import killed after its first chunk leaves behind.
+    let ev = d
+        .file
+        .submit(Command::new(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": root.to_str().unwrap(), "files": [], "pending": true}),
+        ))
+        .await
+        .unwrap();
+    let dir = ev[0].entity.clone();
+    d.file
+        .submit(Command::new(
+            "alice",
+            "directory.sync",
+            Some(&dir),
+            json!({"files": [{"path": "f0.md", "content": body(0, 1_500)}]}),
+        ))
+        .await
+        .unwrap();
+    assert!(d.file.block(&dir).unwrap().metadata.custom.contains_key("import_incomplete"));
+    let r = d.import(proj.path()).await;
+    assert!(r.resumed);
+    assert_eq!(r.block_id, dir);
+    assert_eq!((r.sync.added, r.sync.unchanged), (11, 1));
+    assert_eq!(r.files, 12);
+    assert!(!d.file.block(&dir).unwrap().metadata.custom.contains_key("import_incomplete"));
+    assert_blocks_equal_files(&d, &dir, proj.path());
+    // A finished import is not resumed: importing again makes a second directory block.
+    let r2 = d.import(proj.path()).await;
+    assert!(!r2.resumed);
+    assert_ne!(r2.block_id, dir);
+    d.close().await;
 }
