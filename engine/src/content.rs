@@ -103,31 +103,44 @@ impl ContentStore {
 
     /// The body `r` refers to, checked against its hash.
     pub fn get(&self, r: &ContentRef) -> Result<String, EngineError> {
-        let key = parse_hash(&r.hash).ok_or_else(|| corrupt(format!("bad hash {:?}", r.hash)))?;
-        let bytes = self.with(|inner| {
-            let (off, len) = *inner.index.get(&key).ok_or_else(|| {
-                corrupt(format!("the body {} ({} bytes) is missing", r.hash, r.len))
-            })?;
-            let mut buf = vec![0u8; len as usize];
-            inner
-                .pack
-                .read_exact_at(&mut buf, off)
-                .map_err(|e| corrupt(format!("the body {} cannot be read: {e}", r.hash)))?;
-            Ok(buf)
-        })?;
+        self.read(r).map_err(|why| match why {
+            Failure::Io(e) => e,
+            Failure::Bad(why) => corrupt(why),
+        })
+    }
+
+    fn read(&self, r: &ContentRef) -> Result<String, Failure> {
+        let key = parse_hash(&r.hash).ok_or_else(|| Failure::Bad(format!("bad hash {:?}", r.hash)))?;
+        let bytes = self
+            .with(|inner| {
+                let Some(&(off, len)) = inner.index.get(&key) else {
+                    return Ok(Err(format!(
+                        "the body {} ({} bytes) is missing",
+                        r.hash, r.len
+                    )));
+                };
+                let mut buf = vec![0u8; len as usize];
+                Ok(match inner.pack.read_exact_at(&mut buf, off) {
+                    Ok(()) => Ok(buf),
+                    Err(e) => Err(format!("the body {} cannot be read: {e}", r.hash)),
+                })
+            })
+            .map_err(Failure::Io)?
+            .map_err(Failure::Bad)?;
         if blake3::hash(&bytes).as_bytes() != &key {
-            return Err(corrupt(format!(
+            return Err(Failure::Bad(format!(
                 "the body {} does not match its hash",
                 r.hash
             )));
         }
-        String::from_utf8(bytes).map_err(|_| corrupt(format!("the body {} is not UTF-8", r.hash)))
+        String::from_utf8(bytes)
+            .map_err(|_| Failure::Bad(format!("the body {} is not UTF-8", r.hash)))
     }
 
     /// Whether the store holds the body `r` refers to, whole and matching its hash (for
     /// `verify`: the reason when it does not).
     pub fn check(&self, r: &ContentRef) -> Result<(), String> {
-        match self.get(r) {
+        match self.read(r) {
             Ok(text) if text.len() as u64 == r.len => Ok(()),
             Ok(text) => Err(format!(
                 "the body {} has {} bytes, its event says {}",
@@ -135,7 +148,8 @@ impl ContentStore {
                 text.len(),
                 r.len
             )),
-            Err(e) => Err(e.to_string()),
+            Err(Failure::Bad(why)) => Err(format!("content store: {why}")),
+            Err(Failure::Io(e)) => Err(e.to_string()),
         }
     }
 
@@ -147,6 +161,13 @@ impl ContentStore {
             .map(|m| m.len())
             .sum()
     }
+}
+
+enum Failure {
+    /// The store could not be opened.
+    Io(EngineError),
+    /// A body is missing, unreadable or damaged.
+    Bad(String),
 }
 
 fn io_err(e: std::io::Error) -> EngineError {
