@@ -10,12 +10,29 @@ export type Block = { block_id: string, name: string,
 block_type: string, 
 /**
  * Type-specific content, e.g. `{"markdown": "..."}` or `{"text": "...", "language": "rust"}`.
+ * In the engine's state a large body (see [`ContentRef`]) is not here but in
+ * `content_refs`; reads through the engine put it back.
  */
 contents: JsonValue, 
+/**
+ * Bodies kept out of the state: `contents` key → reference into the document's content
+ * store. Empty in every block the engine hands out to readers (they are resolved).
+ */
+content_refs?: { [key in string]: ContentRef }, 
 /**
  * Outgoing relations: relation name (`reference`, `implement`) → target block ids, in link order.
  */
 children: { [key in string]: Array<string> }, owner: string, metadata: BlockMetadata, };
+
+export type ContentRef = { 
+/**
+ * blake3 of the body's bytes, 64 lowercase hex characters.
+ */
+hash: string, 
+/**
+ * Length of the body in bytes.
+ */
+len: number, };
 
 export type BlockMetadata = { description?: string | null, created_at: number, updated_at: number, custom: { [key in string]: JsonValue }, };
 
@@ -152,7 +169,26 @@ root: string,
 /**
  * Block name; default: the folder's name.
  */
-name: string | null, files: Array<ImportedFile>, skipped: Array<SkippedFile>, };
+name: string | null, files: Array<ImportedFile>, skipped: Array<SkippedFile>, 
+/**
+ * More files follow in `directory.sync` commands (a streaming import): the block is
+ * marked `import_incomplete` until a sync with `done: true`.
+ */
+pending: boolean, };
+
+export type DirectorySyncPayload = { 
+/**
+ * New or changed files (unchanged ones may be sent too: they write nothing).
+ */
+files: Array<ImportedFile>, 
+/**
+ * Paths gone from disk.
+ */
+deleted: Array<string>, skipped: Array<SkippedFile>, 
+/**
+ * The last chunk: clears `import_incomplete`.
+ */
+done: boolean, };
 
 export type TerminalCreatePayload = { name: string, shell: string | null, env: { [key in string]: string }, 
 /**
@@ -194,7 +230,41 @@ export type ReplayReport = { events: number, blocks: number, state_digest: strin
 
 export type VerifyReport = { ok: boolean, events: number, commands: number, snapshot: string | null, problems: Array<string>, };
 
-export type ImportReport = { block_id: string, root: string, files: number, skipped: Array<SkippedFile>, };
+export type ImportReport = { block_id: string, root: string, 
+/**
+ * Files the block holds now.
+ */
+files: number, 
+/**
+ * An interrupted import of the same folder was resumed.
+ */
+resumed: boolean, sync: SyncReport, skipped: Array<SkippedFile>, };
+
+export type SyncReport = { block_id: string, root: string, 
+/**
+ * Files whose text changed (a write event each).
+ */
+changed: number, 
+/**
+ * New files (a new block each).
+ */
+added: number, 
+/**
+ * Files gone from disk (their blocks deleted).
+ */
+deleted: number, 
+/**
+ * Files equal to their block (no event).
+ */
+unchanged: number, 
+/**
+ * Text bytes sent (changed + added).
+ */
+bytes: number, 
+/**
+ * Commands submitted.
+ */
+chunks: number, skipped: Array<SkippedFile>, };
 
 export type AgentResult = { agent_block_id: string, editor_id: string, status: string, needs_restart: boolean, message: string, warnings: Array<string>, };
 

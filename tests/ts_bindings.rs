@@ -24,6 +24,7 @@ fn render() -> String {
     emit!(
         serde_json::Value,
         model::Block,
+        model::ContentRef,
         model::BlockMetadata,
         model::Relation,
         model::Editor,
@@ -50,6 +51,7 @@ fn render() -> String {
         caps::MarkdownWritePayload,
         caps::CodeWritePayload,
         caps::DirectoryImportPayload,
+        caps::DirectorySyncPayload,
         caps::TerminalCreatePayload,
         caps::TerminalExecutePayload,
         caps::AgentCreatePayload,
@@ -61,6 +63,7 @@ fn render() -> String {
         engine::ReplayReport,
         engine::VerifyReport,
         adapters::service::ImportReport,
+        adapters::import::SyncReport,
         adapters::service::AgentResult,
         adapters::invoke::LiveDelta,
     );
