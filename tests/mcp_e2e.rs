@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-const TOOLS: [&str; 13] = [
+const TOOLS: [&str; 14] = [
     "elfiee_block_list",
     "elfiee_block_get",
     "elfiee_block_create",
