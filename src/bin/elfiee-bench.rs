@@ -23,6 +23,15 @@
 //! `HighThroughput` mode) so only the engine's own work differs. `diagnostics` fields break a
 //! figure down (replay's decode / chain check / apply; the command index's load time).
 //!
+//! `project` (also in the default run) measures the `elfiee` CLI binary (as child processes,
+//! wall time and peak RSS from `wait4`) on a generated source tree ([`project_gen`]; 10,000
+//! files / 100 MB, with `--quick` 2,000 / 20 MB, and a tree with every file ten times larger):
+//! `dir import` vs a raw read + blake3 + sled insert floor, the `.elf` size, `block list` on
+//! both documents, `dir sync` after changing 1 % of the files, one `markdown write` on a
+//! 10-block vs the 10,000-block document, and the `.elf` growth over many writes. Each figure
+//! sits beside its target in `project.targets`; a summary table goes to stderr.
+//! `--project-files N --project-bytes B --project-writes W` shrink it (for trying it out).
+//!
 //! Options: `--only sequential,concurrent,big` runs a subset (for profiling); `--keep` keeps the
 //! scratch directory; `RUST_LOG=elfiee_engine=trace` prints the engine's group-commit traces.
 
@@ -32,9 +41,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use elfiee::project_gen;
 use elfiee_engine::codec::{self, event_key};
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
-use elfiee_model::Command;
+use elfiee_model::{Command, EventHash};
 use serde_json::{json, Value};
 
 const OWNER: &str = "bench";
@@ -54,8 +64,9 @@ struct Args {
     /// Keep the temporary directory (printed on stderr) instead of deleting it.
     #[arg(long)]
     keep: bool,
-    /// Run only some measurements (for profiling): comma-separated of
-    /// `sequential`, `concurrent`, `big` (build + replay + open). The output then lacks the others.
+    /// Run only some measurements (for profiling): comma-separated of `sequential`,
+    /// `concurrent`, `big` (build + replay + open), `context`, `socket`, `mcp`, `project`. The
+    /// output then lacks the others.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Commands per `submit_all` group when building the big log (default 1024).
@@ -67,6 +78,19 @@ struct Args {
     /// Events in the big log (default 1,000,000; 200,000 with --quick).
     #[arg(long)]
     big_events: Option<u64>,
+    /// `project` phase: text files in the generated tree (default 10,000; 2,000 with --quick).
+    #[arg(long)]
+    project_files: Option<usize>,
+    /// `project` phase: total text bytes of the generated tree (default 100,000,000;
+    /// 20,000,000 with --quick); the ten-times-larger tree holds ten times as much.
+    #[arg(long)]
+    project_bytes: Option<u64>,
+    /// `project` phase: CLI writes in the growth step (default 1,000; 200 with --quick).
+    #[arg(long)]
+    project_writes: Option<usize>,
+    /// Internal: run as the project phase's spawn server (see `spawn_server`).
+    #[arg(long, hide = true)]
+    spawn_server: bool,
 }
 
 impl Args {
@@ -140,6 +164,13 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 fn main() {
     let args = Args::parse();
+    if args.spawn_server {
+        if let Err(e) = spawn_server() {
+            info!("spawn server: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if std::env::var_os("RUST_LOG").is_some() {
         // Engine traces (e.g. `RUST_LOG=elfiee_engine=trace` shows group-commit sizes) on stderr.
         tracing_subscriber::fmt()
@@ -221,6 +252,9 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     }
     if args.wants("mcp") {
         out["mcp_write"] = mcp_phase(base, &plan)?;
+    }
+    if args.wants("project") {
+        out["project"] = project_phase(base, args);
     }
     out["elapsed_before_cleanup_s"] = round(started.elapsed().as_secs_f64(), 1);
     Ok(out)
@@ -1202,4 +1236,991 @@ fn mcp_phase(base: &Path, plan: &Plan) -> Result<Value, BoxError> {
     });
     info!("mcp_write: {v}");
     Ok(v)
+}
+
+// ------------------------------------------------------------------------------------------
+// project: a realistic source tree through the `elfiee` CLI
+
+/// Seed of the generated trees (fixed, so every run measures the same bytes).
+const PROJECT_SEED: u64 = 0x00E1_F1EE;
+/// The "ten times larger" tree: same paths, every file ten times longer.
+const BIG_FACTOR: u64 = 10;
+/// The importer's default per-file limit; the big tree has files above it.
+const DEFAULT_MAX_FILE: u64 = 1024 * 1024;
+/// `--max-file-bytes` passed to `dir import` when a tree has files above the default
+/// ([`project_gen::HARD_CAP`], 4 MiB: no generated file is larger).
+const BIG_MAX_FILE: u64 = project_gen::HARD_CAP;
+/// Length of every text written by `markdown write` in the write and growth steps.
+const WRITE_LEN: usize = 2048;
+/// The constant of the growth target: growth ≤ 2 × bytes written + this.
+const GROWTH_SLACK: u64 = 8 * 1024 * 1024;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// One finished child process.
+struct ChildRun {
+    wall: Duration,
+    /// `ru_maxrss` of the child from `wait4` (KiB on Linux).
+    peak_rss_kib: u64,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    status: std::process::ExitStatus,
+}
+
+impl ChildRun {
+    fn ms(&self) -> f64 {
+        self.wall.as_secs_f64() * 1000.0
+    }
+
+    fn rss_mib(&self) -> f64 {
+        self.peak_rss_kib as f64 / 1024.0
+    }
+
+    /// `Err` with the tail of stderr unless the child exited 0.
+    fn ok(self, what: &str) -> Result<ChildRun, BoxError> {
+        if self.status.success() {
+            return Ok(self);
+        }
+        let err = String::from_utf8_lossy(&self.stderr);
+        let err = err.trim();
+        let tail: String = err
+            .chars()
+            .skip(err.chars().count().saturating_sub(600))
+            .collect();
+        Err(format!("`{what}` failed ({}): {tail}", self.status).into())
+    }
+
+    fn json(&self) -> Result<Value, BoxError> {
+        Ok(serde_json::from_slice(&self.stdout)?)
+    }
+}
+
+/// Waits for `child` (spawned at `t0`) with `wait4`: wall time from `t0` to the reaping, peak
+/// RSS (`ru_maxrss`, KiB), exit status. Whatever pipes the caller holds must be drained by then.
+fn reap(
+    child: std::process::Child,
+    t0: Instant,
+) -> std::io::Result<(Duration, u64, std::process::ExitStatus)> {
+    use std::os::unix::process::ExitStatusExt;
+    let pid = child.id() as libc::pid_t;
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero `rusage` is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let reaped = loop {
+        // SAFETY: `pid` is our own child, not yet reaped (std waits only when asked); the
+        // pointers are to live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == -1 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        break r;
+    };
+    let wall = t0.elapsed();
+    if reaped != pid {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Already reaped: dropping `child` neither waits nor kills.
+    drop(child);
+    Ok((
+        wall,
+        ru.ru_maxrss.max(0) as u64,
+        std::process::ExitStatus::from_raw(status),
+    ))
+}
+
+/// Runs `cmd` to the end (stdin closed, stdout and stderr captured through pipes) and reaps it
+/// with `wait4` for its peak RSS. Wall time is from before the spawn to the reaping.
+///
+/// Linux folds the spawning process's RSS high-water mark into the child's `ru_maxrss` (the
+/// spawn shares or copies the parent's memory until `exec`), so a child of a big process reads
+/// big. The project phase therefore runs its children through [`Launcher`], a small process
+/// that calls this; used directly only when the launcher cannot start.
+fn run_child(cmd: &mut std::process::Command) -> std::io::Result<ChildRun> {
+    use std::io::Read;
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let t0 = Instant::now();
+    let mut child = cmd.spawn()?;
+    let mut err_pipe = child.stderr.take();
+    let err_reader = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(p) = err_pipe.as_mut() {
+            let _ = p.read_to_end(&mut b);
+        }
+        b
+    });
+    let mut stdout = Vec::new();
+    if let Some(mut p) = child.stdout.take() {
+        let _ = p.read_to_end(&mut stdout);
+    }
+    let (wall, peak_rss_kib, status) = reap(child, t0)?;
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok(ChildRun {
+        wall,
+        peak_rss_kib,
+        stdout,
+        stderr,
+        status,
+    })
+}
+
+/// `elfiee-bench --spawn-server`: reads one JSON request per line on stdin
+/// (`{"program", "args", "stdout", "stderr"}`, the last two file paths), runs it with stdout
+/// and stderr into those files, reaps it with `wait4` and answers one JSON line
+/// (`{"wall_ns", "peak_rss_kib", "status"}`). It stays a few MB large, so its children's
+/// `ru_maxrss` is theirs and not the benchmark's.
+fn spawn_server() -> Result<(), BoxError> {
+    use std::io::{BufRead, Write};
+    use std::os::unix::process::ExitStatusExt;
+    let mut out = std::io::stdout().lock();
+    for line in std::io::stdin().lock().lines() {
+        let req: Value = serde_json::from_str(&line?)?;
+        let s = |k: &str| req[k].as_str().unwrap_or_default().to_owned();
+        let args: Vec<String> = req["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|a| a.as_str().unwrap_or_default().to_owned())
+            .collect();
+        let mut cmd = std::process::Command::new(s("program"));
+        cmd.args(&args)
+            .env_remove("ELFIEE_ELF")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(s("stdout"))?)
+            .stderr(std::fs::File::create(s("stderr"))?);
+        let t0 = Instant::now();
+        let reply = match cmd.spawn().and_then(|c| reap(c, t0)) {
+            Ok((wall, rss, status)) => json!({
+                "wall_ns": wall.as_nanos() as u64, "peak_rss_kib": rss, "status": status.into_raw(),
+            }),
+            Err(e) => json!({"error": e.to_string()}),
+        };
+        writeln!(out, "{reply}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// Runs `elfiee` commands for the project phase, through a `--spawn-server` child of this
+/// binary (see [`run_child`] for why), or directly when that cannot start.
+struct Cli {
+    exe: PathBuf,
+    server: Option<(
+        std::process::Child,
+        std::process::ChildStdin,
+        std::io::BufReader<std::process::ChildStdout>,
+    )>,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+impl Cli {
+    fn new(dir: &Path) -> Result<Cli, BoxError> {
+        let me = std::env::current_exe()?;
+        let exe = me.with_file_name("elfiee");
+        let server = std::process::Command::new(&me)
+            .arg("--spawn-server")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn();
+        let server = match server {
+            Ok(mut c) => match (c.stdin.take(), c.stdout.take()) {
+                (Some(i), Some(o)) => Some((c, i, std::io::BufReader::new(o))),
+                _ => None,
+            },
+            Err(e) => {
+                info!(
+                    "project: no spawn server ({e}); children's peak RSS includes this process's"
+                );
+                None
+            }
+        };
+        Ok(Cli {
+            exe,
+            server,
+            out: dir.join("child.stdout"),
+            err: dir.join("child.stderr"),
+        })
+    }
+
+    /// `true` when peak RSS figures come from the small spawn server (not inflated).
+    fn clean_rss(&self) -> bool {
+        self.server.is_some()
+    }
+
+    fn spawn(&mut self, args: &[String]) -> Result<ChildRun, BoxError> {
+        use std::io::{BufRead, Write};
+        use std::os::unix::process::ExitStatusExt;
+        let Some((_, tx, rx)) = self.server.as_mut() else {
+            let mut c = std::process::Command::new(&self.exe);
+            c.env_remove("ELFIEE_ELF").args(args);
+            return Ok(run_child(&mut c)?);
+        };
+        let req = json!({
+            "program": self.exe.to_string_lossy(), "args": args,
+            "stdout": self.out.to_string_lossy(), "stderr": self.err.to_string_lossy(),
+        });
+        writeln!(tx, "{req}")?;
+        tx.flush()?;
+        let mut line = String::new();
+        if rx.read_line(&mut line)? == 0 {
+            return Err("the spawn server exited".into());
+        }
+        let v: Value = serde_json::from_str(&line)?;
+        if let Some(e) = v["error"].as_str() {
+            return Err(format!(
+                "cannot run {} ({e}); build it with `cargo build --release`",
+                self.exe.display()
+            )
+            .into());
+        }
+        Ok(ChildRun {
+            wall: Duration::from_nanos(v["wall_ns"].as_u64().unwrap_or(0)),
+            peak_rss_kib: v["peak_rss_kib"].as_u64().unwrap_or(0),
+            stdout: std::fs::read(&self.out)?,
+            stderr: std::fs::read(&self.err)?,
+            status: std::process::ExitStatus::from_raw(v["status"].as_i64().unwrap_or(1) as i32),
+        })
+    }
+
+    /// `elfiee [--elf doc] args…`, required to succeed.
+    fn run(&mut self, doc: Option<&Path>, args: &[&str]) -> Result<ChildRun, BoxError> {
+        let mut all: Vec<String> = Vec::with_capacity(args.len() + 2);
+        if let Some(d) = doc {
+            all.push("--elf".into());
+            all.push(path_str(d)?.to_owned());
+        }
+        all.extend(args.iter().map(|a| a.to_string()));
+        let what: String = format!("elfiee {}", args.join(" "))
+            .chars()
+            .take(120)
+            .collect();
+        self.spawn(&all)?.ok(&what)
+    }
+}
+
+impl Drop for Cli {
+    fn drop(&mut self) {
+        if let Some((mut child, tx, rx)) = self.server.take() {
+            drop(tx); // end of requests: the server exits
+            drop(rx);
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sizes of the `project` phase.
+struct ProjectPlan {
+    files: usize,
+    bytes: u64,
+    writes: usize,
+    write_runs: usize,
+    list_runs: usize,
+    seed: u64,
+}
+
+impl ProjectPlan {
+    fn new(args: &Args) -> ProjectPlan {
+        let (files, bytes, writes) = if args.quick {
+            (2_000, 20_000_000, 200)
+        } else {
+            (10_000, 100_000_000, 1_000)
+        };
+        ProjectPlan {
+            files: args.project_files.unwrap_or(files),
+            bytes: args.project_bytes.unwrap_or(bytes),
+            writes: args.project_writes.unwrap_or(writes),
+            write_runs: 7,
+            list_runs: 5,
+            seed: PROJECT_SEED,
+        }
+    }
+}
+
+/// Targets of the phase, each with its measured value (or none when the step failed).
+#[derive(Default)]
+struct Targets(Vec<Value>);
+
+impl Targets {
+    /// `value ≤ limit`.
+    fn at_most(&mut self, name: &str, value: Option<f64>, limit: f64, unit: &str) {
+        self.0.push(json!({
+            "name": name, "value": value.map(|v| round(v, 3)), "target": format!("<= {limit} {unit}").trim_end().to_owned(),
+            "met": value.map(|v| v <= limit),
+        }));
+    }
+
+    /// A yes/no check; `None` when it could not be made.
+    fn check(&mut self, name: &str, what: String, met: Option<bool>) {
+        self.0
+            .push(json!({"name": name, "value": what, "target": "yes", "met": met}));
+    }
+
+    fn summary(&self) {
+        info!("project summary:");
+        info!(
+            "  {:<54} {:>16}  {:<14} result",
+            "figure", "value", "target"
+        );
+        for t in &self.0 {
+            let value = match &t["value"] {
+                Value::String(s) => s.clone(),
+                Value::Null => "-".into(),
+                v => v.to_string(),
+            };
+            let met = match t["met"].as_bool() {
+                Some(true) => "met",
+                Some(false) => "NOT MET",
+                None => "not measured",
+            };
+            info!(
+                "  {:<54} {:>16}  {:<14} {met}",
+                t["name"].as_str().unwrap_or(""),
+                value,
+                t["target"].as_str().unwrap_or("")
+            );
+        }
+    }
+}
+
+fn path_str(p: &Path) -> Result<&str, BoxError> {
+    p.to_str()
+        .ok_or_else(|| format!("non-UTF-8 path {}", p.display()).into())
+}
+
+/// Number of the last committed event (`state-digest`'s `seq`).
+fn last_seq(cli: &mut Cli, doc: &Path) -> Result<u64, BoxError> {
+    let v = cli.run(Some(doc), &["--json", "state-digest"])?.json()?;
+    v["seq"]
+        .as_u64()
+        .ok_or_else(|| format!("state-digest printed no seq: {v}").into())
+}
+
+/// Deterministic prose of exactly `len` bytes, different for every `i`.
+fn write_text(i: usize, len: usize) -> String {
+    let mut s = format!("# Write {i}\n\n");
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ PROJECT_SEED;
+    const W: &[&str] = &[
+        "the", "block", "event", "log", "sled", "write", "bench", "content", "store", "hash",
+        "chain", "snapshot", "replay", "import", "folder", "sync", "rescan", "editor", "grant",
+    ];
+    while s.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.push_str(W[(x % W.len() as u64) as usize]);
+        s.push(if x.is_multiple_of(11) { '\n' } else { ' ' });
+    }
+    s.truncate(len);
+    s
+}
+
+/// Bytes of each top-level entry of a `.elf` folder.
+fn elf_breakdown(doc: &Path) -> Value {
+    let mut m = serde_json::Map::new();
+    if let Ok(rd) = std::fs::read_dir(doc) {
+        let mut entries: Vec<_> = rd.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for e in entries {
+            let p = e.path();
+            let n = if p.is_dir() {
+                dir_size(&p)
+            } else {
+                e.metadata().map(|m| m.len()).unwrap_or(0)
+            };
+            m.insert(e.file_name().to_string_lossy().into_owned(), json!(n));
+        }
+    }
+    Value::Object(m)
+}
+
+fn gen_json(r: &project_gen::GenReport, secs: f64, factor: u64) -> Value {
+    json!({
+        "files": r.files, "text_bytes": r.text_bytes, "text_mib": round(r.text_bytes as f64 / MIB, 1),
+        "largest_file": r.largest_file, "size_factor": factor,
+        "ignored_files": r.ignored_files, "binary_files": r.binary_files, "meta_files": r.meta_paths,
+        "seconds": round(secs, 2),
+    })
+}
+
+/// Raw floor of an import: read every text file, blake3 it, insert the bytes into a fresh
+/// sled db (key = relative path) with the engine's sled settings, one `flush`, drop the db.
+fn raw_import_run(tree: &Path, paths: &[String], db: &Path) -> Result<(f64, u64), BoxError> {
+    let _ = std::fs::remove_dir_all(db);
+    let t = Instant::now();
+    let raw = open_raw(db)?;
+    let mut bytes = 0u64;
+    for rel in paths {
+        let b = std::fs::read(tree.join(rel))?;
+        // blake3 of the bytes (through the engine's chain hash: blake3 over a 40-byte prefix
+        // and the bytes; the root crate has no direct blake3 dependency).
+        std::hint::black_box(codec::chain_hash(&EventHash([0; 32]), 0, &b));
+        bytes += b.len() as u64;
+        raw.insert(rel.as_bytes(), b)?;
+    }
+    raw.flush()?;
+    drop(raw);
+    let secs = t.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(db);
+    Ok((secs, bytes))
+}
+
+/// Raw floor of a rescan: stat every text file, read + blake3 the changed ones, insert them
+/// into a fresh sled db, one `flush`.
+fn raw_rescan_run(
+    tree: &Path,
+    paths: &[String],
+    changed: &[String],
+    db: &Path,
+) -> Result<f64, BoxError> {
+    let _ = std::fs::remove_dir_all(db);
+    let raw = open_raw(db)?;
+    let t = Instant::now();
+    let mut seen = 0u64;
+    for rel in paths {
+        seen += std::fs::metadata(tree.join(rel))?.len();
+    }
+    std::hint::black_box(seen);
+    for rel in changed {
+        let b = std::fs::read(tree.join(rel))?;
+        std::hint::black_box(codec::chain_hash(&EventHash([0; 32]), 0, &b));
+        raw.insert(rel.as_bytes(), b)?;
+    }
+    raw.flush()?;
+    let secs = t.elapsed().as_secs_f64();
+    drop(raw);
+    let _ = std::fs::remove_dir_all(db);
+    Ok(secs)
+}
+
+/// Result of one `dir import` through the CLI.
+struct Imported {
+    run: ChildRun,
+    block_id: String,
+    report: Value,
+}
+
+fn cli_import(
+    cli: &mut Cli,
+    doc: &Path,
+    tree: &Path,
+    max_file: Option<u64>,
+) -> Result<Imported, BoxError> {
+    cli.run(None, &["init", path_str(doc)?, "--owner", "Bench"])?;
+    let limit = max_file.map(|m| m.to_string());
+    let mut args = vec!["--json", "dir", "import", path_str(tree)?];
+    if let Some(l) = &limit {
+        args.extend(["--max-file-bytes", l.as_str()]);
+    }
+    let run = cli.run(Some(doc), &args)?;
+    let report = run.json()?;
+    let block_id = report["block_id"]
+        .as_str()
+        .ok_or_else(|| format!("dir import printed no block_id: {report}"))?
+        .to_owned();
+    Ok(Imported {
+        run,
+        block_id,
+        report,
+    })
+}
+
+/// What an import brought in, beside what the generator wrote.
+fn import_check(imp: &Imported, gen: &project_gen::GenReport) -> (Value, bool) {
+    let files = imp.report["files"].as_u64().unwrap_or(0) as usize;
+    let skipped: Vec<(String, String)> = imp.report["skipped"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            (
+                s["path"].as_str().unwrap_or("").to_owned(),
+                s["reason"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let is_ignored = |p: &str| {
+        gen.ignored_paths.iter().any(|i| i == p)
+            || p == "build"
+            || p.starts_with("build/")
+            || p.ends_with(".log")
+    };
+    let skipped_binary = skipped
+        .iter()
+        .filter(|(p, _)| gen.binary_paths.contains(p))
+        .count();
+    let skipped_ignored = skipped.iter().filter(|(p, _)| is_ignored(p)).count();
+    let skipped_text: Vec<&(String, String)> = skipped
+        .iter()
+        .filter(|(p, _)| gen.paths.binary_search(p).is_ok())
+        .collect();
+    // `.gitignore` is itself a text file an importer may keep.
+    let ok = (files == gen.files || files == gen.files + gen.meta_paths.len())
+        && skipped_text.is_empty();
+    let v = json!({
+        "imported_files": files, "generated_text_files": gen.files,
+        "extra_imported": files as i64 - gen.files as i64,
+        "note": "extra_imported is 0, or 1 when .gitignore itself is imported; more means ignored (build/, *.log) or binary files came in",
+        "skipped": skipped.len(), "skipped_binary": skipped_binary, "binary_files": gen.binary_files,
+        "skipped_ignored_entries": skipped_ignored, "ignored_files": gen.ignored_files,
+        "skipped_text_files": skipped_text.len(),
+        "skipped_examples": skipped.iter().take(12).map(|(p, r)| json!({"path": p, "reason": r})).collect::<Vec<_>>(),
+    });
+    (v, ok)
+}
+
+/// A markdown `markdown write` run; `Err` when the child fails.
+fn cli_write(cli: &mut Cli, doc: &Path, block: &str, text: &str) -> Result<ChildRun, BoxError> {
+    cli.run(Some(doc), &["markdown", "write", block, "--text", text])
+}
+
+fn ms_stats(runs: &[ChildRun]) -> Value {
+    let w: Vec<f64> = runs.iter().map(ChildRun::ms).collect();
+    let r: Vec<f64> = runs.iter().map(ChildRun::rss_mib).collect();
+    json!({
+        "wall_ms": round(median(&w), 1), "wall_ms_min": round(w.iter().copied().fold(f64::INFINITY, f64::min), 1),
+        "wall_ms_max": round(w.iter().copied().fold(0.0, f64::max), 1),
+        "peak_rss_mib": round(median(&r), 1), "peak_rss_mib_max": round(r.iter().copied().fold(0.0, f64::max), 1),
+        "runs": runs.len(),
+    })
+}
+
+fn project_phase(base: &Path, args: &Args) -> Value {
+    let pp = ProjectPlan::new(args);
+    let mut out = json!({
+        "spec": {"files": pp.files, "total_bytes": pp.bytes, "seed": pp.seed, "big_size_factor": BIG_FACTOR, "writes": pp.writes},
+    });
+    let mut targets = Targets::default();
+    let started = Instant::now();
+    if let Err(e) = project_steps(base, &pp, &mut out, &mut targets) {
+        info!("project: stopped: {e}");
+        out["error"] = json!(e.to_string());
+    }
+    out["seconds"] = round(started.elapsed().as_secs_f64(), 1);
+    targets.summary();
+    out["targets"] = json!(targets.0);
+    out
+}
+
+/// Records `r`'s error under `out[key]["error"]` and returns `None`, or the value.
+fn soft<T>(out: &mut Value, key: &str, r: Result<T, BoxError>) -> Option<T> {
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            info!("project: {key} failed: {e}");
+            if !out[key].is_object() {
+                out[key] = json!({});
+            }
+            out[key]["error"] = json!(e.to_string());
+            None
+        }
+    }
+}
+
+fn project_steps(
+    base: &Path,
+    pp: &ProjectPlan,
+    out: &mut Value,
+    targets: &mut Targets,
+) -> Result<(), BoxError> {
+    let dir = base.join("project");
+    std::fs::create_dir_all(&dir)?;
+    let mut cli = Cli::new(&dir)?;
+    out["rss_from_spawn_server"] = json!(cli.clean_rss());
+
+    // 1. the trees
+    let spec = project_gen::Spec {
+        seed: pp.seed,
+        files: pp.files,
+        total_bytes: pp.bytes,
+        size_factor: 1,
+    };
+    let (small_tree, big_tree) = (dir.join("tree"), dir.join("tree-x10"));
+    info!(
+        "project: generating {} files, {:.1} MiB, and the ten-times-larger tree",
+        pp.files,
+        pp.bytes as f64 / MIB
+    );
+    let t = Instant::now();
+    let small = project_gen::generate(&small_tree, &spec)?;
+    let small_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let big_spec = project_gen::Spec {
+        size_factor: BIG_FACTOR,
+        ..spec
+    };
+    let big = project_gen::generate(&big_tree, &big_spec)?;
+    let big_s = t.elapsed().as_secs_f64();
+    out["generate"] = json!({
+        "small": gen_json(&small, small_s, 1), "big": gen_json(&big, big_s, BIG_FACTOR),
+        "how": "src/project_gen.rs: exactly `files` text files (.rs most, .ts .py .md .json .toml .yaml .txt) in nested folders, log-normal sizes (many of a few hundred bytes to a few KB, tail to ~300 KB) scaled to total_bytes; plus .gitignore (build/, *.log), ignored files under build/ and x.log, binary files with NUL bytes, none counted in text_bytes",
+    });
+    info!("project: generate: {}", out["generate"]);
+
+    // Process floor: the cheapest child run of the CLI.
+    let mut floor = Vec::new();
+    for _ in 0..5 {
+        floor.push(cli.run(None, &["--version"])?);
+    }
+    out["process_floor"] = json!({"command": "elfiee --version", "stats": ms_stats(&floor)});
+    let floor_ms = median(&floor.iter().map(ChildRun::ms).collect::<Vec<_>>());
+    let floor_rss = median(&floor.iter().map(ChildRun::rss_mib).collect::<Vec<_>>());
+
+    // 2. raw floor of the import
+    let raw_db = dir.join("raw-sled");
+    let (first, bytes) = raw_import_run(&small_tree, &small.paths, &raw_db)?;
+    let mut raw_runs = vec![first];
+    if first < 5.0 {
+        for _ in 0..2 {
+            raw_runs.push(raw_import_run(&small_tree, &small.paths, &raw_db)?.0);
+        }
+    }
+    let raw_s = median(&raw_runs);
+    out["raw_import"] = json!({
+        "seconds": round(raw_s, 3), "statistic": format!("median of {}", raw_runs.len()),
+        "runs": raw_runs.iter().map(|s| round(*s, 3)).collect::<Vec<_>>(), "bytes": bytes,
+        "mib_per_s": round(bytes as f64 / MIB / raw_s, 1),
+        "how": "in-process: read each generated text file, blake3 it, insert the bytes into a fresh sled db (key = relative path, the engine's sled settings), one flush, drop; files hot in the page cache as for the engine import that follows",
+    });
+    info!("project: raw import: {}", out["raw_import"]);
+
+    // 3. engine import (child process)
+    let small_doc = dir.join("project.elf");
+    let help = cli.run(None, &["dir", "import", "--help"])?;
+    let has_max_flag = String::from_utf8_lossy(&help.stdout).contains("--max-file-bytes");
+    let flag_for = |g: &project_gen::GenReport| {
+        (g.largest_file > DEFAULT_MAX_FILE && has_max_flag).then_some(BIG_MAX_FILE)
+    };
+    info!(
+        "project: importing {} through the CLI",
+        small_tree.display()
+    );
+    let imported = soft(
+        out,
+        "import",
+        cli_import(&mut cli, &small_doc, &small_tree, flag_for(&small)),
+    );
+    let import_ms = imported.as_ref().map(|i| i.run.ms());
+    if let Some(imp) = &imported {
+        let (check, ok) = import_check(imp, &small);
+        let r = imp.run.ms() / 1000.0 / raw_s;
+        out["import"] = json!({
+            "wall_s": round(imp.run.ms() / 1000.0, 3), "peak_rss_mib": round(imp.run.rss_mib(), 1),
+            "raw_s": round(raw_s, 3), "ratio": round(r, 3), "block_id": imp.block_id,
+            "mib_per_s": round(small.text_bytes as f64 / MIB / (imp.run.ms() / 1000.0), 1),
+            "check": check, "one_run": true,
+            "how": "`elfiee --elf D --json dir import TREE` as a child process after `elfiee init D`; wall from spawn to reaping, peak RSS = ru_maxrss from wait4",
+        });
+        targets.check(
+            "import: every text file, no ignored/binary",
+            format!(
+                "{} of {}",
+                imp.report["files"].as_u64().unwrap_or(0),
+                small.files
+            ),
+            Some(ok),
+        );
+        info!("project: import: {}", out["import"]);
+    }
+    targets.at_most(
+        "import wall / raw floor",
+        import_ms.map(|m| m / 1000.0 / raw_s),
+        3.0,
+        "x",
+    );
+    targets.at_most(
+        "import peak RSS",
+        imported.as_ref().map(|i| i.run.rss_mib()),
+        128.0,
+        "MiB",
+    );
+
+    // 4. .elf size
+    if imported.is_some() {
+        let size = dir_size(&small_doc);
+        out["elf_size"] = json!({
+            "elf_bytes": size, "text_bytes": small.text_bytes, "ratio": round(size as f64 / small.text_bytes as f64, 3),
+            "breakdown": elf_breakdown(&small_doc),
+            "how": "every file under the .elf folder (walked) right after the import vs the text bytes imported",
+        });
+        info!("project: .elf size: {}", out["elf_size"]);
+    }
+    targets.at_most(
+        ".elf bytes / text bytes",
+        imported
+            .as_ref()
+            .map(|_| out["elf_size"]["ratio"].as_f64().unwrap_or(f64::NAN)),
+        1.5,
+        "x",
+    );
+
+    // 5. open + list, small and ten-times-larger documents
+    let big_doc = dir.join("project-x10.elf");
+    info!(
+        "project: importing the ten-times-larger tree ({:.0} MiB)",
+        big.text_bytes as f64 / MIB
+    );
+    let big_imported = soft(
+        out,
+        "import_x10",
+        cli_import(&mut cli, &big_doc, &big_tree, flag_for(&big)),
+    );
+    if let Some(imp) = &big_imported {
+        let (check, _) = import_check(imp, &big);
+        let size = dir_size(&big_doc);
+        out["import_x10"] = json!({
+            "wall_s": round(imp.run.ms() / 1000.0, 3), "peak_rss_mib": round(imp.run.rss_mib(), 1),
+            "text_bytes": big.text_bytes, "elf_bytes": size, "elf_ratio": round(size as f64 / big.text_bytes as f64, 3),
+            "max_file_bytes_flag": flag_for(&big), "max_file_bytes_flag_supported": has_max_flag,
+            "check": check, "note": "not a target; the document for the big/small open + list ratio",
+        });
+        info!("project: import x10: {}", out["import_x10"]);
+    } else {
+        out["import_x10"]["max_file_bytes_flag_supported"] = json!(has_max_flag);
+    }
+    let mut list = json!({});
+    let (mut ls, mut lb) = (Vec::new(), Vec::new());
+    if imported.is_some() {
+        let list_runs = (|| -> Result<(), BoxError> {
+            let docs: Vec<&Path> = if big_imported.is_some() {
+                vec![&small_doc, &big_doc]
+            } else {
+                vec![&small_doc]
+            };
+            for i in 0..pp.list_runs {
+                // Alternate which document goes first.
+                for k in 0..docs.len() {
+                    let which = (i + k) % docs.len();
+                    let r = cli.run(Some(docs[which]), &["--json", "block", "list"])?;
+                    let side = if which == 0 { "small" } else { "big" };
+                    if i == 0 {
+                        list[format!("{side}_blocks")] = json!(r.json()?.as_array().map(Vec::len));
+                        list[format!("{side}_stdout_bytes")] = json!(r.stdout.len());
+                    }
+                    if which == 0 {
+                        ls.push(r);
+                    } else {
+                        lb.push(r);
+                    }
+                }
+            }
+            Ok(())
+        })();
+        soft(&mut list, "runs", list_runs);
+    }
+    let stat = |runs: &[ChildRun], f: fn(&ChildRun) -> f64| {
+        (!runs.is_empty()).then(|| median(&runs.iter().map(f).collect::<Vec<_>>()))
+    };
+    let (lw, lr) = (stat(&ls, ChildRun::ms), stat(&ls, ChildRun::rss_mib));
+    let (bw, br) = (stat(&lb, ChildRun::ms), stat(&lb, ChildRun::rss_mib));
+    let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+    if !ls.is_empty() {
+        list["small"] = ms_stats(&ls);
+        list["floor"] = json!({"wall_ms": round(floor_ms, 1), "peak_rss_mib": round(floor_rss, 1), "command": "elfiee --version"});
+        list["statistic"] = json!(format!(
+            "median of {} (small and big runs alternate, order swapped each round)",
+            pp.list_runs
+        ));
+        list["how"] = json!("`elfiee --elf D --json block list` as a child process (open the document, list every block, print JSON)");
+    }
+    if !lb.is_empty() {
+        list["big"] = ms_stats(&lb);
+        list["ratio_wall"] = json!(ratio(bw, lw).map(|r| round(r, 3)));
+        list["ratio_rss"] = json!(ratio(br, lr).map(|r| round(r, 3)));
+    }
+    info!("project: open + list: {list}");
+    out["open_list"] = list;
+    targets.at_most("open + list wall (imported doc)", lw, 100.0, "ms");
+    targets.at_most("open + list peak RSS", lr, 64.0, "MiB");
+    targets.at_most("open + list wall x10 / x1", ratio(bw, lw), 1.2, "x");
+    targets.at_most("open + list RSS x10 / x1", ratio(br, lr), 1.2, "x");
+
+    // 6. rescan
+    if let Some(imp) = &imported {
+        let n = ((small.files as f64) * 0.01).round().max(1.0) as usize;
+        let changed = project_gen::modify(&small_tree, &small, n, pp.seed + 1)?;
+        let raw_rescan = raw_rescan_run(&small_tree, &small.paths, &changed, &raw_db)?;
+        let mut sync = json!({
+            "modified": changed.len(), "block_id": imp.block_id,
+            "raw_s": round(raw_rescan, 4),
+            "raw_how": "in-process: stat every text file, read + blake3 the modified ones, insert them into a fresh sled db, one flush",
+        });
+        let r = (|| -> Result<(ChildRun, Value, u64, u64), BoxError> {
+            let before = last_seq(&mut cli, &small_doc)?;
+            let run = cli.run(Some(&small_doc), &["--json", "dir", "sync", &imp.block_id])?;
+            let v = run.json()?;
+            let after = last_seq(&mut cli, &small_doc)?;
+            Ok((run, v, before, after))
+        })();
+        let mut sync_ratio = None;
+        let mut counts_ok = None;
+        if let Some((run, v, before, after)) = soft(&mut sync, "run", r) {
+            let import_ms = import_ms.unwrap_or(f64::NAN);
+            sync_ratio = Some(run.ms() / import_ms);
+            let (c, a, d) = (
+                v["changed"].as_u64(),
+                v["added"].as_u64(),
+                v["deleted"].as_u64(),
+            );
+            counts_ok = Some(c == Some(changed.len() as u64) && a == Some(0) && d == Some(0));
+            sync["wall_s"] = round(run.ms() / 1000.0, 3);
+            sync["peak_rss_mib"] = round(run.rss_mib(), 1);
+            sync["import_wall_s"] = round(import_ms / 1000.0, 3);
+            sync["ratio_to_import"] = round(run.ms() / import_ms, 4);
+            sync["ratio_to_raw"] = round(run.ms() / 1000.0 / raw_rescan, 2);
+            sync["output"] = v.clone();
+            sync["events_before"] = json!(before);
+            sync["events_after"] = json!(after);
+            sync["events_written"] = json!(after - before);
+            sync["events_beyond_changed"] =
+                json!(after as i64 - before as i64 - changed.len() as i64);
+            sync["how"] = json!("modify() rewrites 1% of the text files (content changed, length changed), then `elfiee --elf D --json dir sync BLOCK` as a child; events counted by `--json state-digest`'s seq before and after");
+        }
+        info!("project: sync: {sync}");
+        out["sync"] = sync;
+        targets.at_most("dir sync wall / import wall", sync_ratio, 0.2, "x");
+        targets.check(
+            "dir sync counts (changed = modified, 0 added/deleted)",
+            match &out["sync"]["output"] {
+                Value::Null => "-".to_owned(),
+                v => format!(
+                    "{}/{}/{} of {}",
+                    v["changed"],
+                    v["added"],
+                    v["deleted"],
+                    changed.len()
+                ),
+            },
+            counts_ok,
+        );
+    }
+
+    // 7. one CLI write: a 10-block document vs the 10,000-block one
+    let ten_doc = dir.join("ten.elf");
+    let mut write = json!({});
+    let write_result = (|| -> Result<(Vec<ChildRun>, Vec<ChildRun>, String), BoxError> {
+        cli.run(None, &["init", path_str(&ten_doc)?, "--owner", "Bench"])?;
+        let mut ten_block = String::new();
+        for i in 0..10 {
+            let v = cli
+                .run(
+                    Some(&ten_doc),
+                    &[
+                        "--json",
+                        "block",
+                        "create",
+                        "--type",
+                        "markdown",
+                        "--name",
+                        &format!("m{i}"),
+                    ],
+                )?
+                .json()?;
+            if i == 0 {
+                ten_block = v["block_id"].as_str().unwrap_or_default().to_owned();
+            }
+        }
+        if imported.is_none() {
+            return Err("no 10,000-block document (the import failed)".into());
+        }
+        let big_block = cli
+            .run(
+                Some(&small_doc),
+                &[
+                    "--json",
+                    "block",
+                    "create",
+                    "--type",
+                    "markdown",
+                    "--name",
+                    "bench-write",
+                ],
+            )?
+            .json()?["block_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let (mut s, mut b) = (Vec::new(), Vec::new());
+        for i in 0..pp.write_runs {
+            let text = write_text(i, WRITE_LEN);
+            // Alternate which document goes first.
+            if i % 2 == 0 {
+                s.push(cli_write(&mut cli, &ten_doc, &ten_block, &text)?);
+                b.push(cli_write(&mut cli, &small_doc, &big_block, &text)?);
+            } else {
+                b.push(cli_write(&mut cli, &small_doc, &big_block, &text)?);
+                s.push(cli_write(&mut cli, &ten_doc, &ten_block, &text)?);
+            }
+        }
+        Ok((s, b, big_block))
+    })();
+    let mut growth_block = None;
+    let (mut ww, mut wr) = (None, None);
+    if let Some((s, b, block)) = soft(&mut write, "run", write_result) {
+        let (sw, sr) = (stat(&s, ChildRun::ms), stat(&s, ChildRun::rss_mib));
+        let (bw, br) = (stat(&b, ChildRun::ms), stat(&b, ChildRun::rss_mib));
+        ww = ratio(bw, sw);
+        wr = ratio(br, sr);
+        write = json!({
+            "ten_blocks": ms_stats(&s), "big": ms_stats(&b),
+            "big_blocks": out["open_list"]["small_blocks"].as_u64().map(|n| n + 1),
+            "ratio_wall": ww.map(|r| round(r, 3)), "ratio_rss": wr.map(|r| round(r, 3)),
+            "floor": {"wall_ms": round(floor_ms, 1), "peak_rss_mib": round(floor_rss, 1), "command": "elfiee --version"},
+            "text_bytes": WRITE_LEN, "statistic": format!("median of {} each, alternating", pp.write_runs),
+            "how": "`elfiee --elf D markdown write BLOCK --text <2048 bytes>` as a child process; D = a 10-block document vs the imported 10,000-file document (one new markdown block each)",
+        });
+        growth_block = Some(block);
+    }
+    info!("project: cli write: {write}");
+    out["cli_write"] = write;
+    targets.at_most("markdown write wall 10k / 10 blocks", ww, 1.2, "x");
+    targets.at_most("markdown write RSS 10k / 10 blocks", wr, 1.2, "x");
+
+    // 8. growth over many writes
+    let mut growth = json!({});
+    let mut growth_met = None;
+    let mut growth_ratio = None;
+    if let Some(block) = growth_block {
+        let before = dir_size(&small_doc);
+        let before_parts = elf_breakdown(&small_doc);
+        let t = Instant::now();
+        let r = (|| -> Result<(Vec<f64>, u64), BoxError> {
+            let (mut lat, mut written) = (Vec::with_capacity(pp.writes), 0u64);
+            for i in 0..pp.writes {
+                let text = write_text(1_000_000 + i, WRITE_LEN);
+                written += text.len() as u64;
+                lat.push(cli_write(&mut cli, &small_doc, &block, &text)?.ms());
+                if (i + 1) % 100 == 0 {
+                    info!("project: growth: {} of {} writes", i + 1, pp.writes);
+                }
+            }
+            Ok((lat, written))
+        })();
+        if let Some((lat, written)) = soft(&mut growth, "run", r) {
+            let after = dir_size(&small_doc);
+            let g = after as i64 - before as i64;
+            growth_met = Some(g <= 2 * written as i64 + GROWTH_SLACK as i64);
+            growth_ratio = Some(g as f64 / written as f64);
+            growth = json!({
+                "writes": lat.len(), "bytes_written": written, "elf_before": before, "elf_after": after,
+                "growth": g, "growth_per_written": round(g as f64 / written as f64, 3),
+                "growth_minus_2x_written": g - 2 * written as i64, "constant_allowed": GROWTH_SLACK,
+                "breakdown_before": before_parts, "breakdown_after": elf_breakdown(&small_doc),
+                "write_ms_median": round(median(&lat), 1), "seconds": round(t.elapsed().as_secs_f64(), 1),
+                "how": "sequential `elfiee --elf D markdown write BLOCK --text T` child processes on the 10,000-file document (one block, a different 2048-byte text each time); .elf folder size walked before and after",
+            });
+        }
+    }
+    info!("project: growth: {growth}");
+    out["growth"] = growth;
+    targets.check(
+        "growth <= 2 x written + 8 MiB",
+        growth_ratio
+            .map(|r| format!("{r:.2} x written"))
+            .unwrap_or_else(|| "-".into()),
+        growth_met,
+    );
+    Ok(())
 }
