@@ -222,14 +222,13 @@ fn verify_exits_1_on_a_bad_snapshot_and_state_digest_still_opens() {
         &["block", "create", "--type", "markdown", "--name", "n"],
     );
     let before = json_ok(&elf, &["state-digest"]);
-    {
-        let db = sled::open(elf.join("log")).unwrap();
-        db.open_tree("snapshots")
-            .unwrap()
-            .insert("latest", &b"not a snapshot"[..])
-            .unwrap();
-        db.flush().unwrap();
-    }
+    // A snapshot file that is not one (newer than any the engine wrote).
+    std::fs::create_dir_all(elf.join("snapshots")).unwrap();
+    std::fs::write(
+        elf.join("snapshots").join(format!("{:020}.snap", 3)),
+        b"not a snapshot",
+    )
+    .unwrap();
     let out = elfiee(&elf, &["verify"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("snapshot"));
