@@ -157,7 +157,7 @@ fn block_show_at_and_log_block_give_every_version_of_a_body() {
     let elf = tmp.path().join("d.elf");
     json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
     json(&elf, &["block", "create", "--type", "markdown", "--name", "Spec"]);
-    let v1 = "# first\n".repeat(400); // over 1 KiB: kept in the content store
+    let v1 = "# first\n".repeat(400); // over 256 bytes: kept in the content store
     let v2 = "short second version";
     let v3 = "third ✓\r\n".repeat(300);
     let mut seqs = Vec::new();

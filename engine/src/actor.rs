@@ -106,7 +106,16 @@ pub(crate) struct FileActor;
 pub(crate) struct Sequencer {
     log: Arc<SledEventLog>,
     registry: Registry,
-    working: State,
+    /// The committed state plus the accepted events not yet applied to it. Made (a clone of
+    /// the committed state) the first time a command is sequenced while others are in flight,
+    /// then kept up to date; until then the pipeline reads the committed state itself, so a
+    /// process that submits one command at a time (a CLI call, an MCP tool call) never holds
+    /// a second copy of a large document's state.
+    working: Option<State>,
+    /// Accepted events while `working` is `None` (applied to it if one has to be made).
+    unapplied: Vec<Event>,
+    /// Seq of the last accepted event.
+    last_seq: u64,
     prev_hash: EventHash,
     /// Per-command id seeds: a random base (once) mixed with a counter.
     id_base: [u8; 16],
@@ -119,13 +128,15 @@ impl Sequencer {
     pub(crate) fn new(
         log: Arc<SledEventLog>,
         registry: Registry,
-        working: State,
+        last_seq: u64,
         prev_hash: EventHash,
     ) -> Sequencer {
         Sequencer {
             log,
             registry,
-            working,
+            working: None,
+            unapplied: Vec::new(),
+            last_seq,
             prev_hash,
             id_base: *uuid::Uuid::new_v4().as_bytes(),
             id_counter: 0,
@@ -295,6 +306,62 @@ impl Sequencer {
         if let Some((first, count)) = shared.command_range(first.cmd_id) {
             return Ok(Prepared::Repeat(first, count));
         }
+        // The state the pipeline validates against: the committed one when everything accepted
+        // is committed (no copy), else the working state (made now if needed).
+        let committed = shared.committed.read().unwrap_or_else(|p| p.into_inner());
+        if committed.last_seq >= self.last_seq {
+            self.unapplied.clear();
+        } else if self.working.is_none() {
+            let mut w = committed.clone();
+            for e in self.unapplied.drain(..) {
+                if e.seq > w.last_seq {
+                    apply(&mut w, &e);
+                }
+            }
+            self.working = Some(w);
+        }
+        let working = self.working.take();
+        let outcome = self.run_handlers(shared, cmds, working.as_ref().unwrap_or(&committed));
+        self.working = working;
+        drop(committed);
+        let mut all = outcome?;
+        if all.is_empty() {
+            return Ok(Prepared::Done(all));
+        }
+        for e in &mut all {
+            externalize(&shared.content, e)?;
+        }
+        let mut prev = self.prev_hash;
+        let mut records = Vec::with_capacity(all.len());
+        for (seq, e) in (self.last_seq + 1..).zip(all.iter_mut()) {
+            e.seq = seq;
+            records.push((seq, codec::seal(&prev, e)));
+            prev = e.hash;
+        }
+        self.prev_hash = prev;
+        self.last_seq += all.len() as u64;
+        match &mut self.working {
+            Some(w) => {
+                for e in &all {
+                    apply(w, e);
+                }
+            }
+            None => self.unapplied.extend(all.iter().cloned()),
+        }
+        Ok(Prepared::Write(all, records))
+    }
+
+    /// Runs the handlers of a submission against `base` (each command of a batch sees the
+    /// ones before it); the events, or the refusal.
+    fn run_handlers(
+        &mut self,
+        shared: &Shared,
+        cmds: &[Command],
+        base: &State,
+    ) -> Result<Vec<Event>, EngineError> {
+        let Some(first) = cmds.first() else {
+            return Ok(Vec::new());
+        };
         // Run every command against a scratch state so a later command sees earlier ones; the
         // working state is only touched once all of them passed.
         let mut scratch: Option<State> = None;
@@ -308,7 +375,7 @@ impl Sequencer {
                 .zip(self.id_counter.to_le_bytes())
                 .for_each(|(b, c)| *b ^= c);
             let ctx = self.registry.ctx(Utc::now(), &shared.config.node_id, seed);
-            let state = scratch.as_ref().unwrap_or(&self.working);
+            let state = scratch.as_ref().unwrap_or(base);
             let handler_started = Instant::now();
             let executed = self.registry.execute(cmd, state, &ctx);
             self.handler_time += handler_started.elapsed();
@@ -326,7 +393,7 @@ impl Sequencer {
                 }
             })?;
             if cmds.len() > 1 && i + 1 < cmds.len() {
-                let s = scratch.get_or_insert_with(|| self.working.clone());
+                let s = scratch.get_or_insert_with(|| base.clone());
                 for (k, e) in events.iter_mut().enumerate() {
                     e.seq = s.last_seq + 1 + k as u64;
                 }
@@ -341,24 +408,7 @@ impl Sequencer {
             }
             all.extend(events);
         }
-        if all.is_empty() {
-            return Ok(Prepared::Done(all));
-        }
-        for e in &mut all {
-            externalize(&shared.content, e)?;
-        }
-        let mut prev = self.prev_hash;
-        let mut records = Vec::with_capacity(all.len());
-        for (seq, e) in (self.working.last_seq + 1..).zip(all.iter_mut()) {
-            e.seq = seq;
-            records.push((seq, codec::seal(&prev, e)));
-            prev = e.hash;
-        }
-        self.prev_hash = prev;
-        for e in &all {
-            apply(&mut self.working, e);
-        }
-        Ok(Prepared::Write(all, records))
+        Ok(all)
     }
 }
 
@@ -584,11 +634,12 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>) {
         let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
         commit_group(&shared, &log, cursor, batch);
     }
-    // Closing: a snapshot only when one is due (or the host asked for one at every close);
-    // the next open replays the short tail and indexes its commands.
+    // Closing: a snapshot only when the tail is worth it (`snapshot_at_close_after`); the
+    // next open replays the short tail and indexes its commands.
     let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = shared.committed_seq.load(Ordering::Acquire);
-    if snapshot_due(&shared, &cursor) || (shared.config.snapshot_at_close && seq > cursor.last_snapshot) {
+    let at_close = shared.config.snapshot_at_close_after.max(1);
+    if snapshot_due(&shared, &cursor) || seq >= cursor.last_snapshot + at_close {
         hand_off_snapshot(&shared, &mut cursor);
     }
     // Dropping the sender lets the snapshot thread finish the jobs it has and stop.

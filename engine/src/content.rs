@@ -9,8 +9,8 @@
 //!
 //! The event that sets a body carries `{"$content": hash, "len": n}`, so the hash chain covers
 //! the hash and the hash covers every byte: a changed byte in the pack is found by every read
-//! (which re-hashes what it returns) and by `verify`. Both files are synced (`fdatasync`)
-//! before the events that refer to their new records are written, so a durable event never
+//! (which re-hashes what it returns) and by `verify`. The pack is synced (`fdatasync`)
+//! before the events that refer to its new records are written, so a durable event never
 //! points at bytes that are not. Equal bodies are stored once.
 
 use std::collections::HashMap;
@@ -94,8 +94,8 @@ impl ContentStore {
     pub fn sync(&self) -> Result<(), EngineError> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(inner) = g.as_mut().filter(|i| i.dirty) {
+            // Only the pack: the index is a cache of it, checked and completed at load.
             inner.pack.sync_data().map_err(io_err)?;
-            inner.idx.sync_data().map_err(io_err)?;
             inner.dirty = false;
         }
         Ok(())
@@ -199,8 +199,9 @@ impl Inner {
             let key: [u8; 32] = rec[..32].try_into().expect("32 bytes");
             let off = u64::from_le_bytes(rec[32..40].try_into().expect("8 bytes"));
             let len = u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
-            if off + len > pack_len {
-                // The pack lost the tail this record points into: drop it and the rest.
+            if off < PACK_HEADER || off + len > pack_len {
+                // Not a record of this pack (torn, or the pack lost the tail it points
+                // into): drop it and the rest; the pack scan below re-indexes what is there.
                 break;
             }
             index.insert(key, (off, len));
@@ -213,6 +214,21 @@ impl Inner {
                 "content index had a torn or dangling tail; cut off"
             );
             idx.set_len(valid as u64).map_err(io_err)?;
+        }
+        // The index is not synced on its own (the pack is): check that its last record
+        // names the pack record it points at; if not, rebuild the whole index from the pack.
+        if let Some(rec) = raw[..valid].chunks_exact(INDEX_RECORD).last() {
+            let off = u64::from_le_bytes(rec[32..40].try_into().expect("8 bytes"));
+            let mut header = [0u8; PACK_HEADER as usize];
+            let ok = pack.read_exact_at(&mut header, off - PACK_HEADER).is_ok()
+                && header[8..] == rec[..32]
+                && header[..8] == rec[40..48];
+            if !ok {
+                tracing::warn!("content index does not match the pack; rebuilding it");
+                index.clear();
+                end = 0;
+                idx.set_len(0).map_err(io_err)?;
+            }
         }
         let mut inner = Inner {
             index,
@@ -363,6 +379,33 @@ mod tests {
         assert_eq!(
             std::fs::metadata(&idx).unwrap().len(),
             3 * INDEX_RECORD as u64
+        );
+    }
+
+    #[test]
+    fn an_index_whose_last_record_does_not_match_the_pack_is_rebuilt() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let a = s.put("alpha").unwrap();
+        let b = s.put("beta").unwrap();
+        s.sync().unwrap();
+        drop(s);
+        // A whole record that points inside the pack but names the wrong body.
+        let mut rec = index_record(&[7u8; 32], PACK_HEADER, 5);
+        rec[40..].copy_from_slice(&5u64.to_le_bytes());
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(dir.path().join("content/index"))
+            .unwrap();
+        f.write_all(&rec).unwrap();
+        drop(f);
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&a).unwrap(), "alpha");
+        assert_eq!(s.get(&b).unwrap(), "beta");
+        s.sync().unwrap();
+        assert_eq!(
+            std::fs::metadata(dir.path().join("content/index")).unwrap().len(),
+            2 * INDEX_RECORD as u64
         );
     }
 }

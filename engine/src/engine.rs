@@ -23,9 +23,11 @@ pub struct EngineConfig {
     pub snapshot_every: u64,
     /// ... or once the events after the last one take this many stored bytes (default 4 MiB).
     pub snapshot_tail_bytes: u64,
-    /// Also write one at every close that has events after the last snapshot (default
-    /// false: closing costs nothing extra, the next open replays the short tail).
-    pub snapshot_at_close: bool,
+    /// At close, write one if at least this many events came after the last one (default
+    /// 100, so a process that made a few changes — a CLI call, an MCP tool call — closes
+    /// without writing the whole state, and the next open replays at most about this many
+    /// events; 1 writes one at every close that changed something).
+    pub snapshot_at_close_after: u64,
     /// Largest accepted payload, in bytes of JSON (default 16 MiB).
     pub max_payload_bytes: usize,
     /// Live events buffered per subscriber before it has to catch up from the log.
@@ -39,7 +41,7 @@ impl Default for EngineConfig {
             node_id: crate::node::node_id(),
             snapshot_every: 1000,
             snapshot_tail_bytes: 4 * 1024 * 1024,
-            snapshot_at_close: false,
+            snapshot_at_close_after: 100,
             max_payload_bytes: elfiee_capabilities::MAX_PAYLOAD_BYTES,
             channel_capacity: 1024,
             registry: Registry::builtin(),
@@ -188,14 +190,14 @@ impl Engine {
             config: self.config.clone(),
             log: RwLock::new(Some(log.clone())),
             committed_seq: AtomicU64::new(last_seq),
-            committed: RwLock::new(state.clone()),
+            committed: RwLock::new(state),
             events_tx: Mutex::new(Some(tx)),
             poisoned: Mutex::new(None),
             queue: CommitQueue::new(),
             sequencer: Mutex::new(Some(Sequencer::new(
                 log.clone(),
                 self.config.registry.clone(),
-                state,
+                last_seq,
                 prev_hash,
             ))),
             sequencing: Default::default(),

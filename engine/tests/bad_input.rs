@@ -18,7 +18,7 @@ fn engine() -> Engine {
     Engine::new(EngineConfig {
         node_id: "bad-input".into(),
         // These tests damage files next to a snapshot written at close.
-        snapshot_at_close: true,
+        snapshot_at_close_after: 1,
         ..EngineConfig::default()
     })
 }

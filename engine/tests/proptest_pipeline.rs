@@ -120,8 +120,8 @@ fn text() -> impl Strategy<Value = String> {
         4 => "[a-zA-Z0-9 #*_-]{0,24}",
         1 => ".{0,8}",
         1 => Just(String::new()),
-        // Bodies of 1 KiB and more go to the content store: events carry references.
-        1 => "[a-z ]{1020,1300}",
+        // Bodies of 256 bytes and more go to the content store: events carry references.
+        1 => "[a-z ]{250,1300}",
     ]
 }
 
@@ -515,7 +515,7 @@ fn config() -> EngineConfig {
     EngineConfig {
         node_id: "prop".into(),
         snapshot_every: 7,
-        snapshot_at_close: true,
+        snapshot_at_close_after: 1,
         ..EngineConfig::default()
     }
 }

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 pub const CONTENT_KEY: &str = "$content";
 
 /// Bodies shorter than this many bytes stay inline in the event and the state.
-pub const INLINE_MAX: usize = 1024;
+pub const INLINE_MAX: usize = 256;
 
 /// The `contents` keys that hold the body of a block type.
 pub fn body_keys(block_type: &str) -> &'static [&'static str] {

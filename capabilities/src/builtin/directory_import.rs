@@ -158,6 +158,8 @@ impl Capability for DirectoryImport {
                 serde_json::to_value(&block).unwrap_or_default(),
             ));
         }
+        // Entries are kept in path order (lookups binary-search them).
+        entries.sort_by(|a, b| a.path.cmp(&b.path));
         let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
         if p.pending {
             custom.insert(elfiee_projections::IMPORT_INCOMPLETE.to_owned(), json!(true));

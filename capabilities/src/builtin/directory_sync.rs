@@ -34,6 +34,15 @@ pub struct DirectorySyncPayload {
     pub done: bool,
 }
 
+/// The block id of the entry at `path` of a directory block (entries are kept in path order).
+pub fn directory_entry<'a>(dir: &'a elfiee_model::Block, path: &str) -> Option<&'a str> {
+    let list = dir.contents.get("entries")?.as_array()?;
+    let i = list
+        .binary_search_by(|e| elfiee_projections::entry_path(e).cmp(path))
+        .ok()?;
+    list[i].get("block_id")?.as_str()
+}
+
 /// The entries of a directory block: path → block id.
 pub fn directory_entries(dir: &elfiee_model::Block) -> BTreeMap<String, String> {
     dir.contents
@@ -60,7 +69,6 @@ impl Capability for DirectorySync {
         let dir = state
             .block(&dir_id)
             .ok_or_else(|| CapError::BlockNotFound(dir_id.clone()))?;
-        let entries = directory_entries(dir);
         let mut seen = BTreeSet::new();
         for path in p.files.iter().map(|f| &f.path).chain(&p.deleted) {
             check_relative_path(path).map_err(|e| CapError::payload(self.id(), e))?;
@@ -74,7 +82,7 @@ impl Capability for DirectorySync {
         let mut drafts = Vec::new();
         let (mut added, mut changed, mut removed) = (Vec::new(), Vec::new(), Vec::new());
         for (i, f) in p.files.into_iter().enumerate() {
-            let existing = entries.get(&f.path).and_then(|id| state.block(id));
+            let existing = directory_entry(dir, &f.path).and_then(|id| state.block(id));
             if let Some(b) = existing {
                 let Some(key) = body_keys(&b.block_type).first() else {
                     return Err(CapError::rejected(format!(
@@ -109,7 +117,7 @@ impl Capability for DirectorySync {
             });
         }
         for path in p.deleted {
-            let Some(id) = entries.get(&path) else {
+            let Some(id) = directory_entry(dir, &path) else {
                 continue;
             };
             if state.block(id).is_some() {
