@@ -50,10 +50,6 @@ fn corrupt(what: impl std::fmt::Display) -> EngineError {
     ))
 }
 
-fn parse_hash(hex: &str) -> Option<[u8; 32]> {
-    let h = elfiee_model::EventHash::from_hex(hex)?;
-    Some(h.0)
-}
 
 impl ContentStore {
     pub fn new(elf_root: &Path) -> ContentStore {
@@ -84,7 +80,7 @@ impl ContentStore {
                 inner.append(&key, text.as_bytes())?;
             }
             Ok(ContentRef {
-                hash: hash.to_hex().to_string(),
+                hash: elfiee_model::EventHash(key),
                 len: text.len() as u64,
             })
         })
@@ -110,7 +106,7 @@ impl ContentStore {
     }
 
     fn read(&self, r: &ContentRef) -> Result<String, Failure> {
-        let key = parse_hash(&r.hash).ok_or_else(|| Failure::Bad(format!("bad hash {:?}", r.hash)))?;
+        let key = r.hash.0;
         let bytes = self
             .with(|inner| {
                 let Some(&(off, len)) = inner.index.get(&key) else {

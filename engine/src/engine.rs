@@ -43,7 +43,7 @@ impl Default for EngineConfig {
             snapshot_tail_bytes: 4 * 1024 * 1024,
             snapshot_at_close_after: 100,
             max_payload_bytes: elfiee_capabilities::MAX_PAYLOAD_BYTES,
-            channel_capacity: 1024,
+            channel_capacity: 4096,
             registry: Registry::builtin(),
         }
     }
@@ -164,8 +164,20 @@ impl Engine {
         let (log, opened) = tokio::task::spawn_blocking({
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
-                let log = Arc::new(SledEventLog::open(&paths.log_dir(), &paths.root)?);
-                let opened = crate::replay::load_state(log.as_ref(), &paths)?;
+                // Decode the newest snapshot while sled opens the log (two independent reads).
+                let (log, predecoded) = std::thread::scope(|scope| {
+                    let decoding = std::thread::Builder::new()
+                        .name("elfiee-snapshot-decode".into())
+                        .spawn_scoped(scope, || crate::replay::decode_newest(&paths));
+                    let log = SledEventLog::open(&paths.log_dir(), &paths.root);
+                    let predecoded = match decoding {
+                        Ok(h) => h.join().unwrap_or(None),
+                        Err(_) => None,
+                    };
+                    (log, predecoded)
+                });
+                let log = Arc::new(log?);
+                let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded)?;
                 Ok((log, opened))
             }
         })

@@ -78,6 +78,27 @@ impl Snapshot {
 fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapshot, String> {
     let snap: Snapshot =
         rmp_serde::from_slice(bytes).map_err(|e| format!("does not decode: {e}"))?;
+    check_against_log(log, snap, tail)
+}
+
+/// A snapshot file, decoded as it is read (no copy of its bytes in memory).
+pub(crate) fn decode_snapshot_file(file: &Path) -> Result<Snapshot, String> {
+    let f = std::fs::File::open(file).map_err(|e| format!("unreadable: {e}"))?;
+    rmp_serde::from_read(std::io::BufReader::with_capacity(256 * 1024, f))
+        .map_err(|e| format!("does not decode: {e}"))
+}
+
+/// The newest snapshot file and its decoding (done while sled opens the log).
+pub(crate) type Predecoded = Option<(std::path::PathBuf, Result<Snapshot, String>)>;
+
+pub(crate) fn decode_newest(paths: &ElfPaths) -> Predecoded {
+    let (_, file) = stored_snapshots(paths).into_iter().next()?;
+    let snap = decode_snapshot_file(&file);
+    Some((file, snap))
+}
+
+/// Why a decoded snapshot does not fit the log, if it does not.
+fn check_against_log(log: &dyn EventLog, snap: Snapshot, tail: u64) -> Result<Snapshot, String> {
     if snap.format_version != FORMAT_VERSION {
         return Err(format!(
             "format version {} (this build reads {FORMAT_VERSION})",
@@ -126,6 +147,7 @@ fn push_entry(entries: &mut Vec<cmd_index::Entry>, e: &elfiee_model::Event) {
 pub(crate) fn load_state(
     log: &dyn EventLog,
     paths: &ElfPaths,
+    mut predecoded: Predecoded,
 ) -> Result<Opened, EngineError> {
     let (tail, _) = log.tail()?;
     check_head(log, tail, paths.read_head())?;
@@ -134,10 +156,11 @@ pub(crate) fn load_state(
     let mut prev = EventHash::ZERO;
     // The newest snapshot that matches the log; an older one when the newest is damaged.
     for (i, (_, file)) in stored_snapshots(paths).into_iter().enumerate() {
-        let Ok(bytes) = std::fs::read(&file) else {
-            continue;
+        let decoded = match predecoded.take() {
+            Some((f, snap)) if f == file => snap,
+            _ => decode_snapshot_file(&file),
         };
-        match check_snapshot(log, &bytes, tail) {
+        match decoded.and_then(|snap| check_against_log(log, snap, tail)) {
             Ok(snap) => {
                 tracing::debug!(seq = snap.seq, "opening from snapshot");
                 prev = snap.hash;

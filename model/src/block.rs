@@ -35,8 +35,10 @@ pub struct Block {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContentRef {
-    /// blake3 of the body's bytes, 64 lowercase hex characters.
-    pub hash: String,
+    /// blake3 of the body's bytes: 64 lowercase hex characters in JSON, 32 bytes in the
+    /// binary encodings (snapshots, the state digest).
+    #[cfg_attr(feature = "ts", ts(type = "string"))]
+    pub hash: crate::EventHash,
     /// Length of the body in bytes.
     #[cfg_attr(feature = "ts", ts(type = "number"))]
     pub len: u64,

@@ -9,7 +9,7 @@
 //!
 //! Everything here is pure; fetching the bytes is the engine's job (it passes a closure).
 
-use elfiee_model::{Block, ContentRef};
+use elfiee_model::{Block, ContentRef, EventHash};
 use serde_json::{Map, Value};
 
 /// The key of a reference object in an event value.
@@ -40,14 +40,9 @@ pub fn event_body_keys(kind: &str, value: &Value) -> &'static [&'static str] {
 /// The reference a value holds, if it is a reference object.
 pub fn ref_of(v: &Value) -> Option<ContentRef> {
     let obj = v.as_object()?;
-    let hash = obj.get(CONTENT_KEY)?.as_str()?;
+    let hash = EventHash::from_hex(obj.get(CONTENT_KEY)?.as_str()?)?;
     let len = obj.get("len")?.as_u64()?;
-    (obj.len() == 2 && hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit())).then(
-        || ContentRef {
-            hash: hash.to_owned(),
-            len,
-        },
-    )
+    (obj.len() == 2).then_some(ContentRef { hash, len })
 }
 
 /// Whether a value is shaped like a reference object (even a malformed one): handlers' output
@@ -59,7 +54,7 @@ pub fn looks_like_ref(v: &Value) -> bool {
 /// The reference object for `r`, as stored in an event.
 pub fn ref_value(r: &ContentRef) -> Value {
     let mut m = Map::new();
-    m.insert(CONTENT_KEY.into(), Value::String(r.hash.clone()));
+    m.insert(CONTENT_KEY.into(), Value::String(r.hash.to_hex()));
     m.insert("len".into(), Value::from(r.len));
     Value::Object(m)
 }
@@ -67,7 +62,7 @@ pub fn ref_value(r: &ContentRef) -> Value {
 /// blake3 of `bytes` as a [`ContentRef`].
 pub fn content_ref(bytes: &[u8]) -> ContentRef {
     ContentRef {
-        hash: blake3::hash(bytes).to_hex().to_string(),
+        hash: EventHash(*blake3::hash(bytes).as_bytes()),
         len: bytes.len() as u64,
     }
 }
@@ -75,7 +70,7 @@ pub fn content_ref(bytes: &[u8]) -> ContentRef {
 /// The hash of a block's body at `key`, wherever it is (reference or inline string).
 pub fn body_hash(block: &Block, key: &str) -> Option<String> {
     if let Some(r) = block.content_refs.get(key) {
-        return Some(r.hash.clone());
+        return Some(r.hash.to_hex());
     }
     block
         .contents
@@ -157,7 +152,7 @@ mod tests {
     fn a_reference_round_trips_and_only_its_exact_shape_counts() {
         let r = content_ref(b"hello");
         assert_eq!(ref_of(&ref_value(&r)), Some(r.clone()));
-        assert!(ref_of(&json!({"$content": r.hash, "len": 5, "x": 1})).is_none());
+        assert!(ref_of(&json!({"$content": r.hash.to_hex(), "len": 5, "x": 1})).is_none());
         assert!(ref_of(&json!({"$content": "zz", "len": 5})).is_none());
         assert!(ref_of(&json!("text")).is_none());
         assert!(looks_like_ref(&json!({"$content": 3})));

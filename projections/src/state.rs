@@ -13,12 +13,14 @@ use crate::graph::RelationGraph;
 pub struct State {
     /// The editor created by `elf.init`; holds every capability on `*`.
     pub file_owner: Option<EditorId>,
+    #[serde(deserialize_with = "bulk_map")]
     pub blocks: BTreeMap<String, Block>,
     pub editors: BTreeMap<EditorId, Editor>,
     pub grants: BTreeSet<Grant>,
     /// Vector clock: `"<node_id>:<editor_id>"` → number of events by that editor on that node.
     pub clocks: BTreeMap<String, u64>,
     /// Seq of the last event that touched each block (for optimistic concurrency).
+    #[serde(deserialize_with = "bulk_map")]
     pub block_seq: BTreeMap<String, u64>,
     /// Reverse index of block relations.
     pub graph: RelationGraph,
@@ -27,6 +29,32 @@ pub struct State {
     /// Free-form projection data owned by extensions (agents, proposals, …), keyed by namespace.
     #[serde(default)]
     pub extensions: BTreeMap<String, serde_json::Value>,
+}
+
+/// Decodes a map by collecting its entries first and building the tree in one pass (the
+/// encoding is in key order, so this is linear), instead of one insert per entry: opening a
+/// document with many blocks is dominated by decoding its snapshot.
+fn bulk_map<'de, D, V>(d: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Entries<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
+        type Value = Vec<(String, V)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0).min(1 << 20));
+            while let Some(kv) = m.next_entry()? {
+                out.push(kv);
+            }
+            Ok(out)
+        }
+    }
+    let entries = d.deserialize_map(Entries(std::marker::PhantomData))?;
+    Ok(entries.into_iter().collect())
 }
 
 /// A blake3 hash of the canonical encoding of a [`State`], as 64 hex characters.

@@ -61,6 +61,9 @@ impl Session {
         if let Some(fx) = self.effects {
             fx.join().await;
         }
+        // The process ends right after: freeing a large document's state block by block
+        // would only cost time (the file is closed and flushed).
+        std::mem::forget(self.file);
     }
 
     async fn submit(
@@ -354,37 +357,51 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
             });
         }
         BlockCmd::List => {
-            let blocks = s
-                .file
-                .with_state(|st| st.blocks.values().cloned().collect::<Vec<_>>());
-            let rows: Vec<Value> = blocks
-                .iter()
-                .map(|b| json!({"block_id": b.block_id, "name": b.name, "block_type": b.block_type, "owner": b.owner}))
-                .collect();
-            out.print(&json!(rows), || {
-                blocks
-                    .iter()
-                    .map(|b| {
+            // Written straight from the state: no copy of the blocks (a directory's entries
+            // can be large) and no JSON tree of ten thousand rows.
+            #[derive(serde::Serialize)]
+            struct Row<'a> {
+                block_id: &'a str,
+                block_type: &'a str,
+                name: &'a str,
+                owner: &'a str,
+            }
+            let text = s.file.with_state(|st| {
+                let rows = st.blocks.values().map(|b| Row {
+                    block_id: &b.block_id,
+                    block_type: &b.block_type,
+                    name: &b.name,
+                    owner: &b.owner,
+                });
+                if out.json {
+                    serde_json::to_string(&rows.collect::<Vec<_>>()).unwrap_or_default()
+                } else {
+                    rows.map(|r| {
                         format!(
                             "{}  {:<10} {:<24} owner={}",
-                            b.block_id, b.block_type, b.name, b.owner
+                            r.block_id, r.block_type, r.name, r.owner
                         )
                     })
                     .collect::<Vec<_>>()
                     .join("\n")
+                }
             });
+            out.print_text(&text);
         }
         BlockCmd::Show { id, at } => {
             let id = s.block_id(id)?;
-            let state = match at {
-                Some(seq) => s.file.state_at(*seq).await?,
-                None => s.file.state(),
+            let parents_and_block = |state: &State| {
+                let parents: Vec<Value> = state
+                    .parents_of(&id)
+                    .map(|(r, p)| json!({"relation": r, "from": p}))
+                    .collect();
+                (parents, state.block(&id).cloned())
             };
-            let parents: Vec<Value> = state
-                .parents_of(&id)
-                .map(|(r, p)| json!({"relation": r, "from": p}))
-                .collect();
-            let block = state.block(&id).cloned().ok_or_else(|| {
+            let (parents, block) = match at {
+                Some(seq) => parents_and_block(&s.file.state_at(*seq).await?),
+                None => s.file.with_state(parents_and_block),
+            };
+            let block = block.ok_or_else(|| {
                 let when = at.map(|a| format!(" at seq {a}")).unwrap_or_default();
                 CliError::failed("block_not_found", format!("block '{id}' not found{when}"))
             })?;

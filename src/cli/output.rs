@@ -65,18 +65,23 @@ pub struct Out {
 }
 
 impl Out {
-    /// A closed stdout (`elfiee log | head`) ends the output quietly instead of panicking.
-    pub fn print(&self, value: &Value, human: impl FnOnce() -> String) {
+    /// Prints text already in the right form (JSON when `--json`); nothing when empty.
+    pub fn print_text(&self, text: &str) {
         use std::io::Write;
-        let text = if self.json {
-            value.to_string()
-        } else {
-            human()
-        };
         if text.is_empty() && !self.json {
             return;
         }
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{text}").and_then(|_| out.flush());
+    }
+
+    /// A closed stdout (`elfiee log | head`) ends the output quietly instead of panicking.
+    pub fn print(&self, value: &Value, human: impl FnOnce() -> String) {
+        let text = if self.json {
+            value.to_string()
+        } else {
+            human()
+        };
+        self.print_text(&text);
     }
 }
