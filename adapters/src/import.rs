@@ -54,6 +54,8 @@ pub struct Candidate {
     pub rel: String,
     pub path: PathBuf,
     pub len: u64,
+    /// Modification time, nanoseconds since the epoch (0 when unknown).
+    pub mtime_ns: i128,
 }
 
 /// Walks `root` (canonical): the files to read, in path order, and the skips.
@@ -185,10 +187,16 @@ pub fn walk(
             );
             continue;
         }
+        let mtime_ns = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as i128);
         files.push(Candidate {
             rel,
             path,
             len: meta.len(),
+            mtime_ns,
         });
     }
     files.sort_by(|a, b| a.rel.cmp(&b.rel));
@@ -236,6 +244,68 @@ pub fn read_folder(
     }
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok((files, skipped))
+}
+
+/// What a rescan remembers of each file between runs, like git's index: size, modification
+/// time and the content hash its block held then. A file whose size and mtime are unchanged,
+/// and whose block still holds that hash, is not read again. Kept in `<elf>/cache/` (a cache:
+/// deleting it only makes the next rescan read every file); not part of the log.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StatCache {
+    /// When the cache was written (ns since the epoch): a file modified within a second of it
+    /// may have changed after it was hashed ("racily clean"), so it is read again.
+    written_ns: i128,
+    /// path → (size, mtime_ns, content hash hex).
+    files: BTreeMap<String, (u64, i128, String)>,
+}
+
+fn stat_cache_path(file: &FileHandle, dir_id: &str) -> PathBuf {
+    file.path().join("cache").join(format!("dirsync-{dir_id}.json"))
+}
+
+fn load_stat_cache(path: &Path) -> StatCache {
+    std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+/// Records the files of the walk with the hashes their blocks hold now (after the sync).
+fn save_stat_cache(file: &FileHandle, dir_id: &str, walked: &[(String, u64, i128)]) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    let files = file.with_state(|s| {
+        let Some(dir) = s.block(dir_id) else {
+            return BTreeMap::new();
+        };
+        walked
+            .iter()
+            .filter_map(|(rel, len, mtime)| {
+                let id = elfiee_capabilities::builtin::directory_entry(dir, rel)?;
+                let b = s.block(id)?;
+                let hash = body_hash(b, body_keys(&b.block_type).first()?)?;
+                Some((rel.clone(), (*len, *mtime, hash)))
+            })
+            .collect()
+    });
+    let cache = StatCache {
+        written_ns: now,
+        files,
+    };
+    let path = stat_cache_path(file, dir_id);
+    let written = path
+        .parent()
+        .map(std::fs::create_dir_all)
+        .transpose()
+        .and_then(|_| {
+            let tmp = path.with_extension("tmp");
+            std::fs::write(&tmp, serde_json::to_vec(&cache).unwrap_or_default())?;
+            std::fs::rename(&tmp, &path)
+        });
+    if let Err(e) = written {
+        tracing::warn!(error = %e, "rescan cache not written; the next rescan reads every file");
+    }
 }
 
 /// What a sync (or an import) did.
@@ -337,10 +407,25 @@ pub async fn sync_folder(
     progress(p);
     let mut chunk: Vec<ImportedFile> = Vec::new();
     let mut chunk_bytes = 0u64;
+    let cache = load_stat_cache(&stat_cache_path(file, dir_id));
+    let mut walked: Vec<(String, u64, i128)> = Vec::with_capacity(candidates.len());
     for c in candidates {
         p.files_done += 1;
         p.bytes_done += c.len;
+        walked.push((c.rel.clone(), c.len, c.mtime_ns));
         let old = known.remove(&c.rel);
+        // Same size and mtime as when the block last matched this file: not read again.
+        let cached = cache.files.get(&c.rel).is_some_and(|(len, mtime, hash)| {
+            *len == c.len
+                && *mtime == c.mtime_ns
+                && c.mtime_ns != 0
+                && c.mtime_ns < cache.written_ns - 1_000_000_000
+                && old.as_ref().and_then(|h| h.as_deref()) == Some(hash.as_str())
+        });
+        if cached {
+            report.unchanged += 1;
+            continue;
+        }
         let text = match read_text(&c) {
             Ok(t) => t,
             Err(reason) => {
@@ -391,6 +476,7 @@ pub async fn sync_folder(
     report.skipped = skipped.clone();
     // The last chunk: the rest of the files, the deletions, the skips, `done`.
     send_chunk(file, editor, dir_id, &mut chunk, deleted, skipped, true, &mut report).await?;
+    save_stat_cache(file, dir_id, &walked);
     Ok(report)
 }
 

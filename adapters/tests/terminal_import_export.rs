@@ -1089,3 +1089,53 @@ async fn importing_the_same_folder_again_resumes_an_interrupted_import() {
     assert_ne!(r2.block_id, dir);
     d.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescan_skips_files_whose_size_and_mtime_are_unchanged_and_reads_the_rest() {
+    use std::time::{Duration, SystemTime};
+    let mut d = Doc::default().await;
+    let proj = project();
+    let p = proj.path();
+    let past = SystemTime::now() - Duration::from_secs(60);
+    let set_mtime = |rel: &str, t: SystemTime| {
+        std::fs::File::options()
+            .write(true)
+            .open(p.join(rel))
+            .unwrap()
+            .set_modified(t)
+            .unwrap()
+    };
+    for i in 0..5 {
+        write(&p.join(format!("f{i}.rs")), body(i, 900));
+        set_mtime(&format!("f{i}.rs"), past);
+    }
+    set_mtime("README.md", past);
+    set_mtime("src/main.rs", past);
+    let r = d.import(p).await;
+    let cache = d.elf().join("cache").join(format!("dirsync-{}.json", r.block_id));
+    assert!(cache.is_file(), "the import leaves a rescan cache");
+    // f1: new content and a new mtime (seen). f2: same size, content changed, mtime put back
+    // (the stat cache cannot see it, as git's index cannot).
+    write(&p.join("f1.rs"), body(101, 950));
+    set_mtime("f1.rs", past + Duration::from_secs(5));
+    let mut same_size = body(2, 900).into_bytes();
+    same_size[0] = if same_size[0] == b'x' { b'y' } else { b'x' };
+    std::fs::write(p.join("f2.rs"), &same_size).unwrap();
+    set_mtime("f2.rs", past);
+    let limits = elfiee_adapters::import::ImportLimits::default();
+    let sync = || {
+        elfiee_adapters::service::sync_directory(&d.file, "alice", &r.block_id, &limits, |_| {})
+    };
+    let s = sync().await.unwrap();
+    assert_eq!((s.changed, s.unchanged), (1, 6), "f1 read again; the rest from the cache");
+    // Without the cache every file is read, and f2's change is found.
+    std::fs::remove_file(&cache).unwrap();
+    let s = sync().await.unwrap();
+    assert_eq!((s.changed, s.unchanged), (1, 6), "f2 found by reading it");
+    assert_blocks_equal_files(&d, &r.block_id, p);
+    // A damaged cache is only a slower rescan.
+    std::fs::write(&cache, b"{not json").unwrap();
+    let s = sync().await.unwrap();
+    assert_eq!((s.changed, s.added, s.deleted), (0, 0, 0));
+    d.close().await;
+}
