@@ -522,7 +522,7 @@ fn big_phase(
         "disk_mb": round(disk_mb, 0),
         "snapshot_every": snapshot_every,
         "note": format!(
-            "built through the engine by {} concurrent tokio tasks, each calling FileHandle::submit_all with batches of {} commands (one atomic group, one durable flush per group commit): {} core.create then markdown.write (~150 bytes of text) cycling over the blocks; closing the handle wrote the snapshot used by 'open'",
+            "built through the engine by {} concurrent tokio tasks, each calling FileHandle::submit_all with batches of {} commands (one atomic group, one durable flush per group commit): {} core.create then markdown.write (~150 bytes of text) cycling over the blocks; 'open' starts from the newest snapshot file (written every 1000 events) and replays the tail after it",
             plan.build_tasks, plan.build_batch, plan.big_blocks
         ),
     });
@@ -907,15 +907,23 @@ fn raw_replay_variant(log_dir: &Path, chain: bool, fold: bool) -> Result<(u64, f
     Ok((n, t.elapsed().as_secs_f64()))
 }
 
-/// (ms, snapshot length): sled open + read the snapshot bytes.
+/// The newest snapshot file of the `.elf` whose log is `log_dir`.
+fn newest_snapshot_file(log_dir: &Path) -> Result<std::path::PathBuf, BoxError> {
+    let elf = log_dir.parent().ok_or("log dir has no parent")?;
+    let paths = elfiee_engine::layout::ElfPaths::existing(elf)?;
+    elfiee_engine::stored_snapshots(&paths)
+        .into_iter()
+        .next()
+        .map(|(_, f)| f)
+        .ok_or_else(|| "no snapshot stored".into())
+}
+
+/// (ms, snapshot length): sled open + read the newest snapshot file's bytes.
 fn raw_open_run(log_dir: &Path) -> Result<(f64, usize), BoxError> {
+    let file = newest_snapshot_file(log_dir)?;
     let t = Instant::now();
     let db = open_raw(log_dir)?;
-    let snap = db
-        .open_tree("snapshots")?
-        .get("latest")?
-        .map(|v| v.to_vec())
-        .ok_or("no snapshot stored")?;
+    let snap = std::fs::read(&file)?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     drop(db);
     Ok((ms, snap.len()))
@@ -943,11 +951,8 @@ fn command_index_load(base: &Path) -> Result<(f64, usize), BoxError> {
 }
 
 fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
+    let bytes = std::fs::read(newest_snapshot_file(log_dir)?)?;
     let db = open_raw(log_dir)?;
-    let bytes = db
-        .open_tree("snapshots")?
-        .get("latest")?
-        .ok_or("no snapshot stored")?;
     let snap: elfiee_engine::replay::Snapshot = rmp_serde::from_slice(&bytes)?;
     let tail = db
         .open_tree("events")?
