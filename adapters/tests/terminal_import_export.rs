@@ -1139,3 +1139,36 @@ async fn rescan_skips_files_whose_size_and_mtime_are_unchanged_and_reads_the_res
     assert_eq!((s.changed, s.added, s.deleted), (0, 0, 0));
     d.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_tools_import_and_rescan_a_folder() {
+    use elfiee_adapters::mcp::tools::call;
+    let mut d = Doc::default().await;
+    let proj = project();
+    let p = proj.path();
+    let r = call(
+        &d.file,
+        "alice",
+        "elfiee_directory_import",
+        json!({"path": p.to_str().unwrap()}),
+    )
+    .await
+    .unwrap();
+    let block = r["block_id"].as_str().unwrap().to_owned();
+    assert_eq!(r["files"], 2);
+    write(&p.join("src/main.rs"), "fn main() { println!(\"changed\"); }\n");
+    write(&p.join("src/lib.rs"), "pub fn added() {}\n");
+    let s = call(
+        &d.file,
+        "alice",
+        "elfiee_directory_sync",
+        json!({"block_id": block}),
+    )
+    .await
+    .unwrap();
+    assert_eq!((s["changed"].as_u64(), s["added"].as_u64(), s["deleted"].as_u64()), (Some(1), Some(1), Some(0)), "{s}");
+    assert_blocks_equal_files(&d, &block, p);
+    let bad = call(&d.file, "alice", "elfiee_directory_sync", json!({"block_id": "nope"})).await;
+    assert!(bad.is_err());
+    d.close().await;
+}
