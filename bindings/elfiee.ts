@@ -26,7 +26,8 @@ children: { [key in string]: Array<string> }, owner: string, metadata: BlockMeta
 
 export type ContentRef = { 
 /**
- * blake3 of the body's bytes, 64 lowercase hex characters.
+ * blake3 of the body's bytes: 64 lowercase hex characters in JSON, 32 bytes in the
+ * binary encodings (snapshots, the state digest).
  */
 hash: string, 
 /**
