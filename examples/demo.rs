@@ -193,11 +193,44 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(project.join(".claude"))?;
     std::fs::write(project.join("README.md"), "# Demo project\n")?;
     std::fs::write(project.join("main.rs"), "fn main() { println!(\"hi\"); }\n")?;
+    let limits = elfiee::adapters::import::ImportLimits::default();
     let import =
-        elfiee::adapters::service::import_directory(&file, &alice, &project, None, &Default::default(), |_| {}).await?;
+        elfiee::adapters::service::import_directory(&file, &alice, &project, None, &limits, |_| {})
+            .await?;
     say(&format!(
-        "imported {} files as directory block {}",
-        import.files, import.block_id
+        "imported {} files as directory block {} (streamed in {} chunk(s); bodies of 256 bytes and more live in the content store, not in the state)",
+        import.files, import.block_id, import.sync.chunks
+    ));
+    let before_edit = file.last_seq();
+    std::fs::write(
+        project.join("README.md"),
+        "# Demo project\n\nEdited on disk.\n",
+    )?;
+    let rescan =
+        elfiee::adapters::service::sync_directory(&file, &alice, &import.block_id, &limits, |_| {})
+            .await?;
+    say(&format!(
+        "rescan: {} changed, {} added, {} deleted, {} unchanged (events only for what changed)",
+        rescan.changed, rescan.added, rescan.deleted, rescan.unchanged
+    ));
+    let readme_id = file
+        .with_state(|s| {
+            s.blocks
+                .values()
+                .find(|b| b.name == "README.md")
+                .map(|b| b.block_id.clone())
+        })
+        .unwrap_or_default();
+    let then = file.state_at(before_edit).await?;
+    let old = then
+        .block(&readme_id)
+        .map(|b| file.resolve(b))
+        .transpose()?
+        .map(|b| b.contents["markdown"].clone());
+    say(&format!(
+        "time travel: README.md at seq {before_edit} was {old:?}; now {:?}",
+        file.block(&readme_id)
+            .map(|b| b.contents["markdown"].clone())
     ));
     let term = file
         .submit(Command::new(

@@ -138,7 +138,11 @@ async fn sigkill_during_an_import_leaves_a_valid_document_and_the_same_import_co
         .collect();
     assert_eq!(dirs.len(), 1);
     let partial = listed.as_array().unwrap().len() - 1;
-    assert!(partial < g.files, "{partial} of {} files before the kill", g.files);
+    assert!(
+        partial < g.files,
+        "{partial} of {} files before the kill",
+        g.files
+    );
     // The same command again resumes and completes the import.
     let r = json(&elf, &["dir", "import", tree.to_str().unwrap()]);
     assert_eq!(r["resumed"], true, "{r}");
@@ -147,7 +151,9 @@ async fn sigkill_during_an_import_leaves_a_valid_document_and_the_same_import_co
     let block = r["block_id"].as_str().unwrap().to_owned();
     assert_eq!(blocks_equal_files(&elf, &block, &tree).await, g.files + 1);
     let shown = json(&elf, &["block", "show", &block]);
-    assert!(shown["metadata"]["custom"].get("import_incomplete").is_none());
+    assert!(shown["metadata"]["custom"]
+        .get("import_incomplete")
+        .is_none());
     assert_eq!(json(&elf, &["verify"])["ok"], true);
 }
 
@@ -156,7 +162,10 @@ fn block_show_at_and_log_block_give_every_version_of_a_body() {
     let tmp = tempfile::tempdir().unwrap();
     let elf = tmp.path().join("d.elf");
     json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
-    json(&elf, &["block", "create", "--type", "markdown", "--name", "Spec"]);
+    json(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "Spec"],
+    );
     let v1 = "# first\n".repeat(400); // over 256 bytes: kept in the content store
     let v2 = "short second version";
     let v3 = "third ✓\r\n".repeat(300);
@@ -169,7 +178,10 @@ fn block_show_at_and_log_block_give_every_version_of_a_body() {
         let b = json(&elf, &["block", "show", "Spec", "--at", &seq.to_string()]);
         assert_eq!(b["contents"]["markdown"], text, "at {seq}");
         assert_eq!(b["at_seq"], *seq);
-        assert!(b.get("content_refs").is_none(), "readers never see references");
+        assert!(
+            b.get("content_refs").is_none(),
+            "readers never see references"
+        );
     }
     let now = json(&elf, &["block", "show", "Spec"]);
     assert_eq!(now["contents"]["markdown"], v3.as_str());
@@ -196,10 +208,19 @@ fn a_flipped_byte_in_stored_content_is_reported_by_verify_and_never_served() {
     let tmp = tempfile::tempdir().unwrap();
     let elf = tmp.path().join("d.elf");
     json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
-    json(&elf, &["block", "create", "--type", "markdown", "--name", "Spec"]);
+    json(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "Spec"],
+    );
     let w = json(
         &elf,
-        &["markdown", "write", "Spec", "--text", &"body text ".repeat(200)],
+        &[
+            "markdown",
+            "write",
+            "Spec",
+            "--text",
+            &"body text ".repeat(200),
+        ],
     );
     let seq = w["seq"].as_u64().unwrap();
     assert_eq!(json(&elf, &["verify"])["ok"], true);
@@ -209,7 +230,11 @@ fn a_flipped_byte_in_stored_content_is_reported_by_verify_and_never_served() {
     bytes[at] ^= 0x01;
     std::fs::write(&pack, bytes).unwrap();
     let out = run_elfiee(&elf, &["--json", "verify"], &[]);
-    assert_eq!(out.status.code(), Some(1), "verify fails on damaged content");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "verify fails on damaged content"
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
     let problems = report["problems"].to_string();

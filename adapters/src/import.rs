@@ -85,11 +85,17 @@ pub fn walk(
         wb.filter_entry(move |e| {
             let is_dir = e.file_type().is_some_and(|t| t.is_dir());
             let name = e.file_name().to_string_lossy();
-            if is_dir && e.depth() > 0 && (SKIPPED_DIRS.contains(&name.as_ref()) || name.ends_with(".elf")) {
-                skipped.lock().unwrap_or_else(|p| p.into_inner()).push(SkippedFile {
-                    path: rel_of(&root, e.path()),
-                    reason: format!("'{name}' folders are not imported"),
-                });
+            if is_dir
+                && e.depth() > 0
+                && (SKIPPED_DIRS.contains(&name.as_ref()) || name.ends_with(".elf"))
+            {
+                skipped
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(SkippedFile {
+                        path: rel_of(&root, e.path()),
+                        reason: format!("'{name}' folders are not imported"),
+                    });
                 return false;
             }
             true
@@ -121,7 +127,13 @@ pub fn walk(
         if ft.is_dir() {
             continue;
         }
-        if entry.file_name().to_str().is_none() || path.strip_prefix(&root).ok().and_then(Path::to_str).is_none() {
+        if entry.file_name().to_str().is_none()
+            || path
+                .strip_prefix(&root)
+                .ok()
+                .and_then(Path::to_str)
+                .is_none()
+        {
             skip(rel, "the name is not UTF-8".into());
             continue;
         }
@@ -260,7 +272,9 @@ struct StatCache {
 }
 
 fn stat_cache_path(file: &FileHandle, dir_id: &str) -> PathBuf {
-    file.path().join("cache").join(format!("dirsync-{dir_id}.json"))
+    file.path()
+        .join("cache")
+        .join(format!("dirsync-{dir_id}.json"))
 }
 
 fn load_stat_cache(path: &Path) -> StatCache {
@@ -391,8 +405,8 @@ pub async fn sync_folder(
                 "'{dir_id}' is not a directory block with a folder on disk; list them with `elfiee block list`"
             ))
         })?;
-    let (candidates, mut skipped) =
-        walk(Path::new(&root), limits).map_err(|e| rejected(format!("{e}; was the folder moved?")))?;
+    let (candidates, mut skipped) = walk(Path::new(&root), limits)
+        .map_err(|e| rejected(format!("{e}; was the folder moved?")))?;
     let mut report = SyncReport {
         block_id: dir_id.to_owned(),
         root: root.clone(),
@@ -447,8 +461,17 @@ pub async fn sync_folder(
                     report.added += 1;
                 }
                 if chunk_bytes + text.len() as u64 > limits.chunk_bytes && !chunk.is_empty() {
-                    send_chunk(file, editor, dir_id, &mut chunk, Vec::new(), Vec::new(), false, &mut report)
-                        .await?;
+                    send_chunk(
+                        file,
+                        editor,
+                        dir_id,
+                        &mut chunk,
+                        Vec::new(),
+                        Vec::new(),
+                        false,
+                        &mut report,
+                    )
+                    .await?;
                     chunk_bytes = 0;
                 }
                 chunk_bytes += text.len() as u64;
@@ -458,13 +481,22 @@ pub async fn sync_folder(
                     content: text,
                 });
                 if chunk.len() >= limits.chunk_files {
-                    send_chunk(file, editor, dir_id, &mut chunk, Vec::new(), Vec::new(), false, &mut report)
-                        .await?;
+                    send_chunk(
+                        file,
+                        editor,
+                        dir_id,
+                        &mut chunk,
+                        Vec::new(),
+                        Vec::new(),
+                        false,
+                        &mut report,
+                    )
+                    .await?;
                     chunk_bytes = 0;
                 }
             }
         }
-        if p.files_done % 64 == 0 {
+        if p.files_done.is_multiple_of(64) {
             progress(p);
         }
     }
@@ -475,7 +507,17 @@ pub async fn sync_folder(
     skipped.sort_by(|a, b| a.path.cmp(&b.path));
     report.skipped = skipped.clone();
     // The last chunk: the rest of the files, the deletions, the skips, `done`.
-    send_chunk(file, editor, dir_id, &mut chunk, deleted, skipped, true, &mut report).await?;
+    send_chunk(
+        file,
+        editor,
+        dir_id,
+        &mut chunk,
+        deleted,
+        skipped,
+        true,
+        &mut report,
+    )
+    .await?;
     save_stat_cache(file, dir_id, &walked);
     Ok(report)
 }
@@ -498,8 +540,13 @@ async fn send_chunk(
         "skipped": skipped,
         "done": done,
     });
-    file.submit(Command::new(editor, "directory.sync", Some(dir_id), payload))
-        .await?;
+    file.submit(Command::new(
+        editor,
+        "directory.sync",
+        Some(dir_id),
+        payload,
+    ))
+    .await?;
     report.chunks += 1;
     Ok(())
 }
@@ -530,7 +577,10 @@ pub async fn import_folder(
             .values()
             .find(|b| {
                 b.block_type == "directory"
-                    && b.metadata.custom.get(EXTERNAL_ROOT_PATH).and_then(|v| v.as_str())
+                    && b.metadata
+                        .custom
+                        .get(EXTERNAL_ROOT_PATH)
+                        .and_then(|v| v.as_str())
                         == Some(root_s.as_str())
                     && b.metadata
                         .custom

@@ -87,9 +87,16 @@ impl Doc {
     }
 
     async fn import(&self, folder: &Path) -> ImportReport {
-        import_directory(&self.file, "alice", folder, None, &Default::default(), |_| {})
-            .await
-            .unwrap()
+        import_directory(
+            &self.file,
+            "alice",
+            folder,
+            None,
+            &Default::default(),
+            |_| {},
+        )
+        .await
+        .unwrap()
     }
 
     /// `path` → block id of the directory block's entries.
@@ -603,9 +610,16 @@ async fn import_of_a_missing_path_is_a_clear_error_and_writes_nothing() {
     let mut d = Doc::default().await;
     let missing = d.tmp.path().join("no-such-folder");
     let seq = d.file.last_seq();
-    let err = import_directory(&d.file, "alice", &missing, None, &Default::default(), |_| {})
-        .await
-        .unwrap_err();
+    let err = import_directory(
+        &d.file,
+        "alice",
+        &missing,
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap_err();
     assert!(err.is_rejection(), "{err}");
     let msg = err.to_string();
     assert!(
@@ -875,7 +889,9 @@ fn body(seed: usize, len: usize) -> String {
     let mut s = String::with_capacity(len + 16);
     let mut i = seed;
     while s.len() < len {
-        i = i.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        i = i
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         match i % 7 {
             0 => s.push_str("fn café() {}\r\n"),
             1 => s.push_str("// 注释 ✓\n"),
@@ -889,8 +905,15 @@ fn body(seed: usize, len: usize) -> String {
 /// Every entry's block holds exactly the bytes of its file on disk.
 fn assert_blocks_equal_files(d: &Doc, dir: &str, root: &Path) {
     for (path, id) in d.entries(dir) {
-        let b = d.file.block(&id).unwrap_or_else(|| panic!("{path}: block unreadable"));
-        let key = if b.block_type == "markdown" { "markdown" } else { "text" };
+        let b = d
+            .file
+            .block(&id)
+            .unwrap_or_else(|| panic!("{path}: block unreadable"));
+        let key = if b.block_type == "markdown" {
+            "markdown"
+        } else {
+            "text"
+        };
         let on_disk = std::fs::read_to_string(root.join(&path)).unwrap();
         assert_eq!(b.contents[key].as_str(), Some(on_disk.as_str()), "{path}");
     }
@@ -907,7 +930,10 @@ async fn import_streams_in_chunks_and_reads_back_byte_for_byte_with_bodies_out_o
             1 => 1,
             _ => (i * 997) % 60_000,
         };
-        write(&proj.path().join(format!("src/m{}/f{i}.rs", i % 7)), body(i, len));
+        write(
+            &proj.path().join(format!("src/m{}/f{i}.rs", i % 7)),
+            body(i, len),
+        );
     }
     let limits = elfiee_adapters::import::ImportLimits {
         chunk_bytes: 256 * 1024,
@@ -918,14 +944,21 @@ async fn import_streams_in_chunks_and_reads_back_byte_for_byte_with_bodies_out_o
         .await
         .unwrap();
     assert_eq!(r.files, 122, "120 files + README.md + src/main.rs");
-    assert!(r.sync.chunks >= 8, "several bounded chunks: {}", r.sync.chunks);
+    assert!(
+        r.sync.chunks >= 8,
+        "several bounded chunks: {}",
+        r.sync.chunks
+    );
     assert!(!r.resumed);
     assert_blocks_equal_files(&d, &r.block_id, proj.path());
     // The state keeps references, not bodies: its encoding is far smaller than the text.
     let (state_bytes, refs) = d.file.with_state(|s| {
         (
             s.canonical_bytes().len(),
-            s.blocks.values().map(|b| b.content_refs.len()).sum::<usize>(),
+            s.blocks
+                .values()
+                .map(|b| b.content_refs.len())
+                .sum::<usize>(),
         )
     });
     assert!(refs > 100, "{refs} bodies in the content store");
@@ -953,7 +986,10 @@ async fn import_honours_gitignore_and_ignore_files_and_keeps_hidden_files_like_g
     write(&p.join("src/deep/trace.log"), "log\n");
     write(&p.join("secret.txt"), "top secret\n");
     write(&p.join("sub/secret.txt"), "only the root one is ignored\n");
-    write(&p.join("sub/local.rs"), "ignored by the nested .gitignore\n");
+    write(
+        &p.join("sub/local.rs"),
+        "ignored by the nested .gitignore\n",
+    );
     write(&p.join("sub/kept.rs"), "kept\n");
     write(&p.join("scratch/x.md"), "ignored by .ignore\n");
     write(&p.join(".env.example"), "KEY=value\n");
@@ -999,7 +1035,10 @@ async fn rescan_writes_exactly_the_modified_added_and_deleted_files() {
         .unwrap();
     let before = d.file.last_seq();
     write(&p.join("lib/f1.rs"), body(101, 3_000)); // changed, longer
-    write(&p.join("README.md"), "# Readme\r\nchanged, CRLF, no final newline"); // changed, small
+    write(
+        &p.join("README.md"),
+        "# Readme\r\nchanged, CRLF, no final newline",
+    ); // changed, small
     write(&p.join("lib/f5.rs"), body(5, 2_050)); // rewritten with the same bytes: unchanged
     write(&p.join("lib/new.rs"), "fn new() {}\n"); // added
     std::fs::remove_file(p.join("lib/f3.rs")).unwrap(); // deleted
@@ -1075,13 +1114,25 @@ async fn importing_the_same_folder_again_resumes_an_interrupted_import() {
         ))
         .await
         .unwrap();
-    assert!(d.file.block(&dir).unwrap().metadata.custom.contains_key("import_incomplete"));
+    assert!(d
+        .file
+        .block(&dir)
+        .unwrap()
+        .metadata
+        .custom
+        .contains_key("import_incomplete"));
     let r = d.import(proj.path()).await;
     assert!(r.resumed);
     assert_eq!(r.block_id, dir);
     assert_eq!((r.sync.added, r.sync.unchanged), (11, 1));
     assert_eq!(r.files, 12);
-    assert!(!d.file.block(&dir).unwrap().metadata.custom.contains_key("import_incomplete"));
+    assert!(!d
+        .file
+        .block(&dir)
+        .unwrap()
+        .metadata
+        .custom
+        .contains_key("import_incomplete"));
     assert_blocks_equal_files(&d, &dir, proj.path());
     // A finished import is not resumed: importing again makes a second directory block.
     let r2 = d.import(proj.path()).await;
@@ -1112,7 +1163,10 @@ async fn rescan_skips_files_whose_size_and_mtime_are_unchanged_and_reads_the_res
     set_mtime("README.md", past);
     set_mtime("src/main.rs", past);
     let r = d.import(p).await;
-    let cache = d.elf().join("cache").join(format!("dirsync-{}.json", r.block_id));
+    let cache = d
+        .elf()
+        .join("cache")
+        .join(format!("dirsync-{}.json", r.block_id));
     assert!(cache.is_file(), "the import leaves a rescan cache");
     // f1: new content and a new mtime (seen). f2: same size, content changed, mtime put back
     // (the stat cache cannot see it, as git's index cannot).
@@ -1123,11 +1177,14 @@ async fn rescan_skips_files_whose_size_and_mtime_are_unchanged_and_reads_the_res
     std::fs::write(p.join("f2.rs"), &same_size).unwrap();
     set_mtime("f2.rs", past);
     let limits = elfiee_adapters::import::ImportLimits::default();
-    let sync = || {
-        elfiee_adapters::service::sync_directory(&d.file, "alice", &r.block_id, &limits, |_| {})
-    };
+    let sync =
+        || elfiee_adapters::service::sync_directory(&d.file, "alice", &r.block_id, &limits, |_| {});
     let s = sync().await.unwrap();
-    assert_eq!((s.changed, s.unchanged), (1, 6), "f1 read again; the rest from the cache");
+    assert_eq!(
+        (s.changed, s.unchanged),
+        (1, 6),
+        "f1 read again; the rest from the cache"
+    );
     // Without the cache every file is read, and f2's change is found.
     std::fs::remove_file(&cache).unwrap();
     let s = sync().await.unwrap();
@@ -1156,7 +1213,10 @@ async fn the_mcp_tools_import_and_rescan_a_folder() {
     .unwrap();
     let block = r["block_id"].as_str().unwrap().to_owned();
     assert_eq!(r["files"], 2);
-    write(&p.join("src/main.rs"), "fn main() { println!(\"changed\"); }\n");
+    write(
+        &p.join("src/main.rs"),
+        "fn main() { println!(\"changed\"); }\n",
+    );
     write(&p.join("src/lib.rs"), "pub fn added() {}\n");
     let s = call(
         &d.file,
@@ -1166,9 +1226,23 @@ async fn the_mcp_tools_import_and_rescan_a_folder() {
     )
     .await
     .unwrap();
-    assert_eq!((s["changed"].as_u64(), s["added"].as_u64(), s["deleted"].as_u64()), (Some(1), Some(1), Some(0)), "{s}");
+    assert_eq!(
+        (
+            s["changed"].as_u64(),
+            s["added"].as_u64(),
+            s["deleted"].as_u64()
+        ),
+        (Some(1), Some(1), Some(0)),
+        "{s}"
+    );
     assert_blocks_equal_files(&d, &block, p);
-    let bad = call(&d.file, "alice", "elfiee_directory_sync", json!({"block_id": "nope"})).await;
+    let bad = call(
+        &d.file,
+        "alice",
+        "elfiee_directory_sync",
+        json!({"block_id": "nope"}),
+    )
+    .await;
     assert!(bad.is_err());
     d.close().await;
 }

@@ -699,10 +699,7 @@ fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
 /// snapshot at seq S always comes after the index entries of every command up to S (an open
 /// trusts the snapshot and indexes only the tail). Runs beside the commit path, never in front
 /// of it.
-pub(crate) fn run_snapshots(
-    shared: Arc<Shared>,
-    jobs: std::sync::mpsc::Receiver<SnapshotJob>,
-) {
+pub(crate) fn run_snapshots(shared: Arc<Shared>, jobs: std::sync::mpsc::Receiver<SnapshotJob>) {
     let index_file = shared.paths.commands_index_file();
     let mut entries: Vec<(uuid::Uuid, u64, u64)> = Vec::new();
     while let Ok(mut job) = jobs.recv() {
@@ -724,7 +721,7 @@ pub(crate) fn run_snapshots(
         // The events up to `seq` are durable already (they were flushed before the job was
         // made); the snapshot is a file of its own.
         let written = crate::replay::write_snapshot(&shared.paths, job.seq, &job.bytes)
-            .map_err(|e| EngineError::io(&shared.paths.snapshots_dir(), e));
+            .map_err(|e| EngineError::io(shared.paths.snapshots_dir(), e));
         match written {
             Ok(()) => {
                 tracing::debug!(

@@ -50,7 +50,6 @@ fn corrupt(what: impl std::fmt::Display) -> EngineError {
     ))
 }
 
-
 impl ContentStore {
     pub fn new(elf_root: &Path) -> ContentStore {
         ContentStore {
@@ -179,7 +178,7 @@ impl Inner {
                 .append(true)
                 .create(true)
                 .open(dir.join(name))
-                .map_err(|e| EngineError::io(&dir.join(name), e))
+                .map_err(|e| EngineError::io(dir.join(name), e))
         };
         let mut pack = open("pack")?;
         let mut idx = open("index")?;
@@ -322,7 +321,9 @@ mod tests {
         s.sync().unwrap();
         assert_eq!(s.get(&a).unwrap(), "hello ✓");
         assert_eq!(s.get(&c).unwrap(), "");
-        let pack = std::fs::metadata(dir.path().join("content/pack")).unwrap().len();
+        let pack = std::fs::metadata(dir.path().join("content/pack"))
+            .unwrap()
+            .len();
         assert_eq!(pack, 2 * PACK_HEADER + "hello ✓".len() as u64);
         let s2 = ContentStore::new(dir.path());
         assert_eq!(s2.get(&a).unwrap(), "hello ✓");
@@ -400,7 +401,9 @@ mod tests {
         assert_eq!(s.get(&b).unwrap(), "beta");
         s.sync().unwrap();
         assert_eq!(
-            std::fs::metadata(dir.path().join("content/index")).unwrap().len(),
+            std::fs::metadata(dir.path().join("content/index"))
+                .unwrap()
+                .len(),
             2 * INDEX_RECORD as u64
         );
     }

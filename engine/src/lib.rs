@@ -46,6 +46,7 @@ pub use engine::{Engine, EngineConfig};
 pub use error::EngineError;
 pub use handle::FileHandle;
 pub use replay::{
-    replay, replay_log, stored_snapshots, verify, verify_log, ReplayReport, VerifyInputs, VerifyReport,
+    replay, replay_log, stored_snapshots, verify, verify_log, ReplayReport, VerifyInputs,
+    VerifyReport,
 };
 pub use subscription::Subscription;

@@ -40,10 +40,15 @@ pub enum Request {
     Hello,
     Submit(Command),
     SubmitAll(Vec<Command>),
-    Events { from: u64, to: u64 },
+    Events {
+        from: u64,
+        to: u64,
+    },
     CommandEvents(uuid::Uuid),
     State,
-    Subscribe { from: u64 },
+    Subscribe {
+        from: u64,
+    },
     GetCheckpoint(String),
     SetCheckpoint(String, u64),
     Replay,

@@ -29,7 +29,7 @@ pub fn stored_snapshots(paths: &ElfPaths) -> Vec<(u64, std::path::PathBuf)> {
             Some((seq, e.path()))
         })
         .collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0));
+    found.sort_by_key(|f| std::cmp::Reverse(f.0));
     found
 }
 

@@ -349,8 +349,12 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     assert_eq!(f.state_digest(), digest);
     f.close().await;
     // At most three snapshots stay on disk (written every 10 events: 26 events → 2 here).
-    let snaps = elfiee_engine::stored_snapshots(&elfiee_engine::layout::ElfPaths::existing(&path).unwrap());
-    assert!((1..=elfiee_engine::replay::KEEP_SNAPSHOTS).contains(&snaps.len()), "{snaps:?}");
+    let snaps =
+        elfiee_engine::stored_snapshots(&elfiee_engine::layout::ElfPaths::existing(&path).unwrap());
+    assert!(
+        (1..=elfiee_engine::replay::KEEP_SNAPSHOTS).contains(&snaps.len()),
+        "{snaps:?}"
+    );
     // Damage the newest one: open falls back to an older one (or the log) with the same state.
     std::fs::write(&snaps[0].1, b"garbage").unwrap();
     let f = e.open(&path).await.unwrap();
@@ -386,12 +390,22 @@ async fn a_short_lived_open_costs_what_it_changed_not_a_snapshot() {
     // Three short sessions of one write each: below the 10-event tail, no snapshot at close.
     for i in 0..3 {
         let f = e.open(&path).await.unwrap();
-        f.submit(create("alice", &format!("late{i}"))).await.unwrap();
+        f.submit(create("alice", &format!("late{i}")))
+            .await
+            .unwrap();
         let digest = f.state_digest();
         f.close().await;
-        assert_eq!(elfiee_engine::stored_snapshots(&paths), before, "session {i}");
+        assert_eq!(
+            elfiee_engine::stored_snapshots(&paths),
+            before,
+            "session {i}"
+        );
         let f = e.open(&path).await.unwrap();
-        assert_eq!(f.state_digest(), digest, "snapshot + tail after session {i}");
+        assert_eq!(
+            f.state_digest(),
+            digest,
+            "snapshot + tail after session {i}"
+        );
         f.close().await;
     }
     let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();

@@ -347,7 +347,10 @@ fn spec() -> impl Strategy<Value = Spec> {
             text(),
             0..4,
         ),
-        prop::collection::vec(prop::sample::select(&["a.md", "src/x.rs", "gone.rs"][..]), 0..2),
+        prop::collection::vec(
+            prop::sample::select(&["a.md", "src/x.rs", "gone.rs"][..]),
+            0..2,
+        ),
         any::<bool>(),
     )
         .prop_map(|(e, files, deleted, done)| {
@@ -745,7 +748,9 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
     assert_eq!(events.len() as u64, last);
     // Bodies kept out of the state read back whole, matching their references.
     for b in f.state().blocks.values() {
-        let full = f.resolve(b).expect("every referenced body is in the content store");
+        let full = f
+            .resolve(b)
+            .expect("every referenced body is in the content store");
         assert!(full.content_refs.is_empty());
         for (key, r) in &b.content_refs {
             let text = full.contents[key].as_str().expect("a body is text");

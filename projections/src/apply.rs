@@ -241,7 +241,12 @@ fn sync_entries(b: &mut Block, v: &Value) {
     if !list.is_sorted_by(|a, b| entry_path(a) <= entry_path(b)) {
         list.sort_by(|a, b| entry_path(a).cmp(entry_path(b)));
     }
-    let path_of = |e: &Value| e.get("path").and_then(Value::as_str).unwrap_or("").to_owned();
+    let path_of = |e: &Value| {
+        e.get("path")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
     for p in v
         .get("removed")
         .and_then(Value::as_array)
@@ -253,7 +258,12 @@ fn sync_entries(b: &mut Block, v: &Value) {
             list.remove(i);
         }
     }
-    for e in v.get("added").and_then(Value::as_array).into_iter().flatten() {
+    for e in v
+        .get("added")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let p = path_of(e);
         match list.binary_search_by(|x| entry_path(x).cmp(p.as_str())) {
             Ok(i) => list[i] = e.clone(),

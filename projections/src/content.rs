@@ -30,7 +30,12 @@ pub fn body_keys(block_type: &str) -> &'static [&'static str] {
 /// The body keys an event of `kind` may set under `value.contents`.
 pub fn event_body_keys(kind: &str, value: &Value) -> &'static [&'static str] {
     match kind {
-        "core.create" => body_keys(value.get("block_type").and_then(Value::as_str).unwrap_or("")),
+        "core.create" => body_keys(
+            value
+                .get("block_type")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+        ),
         "markdown.write" => body_keys("markdown"),
         "code.write" => body_keys("code"),
         _ => &[],

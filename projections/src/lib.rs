@@ -18,6 +18,8 @@ mod graph;
 mod state;
 
 pub use apply::{apply, entry_path, IMPORT_INCOMPLETE};
-pub use context::{collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions};
+pub use context::{
+    collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions,
+};
 pub use graph::RelationGraph;
 pub use state::{State, StateDigest};

@@ -45,7 +45,10 @@ where
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
             f.write_str("a map")
         }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut m: A,
+        ) -> Result<Self::Value, A::Error> {
             let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0).min(1 << 20));
             while let Some(kv) = m.next_entry()? {
                 out.push(kv);

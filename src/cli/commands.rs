@@ -467,7 +467,11 @@ async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
             out.print(&v, || {
                 let mut t = format!(
                     "{} {} files from {} as {} ({} bytes of text, {} commands)",
-                    if report.resumed { "resumed: holds" } else { "imported" },
+                    if report.resumed {
+                        "resumed: holds"
+                    } else {
+                        "imported"
+                    },
                     report.files,
                     report.root,
                     report.block_id,

@@ -1,8 +1,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
-use elfiee_model::{
-    CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile, SkippedFile,
-};
+use elfiee_model::{CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile, SkippedFile};
 use elfiee_projections::content::{body_hash, body_keys};
 use elfiee_projections::{State, IMPORT_INCOMPLETE};
 use serde::{Deserialize, Serialize};
@@ -105,7 +103,15 @@ impl Capability for DirectorySync {
             }
             let id = ctx.new_id(i as u32 + 1).to_string();
             let (ty, contents) = file_block(&f.path, f.content);
-            let block = new_block(&id, &f.path, ty, contents, &cmd.editor_id, ctx, BTreeMap::new());
+            let block = new_block(
+                &id,
+                &f.path,
+                ty,
+                contents,
+                &cmd.editor_id,
+                ctx,
+                BTreeMap::new(),
+            );
             drafts.push(EventDraft::new(
                 &id,
                 "core.create",
@@ -164,11 +170,19 @@ mod tests {
             "files": [{"path": "a.md", "content": "# a"}, {"path": "src/b.rs", "content": "fn b() {}"}]
         }));
         let dir = ev[0].entity.clone();
-        assert_eq!(k.state.blocks[&dir].metadata.custom["import_incomplete"], true);
+        assert_eq!(
+            k.state.blocks[&dir].metadata.custom["import_incomplete"],
+            true
+        );
         // Unchanged files write nothing at all.
-        let none = k.ok("alice", "directory.sync", Some(&dir), json!({
-            "files": [{"path": "a.md", "content": "# a"}]
-        }));
+        let none = k.ok(
+            "alice",
+            "directory.sync",
+            Some(&dir),
+            json!({
+                "files": [{"path": "a.md", "content": "# a"}]
+            }),
+        );
         assert!(none.is_empty());
         let ev = k.ok("alice", "directory.sync", Some(&dir), json!({
             "files": [{"path": "a.md", "content": "# a, changed"}, {"path": "c.txt", "content": "new"}],
@@ -176,11 +190,23 @@ mod tests {
             "done": true
         }));
         let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
-        assert_eq!(kinds, ["markdown.write", "core.create", "core.delete", "directory.sync"]);
+        assert_eq!(
+            kinds,
+            [
+                "markdown.write",
+                "core.create",
+                "core.delete",
+                "directory.sync"
+            ]
+        );
         let d = &k.state.blocks[&dir];
         assert!(!d.metadata.custom.contains_key("import_incomplete"));
-        let paths: Vec<_> = d.contents["entries"].as_array().unwrap().iter()
-            .map(|e| e["path"].as_str().unwrap().to_owned()).collect();
+        let paths: Vec<_> = d.contents["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_owned())
+            .collect();
         assert_eq!(paths, ["a.md", "c.txt"]);
         let a = super::directory_entries(d)["a.md"].clone();
         assert_eq!(k.state.blocks[&a].contents["markdown"], "# a, changed");
@@ -190,12 +216,27 @@ mod tests {
     #[test]
     fn sync_refuses_escaping_or_repeated_paths_and_other_block_types() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "directory.import", None, json!({"root": "/p", "files": []}));
+        let ev = k.ok(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": "/p", "files": []}),
+        );
         let dir = ev[0].entity.clone();
         for bad in ["../x", "/abs", "a//b"] {
-            k.err("alice", "directory.sync", Some(&dir), json!({"files": [{"path": bad, "content": ""}]}));
+            k.err(
+                "alice",
+                "directory.sync",
+                Some(&dir),
+                json!({"files": [{"path": bad, "content": ""}]}),
+            );
         }
-        k.err("alice", "directory.sync", Some(&dir), json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}));
+        k.err(
+            "alice",
+            "directory.sync",
+            Some(&dir),
+            json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}),
+        );
         let md = k.block("markdown", "m");
         let e = k.err("alice", "directory.sync", Some(&md), json!({}));
         assert!(e.to_string().contains("directory"), "{e}");
