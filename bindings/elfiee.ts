@@ -18,7 +18,7 @@ contents: JsonValue,
  * Bodies kept out of the state: `contents` key → reference into the document's content
  * store. Empty in every block the engine hands out to readers (they are resolved).
  */
-content_refs?: { [key in string]: ContentRef }, 
+content_refs?: { [key in string]?: ContentRef }, 
 /**
  * Outgoing relations: relation name (`reference`, `implement`) → target block ids, in link order.
  */

@@ -20,7 +20,9 @@ mod ctx;
 mod error;
 mod event;
 
-pub use block::{Block, BlockMetadata, ContentRef, Editor, EditorType, Grant, Relation};
+pub use block::{
+    Block, BlockMetadata, ContentRef, ContentRefs, Editor, EditorType, Grant, Relation,
+};
 pub use command::Command;
 pub use contents::{
     AgentContents, AgentStatus, DirectoryEntry, ImportedFile, SkippedFile, TerminalContents,

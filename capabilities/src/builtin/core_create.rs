@@ -79,7 +79,7 @@ impl Capability for CoreCreate {
             name: p.name,
             block_type: p.block_type,
             contents,
-            content_refs: BTreeMap::new(),
+            content_refs: Default::default(),
             children: BTreeMap::new(),
             owner: cmd.editor_id.clone(),
             metadata: BlockMetadata {
