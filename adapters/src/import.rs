@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use elfiee_engine::{EngineError, FileHandle};
-use elfiee_model::{CapError, Command, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
+use elfiee_model::{Command, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
+
+use crate::service::rejected;
 use elfiee_projections::content::{body_hash, body_keys};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -353,10 +355,6 @@ pub struct SyncProgress {
     pub bytes_total: u64,
 }
 
-fn rejected(msg: impl Into<String>) -> EngineError {
-    EngineError::Rejected(CapError::rejected(msg))
-}
-
 /// Brings directory block `dir_id` up to date with its folder on disk: only changed, added
 /// and deleted files produce events, in `directory.sync` chunks bounded by `limits`; the
 /// last chunk carries `done` (which completes an interrupted import).
@@ -460,7 +458,10 @@ pub async fn sync_folder(
                 } else {
                     report.added += 1;
                 }
-                if chunk_bytes + text.len() as u64 > limits.chunk_bytes && !chunk.is_empty() {
+                // A chunk goes once the next file would take it over its bytes or files.
+                let full = chunk_bytes + text.len() as u64 > limits.chunk_bytes
+                    || chunk.len() >= limits.chunk_files;
+                if full && !chunk.is_empty() {
                     send_chunk(
                         file,
                         editor,
@@ -480,20 +481,6 @@ pub async fn sync_folder(
                     path: c.rel,
                     content: text,
                 });
-                if chunk.len() >= limits.chunk_files {
-                    send_chunk(
-                        file,
-                        editor,
-                        dir_id,
-                        &mut chunk,
-                        Vec::new(),
-                        Vec::new(),
-                        false,
-                        &mut report,
-                    )
-                    .await?;
-                    chunk_bytes = 0;
-                }
             }
         }
         if p.files_done.is_multiple_of(64) {

@@ -15,7 +15,8 @@ use crate::import::{import_folder, sync_folder, ImportLimits, SyncProgress, Sync
 /// How long an agent enable/disable may take before the caller stops waiting.
 const AGENT_EFFECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn rejected(msg: impl Into<String>) -> EngineError {
+/// A refusal with a message that says what to do.
+pub(crate) fn rejected(msg: impl Into<String>) -> EngineError {
     EngineError::Rejected(CapError::rejected(msg))
 }
 

@@ -239,8 +239,8 @@ impl Inner {
     /// Re-indexes whole, hash-checked pack records after `from` (written before a crash cut
     /// their index records off); a torn record at the end is cut off.
     fn recover_tail(&mut self, from: u64, pack_len: u64) -> Result<(), EngineError> {
-        let mut pos = if from == 0 { 0 } else { from };
         // `from` is the end of the last indexed body, i.e. the start of the next header.
+        let mut pos = from;
         let mut recovered = 0;
         while pos + PACK_HEADER <= pack_len {
             let mut header = [0u8; PACK_HEADER as usize];

@@ -60,7 +60,7 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
 }
 
 /// Block type and contents for a file, by extension.
-pub(crate) fn file_block(path: &str, content: String) -> (&'static str, Value) {
+fn file_block(path: &str, content: String) -> (&'static str, Value) {
     let ext = path
         .rsplit_once('.')
         .map(|(_, e)| e.to_ascii_lowercase())
@@ -142,21 +142,7 @@ impl Capability for DirectoryImport {
                 path: f.path.clone(),
                 block_id: id.clone(),
             });
-            let (ty, contents) = file_block(&f.path, f.content);
-            let block = new_block(
-                &id,
-                &f.path,
-                ty,
-                contents,
-                &cmd.editor_id,
-                ctx,
-                BTreeMap::new(),
-            );
-            drafts.push(EventDraft::new(
-                &id,
-                "core.create",
-                serde_json::to_value(&block).unwrap_or_default(),
-            ));
+            drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
         }
         // Entries are kept in path order (lookups binary-search them).
         entries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -191,6 +177,17 @@ impl Capability for DirectoryImport {
         ));
         Ok(drafts)
     }
+}
+
+/// The `core.create` of the block holding an imported file.
+pub(crate) fn file_create(id: &str, f: ImportedFile, editor: &str, ctx: &Ctx) -> EventDraft {
+    let (ty, contents) = file_block(&f.path, f.content);
+    let block = new_block(id, &f.path, ty, contents, editor, ctx, BTreeMap::new());
+    EventDraft::new(
+        id,
+        "core.create",
+        serde_json::to_value(&block).unwrap_or_default(),
+    )
 }
 
 pub(crate) fn new_block(

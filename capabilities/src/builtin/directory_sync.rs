@@ -4,9 +4,9 @@ use elfiee_model::{CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedF
 use elfiee_projections::content::{body_hash, body_keys};
 use elfiee_projections::{State, IMPORT_INCOMPLETE};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::directory_import::{check_relative_path, file_block, new_block};
+use super::directory_import::{check_relative_path, file_create};
 use crate::payload::parse;
 use crate::{Capability, Target};
 
@@ -102,25 +102,11 @@ impl Capability for DirectorySync {
                 continue;
             }
             let id = ctx.new_id(i as u32 + 1).to_string();
-            let (ty, contents) = file_block(&f.path, f.content);
-            let block = new_block(
-                &id,
-                &f.path,
-                ty,
-                contents,
-                &cmd.editor_id,
-                ctx,
-                BTreeMap::new(),
-            );
-            drafts.push(EventDraft::new(
-                &id,
-                "core.create",
-                serde_json::to_value(&block).unwrap_or_default(),
-            ));
             added.push(DirectoryEntry {
-                path: f.path,
-                block_id: id,
+                path: f.path.clone(),
+                block_id: id.clone(),
             });
+            drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
         }
         for path in p.deleted {
             let Some(id) = directory_entry(dir, &path) else {
@@ -149,12 +135,6 @@ impl Capability for DirectorySync {
         ));
         Ok(drafts)
     }
-}
-
-/// Counts of a `directory.sync` event value: (added, changed, removed).
-pub fn sync_counts(v: &Value) -> (usize, usize, usize) {
-    let n = |k: &str| v.get(k).and_then(Value::as_array).map_or(0, Vec::len);
-    (n("added"), n("changed"), n("removed"))
 }
 
 #[cfg(test)]
@@ -210,7 +190,8 @@ mod tests {
         assert_eq!(paths, ["a.md", "c.txt"]);
         let a = super::directory_entries(d)["a.md"].clone();
         assert_eq!(k.state.blocks[&a].contents["markdown"], "# a, changed");
-        assert_eq!(super::sync_counts(&ev[3].value), (1, 1, 1));
+        let n = |k: &str| ev[3].value[k].as_array().map_or(0, Vec::len);
+        assert_eq!((n("added"), n("changed"), n("removed")), (1, 1, 1));
     }
 
     #[test]
