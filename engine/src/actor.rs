@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use chrono::Utc;
 use elfiee_capabilities::Registry;
-use elfiee_model::{Command, Event, EventHash, FORMAT_VERSION};
+use elfiee_model::{Command, Event, EventHash};
 use elfiee_projections::{apply, State};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::broadcast;
@@ -666,15 +666,9 @@ pub(crate) struct SnapshotJob {
 fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
     let (seq, bytes) = {
         let state = shared.committed.read().unwrap_or_else(|p| p.into_inner());
-        let snap = SnapshotRef {
-            format_version: FORMAT_VERSION,
-            seq: state.last_seq,
-            hash: cursor.last_hash,
-            state: &state,
-        };
         (
             state.last_seq,
-            rmp_serde::to_vec_named(&snap).unwrap_or_default(),
+            crate::replay::encode_snapshot(state.last_seq, cursor.last_hash, &state),
         )
     };
     let job = SnapshotJob {
@@ -741,13 +735,4 @@ pub(crate) fn run_snapshots(shared: Arc<Shared>, jobs: std::sync::mpsc::Receiver
             }
         }
     }
-}
-
-/// Borrowing twin of [`crate::replay::Snapshot`] (same field names and order, so it decodes as one).
-#[derive(serde::Serialize)]
-struct SnapshotRef<'a> {
-    format_version: u32,
-    seq: u64,
-    hash: EventHash,
-    state: &'a State,
 }

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use elfiee_model::{EventHash, FORMAT_VERSION};
-use elfiee_projections::{apply, State};
+use std::sync::Arc;
+
+use elfiee_projections::{apply, Image, State};
 use serde::{Deserialize, Serialize};
 
 use crate::cmd_index;
@@ -60,7 +62,6 @@ pub(crate) fn newest_snapshot(paths: &ElfPaths) -> Option<Vec<u8>> {
 }
 
 /// A stored projection: valid only if `format_version`, `seq` and `hash` match the log.
-#[derive(Serialize, Deserialize)]
 pub struct Snapshot {
     pub format_version: u32,
     pub seq: u64,
@@ -68,24 +69,151 @@ pub struct Snapshot {
     pub state: State,
 }
 
+/// A snapshot file of the current format starts with this; older files are one MessagePack
+/// value (read as before, decoded whole).
+const SNAP_MAGIC: &[u8; 8] = b"ELFSNAP3";
+const SNAP_TRAILER: usize = 32;
+
+/// The stored snapshot's header.
+#[derive(Serialize, Deserialize)]
+struct SnapHeader {
+    format_version: u32,
+    seq: u64,
+    hash: EventHash,
+}
+
+/// The pre-issue-11 layout: the whole state as one value.
+#[derive(Deserialize)]
+struct LegacySnapshot {
+    format_version: u32,
+    seq: u64,
+    hash: EventHash,
+    state: State,
+}
+
+/// Encodes a snapshot file: `ELFSNAP3 ‖ header length u32 LE ‖ header (MessagePack) ‖ the
+/// state's image ([`State::encode_image`]) ‖ blake3 of everything before`. Blocks the state
+/// still holds encoded (read from the previous snapshot and never touched) are copied.
+pub(crate) fn encode_snapshot(seq: u64, hash: EventHash, state: &State) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4096);
+    out.extend_from_slice(SNAP_MAGIC);
+    let header = SnapHeader {
+        format_version: FORMAT_VERSION,
+        seq,
+        hash,
+    };
+    // Plain data into a Vec: cannot fail.
+    let header = rmp_serde::to_vec_named(&header).unwrap_or_default();
+    out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+    out.extend_from_slice(&header);
+    state.encode_image(&mut out);
+    let sum = blake3::hash(&out);
+    out.extend_from_slice(sum.as_bytes());
+    out
+}
+
 impl Snapshot {
     pub fn encode(&self) -> Vec<u8> {
-        rmp_serde::to_vec_named(self).unwrap_or_default()
+        encode_snapshot(self.seq, self.hash, &self.state)
     }
+
+    /// Decodes the bytes of a stored snapshot file (either layout), checking its hash.
+    pub fn decode(bytes: Vec<u8>) -> Result<Snapshot, String> {
+        if !bytes.starts_with(SNAP_MAGIC) {
+            return decode_legacy(&bytes[..]);
+        }
+        let body = bytes.len().saturating_sub(SNAP_TRAILER);
+        if body < SNAP_MAGIC.len() || blake3::hash(&bytes[..body]).as_bytes()[..] != bytes[body..] {
+            return Err("its checksum does not match (damaged or truncated)".into());
+        }
+        decode_image(Arc::new(bytes))
+    }
+}
+
+fn decode_legacy(r: impl std::io::Read) -> Result<Snapshot, String> {
+    let s: LegacySnapshot = rmp_serde::from_read(r).map_err(|e| format!("does not decode: {e}"))?;
+    Ok(Snapshot {
+        format_version: s.format_version,
+        seq: s.seq,
+        hash: s.hash,
+        state: s.state,
+    })
+}
+
+/// A checked snapshot's header and state; the blocks stay in `image` until read.
+fn decode_image(image: Arc<dyn Image>) -> Result<Snapshot, String> {
+    let bytes = image.bytes();
+    let body = bytes.len().saturating_sub(SNAP_TRAILER);
+    let header_len = bytes
+        .get(8..12)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .ok_or("it is truncated")?;
+    let start = 12 + header_len;
+    let header: SnapHeader = bytes
+        .get(12..start)
+        .ok_or("its header is truncated")
+        .and_then(|h| rmp_serde::from_slice(h).map_err(|_| "its header does not decode"))?;
+    if start > body {
+        return Err("its header is truncated".into());
+    }
+    let (state, len) =
+        State::from_image(image.clone(), start).map_err(|e| format!("does not decode: {e}"))?;
+    if start + len != body {
+        return Err(format!(
+            "does not decode: {} bytes after the state",
+            body as i64 - (start + len) as i64
+        ));
+    }
+    Ok(Snapshot {
+        format_version: header.format_version,
+        seq: header.seq,
+        hash: header.hash,
+        state,
+    })
 }
 
 /// Why a stored snapshot was not used.
 fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapshot, String> {
-    let snap: Snapshot =
-        rmp_serde::from_slice(bytes).map_err(|e| format!("does not decode: {e}"))?;
-    check_against_log(log, snap, tail)
+    check_against_log(log, Snapshot::decode(bytes.to_vec())?, tail)
 }
 
-/// A snapshot file, decoded as it is read (no copy of its bytes in memory).
+/// A snapshot file mapped into memory: written once (temp file, rename) and never changed,
+/// only deleted, which leaves an existing mapping intact.
+struct Mapped(memmap2::Mmap);
+
+impl Image for Mapped {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// A snapshot file, checked against its hash (read in a stream: nothing of it is kept), then
+/// memory-mapped: its blocks are decoded only when something reads them, so opening a
+/// document costs what the open touches, not what the document holds.
 pub(crate) fn decode_snapshot_file(file: &Path) -> Result<Snapshot, String> {
-    let f = std::fs::File::open(file).map_err(|e| format!("unreadable: {e}"))?;
-    rmp_serde::from_read(std::io::BufReader::with_capacity(256 * 1024, f))
-        .map_err(|e| format!("does not decode: {e}"))
+    use std::io::{Read, Seek};
+    let mut f = std::fs::File::open(file).map_err(|e| format!("unreadable: {e}"))?;
+    let mut magic = [0u8; 8];
+    let len = f.metadata().map_err(|e| format!("unreadable: {e}"))?.len();
+    if len < 8 || f.read_exact(&mut magic).is_err() || &magic != SNAP_MAGIC {
+        f.rewind().map_err(|e| format!("unreadable: {e}"))?;
+        return decode_legacy(std::io::BufReader::with_capacity(256 * 1024, f));
+    }
+    let body = len.saturating_sub(SNAP_TRAILER as u64);
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&magic);
+    let mut rest = (&mut f).take(body.saturating_sub(8));
+    hasher
+        .update_reader(&mut rest)
+        .map_err(|e| format!("unreadable: {e}"))?;
+    let mut stored = [0u8; SNAP_TRAILER];
+    if f.read_exact(&mut stored).is_err() || hasher.finalize().as_bytes() != &stored {
+        return Err("its checksum does not match (damaged or truncated)".into());
+    }
+    // SAFETY: the engine writes snapshot files once and never modifies them (see `Mapped`);
+    // the mapping is read only.
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| format!("cannot be mapped: {e}"))?;
+    decode_image(Arc::new(Mapped(map)))
 }
 
 /// The newest snapshot file and its decoding (done while sled opens the log).
@@ -253,9 +381,7 @@ pub(crate) fn state_at(
         if snap_seq > seq {
             continue;
         }
-        if let Some(snap) = std::fs::read(&file)
-            .ok()
-            .and_then(|b| check_snapshot(log, &b, tail).ok())
+        if let Ok(snap) = decode_snapshot_file(&file).and_then(|s| check_against_log(log, s, tail))
         {
             prev = snap.hash;
             state = snap.state;

@@ -540,7 +540,7 @@ fn put_snapshot(path: &std::path::Path, bytes: &[u8]) {
 }
 
 fn snapshot_seq(bytes: &[u8]) -> u64 {
-    rmp_serde::from_slice::<elfiee_engine::replay::Snapshot>(bytes)
+    elfiee_engine::replay::Snapshot::decode(bytes.to_vec())
         .expect("the engine's snapshot decodes")
         .seq
 }

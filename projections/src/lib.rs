@@ -15,6 +15,7 @@ mod apply;
 pub mod content;
 pub mod context;
 mod graph;
+pub mod lazy;
 mod state;
 
 pub use apply::{apply, entry_path, IMPORT_INCOMPLETE};
@@ -22,4 +23,5 @@ pub use context::{
     collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions,
 };
 pub use graph::RelationGraph;
+pub use lazy::{Image, LazyMap};
 pub use state::{State, StateDigest};

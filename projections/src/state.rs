@@ -1,9 +1,11 @@
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use elfiee_model::{Block, Editor, EditorId, Grant, WILDCARD};
 use serde::{Deserialize, Serialize};
 
 use crate::graph::RelationGraph;
+use crate::lazy::{Image, LazyMap, SectionError};
 
 /// Everything the log says, folded: blocks, editors, grants, clocks and the relation graph.
 ///
@@ -13,15 +15,14 @@ use crate::graph::RelationGraph;
 pub struct State {
     /// The editor created by `elf.init`; holds every capability on `*`.
     pub file_owner: Option<EditorId>,
-    #[serde(deserialize_with = "bulk_map")]
-    pub blocks: BTreeMap<String, Block>,
+    /// Loaded lazily from the snapshot a file opened from (see [`LazyMap`]).
+    pub blocks: LazyMap<Block>,
     pub editors: BTreeMap<EditorId, Editor>,
     pub grants: BTreeSet<Grant>,
     /// Vector clock: `"<node_id>:<editor_id>"` → number of events by that editor on that node.
     pub clocks: BTreeMap<String, u64>,
     /// Seq of the last event that touched each block (for optimistic concurrency).
-    #[serde(deserialize_with = "bulk_map")]
-    pub block_seq: BTreeMap<String, u64>,
+    pub block_seq: LazyMap<u64>,
     /// Reverse index of block relations.
     pub graph: RelationGraph,
     /// Seq of the last applied event (0 for an empty log).
@@ -29,35 +30,6 @@ pub struct State {
     /// Free-form projection data owned by extensions (agents, proposals, …), keyed by namespace.
     #[serde(default)]
     pub extensions: BTreeMap<String, serde_json::Value>,
-}
-
-/// Decodes a map by collecting its entries first and building the tree in one pass (the
-/// encoding is in key order, so this is linear), instead of one insert per entry: opening a
-/// document with many blocks is dominated by decoding its snapshot.
-fn bulk_map<'de, D, V>(d: D) -> Result<BTreeMap<String, V>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    V: Deserialize<'de>,
-{
-    struct Entries<V>(std::marker::PhantomData<V>);
-    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Entries<V> {
-        type Value = Vec<(String, V)>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a map")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut m: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::with_capacity(m.size_hint().unwrap_or(0).min(1 << 20));
-            while let Some(kv) = m.next_entry()? {
-                out.push(kv);
-            }
-            Ok(out)
-        }
-    }
-    let entries = d.deserialize_map(Entries(std::marker::PhantomData))?;
-    Ok(entries.into_iter().collect())
 }
 
 /// A blake3 hash of the canonical encoding of a [`State`], as 64 hex characters.
@@ -99,8 +71,86 @@ impl State {
         rmp_serde::to_vec_named(self).unwrap_or_default()
     }
 
+    /// Appends the state's image: `head length u64 LE ‖ head (MessagePack: everything but
+    /// the blocks and their seqs) ‖ blocks section ‖ block seqs section` (sections as in
+    /// [`crate::lazy`]). Blocks still encoded in the state's own image are copied, not
+    /// decoded, so storing a snapshot costs what changed plus a copy.
+    pub fn encode_image(&self, out: &mut Vec<u8>) {
+        let head = HeadRef {
+            file_owner: &self.file_owner,
+            editors: &self.editors,
+            grants: &self.grants,
+            clocks: &self.clocks,
+            graph: &self.graph,
+            last_seq: self.last_seq,
+            extensions: &self.extensions,
+        };
+        let at = out.len();
+        out.extend_from_slice(&[0; 8]);
+        // Plain data into a Vec: cannot fail.
+        let _ = rmp_serde::encode::write_named(out, &head);
+        let head_len = (out.len() - at - 8) as u64;
+        out[at..at + 8].copy_from_slice(&head_len.to_le_bytes());
+        self.blocks.encode_section(out);
+        self.block_seq.encode_section(out);
+    }
+
+    /// The state whose image starts at `start` in `image`: the head is decoded, the blocks
+    /// stay in the image until read. Returns the state and the image's length.
+    pub fn from_image(image: Arc<dyn Image>, start: usize) -> Result<(State, usize), SectionError> {
+        let bytes = image.bytes();
+        let head_len = bytes
+            .get(start..start + 8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .ok_or_else(|| SectionError("the state image is truncated".into()))?;
+        let head_end = (start as u64 + 8)
+            .checked_add(head_len)
+            .filter(|&e| e <= bytes.len() as u64)
+            .ok_or_else(|| SectionError("the state head is truncated".into()))?
+            as usize;
+        let head: Head = rmp_serde::from_slice(&bytes[start + 8..head_end])
+            .map_err(|e| SectionError(format!("the state head does not decode: {e}")))?;
+        let (blocks, n) = LazyMap::from_section(image.clone(), head_end)?;
+        let (block_seq, m) = LazyMap::from_section(image, head_end + n)?;
+        let state = State {
+            file_owner: head.file_owner,
+            blocks,
+            editors: head.editors,
+            grants: head.grants,
+            clocks: head.clocks,
+            block_seq,
+            graph: head.graph,
+            last_seq: head.last_seq,
+            extensions: head.extensions,
+        };
+        Ok((state, head_end + n + m - start))
+    }
+
     /// Hash of the canonical encoding: two states are equal exactly when their digests are.
     pub fn digest(&self) -> StateDigest {
         blake3::hash(&self.canonical_bytes()).to_hex().to_string()
     }
+}
+
+/// The part of a state image that is decoded when it loads.
+#[derive(Serialize)]
+struct HeadRef<'a> {
+    file_owner: &'a Option<EditorId>,
+    editors: &'a BTreeMap<EditorId, Editor>,
+    grants: &'a BTreeSet<Grant>,
+    clocks: &'a BTreeMap<String, u64>,
+    graph: &'a RelationGraph,
+    last_seq: u64,
+    extensions: &'a BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+struct Head {
+    file_owner: Option<EditorId>,
+    editors: BTreeMap<EditorId, Editor>,
+    grants: BTreeSet<Grant>,
+    clocks: BTreeMap<String, u64>,
+    graph: RelationGraph,
+    last_seq: u64,
+    extensions: BTreeMap<String, serde_json::Value>,
 }

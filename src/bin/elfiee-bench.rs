@@ -953,7 +953,7 @@ fn command_index_load(base: &Path) -> Result<(f64, usize), BoxError> {
 fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
     let bytes = std::fs::read(newest_snapshot_file(log_dir)?)?;
     let db = open_raw(log_dir)?;
-    let snap: elfiee_engine::replay::Snapshot = rmp_serde::from_slice(&bytes)?;
+    let snap = elfiee_engine::replay::Snapshot::decode(bytes)?;
     let tail = db
         .open_tree("events")?
         .range(event_key(0)..=event_key(u64::MAX))
