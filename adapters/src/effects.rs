@@ -141,6 +141,8 @@ pub struct EffectsHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Per effect: seq of the last event it has dealt with.
     progress: Vec<Arc<AtomicU64>>,
+    /// Signalled whenever an effect moves its progress or ends.
+    moved: Arc<tokio::sync::Notify>,
 }
 
 impl EffectsHandle {
@@ -150,6 +152,10 @@ impl EffectsHandle {
     pub async fn settle(&self, file: &FileHandle, timeout: Duration) -> Result<(), EngineError> {
         let wait = async {
             loop {
+                // Registered before looking, so a move between the look and the wait wakes it.
+                let moved = self.moved.notified();
+                tokio::pin!(moved);
+                moved.as_mut().enable();
                 let target = file.last_seq();
                 let behind = self
                     .progress
@@ -159,7 +165,8 @@ impl EffectsHandle {
                 if !behind && file.last_seq() == target || finished {
                     return;
                 }
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                // The timeout only guards against a missed signal.
+                let _ = tokio::time::timeout(Duration::from_millis(50), moved).await;
             }
         };
         tokio::time::timeout(timeout, wait).await.map_err(|_| {
@@ -191,20 +198,48 @@ pub fn attach_effects(
 ) -> EffectsHandle {
     let mut tasks = Vec::new();
     let mut progress = Vec::new();
+    let moved = Arc::new(tokio::sync::Notify::new());
     for effect in effects {
         let cx = EffectCx {
             file: file.clone(),
             config: config.clone(),
             effect: effect.name(),
         };
-        let done = Arc::new(AtomicU64::new(0));
-        progress.push(done.clone());
+        let done = Progress {
+            seq: Arc::new(AtomicU64::new(0)),
+            moved: moved.clone(),
+        };
+        progress.push(done.seq.clone());
         tasks.push(tokio::spawn(run_effect(effect, cx, done)));
     }
-    EffectsHandle { tasks, progress }
+    EffectsHandle {
+        tasks,
+        progress,
+        moved,
+    }
 }
 
-async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Arc<AtomicU64>) {
+/// One effect's progress: the seq it has dealt with, and who to tell when it moves (or the
+/// effect ends: on drop).
+struct Progress {
+    seq: Arc<AtomicU64>,
+    moved: Arc<tokio::sync::Notify>,
+}
+
+impl Progress {
+    fn store(&self, seq: u64, order: Ordering) {
+        self.seq.store(seq, order);
+        self.moved.notify_waiters();
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.moved.notify_waiters();
+    }
+}
+
+async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Progress) {
     let name = effect.name();
     let from = match cx.file.checkpoint(name) {
         Ok(seq) => seq + 1,
@@ -214,11 +249,17 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Arc<AtomicU64>)
         }
     };
     done.store(from - 1, Ordering::Release);
+    let mut saved = from - 1;
     let mut events = cx.file.subscribe_from(from);
     loop {
-        // Caught up with everything committed so far: say so, then wait for more.
+        // Caught up with everything committed so far: say so (and record it, so the next
+        // process on this file does not read these events again), then wait for more.
         if events.next_seq() > cx.file.last_seq() {
-            done.store(events.next_seq() - 1, Ordering::Release);
+            let seq = events.next_seq() - 1;
+            done.store(seq, Ordering::Release);
+            if seq > saved && cx.file.set_checkpoint(name, seq).is_ok() {
+                saved = seq;
+            }
         }
         let Some(event) = events.recv().await else {
             break;
@@ -263,9 +304,11 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Arc<AtomicU64>)
                 Err(EngineError::Closed) => return,
                 Err(e) => tracing::warn!(effect = name, error = %e, "cannot look up the outcome"),
             }
-            let _ = cx.file.set_checkpoint(name, event.seq);
-        } else if event.seq % 256 == 0 {
-            let _ = cx.file.set_checkpoint(name, event.seq);
+            if cx.file.set_checkpoint(name, event.seq).is_ok() {
+                saved = event.seq;
+            }
+        } else if event.seq % 256 == 0 && cx.file.set_checkpoint(name, event.seq).is_ok() {
+            saved = event.seq;
         }
         done.store(event.seq, Ordering::Release);
     }

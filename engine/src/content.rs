@@ -28,7 +28,9 @@ const INDEX_RECORD: usize = 48;
 const PACK_HEADER: u64 = 40;
 
 /// The content store of one `.elf`. Opened lazily: a process that reads no body never loads
-/// its index.
+/// its index, and one that only adds bodies (a CLI write) checks the index's last record
+/// against the pack and appends, without reading the index (so it does not deduplicate
+/// against bodies stored by earlier processes, only against its own).
 pub struct ContentStore {
     dir: PathBuf,
     inner: Mutex<Option<Inner>>,
@@ -36,6 +38,8 @@ pub struct ContentStore {
 
 struct Inner {
     index: HashMap<[u8; 32], (u64, u64)>,
+    /// Whether `index` holds every record (else only those this process appended).
+    complete: bool,
     pack: File,
     idx: File,
     /// Where the next pack record goes.
@@ -58,19 +62,43 @@ impl ContentStore {
         }
     }
 
+    /// Runs `f` on the store, opened for appending at least (see [`ContentStore`]).
     fn with<R>(
         &self,
         f: impl FnOnce(&mut Inner) -> Result<R, EngineError>,
     ) -> Result<R, EngineError> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_none() {
-            *g = Some(Inner::load(&self.dir)?);
+            *g = Some(match Inner::open_for_append(&self.dir)? {
+                Some(inner) => inner,
+                None => Inner::load(&self.dir)?,
+            });
         }
         f(g.as_mut().expect("loaded above"))
     }
 
-    /// Stores `text` (once per distinct body) and returns its reference. Not durable until
-    /// [`ContentStore::sync`].
+    /// Runs `f` with the record of `key` when there is one (loading the whole index if this
+    /// process has not yet).
+    fn lookup<R>(
+        &self,
+        key: &[u8; 32],
+        f: impl FnOnce(&mut Inner, Option<(u64, u64)>) -> R,
+    ) -> Result<R, EngineError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let found = g.as_ref().and_then(|i| i.index.get(key).copied());
+        if found.is_none() && !g.as_ref().is_some_and(|i| i.complete) {
+            let dirty = g.as_ref().is_some_and(|i| i.dirty);
+            let mut full = Inner::load(&self.dir)?;
+            full.dirty |= dirty;
+            *g = Some(full);
+        }
+        let inner = g.as_mut().expect("loaded above");
+        let found = inner.index.get(key).copied();
+        Ok(f(inner, found))
+    }
+
+    /// Stores `text` (once per distinct body among those this process has seen) and returns
+    /// its reference. Not durable until [`ContentStore::sync`].
     pub fn put(&self, text: &str) -> Result<ContentRef, EngineError> {
         let hash = blake3::hash(text.as_bytes());
         self.with(|inner| {
@@ -107,18 +135,15 @@ impl ContentStore {
     fn read(&self, r: &ContentRef) -> Result<String, Failure> {
         let key = r.hash.0;
         let bytes = self
-            .with(|inner| {
-                let Some(&(off, len)) = inner.index.get(&key) else {
-                    return Ok(Err(format!(
-                        "the body {} ({} bytes) is missing",
-                        r.hash, r.len
-                    )));
+            .lookup(&key, |inner, found| {
+                let Some((off, len)) = found else {
+                    return Err(format!("the body {} ({} bytes) is missing", r.hash, r.len));
                 };
                 let mut buf = vec![0u8; len as usize];
-                Ok(match inner.pack.read_exact_at(&mut buf, off) {
+                match inner.pack.read_exact_at(&mut buf, off) {
                     Ok(()) => Ok(buf),
                     Err(e) => Err(format!("the body {} cannot be read: {e}", r.hash)),
-                })
+                }
             })
             .map_err(Failure::Io)?
             .map_err(Failure::Bad)?;
@@ -169,19 +194,58 @@ fn io_err(e: std::io::Error) -> EngineError {
     EngineError::Storage(format!("content store: {e}"))
 }
 
+fn open_file(dir: &Path, name: &str) -> Result<File, EngineError> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(dir.join(name))
+        .map_err(|e| EngineError::io(dir.join(name), e))
+}
+
 impl Inner {
+    /// The store ready for appends without reading its index, if the index's last record is
+    /// the pack's last record (the common case); `None` when the index needs the repair
+    /// [`Inner::load`] does.
+    fn open_for_append(dir: &Path) -> Result<Option<Inner>, EngineError> {
+        std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
+        let mut pack = open_file(dir, "pack")?;
+        let mut idx = open_file(dir, "index")?;
+        let pack_len = pack.seek(SeekFrom::End(0)).map_err(io_err)?;
+        let idx_len = idx.seek(SeekFrom::End(0)).map_err(io_err)?;
+        let consistent = if idx_len == 0 {
+            pack_len == 0
+        } else if idx_len % INDEX_RECORD as u64 != 0 {
+            false
+        } else {
+            let mut rec = [0u8; INDEX_RECORD];
+            let mut header = [0u8; PACK_HEADER as usize];
+            let off = idx
+                .read_exact_at(&mut rec, idx_len - INDEX_RECORD as u64)
+                .ok()
+                .map(|()| u64::from_le_bytes(rec[32..40].try_into().expect("8 bytes")));
+            let len = u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
+            off.filter(|&o| o >= PACK_HEADER && o.checked_add(len) == Some(pack_len))
+                .is_some_and(|o| {
+                    pack.read_exact_at(&mut header, o - PACK_HEADER).is_ok()
+                        && header[8..] == rec[..32]
+                        && header[..8] == rec[40..48]
+                })
+        };
+        Ok(consistent.then(|| Inner {
+            index: HashMap::new(),
+            complete: false,
+            pack,
+            idx,
+            pack_end: pack_len,
+            dirty: false,
+        }))
+    }
+
     fn load(dir: &Path) -> Result<Inner, EngineError> {
         std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
-        let open = |name: &str| {
-            OpenOptions::new()
-                .read(true)
-                .append(true)
-                .create(true)
-                .open(dir.join(name))
-                .map_err(|e| EngineError::io(dir.join(name), e))
-        };
-        let mut pack = open("pack")?;
-        let mut idx = open("index")?;
+        let mut pack = open_file(dir, "pack")?;
+        let mut idx = open_file(dir, "index")?;
         let pack_len = pack.seek(SeekFrom::End(0)).map_err(io_err)?;
         let mut raw = Vec::new();
         idx.seek(SeekFrom::Start(0)).map_err(io_err)?;
@@ -227,6 +291,7 @@ impl Inner {
         }
         let mut inner = Inner {
             index,
+            complete: true,
             pack,
             idx,
             pack_end: pack_len,
@@ -309,6 +374,42 @@ fn index_record(key: &[u8; 32], off: u64, len: u64) -> [u8; INDEX_RECORD] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writer_appends_without_reading_the_index_and_a_damaged_index_is_still_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = ContentStore::new(dir.path());
+        let a = first.put("first body").unwrap();
+        first.sync().unwrap();
+        drop(first);
+        // A second process only writes: it does not load the index.
+        let writer = ContentStore::new(dir.path());
+        let b = writer.put("second body").unwrap();
+        writer.sync().unwrap();
+        assert!(!writer.inner.lock().unwrap().as_ref().unwrap().complete);
+        // It still reads what earlier processes stored (loading the index then).
+        assert_eq!(writer.get(&a).unwrap(), "first body");
+        drop(writer);
+        // The index loses its last record (it is not synced): the next writer notices and
+        // re-indexes from the pack before appending.
+        let idx = dir.path().join("content").join("index");
+        let len = std::fs::metadata(&idx).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&idx)
+            .unwrap()
+            .set_len(len - INDEX_RECORD as u64)
+            .unwrap();
+        let third = ContentStore::new(dir.path());
+        let c = third.put("third body").unwrap();
+        third.sync().unwrap();
+        assert!(third.inner.lock().unwrap().as_ref().unwrap().complete);
+        drop(third);
+        let reader = ContentStore::new(dir.path());
+        for (r, text) in [(a, "first body"), (b, "second body"), (c, "third body")] {
+            assert_eq!(reader.get(&r).unwrap(), text);
+        }
+    }
 
     #[test]
     fn bodies_round_trip_dedupe_and_survive_reopen() {

@@ -169,15 +169,24 @@ impl Engine {
                     let decoding = std::thread::Builder::new()
                         .name("elfiee-snapshot-decode".into())
                         .spawn_scoped(scope, || crate::replay::decode_newest(&paths));
+                    let t0 = std::time::Instant::now();
                     let log = SledEventLog::open(&paths.log_dir(), &paths.root);
+                    let sled_us = t0.elapsed().as_micros() as u64;
                     let predecoded = match decoding {
                         Ok(h) => h.join().unwrap_or(None),
                         Err(_) => None,
                     };
+                    tracing::debug!(
+                        sled_us,
+                        both_us = t0.elapsed().as_micros() as u64,
+                        "log and newest snapshot opened"
+                    );
                     (log, predecoded)
                 });
                 let log = Arc::new(log?);
+                let loading = std::time::Instant::now();
                 let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded)?;
+                tracing::debug!(us = loading.elapsed().as_micros() as u64, "state loaded");
                 Ok((log, opened))
             }
         })

@@ -29,15 +29,32 @@ use std::sync::{Arc, OnceLock};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-/// Bytes that do not change for as long as they are referenced (a memory-mapped snapshot, or
-/// a buffer).
+/// Bytes that do not change for as long as they are referenced: a stored snapshot file the
+/// engine checked against its hash (read with positioned reads, so only what a lookup needs
+/// is read, and nothing of the file is kept in memory), or a buffer.
 pub trait Image: Send + Sync {
-    fn bytes(&self) -> &[u8];
+    fn len(&self) -> u64;
+    /// Fills `buf` from `offset`; false when the bytes cannot be read.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool;
 }
 
 impl Image for Vec<u8> {
-    fn bytes(&self) -> &[u8] {
-        self
+    fn len(&self) -> u64 {
+        self.as_slice().len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool {
+        let from = offset as usize;
+        match from
+            .checked_add(buf.len())
+            .and_then(|to| self.get(from..to))
+        {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
     }
 }
 
@@ -45,43 +62,149 @@ impl Image for Vec<u8> {
 pub trait LazyValue: Clone + Serialize + DeserializeOwned + Send + Sync + 'static {}
 impl<T: Clone + Serialize + DeserializeOwned + Send + Sync + 'static> LazyValue for T {}
 
+/// Records read together when a map is walked in order.
+const CHUNK: usize = 256;
+/// Key bytes read with a probe's first read (longer keys take a second).
+const KEY_PROBE: usize = 64;
+
+type Cell<V> = OnceLock<Option<Box<(Box<str>, V)>>>;
+
+/// Cells come in pages of [`CHUNK`], made when one of theirs is first read: a process that
+/// reads three blocks of 10,000 pays for three pages, not for 10,000 cells.
+struct Cells<V> {
+    pages: Box<[OnceLock<Box<[Cell<V>]>>]>,
+}
+
+impl<V> Cells<V> {
+    fn new(count: usize) -> Cells<V> {
+        Cells {
+            pages: (0..count.div_ceil(CHUNK))
+                .map(|_| OnceLock::new())
+                .collect(),
+        }
+    }
+
+    fn cell(&self, i: usize) -> &Cell<V> {
+        let page =
+            self.pages[i / CHUNK].get_or_init(|| (0..CHUNK).map(|_| OnceLock::new()).collect());
+        &page[i % CHUNK]
+    }
+
+    /// The cell of `i` if its page was made.
+    fn peek(&self, i: usize) -> Option<&Cell<V>> {
+        self.pages[i / CHUNK].get().map(|p| &p[i % CHUNK])
+    }
+
+    fn decoded(&self) -> usize {
+        self.pages
+            .iter()
+            .filter_map(OnceLock::get)
+            .flat_map(|p| p.iter())
+            .filter(|c| c.get().is_some())
+            .count()
+    }
+}
+
 struct Base<V> {
     image: Arc<dyn Image>,
-    /// Where the section starts in the image.
-    start: usize,
+    /// Where the section starts in the image, and its length.
+    start: u64,
+    len: u64,
     count: usize,
-    /// Decoded values, filled on first read (`None`: the record does not decode).
-    cells: Box<[OnceLock<Option<Box<V>>>]>,
+    /// Decoded records, filled on first read (`None`: the record is damaged).
+    cells: Cells<V>,
+}
+
+/// The key and encoded value of a raw record.
+fn split(rec: &[u8]) -> Option<(&[u8], &[u8])> {
+    let klen = u32::from_le_bytes(rec.get(..4)?.try_into().ok()?) as usize;
+    let key = rec.get(4..4usize.checked_add(klen)?)?;
+    Some((key, &rec[4 + klen..]))
+}
+
+fn decode<V: LazyValue>(rec: &[u8]) -> Option<(Box<str>, V)> {
+    let (k, v) = split(rec)?;
+    Some((
+        std::str::from_utf8(k).ok()?.into(),
+        rmp_serde::from_slice(v).ok()?,
+    ))
+}
+
+/// Consecutive raw records `lo..lo + offsets.len() - 1`, read at once.
+struct Chunk {
+    lo: usize,
+    offsets: Vec<u64>,
+    bytes: Vec<u8>,
+}
+
+impl Chunk {
+    fn covers(&self, i: usize) -> bool {
+        i >= self.lo && i + 1 < self.lo + self.offsets.len()
+    }
+
+    fn record(&self, i: usize) -> &[u8] {
+        let k = i - self.lo;
+        let base = self.offsets[0];
+        &self.bytes[(self.offsets[k] - base) as usize..(self.offsets[k + 1] - base) as usize]
+    }
 }
 
 impl<V: LazyValue> Base<V> {
-    fn section(&self) -> &[u8] {
-        &self.image.bytes()[self.start..]
+    /// `n` bytes at `at` (from the section start), if they lie inside the section.
+    fn read(&self, at: u64, n: usize) -> Option<Vec<u8>> {
+        if at.checked_add(n as u64)? > self.len {
+            return None;
+        }
+        let mut buf = vec![0u8; n];
+        self.image.read_at(self.start + at, &mut buf).then_some(buf)
     }
 
-    fn offset(&self, i: usize) -> usize {
-        let at = 8 + 8 * i;
-        let b = &self.section()[at..at + 8];
-        u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize
+    /// The `n + 1` offsets from record `i`, checked to increase and stay in the section.
+    fn offsets(&self, i: usize, n: usize) -> Option<Vec<u64>> {
+        let raw = self.read(8 + 8 * i as u64, 8 * (n + 1))?;
+        let offs: Vec<u64> = raw
+            .chunks_exact(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .collect();
+        let table_end = 8 * (self.count as u64 + 2);
+        let ok =
+            offs.windows(2).all(|w| w[0] <= w[1]) && offs[0] >= table_end && offs[n] <= self.len;
+        ok.then_some(offs)
     }
 
-    /// The key and encoded value of record `i` (checked at load to lie inside the section).
-    fn record(&self, i: usize) -> (&[u8], &[u8]) {
-        let (from, to) = (self.offset(i), self.offset(i + 1));
-        let rec = &self.section()[from..to];
-        let klen = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes")) as usize;
-        (&rec[4..4 + klen], &rec[4 + klen..])
+    fn record(&self, i: usize) -> Option<Vec<u8>> {
+        let o = self.offsets(i, 1)?;
+        self.read(o[0], (o[1] - o[0]) as usize)
     }
 
-    fn key(&self, i: usize) -> &str {
-        std::str::from_utf8(self.record(i).0).unwrap_or("")
+    fn key(&self, i: usize) -> Option<Vec<u8>> {
+        let o = self.offsets(i, 1)?;
+        let rec_len = (o[1] - o[0]) as usize;
+        let head = self.read(o[0], rec_len.min(4 + KEY_PROBE))?;
+        let klen = u32::from_le_bytes(head.get(..4)?.try_into().ok()?) as usize;
+        if klen > rec_len - 4 {
+            return None;
+        }
+        match head.get(4..4 + klen) {
+            Some(k) => Some(k.to_vec()),
+            None => self.read(o[0] + 4, klen),
+        }
     }
 
+    /// Records from `lo` on, up to [`CHUNK`] of them, in two reads.
+    fn chunk(&self, lo: usize) -> Option<Chunk> {
+        let n = CHUNK.min(self.count - lo);
+        let offsets = self.offsets(lo, n)?;
+        let bytes = self.read(offsets[0], (offsets[n] - offsets[0]) as usize)?;
+        Some(Chunk { lo, offsets, bytes })
+    }
+
+    /// Index of `key`; `None` when absent (or when a damaged record is in the way).
     fn find(&self, key: &str) -> Option<usize> {
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.record(mid).0.cmp(key.as_bytes()) {
+            match self.key(mid)?.as_slice().cmp(key.as_bytes()) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Some(mid),
@@ -90,21 +213,25 @@ impl<V: LazyValue> Base<V> {
         None
     }
 
-    fn decode(&self, i: usize) -> Option<V> {
-        rmp_serde::from_slice(self.record(i).1).ok()
+    fn entry(&self, i: usize) -> Option<&(Box<str>, V)> {
+        self.cells
+            .cell(i)
+            .get_or_init(|| self.record(i).and_then(|r| decode(&r)).map(Box::new))
+            .as_deref()
     }
 
-    fn value(&self, i: usize) -> Option<&V> {
-        self.cells[i]
-            .get_or_init(|| self.decode(i).map(Box::new))
+    fn entry_from(&self, i: usize, rec: &[u8]) -> Option<&(Box<str>, V)> {
+        self.cells
+            .cell(i)
+            .get_or_init(|| decode(rec).map(Box::new))
             .as_deref()
     }
 
     /// An owned copy of value `i` (the decoded one when there is one).
     fn owned(&self, i: usize) -> Option<V> {
-        match self.cells[i].get() {
-            Some(v) => v.as_deref().cloned(),
-            None => self.decode(i),
+        match self.cells.peek(i).and_then(OnceLock::get) {
+            Some(e) => e.as_ref().map(|e| e.1.clone()),
+            None => self.record(i).and_then(|r| decode(&r)).map(|e| e.1),
         }
     }
 }
@@ -155,59 +282,41 @@ impl<V: LazyValue> LazyMap<V> {
     }
 
     /// A map over the section that starts at `start` in `image`; returns it and the section's
-    /// length. Checks the table (offsets increasing, inside the image, records long enough for
-    /// their keys) without reading any value.
+    /// length. Checks that the record table fits; records themselves are checked when read
+    /// (one that does not fit reads as absent), so this reads two words of the image.
     pub fn from_section(
         image: Arc<dyn Image>,
-        start: usize,
-    ) -> Result<(LazyMap<V>, usize), SectionError> {
+        start: u64,
+    ) -> Result<(LazyMap<V>, u64), SectionError> {
         let bad = |why: String| SectionError(format!("section at byte {start}: {why}"));
-        let bytes = image.bytes();
-        let section = bytes
-            .get(start..)
+        let avail = image
+            .len()
+            .checked_sub(start)
             .ok_or_else(|| bad("starts past the end".into()))?;
-        let word = |at: usize| -> Result<u64, SectionError> {
-            section
-                .get(at..at + 8)
-                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        let word = |at: u64| -> Result<u64, SectionError> {
+            let mut b = [0u8; 8];
+            (at + 8 <= avail && image.read_at(start + at, &mut b))
+                .then(|| u64::from_le_bytes(b))
                 .ok_or_else(|| bad(format!("truncated at byte {at}")))
         };
         let count = word(0)?;
         let table_end = count
             .checked_add(2)
             .and_then(|n| n.checked_mul(8))
-            .filter(|&n| n <= section.len() as u64)
-            .ok_or_else(|| bad(format!("{count} records do not fit")))?
-            as usize;
+            .filter(|&n| n <= avail)
+            .ok_or_else(|| bad(format!("{count} records do not fit")))?;
+        let len = word(8 + 8 * count)?;
+        if len < table_end || len > avail {
+            return Err(bad(format!("its length {len} does not fit")));
+        }
         let count = count as usize;
-        let mut prev = table_end;
-        for i in 0..=count {
-            let off = word(8 + 8 * i)? as usize;
-            if off < prev || off > section.len() {
-                return Err(bad(format!("record {i} is out of order or out of bounds")));
-            }
-            prev = off;
-        }
         let base = Base {
-            image: image.clone(),
+            image,
             start,
+            len,
             count,
-            cells: (0..count).map(|_| OnceLock::new()).collect(),
+            cells: Cells::new(count),
         };
-        // A record must hold its key length and key: checked lazily would mean a panic on a
-        // damaged image, so check the lengths (four bytes each) now.
-        for i in 0..count {
-            let (from, to) = (base.offset(i), base.offset(i + 1));
-            let rec = &section[from..to];
-            let ok = rec.len() >= 4 && {
-                let klen = u32::from_le_bytes(rec[..4].try_into().expect("4 bytes")) as usize;
-                rec.len() - 4 >= klen
-            };
-            if !ok {
-                return Err(bad(format!("record {i} is shorter than its key")));
-            }
-        }
-        let len = base.offset(count);
         Ok((
             LazyMap {
                 base: Some(Arc::new(base)),
@@ -221,33 +330,29 @@ impl<V: LazyValue> LazyMap<V> {
     /// Appends this map as a section (see the module documentation). Values still encoded in
     /// the base are copied as they are, not decoded.
     pub fn encode_section(&self, out: &mut Vec<u8>) {
+        // A damaged base record (it reads as absent) is not carried into a new image.
+        let items: Vec<Item<'_, V>> = self.merged().collect();
         let start = out.len();
-        out.extend_from_slice(&(self.len as u64).to_le_bytes());
+        out.extend_from_slice(&(items.len() as u64).to_le_bytes());
         let table = out.len();
-        out.resize(table + 8 * (self.len + 1), 0);
-        let mut n = 0;
+        out.resize(table + 8 * (items.len() + 1), 0);
         let put_offset = |out: &mut Vec<u8>, n: usize| {
             let off = (out.len() - start) as u64;
             out[table + 8 * n..table + 8 * n + 8].copy_from_slice(&off.to_le_bytes());
         };
-        for item in self.merged() {
+        for (n, item) in items.iter().enumerate() {
             put_offset(out, n);
-            n += 1;
             match item {
-                Item::Base(base, i) => {
-                    let (from, to) = (base.offset(i), base.offset(i + 1));
-                    out.extend_from_slice(&base.section()[from..to]);
-                }
+                Item::Base { rec, .. } => out.extend_from_slice(rec),
                 Item::Overlay(k, v) => {
                     out.extend_from_slice(&(k.len() as u32).to_le_bytes());
                     out.extend_from_slice(k.as_bytes());
                     // Plain data into a Vec: cannot fail.
-                    let _ = rmp_serde::encode::write_named(out, v);
+                    let _ = rmp_serde::encode::write_named(out, *v);
                 }
             }
         }
-        debug_assert_eq!(n, self.len);
-        put_offset(out, n);
+        put_offset(out, items.len());
     }
 
     pub fn len(&self) -> usize {
@@ -262,7 +367,7 @@ impl<V: LazyValue> LazyMap<V> {
     pub fn encoded(&self) -> usize {
         self.base
             .as_ref()
-            .map_or(0, |b| b.cells.iter().filter(|c| c.get().is_none()).count())
+            .map_or(0, |b| b.count - b.cells.decoded())
     }
 
     fn base_index(&self, key: &str) -> Option<(&Base<V>, usize)> {
@@ -280,7 +385,10 @@ impl<V: LazyValue> LazyMap<V> {
     pub fn get(&self, key: &str) -> Option<&V> {
         match self.overlay.get(key) {
             Some(v) => v.as_ref(),
-            None => self.base_index(key).and_then(|(b, i)| b.value(i)),
+            None => self
+                .base_index(key)
+                .and_then(|(b, i)| b.entry(i))
+                .map(|e| &e.1),
         }
     }
 
@@ -324,6 +432,7 @@ impl<V: LazyValue> LazyMap<V> {
         Merged {
             base: self.base.as_deref(),
             next: 0,
+            chunk: None,
             overlay: self.overlay.iter().peekable(),
         }
     }
@@ -331,16 +440,16 @@ impl<V: LazyValue> LazyMap<V> {
     /// Entries in key order (base values are decoded as they are reached).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> + '_ {
         self.merged().filter_map(|item| match item {
-            Item::Base(b, i) => b.value(i).map(|v| (b.key(i), v)),
+            Item::Base { base, i, rec, .. } => base.entry_from(i, &rec).map(|e| (&*e.0, &e.1)),
             Item::Overlay(k, v) => Some((k.as_str(), v)),
         })
     }
 
     /// Keys in order, without decoding any value.
-    pub fn keys(&self) -> impl Iterator<Item = &str> + '_ {
+    pub fn keys(&self) -> impl Iterator<Item = String> + '_ {
         self.merged().map(|item| match item {
-            Item::Base(b, i) => b.key(i),
-            Item::Overlay(k, _) => k.as_str(),
+            Item::Base { key, .. } => String::from_utf8(key).unwrap_or_default(),
+            Item::Overlay(k, _) => k.clone(),
         })
     }
 
@@ -350,16 +459,46 @@ impl<V: LazyValue> LazyMap<V> {
 }
 
 enum Item<'a, V> {
-    Base(&'a Base<V>, usize),
+    /// Record `i` of the base, raw.
+    Base {
+        base: &'a Base<V>,
+        i: usize,
+        key: Vec<u8>,
+        rec: Vec<u8>,
+    },
     Overlay(&'a String, &'a V),
 }
 
 /// The base's records and the overlay's entries merged in key order; the overlay wins, and
-/// its tombstones hide base records.
+/// its tombstones hide base records. Base records are read a chunk at a time; a damaged one
+/// is skipped.
 struct Merged<'a, V> {
     base: Option<&'a Base<V>>,
     next: usize,
+    chunk: Option<Chunk>,
     overlay: std::iter::Peekable<std::collections::btree_map::Iter<'a, String, Option<V>>>,
+}
+
+impl<V: LazyValue> Merged<'_, V> {
+    /// The raw record at the base cursor (skipping damaged ones): `(key, record)`.
+    fn base_record(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let base = self.base?;
+        while self.next < base.count {
+            let i = self.next;
+            if !self.chunk.as_ref().is_some_and(|c| c.covers(i)) {
+                self.chunk = base.chunk(i);
+            }
+            let rec = match &self.chunk {
+                Some(c) => Some(c.record(i).to_vec()),
+                None => base.record(i),
+            };
+            if let Some(key) = rec.as_deref().and_then(split).map(|(k, _)| k.to_vec()) {
+                return rec.map(|r| (key, r));
+            }
+            self.next += 1;
+        }
+        None
+    }
 }
 
 impl<'a, V: LazyValue> Iterator for Merged<'a, V> {
@@ -367,21 +506,26 @@ impl<'a, V: LazyValue> Iterator for Merged<'a, V> {
 
     fn next(&mut self) -> Option<Item<'a, V>> {
         loop {
-            let base = self.base.filter(|b| self.next < b.count);
-            let base_key = base.map(|b| b.record(self.next).0);
+            let from_base = self.base_record();
             let over = self.overlay.peek().map(|&(k, v)| (k, v));
-            let base_first = match (base_key, over) {
+            let base_first = match (&from_base, over) {
                 (None, None) => return None,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
-                (Some(bk), Some((k, _))) => bk < k.as_bytes(),
+                (Some((bk, _)), Some((k, _))) => bk.as_slice() < k.as_bytes(),
             };
             if base_first {
+                let (key, rec) = from_base?;
                 self.next += 1;
-                return base.map(|b| Item::Base(b, self.next - 1));
+                return Some(Item::Base {
+                    base: self.base?,
+                    i: self.next - 1,
+                    key,
+                    rec,
+                });
             }
             let (k, v) = over?;
-            if base_key == Some(k.as_bytes()) {
+            if from_base.is_some_and(|(bk, _)| bk == k.as_bytes()) {
                 self.next += 1; // shadowed by the overlay
             }
             self.overlay.next();
@@ -467,10 +611,10 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn image_of(m: &LazyMap<String>) -> (LazyMap<String>, usize) {
+    fn image_of(m: &LazyMap<String>) -> (LazyMap<String>, u64) {
         let mut bytes = vec![7u8; 3]; // a prefix, so sections need not start at 0
         m.encode_section(&mut bytes);
-        let written = bytes.len() - 3;
+        let written = bytes.len() as u64 - 3;
         let (lazy, len) = LazyMap::from_section(Arc::new(bytes), 3).unwrap();
         assert_eq!(len, written);
         (lazy, len)
@@ -505,12 +649,28 @@ mod tests {
             let short = bytes[..cut].to_vec();
             assert!(LazyMap::<String>::from_section(Arc::new(short), 0).is_err());
         }
-        let mut swapped = bytes.clone();
-        swapped[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(LazyMap::<String>::from_section(Arc::new(swapped), 0).is_err());
-        let mut huge = bytes;
+        let mut huge = bytes.clone();
         huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(LazyMap::<String>::from_section(Arc::new(huge), 0).is_err());
+        // A damaged record inside a table that fits: found when read, as absent, never a
+        // panic; a new image leaves it out.
+        for (at, value) in [(8, u64::MAX), (8, 0), (16, 3)] {
+            let mut damaged = bytes.clone();
+            damaged[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            let (lazy, _) = LazyMap::<String>::from_section(Arc::new(damaged), 0).unwrap();
+            assert_eq!(lazy.get("k0"), None, "damage at {at}");
+            assert_eq!(
+                lazy.get("k4").map(String::as_str),
+                Some("v"),
+                "damage at {at}"
+            );
+            let _ = lazy.keys().count();
+            assert!(lazy.iter().count() < 5);
+            let mut again = Vec::new();
+            lazy.encode_section(&mut again);
+            let (copy, _) = LazyMap::<String>::from_section(Arc::new(again), 0).unwrap();
+            assert_eq!(copy.get("k4").map(String::as_str), Some("v"));
+        }
     }
 
     #[derive(Debug, Clone)]
@@ -559,8 +719,8 @@ mod tests {
                     lazy.iter().map(|(k, v)| (k.to_owned(), v.clone())).collect();
                 let want: Vec<(String, String)> = model.clone().into_iter().collect();
                 prop_assert_eq!(got, want);
-                let keys: Vec<&str> = lazy.keys().collect();
-                prop_assert_eq!(keys, model.keys().map(String::as_str).collect::<Vec<_>>());
+                let keys: Vec<String> = lazy.keys().collect();
+                prop_assert_eq!(keys, model.keys().cloned().collect::<Vec<_>>());
                 for k in 0..40u8 {
                     let key = format!("k{k:02}");
                     prop_assert_eq!(lazy.get(&key), model.get(&key));

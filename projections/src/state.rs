@@ -97,18 +97,22 @@ impl State {
 
     /// The state whose image starts at `start` in `image`: the head is decoded, the blocks
     /// stay in the image until read. Returns the state and the image's length.
-    pub fn from_image(image: Arc<dyn Image>, start: usize) -> Result<(State, usize), SectionError> {
-        let bytes = image.bytes();
-        let head_len = bytes
-            .get(start..start + 8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .ok_or_else(|| SectionError("the state image is truncated".into()))?;
-        let head_end = (start as u64 + 8)
+    pub fn from_image(image: Arc<dyn Image>, start: u64) -> Result<(State, u64), SectionError> {
+        let truncated = || SectionError("the state image is truncated".into());
+        let mut word = [0u8; 8];
+        if !image.read_at(start, &mut word) {
+            return Err(truncated());
+        }
+        let head_len = u64::from_le_bytes(word);
+        let head_end = (start + 8)
             .checked_add(head_len)
-            .filter(|&e| e <= bytes.len() as u64)
-            .ok_or_else(|| SectionError("the state head is truncated".into()))?
-            as usize;
-        let head: Head = rmp_serde::from_slice(&bytes[start + 8..head_end])
+            .filter(|&e| e <= image.len())
+            .ok_or_else(truncated)?;
+        let mut head = vec![0u8; head_len as usize];
+        if !image.read_at(start + 8, &mut head) {
+            return Err(truncated());
+        }
+        let head: Head = rmp_serde::from_slice(&head)
             .map_err(|e| SectionError(format!("the state head does not decode: {e}")))?;
         let (blocks, n) = LazyMap::from_section(image.clone(), head_end)?;
         let (block_seq, m) = LazyMap::from_section(image, head_end + n)?;

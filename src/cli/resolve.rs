@@ -9,7 +9,7 @@ pub fn block(state: &State, input: &str) -> Result<String, CliError> {
     if input == "*" || state.blocks.contains_key(input) {
         return Ok(input.to_owned());
     }
-    let by_prefix: Vec<&str> = if input.len() >= 4 {
+    let mut by_prefix: Vec<String> = if input.len() >= 4 {
         state
             .blocks
             .keys()
@@ -19,22 +19,22 @@ pub fn block(state: &State, input: &str) -> Result<String, CliError> {
         Vec::new()
     };
     if by_prefix.len() == 1 {
-        return Ok(by_prefix[0].to_owned());
+        return Ok(by_prefix.swap_remove(0));
     }
-    let by_name: Vec<&str> = state
+    let by_name: Vec<String> = state
         .blocks
         .values()
         .filter(|b| b.name == input)
-        .map(|b| b.block_id.as_str())
+        .map(|b| b.block_id.clone())
         .collect();
     match (by_prefix.len(), by_name.len()) {
-        (0, 1) => Ok(by_name[0].to_owned()),
+        (0, 1) => Ok(by_name[0].clone()),
         (0, 0) => Err(CliError::failed(
             "block_not_found",
             format!("block '{input}' not found; list blocks with `elfiee block list`"),
         )),
         _ => {
-            let mut all: Vec<&str> = by_prefix.into_iter().chain(by_name).collect();
+            let mut all: Vec<String> = by_prefix.into_iter().chain(by_name).collect();
             all.sort();
             all.dedup();
             Err(CliError::failed(
