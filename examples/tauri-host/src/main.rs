@@ -146,7 +146,7 @@ async fn list_blocks(
     editor: String,
 ) -> Result<Vec<Block>, HostError> {
     let file = files.get(&path)?;
-    let ids: Vec<String> = file.with_state(|s| s.blocks.keys().cloned().collect());
+    let ids: Vec<String> = file.with_state(|s| s.blocks.keys().collect());
     Ok(ids
         .iter()
         .filter_map(|id| file.read_block(&editor, id).ok())
