@@ -1537,8 +1537,9 @@ impl ProjectPlan {
             files: args.project_files.unwrap_or(files),
             bytes: args.project_bytes.unwrap_or(bytes),
             writes: args.project_writes.unwrap_or(writes),
-            write_runs: 7,
-            list_runs: 5,
+            // Medians of many short runs: one process run lasts ~15 ms on a shared machine.
+            write_runs: 21,
+            list_runs: 9,
             seed: PROJECT_SEED,
         }
     }
