@@ -113,6 +113,26 @@ struct Base<V> {
     count: usize,
     /// Decoded records, filled on first read (`None`: the record is damaged).
     cells: Cells<V>,
+    /// Lookups so far; past [`KEYS_IN_MEMORY_AFTER`] the keys are read into `keys` at once.
+    lookups: std::sync::atomic::AtomicUsize,
+    keys: OnceLock<Option<KeyTable>>,
+}
+
+/// Lookups that binary-search the file; a process that looks up more blocks than this (a
+/// rescan reads every file's block) reads all keys at once and searches them in memory.
+const KEYS_IN_MEMORY_AFTER: usize = 64;
+
+/// Every key of a base, in order: `bytes[ends[i - 1]..ends[i]]` is key `i`.
+struct KeyTable {
+    bytes: Vec<u8>,
+    ends: Vec<u32>,
+}
+
+impl KeyTable {
+    fn key(&self, i: usize) -> &[u8] {
+        let from = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        &self.bytes[from..self.ends[i] as usize]
+    }
 }
 
 /// The key and encoded value of a raw record.
@@ -199,8 +219,41 @@ impl<V: LazyValue> Base<V> {
         Some(Chunk { lo, offsets, bytes })
     }
 
+    /// Every key, read a chunk at a time; `None` when a record is damaged.
+    fn key_table(&self) -> Option<KeyTable> {
+        let mut table = KeyTable {
+            bytes: Vec::new(),
+            ends: Vec::with_capacity(self.count),
+        };
+        let mut lo = 0;
+        while lo < self.count {
+            let chunk = self.chunk(lo)?;
+            for i in lo..lo + chunk.offsets.len() - 1 {
+                table.bytes.extend_from_slice(split(chunk.record(i))?.0);
+                table.ends.push(u32::try_from(table.bytes.len()).ok()?);
+            }
+            lo += chunk.offsets.len() - 1;
+        }
+        Some(table)
+    }
+
     /// Index of `key`; `None` when absent (or when a damaged record is in the way).
     fn find(&self, key: &str) -> Option<usize> {
+        use std::sync::atomic::Ordering;
+        if self.lookups.fetch_add(1, Ordering::Relaxed) >= KEYS_IN_MEMORY_AFTER {
+            if let Some(table) = self.keys.get_or_init(|| self.key_table()) {
+                let (mut lo, mut hi) = (0, self.count);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    match table.key(mid).cmp(key.as_bytes()) {
+                        std::cmp::Ordering::Less => lo = mid + 1,
+                        std::cmp::Ordering::Greater => hi = mid,
+                        std::cmp::Ordering::Equal => return Some(mid),
+                    }
+                }
+                return None;
+            }
+        }
         let (mut lo, mut hi) = (0, self.count);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -316,6 +369,8 @@ impl<V: LazyValue> LazyMap<V> {
             len,
             count,
             cells: Cells::new(count),
+            lookups: Default::default(),
+            keys: OnceLock::new(),
         };
         Ok((
             LazyMap {
@@ -638,6 +693,22 @@ mod tests {
             rmp_serde::to_vec_named(&lazy).unwrap(),
             rmp_serde::to_vec_named(&m).unwrap()
         );
+    }
+
+    #[test]
+    fn many_lookups_switch_to_keys_in_memory_with_the_same_answers() {
+        let m: LazyMap<String> = (0..1000)
+            .map(|i| (format!("k{i:04}"), format!("v{i}")))
+            .collect();
+        let (lazy, _) = image_of(&m);
+        for round in 0..3 {
+            for i in (0..1100).step_by(7) {
+                let key = format!("k{i:04}");
+                assert_eq!(lazy.get(&key), m.get(&key), "round {round}, {key}");
+                assert_eq!(lazy.contains_key(&key), i < 1000);
+            }
+        }
+        assert!(lazy.base.as_ref().unwrap().keys.get().is_some());
     }
 
     #[test]
