@@ -440,15 +440,14 @@ impl<V: LazyValue> LazyMap<V> {
     pub fn get(&self, key: &str) -> Option<&V> {
         match self.overlay.get(key) {
             Some(v) => v.as_ref(),
-            None => self
-                .base_index(key)
-                .and_then(|(b, i)| b.entry(i))
-                .map(|e| &e.1),
+            None => self.base_index(key).and_then(|(b, i)| b.entry(i)).map(|e| &e.1),
         }
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
-        if !self.overlay.contains_key(key) {
+        // Without a base (a state built by replay) one lookup does; with one, a key not yet
+        // in the overlay is copied there from the base first.
+        if self.base.is_some() && !self.overlay.contains_key(key) {
             let (b, i) = self.base_index(key)?;
             let v = b.owned(i)?;
             self.overlay.insert(key.to_owned(), Some(v));
@@ -458,10 +457,22 @@ impl<V: LazyValue> LazyMap<V> {
 
     /// Sets `key` (replacing any value there).
     pub fn insert(&mut self, key: String, value: V) {
-        if !self.contains_key(&key) {
-            self.len += 1;
+        use std::collections::btree_map::Entry;
+        let base = self.base.as_deref();
+        match self.overlay.entry(key) {
+            Entry::Occupied(mut e) => {
+                if e.get().is_none() {
+                    self.len += 1;
+                }
+                e.insert(Some(value));
+            }
+            Entry::Vacant(e) => {
+                if !base.is_some_and(|b| b.find(e.key()).is_some()) {
+                    self.len += 1;
+                }
+                e.insert(Some(value));
+            }
         }
-        self.overlay.insert(key, Some(value));
     }
 
     pub fn remove(&mut self, key: &str) -> Option<V> {
