@@ -380,6 +380,56 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     assert!(report.ok, "{:?}", report.problems);
 }
 
+/// Opening from a snapshot decodes only the blocks something reads (issue 11: a CLI call on a
+/// large document costs what it touches); a flipped byte inside a block record is caught by
+/// the snapshot's checksum and the file opens from an older snapshot or the log instead.
+#[tokio::test]
+async fn an_open_decodes_only_the_blocks_it_reads_and_a_flipped_snapshot_byte_is_caught() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    let (e, sent, digest) = file_with_25_blocks(&path).await;
+    let f = e.open(&path).await.unwrap();
+    let (in_snapshot, encoded) = f.with_state(|s| (s.blocks.len(), s.blocks.encoded()));
+    assert!(in_snapshot >= 20, "{in_snapshot} blocks");
+    // The blocks the tail touched were decoded to replay it; the rest stayed in the file.
+    assert!(
+        encoded >= 15,
+        "{encoded} of {in_snapshot} blocks still encoded after open"
+    );
+    let target = sent[0].1[0].entity.clone();
+    f.submit(Command::new(
+        "alice",
+        "markdown.write",
+        Some(&target),
+        serde_json::json!({"markdown": "# one block"}),
+    ))
+    .await
+    .unwrap();
+    let after = f.with_state(|s| s.blocks.encoded());
+    assert!(
+        after + 2 >= encoded,
+        "a write decoded {} blocks",
+        encoded - after
+    );
+    // Every block still reads the same as in the live state before closing.
+    let written = f.state_digest();
+    assert_ne!(written, digest);
+    f.close().await;
+    let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
+    let newest = elfiee_engine::stored_snapshots(&paths)[0].1.clone();
+    let mut bytes = std::fs::read(&newest).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x20;
+    std::fs::write(&newest, &bytes).unwrap();
+    let f = e.open(&path).await.unwrap();
+    assert_eq!(
+        f.state_digest(),
+        written,
+        "the damaged snapshot was not used"
+    );
+    f.close().await;
+}
+
 #[tokio::test]
 async fn a_short_lived_open_costs_what_it_changed_not_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();

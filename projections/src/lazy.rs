@@ -440,7 +440,10 @@ impl<V: LazyValue> LazyMap<V> {
     pub fn get(&self, key: &str) -> Option<&V> {
         match self.overlay.get(key) {
             Some(v) => v.as_ref(),
-            None => self.base_index(key).and_then(|(b, i)| b.entry(i)).map(|e| &e.1),
+            None => self
+                .base_index(key)
+                .and_then(|(b, i)| b.entry(i))
+                .map(|e| &e.1),
         }
     }
 
