@@ -3,11 +3,10 @@
 //! anything outside the `.elf`.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use elfiee_model::{EventHash, FORMAT_VERSION};
-use std::sync::Arc;
-
 use elfiee_projections::{apply, Image, State};
 use serde::{Deserialize, Serialize};
 
@@ -121,7 +120,7 @@ impl Snapshot {
         encode_snapshot(self.seq, self.hash, &self.state)
     }
 
-    /// Decodes the bytes of a stored snapshot file (either layout), checking its hash.
+    /// Decodes the bytes of a stored snapshot file (either layout), checking its checksum.
     pub fn decode(bytes: Vec<u8>) -> Result<Snapshot, String> {
         if !bytes.starts_with(SNAP_MAGIC) {
             return decode_legacy(&bytes[..]);
