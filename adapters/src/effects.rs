@@ -227,8 +227,8 @@ struct Progress {
 }
 
 impl Progress {
-    fn store(&self, seq: u64, order: Ordering) {
-        self.seq.store(seq, order);
+    fn store(&self, seq: u64) {
+        self.seq.store(seq, Ordering::Release);
         self.moved.notify_waiters();
     }
 }
@@ -248,7 +248,7 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Progress) {
             return;
         }
     };
-    done.store(from - 1, Ordering::Release);
+    done.store(from - 1);
     let mut saved = from - 1;
     let mut events = cx.file.subscribe_from(from);
     loop {
@@ -256,10 +256,8 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Progress) {
         // process on this file does not read these events again), then wait for more.
         if events.next_seq() > cx.file.last_seq() {
             let seq = events.next_seq() - 1;
-            done.store(seq, Ordering::Release);
-            if seq > saved && cx.file.set_checkpoint(name, seq).is_ok() {
-                saved = seq;
-            }
+            done.store(seq);
+            save_checkpoint(&cx.file, name, &mut saved, seq);
         }
         let Some(event) = events.recv().await else {
             break;
@@ -304,13 +302,18 @@ async fn run_effect(effect: Arc<dyn Effect>, cx: EffectCx, done: Progress) {
                 Err(EngineError::Closed) => return,
                 Err(e) => tracing::warn!(effect = name, error = %e, "cannot look up the outcome"),
             }
-            if cx.file.set_checkpoint(name, event.seq).is_ok() {
-                saved = event.seq;
-            }
-        } else if event.seq % 256 == 0 && cx.file.set_checkpoint(name, event.seq).is_ok() {
-            saved = event.seq;
+            save_checkpoint(&cx.file, name, &mut saved, event.seq);
+        } else if event.seq % 256 == 0 {
+            save_checkpoint(&cx.file, name, &mut saved, event.seq);
         }
-        done.store(event.seq, Ordering::Release);
+        done.store(event.seq);
+    }
+}
+
+/// Stores `seq` as the effect's checkpoint when it is past the one stored (`saved`).
+fn save_checkpoint(file: &FileHandle, name: &str, saved: &mut u64, seq: u64) {
+    if seq > *saved && file.set_checkpoint(name, seq).is_ok() {
+        *saved = seq;
     }
 }
 

@@ -150,6 +150,24 @@ fn decode<V: LazyValue>(rec: &[u8]) -> Option<(Box<str>, V)> {
     ))
 }
 
+/// Binary search over `count` sorted keys; `None` when absent or when a key cannot be read.
+fn binary_search<K: AsRef<[u8]>>(
+    count: usize,
+    key: &str,
+    key_at: impl Fn(usize) -> Option<K>,
+) -> Option<usize> {
+    let (mut lo, mut hi) = (0, count);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match key_at(mid)?.as_ref().cmp(key.as_bytes()) {
+            std::cmp::Ordering::Less => lo = mid + 1,
+            std::cmp::Ordering::Greater => hi = mid,
+            std::cmp::Ordering::Equal => return Some(mid),
+        }
+    }
+    None
+}
+
 /// Consecutive raw records `lo..lo + offsets.len() - 1`, read at once.
 struct Chunk {
     lo: usize,
@@ -242,28 +260,10 @@ impl<V: LazyValue> Base<V> {
         use std::sync::atomic::Ordering;
         if self.lookups.fetch_add(1, Ordering::Relaxed) >= KEYS_IN_MEMORY_AFTER {
             if let Some(table) = self.keys.get_or_init(|| self.key_table()) {
-                let (mut lo, mut hi) = (0, self.count);
-                while lo < hi {
-                    let mid = lo + (hi - lo) / 2;
-                    match table.key(mid).cmp(key.as_bytes()) {
-                        std::cmp::Ordering::Less => lo = mid + 1,
-                        std::cmp::Ordering::Greater => hi = mid,
-                        std::cmp::Ordering::Equal => return Some(mid),
-                    }
-                }
-                return None;
+                return binary_search(self.count, key, |i| Some(table.key(i)));
             }
         }
-        let (mut lo, mut hi) = (0, self.count);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match self.key(mid)?.as_slice().cmp(key.as_bytes()) {
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-                std::cmp::Ordering::Equal => return Some(mid),
-            }
-        }
-        None
+        binary_search(self.count, key, |i| self.key(i))
     }
 
     fn entry(&self, i: usize) -> Option<&(Box<str>, V)> {
@@ -479,7 +479,7 @@ impl<V: LazyValue> LazyMap<V> {
     }
 
     pub fn remove(&mut self, key: &str) -> Option<V> {
-        let in_base = self.base_index(key).is_some();
+        let in_base = self.base.as_deref().and_then(|b| Some((b, b.find(key)?)));
         let old = match self.overlay.remove(key) {
             Some(None) => {
                 // Removed before: keep the tombstone.
@@ -487,10 +487,9 @@ impl<V: LazyValue> LazyMap<V> {
                 return None;
             }
             Some(Some(v)) => Some(v),
-            None if in_base => self.base_index(key).and_then(|(b, i)| b.owned(i)),
-            None => return None,
+            None => in_base?.0.owned(in_base?.1),
         };
-        if in_base {
+        if in_base.is_some() {
             self.overlay.insert(key.to_owned(), None);
         }
         self.len -= 1;
@@ -517,7 +516,9 @@ impl<V: LazyValue> LazyMap<V> {
     /// Keys in order, without decoding any value.
     pub fn keys(&self) -> impl Iterator<Item = String> + '_ {
         self.merged().map(|item| match item {
-            Item::Base { key, .. } => String::from_utf8(key).unwrap_or_default(),
+            Item::Base { rec, .. } => split(&rec)
+                .and_then(|(k, _)| String::from_utf8(k.to_vec()).ok())
+                .unwrap_or_default(),
             Item::Overlay(k, _) => k.clone(),
         })
     }
@@ -528,11 +529,10 @@ impl<V: LazyValue> LazyMap<V> {
 }
 
 enum Item<'a, V> {
-    /// Record `i` of the base, raw.
+    /// Record `i` of the base, raw (a record that splits into key and value).
     Base {
         base: &'a Base<V>,
         i: usize,
-        key: Vec<u8>,
         rec: Vec<u8>,
     },
     Overlay(&'a String, &'a V),
@@ -549,8 +549,8 @@ struct Merged<'a, V> {
 }
 
 impl<V: LazyValue> Merged<'_, V> {
-    /// The raw record at the base cursor (skipping damaged ones): `(key, record)`.
-    fn base_record(&mut self) -> Option<(Vec<u8>, Vec<u8>)> {
+    /// The raw record at the base cursor, skipping damaged ones.
+    fn base_record(&mut self) -> Option<Vec<u8>> {
         let base = self.base?;
         while self.next < base.count {
             let i = self.next;
@@ -561,8 +561,8 @@ impl<V: LazyValue> Merged<'_, V> {
                 Some(c) => Some(c.record(i).to_vec()),
                 None => base.record(i),
             };
-            if let Some(key) = rec.as_deref().and_then(split).map(|(k, _)| k.to_vec()) {
-                return rec.map(|r| (key, r));
+            if rec.as_deref().and_then(split).is_some() {
+                return rec;
             }
             self.next += 1;
         }
@@ -576,26 +576,26 @@ impl<'a, V: LazyValue> Iterator for Merged<'a, V> {
     fn next(&mut self) -> Option<Item<'a, V>> {
         loop {
             let from_base = self.base_record();
+            let base_key = from_base.as_deref().and_then(split).map(|(k, _)| k);
             let over = self.overlay.peek().map(|&(k, v)| (k, v));
-            let base_first = match (&from_base, over) {
+            let base_first = match (base_key, over) {
                 (None, None) => return None,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
-                (Some((bk, _)), Some((k, _))) => bk.as_slice() < k.as_bytes(),
+                (Some(bk), Some((k, _))) => bk < k.as_bytes(),
             };
+            let shadowed = base_key.is_some_and(|bk| over.is_some_and(|(k, _)| bk == k.as_bytes()));
             if base_first {
-                let (key, rec) = from_base?;
                 self.next += 1;
                 return Some(Item::Base {
                     base: self.base?,
                     i: self.next - 1,
-                    key,
-                    rec,
+                    rec: from_base?,
                 });
             }
             let (k, v) = over?;
-            if from_base.is_some_and(|(bk, _)| bk == k.as_bytes()) {
-                self.next += 1; // shadowed by the overlay
+            if shadowed {
+                self.next += 1; // the overlay's entry replaces this base record
             }
             self.overlay.next();
             if let Some(v) = v {
