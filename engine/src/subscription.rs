@@ -6,6 +6,7 @@ use elfiee_model::Event;
 use tokio::sync::broadcast::{self, error::RecvError};
 
 use crate::actor::Shared;
+use crate::EngineError;
 
 /// A stream of committed events, in seq order, with no gaps and no repeats.
 ///
@@ -52,7 +53,9 @@ impl Subscription {
         self.next
     }
 
-    /// The next committed event; `None` once the file is closed and everything was delivered.
+    /// The next committed event; `None` once the file is closed and everything was delivered,
+    /// or when the log can no longer be read (a subscription that was behind when the file
+    /// closed: effects get those events again on the next open, from their checkpoints).
     pub async fn recv(&mut self) -> Option<Event> {
         loop {
             if let Some(e) = self.backlog.pop_front() {
@@ -62,8 +65,10 @@ impl Subscription {
             let committed = self.shared.committed_seq.load(Ordering::Acquire);
             if committed >= self.next && self.rx.is_empty() {
                 // Older events than the channel holds (subscribed from an earlier seq).
-                self.fill_from_log(committed);
-                continue;
+                if !self.fill_from_log(committed)? {
+                    continue;
+                }
+                // Nothing could be read yet: wait for the channel rather than ask again.
             }
             match self.rx.recv().await {
                 Ok(e) if e.seq < self.next => continue,
@@ -72,7 +77,7 @@ impl Subscription {
                     return Some((*e).clone());
                 }
                 Ok(e) => {
-                    self.fill_from_log(e.seq - 1);
+                    self.fill_from_log(e.seq - 1)?;
                     self.backlog.push_back((*e).clone());
                 }
                 Err(RecvError::Lagged(n)) => {
@@ -82,12 +87,12 @@ impl Subscription {
                         "subscriber lagged; catching up from the log"
                     );
                     let committed = self.shared.committed_seq.load(Ordering::Acquire);
-                    self.fill_from_log(committed);
+                    self.fill_from_log(committed)?;
                 }
                 Err(RecvError::Closed) => {
                     let committed = self.shared.committed_seq.load(Ordering::Acquire);
                     if committed >= self.next {
-                        self.fill_from_log(committed);
+                        self.fill_from_log(committed)?;
                         if !self.backlog.is_empty() {
                             continue;
                         }
@@ -98,14 +103,29 @@ impl Subscription {
         }
     }
 
-    fn fill_from_log(&mut self, to: u64) {
+    /// Reads events `next..=to` from the log into the backlog. `Some(true)` when nothing was
+    /// there to read; `None` when the log cannot be read (the file was closed under the
+    /// subscription, or the log is damaged): the stream then ends, since it could only go on
+    /// with a gap, and never asks again in a loop that does not wait.
+    fn fill_from_log(&mut self, to: u64) -> Option<bool> {
         if to < self.next {
-            return;
+            return Some(true);
         }
         self.catch_ups += 1;
         match self.shared.read_events(self.next, to) {
-            Ok(events) => self.backlog.extend(events),
-            Err(err) => tracing::debug!(error = %err, "subscription cannot read the log"),
+            Ok(events) => {
+                let empty = events.is_empty();
+                self.backlog.extend(events);
+                Some(empty)
+            }
+            Err(EngineError::Closed) => {
+                tracing::debug!(next = self.next, "file closed; the subscription ends");
+                None
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, next = self.next, "subscription cannot read the log; it ends");
+                None
+            }
         }
     }
 }

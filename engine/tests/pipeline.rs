@@ -497,6 +497,34 @@ async fn a_slow_subscriber_catches_up_from_the_log_and_misses_nothing() {
 }
 
 #[tokio::test]
+async fn a_subscription_left_behind_when_the_file_closes_ends_instead_of_spinning() {
+    // Its channel is empty and closed, events it has not read are committed, and the log is
+    // gone: `recv` used to ask the log again and again without ever waiting (CI hung on it).
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
+    for i in 0..3 {
+        f.submit(create("alice", &format!("b{i}"))).await.unwrap();
+    }
+    let mut behind = f.subscribe_from(1);
+    f.close().await;
+    // On a thread of its own, so a `recv` that never yields cannot hang the test itself.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _ = tx.send(rt.block_on(behind.recv()).map(|e| e.seq));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .expect("recv on a closed file must return, not spin");
+    assert_eq!(got, None, "the log is closed: the stream ends");
+}
+
+#[tokio::test]
 async fn opening_a_non_elf_or_reinitializing_gives_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine();
