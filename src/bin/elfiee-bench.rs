@@ -1778,6 +1778,22 @@ fn import_check(imp: &Imported, gen: &project_gen::GenReport) -> (Value, bool) {
 }
 
 /// A markdown `markdown write` run; `Err` when the child fails.
+/// Creates a markdown block named `name` in `doc` through the CLI; returns its id.
+fn create_markdown(cli: &mut Cli, doc: &Path, name: &str) -> Result<String, BoxError> {
+    let v = cli
+        .run(
+            Some(doc),
+            &[
+                "--json", "block", "create", "--type", "markdown", "--name", name,
+            ],
+        )?
+        .json()?;
+    match v["block_id"].as_str() {
+        Some(id) => Ok(id.to_owned()),
+        None => Err(format!("`block create` printed no block_id: {v}").into()),
+    }
+}
+
 fn cli_write(cli: &mut Cli, doc: &Path, block: &str, text: &str) -> Result<ChildRun, BoxError> {
     cli.run(Some(doc), &["markdown", "write", block, "--text", text])
 }
@@ -2108,46 +2124,14 @@ fn project_steps(
     let mut write = json!({});
     let write_result = (|| -> Result<(Vec<ChildRun>, Vec<ChildRun>, String), BoxError> {
         cli.run(None, &["init", path_str(&ten_doc)?, "--owner", "Bench"])?;
-        let mut ten_block = String::new();
-        for i in 0..10 {
-            let v = cli
-                .run(
-                    Some(&ten_doc),
-                    &[
-                        "--json",
-                        "block",
-                        "create",
-                        "--type",
-                        "markdown",
-                        "--name",
-                        &format!("m{i}"),
-                    ],
-                )?
-                .json()?;
-            if i == 0 {
-                ten_block = v["block_id"].as_str().unwrap_or_default().to_owned();
-            }
+        let ten_block = create_markdown(&mut cli, &ten_doc, "m0")?;
+        for i in 1..10 {
+            create_markdown(&mut cli, &ten_doc, &format!("m{i}"))?;
         }
         if imported.is_none() {
             return Err("no 10,000-block document (the import failed)".into());
         }
-        let big_block = cli
-            .run(
-                Some(&small_doc),
-                &[
-                    "--json",
-                    "block",
-                    "create",
-                    "--type",
-                    "markdown",
-                    "--name",
-                    "bench-write",
-                ],
-            )?
-            .json()?["block_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let big_block = create_markdown(&mut cli, &small_doc, "bench-write")?;
         let (mut s, mut b) = (Vec::new(), Vec::new());
         for i in 0..pp.write_runs {
             let text = write_text(i, WRITE_LEN);
