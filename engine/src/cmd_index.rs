@@ -36,12 +36,21 @@ fn encode(entries: &[Entry], out: &mut Vec<u8>) {
 pub fn append(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     let mut f = OpenOptions::new().create(true).append(true).open(path)?;
     let mut buf = Vec::new();
-    if f.metadata()?.len() == 0 {
+    let new = f.metadata()?.len() == 0;
+    if new {
         buf.extend_from_slice(MAGIC);
     }
     encode(entries, &mut buf);
     f.write_all(&buf)?;
-    f.sync_data()
+    f.sync_data()?;
+    if new {
+        sync_parent(path)?;
+    }
+    Ok(())
+}
+
+fn sync_parent(path: &Path) -> std::io::Result<()> {
+    path.parent().map_or(Ok(()), crate::layout::sync_dir)
 }
 
 /// Reads the stored entries. A missing file is empty; a torn last record (a crash during an
@@ -93,7 +102,8 @@ pub fn rewrite(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
         f.write_all(&buf)?;
         f.sync_data()?;
     }
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    sync_parent(path)
 }
 
 #[cfg(test)]

@@ -46,6 +46,9 @@ struct Inner {
     pack_end: u64,
     /// Records appended since the last sync.
     dirty: bool,
+    /// The pack was empty when this process opened it (maybe just created): the first sync
+    /// also makes the folder entries durable.
+    fresh: bool,
 }
 
 fn corrupt(what: impl std::fmt::Display) -> EngineError {
@@ -119,6 +122,12 @@ impl ContentStore {
         if let Some(inner) = g.as_mut().filter(|i| i.dirty) {
             // Only the pack: the index is a cache of it, checked and completed at load.
             inner.pack.sync_data().map_err(io_err)?;
+            if inner.fresh {
+                crate::layout::sync_dir(&self.dir)
+                    .and_then(|()| self.dir.parent().map_or(Ok(()), crate::layout::sync_dir))
+                    .map_err(io_err)?;
+                inner.fresh = false;
+            }
             inner.dirty = false;
         }
         Ok(())
@@ -239,6 +248,7 @@ impl Inner {
             idx,
             pack_end: pack_len,
             dirty: false,
+            fresh: pack_len == 0,
         }))
     }
 
@@ -296,6 +306,7 @@ impl Inner {
             idx,
             pack_end: pack_len,
             dirty: false,
+            fresh: pack_len == 0,
         };
         inner.recover_tail(end, pack_len)?;
         Ok(inner)

@@ -203,6 +203,15 @@ impl FileHandle {
         self.shared.committed_seq.load(Ordering::Acquire)
     }
 
+    /// How far this file's log is known durable (`fdatasync` completed), when this process
+    /// owns the file; `None` for a handle that talks to the owner process.
+    pub fn durability(&self) -> Option<crate::log::Durability> {
+        if self.shared.remote.is_some() {
+            return None;
+        }
+        self.shared.log().ok().map(|l| l.durability())
+    }
+
     /// Digest of the committed state.
     pub fn state_digest(&self) -> String {
         self.with_state(State::digest)

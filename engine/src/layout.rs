@@ -61,7 +61,8 @@ impl ElfPaths {
         let mut f = std::fs::File::create(&tmp)?;
         writeln!(f, "{seq} {}", hash.to_hex())?;
         f.sync_all()?;
-        std::fs::rename(&tmp, self.head_file())
+        std::fs::rename(&tmp, self.head_file())?;
+        sync_dir(&self.root)
     }
 
     /// Creates an empty document directory; refuses an existing non-empty path.
@@ -82,6 +83,14 @@ impl ElfPaths {
         );
         std::fs::write(path.join(MARKER), marker).map_err(|e| EngineError::io(path, e))?;
         let root = path.canonicalize().map_err(|e| EngineError::io(path, e))?;
+        // The new folder, its marker and `assets/` survive a power loss once the first commit
+        // is acknowledged (`init` commits the owner's events).
+        let synced = std::fs::File::open(root.join(MARKER))
+            .and_then(|f| f.sync_all())
+            .and_then(|()| sync_dir(&root.join("assets")))
+            .and_then(|()| sync_dir(&root))
+            .and_then(|()| root.parent().map_or(Ok(()), sync_dir));
+        synced.map_err(|e| EngineError::io(&root, e))?;
         Ok(ElfPaths { root })
     }
 
@@ -95,4 +104,9 @@ impl ElfPaths {
         }
         Ok(ElfPaths { root })
     }
+}
+
+/// Makes the entries of folder `dir` (files created, renamed or removed in it) durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
 }

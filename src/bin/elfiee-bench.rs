@@ -43,6 +43,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use elfiee::project_gen;
 use elfiee_engine::codec::{self, event_key};
+use elfiee_engine::log::SledSync;
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::{Command, EventHash};
 use serde_json::{json, Value};
@@ -309,7 +310,7 @@ fn sequential_phase(
             "window_s": plan.seq_window.as_secs_f64(),
             "raw_min_s": plan.raw_min.as_secs_f64(),
             "target": "ratio >= 0.8",
-            "how": "engine: 1 submitter awaiting FileHandle::submit(markdown.write, ~150 bytes of text) in a loop for window_s; raw: the very record bytes of that run (re-sealed with codec::seal, hash checked equal), sled Tree::insert + Db::flush per event, re-fed under continuing seq keys until the raw run lasts >= raw_min_s; runs alternate engine/raw",
+            "how": "engine: 1 submitter awaiting FileHandle::submit(markdown.write, ~150 bytes of text) in a loop for window_s; raw: the very record bytes of that run (re-sealed with codec::seal, hash checked equal), sled Tree::insert + Db::flush + SledSync::sync (the engine's fdatasync) per event, re-fed under continuing seq keys until the raw run lasts >= raw_min_s; runs alternate engine/raw",
         }),
     );
     info!("sequential: {}", sequential);
@@ -368,7 +369,7 @@ fn concurrent_phase(
             "window_s": plan.conc_window.as_secs_f64(),
             "raw_min_s": plan.raw_min.as_secs_f64(),
             "target": "ratio >= 0.5",
-            "how": format!("engine: {tasks} tokio tasks on the multi-thread runtime, each awaiting FileHandle::submit(markdown.write on its own block) in a loop for window_s; raw: the very record bytes of that run (re-sealed with codec::seal, hash checked equal), one sled::Batch of {tasks} inserts + one Db::flush per batch on one thread, re-fed under continuing seq keys until the raw run lasts >= raw_min_s; runs alternate engine/raw"),
+            "how": format!("engine: {tasks} tokio tasks on the multi-thread runtime, each awaiting FileHandle::submit(markdown.write on its own block) in a loop for window_s; raw: the very record bytes of that run (re-sealed with codec::seal, hash checked equal), one sled::Batch of {tasks} inserts + one Db::flush + SledSync::sync (the engine's fdatasync) per batch on one thread, re-fed under continuing seq keys until the raw run lasts >= raw_min_s; runs alternate engine/raw"),
         }),
     );
     info!("concurrent: {}", concurrent);
@@ -840,10 +841,12 @@ impl<'a> Iterator for Passes<'a> {
 fn sequential_raw(dir: &Path, records: &Records, min: Duration) -> Result<f64, BoxError> {
     let db = open_raw(dir)?;
     let tree = db.open_tree("events")?;
+    let sync = SledSync::new(dir)?;
     let mut feed = Passes::new(records, min);
     for (k, v) in feed.by_ref() {
         tree.insert(k, v)?;
         db.flush()?;
+        sync.sync()?;
     }
     Ok(feed.rate())
 }
@@ -856,6 +859,7 @@ fn concurrent_raw(
 ) -> Result<f64, BoxError> {
     let db = open_raw(dir)?;
     let tree = db.open_tree("events")?;
+    let sync = SledSync::new(dir)?;
     let mut feed = Passes::new(records, min);
     loop {
         let mut b = sled::Batch::default();
@@ -869,6 +873,7 @@ fn concurrent_raw(
         }
         tree.apply_batch(b)?;
         db.flush()?;
+        sync.sync()?;
     }
     Ok(feed.rate())
 }
@@ -1667,6 +1672,7 @@ fn raw_import_run(tree: &Path, paths: &[String], db: &Path) -> Result<(f64, u64)
         raw.insert(rel.as_bytes(), b)?;
     }
     raw.flush()?;
+    SledSync::new(db)?.sync()?;
     drop(raw);
     let secs = t.elapsed().as_secs_f64();
     let _ = std::fs::remove_dir_all(db);
@@ -1695,6 +1701,7 @@ fn raw_rescan_run(
         raw.insert(rel.as_bytes(), b)?;
     }
     raw.flush()?;
+    SledSync::new(db)?.sync()?;
     let secs = t.elapsed().as_secs_f64();
     drop(raw);
     let _ = std::fs::remove_dir_all(db);
@@ -1904,7 +1911,7 @@ fn project_steps(
         "seconds": round(raw_s, 3), "statistic": format!("median of {}", raw_runs.len()),
         "runs": raw_runs.iter().map(|s| round(*s, 3)).collect::<Vec<_>>(), "bytes": bytes,
         "mib_per_s": round(bytes as f64 / MIB / raw_s, 1),
-        "how": "in-process: read each generated text file, blake3 it, insert the bytes into a fresh sled db (key = relative path, the engine's sled settings), one flush, drop; files hot in the page cache as for the engine import that follows",
+        "how": "in-process: read each generated text file, blake3 it, insert the bytes into a fresh sled db (key = relative path, the engine's sled settings), one flush + SledSync::sync, drop; files hot in the page cache as for the engine import that follows",
     });
     info!("project: raw import: {}", out["raw_import"]);
 
@@ -2067,7 +2074,7 @@ fn project_steps(
         let mut sync = json!({
             "modified": changed.len(), "block_id": imp.block_id,
             "raw_s": round(raw_rescan, 4),
-            "raw_how": "in-process: stat every text file, read + blake3 the modified ones, insert them into a fresh sled db, one flush",
+            "raw_how": "in-process: stat every text file, read + blake3 the modified ones, insert them into a fresh sled db, one flush + SledSync::sync",
         });
         let r = (|| -> Result<(ChildRun, Value, u64, u64), BoxError> {
             let before = last_seq(&mut cli, &small_doc)?;

@@ -1,0 +1,82 @@
+//! No commit is answered before the log that holds it was `fdatasync`ed (the counting hook
+//! [`FileHandle::durability`]); `tests/durability_strace.rs` checks the same against the
+//! system calls of a real CLI process.
+
+use elfiee_engine::{Engine, EngineConfig};
+use elfiee_model::Command;
+use serde_json::json;
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        node_id: "test-node".into(),
+        ..EngineConfig::default()
+    })
+}
+
+fn create(name: &str) -> Command {
+    Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": name, "block_type": "markdown"}),
+    )
+}
+
+#[tokio::test]
+async fn each_acknowledged_command_was_synced_before_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
+    let mut before = f.durability().expect("this process owns the file");
+    assert!(before.syncs >= 1, "init's commit was synced: {before:?}");
+    for i in 0..20 {
+        let ev = f.submit(create(&format!("b{i}"))).await.unwrap();
+        let now = f.durability().unwrap();
+        assert!(
+            now.synced_seq >= ev.last().unwrap().seq,
+            "answered seq {} but only {now:?} is synced",
+            ev.last().unwrap().seq
+        );
+        assert!(now.syncs > before.syncs, "one sync per lone commit");
+        before = now;
+    }
+    // A resubmission writes nothing and needs no new sync.
+    let cmd = create("again");
+    f.submit(cmd.clone()).await.unwrap();
+    let after_first = f.durability().unwrap();
+    f.submit(cmd).await.unwrap();
+    assert_eq!(f.durability().unwrap().synced_seq, after_first.synced_seq);
+    f.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_commits_are_synced_before_any_of_them_is_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = engine()
+        .init(dir.path().join("x.elf"), "Alice")
+        .await
+        .unwrap();
+    let tasks: Vec<_> = (0..32)
+        .map(|t| {
+            let f = f.clone();
+            tokio::spawn(async move {
+                for i in 0..10 {
+                    let ev = f.submit(create(&format!("t{t}-{i}"))).await.unwrap();
+                    let seq = ev.last().unwrap().seq;
+                    let d = f.durability().unwrap();
+                    assert!(d.synced_seq >= seq, "answered {seq}, synced {d:?}");
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let d = f.durability().unwrap();
+    assert_eq!(d.synced_seq, f.last_seq());
+    // At most one sync per commit (init's and the 320 here); group commits share one.
+    assert!(d.syncs >= 2 && d.syncs <= 321, "{d:?}");
+    f.close().await;
+}
