@@ -2,23 +2,10 @@
 //! event to sled's file is followed by an `fdatasync` (or `fsync`) of that file before the
 //! process prints its answer. Needs `strace` (scripts/test installs it).
 
-use std::path::Path;
 use std::process::Command;
 
-fn elfiee(elf: &Path, args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .arg("--elf")
-        .arg(elf)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+mod common;
+use common::{run_elfiee, success_json};
 
 #[test]
 fn a_cli_write_is_fdatasynced_before_it_is_answered() {
@@ -27,24 +14,17 @@ fn a_cli_write_is_fdatasynced_before_it_is_answered() {
     }
     let dir = tempfile::tempdir().unwrap();
     let elf = dir.path().join("d.elf");
-    let out = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .args(["init"])
-        .arg(&elf)
-        .args(["--owner", "Alice"])
-        .output()
-        .unwrap();
+    let init = ["init", elf.to_str().unwrap(), "--owner", "Alice"];
+    let out = run_elfiee(&elf, &init, &[]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let created = elfiee(
-        &elf,
-        &[
-            "--json", "block", "create", "--type", "markdown", "--name", "n",
-        ],
-    );
-    let v: serde_json::Value = serde_json::from_str(&created).unwrap();
+    let create = [
+        "--json", "block", "create", "--type", "markdown", "--name", "n",
+    ];
+    let v = success_json(&create, &run_elfiee(&elf, &create, &[]));
     let block = v["block_id"].as_str().unwrap().to_owned();
 
     let trace = dir.path().join("trace.txt");

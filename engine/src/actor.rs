@@ -476,25 +476,6 @@ fn json_size(v: &serde_json::Value) -> usize {
     total
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn json_size_matches_serde_json() {
-        let samples = [
-            serde_json::json!({"markdown": "x\"y\\z\n\u{1}é", "n": [1, -2.5, null, true, false, {}], "e": []}),
-            serde_json::json!("plain"),
-            serde_json::json!(12345678901234u64),
-        ];
-        for v in samples {
-            assert_eq!(
-                super::json_size(&v),
-                serde_json::to_vec(&v).unwrap().len(),
-                "{v}"
-            );
-        }
-    }
-}
-
 /// Drops a JSON value without recursion.
 fn dismantle(v: serde_json::Value) {
     let mut stack = vec![v];
@@ -733,6 +714,25 @@ pub(crate) fn run_snapshots(shared: Arc<Shared>, jobs: std::sync::mpsc::Receiver
             Err(e) => {
                 tracing::warn!(error = %e, "snapshot not written; the next open replays more")
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn json_size_matches_serde_json() {
+        let samples = [
+            serde_json::json!({"markdown": "x\"y\\z\n\u{1}é", "n": [1, -2.5, null, true, false, {}], "e": []}),
+            serde_json::json!("plain"),
+            serde_json::json!(12345678901234u64),
+        ];
+        for v in samples {
+            assert_eq!(
+                super::json_size(&v),
+                serde_json::to_vec(&v).unwrap().len(),
+                "{v}"
+            );
         }
     }
 }

@@ -380,16 +380,6 @@ impl Closer {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn owner_ids_are_slugs_of_the_name() {
-        assert_eq!(super::owner_id_for("Alice"), "alice");
-        assert_eq!(super::owner_id_for(" Alice Smith "), "alice-smith");
-        assert_eq!(super::owner_id_for("李雷"), "owner");
-    }
-}
-
 /// sled rewrites every free segment of its file when it opens (512 KiB of marker bytes each; a
 /// document that took a large import keeps a few), and its close waits for them with an
 /// fsync. Starting their write-back now, without waiting (`SYNC_FILE_RANGE_WRITE`), lets the
@@ -406,4 +396,14 @@ fn start_writeback(db: &std::path::Path) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = db;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn owner_ids_are_slugs_of_the_name() {
+        assert_eq!(super::owner_id_for("Alice"), "alice");
+        assert_eq!(super::owner_id_for(" Alice Smith "), "alice-smith");
+        assert_eq!(super::owner_id_for("李雷"), "owner");
+    }
 }

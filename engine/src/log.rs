@@ -249,7 +249,7 @@ impl EventLog for SledEventLog {
     }
 
     fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
-        if let Some((seq, _)) = commands.iter().filter_map(|c| c.last()).last() {
+        if let Some((seq, _)) = commands.iter().rev().find_map(|c| c.last()) {
             self.written_seq.fetch_max(*seq, Ordering::AcqRel);
         }
         // sled seals and writes its buffer on every `apply_batch`, so a group of single-event

@@ -30,10 +30,13 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// Bytes that do not change for as long as they are referenced: a stored snapshot file the
-/// engine checked against its hash (read with positioned reads, so only what a lookup needs
+/// engine checked against its CRC (read with positioned reads, so only what a lookup needs
 /// is read, and nothing of the file is kept in memory), or a buffer.
 pub trait Image: Send + Sync {
     fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
     /// Fills `buf` from `offset`; false when the bytes cannot be read.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> bool;
 }
@@ -72,8 +75,11 @@ type Cell<V> = OnceLock<Option<Box<(Box<str>, V)>>>;
 /// Cells come in pages of [`CHUNK`], made when one of theirs is first read: a process that
 /// reads three blocks of 10,000 pays for three pages, not for 10,000 cells.
 struct Cells<V> {
-    pages: Box<[OnceLock<Box<[Cell<V>]>>]>,
+    pages: Box<[Page<V>]>,
 }
+
+/// One page of cells, made on first use.
+type Page<V> = OnceLock<Box<[Cell<V>]>>;
 
 impl<V> Cells<V> {
     fn new(count: usize) -> Cells<V> {
@@ -470,7 +476,7 @@ impl<V: LazyValue> LazyMap<V> {
                 e.insert(Some(value));
             }
             Entry::Vacant(e) => {
-                if !base.is_some_and(|b| b.find(e.key()).is_some()) {
+                if base.is_none_or(|b| b.find(e.key()).is_none()) {
                     self.len += 1;
                 }
                 e.insert(Some(value));
