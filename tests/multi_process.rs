@@ -227,3 +227,49 @@ fn killing_the_owner_mid_stream_loses_no_acknowledged_command() {
     }
     assert_eq!(ok_json(elfiee(&elf, &["--json", "verify"]))["ok"], true);
 }
+
+#[test]
+fn a_process_that_finds_the_file_locked_takes_over_once_the_holder_lets_go() {
+    // The lock is held without an owner socket, as by an owner that is closing: the socket is
+    // gone but sled has not released the lock yet. The CLI must wait and take the file over,
+    // not give up because nobody answers on the socket.
+    let tmp = tempfile::tempdir().unwrap();
+    let elf = tmp.path().join("d.elf");
+    let out = elfiee(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let created = ok_json(elfiee(
+        &elf,
+        &[
+            "--json", "block", "create", "--type", "markdown", "--name", "n",
+        ],
+    ));
+    let block = created["block_id"].as_str().unwrap().to_owned();
+
+    let root = elf.canonicalize().unwrap();
+    let held = elfiee_engine::log::SledEventLog::open(&root.join("log"), &root).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["markdown", "write", &block, "--text", "after the hand-over"])
+        .env("ELFIEE_ELF", &elf)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    drop(held);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the write gave up instead of taking over: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = elfiee(&elf, &["block", "show", &block]);
+    assert!(
+        String::from_utf8_lossy(&shown.stdout).contains("after the hand-over"),
+        "{}",
+        String::from_utf8_lossy(&shown.stdout)
+    );
+}

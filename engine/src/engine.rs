@@ -32,6 +32,10 @@ pub struct EngineConfig {
     pub max_payload_bytes: usize,
     /// Live events buffered per subscriber before it has to catch up from the log.
     pub channel_capacity: usize,
+    /// How long an open waits for a file locked by another process: it tries the owner's
+    /// socket and the lock in turn (the owner may be starting, or closing and about to let
+    /// go), then gives up with [`EngineError::Locked`]'s explanation (default 10 s).
+    pub handover_wait: std::time::Duration,
     pub registry: Registry,
 }
 
@@ -44,6 +48,7 @@ impl Default for EngineConfig {
             snapshot_at_close_after: 100,
             max_payload_bytes: elfiee_capabilities::MAX_PAYLOAD_BYTES,
             channel_capacity: 4096,
+            handover_wait: std::time::Duration::from_secs(10),
             registry: Registry::builtin(),
         }
     }
@@ -134,29 +139,50 @@ impl Engine {
             .collect()
     }
 
+    /// Opens the file here, or, when another process holds it, through that owner. Between
+    /// the two the owner may be starting (locked, socket not bound yet) or closing (socket
+    /// gone, lock not yet released): both are tried in turn, with short pauses, until
+    /// `handover_wait` has passed.
     async fn start(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
-        match self.start_local(paths.clone()).await {
-            Err(EngineError::Locked(_)) => {
-                let config = self.config.clone();
-                let (shared, remote) =
-                    tokio::task::spawn_blocking(move || crate::remote::connect(&paths, &config))
-                        .await
-                        .map_err(|e| {
-                            EngineError::Storage(format!("connecting task failed: {e}"))
-                        })??;
-                let closer = Arc::new(Closer {
-                    parts: tokio::sync::Mutex::new(None),
-                    shared: shared.clone(),
-                    remote: Some(remote),
-                    files: self.files.clone(),
-                });
-                Ok(FileHandle {
-                    actor: None,
-                    shared,
-                    closer,
-                })
+        let deadline = std::time::Instant::now() + self.config.handover_wait;
+        let mut pause = std::time::Duration::from_millis(5);
+        loop {
+            match self.start_local(paths.clone()).await {
+                Err(EngineError::Locked(_)) => {}
+                other => return other,
             }
-            other => other,
+            let config = self.config.clone();
+            let p = paths.clone();
+            let connected =
+                tokio::task::spawn_blocking(move || crate::remote::connect(&p, &config))
+                    .await
+                    .map_err(|e| EngineError::Storage(format!("connecting task failed: {e}")))?;
+            match connected {
+                Ok((shared, remote)) => {
+                    let closer = Arc::new(Closer {
+                        parts: tokio::sync::Mutex::new(None),
+                        shared: shared.clone(),
+                        remote: Some(remote),
+                        files: self.files.clone(),
+                    });
+                    return Ok(FileHandle {
+                        actor: None,
+                        shared,
+                        closer,
+                    });
+                }
+                Err(e) if std::time::Instant::now() >= deadline => {
+                    return Err(EngineError::Storage(format!(
+                        "{e} (tried the lock and the owner for {:?})",
+                        self.config.handover_wait
+                    )))
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, ?pause, "file locked and its owner does not answer; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(std::time::Duration::from_millis(100));
+                }
+            }
         }
     }
 

@@ -279,22 +279,15 @@ impl RemoteClient {
     }
 }
 
+/// One attempt; the caller ([`crate::Engine`]'s open) retries it and the lock in turn.
 fn connect_stream(sock: &Path) -> Result<StdStream, EngineError> {
-    let deadline = Instant::now() + Duration::from_secs(3);
-    loop {
-        match StdStream::connect(sock) {
-            Ok(s) => return Ok(s),
-            // The owner may be starting up; give it a moment.
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => {
-                return Err(EngineError::Storage(format!(
-                    "{} is locked by another process, but its owner socket {} does not answer ({e}); if no elfiee process is running, remove the stale lock by restarting the owner",
-                    sock.parent().unwrap_or(sock).display(),
-                    sock.display()
-                )))
-            }
-        }
-    }
+    StdStream::connect(sock).map_err(|e| {
+        EngineError::Storage(format!(
+            "{} is locked by another process, but its owner socket {} does not answer ({e}); if no elfiee process is running, remove the stale lock by restarting the owner",
+            sock.parent().unwrap_or(sock).display(),
+            sock.display()
+        ))
+    })
 }
 
 /// Opens `paths` through its owner process. Blocking; call from `spawn_blocking`.
