@@ -70,7 +70,15 @@ impl FileHandle {
         match resp {
             crate::remote::Response::Events(ev) => {
                 if let Some(last) = ev.last() {
-                    crate::remote::wait_for_seq(&self.shared, last.seq).await?;
+                    if let Err(e) = crate::remote::wait_for_seq(&self.shared, last.seq).await {
+                        // The owner acknowledged (so the events are durable) and then went away
+                        // before streaming them back: the command succeeded; only this
+                        // replica missed them, and it is closed now.
+                        if !self.shared.remote.as_ref().is_some_and(|r| r.is_closed()) {
+                            return Err(e);
+                        }
+                        tracing::debug!(error = %e, seq = last.seq, "acknowledged by an owner that then closed");
+                    }
                 }
                 Ok(ev)
             }

@@ -249,7 +249,7 @@ impl RemoteClient {
     fn lost(&self) -> EngineError {
         self.closed.store(true, Ordering::Release);
         EngineError::Storage(format!(
-            "lost the connection to the process that owns this .elf ({}); nothing unacknowledged was committed — open the file again",
+            "lost the connection to the process that owns this .elf ({}); a command in flight may or may not have been committed (the owner may have committed it before it went away) — check `elfiee log` before running it again",
             self.sock.display()
         ))
     }
