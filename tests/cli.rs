@@ -222,10 +222,11 @@ fn verify_exits_1_on_a_bad_snapshot_and_state_digest_still_opens() {
         &["block", "create", "--type", "markdown", "--name", "n"],
     );
     let before = json_ok(&elf, &["state-digest"]);
-    // A snapshot file that is not one (newer than any the engine wrote).
+    let last = json_ok(&elf, &["log"]).as_array().unwrap().len();
+    // A snapshot file that is not one, at the last seq (newer than any the engine wrote).
     std::fs::create_dir_all(elf.join("snapshots")).unwrap();
     std::fs::write(
-        elf.join("snapshots").join(format!("{:020}.snap", 3)),
+        elf.join("snapshots").join(format!("{last:020}.snap")),
         b"not a snapshot",
     )
     .unwrap();

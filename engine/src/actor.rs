@@ -504,6 +504,9 @@ pub(crate) struct Cursor {
     /// Stored bytes of the events committed since the last snapshot (what the next open
     /// would replay).
     pub tail_bytes: u64,
+    /// The tail holds a bulk command (an import chunk, stored as a group): replaying it
+    /// after a reopen means rebuilding many blocks, so the file snapshots before it closes.
+    pub tail_bulk: bool,
     /// Index entries of the commands committed since the last index append, in seq order.
     pub to_index: Vec<(uuid::Uuid, u64, u64)>,
 }
@@ -560,6 +563,7 @@ fn commit_group(
                 );
                 if let Work::Fresh(_, records) = &p.work {
                     cursor.tail_bytes += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+                    cursor.tail_bulk |= records.len() >= crate::log::GROUP_MIN_EVENTS;
                 }
                 if let (Some(first), Some(last)) = (events.first(), events.last()) {
                     cursor.last_hash = last.hash;
@@ -603,7 +607,8 @@ fn commit_group(
 }
 
 /// A snapshot pays when the tail an open would replay is long (in events) or large (in
-/// bytes); never just because a process ends (a short-lived process costs what it changed).
+/// bytes); never just because a process ends (a short-lived process costs what it changed),
+/// unless what it changed was a bulk command (see [`Cursor::tail_bulk`] and `run_flusher`).
 fn snapshot_due(shared: &Shared, cursor: &Cursor) -> bool {
     let seq = shared.committed_seq.load(Ordering::Acquire);
     seq > cursor.last_snapshot
@@ -617,12 +622,13 @@ pub(crate) fn run_flusher(shared: Arc<Shared>, log: Arc<SledEventLog>) {
         let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
         commit_group(&shared, &log, cursor, batch);
     }
-    // Closing: a snapshot only when the tail is worth it (`snapshot_at_close_after`); the
-    // next open replays the short tail and indexes its commands.
+    // Closing: a snapshot only when the tail is worth it (`snapshot_at_close_after`, or a
+    // bulk command in it); the next open replays the short tail and indexes its commands.
     let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = shared.committed_seq.load(Ordering::Acquire);
     let at_close = shared.config.snapshot_at_close_after.max(1);
-    if snapshot_due(&shared, &cursor) || seq >= cursor.last_snapshot + at_close {
+    if snapshot_due(&shared, &cursor) || seq >= cursor.last_snapshot + at_close || cursor.tail_bulk
+    {
         hand_off_snapshot(&shared, &mut cursor);
     }
     // Dropping the sender lets the snapshot thread finish the jobs it has and stop.
@@ -660,6 +666,7 @@ fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
     };
     cursor.last_snapshot = seq;
     cursor.tail_bytes = 0;
+    cursor.tail_bulk = false;
     let tx = shared.snapshots.lock().unwrap_or_else(|p| p.into_inner());
     match tx.as_ref().map(|tx| tx.send(job)) {
         Some(Ok(())) => {}

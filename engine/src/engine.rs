@@ -255,6 +255,7 @@ impl Engine {
                 // The next snapshot is due `snapshot_every` events after the one loaded.
                 last_snapshot: snapshot_seq,
                 tail_bytes: 0,
+                tail_bulk: false,
                 to_index: unsaved,
             }),
             snapshots: Mutex::new(Some(snapshot_tx)),

@@ -4,9 +4,21 @@
 //! The `events` tree holds the events (`e‖seq`, so it only ever grows at its end). Snapshots
 //! and effect checkpoints live in their own trees; the command index is kept outside sled (see
 //! [`crate::cmd_index`]). Nothing is ever overwritten or deleted in the event keyspace.
+//!
+//! A command with [`GROUP_MIN_EVENTS`] or more events (an import chunk) is stored as one
+//! **group**: its records go, one after the other, into `events.pack` beside the log, and the
+//! `events` tree gets one small key `g‖first_seq` (count, where in the pack, its blake3, the
+//! last event's hash). Thousands of events in sled's own file made every later open of the
+//! document pay for them (sled reads every segment header at open and rewrites the free
+//! segments its garbage collection leaves behind); a group costs sled one key. [`records`]
+//! yields grouped and single events alike, in seq order, so nothing above this module knows
+//! the difference.
+//!
+//! [`records`]: EventLog::records
 
-use std::collections::HashSet;
-use std::path::Path;
+use std::collections::{HashSet, VecDeque};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -85,6 +97,190 @@ pub struct SledEventLog {
     sync: SledSync,
     /// Highest seq handed to [`EventLog::write_group`].
     written_seq: AtomicU64,
+    /// `events.pack`, opened when a group is first written or read.
+    pack: GroupPack,
+}
+
+/// A command with at least this many events is stored as a group (see the module docs).
+pub const GROUP_MIN_EVENTS: usize = 16;
+
+/// Prefix of group keys in the `events` tree (after `e`, so event ranges never see them).
+const GROUP_PREFIX: u8 = b'g';
+
+fn group_key(first_seq: u64) -> [u8; 9] {
+    let mut k = [GROUP_PREFIX; 9];
+    k[1..].copy_from_slice(&first_seq.to_be_bytes());
+    k
+}
+
+/// What a group key points at: `count (u32) ‖ offset (u64) ‖ len (u64) ‖ blake3 (32) ‖ last
+/// event's hash (32)`, all little-endian, 84 bytes.
+#[derive(Debug, Clone, Copy)]
+struct GroupEntry {
+    first: u64,
+    count: u32,
+    offset: u64,
+    len: u64,
+    blake3: [u8; 32],
+    last_hash: [u8; 32],
+}
+
+impl GroupEntry {
+    const LEN: usize = 84;
+
+    fn last(&self) -> u64 {
+        self.first + u64::from(self.count) - 1
+    }
+
+    fn encode(&self) -> [u8; Self::LEN] {
+        let mut v = [0u8; Self::LEN];
+        v[..4].copy_from_slice(&self.count.to_le_bytes());
+        v[4..12].copy_from_slice(&self.offset.to_le_bytes());
+        v[12..20].copy_from_slice(&self.len.to_le_bytes());
+        v[20..52].copy_from_slice(&self.blake3);
+        v[52..].copy_from_slice(&self.last_hash);
+        v
+    }
+
+    fn decode(key: &[u8], v: &[u8]) -> Result<GroupEntry, EngineError> {
+        let first = key
+            .get(1..9)
+            .and_then(|k| k.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| EngineError::Storage("bad group key".into()))?;
+        let bad = || EngineError::Corrupt {
+            seq: first,
+            reason: format!("group record is {} bytes, not {}", v.len(), Self::LEN),
+        };
+        if v.len() != Self::LEN {
+            return Err(bad());
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(v[i..i + 8].try_into().expect("8 bytes"));
+        let entry = GroupEntry {
+            first,
+            count: u32::from_le_bytes(v[..4].try_into().expect("4 bytes")),
+            offset: u64_at(4),
+            len: u64_at(12),
+            blake3: v[20..52].try_into().expect("32 bytes"),
+            last_hash: v[52..].try_into().expect("32 bytes"),
+        };
+        if entry.count == 0 {
+            return Err(bad());
+        }
+        Ok(entry)
+    }
+}
+
+/// `events.pack`: the records of every group, `len (u32 LE) ‖ record` each, groups one after
+/// the other, only ever appended. A group is synced before its key reaches sled, so a key
+/// never points at bytes a crash could lose; bytes after the last key (a crash between the
+/// two) are never read and are overwritten by the next group.
+struct GroupPack {
+    path: PathBuf,
+    file: Mutex<Option<std::fs::File>>,
+}
+
+impl GroupPack {
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&std::fs::File) -> std::io::Result<R>,
+    ) -> Result<R, EngineError> {
+        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if file.is_none() {
+            let existed = self.path.exists();
+            let opened = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&self.path)
+                .map_err(|e| EngineError::io(&self.path, e))?;
+            if !existed {
+                if let Some(dir) = self.path.parent() {
+                    crate::layout::sync_dir(dir).map_err(|e| EngineError::io(dir, e))?;
+                }
+            }
+            *file = Some(opened);
+        }
+        f(file.as_ref().expect("opened above")).map_err(|e| EngineError::io(&self.path, e))
+    }
+
+    /// Appends the records of one command at `offset` and makes them durable.
+    fn write(
+        &self,
+        offset: u64,
+        first: u64,
+        events: &[(u64, Vec<u8>)],
+    ) -> Result<GroupEntry, EngineError> {
+        let mut buf = Vec::with_capacity(events.iter().map(|(_, b)| b.len() + 4).sum());
+        for (_, bytes) in events {
+            let len = u32::try_from(bytes.len()).map_err(|_| {
+                EngineError::Storage(format!("an event of {} bytes is too large", bytes.len()))
+            })?;
+            buf.extend_from_slice(&len.to_le_bytes());
+            buf.extend_from_slice(bytes);
+        }
+        let last_hash = events
+            .last()
+            .and_then(|(_, b)| b.get(..32))
+            .and_then(|h| h.try_into().ok())
+            .ok_or_else(|| EngineError::Storage("a group needs whole records".into()))?;
+        self.with(|f| {
+            f.write_all_at(&buf, offset)?;
+            f.sync_data()
+        })?;
+        Ok(GroupEntry {
+            first,
+            count: u32::try_from(events.len())
+                .map_err(|_| EngineError::Storage("too many events in one command".into()))?,
+            offset,
+            len: buf.len() as u64,
+            blake3: *blake3::hash(&buf).as_bytes(),
+            last_hash,
+        })
+    }
+
+    /// The records of a group, checked against its blake3.
+    fn read(&self, g: &GroupEntry) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+        let corrupt = |reason: String| EngineError::Corrupt {
+            seq: g.first,
+            reason,
+        };
+        let len = usize::try_from(g.len).map_err(|_| corrupt("group too large".into()))?;
+        let mut buf = vec![0u8; len];
+        self.with(|f| f.read_exact_at(&mut buf, g.offset))
+            .map_err(|e| {
+                corrupt(format!(
+                    "the group of {} events is unreadable in events.pack: {e}",
+                    g.count
+                ))
+            })?;
+        if blake3::hash(&buf).as_bytes() != &g.blake3 {
+            return Err(corrupt(format!(
+                "the group of {} events (seq {}..={}) in events.pack does not match its blake3",
+                g.count,
+                g.first,
+                g.last()
+            )));
+        }
+        let mut out = Vec::with_capacity(g.count as usize);
+        let mut pos = 0usize;
+        for seq in g.first..=g.last() {
+            let n = buf
+                .get(pos..pos + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                .ok_or_else(|| corrupt(format!("group ends before event {seq}")))?;
+            let rec = buf
+                .get(pos + 4..pos + 4 + n)
+                .ok_or_else(|| corrupt(format!("group ends inside event {seq}")))?;
+            out.push((seq, rec.to_vec()));
+            pos += 4 + n;
+        }
+        if pos != buf.len() {
+            return Err(corrupt("group has bytes after its last event".into()));
+        }
+        Ok(out)
+    }
 }
 
 /// What a flush must add to sled's own to be durable on power loss. sled's `flush` writes its
@@ -199,11 +395,16 @@ impl SledEventLog {
                 .and_then(|()| dir.parent().map_or(Ok(()), crate::layout::sync_dir))
                 .map_err(|e| EngineError::io(dir, e))?;
         }
+        let pack = GroupPack {
+            path: elf.join("events.pack"),
+            file: Mutex::new(None),
+        };
         Ok(SledEventLog {
             db,
             events,
             sync,
             written_seq: AtomicU64::new(0),
+            pack,
         })
     }
 
@@ -221,6 +422,103 @@ impl SledEventLog {
     }
 }
 
+impl SledEventLog {
+    /// The group with the highest seqs.
+    fn last_group(&self) -> Result<Option<GroupEntry>, EngineError> {
+        match self
+            .events
+            .range(group_key(0)..=group_key(u64::MAX))
+            .next_back()
+            .transpose()?
+        {
+            Some((k, v)) => Ok(Some(GroupEntry::decode(&k, &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Groups holding any seq in `from..=to`, in order.
+    fn groups_overlapping(&self, from: u64, to: u64) -> Result<VecDeque<GroupEntry>, EngineError> {
+        let mut out = VecDeque::new();
+        if let Some(r) = self
+            .events
+            .range(group_key(0)..=group_key(from))
+            .next_back()
+        {
+            let (k, v) = r?;
+            let g = GroupEntry::decode(&k, &v)?;
+            if g.last() >= from {
+                out.push_back(g);
+            }
+        }
+        if from < to {
+            for r in self.events.range(group_key(from + 1)..=group_key(to)) {
+                let (k, v) = r?;
+                out.push_back(GroupEntry::decode(&k, &v)?);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
+    k.get(1..9)
+        .and_then(|k| k.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| EngineError::Storage("bad event key".into()))
+}
+
+/// Single events (sled keys) and grouped ones (`events.pack`) merged in seq order.
+struct MergedRecords<'a> {
+    log: &'a SledEventLog,
+    from: u64,
+    to: u64,
+    singles: std::iter::Peekable<sled::Iter>,
+    groups: VecDeque<GroupEntry>,
+    current: VecDeque<(u64, Vec<u8>)>,
+}
+
+impl Iterator for MergedRecords<'_> {
+    type Item = Result<(u64, Vec<u8>), EngineError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.current.pop_front() {
+                return Some(Ok(r));
+            }
+            let next_single = match self.singles.peek() {
+                Some(Ok((k, _))) => seq_of_key(k).ok(),
+                Some(Err(_)) | None => None,
+            };
+            let take_group = match (self.groups.front(), next_single) {
+                (Some(g), Some(s)) => g.first < s,
+                (Some(_), None) => !matches!(self.singles.peek(), Some(Err(_))),
+                (None, _) => false,
+            };
+            if take_group {
+                let g = self.groups.pop_front().expect("checked");
+                match self.log.pack.read(&g) {
+                    Ok(records) => {
+                        let (from, to) = (self.from, self.to);
+                        self.current = records
+                            .into_iter()
+                            .filter(|(seq, _)| (from..=to).contains(seq))
+                            .collect();
+                        continue;
+                    }
+                    Err(e) => {
+                        self.groups.clear();
+                        return Some(Err(e));
+                    }
+                }
+            }
+            return self.singles.next().map(|r| {
+                let (k, v) = r?;
+                Ok((seq_of_key(&k)?, v.to_vec()))
+            });
+        }
+    }
+}
+
 impl EventLog for SledEventLog {
     fn tail(&self) -> Result<(u64, EventHash), EngineError> {
         let last = self
@@ -228,14 +526,10 @@ impl EventLog for SledEventLog {
             .range(event_key(0)..=event_key(u64::MAX))
             .next_back()
             .transpose()?;
-        match last {
-            None => Ok((0, EventHash::ZERO)),
+        let single = match last {
+            None => (0, EventHash::ZERO),
             Some((k, v)) => {
-                let seq = u64::from_be_bytes(
-                    k[1..9]
-                        .try_into()
-                        .map_err(|_| EngineError::Storage("bad key".into()))?,
-                );
+                let seq = seq_of_key(&k)?;
                 let hash: [u8; 32] =
                     v.get(..32)
                         .and_then(|h| h.try_into().ok())
@@ -243,9 +537,13 @@ impl EventLog for SledEventLog {
                             seq,
                             reason: "record too short".into(),
                         })?;
-                Ok((seq, EventHash(hash)))
+                (seq, EventHash(hash))
             }
-        }
+        };
+        Ok(match self.last_group()? {
+            Some(g) if g.last() > single.0 => (g.last(), EventHash(g.last_hash)),
+            _ => single,
+        })
     }
 
     fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
@@ -262,9 +560,25 @@ impl EventLog for SledEventLog {
             }
             return Ok(());
         }
+        let mut pack_end = None;
         let mut batch = sled::Batch::default();
-        for (seq, bytes) in commands.iter().flat_map(|ev| ev.iter()) {
-            batch.insert(&event_key(*seq), bytes.as_slice());
+        for ev in commands {
+            match ev.first() {
+                Some(&(first, _)) if ev.len() >= GROUP_MIN_EVENTS => {
+                    let end = match pack_end {
+                        Some(end) => end,
+                        None => self.last_group()?.map_or(0, |g| g.offset + g.len),
+                    };
+                    let g = self.pack.write(end, first, ev)?;
+                    pack_end = Some(end + g.len);
+                    batch.insert(&group_key(first), &g.encode()[..]);
+                }
+                _ => {
+                    for (seq, bytes) in ev.iter() {
+                        batch.insert(&event_key(*seq), bytes.as_slice());
+                    }
+                }
+            }
         }
         self.events.apply_batch(batch)?;
         Ok(())
@@ -286,15 +600,21 @@ impl EventLog for SledEventLog {
         if from > to {
             return Box::new(std::iter::empty());
         }
-        Box::new(self.events.range(event_key(from)..=event_key(to)).map(|r| {
-            let (k, v) = r?;
-            let seq = u64::from_be_bytes(
-                k[1..9]
-                    .try_into()
-                    .map_err(|_| EngineError::Storage("bad event key".into()))?,
-            );
-            Ok((seq, v.to_vec()))
-        }))
+        let groups = match self.groups_overlapping(from, to) {
+            Ok(g) => g,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        Box::new(MergedRecords {
+            log: self,
+            from,
+            to,
+            singles: self
+                .events
+                .range(event_key(from)..=event_key(to))
+                .peekable(),
+            groups,
+            current: VecDeque::new(),
+        })
     }
 
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError> {

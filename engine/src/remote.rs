@@ -337,6 +337,7 @@ pub(crate) fn connect(
             last_hash: elfiee_model::EventHash::ZERO,
             last_snapshot: 0,
             tail_bytes: 0,
+            tail_bulk: false,
             to_index: Vec::new(),
         }),
         snapshots: Mutex::new(None),

@@ -471,17 +471,29 @@ fn setup() -> Vec<Command> {
             None,
             json!({"editor_id": "carol", "cap_id": "core.create"}),
         ),
-        // The first chunk of a streaming import; `directory.sync` steps add the rest.
+        // The first chunk of a streaming import (large enough to be stored as a group in
+        // events.pack, see engine/src/log.rs); `directory.sync` steps add the rest.
         Command::new(
             "alice",
             "directory.import",
             None,
-            json!({"root": "/proj", "pending": true, "files": [
-                {"path": "a.md", "content": "# a\n".repeat(300)},
-                {"path": "src/x.rs", "content": "fn x() {}"},
-            ]}),
+            json!({"root": "/proj", "pending": true, "files": import_files()}),
         ),
     ]
+}
+
+/// The setup import's files: two the generated syncs touch, and enough small ones that the
+/// command has more than `GROUP_MIN_EVENTS` events.
+fn import_files() -> Vec<Value> {
+    let mut files = vec![
+        json!({"path": "a.md", "content": "# a\n".repeat(300)}),
+        json!({"path": "src/x.rs", "content": "fn x() {}"}),
+    ];
+    files.extend(
+        (0..elfiee_engine::log::GROUP_MIN_EVENTS)
+            .map(|i| json!({"path": format!("gen/f{i}.md"), "content": format!("f{i}")})),
+    );
+    files
 }
 
 /// The id of the setup's directory block.
@@ -649,6 +661,10 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
     for cmd in setup() {
         f.submit(cmd).await.unwrap();
     }
+    assert!(
+        path.join("events.pack").is_file(),
+        "the setup's import is stored as a group, so every case replays across one"
+    );
     let dir = dir_id(&f.state());
     let steps: Vec<Step> = steps.iter().map(|s| s.with_dir(&dir)).collect();
     let mut accepted: Vec<(Vec<Command>, Vec<Event>)> = Vec::new();
