@@ -105,9 +105,10 @@ pub struct SledEventLog {
 pub const GROUP_MIN_EVENTS: usize = 16;
 
 /// Prefix of group keys in the `events` tree (after `e`, so event ranges never see them).
-const GROUP_PREFIX: u8 = b'g';
+pub const GROUP_PREFIX: u8 = b'g';
 
-fn group_key(first_seq: u64) -> [u8; 9] {
+/// The sled key of the group whose first event is `first_seq`.
+pub fn group_key(first_seq: u64) -> [u8; 9] {
     let mut k = [GROUP_PREFIX; 9];
     k[1..].copy_from_slice(&first_seq.to_be_bytes());
     k
@@ -115,20 +116,23 @@ fn group_key(first_seq: u64) -> [u8; 9] {
 
 /// What a group key points at: `count (u32) ‖ offset (u64) ‖ len (u64) ‖ blake3 (32) ‖ last
 /// event's hash (32)`, all little-endian, 84 bytes.
+/// (Public for tools and the benchmark's raw floor, which read the storage without the engine.)
 #[derive(Debug, Clone, Copy)]
-struct GroupEntry {
-    first: u64,
-    count: u32,
-    offset: u64,
-    len: u64,
-    blake3: [u8; 32],
-    last_hash: [u8; 32],
+pub struct GroupEntry {
+    pub first: u64,
+    pub count: u32,
+    /// Where the group's bytes start in `events.pack`, and how many there are.
+    pub offset: u64,
+    pub len: u64,
+    pub blake3: [u8; 32],
+    pub last_hash: [u8; 32],
 }
 
 impl GroupEntry {
     const LEN: usize = 84;
 
-    fn last(&self) -> u64 {
+    /// Seq of the group's last event.
+    pub fn last(&self) -> u64 {
         self.first + u64::from(self.count) - 1
     }
 
@@ -142,7 +146,8 @@ impl GroupEntry {
         v
     }
 
-    fn decode(key: &[u8], v: &[u8]) -> Result<GroupEntry, EngineError> {
+    /// Parses a `g` key and its value.
+    pub fn decode(key: &[u8], v: &[u8]) -> Result<GroupEntry, EngineError> {
         let first = key
             .get(1..9)
             .and_then(|k| k.try_into().ok())
@@ -181,13 +186,21 @@ struct GroupPack {
 }
 
 impl GroupPack {
+    /// Runs `f` on the pack, opening it first; only a writer (`create`) may create it.
     fn with<R>(
         &self,
+        create: bool,
         f: impl FnOnce(&std::fs::File) -> std::io::Result<R>,
     ) -> Result<R, EngineError> {
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             let existed = self.path.exists();
+            if !existed && !create {
+                return Err(EngineError::Storage(format!(
+                    "{} is missing, but the log refers to events stored in it; restore it from a backup",
+                    self.path.display()
+                )));
+            }
             let opened = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -225,7 +238,7 @@ impl GroupPack {
             .and_then(|(_, b)| b.get(..32))
             .and_then(|h| h.try_into().ok())
             .ok_or_else(|| EngineError::Storage("a group needs whole records".into()))?;
-        self.with(|f| {
+        self.with(true, |f| {
             f.write_all_at(&buf, offset)?;
             f.sync_data()
         })?;
@@ -242,45 +255,68 @@ impl GroupPack {
 
     /// The records of a group, checked against its blake3.
     fn read(&self, g: &GroupEntry) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
-        let corrupt = |reason: String| EngineError::Corrupt {
-            seq: g.first,
-            reason,
-        };
-        let len = usize::try_from(g.len).map_err(|_| corrupt("group too large".into()))?;
-        let mut buf = vec![0u8; len];
-        self.with(|f| f.read_exact_at(&mut buf, g.offset))
-            .map_err(|e| {
-                corrupt(format!(
+        let pack_len = self
+            .with(false, |f| f.metadata().map(|m| m.len()))
+            .map_err(|e| EngineError::Corrupt {
+                seq: g.first,
+                reason: e.to_string(),
+            })?;
+        if g.offset.checked_add(g.len).is_none_or(|end| end > pack_len) {
+            return Err(EngineError::Corrupt {
+                seq: g.first,
+                reason: format!(
+                    "the group of {} events lies past the end of events.pack ({} bytes)",
+                    g.count, pack_len
+                ),
+            });
+        }
+        let mut buf = vec![0u8; g.len as usize];
+        self.with(false, |f| f.read_exact_at(&mut buf, g.offset))
+            .map_err(|e| EngineError::Corrupt {
+                seq: g.first,
+                reason: format!(
                     "the group of {} events is unreadable in events.pack: {e}",
                     g.count
-                ))
+                ),
             })?;
         if blake3::hash(&buf).as_bytes() != &g.blake3 {
-            return Err(corrupt(format!(
-                "the group of {} events (seq {}..={}) in events.pack does not match its blake3",
-                g.count,
-                g.first,
-                g.last()
-            )));
+            return Err(EngineError::Corrupt {
+                seq: g.first,
+                reason: format!(
+                    "the group of {} events (seq {}..={}) in events.pack does not match its blake3",
+                    g.count,
+                    g.first,
+                    g.last()
+                ),
+            });
         }
-        let mut out = Vec::with_capacity(g.count as usize);
-        let mut pos = 0usize;
-        for seq in g.first..=g.last() {
-            let n = buf
-                .get(pos..pos + 4)
-                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-                .ok_or_else(|| corrupt(format!("group ends before event {seq}")))?;
-            let rec = buf
-                .get(pos + 4..pos + 4 + n)
-                .ok_or_else(|| corrupt(format!("group ends inside event {seq}")))?;
-            out.push((seq, rec.to_vec()));
-            pos += 4 + n;
-        }
-        if pos != buf.len() {
-            return Err(corrupt("group has bytes after its last event".into()));
-        }
-        Ok(out)
+        split_group(g, &buf)
     }
+}
+
+/// Splits a group's bytes (read from `events.pack`) into its `(seq, record)`s; no hash check.
+pub fn split_group(g: &GroupEntry, buf: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+    let corrupt = |reason: String| EngineError::Corrupt {
+        seq: g.first,
+        reason,
+    };
+    let mut out = Vec::with_capacity(g.count as usize);
+    let mut pos = 0usize;
+    for seq in g.first..=g.last() {
+        let n = buf
+            .get(pos..pos + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .ok_or_else(|| corrupt(format!("group ends before event {seq}")))?;
+        let rec = buf
+            .get(pos + 4..pos + 4 + n)
+            .ok_or_else(|| corrupt(format!("group ends inside event {seq}")))?;
+        out.push((seq, rec.to_vec()));
+        pos += 4 + n;
+    }
+    if pos != buf.len() {
+        return Err(corrupt("group has bytes after its last event".into()));
+    }
+    Ok(out)
 }
 
 /// What a flush must add to sled's own to be durable on power loss. sled's `flush` writes its

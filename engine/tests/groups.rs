@@ -128,6 +128,43 @@ async fn a_changed_byte_in_the_event_pack_is_reported_by_verify() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_short_or_missing_event_pack_is_reported_by_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.elf");
+    mixed(&path).await.close().await;
+    let pack = path.join("events.pack");
+    let len = std::fs::metadata(&pack).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&pack)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(!report.ok);
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("past the end of events.pack")),
+        "{:?}",
+        report.problems
+    );
+    std::fs::remove_file(&pack).unwrap();
+    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    assert!(!report.ok, "a missing pack is reported");
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.contains("events.pack is missing")),
+        "{:?}",
+        report.problems
+    );
+    assert!(!pack.exists(), "verify does not make an empty pack");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bytes_a_crash_left_after_the_last_group_are_overwritten_not_read() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");

@@ -425,8 +425,13 @@ fn big_phase(
     let mut eng_replay = Vec::new();
     let mut raw_replay = Vec::new();
     let mut engine_internal_ms = Vec::new();
+    // The raw floor reads the same records from a plain sled tree (the engine keeps bulk
+    // commands in events.pack; reading that is no sled floor). Built once, untimed.
+    let raw_sled = base.join("big-raw-sled");
+    let copied = raw_sled_copy(&big_path.join("log"), &raw_sled, plan.build_batch as u64)?;
+    check_count("raw sled copy", copied, build.events)?;
     for i in 0..plan.replay_runs {
-        let (n, secs) = raw_replay_run(&big_path.join("log"))?;
+        let (n, secs) = raw_replay_run(&raw_sled)?;
         check_count("raw replay", n, build.events)?;
         raw_replay.push(n as f64 / secs);
         let t = Instant::now();
@@ -442,9 +447,10 @@ fn big_phase(
             raw_replay[i]
         );
     }
+    let (n0, s0) = raw_replay_variant(&big_path.join("log"), false, false)?;
     let (n1, s1) = raw_replay_variant(&big_path.join("log"), true, false)?;
     let (n2, s2) = raw_replay_variant(&big_path.join("log"), true, true)?;
-    info!("replay diagnostics: raw decode+chain {:.0} events/s, raw decode+chain+apply {:.0} events/s", n1 as f64 / s1, n2 as f64 / s2);
+    info!("replay diagnostics (the engine's own layout): raw decode {:.0}, + chain {:.0}, + apply {:.0} events/s", n0 as f64 / s0, n1 as f64 / s1, n2 as f64 / s2);
     let replay = pair(
         median(&eng_replay),
         median(&raw_replay),
@@ -458,12 +464,13 @@ fn big_phase(
             "engine_reported_elapsed_ms": engine_internal_ms,
             "diagnostics": {
                 "unit": "events/s, one run each, no engine code",
-                "raw_decode_and_chain_check": round(n1 as f64 / s1, 0),
-                "raw_decode_chain_check_and_apply": round(n2 as f64 / s2, 0),
-                "is": "the raw loop plus the blake3 chain check (codec::open with the previous hash), then plus elfiee_projections::apply into a State: what the engine's replay does, minus its per-record copy and iterator plumbing",
+                "layout_raw_decode": round(n0 as f64 / s0, 0),
+                "layout_raw_decode_and_chain_check": round(n1 as f64 / s1, 0),
+                "layout_raw_decode_chain_check_and_apply": round(n2 as f64 / s2, 0),
+                "is": "the raw loop over the engine's own files (sled keys + events.pack groups, one positioned read per group, no blake3), then plus the blake3 chain check (codec::open with the previous hash), then plus elfiee_projections::apply into a State: what the engine's replay does, minus the group blake3, its per-record copy and iterator plumbing",
             },
             "target": "ratio >= 0.5",
-            "how": "engine: elfiee_engine::replay(path) timed around the call (sled open, hash-chain check, decode, apply, final state digest); raw: sled open + iterate the events tree's event keys + codec::open(seq, bytes, None) per record (decode only, no chain check, no apply) + close; both timed from before the open to after the database is dropped; runs alternate raw/engine",
+            "how": "engine: elfiee_engine::replay(path) timed around the call (sled open, hash-chain check, decode, apply, final state digest); raw: the same records copied (untimed) into a sled database of their own as plain e‖seq keys, as the engine stored every event before bulk commands went to events.pack; sled open + iterate the events tree + codec::open(seq, bytes, None) per record (decode only, no chain check, no apply) + close; both timed from before the open to after the database is dropped; runs alternate raw/engine",
         }),
     );
     info!("replay: {}", replay);
@@ -883,32 +890,100 @@ fn raw_replay_run(log_dir: &Path) -> Result<(u64, f64), BoxError> {
     raw_replay_variant(log_dir, false, false)
 }
 
-/// (events, seconds): sled open + iterate event keys + decode each record; with `chain` the
-/// hash chain is checked too (as the engine does), with `fold` each event is applied to a
+/// Copies every record of the engine's log in `log_dir` (sled keys and the groups in
+/// `events.pack`) into a fresh sled database in `out` as plain `e‖seq` keys (what the engine
+/// stored before groups existed): the raw floor of the replay reads the same records from
+/// sled alone, written in batches of the size the engine's build used. Untimed.
+fn raw_sled_copy(log_dir: &Path, out: &Path, batch_len: u64) -> Result<u64, BoxError> {
+    let db = open_raw(out)?;
+    let tree = db.open_tree("events")?;
+    let mut batch = sled::Batch::default();
+    let mut n = 0u64;
+    for_each_record(log_dir, |seq, rec| {
+        batch.insert(&event_key(seq), rec);
+        n += 1;
+        if n % batch_len.max(1) == 0 {
+            tree.apply_batch(std::mem::take(&mut batch))?;
+        }
+        Ok(())
+    })?;
+    tree.apply_batch(batch)?;
+    db.flush()?;
+    Ok(n)
+}
+
+/// Calls `f(seq, record)` for every stored record of the log in `log_dir`, in seq order: sled
+/// `e` keys, and for a bulk command's `g` key its records, read from `events.pack` with one
+/// positioned read (no blake3), as `engine/src/log.rs` stores them. Includes the sled open
+/// and close.
+fn for_each_record(
+    log_dir: &Path,
+    mut f: impl FnMut(u64, &[u8]) -> Result<(), BoxError>,
+) -> Result<(), BoxError> {
+    use elfiee_engine::log::{group_key, split_group, GroupEntry};
+    use std::os::unix::fs::FileExt;
+    let db = open_raw(log_dir)?;
+    let tree = db.open_tree("events")?;
+    let mut groups = std::collections::VecDeque::new();
+    for r in tree.range(group_key(0)..=group_key(u64::MAX)) {
+        let (k, v) = r?;
+        groups.push_back(GroupEntry::decode(&k, &v)?);
+    }
+    let pack = match groups.is_empty() {
+        true => None,
+        false => Some(std::fs::File::open(
+            log_dir
+                .parent()
+                .ok_or("log dir has no parent")?
+                .join("events.pack"),
+        )?),
+    };
+    let mut buf = Vec::new();
+    let mut groups_before = |seq: u64, f: &mut dyn FnMut(u64, &[u8]) -> Result<(), BoxError>| {
+        while groups.front().is_some_and(|g: &GroupEntry| g.first < seq) {
+            let g = groups.pop_front().expect("checked");
+            buf.resize(g.len as usize, 0);
+            pack.as_ref()
+                .ok_or("no events.pack")?
+                .read_exact_at(&mut buf, g.offset)?;
+            for (seq, rec) in split_group(&g, &buf)? {
+                f(seq, &rec)?;
+            }
+        }
+        Ok::<(), BoxError>(())
+    };
+    for r in tree.range(event_key(0)..=event_key(u64::MAX)) {
+        let (k, v) = r?;
+        let seq = u64::from_be_bytes(k[1..9].try_into()?);
+        groups_before(seq, &mut f)?;
+        f(seq, &v)?;
+    }
+    groups_before(u64::MAX, &mut f)?;
+    drop(tree);
+    drop(db);
+    Ok(())
+}
+
+/// (events, seconds): [`for_each_record`] + decode each record; with `chain` the hash chain
+/// is checked too (as the engine does), with `fold` each event is applied to a
 /// [`elfiee_projections::State`] as well.
 fn raw_replay_variant(log_dir: &Path, chain: bool, fold: bool) -> Result<(u64, f64), BoxError> {
     let t = Instant::now();
-    let db = open_raw(log_dir)?;
-    let tree = db.open_tree("events")?;
     let mut n = 0u64;
     let mut bytes = 0usize;
     let mut prev = elfiee_model::EventHash::ZERO;
     let mut state = elfiee_projections::State::default();
-    for r in tree.range(event_key(0)..=event_key(u64::MAX)) {
-        let (k, v) = r?;
-        let seq = u64::from_be_bytes(k[1..9].try_into()?);
-        let e = codec::open(seq, &v, chain.then_some(&prev))?;
+    for_each_record(log_dir, |seq, v| {
+        let e = codec::open(seq, v, chain.then_some(&prev))?;
         prev = e.hash;
         if fold {
             elfiee_projections::apply(&mut state, &e);
         }
         bytes += e.entity.len();
         n += 1;
-    }
+        Ok(())
+    })?;
     std::hint::black_box((bytes, &state));
-    // Closing the database is part of the run, as it is inside `elfiee_engine::replay`.
-    drop(tree);
-    drop(db);
     Ok((n, t.elapsed().as_secs_f64()))
 }
 
@@ -959,13 +1034,22 @@ fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
     let bytes = std::fs::read(newest_snapshot_file(log_dir)?)?;
     let db = open_raw(log_dir)?;
     let snap = elfiee_engine::replay::Snapshot::decode(bytes)?;
-    let tail = db
-        .open_tree("events")?
+    let events = db.open_tree("events")?;
+    let single = events
         .range(event_key(0)..=event_key(u64::MAX))
         .next_back()
         .transpose()?
         .map(|(k, _)| u64::from_be_bytes(k[1..9].try_into().unwrap_or_default()))
         .unwrap_or(0);
+    let grouped = match events
+        .range(elfiee_engine::log::group_key(0)..=elfiee_engine::log::group_key(u64::MAX))
+        .next_back()
+        .transpose()?
+    {
+        Some((k, v)) => elfiee_engine::log::GroupEntry::decode(&k, &v)?.last(),
+        None => 0,
+    };
+    let tail = single.max(grouped);
     if snap.seq != tail {
         info!(
             "warning: snapshot at seq {} but the log ends at {tail}; open will replay the tail",
