@@ -532,6 +532,23 @@ impl<V: LazyValue> LazyMap<V> {
     pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
         self.iter().map(|(_, v)| v)
     }
+
+    /// Every value seen as a `T`, in key order, keeping nothing decoded: a base record still
+    /// encoded is decoded straight into `T` (its fields `T` lacks are skipped, so a listing
+    /// of 10,000 blocks does not build 10,000 blocks), a decoded or changed value goes
+    /// through `from_value`. `T` must read the value's named MessagePack fields.
+    pub fn view<'s, T: DeserializeOwned + 's>(
+        &'s self,
+        from_value: impl Fn(&V) -> T + 's,
+    ) -> impl Iterator<Item = T> + 's {
+        self.merged().filter_map(move |item| match item {
+            Item::Base { base, i, rec } => match base.cells.peek(i).and_then(OnceLock::get) {
+                Some(decoded) => decoded.as_ref().map(|e| from_value(&e.1)),
+                None => split(&rec).and_then(|(_, v)| rmp_serde::from_slice(v).ok()),
+            },
+            Item::Overlay(_, v) => Some(from_value(v)),
+        })
+    }
 }
 
 enum Item<'a, V> {
@@ -712,6 +729,58 @@ mod tests {
         assert_eq!(
             rmp_serde::to_vec_named(&lazy).unwrap(),
             rmp_serde::to_vec_named(&m).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_view_reads_part_of_each_value_and_keeps_nothing_decoded() {
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        struct Full {
+            name: String,
+            body: Vec<u32>,
+        }
+        #[derive(Debug, PartialEq, Deserialize)]
+        struct Name {
+            name: String,
+        }
+        let m: LazyMap<Full> = (0..600)
+            .map(|i| {
+                let v = Full {
+                    name: format!("n{i}"),
+                    body: vec![i; 50],
+                };
+                (format!("k{i:04}"), v)
+            })
+            .collect();
+        let mut bytes = Vec::new();
+        m.encode_section(&mut bytes);
+        let (mut lazy, _) = LazyMap::<Full>::from_section(Arc::new(bytes), 0).unwrap();
+        // One value decoded, one changed, one removed, one added: all seen the same way.
+        assert!(lazy.get("k0003").is_some());
+        lazy.get_mut("k0010").unwrap().name = "changed".into();
+        lazy.remove("k0020");
+        lazy.insert(
+            "k0005x".into(),
+            Full {
+                name: "added".into(),
+                body: vec![],
+            },
+        );
+        let encoded = lazy.encoded();
+        let names: Vec<String> = lazy
+            .view(|v: &Full| Name {
+                name: v.name.clone(),
+            })
+            .map(|n| n.name)
+            .collect();
+        let expected: Vec<String> = lazy.values().map(|v| v.name.clone()).collect();
+        assert_eq!(names.len(), 600);
+        assert_eq!(names, expected);
+        assert!(names.contains(&"changed".to_owned()) && names.contains(&"added".to_owned()));
+        assert!(!names.contains(&"n20".to_owned()));
+        assert!(
+            encoded > 590,
+            "the view decoded nothing into the map: {encoded} left"
         );
     }
 

@@ -357,21 +357,22 @@ async fn block(s: &Session, cmd: &BlockCmd, out: &Out) -> Result<(), CliError> {
             });
         }
         BlockCmd::List => {
-            // Written straight from the state: no copy of the blocks (a directory's entries
-            // can be large) and no JSON tree of ten thousand rows.
-            #[derive(serde::Serialize)]
-            struct Row<'a> {
-                block_id: &'a str,
-                block_type: &'a str,
-                name: &'a str,
-                owner: &'a str,
+            // Written straight from the state: only the four fields of each block are
+            // decoded (a directory's entries can be large; nothing is kept decoded) and no
+            // JSON tree of ten thousand rows is built.
+            #[derive(serde::Serialize, serde::Deserialize)]
+            struct Row {
+                block_id: String,
+                block_type: String,
+                name: String,
+                owner: String,
             }
             let text = s.file.with_state(|st| {
-                let rows = st.blocks.values().map(|b| Row {
-                    block_id: &b.block_id,
-                    block_type: &b.block_type,
-                    name: &b.name,
-                    owner: &b.owner,
+                let rows = st.blocks.view(|b| Row {
+                    block_id: b.block_id.clone(),
+                    block_type: b.block_type.clone(),
+                    name: b.name.clone(),
+                    owner: b.owner.clone(),
                 });
                 if out.json {
                     serde_json::to_string(&rows.collect::<Vec<_>>()).unwrap_or_default()
