@@ -8,7 +8,7 @@ use chrono::Utc;
 use elfiee_capabilities::Registry;
 use elfiee_model::{Command, Event, EventHash};
 use elfiee_projections::{apply, State};
-use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
+use ractor::RpcReplyPort;
 use tokio::sync::broadcast;
 
 use crate::codec;
@@ -19,11 +19,21 @@ use crate::{EngineConfig, EngineError};
 
 pub(crate) type Reply = RpcReplyPort<Result<Vec<Event>, EngineError>>;
 
+/// Messages of the file actor ([`crate::tree::FileActor`]).
 pub enum FileMsg {
-    /// Run one command.
+    /// Run one command (from another process, through the owner socket).
     Submit(Command, Reply),
     /// Run several commands all-or-nothing: every event commits in one batch, or none does.
     SubmitAll(Vec<Command>, Reply),
+    /// Start a child and keep it running (restart with backoff when it fails).
+    Supervise(
+        crate::tree::ChildSpec,
+        Option<RpcReplyPort<Result<(), String>>>,
+    ),
+    /// The status of every supervised child.
+    Children(RpcReplyPort<Vec<crate::tree::ChildStatus>>),
+    /// A failed child's backoff is over (ignored unless `generation` is still its current one).
+    Restart { name: String, generation: u64 },
 }
 
 /// What the handles, the actor and the flusher share.
@@ -96,9 +106,6 @@ enum Work {
     Repeat(u64, u64),
 }
 
-/// The file actor: serializes the commands it receives through the file's [`Sequencer`].
-pub(crate) struct FileActor;
-
 /// The sequencing half of the pipeline: the working state (committed + accepted, not yet
 /// durable), the hash chain head and the id seeds. It lives behind a mutex in [`Shared`] so a
 /// submit can run the pipeline on the caller's task when nobody else holds it, instead of
@@ -145,37 +152,12 @@ impl Sequencer {
     }
 }
 
-impl Actor for FileActor {
-    type Msg = FileMsg;
-    type State = Arc<Shared>;
-    type Arguments = Arc<Shared>;
-
-    async fn pre_start(
-        &self,
-        _me: ActorRef<FileMsg>,
-        shared: Arc<Shared>,
-    ) -> Result<Arc<Shared>, ActorProcessingErr> {
-        Ok(shared)
-    }
-
-    async fn handle(
-        &self,
-        _me: ActorRef<FileMsg>,
-        msg: FileMsg,
-        shared: &mut Arc<Shared>,
-    ) -> Result<(), ActorProcessingErr> {
-        match msg {
-            FileMsg::Submit(cmd, reply) => shared.submit(vec![cmd], reply),
-            FileMsg::SubmitAll(cmds, reply) => shared.submit(cmds, reply),
-        }
-        Ok(())
-    }
-}
-
 impl Shared {
     /// The pipeline for one submission: sequence it under the sequencer lock, then hand it to
     /// the commit path. `reply` is answered once the events are durable, or with the refusal.
-    pub(crate) fn submit(&self, cmds: Vec<Command>, reply: Reply) {
+    /// With `inline`, a command alone in the pipeline commits on the caller's thread;
+    /// otherwise (the file actor's mailbox) it always goes to the flusher.
+    pub(crate) fn submit(&self, cmds: Vec<Command>, reply: Reply, inline: bool) {
         self.sequencing.fetch_add(1, Ordering::AcqRel);
         let mut guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let Some(seq) = guard.as_mut() else {
@@ -195,6 +177,7 @@ impl Shared {
             Ok(Prepared::Repeat(first, count)) => self.enqueue(
                 guard,
                 &log,
+                inline,
                 Pending {
                     cmd_id: cmds[0].cmd_id,
                     work: Work::Repeat(first, count),
@@ -217,6 +200,7 @@ impl Shared {
                 self.enqueue(
                     guard,
                     &log,
+                    inline,
                     Pending {
                         cmd_id: cmds[0].cmd_id,
                         work: Work::Fresh(events, records),
@@ -245,8 +229,9 @@ impl Shared {
     /// Hands a sequenced command to the commit path. Nobody else in the pipeline and nothing
     /// in flight: commit right here (no thread hand-off). Otherwise queue it, in seq order (the
     /// caller holds the sequencer lock), so it shares the flusher's next flush (group commit).
-    fn enqueue(&self, guard: SequencerGuard<'_>, log: &SledEventLog, p: Pending) {
-        let alone = self.sequencing.load(Ordering::Acquire) == 1
+    fn enqueue(&self, guard: SequencerGuard<'_>, log: &SledEventLog, inline: bool, p: Pending) {
+        let alone = inline
+            && self.sequencing.load(Ordering::Acquire) == 1
             && self.in_progress.load(Ordering::Acquire) == 0;
         self.in_progress.fetch_add(1, Ordering::AcqRel);
         if alone && !self.queue.is_closed() {

@@ -8,10 +8,11 @@ use elfiee_model::Command;
 use ractor::{Actor, ActorRef};
 use tokio::sync::{broadcast, OnceCell};
 
-use crate::actor::{run_flusher, run_snapshots, FileActor, FileMsg, Sequencer, Shared};
+use crate::actor::{run_flusher, run_snapshots, FileMsg, Sequencer, Shared};
 use crate::commit_queue::CommitQueue;
 use crate::layout::ElfPaths;
 use crate::log::SledEventLog;
+use crate::tree::{CloseParts, EngineMsg, EngineSupervisor, FileActor, FileArgs, SharedParts};
 use crate::{EngineError, FileHandle};
 
 /// Settings shared by every file an [`Engine`] opens.
@@ -54,7 +55,7 @@ impl Default for EngineConfig {
     }
 }
 
-type Slot = Arc<OnceCell<FileHandle>>;
+pub(crate) type Slot = Arc<OnceCell<FileHandle>>;
 
 /// The registry of open files: opening the same canonical path twice in one process returns
 /// the same actor. Needs a tokio runtime.
@@ -62,6 +63,9 @@ type Slot = Arc<OnceCell<FileHandle>>;
 pub struct Engine {
     config: EngineConfig,
     files: Arc<DashMap<PathBuf, Slot>>,
+    /// The engine supervisor (see [`crate::tree`]); spawned with the first file this process
+    /// owns, again if the runtime it ran on has gone.
+    supervisor: Arc<tokio::sync::Mutex<Option<ActorRef<EngineMsg>>>>,
 }
 
 impl Engine {
@@ -69,7 +73,34 @@ impl Engine {
         Engine {
             config,
             files: Arc::new(DashMap::new()),
+            supervisor: Arc::new(tokio::sync::Mutex::new(None)),
         }
+    }
+
+    /// The engine supervisor, started if needed.
+    async fn supervisor(&self) -> Result<ActorRef<EngineMsg>, EngineError> {
+        let mut slot = self.supervisor.lock().await;
+        if let Some(s) = slot.as_ref() {
+            if s.get_status() == ractor::ActorStatus::Running {
+                return Ok(s.clone());
+            }
+        }
+        let (s, _) = Actor::spawn(None, EngineSupervisor, self.files.clone())
+            .await
+            .map_err(|e| {
+                EngineError::Storage(format!("cannot start the engine supervisor: {e}"))
+            })?;
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Every file this process owns, with the state of its supervised children (effects):
+    /// what a host shows when it wants to know whether something is restarting.
+    pub async fn status(&self) -> Vec<crate::tree::FileStatus> {
+        let Some(s) = self.supervisor.lock().await.clone() else {
+            return Vec::new();
+        };
+        ractor::call_t!(s, EngineMsg::Status, 10_000).unwrap_or_default()
     }
 
     /// A process-wide engine with the default configuration.
@@ -160,7 +191,8 @@ impl Engine {
             match connected {
                 Ok((shared, remote)) => {
                     let closer = Arc::new(Closer {
-                        parts: tokio::sync::Mutex::new(None),
+                        actor: None,
+                        parts: Arc::new(Mutex::new(None)),
                         shared: shared.clone(),
                         remote: Some(remote),
                         files: self.files.clone(),
@@ -278,17 +310,32 @@ impl Engine {
                 move || run_flusher(shared, log)
             })
             .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
-        let (actor, _) = Actor::spawn(None, FileActor, shared.clone())
-            .await
-            .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
+        let parts: SharedParts = Arc::new(Mutex::new(Some(CloseParts {
+            flusher,
+            snapshotter,
+            server: None,
+        })));
+        let supervisor = self.supervisor().await?;
+        let (actor, _) = Actor::spawn_linked(
+            None,
+            FileActor,
+            FileArgs {
+                shared: shared.clone(),
+                parts: parts.clone(),
+            },
+            supervisor.get_cell(),
+        )
+        .await
+        .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
+        let _ = supervisor.cast(EngineMsg::Watch {
+            actor: actor.clone(),
+            shared: shared.clone(),
+            parts: parts.clone(),
+        });
         tracing::info!(path = %paths.root.display(), seq = shared.committed_seq.load(std::sync::atomic::Ordering::Acquire), "opened");
         let closer = Arc::new(Closer {
-            parts: tokio::sync::Mutex::new(Some(CloseParts {
-                actor: actor.clone(),
-                flusher,
-                snapshotter,
-                server: None,
-            })),
+            actor: Some(actor.clone()),
+            parts: parts.clone(),
             shared: shared.clone(),
             remote: None,
             files: self.files.clone(),
@@ -301,7 +348,7 @@ impl Engine {
         // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
         match crate::remote::serve(handle.clone()) {
             Ok(server) => {
-                if let Some(p) = handle.closer.parts.lock().await.as_mut() {
+                if let Some(p) = parts.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
                     p.server = Some(server);
                 }
             }
@@ -336,17 +383,12 @@ fn owner_id_for(name: &str) -> String {
 }
 
 pub(crate) struct Closer {
-    parts: tokio::sync::Mutex<Option<CloseParts>>,
+    /// The file actor; `None` when another process owns the file.
+    actor: Option<ActorRef<FileMsg>>,
+    parts: SharedParts,
     shared: Arc<Shared>,
     remote: Option<Arc<crate::remote::RemoteClient>>,
     files: Arc<DashMap<PathBuf, Slot>>,
-}
-
-struct CloseParts {
-    actor: ActorRef<FileMsg>,
-    flusher: std::thread::JoinHandle<()>,
-    snapshotter: std::thread::JoinHandle<()>,
-    server: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Closer {
@@ -369,41 +411,14 @@ impl Closer {
             self.forget();
             return;
         }
-        let Some(parts) = self.parts.lock().await.take() else {
-            return;
-        };
-        if let Some(server) = &parts.server {
-            server.abort();
-            let _ = std::fs::remove_file(crate::remote::socket_path(&self.shared.paths));
+        // The file actor's post_stop stops its children and then the file (see
+        // `tree::shut_down`); commands still in its mailbox are answered `Closed`.
+        if let Some(actor) = &self.actor {
+            let _ = actor.stop_and_wait(None, None).await;
         }
-        // Let queued commands finish, then stop taking new ones.
-        let _ = parts.actor.drain_and_wait(None).await;
-        // Refuse further submits (they answer `Closed`); one being sequenced finishes first.
-        self.shared
-            .sequencer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        self.shared.queue.close();
-        // The flusher hands its last snapshot to the snapshot thread and drops the sender;
-        // the snapshot thread then writes what it has, flushes and stops.
-        let _ = tokio::task::spawn_blocking(move || {
-            let _ = parts.flusher.join();
-            let _ = parts.snapshotter.join();
-        })
-        .await;
-        self.shared
-            .events_tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        self.shared
-            .log
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        // If the actor had failed, the engine supervisor may not have cleaned up yet.
+        crate::tree::shut_down(&self.shared, &self.parts).await;
         self.forget();
-        tracing::info!(path = %self.shared.paths.root.display(), "closed");
     }
 }
 

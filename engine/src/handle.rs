@@ -5,7 +5,7 @@ use std::sync::Arc;
 use elfiee_capabilities::cbac;
 use elfiee_model::{Block, CapError, Command, Event};
 use elfiee_projections::State;
-use ractor::{ActorRef, RpcReplyPort};
+use ractor::ActorRef;
 
 use crate::actor::{FileMsg, Shared};
 use crate::{EngineError, Subscription};
@@ -33,36 +33,31 @@ impl FileHandle {
     /// Runs one command through the pipeline. Answers once its events are durable; a rejected
     /// command writes nothing. Resubmitting a committed `cmd_id` returns the original events.
     pub async fn submit(&self, cmd: Command) -> Result<Vec<Event>, EngineError> {
-        self.call(|port| FileMsg::Submit(cmd, port)).await
+        self.call(vec![cmd], false).await
     }
 
     /// Runs several commands all-or-nothing: either every event commits (in one atomic batch,
     /// all carrying the first command's `cmd_id`), or nothing does and the error names the
     /// failing command.
     pub async fn submit_all(&self, cmds: Vec<Command>) -> Result<Vec<Event>, EngineError> {
-        self.call(|port| FileMsg::SubmitAll(cmds, port)).await
+        self.call(cmds, true).await
     }
 
-    async fn call(
-        &self,
-        msg: impl FnOnce(RpcReplyPort<Result<Vec<Event>, EngineError>>) -> FileMsg,
-    ) -> Result<Vec<Event>, EngineError> {
+    async fn call(&self, mut cmds: Vec<Command>, all: bool) -> Result<Vec<Event>, EngineError> {
         if self.actor.is_some() {
-            // Sequence on this task: the sequencer lock serializes commands exactly as the
-            // actor's mailbox would, without two task hand-offs per command.
+            // The fast path: sequence on this task, under the file actor's sequencer lock
+            // (which serializes these commands with the ones in the actor's mailbox), without
+            // two task hand-offs per command.
             let (port, rx) = ractor::concurrency::oneshot();
-            match msg(port.into()) {
-                FileMsg::Submit(cmd, reply) => self.shared.submit(vec![cmd], reply),
-                FileMsg::SubmitAll(cmds, reply) => self.shared.submit(cmds, reply),
-            }
+            self.shared.submit(cmds, port.into(), true);
             return rx.await.unwrap_or(Err(EngineError::Closed));
         }
         // Another process owns the file: send the command to its actor.
         let remote = self.shared.remote.clone().ok_or(EngineError::Closed)?;
-        let (port, _rx) = ractor::concurrency::oneshot();
-        let req = match msg(port.into()) {
-            FileMsg::Submit(cmd, _) => crate::remote::Request::Submit(cmd),
-            FileMsg::SubmitAll(cmds, _) => crate::remote::Request::SubmitAll(cmds),
+        let req = if all {
+            crate::remote::Request::SubmitAll(cmds)
+        } else {
+            crate::remote::Request::Submit(cmds.remove(0))
         };
         let resp = tokio::task::spawn_blocking(move || remote.call(&req))
             .await
@@ -85,6 +80,30 @@ impl FileHandle {
             _ => Err(EngineError::Storage(
                 "unexpected answer from the owner process".into(),
             )),
+        }
+    }
+
+    /// Starts `spec`'s child under this file's actor, which restarts it with backoff when it
+    /// fails (see [`crate::tree`]) and stops it when the file closes. Only the process that
+    /// owns the file runs children: on a handle to another process's file this refuses.
+    pub async fn supervise(&self, spec: crate::tree::ChildSpec) -> Result<(), EngineError> {
+        let actor = self.actor.as_ref().ok_or_else(|| {
+            EngineError::Effect(format!(
+                "another process (pid {}) owns this file; its children run there",
+                self.owner_pid().unwrap_or(0)
+            ))
+        })?;
+        ractor::call!(actor, |port| FileMsg::Supervise(spec, Some(port)))
+            .map_err(|_| EngineError::Closed)?
+            .map_err(EngineError::Effect)
+    }
+
+    /// The supervised children of this file and whether they are running, restarting or
+    /// stopped (empty when another process owns the file).
+    pub async fn children(&self) -> Vec<crate::tree::ChildStatus> {
+        match &self.actor {
+            Some(a) => ractor::call_t!(a, FileMsg::Children, 10_000).unwrap_or_default(),
+            None => Vec::new(),
         }
     }
 

@@ -40,6 +40,7 @@ pub mod remote;
 pub mod replay;
 mod subscription;
 mod sync;
+pub mod tree;
 
 pub use content::ContentStore;
 pub use engine::{Engine, EngineConfig};
@@ -50,3 +51,4 @@ pub use replay::{
     VerifyReport,
 };
 pub use subscription::Subscription;
+pub use tree::{ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild};

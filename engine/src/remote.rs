@@ -148,16 +148,14 @@ async fn connection(file: FileHandle, stream: tokio::net::UnixStream) {
                 pid: std::process::id(),
                 last_seq: file.last_seq(),
             },
-            Request::Submit(cmd) => file
-                .submit(cmd)
-                .await
-                .map(Response::Events)
-                .unwrap_or_else(Response::Error),
-            Request::SubmitAll(cmds) => file
-                .submit_all(cmds)
-                .await
-                .map(Response::Events)
-                .unwrap_or_else(Response::Error),
+            // Through the file actor's mailbox: the commands of every client are serialized
+            // there and share the flusher's flushes.
+            Request::Submit(cmd) => {
+                through_actor(&file, |port| crate::actor::FileMsg::Submit(cmd, port)).await
+            }
+            Request::SubmitAll(cmds) => {
+                through_actor(&file, |port| crate::actor::FileMsg::SubmitAll(cmds, port)).await
+            }
             Request::Events { from, to } => file
                 .shared
                 .read_events(from, to)
@@ -209,6 +207,25 @@ async fn connection(file: FileHandle, stream: tokio::net::UnixStream) {
         {
             return;
         }
+    }
+}
+
+/// Sends a command to the file actor and waits for its answer.
+async fn through_actor(
+    file: &FileHandle,
+    msg: impl FnOnce(crate::actor::Reply) -> crate::actor::FileMsg,
+) -> Response {
+    let Some(actor) = &file.actor else {
+        return Response::Error(EngineError::Closed);
+    };
+    let (port, rx) = ractor::concurrency::oneshot();
+    if actor.send_message(msg(port.into())).is_err() {
+        return Response::Error(EngineError::Closed);
+    }
+    match rx.await {
+        Ok(Ok(events)) => Response::Events(events),
+        Ok(Err(e)) => Response::Error(e),
+        Err(_) => Response::Error(EngineError::Closed),
     }
 }
 
