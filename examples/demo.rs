@@ -188,7 +188,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "7. effects",
         "import a project folder, run a terminal command, integrate Claude Code",
     );
-    let effects = elfiee::adapters::attach(&file, elfiee::adapters::EffectsConfig::default());
+    let effects =
+        elfiee::adapters::attach(&file, elfiee::adapters::EffectsConfig::default()).await?;
     let project = dir.join("project");
     std::fs::create_dir_all(project.join(".claude"))?;
     std::fs::write(project.join("README.md"), "# Demo project\n")?;

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 mod common;
 use common::Captured;
 
-use elfiee::adapters::effects::{attach, EffectsConfig};
 use elfiee::adapters::service::invoke_agent;
+use elfiee::adapters::{attach, EffectsConfig};
 use elfiee::{Command, Engine, EngineConfig};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -138,7 +138,7 @@ async fn no_key_or_auth_header_value_reaches_tracing_output() {
         .init(dir.path().join("t.elf"), "Alice")
         .await
         .unwrap();
-    let fx = attach(&file, EffectsConfig::default());
+    let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     let mut agents = Vec::new();
     for (name, provider, base, var) in [
         ("a", "anthropic", &anthropic, "ELFIEE_TRACE_TEST_ANTHROPIC"),

@@ -19,7 +19,7 @@ use elfiee_engine::EngineError;
 use elfiee_model::{AgentContents, Event, EXTERNAL_ROOT_PATH};
 use serde_json::{json, Value};
 
-use crate::effects::{BoxFuture, Effect, EffectCx};
+use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
 use crate::json_file::JsonFile;
 
 pub const SERVER_NAME: &str = "elfiee";
@@ -158,7 +158,11 @@ fn make_link(src: &Path, dst: &Path) -> std::io::Result<()> {
     std::os::windows::fs::symlink_dir(src, dst)
 }
 
-pub struct ClaudeIntegration;
+/// The Claude Code integration effect; `elfiee_bin` is the binary written into `.mcp.json`
+/// (absolute path).
+pub struct ClaudeIntegration {
+    pub elfiee_bin: std::path::PathBuf,
+}
 
 impl Effect for ClaudeIntegration {
     fn name(&self) -> &'static str {
@@ -166,6 +170,20 @@ impl Effect for ClaudeIntegration {
     }
     fn wants(&self, e: &Event) -> bool {
         matches!(e.cap_id(), "agent.enable" | "agent.disable")
+    }
+    // The default order key (the agent block): enable and disable of one agent stay in order.
+    fn failed_outcome(&self, e: &Event, why: &str) -> FailedOutcome {
+        let enabling = e.cap_id() == "agent.enable";
+        FailedOutcome {
+            cap_id: "agent.effect_outcome",
+            block_id: e.entity.clone(),
+            payload: json!({
+                "ok": false, "warnings": [why], "needs_restart": false, "message": why,
+                "action": if enabling { "enable" } else { "disable" },
+                "trigger_seq": e.seq,
+                "status": if enabling { "enabled" } else { "disabled" },
+            }),
+        }
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
@@ -176,7 +194,7 @@ impl Effect for ClaudeIntegration {
                 Ok((agent, root)) => {
                     let p = paths(cx.file.path(), &root, &agent_id);
                     if enabling {
-                        enable(cx, e, &p, &agent).await?
+                        enable(cx, &self.elfiee_bin, e, &p, &agent).await?
                     } else {
                         let record = cx.file.with_state(|s| {
                             s.block(&agent_id)
@@ -206,6 +224,7 @@ impl Effect for ClaudeIntegration {
 
 async fn enable(
     cx: &EffectCx,
+    elfiee_bin: &Path,
     e: &Event,
     p: &Paths,
     agent: &AgentContents,
@@ -308,7 +327,7 @@ async fn enable(
         }
     }
     // 4. MCP server entries.
-    let entry = server_entry(&cx.config.elfiee_bin, cx.file.path(), &agent.editor_id);
+    let entry = server_entry(elfiee_bin, cx.file.path(), &agent.editor_id);
     for f in [&p.mcp, &p.claude_mcp] {
         if let Err(err) = merge_server(f, SERVER_NAME, &entry) {
             warnings.push(err);

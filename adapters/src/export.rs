@@ -9,7 +9,7 @@ use elfiee_engine::EngineError;
 use elfiee_model::{DirectoryEntry, Event};
 use serde_json::{json, Value};
 
-use crate::effects::{BoxFuture, Effect, EffectCx};
+use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
 use crate::json_file::write_atomic;
 
 pub struct ExportEffect;
@@ -64,6 +64,15 @@ impl Effect for ExportEffect {
     }
     fn wants(&self, e: &Event) -> bool {
         e.cap_id() == "directory.export"
+    }
+    fn failed_outcome(&self, e: &Event, why: &str) -> FailedOutcome {
+        let root = e.value.get("root").cloned().unwrap_or_default();
+        FailedOutcome {
+            cap_id: "directory.export_outcome",
+            block_id: e.entity.clone(),
+            payload: json!({"trigger_seq": e.seq, "root": root, "written": [],
+                "refused": [{"path": root, "reason": why}]}),
+        }
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {

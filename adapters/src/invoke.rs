@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
-use crate::effects::{BoxFuture, Effect, EffectCx};
+use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
 use crate::llm::{
     parse_structured_output, AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest,
     Message, OpenAiProvider, Provider, ProviderConfig, Role, StreamEvent,
@@ -97,7 +97,18 @@ Payloads must be valid JSON objects.\n",
     s
 }
 
-pub struct InvokeEffect;
+/// The LLM effect; `providers` builds the provider for an agent's configuration.
+pub struct InvokeEffect {
+    pub providers: ProviderFactory,
+}
+
+fn proposal_id(e: &Event) -> String {
+    e.value
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
 
 impl Effect for InvokeEffect {
     fn name(&self) -> &'static str {
@@ -105,6 +116,21 @@ impl Effect for InvokeEffect {
     }
     fn wants(&self, e: &Event) -> bool {
         e.cap_id() == "agent.invoke"
+    }
+    /// Every invocation is its own proposal: calls of different agents, and different calls
+    /// of one agent, run at the same time.
+    fn order_key(&self, e: &Event) -> String {
+        proposal_id(e)
+    }
+    fn failed_outcome(&self, e: &Event, why: &str) -> FailedOutcome {
+        FailedOutcome {
+            cap_id: "agent.proposal",
+            block_id: e.entity.clone(),
+            payload: json!({
+                "trigger_seq": e.seq, "proposal_id": proposal_id(e), "status": "failed",
+                "prompt": e.value.get("prompt"), "error": why, "proposed_commands": [],
+            }),
+        }
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
@@ -115,12 +141,7 @@ impl Effect for InvokeEffect {
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned();
-            let proposal_id = e
-                .value
-                .get("proposal_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+            let proposal_id = proposal_id(e);
             let extra: Vec<String> = e
                 .value
                 .get("context_block_ids")
@@ -174,12 +195,7 @@ impl Effect for InvokeEffect {
                 max_tokens: 4096,
                 temperature: None,
             };
-            let factory = cx
-                .config
-                .provider_factory
-                .clone()
-                .unwrap_or_else(default_provider_factory);
-            let result = match factory(&cfg) {
+            let result = match (self.providers)(&cfg) {
                 Ok(provider) => {
                     let tx = live();
                     let (aid, pid) = (agent_id.clone(), proposal_id.clone());

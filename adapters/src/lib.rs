@@ -2,9 +2,11 @@
 //!
 //! The engine commits events; effects in this crate react to committed events and do the I/O
 //! (filesystem, shell, Claude Code configuration), then commit the outcome as an event. Replay
-//! never runs them: they run only where a host calls [`effects::attach`].
+//! never runs them: they run only where a host calls [`attach`].
 //!
-//! - [`effects`] — the runtime: one task per effect, durable checkpoints, exactly-once outcomes.
+//! - [`effects`] — the runtime: one supervised actor per effect, concurrent runs ordered by
+//!   key, retries with backoff, durable checkpoints, exactly-once outcomes.
+//! - [`builtin`] — the built-in effects registered with the runtime, and their settings.
 //! - [`claude`] — the Claude Code integration of `agent.enable` / `agent.disable`.
 //! - [`terminal`] — `terminal.execute` runs a shell command with a timeout.
 //! - [`export`] — `directory.export` writes blocks back under the directory's root.
@@ -15,6 +17,7 @@
 //!   and wait for its output).
 
 pub mod agent_loop;
+pub mod builtin;
 pub mod claude;
 pub mod effects;
 pub mod export;
@@ -26,4 +29,5 @@ pub mod mcp;
 pub mod service;
 pub mod terminal;
 
-pub use effects::{attach, EffectsConfig, EffectsHandle};
+pub use builtin::{attach, builtin_effects, EffectsConfig};
+pub use effects::EffectsHandle;

@@ -13,9 +13,13 @@ use elfiee_model::{Event, TerminalContents, EXTERNAL_ROOT_PATH};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::effects::{BoxFuture, Effect, EffectCx};
+use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
 
-pub struct TerminalEffect;
+/// The terminal effect; `output_limit`: bytes of stdout / stderr kept per run (the rest is
+/// cut with a note).
+pub struct TerminalEffect {
+    pub output_limit: usize,
+}
 
 /// Working directory of a terminal: its linked directory's folder, else `<elf>/terminals/<id>`.
 pub fn working_dir(
@@ -46,6 +50,15 @@ impl Effect for TerminalEffect {
     fn wants(&self, e: &Event) -> bool {
         e.cap_id() == "terminal.execute"
     }
+    // The default order key (the terminal block): runs of one terminal stay in order, runs
+    // of different terminals overlap.
+    fn failed_outcome(&self, e: &Event, why: &str) -> FailedOutcome {
+        FailedOutcome {
+            cap_id: "terminal.output",
+            block_id: e.entity.clone(),
+            payload: json!({"error": why, "trigger_seq": e.seq, "command": e.value.get("command")}),
+        }
+    }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
             let command = e
@@ -69,10 +82,7 @@ impl Effect for TerminalEffect {
                     Ok(cwd) if !cwd.is_dir() => {
                         json!({"error": format!("the working folder {} does not exist", cwd.display()), "cwd": cwd})
                     }
-                    Ok(cwd) => {
-                        run_command(&t, &cwd, &command, timeout, cx.config.terminal_output_limit)
-                            .await
-                    }
+                    Ok(cwd) => run_command(&t, &cwd, &command, timeout, self.output_limit).await,
                     Err(err) => json!({"error": err}),
                 },
                 Some(Err(err)) => json!({"error": format!("terminal block is malformed: {err}")}),

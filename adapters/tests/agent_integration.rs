@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
 use std::sync::{Arc, Mutex};
 
-use elfiee_adapters::effects::{attach, EffectsConfig, EffectsHandle};
 use elfiee_adapters::service::{create_agent, import_directory, set_agent_enabled};
+use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::Command;
 use serde_json::{json, Value};
@@ -88,7 +88,7 @@ fn config(observer: Option<Runs>) -> EffectsConfig {
         ..EffectsConfig::default()
     };
     if let Some(rec) = observer {
-        c.observer = Some(Arc::new(move |name: &str, seq: u64| {
+        c.runtime.observer = Some(Arc::new(move |name: &str, seq: u64| {
             rec.lock().unwrap().push((name.to_owned(), seq))
         }));
     }
@@ -101,7 +101,7 @@ async fn open(f: &Fixture, init: bool) -> (FileHandle, EffectsHandle) {
     } else {
         f.engine.open(&f.elf).await.unwrap()
     };
-    let fx = attach(&file, config(None));
+    let fx = attach(&file, config(None)).await.unwrap();
     (file, fx)
 }
 
@@ -246,7 +246,7 @@ async fn reopening_or_replaying_after_a_manual_delete_does_not_redo_io() {
 
     let runs = Arc::new(Mutex::new(Vec::new()));
     let file = f.engine.open(&f.elf).await.unwrap();
-    let fx = attach(&file, config(Some(runs.clone())));
+    let fx = attach(&file, config(Some(runs.clone()))).await.unwrap();
     close(file, fx).await;
     assert!(
         runs.lock().unwrap().is_empty(),

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use elfiee_adapters::agent_loop::{
     Action, AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions, StopReason,
 };
-use elfiee_adapters::effects::{attach, EffectsConfig};
 use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
 use elfiee_model::Command;
 use serde_json::{json, Value};
@@ -308,7 +308,7 @@ async fn the_doom_loop_guard_asks_on_the_third_identical_call() {
 #[tokio::test]
 async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
     let d = doc().await;
-    let fx = attach(&d.file, EffectsConfig::default());
+    let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "shell", json!({"command": "echo hi >> ran.txt"})),
         done("first turn done"),
@@ -345,7 +345,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
 
     elfiee_engine::replay(&d.path, |_, _| {}).unwrap();
     let file = d.engine.open(&d.path).await.unwrap();
-    let fx = attach(&file, EffectsConfig::default());
+    let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     let p2 = Arc::new(ScriptedProvider::new([done("second turn")]));
     let mut s = AgentSession::open(
         &file,
@@ -732,7 +732,7 @@ fn always_on_shell_allows_the_base_command_only() {
 #[tokio::test]
 async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error() {
     let d = doc().await;
-    let fx = attach(&d.file, EffectsConfig::default());
+    let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
     let p = Arc::new(ScriptedProvider::new([
         tool(
             "t1",
@@ -793,7 +793,7 @@ async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error()
 #[tokio::test]
 async fn a_broken_terminal_is_a_system_error() {
     let d = doc().await;
-    let fx = attach(&d.file, EffectsConfig::default());
+    let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
     let name = format!("shell: {}", d.agent_editor);
     let ev = d
         .file

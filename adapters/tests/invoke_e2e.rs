@@ -6,8 +6,8 @@ mod llm_support;
 
 use std::sync::{Arc, Mutex};
 
-use elfiee_adapters::effects::{attach, EffectsConfig};
 use elfiee_adapters::service::{decide_proposal, invoke_agent, list_proposals};
+use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig};
 use elfiee_model::Command;
 use llm_support::{anthropic_stream, MockServer, Reply};
@@ -54,7 +54,7 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
         ..EngineConfig::default()
     });
     let file = engine.init(&path, "Alice").await.unwrap();
-    let fx = attach(&file, EffectsConfig::default());
+    let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     file.submit(Command::new(
         "alice",
         "core.create",
@@ -165,7 +165,7 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
     let (report, _) = elfiee_engine::replay(&path, |_, _| {}).unwrap();
     assert_eq!(report.state_digest, digest);
     let file = engine.open(&path).await.unwrap();
-    let fx = attach(&file, EffectsConfig::default());
+    let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     fx.settle(&file, std::time::Duration::from_secs(10))
         .await
         .unwrap();

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use elfiee_adapters::effects::{attach, EffectsConfig, EffectsHandle, Observer};
+use elfiee_adapters::effects::{Observer, RuntimeConfig};
 use elfiee_adapters::service::{export_directory, import_directory, run_terminal, ImportReport};
+use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
 use elfiee_model::{Command, EXTERNAL_ROOT_PATH};
 use serde_json::{json, Value};
@@ -47,7 +48,7 @@ impl Doc {
             .init(tmp.path().join("doc.elf"), "Alice")
             .await
             .unwrap();
-        let effects = Some(attach(&file, config));
+        let effects = Some(attach(&file, config).await.unwrap());
         Doc {
             tmp,
             engine,
@@ -371,7 +372,10 @@ async fn terminal_output_is_committed_as_exactly_one_event_attributed_to_the_cal
 async fn terminal_command_does_not_run_again_after_close_and_reopen() {
     let (obs1, runs1) = observer();
     let mut d = Doc::new(EffectsConfig {
-        observer: Some(obs1),
+        runtime: RuntimeConfig {
+            observer: Some(obs1),
+            ..RuntimeConfig::default()
+        },
         ..EffectsConfig::default()
     })
     .await;
@@ -397,10 +401,15 @@ async fn terminal_command_does_not_run_again_after_close_and_reopen() {
         let fx = attach(
             &file,
             EffectsConfig {
-                observer: Some(obs),
+                runtime: RuntimeConfig {
+                    observer: Some(obs),
+                    ..RuntimeConfig::default()
+                },
                 ..EffectsConfig::default()
             },
-        );
+        )
+        .await
+        .unwrap();
         // Effects handle events in seq order, so once this later command's output is in, the
         // catch-up has passed the old `terminal.execute`.
         let barrier = run_terminal(&file, "alice", &t, "echo barrier", Some(10))

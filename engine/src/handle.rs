@@ -107,6 +107,15 @@ impl FileHandle {
         }
     }
 
+    /// Whether the file is still open through this handle (not closed, and for a handle to
+    /// another process's file, the connection to its owner is up).
+    pub fn is_open(&self) -> bool {
+        match &self.shared.remote {
+            Some(r) => !r.is_closed(),
+            None => self.shared.log().is_ok(),
+        }
+    }
+
     /// The pid of the process that owns this file, when it is another process.
     pub fn owner_pid(&self) -> Option<u32> {
         self.shared.remote.as_ref().map(|r| r.owner_pid)

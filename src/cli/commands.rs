@@ -38,8 +38,11 @@ impl Session {
             })?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
-        let effects = (!file.is_remote())
-            .then(|| elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()));
+        let effects = if file.is_remote() {
+            None
+        } else {
+            Some(elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()).await?)
+        };
         Ok(Session {
             file,
             editor,

@@ -94,7 +94,7 @@ async fn open_elf(
         Some(name) => Engine::global().init(&path, &name).await?,
         None => Engine::global().open(&path).await?,
     };
-    let effects = elfiee::adapters::attach(&file, EffectsConfig::default());
+    let effects = elfiee::adapters::attach(&file, EffectsConfig::default()).await?;
     // From the current seq on; the front-end reads the earlier state with `list_blocks`.
     let mut events = file.subscribe();
     let (forward_path, forward_app) = (path.clone(), app.clone());
