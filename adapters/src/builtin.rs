@@ -81,8 +81,8 @@ pub fn builtin_effects(config: &EffectsConfig) -> EffectSet {
 }
 
 /// Starts the built-in effects on `file` (children of its file actor): each catches up from
-/// its checkpoint, then follows the live stream. Refused on a handle to a file another
-/// process owns (its effects run there).
+/// its checkpoint, then follows the live stream. On a handle to a file another process owns,
+/// they start if this process takes the file over (its effects run in the owner).
 pub async fn attach(
     file: &FileHandle,
     config: EffectsConfig,

@@ -764,8 +764,10 @@ fn crash_hook(name: &str) -> bool {
 // ------------------------------------------------------------------ attaching
 
 /// The effects running on one file (children of its file actor; they stop when it closes).
+/// On a handle to another process's file it holds none until this process takes the file
+/// over.
 pub struct EffectsHandle {
-    effects: Vec<Arc<EffectShared>>,
+    effects: Arc<Mutex<Vec<Arc<EffectShared>>>>,
     moved: Arc<tokio::sync::Notify>,
 }
 
@@ -782,8 +784,8 @@ impl EffectsHandle {
                 tokio::pin!(moved);
                 moved.as_mut().enable();
                 let target = file.last_seq();
-                let behind: Vec<&'static str> = self
-                    .effects
+                let effects = self.list();
+                let behind: Vec<&'static str> = effects
                     .iter()
                     .filter(|e| {
                         !e.ended.load(Ordering::Acquire)
@@ -818,7 +820,14 @@ impl EffectsHandle {
 
     /// What each effect is doing: runs in flight, retries, failed triggers, restarts.
     pub fn status(&self) -> Vec<EffectStatus> {
-        self.effects.iter().map(|e| e.status().clone()).collect()
+        self.list().iter().map(|e| e.status().clone()).collect()
+    }
+
+    fn list(&self) -> Vec<Arc<EffectShared>> {
+        self.effects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Waits until every effect actor has ended (after the file was closed).
@@ -827,7 +836,7 @@ impl EffectsHandle {
             let moved = self.moved.notified();
             tokio::pin!(moved);
             moved.as_mut().enable();
-            if self.effects.iter().all(|e| e.ended.load(Ordering::Acquire)) {
+            if self.list().iter().all(|e| e.ended.load(Ordering::Acquire)) {
                 return;
             }
             if tokio::time::timeout(Duration::from_secs(30), moved)
@@ -842,17 +851,41 @@ impl EffectsHandle {
 
 /// Starts `effects` on `file` as children of its file actor: each catches up from its
 /// checkpoint, then follows the live stream. Only the process that owns the file runs
-/// effects; on a handle to another process's file this refuses.
+/// effects: on a handle to another process's file they start when (if ever) this process
+/// takes the file over from an owner that went away.
 pub async fn attach_effects(
     file: &FileHandle,
     config: RuntimeConfig,
     effects: EffectSet,
 ) -> Result<EffectsHandle, EngineError> {
-    let moved = Arc::new(tokio::sync::Notify::new());
-    let mut handle = EffectsHandle {
-        effects: Vec::new(),
-        moved: moved.clone(),
+    let handle = EffectsHandle {
+        effects: Arc::new(Mutex::new(Vec::new())),
+        moved: Arc::new(tokio::sync::Notify::new()),
     };
+    if file.is_remote() {
+        let (list, moved) = (handle.effects.clone(), handle.moved.clone());
+        file.on_takeover(Arc::new(move |file: FileHandle| {
+            let (list, moved, config, effects) =
+                (list.clone(), moved.clone(), config.clone(), effects.clone());
+            Box::pin(async move {
+                if let Err(e) = start_effects(&file, &config, effects, &list, &moved).await {
+                    tracing::error!(error = %e, "effects not started after the take-over");
+                }
+            })
+        }));
+        return Ok(handle);
+    }
+    start_effects(file, &config, effects, &handle.effects, &handle.moved).await?;
+    Ok(handle)
+}
+
+async fn start_effects(
+    file: &FileHandle,
+    config: &RuntimeConfig,
+    effects: EffectSet,
+    list: &Mutex<Vec<Arc<EffectShared>>>,
+    moved: &Arc<tokio::sync::Notify>,
+) -> Result<(), EngineError> {
     for effect in effects.effects {
         let name = effect.name();
         let sh = Arc::new(EffectShared {
@@ -885,10 +918,10 @@ pub async fn attach_effects(
             }),
             restart: config.restart.clone(),
         };
-        handle.effects.push(sh);
+        list.lock().unwrap_or_else(|p| p.into_inner()).push(sh);
         file.supervise(spec).await?;
     }
-    Ok(handle)
+    Ok(())
 }
 
 /// Waits until the outcome of `effect` for `trigger` is committed and returns its events.

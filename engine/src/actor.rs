@@ -66,14 +66,73 @@ pub(crate) struct Shared {
     /// The command index (see [`crate::cmd_index`]): `(first_seq, count)` of every accepted
     /// command; an entry is added when the command is sequenced, before it is durable.
     pub commands: dashmap::DashMap<uuid::Uuid, (u64, u64)>,
-    /// Set when this process is not the owner: requests go to the owner's socket.
-    pub remote: Option<Arc<crate::remote::RemoteClient>>,
+    /// Set while this process is not the owner: requests go to the owner's socket. Changes
+    /// when the owner goes away and this process takes over (or connects to whoever did).
+    pub remote: RwLock<Option<Arc<crate::remote::RemoteClient>>>,
+    /// The file actor, while this process owns the file.
+    pub actor: Mutex<Option<ractor::ActorRef<FileMsg>>>,
+    /// Set once the handle is being closed: a lost owner is then not taken over.
+    pub closing: std::sync::atomic::AtomicBool,
+    /// Signalled when the owner's event stream ended while this process was its client.
+    pub owner_lost: Arc<tokio::sync::Notify>,
+    /// One hand-over at a time per file in this process.
+    pub handover: tokio::sync::Mutex<()>,
+    /// Run when this process took the file over from an owner that went away.
+    pub takeover_hooks: Mutex<Vec<crate::tree::TakeoverHook>>,
     /// Block bodies kept out of the log's values and the state (owner only; replicas ask
     /// the owner).
     pub content: crate::content::ContentStore,
 }
 
 impl Shared {
+    /// A file that is neither owned nor connected yet: `Engine` makes it one or the other.
+    pub(crate) fn new(paths: ElfPaths, config: EngineConfig) -> Shared {
+        let (tx, _) = broadcast::channel(config.channel_capacity.max(1));
+        Shared {
+            content: crate::content::ContentStore::new(&paths.root),
+            paths,
+            config,
+            log: RwLock::new(None),
+            committed: RwLock::new(State::default()),
+            committed_seq: AtomicU64::new(0),
+            events_tx: Mutex::new(Some(tx)),
+            poisoned: Mutex::new(None),
+            queue: CommitQueue::new(),
+            sequencer: Mutex::new(None),
+            sequencing: Default::default(),
+            in_progress: Default::default(),
+            cursor: Mutex::new(Cursor {
+                last_hash: EventHash::ZERO,
+                last_snapshot: 0,
+                tail_bytes: 0,
+                tail_bulk: false,
+                to_index: Vec::new(),
+            }),
+            snapshots: Mutex::new(None),
+            applied: tokio::sync::Notify::new(),
+            commands: dashmap::DashMap::new(),
+            remote: RwLock::new(None),
+            actor: Mutex::new(None),
+            closing: Default::default(),
+            owner_lost: Arc::new(tokio::sync::Notify::new()),
+            handover: tokio::sync::Mutex::new(()),
+            takeover_hooks: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The connection to the owner process, while another process owns the file.
+    pub fn remote(&self) -> Option<Arc<crate::remote::RemoteClient>> {
+        self.remote
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The file actor, while this process owns the file.
+    pub fn actor(&self) -> Option<ractor::ActorRef<FileMsg>> {
+        self.actor.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     pub fn log(&self) -> Result<Arc<SledEventLog>, EngineError> {
         self.log
             .read()

@@ -1,15 +1,13 @@
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use dashmap::DashMap;
 use elfiee_capabilities::Registry;
 use elfiee_model::Command;
 use ractor::{Actor, ActorRef};
-use tokio::sync::{broadcast, OnceCell};
+use tokio::sync::OnceCell;
 
-use crate::actor::{run_flusher, run_snapshots, FileMsg, Sequencer, Shared};
-use crate::commit_queue::CommitQueue;
+use crate::actor::{run_flusher, run_snapshots, Sequencer, Shared};
 use crate::layout::ElfPaths;
 use crate::log::SledEventLog;
 use crate::tree::{CloseParts, EngineMsg, EngineSupervisor, FileActor, FileArgs, SharedParts};
@@ -170,38 +168,44 @@ impl Engine {
             .collect()
     }
 
-    /// Opens the file here, or, when another process holds it, through that owner. Between
-    /// the two the owner may be starting (locked, socket not bound yet) or closing (socket
-    /// gone, lock not yet released): both are tried in turn, with short pauses, until
-    /// `handover_wait` has passed.
+    /// Opens the file here, or, when another process holds it, through that owner.
     async fn start(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
+        let shared = Arc::new(Shared::new(paths, self.config.clone()));
+        let closer = Arc::new(Closer {
+            parts: Arc::new(Mutex::new(None)),
+            engine: self.clone(),
+            shared: shared.clone(),
+            files: self.files.clone(),
+        });
+        let handle = FileHandle { shared, closer };
+        self.own_or_connect(&handle).await?;
+        Ok(handle)
+    }
+
+    /// Makes `handle` the owner of its file, or a client of the process that owns it. Between
+    /// the two the owner may be starting (locked, socket not bound yet) or closing (socket
+    /// gone, lock not yet released): both are tried in turn, pausing 5 ms doubling to 100 ms,
+    /// until `handover_wait` has passed. Used to open a file, and to take over when the owner
+    /// went away (see [`Engine::take_over`]).
+    async fn own_or_connect(&self, handle: &FileHandle) -> Result<(), EngineError> {
+        let paths = handle.shared.paths.clone();
         let deadline = std::time::Instant::now() + self.config.handover_wait;
         let mut pause = std::time::Duration::from_millis(5);
         loop {
-            match self.start_local(paths.clone()).await {
+            match self.own(handle).await {
                 Err(EngineError::Locked(_)) => {}
                 other => return other,
             }
             let config = self.config.clone();
-            let p = paths.clone();
+            let shared = handle.shared.clone();
             let connected =
-                tokio::task::spawn_blocking(move || crate::remote::connect(&p, &config))
+                tokio::task::spawn_blocking(move || crate::remote::connect(&shared, &config))
                     .await
                     .map_err(|e| EngineError::Storage(format!("connecting task failed: {e}")))?;
             match connected {
-                Ok((shared, remote)) => {
-                    let closer = Arc::new(Closer {
-                        actor: None,
-                        parts: Arc::new(Mutex::new(None)),
-                        shared: shared.clone(),
-                        remote: Some(remote),
-                        files: self.files.clone(),
-                    });
-                    return Ok(FileHandle {
-                        actor: None,
-                        shared,
-                        closer,
-                    });
+                Ok(()) => {
+                    self.watch_owner(handle);
+                    return Ok(());
                 }
                 Err(e) if std::time::Instant::now() >= deadline => {
                     return Err(EngineError::Storage(format!(
@@ -210,7 +214,7 @@ impl Engine {
                     )))
                 }
                 Err(e) => {
-                    tracing::debug!(error = %e, ?pause, "file locked and its owner does not answer; trying again");
+                    tracing::debug!(path = %paths.root.display(), error = %e, ?pause, "file locked and its owner does not answer; trying again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(std::time::Duration::from_millis(100));
                 }
@@ -218,7 +222,88 @@ impl Engine {
         }
     }
 
-    async fn start_local(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
+    /// The owner of `handle`'s file went away: this process takes the file over, or connects
+    /// to the process that did. Concurrent calls for one file do it once. Commands in flight
+    /// are then resubmitted with their `cmd_id` by [`FileHandle::submit`], so they get their
+    /// true result (idempotency).
+    pub(crate) async fn take_over(&self, handle: &FileHandle) -> Result<(), EngineError> {
+        let shared = &handle.shared;
+        let _one = shared.handover.lock().await;
+        if shared.closing.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(EngineError::Closed);
+        }
+        match shared.remote() {
+            // Done already (by another caller, or the owner is back).
+            None => return Ok(()),
+            Some(r) if !r.is_closed() => return Ok(()),
+            Some(r) => {
+                tracing::info!(path = %shared.paths.root.display(), old_owner = r.owner_pid, "the owner went away; taking over")
+            }
+        }
+        let taken = self.own_or_connect(handle).await;
+        if taken.is_ok() && !handle.is_remote() {
+            let hooks = handle
+                .shared
+                .takeover_hooks
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            for hook in hooks {
+                hook(handle.clone()).await;
+            }
+        }
+        if let Err(e) = &taken {
+            // Nobody can be reached: end the replica's subscriptions with the reason.
+            tracing::error!(path = %shared.paths.root.display(), error = %e, "hand-over failed");
+            *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+            shared
+                .events_tx
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            shared.applied.notify_waiters();
+        }
+        taken
+    }
+
+    /// A client watches its owner: when the owner's event stream ends (it closed or died)
+    /// and the handle is not being closed, this process takes over at once, so its
+    /// subscriptions go on and its next command needs no wait.
+    fn watch_owner(&self, handle: &FileHandle) {
+        let engine = self.clone();
+        let (shared, closer) = (
+            Arc::downgrade(&handle.shared),
+            Arc::downgrade(&handle.closer),
+        );
+        tokio::spawn(async move {
+            {
+                let Some(s) = shared.upgrade() else { return };
+                let notify = s.owner_lost.clone();
+                let lost = notify.notified();
+                tokio::pin!(lost);
+                lost.as_mut().enable();
+                let gone = s.remote().is_none_or(|r| r.is_closed());
+                drop(s);
+                if !gone {
+                    lost.await;
+                }
+            }
+            let (Some(shared), Some(closer)) = (shared.upgrade(), closer.upgrade()) else {
+                return;
+            };
+            if shared.closing.load(std::sync::atomic::Ordering::Acquire) {
+                return;
+            }
+            // Connected to a new owner, a new watcher follows that one.
+            let _ = engine.take_over(&FileHandle { shared, closer }).await;
+        });
+    }
+
+    /// Opens the file's log here and makes `handle` its owner: loads the state, starts the
+    /// flusher and snapshot threads, the file actor (under the engine supervisor) and the
+    /// owner socket. `Locked` when another process holds the file.
+    async fn own(&self, handle: &FileHandle) -> Result<(), EngineError> {
+        let paths = handle.shared.paths.clone();
         let (log, opened) = tokio::task::spawn_blocking({
             let paths = paths.clone();
             move || -> Result<_, EngineError> {
@@ -251,7 +336,6 @@ impl Engine {
         })
         .await
         .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
-        let (tx, _) = broadcast::channel(self.config.channel_capacity.max(1));
         let crate::replay::Opened {
             state,
             hash: prev_hash,
@@ -260,42 +344,44 @@ impl Engine {
             unsaved,
         } = opened;
         let last_seq = state.last_seq;
-        let commands = commands
-            .into_iter()
-            .map(|(cmd_id, first, count)| (cmd_id, (first, count)))
-            .collect();
+        let shared = &handle.shared;
         let (snapshot_tx, snapshot_rx) = std::sync::mpsc::channel();
-        let shared = Arc::new(Shared {
-            paths: paths.clone(),
-            config: self.config.clone(),
-            log: RwLock::new(Some(log.clone())),
-            committed_seq: AtomicU64::new(last_seq),
-            committed: RwLock::new(state),
-            events_tx: Mutex::new(Some(tx)),
-            poisoned: Mutex::new(None),
-            queue: CommitQueue::new(),
-            sequencer: Mutex::new(Some(Sequencer::new(
-                log.clone(),
-                self.config.registry.clone(),
-                last_seq,
-                prev_hash,
-            ))),
-            sequencing: Default::default(),
-            in_progress: Default::default(),
-            cursor: Mutex::new(crate::actor::Cursor {
-                last_hash: prev_hash,
-                // The next snapshot is due `snapshot_every` events after the one loaded.
-                last_snapshot: snapshot_seq,
-                tail_bytes: 0,
-                tail_bulk: false,
-                to_index: unsaved,
-            }),
-            snapshots: Mutex::new(Some(snapshot_tx)),
-            commands,
-            applied: tokio::sync::Notify::new(),
-            remote: None,
-            content: crate::content::ContentStore::new(&paths.root),
-        });
+        *shared.log.write().unwrap_or_else(|p| p.into_inner()) = Some(log.clone());
+        {
+            let mut committed = shared.committed.write().unwrap_or_else(|p| p.into_inner());
+            *committed = state;
+            shared
+                .committed_seq
+                .store(last_seq, std::sync::atomic::Ordering::Release);
+        }
+        shared.commands.clear();
+        for (cmd_id, first, count) in commands {
+            shared.commands.insert(cmd_id, (first, count));
+        }
+        *shared.cursor.lock().unwrap_or_else(|p| p.into_inner()) = crate::actor::Cursor {
+            last_hash: prev_hash,
+            // The next snapshot is due `snapshot_every` events after the one loaded.
+            last_snapshot: snapshot_seq,
+            tail_bytes: 0,
+            tail_bulk: false,
+            to_index: unsaved,
+        };
+        *shared.snapshots.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot_tx);
+        *shared.sequencer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sequencer::new(
+            log.clone(),
+            self.config.registry.clone(),
+            last_seq,
+            prev_hash,
+        ));
+        *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        // From here on commands run here, not at the (former) owner.
+        shared
+            .remote
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        // A replica's subscribers wait for events; wake them to read what they missed.
+        shared.applied.notify_waiters();
         let snapshotter = std::thread::Builder::new()
             .name("elfiee-snapshots".into())
             .spawn({
@@ -310,11 +396,12 @@ impl Engine {
                 move || run_flusher(shared, log)
             })
             .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
-        let parts: SharedParts = Arc::new(Mutex::new(Some(CloseParts {
+        let parts: SharedParts = handle.closer.parts.clone();
+        *parts.lock().unwrap_or_else(|p| p.into_inner()) = Some(CloseParts {
             flusher,
             snapshotter,
             server: None,
-        })));
+        });
         let supervisor = self.supervisor().await?;
         let (actor, _) = Actor::spawn_linked(
             None,
@@ -327,24 +414,13 @@ impl Engine {
         )
         .await
         .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
+        *shared.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor.clone());
         let _ = supervisor.cast(EngineMsg::Watch {
-            actor: actor.clone(),
+            actor,
             shared: shared.clone(),
             parts: parts.clone(),
         });
-        tracing::info!(path = %paths.root.display(), seq = shared.committed_seq.load(std::sync::atomic::Ordering::Acquire), "opened");
-        let closer = Arc::new(Closer {
-            actor: Some(actor.clone()),
-            parts: parts.clone(),
-            shared: shared.clone(),
-            remote: None,
-            files: self.files.clone(),
-        });
-        let handle = FileHandle {
-            actor: Some(actor),
-            shared,
-            closer,
-        };
+        tracing::info!(path = %paths.root.display(), seq = last_seq, "opened");
         // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
         match crate::remote::serve(handle.clone()) {
             Ok(server) => {
@@ -356,7 +432,7 @@ impl Engine {
                 tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile")
             }
         }
-        Ok(handle)
+        Ok(())
     }
 }
 
@@ -383,11 +459,11 @@ fn owner_id_for(name: &str) -> String {
 }
 
 pub(crate) struct Closer {
-    /// The file actor; `None` when another process owns the file.
-    actor: Option<ActorRef<FileMsg>>,
-    parts: SharedParts,
+    /// What the file actor owns besides its state (empty while this process is a client).
+    pub(crate) parts: SharedParts,
+    /// The engine that opened the file (to take it over when its owner goes away).
+    pub(crate) engine: Engine,
     shared: Arc<Shared>,
-    remote: Option<Arc<crate::remote::RemoteClient>>,
     files: Arc<DashMap<PathBuf, Slot>>,
 }
 
@@ -401,7 +477,12 @@ impl Closer {
     }
 
     pub(crate) async fn close(&self) {
-        if let Some(remote) = &self.remote {
+        self.shared
+            .closing
+            .store(true, std::sync::atomic::Ordering::Release);
+        // Not while a hand-over is making this process the owner.
+        let _one = self.shared.handover.lock().await;
+        if let Some(remote) = self.shared.remote() {
             remote.close();
             self.shared
                 .events_tx
@@ -413,7 +494,7 @@ impl Closer {
         }
         // The file actor's post_stop stops its children and then the file (see
         // `tree::shut_down`); commands still in its mailbox are answered `Closed`.
-        if let Some(actor) = &self.actor {
+        if let Some(actor) = self.shared.actor() {
             let _ = actor.stop_and_wait(None, None).await;
         }
         // If the actor had failed, the engine supervisor may not have cleaned up yet.

@@ -5,7 +5,6 @@ use std::sync::Arc;
 use elfiee_capabilities::cbac;
 use elfiee_model::{Block, CapError, Command, Event};
 use elfiee_projections::State;
-use ractor::ActorRef;
 
 use crate::actor::{FileMsg, Shared};
 use crate::{EngineError, Subscription};
@@ -15,8 +14,8 @@ const CHECKPOINT_TREE: &str = "effect_checkpoints";
 /// A cloneable handle to one open `.elf`. All clones talk to the same actor.
 #[derive(Clone)]
 pub struct FileHandle {
-    /// `None` when another process owns the file (see [`crate::remote`]).
-    pub(crate) actor: Option<ActorRef<FileMsg>>,
+    /// The file as this process sees it: owned here (its actor and log are set) or through
+    /// another process (its `remote` is set); which one can change when an owner goes away.
     pub(crate) shared: Arc<Shared>,
     pub(crate) closer: Arc<crate::engine::Closer>,
 }
@@ -43,43 +42,74 @@ impl FileHandle {
         self.call(cmds, true).await
     }
 
-    async fn call(&self, mut cmds: Vec<Command>, all: bool) -> Result<Vec<Event>, EngineError> {
-        if self.actor.is_some() {
-            // The fast path: sequence on this task, under the file actor's sequencer lock
-            // (which serializes these commands with the ones in the actor's mailbox), without
-            // two task hand-offs per command.
-            let (port, rx) = ractor::concurrency::oneshot();
-            self.shared.submit(cmds, port.into(), true);
-            return rx.await.unwrap_or(Err(EngineError::Closed));
-        }
-        // Another process owns the file: send the command to its actor.
-        let remote = self.shared.remote.clone().ok_or(EngineError::Closed)?;
-        let req = if all {
-            crate::remote::Request::SubmitAll(cmds)
-        } else {
-            crate::remote::Request::Submit(cmds.remove(0))
-        };
-        let resp = tokio::task::spawn_blocking(move || remote.call(&req))
-            .await
-            .map_err(|e| EngineError::Storage(format!("request task failed: {e}")))??;
-        match resp {
-            crate::remote::Response::Events(ev) => {
-                if let Some(last) = ev.last() {
-                    if let Err(e) = crate::remote::wait_for_seq(&self.shared, last.seq).await {
-                        // The owner acknowledged (so the events are durable) and then went away
-                        // before streaming them back: the command succeeded; only this
-                        // replica missed them, and it is closed now.
-                        if !self.shared.remote.as_ref().is_some_and(|r| r.is_closed()) {
-                            return Err(e);
+    async fn call(&self, cmds: Vec<Command>, all: bool) -> Result<Vec<Event>, EngineError> {
+        let mut req =
+            Arc::new(if all {
+                crate::remote::Request::SubmitAll(cmds)
+            } else {
+                crate::remote::Request::Submit(cmds.into_iter().next().ok_or_else(|| {
+                    EngineError::Rejected(CapError::rejected("no command to submit"))
+                })?)
+            });
+        // Hand-overs this call went through (an owner that goes away while the command is in
+        // flight; bounded, in case owners keep vanishing).
+        let mut handovers = 0;
+        loop {
+            let Some(remote) = self.shared.remote() else {
+                // The fast path: sequence on this task, under the file actor's sequencer lock
+                // (which serializes these commands with the ones in the actor's mailbox),
+                // without two task hand-offs per command.
+                let cmds = match Arc::try_unwrap(req) {
+                    Ok(crate::remote::Request::Submit(cmd)) => vec![cmd],
+                    Ok(crate::remote::Request::SubmitAll(cmds)) => cmds,
+                    _ => return Err(EngineError::Closed),
+                };
+                let (port, rx) = ractor::concurrency::oneshot();
+                self.shared.submit(cmds, port.into(), true);
+                return rx.await.unwrap_or(Err(EngineError::Closed));
+            };
+            // Another process owns the file: send the command to its actor.
+            let (r, q) = (remote.clone(), req.clone());
+            let resp = tokio::task::spawn_blocking(move || r.call(&q))
+                .await
+                .map_err(|e| EngineError::Storage(format!("request task failed: {e}")))?;
+            match resp {
+                Ok(crate::remote::Response::Events(ev)) => {
+                    if let Some(last) = ev.last() {
+                        if let Err(e) = crate::remote::wait_for_seq(&self.shared, last.seq).await {
+                            // The owner acknowledged (so the events are durable) and then went
+                            // away before streaming them back: the command succeeded.
+                            if !remote.is_closed() {
+                                return Err(e);
+                            }
+                            tracing::debug!(error = %e, seq = last.seq, "acknowledged by an owner that then went away");
                         }
-                        tracing::debug!(error = %e, seq = last.seq, "acknowledged by an owner that then closed");
                     }
+                    return Ok(ev);
                 }
-                Ok(ev)
+                Ok(_) => {
+                    return Err(EngineError::Storage(
+                        "unexpected answer from the owner process".into(),
+                    ))
+                }
+                // The owner went away with the command in flight: take over (or reach whoever
+                // did) and send it again with the same cmd_id; if the old owner committed it,
+                // the answer is its original events.
+                Err(e)
+                    if remote.is_closed()
+                        && handovers < 3
+                        && !self.shared.closing.load(Ordering::Acquire) =>
+                {
+                    handovers += 1;
+                    tracing::info!(error = %e, "owner went away with a command in flight; handing over and resubmitting");
+                    self.closer.engine.take_over(self).await?;
+                    req = match Arc::try_unwrap(req) {
+                        Ok(r) => Arc::new(r),
+                        Err(shared) => shared,
+                    };
+                }
+                Err(e) => return Err(e),
             }
-            _ => Err(EngineError::Storage(
-                "unexpected answer from the owner process".into(),
-            )),
         }
     }
 
@@ -87,7 +117,7 @@ impl FileHandle {
     /// fails (see [`crate::tree`]) and stops it when the file closes. Only the process that
     /// owns the file runs children: on a handle to another process's file this refuses.
     pub async fn supervise(&self, spec: crate::tree::ChildSpec) -> Result<(), EngineError> {
-        let actor = self.actor.as_ref().ok_or_else(|| {
+        let actor = self.shared.actor().ok_or_else(|| {
             EngineError::Effect(format!(
                 "another process (pid {}) owns this file; its children run there",
                 self.owner_pid().unwrap_or(0)
@@ -98,10 +128,21 @@ impl FileHandle {
             .map_err(EngineError::Effect)
     }
 
+    /// Runs `hook` whenever this process takes the file over from an owner that went away
+    /// (a client becomes the owner). A host that runs effects only where it owns the file
+    /// starts them here; `elfiee_adapters::attach` does.
+    pub fn on_takeover(&self, hook: crate::tree::TakeoverHook) {
+        self.shared
+            .takeover_hooks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(hook);
+    }
+
     /// The supervised children of this file and whether they are running, restarting or
     /// stopped (empty when another process owns the file).
     pub async fn children(&self) -> Vec<crate::tree::ChildStatus> {
-        match &self.actor {
+        match self.shared.actor() {
             Some(a) => ractor::call_t!(a, FileMsg::Children, 10_000).unwrap_or_default(),
             None => Vec::new(),
         }
@@ -110,7 +151,7 @@ impl FileHandle {
     /// Whether the file is still open through this handle (not closed, and for a handle to
     /// another process's file, the connection to its owner is up).
     pub fn is_open(&self) -> bool {
-        match &self.shared.remote {
+        match self.shared.remote() {
             Some(r) => !r.is_closed(),
             None => self.shared.log().is_ok(),
         }
@@ -118,12 +159,12 @@ impl FileHandle {
 
     /// The pid of the process that owns this file, when it is another process.
     pub fn owner_pid(&self) -> Option<u32> {
-        self.shared.remote.as_ref().map(|r| r.owner_pid)
+        self.shared.remote().map(|r| r.owner_pid)
     }
 
     /// Whether another process owns this file and this handle talks to it over its socket.
     pub fn is_remote(&self) -> bool {
-        self.shared.remote.is_some()
+        self.shared.remote().is_some()
     }
 
     /// Runs `f` on the committed state (everything durable so far).
@@ -169,7 +210,7 @@ impl FileHandle {
 
     /// A body from the document's content store, checked against its hash.
     pub fn content(&self, r: &elfiee_model::ContentRef) -> Result<String, EngineError> {
-        if let Some(remote) = &self.shared.remote {
+        if let Some(remote) = self.shared.remote() {
             return match remote.call(&crate::remote::Request::Content(r.clone()))? {
                 crate::remote::Response::Content(text) => Ok(text),
                 _ => Err(EngineError::Storage(
@@ -207,7 +248,7 @@ impl FileHandle {
         if seq == last {
             return Ok(self.state());
         }
-        if let Some(r) = self.shared.remote.clone() {
+        if let Some(r) = self.shared.remote() {
             return match tokio::task::spawn_blocking(move || {
                 r.call(&crate::remote::Request::StateAt(seq))
             })
@@ -242,7 +283,7 @@ impl FileHandle {
     /// How far this file's log is known durable (`fdatasync` completed), when this process
     /// owns the file; `None` for a handle that talks to the owner process.
     pub fn durability(&self) -> Option<crate::log::Durability> {
-        if self.shared.remote.is_some() {
+        if self.shared.remote().is_some() {
             return None;
         }
         self.shared.log().ok().map(|l| l.durability())
@@ -261,7 +302,7 @@ impl FileHandle {
     /// The events a committed command produced (`None` if it never committed). Effects use
     /// this with deterministic command ids to tell whether their outcome is already recorded.
     pub fn command_events(&self, cmd_id: uuid::Uuid) -> Result<Option<Vec<Event>>, EngineError> {
-        if let Some(r) = &self.shared.remote {
+        if let Some(r) = self.shared.remote() {
             return match r.call(&crate::remote::Request::CommandEvents(cmd_id))? {
                 crate::remote::Response::MaybeEvents(ev) => Ok(ev),
                 _ => Err(EngineError::Storage(
@@ -283,7 +324,7 @@ impl FileHandle {
     /// Last seq an effect named `name` has handled (0 if never). Stored inside the `.elf`.
     pub fn checkpoint(&self, name: &str) -> Result<u64, EngineError> {
         use crate::log::EventLog;
-        if let Some(r) = &self.shared.remote {
+        if let Some(r) = self.shared.remote() {
             return match r.call(&crate::remote::Request::GetCheckpoint(name.to_owned()))? {
                 crate::remote::Response::Checkpoint(s) => Ok(s),
                 _ => Err(EngineError::Storage(
@@ -302,7 +343,7 @@ impl FileHandle {
     /// commit's flush (or at close); effects must tolerate re-handling events after a crash.
     pub fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
         use crate::log::EventLog;
-        if let Some(r) = &self.shared.remote {
+        if let Some(r) = self.shared.remote() {
             return r
                 .call(&crate::remote::Request::SetCheckpoint(name.to_owned(), seq))
                 .map(|_| ());
@@ -315,7 +356,7 @@ impl FileHandle {
     /// Rebuilds the state from this file's log alone ([`crate::replay()`]), in whichever process
     /// owns the file. The returned state is empty when the replay ran in another process.
     pub async fn replay(&self) -> Result<(crate::ReplayReport, State), EngineError> {
-        if let Some(r) = self.shared.remote.clone() {
+        if let Some(r) = self.shared.remote() {
             return match tokio::task::spawn_blocking(move || {
                 r.call(&crate::remote::Request::Replay)
             })
@@ -336,7 +377,7 @@ impl FileHandle {
 
     /// Checks this file's log ([`crate::verify`]) in whichever process owns it.
     pub async fn verify(&self) -> Result<crate::VerifyReport, EngineError> {
-        if let Some(r) = self.shared.remote.clone() {
+        if let Some(r) = self.shared.remote() {
             return match tokio::task::spawn_blocking(move || {
                 r.call(&crate::remote::Request::Verify)
             })

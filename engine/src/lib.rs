@@ -51,4 +51,6 @@ pub use replay::{
     VerifyReport,
 };
 pub use subscription::Subscription;
-pub use tree::{ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild};
+pub use tree::{
+    ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild, TakeoverHook,
+};

@@ -15,8 +15,8 @@
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream as StdStream;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use elfiee_model::{Command, Event};
@@ -24,11 +24,9 @@ use elfiee_projections::{apply, State};
 use futures_util::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio::net::UnixListener;
-use tokio::sync::broadcast;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use crate::actor::Shared;
-use crate::commit_queue::CommitQueue;
 use crate::layout::ElfPaths;
 use crate::{EngineConfig, EngineError, FileHandle};
 
@@ -215,7 +213,7 @@ async fn through_actor(
     file: &FileHandle,
     msg: impl FnOnce(crate::actor::Reply) -> crate::actor::FileMsg,
 ) -> Response {
-    let Some(actor) = &file.actor else {
+    let Some(actor) = file.shared.actor() else {
         return Response::Error(EngineError::Closed);
     };
     let (port, rx) = ractor::concurrency::oneshot();
@@ -278,6 +276,8 @@ impl RemoteClient {
         }
         let mut s = self.req.lock().unwrap_or_else(|p| p.into_inner());
         match round_trip(&mut s, req) {
+            // The owner is closing: to this client, it went away.
+            Ok(Response::Error(EngineError::Closed)) => Err(self.lost()),
             Ok(Response::Error(e)) => Err(e),
             Ok(r) => Ok(r),
             Err(_) => Err(self.lost()),
@@ -307,11 +307,11 @@ fn connect_stream(sock: &Path) -> Result<StdStream, EngineError> {
     })
 }
 
-/// Opens `paths` through its owner process. Blocking; call from `spawn_blocking`.
-pub(crate) fn connect(
-    paths: &ElfPaths,
-    config: &EngineConfig,
-) -> Result<(Arc<Shared>, Arc<RemoteClient>), EngineError> {
+/// Makes `shared` a client of its file's owner process: a replica of the owner's committed
+/// state, kept up to date by a thread that applies what the owner streams. Blocking; call
+/// from `spawn_blocking`.
+pub(crate) fn connect(shared: &Arc<Shared>, _config: &EngineConfig) -> Result<(), EngineError> {
+    let paths = &shared.paths;
     let sock = socket_path(paths);
     let mut req = connect_stream(&sock)?;
     let owner_pid = match round_trip(&mut req, &Request::Hello) {
@@ -337,37 +337,19 @@ pub(crate) fn connect(
             ))
         }
     };
-    let (tx, _) = broadcast::channel(config.channel_capacity.max(1));
-    let shared = Arc::new(Shared {
-        paths: paths.clone(),
-        config: config.clone(),
-        log: RwLock::new(None),
-        committed: RwLock::new(state),
-        committed_seq: AtomicU64::new(seq),
-        events_tx: Mutex::new(Some(tx)),
-        poisoned: Mutex::new(None),
-        queue: CommitQueue::new(),
-        sequencer: Mutex::new(None),
-        sequencing: Default::default(),
-        in_progress: Default::default(),
-        cursor: Mutex::new(crate::actor::Cursor {
-            last_hash: elfiee_model::EventHash::ZERO,
-            last_snapshot: 0,
-            tail_bytes: 0,
-            tail_bulk: false,
-            to_index: Vec::new(),
-        }),
-        snapshots: Mutex::new(None),
-        commands: dashmap::DashMap::new(),
-        applied: tokio::sync::Notify::new(),
-        remote: Some(client.clone()),
-        content: crate::content::ContentStore::new(&paths.root),
-    });
     // The replica: apply what the owner commits, then publish it locally.
     let mut push = connect_stream(&sock)?;
     write_frame(&mut push, &encode(&Request::Subscribe { from: seq + 1 }))
         .map_err(|e| EngineError::io(&sock, e))?;
-    let weak = Arc::downgrade(&shared);
+    {
+        let mut committed = shared.committed.write().unwrap_or_else(|p| p.into_inner());
+        *committed = state;
+        shared.committed_seq.store(seq, Ordering::Release);
+    }
+    *shared.remote.write().unwrap_or_else(|p| p.into_inner()) = Some(client.clone());
+    *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    shared.applied.notify_waiters();
+    let weak = Arc::downgrade(shared);
     let pusher = client.clone();
     std::thread::Builder::new()
         .name("elfiee-replica".into())
@@ -379,6 +361,9 @@ pub(crate) fn connect(
                 };
                 {
                     let mut st = shared.committed.write().unwrap_or_else(|p| p.into_inner());
+                    if e.seq <= st.last_seq {
+                        continue;
+                    }
                     apply(&mut st, &e);
                     shared.committed_seq.store(st.last_seq, Ordering::Release);
                 }
@@ -392,20 +377,25 @@ pub(crate) fn connect(
                     let _ = tx.send(Arc::new(e));
                 }
             }
-            // The owner went away: no more live events; requests fail from now on.
+            // The owner went away: requests to it fail from now on. Unless this handle is
+            // being closed, the engine's watcher takes the file over (or connects to whoever
+            // did) and the subscriptions go on.
             pusher.close();
             if let Some(shared) = weak.upgrade() {
-                shared
-                    .events_tx
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .take();
+                if shared.closing.load(Ordering::Acquire) {
+                    shared
+                        .events_tx
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .take();
+                }
+                shared.owner_lost.notify_waiters();
                 shared.applied.notify_waiters();
             }
         })
         .map_err(|e| EngineError::Storage(format!("cannot start the replica thread: {e}")))?;
     tracing::info!(path = %paths.root.display(), owner_pid, seq, "opened through the owner process");
-    Ok((shared, client))
+    Ok(())
 }
 
 /// Waits until the local replica has applied `seq` (read-your-writes for remote submits).
@@ -418,7 +408,7 @@ pub(crate) async fn wait_for_seq(shared: &Shared, seq: u64) -> Result<(), Engine
         if shared.committed_seq.load(Ordering::Acquire) >= seq {
             return Ok(());
         }
-        if shared.remote.as_ref().is_some_and(|r| r.is_closed()) || Instant::now() > deadline {
+        if shared.remote().is_some_and(|r| r.is_closed()) || Instant::now() > deadline {
             return Err(EngineError::Storage(format!(
                 "the owner process acknowledged seq {seq} but did not stream it back"
             )));
@@ -430,7 +420,7 @@ pub(crate) async fn wait_for_seq(shared: &Shared, seq: u64) -> Result<(), Engine
 impl Shared {
     /// Committed events `from..=to` from the local log or the owner.
     pub(crate) fn read_events(&self, from: u64, to: u64) -> Result<Vec<Event>, EngineError> {
-        if let Some(r) = &self.remote {
+        if let Some(r) = self.remote() {
             return match r.call(&Request::Events { from, to })? {
                 Response::Events(ev) => Ok(ev),
                 _ => Err(EngineError::Storage(

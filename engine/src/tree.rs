@@ -33,6 +33,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub type StartChild =
     Arc<dyn Fn(ActorCell) -> BoxFuture<'static, Result<ActorCell, String>> + Send + Sync>;
 
+/// Called with the handle when this process took its file over from an owner that went away
+/// (see [`crate::FileHandle::on_takeover`]).
+pub type TakeoverHook = Arc<dyn Fn(crate::FileHandle) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// A child the file actor keeps running: started at once, restarted with backoff when it fails.
 #[derive(Clone)]
 pub struct ChildSpec {

@@ -163,6 +163,9 @@ macro_rules! info {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Called with each record (seq, stored bytes) of a raw layout read.
+type RecordSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), BoxError> + 'a;
+
 fn main() {
     let args = Args::parse();
     if args.spawn_server {
@@ -902,7 +905,7 @@ fn raw_sled_copy(log_dir: &Path, out: &Path, batch_len: u64) -> Result<u64, BoxE
     for_each_record(log_dir, |seq, rec| {
         batch.insert(&event_key(seq), rec);
         n += 1;
-        if n % batch_len.max(1) == 0 {
+        if n.is_multiple_of(batch_len.max(1)) {
             tree.apply_batch(std::mem::take(&mut batch))?;
         }
         Ok(())
@@ -939,7 +942,7 @@ fn for_each_record(
         )?),
     };
     let mut buf = Vec::new();
-    let mut groups_before = |seq: u64, f: &mut dyn FnMut(u64, &[u8]) -> Result<(), BoxError>| {
+    let mut groups_before = |seq: u64, f: &mut RecordSink<'_>| {
         while groups.front().is_some_and(|g: &GroupEntry| g.first < seq) {
             let g = groups.pop_front().expect("checked");
             buf.resize(g.len as usize, 0);

@@ -17,7 +17,8 @@ use super::{
 struct Session {
     file: FileHandle,
     editor: String,
-    /// `None` when another process owns the file: effects run there.
+    /// While another process owns the file its effects run there; they start here if this
+    /// process takes the file over.
     effects: Option<elfiee_adapters::EffectsHandle>,
 }
 
@@ -38,11 +39,8 @@ impl Session {
             })?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
-        let effects = if file.is_remote() {
-            None
-        } else {
-            Some(elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()).await?)
-        };
+        let effects =
+            Some(elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()).await?);
         Ok(Session {
             file,
             editor,
