@@ -934,16 +934,23 @@ pub async fn wait_for_outcome(
     let id = effect_cmd_id(effect, trigger, "outcome");
     let mut sub = file.subscribe();
     let wait = async {
+        // Hand-overs on the way (the owner process went away while we waited).
+        let mut handovers = 0;
         loop {
-            if let Some(ev) = file.command_events(id)? {
-                return Ok(ev);
-            }
-            match sub.recv().await {
-                Some(e) if e.cmd_id == id => {
-                    return file.command_events(id).map(|e| e.unwrap_or_default())
+            match file.command_events(id) {
+                Ok(Some(ev)) => return Ok(ev),
+                Ok(None) => {}
+                Err(e) if file.is_remote() && !file.is_open() && handovers < 3 => {
+                    handovers += 1;
+                    tracing::info!(error = %e, "the owner went away while waiting for an effect; handing over");
+                    file.take_over().await?;
+                    continue;
                 }
-                Some(_) => {}
-                None => return Err(EngineError::Closed),
+                Err(e) => return Err(e),
+            }
+            // Look again after each committed event (cheap: an index lookup).
+            if sub.recv().await.is_none() {
+                return Err(EngineError::Closed);
             }
         }
     };

@@ -128,6 +128,18 @@ impl FileHandle {
             .map_err(EngineError::Effect)
     }
 
+    /// When the owner process went away, takes the file over or connects to whoever did
+    /// (see docs/ARCHITECTURE.md, "Hand-over between processes"); does nothing otherwise.
+    /// [`FileHandle::submit`] does this by itself; a caller whose read failed because the
+    /// owner went away (the handle is remote and [`FileHandle::is_open`] is false) calls it
+    /// and reads again.
+    pub async fn take_over(&self) -> Result<(), EngineError> {
+        match self.shared.remote() {
+            Some(r) if r.is_closed() => self.closer.engine.take_over(self).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Runs `hook` whenever this process takes the file over from an owner that went away
     /// (a client becomes the owner). A host that runs effects only where it owns the file
     /// starts them here; `elfiee_adapters::attach` does.
