@@ -934,14 +934,13 @@ pub async fn wait_for_outcome(
     let id = effect_cmd_id(effect, trigger, "outcome");
     let mut sub = file.subscribe();
     let wait = async {
-        // Hand-overs on the way (the owner process went away while we waited).
-        let mut handovers = 0;
+        // Hand-overs on the way (owner processes that went away while we waited) are part of
+        // the wait; `timeout` bounds them all.
         loop {
             match file.command_events(id) {
                 Ok(Some(ev)) => return Ok(ev),
                 Ok(None) => {}
-                Err(e) if file.is_remote() && !file.is_open() && handovers < 3 => {
-                    handovers += 1;
+                Err(e) if file.is_remote() && !file.is_open() => {
                     tracing::info!(error = %e, "the owner went away while waiting for an effect; handing over");
                     file.take_over().await?;
                     continue;

@@ -222,7 +222,15 @@ impl Shared {
         let Some(seq) = guard.as_mut() else {
             drop(guard);
             self.sequencing.fetch_sub(1, Ordering::AcqRel);
-            let _ = reply.send(Err(EngineError::Closed));
+            // Closed; if because something failed, say what.
+            let why = self
+                .poisoned
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let _ = reply.send(Err(why
+                .map(EngineError::Storage)
+                .unwrap_or(EngineError::Closed)));
             return;
         };
         let started = Instant::now();

@@ -299,141 +299,163 @@ impl Engine {
         });
     }
 
-    /// Opens the file's log here and makes `handle` its owner: loads the state, starts the
-    /// flusher and snapshot threads, the file actor (under the engine supervisor) and the
-    /// owner socket. `Locked` when another process holds the file.
+    /// Makes `handle` the owner of its file: starts its file actor under the engine
+    /// supervisor, whose `pre_start` opens the file ([`open_here`]). `Locked` when another
+    /// process holds the file.
     async fn own(&self, handle: &FileHandle) -> Result<(), EngineError> {
-        let paths = handle.shared.paths.clone();
-        let (log, opened) = tokio::task::spawn_blocking({
-            let paths = paths.clone();
-            move || -> Result<_, EngineError> {
-                // Decode the newest snapshot while sled opens the log (two independent reads).
-                let (log, predecoded) = std::thread::scope(|scope| {
-                    let decoding = std::thread::Builder::new()
-                        .name("elfiee-snapshot-decode".into())
-                        .spawn_scoped(scope, || crate::replay::decode_newest(&paths));
-                    let t0 = std::time::Instant::now();
-                    let log = SledEventLog::open(&paths.log_dir(), &paths.root);
-                    let sled_us = t0.elapsed().as_micros() as u64;
-                    let predecoded = match decoding {
-                        Ok(h) => h.join().unwrap_or(None),
-                        Err(_) => None,
-                    };
-                    tracing::debug!(
-                        sled_us,
-                        both_us = t0.elapsed().as_micros() as u64,
-                        "log and newest snapshot opened"
-                    );
-                    (log, predecoded)
-                });
-                let log = Arc::new(log?);
-                start_writeback(&paths.log_dir().join("db"));
-                let loading = std::time::Instant::now();
-                let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded)?;
-                tracing::debug!(us = loading.elapsed().as_micros() as u64, "state loaded");
-                Ok((log, opened))
-            }
-        })
-        .await
-        .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
-        let crate::replay::Opened {
-            state,
-            hash: prev_hash,
-            snapshot_seq,
-            commands,
-            unsaved,
-        } = opened;
-        let last_seq = state.last_seq;
-        let shared = &handle.shared;
-        let (snapshot_tx, snapshot_rx) = std::sync::mpsc::channel();
-        *shared.log.write().unwrap_or_else(|p| p.into_inner()) = Some(log.clone());
-        {
-            let mut committed = shared.committed.write().unwrap_or_else(|p| p.into_inner());
-            *committed = state;
-            shared
-                .committed_seq
-                .store(last_seq, std::sync::atomic::Ordering::Release);
-        }
-        shared.commands.clear();
-        for (cmd_id, first, count) in commands {
-            shared.commands.insert(cmd_id, (first, count));
-        }
-        *shared.cursor.lock().unwrap_or_else(|p| p.into_inner()) = crate::actor::Cursor {
-            last_hash: prev_hash,
-            // The next snapshot is due `snapshot_every` events after the one loaded.
-            last_snapshot: snapshot_seq,
-            tail_bytes: 0,
-            tail_bulk: false,
-            to_index: unsaved,
-        };
-        *shared.snapshots.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot_tx);
-        *shared.sequencer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sequencer::new(
-            log.clone(),
-            self.config.registry.clone(),
-            last_seq,
-            prev_hash,
-        ));
-        *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        // From here on commands run here, not at the (former) owner.
-        shared
-            .remote
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        // A replica's subscribers wait for events; wake them to read what they missed.
-        shared.applied.notify_waiters();
-        let snapshotter = std::thread::Builder::new()
-            .name("elfiee-snapshots".into())
-            .spawn({
-                let shared = shared.clone();
-                move || run_snapshots(shared, snapshot_rx)
-            })
-            .map_err(|e| EngineError::Storage(format!("cannot start the snapshot thread: {e}")))?;
-        let flusher = std::thread::Builder::new()
-            .name("elfiee-flusher".into())
-            .spawn({
-                let shared = shared.clone();
-                move || run_flusher(shared, log)
-            })
-            .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
-        let parts: SharedParts = handle.closer.parts.clone();
-        *parts.lock().unwrap_or_else(|p| p.into_inner()) = Some(CloseParts {
-            flusher,
-            snapshotter,
-            server: None,
-        });
         let supervisor = self.supervisor().await?;
-        let (actor, _) = Actor::spawn_linked(
+        let spawned = Actor::spawn_linked(
             None,
             FileActor,
             FileArgs {
-                shared: shared.clone(),
-                parts: parts.clone(),
+                handle: handle.clone(),
             },
             supervisor.get_cell(),
         )
-        .await
-        .map_err(|e| EngineError::Storage(format!("cannot start the file actor: {e}")))?;
-        *shared.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor.clone());
-        let _ = supervisor.cast(EngineMsg::Watch {
-            actor,
-            shared: shared.clone(),
-            parts: parts.clone(),
-        });
-        tracing::info!(path = %paths.root.display(), seq = last_seq, "opened");
-        // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
-        match crate::remote::serve(handle.clone()) {
-            Ok(server) => {
-                if let Some(p) = parts.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                    p.server = Some(server);
-                }
+        .await;
+        let actor = match spawned {
+            Ok((actor, _)) => actor,
+            Err(ractor::SpawnErr::StartupFailed(e)) => {
+                return Err(match e.downcast::<EngineError>() {
+                    Ok(e) => *e,
+                    Err(e) => EngineError::Storage(format!("cannot start the file actor: {e}")),
+                })
             }
             Err(e) => {
-                tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile")
+                return Err(EngineError::Storage(format!(
+                    "cannot start the file actor: {e}"
+                )))
             }
-        }
+        };
+        let _ = supervisor.cast(EngineMsg::Watch {
+            actor,
+            shared: handle.shared.clone(),
+            parts: handle.closer.parts.clone(),
+        });
         Ok(())
     }
+}
+
+/// The file actor's start: opens the file's log here and makes `handle` its owner (loads the
+/// state, starts the flusher and snapshot threads and the owner socket). `Locked` when
+/// another process holds the file; then nothing has changed.
+pub(crate) async fn open_here(
+    handle: &FileHandle,
+    actor: ActorRef<crate::actor::FileMsg>,
+) -> Result<(), EngineError> {
+    let paths = handle.shared.paths.clone();
+    let (log, opened) = tokio::task::spawn_blocking({
+        let paths = paths.clone();
+        move || -> Result<_, EngineError> {
+            // Decode the newest snapshot while sled opens the log (two independent reads).
+            let (log, predecoded) = std::thread::scope(|scope| {
+                let decoding = std::thread::Builder::new()
+                    .name("elfiee-snapshot-decode".into())
+                    .spawn_scoped(scope, || crate::replay::decode_newest(&paths));
+                let t0 = std::time::Instant::now();
+                let log = SledEventLog::open(&paths.log_dir(), &paths.root);
+                let sled_us = t0.elapsed().as_micros() as u64;
+                let predecoded = match decoding {
+                    Ok(h) => h.join().unwrap_or(None),
+                    Err(_) => None,
+                };
+                tracing::debug!(
+                    sled_us,
+                    both_us = t0.elapsed().as_micros() as u64,
+                    "log and newest snapshot opened"
+                );
+                (log, predecoded)
+            });
+            let log = Arc::new(log?);
+            start_writeback(&paths.log_dir().join("db"));
+            let loading = std::time::Instant::now();
+            let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded)?;
+            tracing::debug!(us = loading.elapsed().as_micros() as u64, "state loaded");
+            Ok((log, opened))
+        }
+    })
+    .await
+    .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
+    let crate::replay::Opened {
+        state,
+        hash: prev_hash,
+        snapshot_seq,
+        commands,
+        unsaved,
+    } = opened;
+    let last_seq = state.last_seq;
+    let shared = &handle.shared;
+    let (snapshot_tx, snapshot_rx) = std::sync::mpsc::channel();
+    *shared.log.write().unwrap_or_else(|p| p.into_inner()) = Some(log.clone());
+    {
+        let mut committed = shared.committed.write().unwrap_or_else(|p| p.into_inner());
+        *committed = state;
+        shared
+            .committed_seq
+            .store(last_seq, std::sync::atomic::Ordering::Release);
+    }
+    shared.commands.clear();
+    for (cmd_id, first, count) in commands {
+        shared.commands.insert(cmd_id, (first, count));
+    }
+    *shared.cursor.lock().unwrap_or_else(|p| p.into_inner()) = crate::actor::Cursor {
+        last_hash: prev_hash,
+        // The next snapshot is due `snapshot_every` events after the one loaded.
+        last_snapshot: snapshot_seq,
+        tail_bytes: 0,
+        tail_bulk: false,
+        to_index: unsaved,
+    };
+    *shared.snapshots.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot_tx);
+    *shared.sequencer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sequencer::new(
+        log.clone(),
+        shared.config.registry.clone(),
+        last_seq,
+        prev_hash,
+    ));
+    *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    // From here on commands run here, not at the (former) owner.
+    shared
+        .remote
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    // A replica's subscribers wait for events; wake them to read what they missed.
+    shared.applied.notify_waiters();
+    let snapshotter = std::thread::Builder::new()
+        .name("elfiee-snapshots".into())
+        .spawn({
+            let shared = shared.clone();
+            move || run_snapshots(shared, snapshot_rx)
+        })
+        .map_err(|e| EngineError::Storage(format!("cannot start the snapshot thread: {e}")))?;
+    let flusher = std::thread::Builder::new()
+        .name("elfiee-flusher".into())
+        .spawn({
+            let shared = shared.clone();
+            move || run_flusher(shared, log)
+        })
+        .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
+    let parts: SharedParts = handle.closer.parts.clone();
+    *parts.lock().unwrap_or_else(|p| p.into_inner()) = Some(CloseParts {
+        flusher,
+        snapshotter,
+        server: None,
+    });
+    *shared.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor);
+    tracing::info!(path = %paths.root.display(), seq = last_seq, "opened");
+    // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
+    match crate::remote::serve(handle.clone()) {
+        Ok(server) => {
+            if let Some(p) = parts.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                p.server = Some(server);
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile")
+        }
+    }
+    Ok(())
 }
 
 /// `Alice Smith` → `alice-smith`; `owner` when nothing usable is left.

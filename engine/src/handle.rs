@@ -51,9 +51,9 @@ impl FileHandle {
                     EngineError::Rejected(CapError::rejected("no command to submit"))
                 })?)
             });
-        // Hand-overs this call went through (an owner that goes away while the command is in
-        // flight; bounded, in case owners keep vanishing).
-        let mut handovers = 0;
+        // Owners may keep going away under this call (short-lived processes, each owning the
+        // file for one command): hand over as often as it takes, for up to `handover_wait`.
+        let deadline = std::time::Instant::now() + self.shared.config.handover_wait;
         loop {
             let Some(remote) = self.shared.remote() else {
                 // The fast path: sequence on this task, under the file actor's sequencer lock
@@ -97,10 +97,9 @@ impl FileHandle {
                 // the answer is its original events.
                 Err(e)
                     if remote.is_closed()
-                        && handovers < 3
+                        && std::time::Instant::now() < deadline
                         && !self.shared.closing.load(Ordering::Acquire) =>
                 {
-                    handovers += 1;
                     tracing::info!(error = %e, "owner went away with a command in flight; handing over and resubmitting");
                     self.closer.engine.take_over(self).await?;
                     req = match Arc::try_unwrap(req) {

@@ -151,8 +151,8 @@ pub(crate) async fn shut_down(shared: &Arc<Shared>, parts: &SharedParts) {
 pub(crate) struct FileActor;
 
 pub(crate) struct FileArgs {
-    pub shared: Arc<Shared>,
-    pub parts: SharedParts,
+    /// The handle whose file this actor opens and owns.
+    pub handle: crate::FileHandle,
 }
 
 pub(crate) struct FileState {
@@ -178,14 +178,18 @@ impl Actor for FileActor {
     type State = FileState;
     type Arguments = FileArgs;
 
+    /// Opens the file (see [`crate::engine::open_here`]); an error (e.g. `Locked`) is the
+    /// spawn's error.
     async fn pre_start(
         &self,
-        _me: ActorRef<FileMsg>,
+        me: ActorRef<FileMsg>,
         args: FileArgs,
     ) -> Result<FileState, ActorProcessingErr> {
+        let handle = args.handle;
+        crate::engine::open_here(&handle, me).await?;
         Ok(FileState {
-            shared: args.shared,
-            parts: args.parts,
+            shared: handle.shared.clone(),
+            parts: handle.closer.parts.clone(),
             children: BTreeMap::new(),
             by_id: HashMap::new(),
         })
@@ -433,29 +437,73 @@ impl Actor for EngineSupervisor {
         evt: SupervisionEvent,
         st: &mut EngineState,
     ) -> Result<(), ActorProcessingErr> {
-        match evt {
+        let (cell, why) = match evt {
             SupervisionEvent::ActorTerminated(cell, ..) => {
-                st.files.remove(&cell.get_id());
+                (cell, "it was stopped without closing the file".to_owned())
             }
-            SupervisionEvent::ActorFailed(cell, err) => {
-                let Some(w) = st.files.remove(&cell.get_id()) else {
-                    return Ok(());
-                };
-                // Its post_stop did not run: stop its children, refuse further commands with
-                // the reason, commit what was queued and release the file.
-                let why = format!("the file's actor failed ({err}); open the file again");
-                tracing::error!(path = %w.shared.paths.root.display(), error = %err, "file actor failed; closing the file");
-                *w.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
-                cell.stop_children_and_wait(Some("file actor failed".into()), None)
-                    .await;
-                shut_down(&w.shared, &w.parts).await;
-                let root = w.shared.paths.root.clone();
-                st.registry.remove_if(&root, |_, s| {
-                    s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &w.shared))
-                });
-            }
-            _ => {}
+            SupervisionEvent::ActorFailed(cell, err) => (cell, err.to_string()),
+            _ => return Ok(()),
+        };
+        let Some(w) = st.files.remove(&cell.get_id()) else {
+            return Ok(());
+        };
+        // A file actor that closed its file took its parts; one that failed or was killed
+        // did not run its post_stop: stop its children, refuse further commands with the
+        // reason, commit what was queued, release the file and forget it.
+        let unclosed = w.parts.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+        if !unclosed {
+            return Ok(());
         }
+        let why = format!("the file's actor ended ({why}); open the file again");
+        tracing::error!(path = %w.shared.paths.root.display(), error = %why, "closing the file its actor left open");
+        *w.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        cell.stop_children_and_wait(Some("file actor ended".into()), None)
+            .await;
+        shut_down(&w.shared, &w.parts).await;
+        let root = w.shared.paths.root.clone();
+        st.registry.remove_if(&root, |_, s| {
+            s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &w.shared))
+        });
+        drop(w.actor);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, EngineConfig, EngineError};
+
+    /// The engine supervisor's job: a file actor that ends without closing its file (killed
+    /// here) leaves no half-open file behind.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_file_actor_is_cleaned_up_by_the_engine_supervisor() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("k.elf");
+        let engine = Engine::new(EngineConfig::default());
+        let file = engine.init(&path, "Alice").await.unwrap();
+        assert_eq!(engine.status().await.len(), 1);
+        let actor = file.shared.actor().unwrap();
+        actor.kill();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !engine.open_files().is_empty() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(engine.open_files().is_empty(), "the file was not forgotten");
+        assert!(engine.status().await.is_empty());
+        let cmd = elfiee_model::Command::new(
+            "alice",
+            "core.create",
+            None,
+            serde_json::json!({"name": "n", "block_type": "markdown"}),
+        );
+        let refused = file.submit(cmd.clone()).await;
+        assert!(
+            matches!(&refused, Err(EngineError::Storage(m)) if m.contains("actor ended")),
+            "{refused:?}"
+        );
+        // The lock was released: the file opens again and takes commands.
+        let again = engine.open(&path).await.unwrap();
+        again.submit(cmd).await.unwrap();
+        again.close().await;
     }
 }
