@@ -19,6 +19,25 @@ fn elfiee(elf: &Path, args: &[&str]) -> Output {
         .expect("run elfiee")
 }
 
+/// `elfiee serve` on `elf`, once it serves its owner socket.
+fn serve(elf: &Path) -> std::process::Child {
+    let owner = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["serve"])
+        .env("ELFIEE_ELF", elf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = elf.join("owner.sock");
+    for _ in 0..500 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    owner
+}
+
 fn ok_json(out: Output) -> Value {
     assert!(
         out.status.success(),
@@ -157,21 +176,7 @@ fn killing_the_owner_mid_stream_loses_no_acknowledged_command() {
     ));
     let mut acknowledged = Vec::new();
     for round in 0..3 {
-        let mut owner = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-            .args(["serve"])
-            .env("ELFIEE_ELF", &elf)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // Wait until the owner serves its socket.
-        let sock = elf.join("owner.sock");
-        for _ in 0..200 {
-            if sock.exists() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let mut owner = serve(&elf);
         // Writers through the owner; the owner is killed while they run.
         let writers: Vec<_> = (0..3)
             .map(|w| {
@@ -390,20 +395,7 @@ fn a_client_waiting_for_an_effect_takes_over_when_the_owner_is_killed() {
         .as_str()
         .unwrap()
         .to_owned();
-    let mut owner = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .args(["serve"])
-        .env("ELFIEE_ELF", &elf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sock = elf.join("owner.sock");
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut owner = serve(&elf);
     let marker = tmp.path().join("runs.txt");
     let script = format!("echo run >> '{}'; sleep 1; echo done", marker.display());
     let client = Command::new(env!("CARGO_BIN_EXE_elfiee"))

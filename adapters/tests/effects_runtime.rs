@@ -18,7 +18,7 @@ use elfiee_adapters::service::{invoke_agent, run_terminal};
 use elfiee_adapters::{attach, builtin_effects, EffectsConfig};
 use elfiee_engine::{ChildState, Engine, EngineConfig, EngineError, FileHandle, RestartPolicy};
 use elfiee_model::{Command, Event};
-use llm_support::{anthropic_stream, MockServer, Reply};
+use llm_support::{answer_stream, MockServer, Reply};
 use serde_json::json;
 
 async fn doc() -> (tempfile::TempDir, Engine, FileHandle) {
@@ -59,36 +59,10 @@ async fn create(file: &FileHandle, id: &str, block_type: &str) {
     .unwrap();
 }
 
-fn answer(text: &str) -> String {
-    anthropic_stream(&[
-        (
-            "message_start",
-            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "claude-test", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}),
-        ),
-        (
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
-        (
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
-        ),
-        (
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ),
-        (
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
-        ),
-        ("message_stop", json!({"type": "message_stop"})),
-    ])
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_invokes_of_two_agents_against_a_1s_provider_finish_within_1_6s_together() {
     std::env::set_var("ELFIEE_FX_TEST_KEY", "sk-fx");
-    let mut slow = Reply::sse(&answer("no changes needed"), 64);
+    let mut slow = Reply::sse(&answer_stream("no changes needed"), 64);
     slow.stall = Duration::from_secs(1);
     let server = MockServer::start(vec![slow]).await;
     let (_tmp, _engine, file) = doc().await;

@@ -10,33 +10,8 @@ use elfiee_adapters::service::{decide_proposal, invoke_agent, list_proposals};
 use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig};
 use elfiee_model::Command;
-use llm_support::{anthropic_stream, MockServer, Reply};
+use llm_support::{answer_stream, MockServer, Reply};
 use serde_json::json;
-
-fn answer_stream(text: &str) -> String {
-    let mut events = vec![
-        (
-            "message_start",
-            json!({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test", "content": [], "usage": {"input_tokens": 42, "output_tokens": 0}}}),
-        ),
-        (
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
-        ("ping", json!({"type": "ping"})),
-    ];
-    for piece in text.as_bytes().chunks(40) {
-        let piece = String::from_utf8_lossy(piece).to_string();
-        events.push(("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})));
-    }
-    events.push((
-        "content_block_stop",
-        json!({"type": "content_block_stop", "index": 0}),
-    ));
-    events.push(("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 99}})));
-    events.push(("message_stop", json!({"type": "message_stop"})));
-    anthropic_stream(&events)
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing() {

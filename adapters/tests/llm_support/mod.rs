@@ -208,3 +208,30 @@ pub fn anthropic_stream(events: &[(&str, serde_json::Value)]) -> String {
         .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
         .collect()
 }
+
+/// A whole Anthropic answer streamed as text deltas of 40 bytes.
+pub fn answer_stream(text: &str) -> String {
+    use serde_json::json;
+    let mut events = vec![
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "model": "claude-test", "content": [], "usage": {"input_tokens": 42, "output_tokens": 0}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        ("ping", json!({"type": "ping"})),
+    ];
+    for piece in text.as_bytes().chunks(40) {
+        let piece = String::from_utf8_lossy(piece).to_string();
+        events.push(("content_block_delta", json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}})));
+    }
+    events.push((
+        "content_block_stop",
+        json!({"type": "content_block_stop", "index": 0}),
+    ));
+    events.push(("message_delta", json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 99}})));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    anthropic_stream(&events)
+}
