@@ -273,6 +273,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     effects
         .settle(&file, std::time::Duration::from_secs(30))
         .await?;
+    // Each effect is an actor supervised by the file's actor (restarted with backoff if it
+    // fails); the host can read how they are doing.
+    for fx in effects.status() {
+        say(&format!(
+            "effect {:<9} starts {}, checkpoint {}, retries {}, failed triggers {:?}",
+            fx.name, fx.starts, fx.checkpoint, fx.retries, fx.failed_triggers
+        ));
+    }
 
     let live_digest = file.state_digest();
     let last_seq = file.last_seq();
