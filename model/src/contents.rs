@@ -53,6 +53,23 @@ pub struct SkippedFile {
 pub struct DirectoryEntry {
     pub path: String,
     pub block_id: String,
+    /// blake3 (hex) of what the file on disk held when the document last read (import, sync)
+    /// or wrote (export) it; absent for a file made inside the document and not exported yet.
+    /// The entry is dirty when its block's body differs from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub disk: Option<String>,
+}
+
+/// A file the directory no longer holds (removed or moved away inside the document) that is
+/// still on disk until the next export removes it.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingRemoval {
+    pub path: String,
+    /// blake3 of the file as the document last knew it: the export removes it only if the
+    /// disk still holds exactly that.
+    pub disk: String,
 }
 
 /// Contents of a `terminal` block.

@@ -25,8 +25,8 @@ pub use block::{
 };
 pub use command::Command;
 pub use contents::{
-    AgentContents, AgentStatus, DirectoryEntry, ImportedFile, SkippedFile, TerminalContents,
-    EXTERNAL_ROOT_PATH,
+    AgentContents, AgentStatus, DirectoryEntry, ImportedFile, PendingRemoval, SkippedFile,
+    TerminalContents, EXTERNAL_ROOT_PATH,
 };
 pub use ctx::Ctx;
 pub use error::CapError;

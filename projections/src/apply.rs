@@ -105,8 +105,33 @@ pub fn apply(state: &mut State, event: &Event) {
         // `removed` paths leave; the last chunk of an import (`done`) completes it.
         "directory.sync" => update_block(state, event, |b, v| {
             sync_entries(b, v);
+            set_disk_hashes(b, v);
             if v.get("done").and_then(Value::as_bool) == Some(true) {
                 b.metadata.custom.remove(IMPORT_INCOMPLETE);
+            }
+        }),
+        // Files made, moved and removed inside the document (see `directory_status`).
+        "directory.add" => update_block(state, event, |b, v| {
+            if let (Some(path), Some(id)) = (
+                v.get("path").and_then(Value::as_str),
+                v.get("block_id").and_then(Value::as_str),
+            ) {
+                put_entry(b, path, id);
+            }
+        }),
+        "directory.move" => update_block(state, event, |b, v| {
+            if let (Some(from), Some(to)) = (
+                v.get("from").and_then(Value::as_str),
+                v.get("to").and_then(Value::as_str),
+            ) {
+                if let Some(id) = take_entry(b, from) {
+                    put_entry(b, to, &id);
+                }
+            }
+        }),
+        "directory.remove" => update_block(state, event, |b, v| {
+            if let Some(path) = v.get("path").and_then(Value::as_str) {
+                take_entry(b, path);
             }
         }),
         // Effect records: the whole value is kept under one key of the block.
@@ -116,6 +141,18 @@ pub fn apply(state: &mut State, event: &Event) {
             }
         }),
         "directory.export_outcome" => update_block(state, event, |b, v| {
+            set_disk_hashes(b, v);
+            for p in v
+                .get("removed")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+            {
+                if let Some(list) = list_mut(b, "pending_removals") {
+                    list.retain(|e| entry_path(e) != p);
+                }
+            }
             b.metadata.custom.insert("last_export".into(), v.clone());
         }),
         // Proposals live in `extensions["proposals"][proposal_id]`.
@@ -269,6 +306,76 @@ fn sync_entries(b: &mut Block, v: &Value) {
             Ok(i) => list[i] = e.clone(),
             Err(i) => list.insert(i, e.clone()),
         }
+    }
+}
+
+/// `contents[key]` of a directory block as a list (made if missing).
+fn list_mut<'a>(b: &'a mut Block, key: &str) -> Option<&'a mut Vec<Value>> {
+    if !b.contents.is_object() {
+        b.contents = Value::Object(Default::default());
+    }
+    let obj = b.contents.as_object_mut()?;
+    let v = obj
+        .entry(key.to_owned())
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if !v.is_array() {
+        *v = Value::Array(Vec::new());
+    }
+    v.as_array_mut()
+}
+
+/// Sets the recorded disk hash (`v.disk`: path → blake3) of the entries it names.
+fn set_disk_hashes(b: &mut Block, v: &Value) {
+    let Some(Value::Object(disk)) = v.get("disk") else {
+        return;
+    };
+    let Some(list) = list_mut(b, "entries") else {
+        return;
+    };
+    for (path, hash) in disk {
+        if let Ok(i) = list.binary_search_by(|e| entry_path(e).cmp(path)) {
+            if let Some(e) = list[i].as_object_mut() {
+                e.insert("disk".into(), hash.clone());
+            }
+        }
+    }
+}
+
+/// Removes the entry at `path`; a file the disk still holds (it has a disk hash) becomes a
+/// pending removal for the next export. Returns the entry's block id.
+fn take_entry(b: &mut Block, path: &str) -> Option<String> {
+    let list = list_mut(b, "entries")?;
+    let i = list.binary_search_by(|e| entry_path(e).cmp(path)).ok()?;
+    let e = list.remove(i);
+    let id = e.get("block_id").and_then(Value::as_str)?.to_owned();
+    if let Some(disk) = e.get("disk").cloned() {
+        if let Some(pending) = list_mut(b, "pending_removals") {
+            pending.retain(|p| entry_path(p) != path);
+            pending.push(serde_json::json!({"path": path, "disk": disk}));
+        }
+    }
+    Some(id)
+}
+
+/// Puts an entry at `path` for block `id` (replacing one there). A pending removal at that
+/// path is taken back: the file on disk becomes this entry's, with its disk hash.
+fn put_entry(b: &mut Block, path: &str, id: &str) {
+    let mut disk = None;
+    if let Some(pending) = list_mut(b, "pending_removals") {
+        if let Some(i) = pending.iter().position(|p| entry_path(p) == path) {
+            disk = pending.remove(i).get("disk").cloned();
+        }
+    }
+    let mut e = serde_json::json!({"path": path, "block_id": id});
+    if let Some(d) = disk {
+        e["disk"] = d;
+    }
+    let Some(list) = list_mut(b, "entries") else {
+        return;
+    };
+    match list.binary_search_by(|x| entry_path(x).cmp(path)) {
+        Ok(i) => list[i] = e,
+        Err(i) => list.insert(i, e),
     }
 }
 

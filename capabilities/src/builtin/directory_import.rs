@@ -141,6 +141,7 @@ impl Capability for DirectoryImport {
             entries.push(DirectoryEntry {
                 path: f.path.clone(),
                 block_id: id.clone(),
+                disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
             });
             drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
         }

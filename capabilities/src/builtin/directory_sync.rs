@@ -41,6 +41,15 @@ pub fn directory_entry<'a>(dir: &'a elfiee_model::Block, path: &str) -> Option<&
     list[i].get("block_id")?.as_str()
 }
 
+/// The recorded disk hash of the entry at `path` (see [`DirectoryEntry::disk`]).
+pub fn directory_entry_disk<'a>(dir: &'a elfiee_model::Block, path: &str) -> Option<&'a str> {
+    let list = dir.contents.get("entries")?.as_array()?;
+    let i = list
+        .binary_search_by(|e| elfiee_projections::entry_path(e).cmp(path))
+        .ok()?;
+    list[i].get("disk")?.as_str()
+}
+
 /// The entries of a directory block: path → block id.
 pub fn directory_entries(dir: &elfiee_model::Block) -> BTreeMap<String, String> {
     dir.contents
@@ -79,6 +88,8 @@ impl Capability for DirectorySync {
         }
         let mut drafts = Vec::new();
         let (mut added, mut changed, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+        // What the disk holds now, for entries whose recorded disk hash this changes.
+        let mut disk = serde_json::Map::new();
         for (i, f) in p.files.into_iter().enumerate() {
             let existing = directory_entry(dir, &f.path).and_then(|id| state.block(id));
             if let Some(b) = existing {
@@ -89,6 +100,9 @@ impl Capability for DirectorySync {
                     )));
                 };
                 let hash = blake3::hash(f.content.as_bytes()).to_hex().to_string();
+                if directory_entry_disk(dir, &f.path) != Some(hash.as_str()) {
+                    disk.insert(f.path.clone(), json!(hash));
+                }
                 if body_hash(b, key).as_deref() == Some(hash.as_str()) {
                     continue;
                 }
@@ -105,6 +119,7 @@ impl Capability for DirectorySync {
             added.push(DirectoryEntry {
                 path: f.path.clone(),
                 block_id: id.clone(),
+                disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
             });
             drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
         }
@@ -119,7 +134,12 @@ impl Capability for DirectorySync {
             removed.push(path);
         }
         let completes = p.done && dir.metadata.custom.contains_key(IMPORT_INCOMPLETE);
-        if drafts.is_empty() && removed.is_empty() && p.skipped.is_empty() && !completes {
+        if drafts.is_empty()
+            && removed.is_empty()
+            && p.skipped.is_empty()
+            && disk.is_empty()
+            && !completes
+        {
             return Ok(Vec::new());
         }
         drafts.push(EventDraft::new(
@@ -131,6 +151,7 @@ impl Capability for DirectorySync {
                 "changed": changed,
                 "skipped": p.skipped,
                 "done": p.done,
+                "disk": disk,
             }),
         ));
         Ok(drafts)

@@ -18,6 +18,7 @@ mod core_revoke;
 mod core_unlink;
 mod core_update_metadata;
 mod directory_export;
+mod directory_files;
 mod directory_import;
 mod directory_sync;
 mod editor_create;
@@ -38,6 +39,7 @@ pub use core_grant::GrantPayload;
 pub use core_link::LinkPayload;
 pub use core_rename::RenamePayload;
 pub use core_update_metadata::UpdateMetadataPayload;
+pub use directory_files::{DirectoryAddPayload, DirectoryMovePayload, DirectoryRemovePayload};
 pub use directory_import::{check_relative_path, DirectoryImportPayload};
 pub use directory_sync::{directory_entries, directory_entry, DirectorySyncPayload};
 pub use editor_create::EditorCreatePayload;
@@ -66,6 +68,9 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(code_read::CodeRead),
         Arc::new(directory_import::DirectoryImport),
         Arc::new(directory_sync::DirectorySync),
+        Arc::new(directory_files::DirectoryAdd),
+        Arc::new(directory_files::DirectoryMove),
+        Arc::new(directory_files::DirectoryRemove),
         Arc::new(directory_export::DirectoryExport),
         Arc::new(directory_export::DirectoryExportOutcome),
         Arc::new(terminal::TerminalCreate),

@@ -1,0 +1,384 @@
+//! Files made, moved and removed inside a directory block (the document owns them; the next
+//! `directory.export` writes them out, see `adapters/src/export.rs`).
+//!
+//! - `directory.add` — a new file block at a relative path (or an existing markdown / code
+//!   block placed there);
+//! - `directory.move` — an entry to another path;
+//! - `directory.remove` — an entry out of the directory (its block deleted unless `keep_block`).
+//!
+//! An entry whose file is on disk (it has a disk hash) and leaves its path becomes a *pending
+//! removal*: the export removes that file, and only if the disk still holds what the document
+//! last read or wrote there.
+
+use elfiee_model::{CapError, Command, Ctx, EventDraft, ImportedFile};
+use elfiee_projections::content::body_keys;
+use elfiee_projections::State;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::directory_import::{check_relative_path, file_create};
+use super::directory_sync::directory_entry;
+use crate::payload::{check_id, parse};
+use crate::{Capability, Target};
+
+/// `directory.add` payload.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryAddPayload {
+    /// Relative path inside the directory (`/`-separated, no `..`).
+    pub path: String,
+    /// Text of the new file (a `markdown` block for `.md`, else `code`); empty when absent.
+    #[serde(default)]
+    pub content: Option<String>,
+    /// Place this existing markdown or code block at `path` instead of making a new one.
+    #[serde(default)]
+    pub block_id: Option<String>,
+}
+
+/// `directory.move` payload.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryMovePayload {
+    pub from: String,
+    pub to: String,
+}
+
+/// `directory.remove` payload.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirectoryRemovePayload {
+    pub path: String,
+    /// Keep the block (only the entry leaves the directory).
+    #[serde(default)]
+    pub keep_block: bool,
+}
+
+fn directory<'a>(
+    cap: &str,
+    cmd: &Command,
+    state: &'a State,
+) -> Result<&'a elfiee_model::Block, CapError> {
+    let id = cmd.block_id.as_deref().unwrap_or_default();
+    state
+        .block(id)
+        .filter(|b| b.block_type == "directory")
+        .ok_or_else(|| CapError::rejected(format!("{cap}: '{id}' is not a directory block")))
+}
+
+fn path_ok(cap: &str, path: &str) -> Result<(), CapError> {
+    check_relative_path(path).map_err(|e| CapError::payload(cap, e))
+}
+
+fn free(cap: &str, dir: &elfiee_model::Block, path: &str) -> Result<(), CapError> {
+    match directory_entry(dir, path) {
+        Some(_) => Err(CapError::rejected(format!(
+            "{cap}: the directory already has '{path}'; move or remove it first"
+        ))),
+        None => Ok(()),
+    }
+}
+
+pub struct DirectoryAdd;
+
+impl Capability for DirectoryAdd {
+    fn id(&self) -> &'static str {
+        "directory.add"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("directory"))
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: DirectoryAddPayload = parse(self.id(), &cmd.payload)?;
+        let dir = directory(self.id(), cmd, state)?;
+        path_ok(self.id(), &p.path)?;
+        free(self.id(), dir, &p.path)?;
+        let mut drafts = Vec::new();
+        let block_id = match p.block_id {
+            Some(id) => {
+                check_id(self.id(), "block_id", &id)?;
+                let b = state
+                    .block(&id)
+                    .ok_or_else(|| CapError::BlockNotFound(id.clone()))?;
+                if body_keys(&b.block_type).is_empty() {
+                    return Err(CapError::rejected(format!(
+                        "'{id}' is a {} block; only markdown and code blocks can be files",
+                        b.block_type
+                    )));
+                }
+                if p.content.is_some() {
+                    return Err(CapError::payload(
+                        self.id(),
+                        "give 'content' for a new file or 'block_id' for an existing block, not both",
+                    ));
+                }
+                if let Some(at) = super::directory_sync::directory_entries(dir)
+                    .into_iter()
+                    .find(|(_, b)| *b == id)
+                    .map(|(p, _)| p)
+                {
+                    return Err(CapError::rejected(format!(
+                        "'{id}' is already in this directory at '{at}'; use directory.move"
+                    )));
+                }
+                id
+            }
+            None => {
+                let id = ctx.new_id(0).to_string();
+                drafts.push(file_create(
+                    &id,
+                    ImportedFile {
+                        path: p.path.clone(),
+                        content: p.content.unwrap_or_default(),
+                    },
+                    &cmd.editor_id,
+                    ctx,
+                ));
+                id
+            }
+        };
+        drafts.push(EventDraft::new(
+            &dir.block_id,
+            self.id(),
+            json!({"path": p.path, "block_id": block_id}),
+        ));
+        Ok(drafts)
+    }
+}
+
+pub struct DirectoryMove;
+
+impl Capability for DirectoryMove {
+    fn id(&self) -> &'static str {
+        "directory.move"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("directory"))
+    }
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
+        let p: DirectoryMovePayload = parse(self.id(), &cmd.payload)?;
+        let dir = directory(self.id(), cmd, state)?;
+        path_ok(self.id(), &p.from)?;
+        path_ok(self.id(), &p.to)?;
+        let block_id = directory_entry(dir, &p.from).ok_or_else(|| {
+            CapError::rejected(format!(
+                "{}: the directory has no '{}'; see `elfiee dir status`",
+                self.id(),
+                p.from
+            ))
+        })?;
+        if p.from == p.to {
+            return Ok(Vec::new());
+        }
+        free(self.id(), dir, &p.to)?;
+        Ok(vec![EventDraft::new(
+            &dir.block_id,
+            self.id(),
+            json!({"from": p.from, "to": p.to, "block_id": block_id}),
+        )])
+    }
+}
+
+pub struct DirectoryRemove;
+
+impl Capability for DirectoryRemove {
+    fn id(&self) -> &'static str {
+        "directory.remove"
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some("directory"))
+    }
+    fn handle(
+        &self,
+        cmd: &Command,
+        state: &State,
+        _ctx: &Ctx,
+    ) -> Result<Vec<EventDraft>, CapError> {
+        let p: DirectoryRemovePayload = parse(self.id(), &cmd.payload)?;
+        let dir = directory(self.id(), cmd, state)?;
+        path_ok(self.id(), &p.path)?;
+        let block_id = directory_entry(dir, &p.path).ok_or_else(|| {
+            CapError::rejected(format!(
+                "{}: the directory has no '{}'; see `elfiee dir status`",
+                self.id(),
+                p.path
+            ))
+        })?;
+        let mut drafts = vec![EventDraft::new(
+            &dir.block_id,
+            self.id(),
+            json!({"path": p.path, "block_id": block_id, "keep_block": p.keep_block}),
+        )];
+        if !p.keep_block && state.block(block_id).is_some() {
+            drafts.extend(super::detach_block(state, block_id));
+            drafts.push(EventDraft::new(block_id, "core.delete", json!({})));
+        }
+        Ok(drafts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    fn project(k: &mut Kit) -> String {
+        k.ok(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": "/tmp/proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]}),
+        )[0]
+        .entity
+        .clone()
+    }
+
+    fn entries(k: &Kit, dir: &str) -> Vec<(String, bool)> {
+        k.state.blocks[dir].contents["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["path"].as_str().unwrap().to_owned(),
+                    e.get("disk").is_some(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn add_move_remove_keep_entries_in_order_and_track_what_disk_holds() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        let ev = k.ok(
+            "alice",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}"}),
+        );
+        assert_eq!(ev[0].cap_id(), "core.create");
+        let pdf = ev[0].entity.clone();
+        assert_eq!(k.state.blocks[&pdf].contents["language"], "rust");
+        assert_eq!(
+            entries(&k, &dir),
+            vec![("src/main.rs".into(), true), ("src/pdf.rs".into(), false)],
+            "an imported file has a disk hash, a new one has none"
+        );
+        // Moving a file that is on disk leaves a pending removal at the old path.
+        k.ok(
+            "alice",
+            "directory.move",
+            Some(&dir),
+            json!({"from": "src/main.rs", "to": "src/bin/main.rs"}),
+        );
+        assert_eq!(
+            entries(&k, &dir),
+            vec![
+                ("src/bin/main.rs".into(), false),
+                ("src/pdf.rs".into(), false)
+            ]
+        );
+        let pending = &k.state.blocks[&dir].contents["pending_removals"];
+        assert_eq!(pending[0]["path"], "src/main.rs");
+        // Moving it back takes the file on disk back.
+        k.ok(
+            "alice",
+            "directory.move",
+            Some(&dir),
+            json!({"from": "src/bin/main.rs", "to": "src/main.rs"}),
+        );
+        assert_eq!(entries(&k, &dir)[0], ("src/main.rs".into(), true));
+        assert_eq!(k.state.blocks[&dir].contents["pending_removals"], json!([]));
+        // Removing deletes the block unless asked to keep it.
+        k.ok(
+            "alice",
+            "directory.remove",
+            Some(&dir),
+            json!({"path": "src/pdf.rs"}),
+        );
+        assert!(!k.state.blocks.contains_key(&pdf));
+        let main = k.state.blocks[&dir].contents["entries"][0]["block_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        k.ok(
+            "alice",
+            "directory.remove",
+            Some(&dir),
+            json!({"path": "src/main.rs", "keep_block": true}),
+        );
+        assert!(k.state.blocks.contains_key(&main));
+        assert_eq!(
+            k.state.blocks[&dir].contents["pending_removals"][0]["path"],
+            "src/main.rs"
+        );
+        // An existing block can be placed in the directory.
+        k.ok(
+            "alice",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "lib/main.rs", "block_id": main}),
+        );
+        assert_eq!(entries(&k, &dir), vec![("lib/main.rs".into(), false)]);
+    }
+
+    #[test]
+    fn bad_paths_taken_paths_and_missing_entries_are_refused() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        for bad in ["../x", "/etc/passwd", "a//b", "", "a/./b"] {
+            let e = k.err("alice", "directory.add", Some(&dir), json!({"path": bad}));
+            assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
+            k.err(
+                "alice",
+                "directory.move",
+                Some(&dir),
+                json!({"from": "src/main.rs", "to": bad}),
+            );
+        }
+        let e = k.err(
+            "alice",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "src/main.rs"}),
+        );
+        assert!(e.to_string().contains("already has"), "{e}");
+        let e = k.err(
+            "alice",
+            "directory.move",
+            Some(&dir),
+            json!({"from": "nope.rs", "to": "x.rs"}),
+        );
+        assert!(e.to_string().contains("has no 'nope.rs'"), "{e}");
+        k.ok(
+            "alice",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "b.rs"}),
+        );
+        let e = k.err(
+            "alice",
+            "directory.move",
+            Some(&dir),
+            json!({"from": "b.rs", "to": "src/main.rs"}),
+        );
+        assert!(e.to_string().contains("already has"), "{e}");
+        k.err(
+            "alice",
+            "directory.remove",
+            Some(&dir),
+            json!({"path": "nope.rs"}),
+        );
+        // Another editor without a grant on the directory is refused by CBAC.
+        let e = k.err("bob", "directory.add", Some(&dir), json!({"path": "c.rs"}));
+        assert!(e.to_string().contains("bob"), "{e}");
+    }
+}
