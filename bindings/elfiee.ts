@@ -102,7 +102,20 @@ content: string, };
 
 export type SkippedFile = { path: string, reason: string, };
 
-export type DirectoryEntry = { path: string, block_id: string, };
+export type DirectoryEntry = { path: string, block_id: string, 
+/**
+ * blake3 (hex) of what the file on disk held when the document last read (import, sync)
+ * or wrote (export) it; absent for a file made inside the document and not exported yet.
+ * The entry is dirty when its block's body differs from it.
+ */
+disk?: string, };
+
+export type PendingRemoval = { path: string, 
+/**
+ * blake3 of the file as the document last knew it: the export removes it only if the
+ * disk still holds exactly that.
+ */
+disk: string, };
 
 export type TerminalContents = { 
 /**
@@ -190,6 +203,72 @@ deleted: Array<string>, skipped: Array<SkippedFile>,
  * The last chunk: clears `import_incomplete`.
  */
 done: boolean, };
+
+export type DirectoryAddPayload = { 
+/**
+ * Relative path inside the directory (`/`-separated, no `..`).
+ */
+path: string, 
+/**
+ * Text of the new file (a `markdown` block for `.md`, else `code`); empty when absent.
+ */
+content: string | null, 
+/**
+ * Place this existing markdown or code block at `path` instead of making a new one.
+ */
+block_id: string | null, };
+
+export type DirectoryMovePayload = { from: string, to: string, };
+
+export type DirectoryRemovePayload = { path: string, 
+/**
+ * Keep the block (only the entry leaves the directory).
+ */
+keep_block: boolean, };
+
+export type DirectoryStatus = { 
+/**
+ * Files made (or moved) inside the document, not written out yet.
+ */
+new: Array<string>, 
+/**
+ * Files whose text changed in the document since the last import, rescan or export.
+ */
+modified: Array<string>, 
+/**
+ * Files that left the directory (removed or moved away) still on disk.
+ */
+removed: Array<string>, 
+/**
+ * Entries whose text is what the disk was last seen to hold.
+ */
+clean: number, };
+
+export type ExportPlan = { root: string, 
+/**
+ * Files to write: new ones and ones whose text changed in the document.
+ */
+write: Array<string>, 
+/**
+ * Files to remove: they left the directory and the disk still holds what the document
+ * last saw there.
+ */
+remove: Array<string>, 
+/**
+ * Entries already on disk as they are (not touched).
+ */
+unchanged: number, 
+/**
+ * Files the export leaves alone, and why (changed on disk since the document last saw
+ * them, a path that would leave the root, ...).
+ */
+refused: Array<Refusal>, 
+/**
+ * Entries whose file on disk already holds their text: the disk hash to record.
+ */
+disk: { [key in string]: string }, };
+
+export type Refusal = { path: string, reason: string, };
 
 export type TerminalCreatePayload = { name: string, shell: string | null, env: { [key in string]: string }, 
 /**

@@ -76,75 +76,247 @@ impl Effect for ExportEffect {
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
-            let root = PathBuf::from(
-                e.value
-                    .get("root")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-            );
-            // Metadata under the state lock; each body is read from the content store as it
-            // is written, so an export holds one file's text at a time.
-            let files: Vec<(String, Option<elfiee_model::Block>)> = cx.file.with_state(|s| {
-                let entries: Vec<DirectoryEntry> = s
-                    .block(&e.entity)
-                    .and_then(|b| b.contents.get("entries"))
-                    .and_then(|v| serde_json::from_value(v.clone()).ok())
-                    .unwrap_or_default();
-                entries
-                    .into_iter()
-                    .map(|en| (en.path, s.block(&en.block_id).cloned()))
-                    .collect()
-            });
-            let body = |b: &elfiee_model::Block| -> Result<Option<String>, EngineError> {
-                let b = cx.file.resolve(b)?;
-                Ok(b.contents
-                    .get("markdown")
-                    .or_else(|| b.contents.get("text"))
-                    .and_then(Value::as_str)
-                    .map(str::to_owned))
-            };
-            let mut written = Vec::new();
-            let mut refused = Vec::new();
-            if !root.is_dir() {
-                refused.push(json!({"path": root, "reason": "the root folder does not exist"}));
-            } else if let Some(reason) =
-                refuse_reason(&root, "probe").filter(|r| r.contains("root folder"))
-            {
-                refused.push(json!({"path": root, "reason": reason}));
-            } else {
-                for (rel, block) in files {
-                    let text = match block.as_ref().map(body).transpose() {
-                        Ok(t) => t.flatten(),
-                        Err(err) => {
-                            refused.push(json!({"path": rel, "reason": err.to_string()}));
-                            continue;
-                        }
-                    };
-                    let Some(text) = text else {
-                        refused.push(json!({"path": rel, "reason": "its block was deleted"}));
-                        continue;
-                    };
-                    if let Some(reason) = refuse_reason(&root, &rel) {
-                        refused.push(json!({"path": rel, "reason": reason}));
-                        continue;
-                    }
-                    let target = root.join(&rel);
-                    let res = target
-                        .parent()
-                        .map(std::fs::create_dir_all)
-                        .transpose()
-                        .and_then(|_| write_atomic(&target, text.as_bytes()));
-                    match res {
-                        Ok(()) => written.push(rel),
-                        Err(err) => refused.push(json!({"path": rel, "reason": err.to_string()})),
-                    }
-                }
+            let force = e.value.get("force").and_then(Value::as_bool) == Some(true);
+            let mut plan = plan_export(&cx.file, &e.entity, force)?;
+            // The root the command recorded (the directory's, when it was submitted).
+            if let Some(root) = e.value.get("root").and_then(Value::as_str) {
+                plan.root = PathBuf::from(root);
             }
-            let outcome =
-                json!({"trigger_seq": e.seq, "root": root, "written": written, "refused": refused});
+            let mut outcome = execute(plan);
+            outcome["trigger_seq"] = json!(e.seq);
             cx.record(e, "outcome", "directory.export_outcome", &e.entity, outcome)
                 .await?;
             Ok(())
         })
     }
+}
+
+/// What an export of a directory would do (`elfiee dir export --dry-run` prints it; the
+/// export effect carries it out).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct ExportPlan {
+    pub root: PathBuf,
+    /// Files to write: new ones and ones whose text changed in the document.
+    pub write: Vec<String>,
+    /// Files to remove: they left the directory and the disk still holds what the document
+    /// last saw there.
+    pub remove: Vec<String>,
+    /// Entries already on disk as they are (not touched).
+    pub unchanged: usize,
+    /// Files the export leaves alone, and why (changed on disk since the document last saw
+    /// them, a path that would leave the root, ...).
+    pub refused: Vec<Refusal>,
+    /// Entries whose file on disk already holds their text: the disk hash to record.
+    pub disk: std::collections::BTreeMap<String, String>,
+    #[serde(skip)]
+    bodies: std::collections::BTreeMap<String, String>,
+}
+
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Refusal {
+    pub path: String,
+    pub reason: String,
+}
+
+fn hash_file(path: &Path) -> Option<String> {
+    std::fs::read(path)
+        .ok()
+        .map(|b| blake3::hash(&b).to_hex().to_string())
+}
+
+/// Plans the export of directory `dir_id`: only entries the document changed are looked at
+/// on disk (a clean entry is not read), so an export costs what changed. A file is written
+/// when the disk holds what the document last saw there (or nothing, for a new file); a file
+/// changed on disk since is refused unless `force`. Bodies are read from the content store.
+pub fn plan_export(
+    file: &elfiee_engine::FileHandle,
+    dir_id: &str,
+    force: bool,
+) -> Result<ExportPlan, EngineError> {
+    use elfiee_capabilities::builtin::directory_status;
+    let (root, status, entries, pending) = file.with_state(|s| {
+        let dir = s
+            .block(dir_id)
+            .filter(|b| b.block_type == "directory")
+            .ok_or_else(|| {
+                EngineError::Rejected(elfiee_model::CapError::rejected(format!(
+                    "'{dir_id}' is not a directory block"
+                )))
+            })?;
+        let root = dir
+            .metadata
+            .custom
+            .get(elfiee_model::EXTERNAL_ROOT_PATH)
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .ok_or_else(|| {
+                EngineError::Rejected(elfiee_model::CapError::rejected(format!(
+                    "directory '{dir_id}' has no folder on disk; import one first"
+                )))
+            })?;
+        let entries: Vec<DirectoryEntry> = dir
+            .contents
+            .get("entries")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        let pending: Vec<elfiee_model::PendingRemoval> = dir
+            .contents
+            .get("pending_removals")
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default();
+        // The entries the document changed, with their blocks (bodies are read below).
+        let st = directory_status(s, dir);
+        let dirty: Vec<(DirectoryEntry, Option<elfiee_model::Block>)> = entries
+            .into_iter()
+            .filter(|e| st.new.contains(&e.path) || st.modified.contains(&e.path))
+            .map(|e| {
+                let b = s.block(&e.block_id).cloned();
+                (e, b)
+            })
+            .collect();
+        Ok::<_, EngineError>((root, st, dirty, pending))
+    })?;
+    let mut plan = ExportPlan {
+        root: root.clone(),
+        unchanged: status.clean,
+        ..ExportPlan::default()
+    };
+    let mut refuse = |path: &str, reason: String| {
+        plan.refused.push(Refusal {
+            path: path.to_owned(),
+            reason,
+        })
+    };
+    if !root.is_dir() {
+        refuse(
+            &root.display().to_string(),
+            "the root folder does not exist".into(),
+        );
+        return Ok(plan);
+    }
+    if let Some(reason) = refuse_reason(&root, "probe").filter(|r| r.contains("root folder")) {
+        refuse(&root.display().to_string(), reason);
+        return Ok(plan);
+    }
+    for (e, block) in entries {
+        let Some(block) = block else {
+            refuse(&e.path, "its block was deleted".into());
+            continue;
+        };
+        if let Some(reason) = refuse_reason(&root, &e.path) {
+            refuse(&e.path, reason);
+            continue;
+        }
+        let text = match file.resolve(&block) {
+            Ok(b) => b
+                .contents
+                .get("markdown")
+                .or_else(|| b.contents.get("text"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            Err(err) => {
+                refuse(&e.path, err.to_string());
+                continue;
+            }
+        };
+        let want = blake3::hash(text.as_bytes()).to_hex().to_string();
+        let on_disk = hash_file(&root.join(&e.path));
+        if on_disk.as_deref() == Some(want.as_str()) {
+            // Already there (written by hand, or by an export whose outcome was lost).
+            plan.disk.insert(e.path.clone(), want);
+            plan.unchanged += 1;
+            continue;
+        }
+        if on_disk != e.disk && !force {
+            let reason = match (&e.disk, &on_disk) {
+                (_, None) => "deleted on disk since the document last saw it; `elfiee dir sync` takes that in, `dir export --force` writes it back".to_owned(),
+                (None, Some(_)) => "a file the document did not write is there; `dir export --force` overwrites it, or move the entry".to_owned(),
+                (Some(_), Some(_)) => "changed on disk since the last import or export; `elfiee dir sync` takes the disk version, `dir export --force` overwrites it".to_owned(),
+            };
+            refuse(&e.path, reason);
+            continue;
+        }
+        plan.bodies.insert(e.path.clone(), text);
+        plan.write.push(e.path);
+    }
+    for p in pending {
+        if let Some(reason) = refuse_reason(&root, &p.path) {
+            refuse(&p.path, reason);
+            continue;
+        }
+        match hash_file(&root.join(&p.path)) {
+            // Gone already: nothing to do (the outcome still clears it).
+            None => plan.remove.push(p.path),
+            Some(h) if h == p.disk || force => plan.remove.push(p.path),
+            Some(_) => refuse(
+                &p.path,
+                "left the directory, but changed on disk since; not removed (`dir export --force` removes it)".into(),
+            ),
+        }
+    }
+    Ok(plan)
+}
+
+/// Carries out `plan` (each path checked again right before it is touched) and returns the
+/// outcome value: `written`, `removed`, `refused`, `unchanged`, `disk` (hashes of what is on
+/// disk now for the entries it wrote or found in place), `root`.
+pub fn execute(plan: ExportPlan) -> Value {
+    let root = plan.root.clone();
+    let mut written = Vec::new();
+    let mut removed = Vec::new();
+    let mut refused: Vec<Refusal> = plan.refused.clone();
+    let mut disk = plan.disk.clone();
+    for rel in &plan.write {
+        if let Some(reason) = refuse_reason(&root, rel) {
+            refused.push(Refusal {
+                path: rel.clone(),
+                reason,
+            });
+            continue;
+        }
+        let text = plan.bodies.get(rel).map(String::as_str).unwrap_or_default();
+        let target = root.join(rel);
+        let res = target
+            .parent()
+            .map(std::fs::create_dir_all)
+            .transpose()
+            .and_then(|_| write_atomic(&target, text.as_bytes()));
+        match res {
+            Ok(()) => {
+                disk.insert(
+                    rel.clone(),
+                    blake3::hash(text.as_bytes()).to_hex().to_string(),
+                );
+                written.push(rel.clone());
+            }
+            Err(err) => refused.push(Refusal {
+                path: rel.clone(),
+                reason: err.to_string(),
+            }),
+        }
+    }
+    for rel in &plan.remove {
+        if let Some(reason) = refuse_reason(&root, rel) {
+            refused.push(Refusal {
+                path: rel.clone(),
+                reason,
+            });
+            continue;
+        }
+        match std::fs::remove_file(root.join(rel)) {
+            Ok(()) => removed.push(rel.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => removed.push(rel.clone()),
+            Err(err) => refused.push(Refusal {
+                path: rel.clone(),
+                reason: err.to_string(),
+            }),
+        }
+    }
+    json!({
+        "root": root, "written": written, "removed": removed, "refused": refused,
+        "unchanged": plan.unchanged, "disk": disk,
+    })
 }

@@ -238,18 +238,30 @@ pub async fn run_terminal(
     Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
 }
 
-/// `directory.export`, waiting for its outcome (`written`, `refused`).
+/// `directory.export`, waiting for its outcome (`written`, `removed`, `refused`,
+/// `unchanged`).
 pub async fn export_directory(
     file: &FileHandle,
     editor: &str,
     dir_id: &str,
+) -> Result<Value, EngineError> {
+    export_directory_with(file, editor, dir_id, false).await
+}
+
+/// [`export_directory`]; with `force`, files changed on disk since the document last saw
+/// them are overwritten (or removed) instead of reported.
+pub async fn export_directory_with(
+    file: &FileHandle,
+    editor: &str,
+    dir_id: &str,
+    force: bool,
 ) -> Result<Value, EngineError> {
     let events = file
         .submit(Command::new(
             editor,
             "directory.export",
             Some(dir_id),
-            json!({}),
+            json!({ "force": force }),
         ))
         .await?;
     let out = wait_for_outcome(file, "export", &events[0], Duration::from_secs(120)).await?;

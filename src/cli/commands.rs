@@ -503,14 +503,138 @@ async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
                 )
             });
         }
-        DirCmd::Export { id } => {
+        DirCmd::Export {
+            id,
+            dry_run: true,
+            force,
+        } => {
             let id = s.block_id(id)?;
-            let v = service::export_directory(&s.file, &s.editor, &id).await?;
+            let plan = elfiee_adapters::export::plan_export(&s.file, &id, *force)?;
+            let v = serde_json::to_value(&plan).unwrap_or_default();
+            out.print(&v, || {
+                let mut t = format!(
+                    "would write {} and remove {} files under {} ({} unchanged); nothing written",
+                    plan.write.len(),
+                    plan.remove.len(),
+                    plan.root.display(),
+                    plan.unchanged
+                );
+                for p in &plan.write {
+                    t.push_str(&format!("\nwrite  {p}"));
+                }
+                for p in &plan.remove {
+                    t.push_str(&format!("\nremove {p}"));
+                }
+                for r in &plan.refused {
+                    t.push_str(&format!("\nrefuse {}: {}", r.path, r.reason));
+                }
+                t
+            });
+        }
+        DirCmd::Status { id } => {
+            let id = s.block_id(id)?;
+            let st = s.file.with_state(|st| {
+                st.block(&id)
+                    .filter(|b| b.block_type == "directory")
+                    .map(|dir| elfiee::capabilities::builtin::directory_status(st, dir))
+            });
+            let st = st.ok_or_else(|| {
+                CliError::failed(
+                    "not_a_directory",
+                    format!("'{id}' is not a directory block"),
+                )
+            })?;
+            let v = serde_json::to_value(&st).unwrap_or_default();
+            out.print(&v, || {
+                if !st.is_dirty() {
+                    return format!("nothing to export ({} files as on disk)", st.clean);
+                }
+                let mut t = format!(
+                    "{} new, {} modified, {} removed, {} as on disk; `elfiee dir export` writes them",
+                    st.new.len(),
+                    st.modified.len(),
+                    st.removed.len(),
+                    st.clean
+                );
+                for p in &st.new {
+                    t.push_str(&format!("\nnew       {p}"));
+                }
+                for p in &st.modified {
+                    t.push_str(&format!("\nmodified  {p}"));
+                }
+                for p in &st.removed {
+                    t.push_str(&format!("\nremoved   {p}"));
+                }
+                t
+            });
+        }
+        DirCmd::Add {
+            id,
+            path,
+            text,
+            file,
+            block,
+        } => {
+            let id = s.block_id(id)?;
+            let mut payload = json!({ "path": path });
+            if let Some(b) = block {
+                payload["block_id"] = json!(s.block_id(b)?);
+            } else if text.is_some() || file.is_some() {
+                payload["content"] = json!(read_text(&TextSource {
+                    text: text.clone(),
+                    file: file.clone(),
+                })?);
+            }
+            let ev = s.submit("directory.add", Some(&id), payload).await?;
+            let block_id = ev
+                .iter()
+                .find(|e| e.cap_id() == "directory.add")
+                .and_then(|e| e.value.get("block_id").cloned())
+                .unwrap_or_default();
+            out.print(
+                &json!({"directory": id, "path": path, "block_id": block_id}),
+                || {
+                    format!(
+                        "added {path} (block {}) to {id}",
+                        block_id.as_str().unwrap_or("")
+                    )
+                },
+            );
+        }
+        DirCmd::Mv { id, from, to } => {
+            let id = s.block_id(id)?;
+            s.submit("directory.move", Some(&id), json!({"from": from, "to": to}))
+                .await?;
+            out.print(&json!({"directory": id, "from": from, "to": to}), || {
+                format!("moved {from} to {to} in {id}")
+            });
+        }
+        DirCmd::Rm {
+            id,
+            path,
+            keep_block,
+        } => {
+            let id = s.block_id(id)?;
+            s.submit(
+                "directory.remove",
+                Some(&id),
+                json!({"path": path, "keep_block": keep_block}),
+            )
+            .await?;
+            out.print(&json!({"directory": id, "removed": path}), || {
+                format!("removed {path} from {id}")
+            });
+        }
+        DirCmd::Export { id, force, .. } => {
+            let id = s.block_id(id)?;
+            let v = service::export_directory_with(&s.file, &s.editor, &id, *force).await?;
             out.print(&v, || {
                 let written = v["written"].as_array().map(Vec::len).unwrap_or(0);
+                let removed = v["removed"].as_array().map(Vec::len).unwrap_or(0);
                 let mut t = format!(
-                    "wrote {written} files under {}",
-                    v["root"].as_str().unwrap_or("")
+                    "wrote {written} and removed {removed} files under {} ({} unchanged)",
+                    v["root"].as_str().unwrap_or(""),
+                    v["unchanged"]
                 );
                 for r in v["refused"].as_array().into_iter().flatten() {
                     t.push_str(&format!(

@@ -112,8 +112,49 @@ pub enum DirCmd {
         #[arg(long)]
         max_file_bytes: Option<u64>,
     },
-    /// Write a directory block's files back under its folder.
-    Export { id: String },
+    /// Write the files the document changed back under the directory's folder: new and
+    /// edited files, renames and removals. A file changed on disk since the document last saw
+    /// it is reported, not overwritten (unless --force).
+    Export {
+        id: String,
+        /// Print what the export would do and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Overwrite (or remove) files changed on disk since the last import or export.
+        #[arg(long)]
+        force: bool,
+    },
+    /// What the directory holds that its folder does not have yet: new, modified and removed
+    /// files (from the document alone; nothing on disk is read).
+    Status { id: String },
+    /// Make a new file in the directory at PATH (relative), or place an existing block there.
+    Add {
+        id: String,
+        path: String,
+        /// The file's text (default: empty).
+        #[arg(long, conflicts_with_all = ["file", "block"])]
+        text: Option<String>,
+        /// Read the file's text from this file.
+        #[arg(long, conflicts_with = "block")]
+        file: Option<PathBuf>,
+        /// Place this existing markdown or code block at PATH instead.
+        #[arg(long)]
+        block: Option<String>,
+    },
+    /// Move (rename) a file of the directory; the export renames it on disk.
+    Mv {
+        id: String,
+        from: String,
+        to: String,
+    },
+    /// Remove a file from the directory (its block too, unless --keep-block); the export
+    /// removes it on disk.
+    Rm {
+        id: String,
+        path: String,
+        #[arg(long)]
+        keep_block: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

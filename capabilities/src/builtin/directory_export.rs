@@ -32,7 +32,22 @@ impl Capability for DirectoryExport {
                     "directory '{id}' has no {EXTERNAL_ROOT_PATH}; import a folder first"
                 ))
             })?;
-        Ok(vec![EventDraft::new(id, self.id(), json!({"root": root}))])
+        // `force`: overwrite files changed on disk since the document last saw them.
+        let force = match cmd.payload.get("force") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(CapError::payload(
+                    self.id(),
+                    "'force' must be true or false",
+                ))
+            }
+        };
+        Ok(vec![EventDraft::new(
+            id,
+            self.id(),
+            json!({"root": root, "force": force}),
+        )])
     }
 }
 

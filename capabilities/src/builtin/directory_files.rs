@@ -81,6 +81,58 @@ fn free(cap: &str, dir: &elfiee_model::Block, path: &str) -> Result<(), CapError
     }
 }
 
+/// What a directory holds that its folder on disk does not have yet (see
+/// `elfiee dir status`): derived from the state alone, no disk read.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectoryStatus {
+    /// Files made (or moved) inside the document, not written out yet.
+    pub new: Vec<String>,
+    /// Files whose text changed in the document since the last import, rescan or export.
+    pub modified: Vec<String>,
+    /// Files that left the directory (removed or moved away) still on disk.
+    pub removed: Vec<String>,
+    /// Entries whose text is what the disk was last seen to hold.
+    pub clean: usize,
+}
+
+impl DirectoryStatus {
+    /// Whether an export would have something to do.
+    pub fn is_dirty(&self) -> bool {
+        !(self.new.is_empty() && self.modified.is_empty() && self.removed.is_empty())
+    }
+}
+
+/// The status of directory block `dir` in `state` (entries compared by body hash with what
+/// the disk was last seen to hold).
+pub fn directory_status(state: &State, dir: &elfiee_model::Block) -> DirectoryStatus {
+    let mut st = DirectoryStatus::default();
+    let entries: Vec<elfiee_model::DirectoryEntry> = dir
+        .contents
+        .get("entries")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    for e in entries {
+        let body = state.block(&e.block_id).and_then(|b| {
+            body_keys(&b.block_type)
+                .first()
+                .and_then(|k| elfiee_projections::content::body_hash(b, k))
+        });
+        match (&e.disk, body) {
+            (None, _) => st.new.push(e.path),
+            (Some(d), Some(h)) if *d == h => st.clean += 1,
+            _ => st.modified.push(e.path),
+        }
+    }
+    let pending: Vec<elfiee_model::PendingRemoval> = dir
+        .contents
+        .get("pending_removals")
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    st.removed = pending.into_iter().map(|p| p.path).collect();
+    st
+}
+
 pub struct DirectoryAdd;
 
 impl Capability for DirectoryAdd {

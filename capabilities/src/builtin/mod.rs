@@ -39,9 +39,14 @@ pub use core_grant::GrantPayload;
 pub use core_link::LinkPayload;
 pub use core_rename::RenamePayload;
 pub use core_update_metadata::UpdateMetadataPayload;
-pub use directory_files::{DirectoryAddPayload, DirectoryMovePayload, DirectoryRemovePayload};
+pub use directory_files::{
+    directory_status, DirectoryAddPayload, DirectoryMovePayload, DirectoryRemovePayload,
+    DirectoryStatus,
+};
 pub use directory_import::{check_relative_path, DirectoryImportPayload};
-pub use directory_sync::{directory_entries, directory_entry, DirectorySyncPayload};
+pub use directory_sync::{
+    directory_entries, directory_entry, directory_entry_disk, DirectorySyncPayload,
+};
 pub use editor_create::EditorCreatePayload;
 pub use editor_delete::EditorDeletePayload;
 pub use elf_init::InitPayload;
