@@ -206,3 +206,91 @@ fn files_made_moved_and_removed_in_the_document_reach_the_folder_and_nothing_els
     assert_eq!(out["unchanged"], 3, "{out}");
     assert_eq!(json_ok(&elf, &["verify"])["ok"], true);
 }
+
+/// Seed 002 §2.2B: a run in a terminal linked to a directory with changes not exported yet
+/// exports first, runs as is, or (in a script that did not say) refuses with what to pass;
+/// the choice can be remembered per terminal.
+#[test]
+fn terminal_run_exports_first_or_not_and_a_script_must_say_which() {
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    std::fs::create_dir_all(proj.join("src")).unwrap();
+    std::fs::write(proj.join("src/main.rs"), "fn main() {}\n").unwrap();
+    let elf = tmp.path().join("r.elf");
+    json_ok(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
+    let dir = json_ok(&elf, &["dir", "import", proj.to_str().unwrap()])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = json_ok(&elf, &["terminal", "create", "--name", "sh", "--dir", &dir])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Clean: no question.
+    let v = json_ok(&elf, &["terminal", "run", &t, "--", "ls src"]);
+    assert_eq!(v["stdout"], "main.rs\n");
+
+    json_ok(
+        &elf,
+        &[
+            "dir",
+            "add",
+            &dir,
+            "src/pdf.rs",
+            "--text",
+            "pub fn pdf() {}\n",
+        ],
+    );
+    let out = elfiee(&elf, &["terminal", "run", &t, "--", "ls src"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a script that did not choose is refused"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("1 new") && err.contains("--export") && err.contains("--no-export"),
+        "{err}"
+    );
+    assert!(!proj.join("src/pdf.rs").exists());
+
+    let v = json_ok(
+        &elf,
+        &["terminal", "run", &t, "--no-export", "--", "ls src"],
+    );
+    assert_eq!(v["stdout"], "main.rs\n", "ran as is");
+    assert!(v.get("export").is_none());
+
+    let v = json_ok(
+        &elf,
+        &["terminal", "run", &t, "--export", "--", "cat src/pdf.rs"],
+    );
+    assert_eq!(v["stdout"], "pub fn pdf() {}\n", "exported, then ran: {v}");
+    assert_eq!(v["export"]["written"], serde_json::json!(["src/pdf.rs"]));
+    assert_eq!(
+        json_ok(&elf, &["dir", "status", &dir])["new"],
+        serde_json::json!([])
+    );
+
+    // Remembered: this terminal always runs as is.
+    json_ok(&elf, &["dir", "add", &dir, "src/later.rs"]);
+    json_ok(
+        &elf,
+        &[
+            "terminal",
+            "run",
+            &t,
+            "--no-export",
+            "--remember",
+            "--",
+            "true",
+        ],
+    );
+    let v = json_ok(&elf, &["terminal", "run", &t, "--", "ls src"]);
+    assert_eq!(
+        v["stdout"], "main.rs\npdf.rs\n",
+        "the remembered rule applied: {v}"
+    );
+    let out = elfiee(&elf, &["terminal", "run", &t, "--remember", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "--remember needs a choice");
+}

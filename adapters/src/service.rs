@@ -238,6 +238,67 @@ pub async fn run_terminal(
     Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
 }
 
+/// Whether a run in a terminal exports its linked directory's changes first (seed 002
+/// §2.2B). Kept per terminal in `metadata.custom.export_before_run`.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportBeforeRun {
+    /// Ask the user (the default).
+    Ask,
+    /// Export first, without asking.
+    Always,
+    /// Run as is, without asking.
+    Never,
+}
+
+/// The terminal's linked directory and what it holds that its folder does not, when a run
+/// there would leave changes unexported (a host shows its "export & run / run / cancel"
+/// dialog when this is `Some` and [`export_rule`] is `Ask`).
+pub fn pending_export(
+    file: &FileHandle,
+    terminal_id: &str,
+) -> Option<(String, elfiee_capabilities::builtin::DirectoryStatus)> {
+    file.with_state(|s| {
+        let dir_id = s
+            .block(terminal_id)?
+            .contents
+            .get("linked_directory_id")?
+            .as_str()?
+            .to_owned();
+        let dir = s.block(&dir_id)?;
+        let st = elfiee_capabilities::builtin::directory_status(s, dir);
+        st.is_dirty().then_some((dir_id, st))
+    })
+}
+
+/// The remembered rule of a terminal ([`ExportBeforeRun::Ask`] when none).
+pub fn export_rule(file: &FileHandle, terminal_id: &str) -> ExportBeforeRun {
+    file.with_state(|s| {
+        s.block(terminal_id)
+            .and_then(|b| b.metadata.custom.get("export_before_run").cloned())
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or(ExportBeforeRun::Ask)
+    })
+}
+
+/// Remembers `rule` for the terminal (`core.update_metadata`).
+pub async fn set_export_rule(
+    file: &FileHandle,
+    editor: &str,
+    terminal_id: &str,
+    rule: ExportBeforeRun,
+) -> Result<(), EngineError> {
+    file.submit(Command::new(
+        editor,
+        "core.update_metadata",
+        Some(terminal_id),
+        json!({"custom": {"export_before_run": rule}}),
+    ))
+    .await
+    .map(|_| ())
+}
+
 /// `directory.export`, waiting for its outcome (`written`, `removed`, `refused`,
 /// `unchanged`).
 pub async fn export_directory(

@@ -670,10 +670,17 @@ async fn terminal(s: &Session, cmd: &TerminalCmd, out: &Out) -> Result<(), CliEr
             id,
             timeout,
             command,
+            export,
+            no_export,
+            remember,
         } => {
             let id = s.block_id(id)?;
             let line = command.join(" ");
-            let v = service::run_terminal(&s.file, &s.editor, &id, &line, *timeout).await?;
+            let exported = export_before_run(s, &id, *export, *no_export, *remember).await?;
+            let mut v = service::run_terminal(&s.file, &s.editor, &id, &line, *timeout).await?;
+            if let Some(x) = exported {
+                v["export"] = x;
+            }
             if let Some(err) = v.get("error").and_then(Value::as_str) {
                 return Err(CliError::failed("terminal", err.to_owned()));
             }
@@ -694,6 +701,79 @@ async fn terminal(s: &Session, cmd: &TerminalCmd, out: &Out) -> Result<(), CliEr
         }
     }
     Ok(())
+}
+
+/// Seed 002 §2.2B: before a run in a terminal whose linked directory holds changes not
+/// exported yet, export them or not — by flag, by the terminal's remembered rule, by asking on
+/// a terminal, else refuse (a script must say). Returns the export's outcome when it ran.
+async fn export_before_run(
+    s: &Session,
+    terminal: &str,
+    export: bool,
+    no_export: bool,
+    remember: bool,
+) -> Result<Option<Value>, CliError> {
+    use service::ExportBeforeRun as Rule;
+    let flag = match (export, no_export) {
+        (true, _) => Some(Rule::Always),
+        (_, true) => Some(Rule::Never),
+        _ => None,
+    };
+    if remember {
+        let rule = flag.ok_or_else(|| {
+            CliError::usage("--remember keeps --export or --no-export; pass one of them")
+        })?;
+        service::set_export_rule(&s.file, &s.editor, terminal, rule).await?;
+    }
+    let Some((dir, status)) = service::pending_export(&s.file, terminal) else {
+        return Ok(None);
+    };
+    let choice = match flag.unwrap_or_else(|| service::export_rule(&s.file, terminal)) {
+        Rule::Ask => ask_export(&dir, &status)?,
+        rule => rule,
+    };
+    if choice != Rule::Always {
+        return Ok(None);
+    }
+    let out = service::export_directory(&s.file, &s.editor, &dir).await?;
+    for r in out["refused"].as_array().into_iter().flatten() {
+        eprintln!(
+            "warning: not exported {}: {}",
+            r["path"].as_str().unwrap_or(""),
+            r["reason"].as_str().unwrap_or("")
+        );
+    }
+    Ok(Some(out))
+}
+
+/// Asks "export & run / run / cancel" on a terminal; without one, refuses with what to pass.
+fn ask_export(
+    dir: &str,
+    st: &elfiee::capabilities::builtin::DirectoryStatus,
+) -> Result<elfiee_adapters::service::ExportBeforeRun, CliError> {
+    use elfiee_adapters::service::ExportBeforeRun as Rule;
+    use std::io::{BufRead, IsTerminal, Write};
+    let what = format!(
+        "directory {dir} has {} new, {} modified and {} removed files not exported yet",
+        st.new.len(),
+        st.modified.len(),
+        st.removed.len()
+    );
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(CliError::usage(format!(
+            "{what}; pass --export (write them first) or --no-export (run as is), with --remember to keep the choice for this terminal"
+        )));
+    }
+    let mut err = std::io::stderr();
+    let _ = write!(err, "{what}.\n[e]xport & run, [r]un, [c]ancel? ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    match answer.trim().to_ascii_lowercase().as_str() {
+        "e" | "export" | "y" | "yes" => Ok(Rule::Always),
+        "r" | "run" => Ok(Rule::Never),
+        _ => Err(CliError::failed("cancelled", "cancelled; nothing was run")),
+    }
 }
 
 async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {

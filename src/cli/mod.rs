@@ -171,11 +171,22 @@ pub enum TerminalCmd {
         shell: Option<String>,
     },
     /// Run a command and print its output (exit code of the run is reported, not returned).
+    /// When the terminal's linked directory holds changes not exported yet, asks on a
+    /// terminal "export & run / run / cancel"; scripts pass --export or --no-export.
     Run {
         id: String,
         /// Seconds before the command is killed (default 120).
         #[arg(long)]
         timeout: Option<u64>,
+        /// Export the linked directory's changes first.
+        #[arg(long, conflicts_with = "no_export")]
+        export: bool,
+        /// Run without exporting the linked directory's changes.
+        #[arg(long)]
+        no_export: bool,
+        /// Keep the choice (--export / --no-export, or the answer) for this terminal.
+        #[arg(long)]
+        remember: bool,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,
