@@ -1128,3 +1128,119 @@ async fn options_come_from_the_agent_config_through_a_provider_factory() {
     );
     d.file.close().await;
 }
+
+/// Seed 002 §3: the agent's shell runs in the project it references, after the document's
+/// unexported changes to that project were written out (its `cargo test` sees its code).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_shell_runs_in_the_referenced_project_after_exporting() {
+    let d = doc().await;
+    let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
+    let proj = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(proj.path().join("src")).unwrap();
+    std::fs::write(proj.path().join("src/main.rs"), "fn main() {}\n").unwrap();
+    let report = elfiee_adapters::service::import_directory(
+        &d.file,
+        "alice",
+        proj.path(),
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let dir = report.block_id;
+    d.file
+        .submit(Command::new(
+            "alice",
+            "core.link",
+            Some(&d.agent),
+            json!({"to": dir, "relation": "reference"}),
+        ))
+        .await
+        .unwrap();
+    // A file made in the document, not exported yet.
+    d.file
+        .submit(Command::new(
+            "alice",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}\n"}),
+        ))
+        .await
+        .unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        tool(
+            "t1",
+            "shell",
+            json!({"command": "pwd > where.txt; ls src > listing.txt"}),
+        ),
+        done("looked"),
+    ]));
+    let rules = vec![Rule::new("shell", "*", Action::Allow)];
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, rules),
+    )
+    .unwrap();
+    s.run_turn("where are you?", &mut no_ask).await.unwrap();
+    let root = proj.path().canonicalize().unwrap();
+    let where_ = std::fs::read_to_string(root.join("where.txt")).unwrap();
+    assert_eq!(
+        where_.trim(),
+        root.to_str().unwrap(),
+        "the shell ran in the project"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("listing.txt")).unwrap(),
+        "main.rs\npdf.rs\n",
+        "the document's new file was exported before the command ran"
+    );
+    fx.settle(&d.file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    d.file.close().await;
+}
+
+/// Seed 002 §2.1B: a block the agent creates is linked from the agent (`implement`), in the
+/// same atomic batch.
+#[tokio::test]
+async fn a_block_the_agent_creates_is_linked_from_the_agent() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        tool(
+            "t1",
+            "elfiee_block_create",
+            json!({"name": "pdf.rs", "block_type": "code"}),
+        ),
+        done("made it"),
+    ]));
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    s.run_turn("make pdf.rs", &mut no_ask).await.unwrap();
+    let (created, linked) = d.file.with_state(|st| {
+        let created = st
+            .blocks
+            .values()
+            .find(|b| b.name == "pdf.rs")
+            .map(|b| (b.block_id.clone(), b.owner.clone()))
+            .expect("the block was created");
+        let linked: Vec<String> = st
+            .children_of(&d.agent)
+            .filter(|(rel, _)| *rel == elfiee_model::Relation::Implement)
+            .map(|(_, id)| id.to_owned())
+            .collect();
+        (created, linked)
+    });
+    assert_eq!(created.1, d.agent_editor, "created as the agent");
+    assert_eq!(linked, vec![created.0]);
+    d.file.close().await;
+}

@@ -697,7 +697,12 @@ impl AgentSession {
                     Err(EngineError::Rejected(c)) => return ToolOutcome::failed(c.to_string()),
                     Err(e) => return ToolOutcome::Error(e.to_string()),
                 };
-                let out = match crate::service::run_terminal(
+                let exported = match self.export_for_shell(&terminal).await {
+                    Ok(x) => x,
+                    Err(EngineError::Rejected(c)) => return ToolOutcome::failed(c.to_string()),
+                    Err(e) => return ToolOutcome::Error(e.to_string()),
+                };
+                let mut out = match crate::service::run_terminal(
                     &self.file,
                     &self.agent_editor,
                     &terminal,
@@ -712,6 +717,9 @@ impl AgentSession {
                 };
                 if let Some(err) = out.get("error").and_then(Value::as_str) {
                     return ToolOutcome::Error(err.to_owned());
+                }
+                if let Some(x) = exported {
+                    out["export"] = json!({"written": x["written"], "removed": x["removed"], "refused": x["refused"]});
                 }
                 let text = |k: &str| {
                     out.get(k)
@@ -794,16 +802,58 @@ impl AgentSession {
         }
     }
 
-    /// The agent's terminal: created by the user on first use, usable by the agent.
+    /// Where the agent's shell runs, so its commands see the project it works on (seed 002
+    /// §3): a terminal the agent references; else its own terminal linked to the directory it
+    /// references (or its target project); else its own terminal in the `.elf`. Its own
+    /// terminal is created by the user on first use and granted to the agent.
     async fn agent_terminal(&self) -> Result<String, EngineError> {
         let name = format!("shell: {}", self.agent_editor);
-        if let Some(id) = self.file.with_state(|s| {
-            s.blocks
+        let (referenced, directory, own) = self.file.with_state(|s| {
+            let refs: Vec<&elfiee_model::Block> = s
+                .children_of(&self.agent_block_id)
+                .filter(|(rel, _)| *rel == elfiee_model::Relation::Reference)
+                .filter_map(|(_, id)| s.block(id))
+                .collect();
+            let terminal = refs
+                .iter()
+                .find(|b| b.block_type == "terminal")
+                .map(|b| b.block_id.clone());
+            let directory = refs
+                .iter()
+                .find(|b| b.block_type == "directory")
+                .map(|b| b.block_id.clone())
+                .or_else(|| {
+                    s.block(&self.agent_block_id)
+                        .and_then(|a| a.contents.get("target_project_id"))
+                        .and_then(Value::as_str)
+                        .filter(|d| s.block(d).is_some())
+                        .map(str::to_owned)
+                });
+            let own = s
+                .blocks
                 .values()
                 .find(|b| b.block_type == "terminal" && b.name == name)
-                .map(|b| b.block_id.clone())
-        }) {
-            return Ok(id);
+                .map(|b| {
+                    let linked = b
+                        .contents
+                        .get("linked_directory_id")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    (b.block_id.clone(), linked)
+                });
+            (terminal, directory, own)
+        });
+        if let Some(t) = referenced {
+            return Ok(t);
+        }
+        if let Some((id, linked)) = own {
+            if linked == directory {
+                return Ok(id);
+            }
+        }
+        let mut payload = json!({ "name": name });
+        if let Some(d) = &directory {
+            payload["linked_directory_id"] = json!(d);
         }
         let ev = self
             .file
@@ -811,7 +861,7 @@ impl AgentSession {
                 &self.user_editor,
                 "terminal.create",
                 None,
-                json!({"name": name}),
+                payload,
             ))
             .await?;
         let id = ev[0].entity.clone();
@@ -824,6 +874,23 @@ impl AgentSession {
             ))
             .await?;
         Ok(id)
+    }
+
+    /// Before the agent's shell runs in a terminal linked to a directory with changes not
+    /// exported yet: export them by the terminal's rule. An agent cannot answer the "export &
+    /// run / run / cancel" question, so `Ask` exports (its commands see what it wrote);
+    /// `Never` runs as is. Conflicts are left on disk and named in the tool result.
+    async fn export_for_shell(&self, terminal: &str) -> Result<Option<Value>, EngineError> {
+        use crate::service::{export_rule, pending_export, ExportBeforeRun};
+        let Some((dir, _)) = pending_export(&self.file, terminal) else {
+            return Ok(None);
+        };
+        if export_rule(&self.file, terminal) == ExportBeforeRun::Never {
+            return Ok(None);
+        }
+        crate::service::export_directory(&self.file, &self.user_editor, &dir)
+            .await
+            .map(Some)
     }
 
     /// Summarises the conversation and keeps only the summary and the last exchange; on a

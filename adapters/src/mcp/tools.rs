@@ -395,14 +395,48 @@ pub async fn call(
         }
         "elfiee_block_create" => {
             let a: CreateArgs = parse(name, args)?;
-            let ev = submit(
-                file,
-                editor,
-                "core.create",
-                None,
-                json!({"name": a.name, "block_type": a.block_type}),
-            )
-            .await?;
+            // An agent's blocks are linked from the agent (`implement`, seed 002 §2.1B), in the
+            // same atomic batch as the create.
+            let agent = file.with_state(|s| {
+                s.blocks
+                    .values()
+                    .find(|b| {
+                        b.block_type == "agent"
+                            && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor)
+                    })
+                    .map(|b| b.block_id.clone())
+            });
+            let ev = match agent {
+                Some(agent) => {
+                    let id = uuid::Uuid::new_v4().to_string();
+                    file.submit_all(vec![
+                        Command::new(
+                            editor,
+                            "core.create",
+                            None,
+                            json!({"name": a.name, "block_type": a.block_type, "block_id": id}),
+                        ),
+                        Command::new(
+                            editor,
+                            "core.link",
+                            Some(&agent),
+                            json!({"to": id, "relation": "implement"}),
+                        ),
+                    ])
+                    .await
+                    .map_err(engine_error)?
+                }
+                None => {
+                    submit(
+                        file,
+                        editor,
+                        "core.create",
+                        None,
+                        json!({"name": a.name, "block_type": a.block_type}),
+                    )
+                    .await?
+                }
+            };
             let created = ev
                 .iter()
                 .find(|e| e.cap_id() == "core.create")
