@@ -292,9 +292,26 @@ target_project_id: string | null,
  */
 name: string | null, };
 
-export type AgentConfigurePayload = { provider: string | null, model: string | null, api_key_env: string | null, system_prompt: string | null, max_context_tokens: number | null, base_url: string | null, };
+export type AgentConfigurePayload = { provider: string | null, model: string | null, api_key_env: string | null, system_prompt: string | null, max_context_tokens: number | null, base_url: string | null, 
+/**
+ * Sampling temperature, 0–2; a negative value clears it (the provider's default).
+ */
+temperature: number | null, 
+/**
+ * Reply language (`zh`, `en`, or a name like `Chinese`); empty clears it.
+ */
+language: string | null, 
+/**
+ * Default permission rules of the agent loop: `[{"permission", "pattern", "action":
+ * "allow" | "deny" | "ask"}]`, later rules winning; `[]` clears them.
+ */
+rules: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "ask" }>, };
 
-export type AgentConfig = { provider: string, model: string, api_key_env: string, system_prompt: string | null, max_context_tokens: number, base_url: string | null, };
+export type AgentConfig = { provider: string, model: string, api_key_env: string, system_prompt: string | null, max_context_tokens: number, base_url: string | null, temperature?: number, language?: string, 
+/**
+ * Default permission rules of the agent loop (see `AgentConfigurePayload::rules`).
+ */
+rules?: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "ask" }>, };
 
 export type AgentInvokePayload = { prompt: string, 
 /**

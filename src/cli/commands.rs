@@ -816,9 +816,21 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             system_prompt,
             max_context_tokens,
             base_url,
+            temperature,
+            language,
+            rules,
         } => {
             let id = s.block_id(id)?;
             let mut cfg = serde_json::Map::new();
+            if let Some(t) = temperature {
+                cfg.insert("temperature".into(), json!(t));
+            }
+            if let Some(l) = language {
+                cfg.insert("language".into(), json!(l));
+            }
+            if let Some(f) = rules {
+                cfg.insert("rules".into(), json!(read_rules(f)?));
+            }
             for (k, v) in [
                 ("provider", provider),
                 ("model", model),
@@ -834,7 +846,7 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 cfg.insert("max_context_tokens".into(), json!(n));
             }
             if cfg.is_empty() {
-                return Err(CliError::usage("nothing to configure: give at least one of --provider, --model, --api-key-env, --system-prompt, --max-context-tokens, --base-url"));
+                return Err(CliError::usage("nothing to configure: give at least one of --provider, --model, --api-key-env, --system-prompt, --max-context-tokens, --base-url, --temperature, --language, --rules"));
             }
             let v = service::configure_agent(&s.file, &s.editor, &id, Value::Object(cfg)).await?;
             out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -901,11 +913,11 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 t
             });
         }
-        AgentCmd::Chat { id, session } => {
+        AgentCmd::Chat { id, session, perms } => {
             use elfiee_adapters::agent_loop::{AgentSession, Confirm};
             use std::io::{BufRead, Write};
             let id = s.block_id(id)?;
-            let mut opts = session_options(s, &id)?;
+            let mut opts = session_options(s, &id, perms)?;
             opts.on_tool = Some(std::sync::Arc::new(
                 |status: &str, tool: &str, subject: &str| {
                     let mark = match status {
@@ -955,10 +967,11 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             approve_all,
             deny_all: _,
             max_iterations,
+            perms,
         } => {
             use elfiee_adapters::agent_loop::{AgentSession, Confirm};
             let id = s.block_id(id)?;
-            let mut opts = session_options(s, &id)?;
+            let mut opts = session_options(s, &id, perms)?;
             if let Some(n) = max_iterations {
                 opts.max_iterations = (*n).max(1);
             }
@@ -1046,24 +1059,71 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Agent-loop options from the agent's configuration (provider built now; key from its env var).
+/// Agent-loop options: the agent's configuration (system prompt, model, temperature, language,
+/// its default rules; provider built now, key from its env var), then the profile, the rules
+/// file and the autonomy given on the command line.
 fn session_options(
     s: &Session,
     agent: &str,
+    perms: &super::LoopPermissions,
 ) -> Result<elfiee_adapters::agent_loop::SessionOptions, CliError> {
-    let cfg = s
-        .file
-        .with_state(|st| {
-            st.block(agent)
-                .map(|b| elfiee::capabilities::builtin::AgentConfig::of(&b.contents))
-        })
-        .unwrap_or_default();
-    let provider = elfiee_adapters::invoke::default_provider_factory()(&cfg)
-        .map_err(|e| CliError::failed("llm", e.to_string()))?;
-    Ok(elfiee_adapters::agent_loop::SessionOptions::new(
-        provider,
-        cfg.model.clone(),
-    ))
+    use elfiee_adapters::agent_loop::{Autonomy, Profile, SessionOptions, PROFILES};
+    let opts = SessionOptions::for_agent(
+        &s.file,
+        agent,
+        &elfiee_adapters::invoke::default_provider_factory(),
+    )
+    .map_err(|e| CliError::failed("llm", e.to_string()))?;
+    let profile = Profile::builtin(&perms.profile).ok_or_else(|| {
+        CliError::usage(format!(
+            "unknown profile '{}'; use one of {}",
+            perms.profile,
+            PROFILES.join(", ")
+        ))
+    })?;
+    let mut opts = opts.with_profile(&profile);
+    if let Some(f) = &perms.rules {
+        let extra: Vec<elfiee_adapters::agent_loop::Rule> =
+            serde_json::from_value(Value::Array(read_rules(f)?)).map_err(|e| {
+                CliError::usage(format!("{}: not a list of rules: {e}", f.display()))
+            })?;
+        opts.rules.rules.extend(extra);
+    }
+    if let Some(a) = &perms.autonomy {
+        opts.autonomy = serde_json::from_value::<Autonomy>(json!(a)).map_err(|_| {
+            CliError::usage(format!(
+                "unknown autonomy '{a}'; use read_only, supervised or full"
+            ))
+        })?;
+    }
+    Ok(opts)
+}
+
+/// A rules file: a JSON list of `{"permission", "pattern", "action"}` (or `{"rules": [...]}`).
+fn read_rules(path: &Path) -> Result<Vec<Value>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("{} is not JSON: {e}", path.display())))?;
+    let list = match v {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("rules") {
+            Some(Value::Array(a)) => a,
+            _ => {
+                return Err(CliError::usage(format!(
+                    "{}: expected a list of rules or {{\"rules\": [...]}}",
+                    path.display()
+                )))
+            }
+        },
+        _ => {
+            return Err(CliError::usage(format!(
+                "{}: expected a list of rules",
+                path.display()
+            )))
+        }
+    };
+    Ok(list)
 }
 
 async fn grant(s: &Session, cap: &str, g: &GrantArgs, out: &Out) -> Result<(), CliError> {

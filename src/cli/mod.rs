@@ -193,6 +193,23 @@ pub enum TerminalCmd {
     },
 }
 
+/// What the agent loop may do without asking.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoopPermissions {
+    /// build (every tool; reads run without asking, the rest by the rules) or plan (read
+    /// only), explore, general.
+    #[arg(long, default_value = "build")]
+    pub profile: String,
+    /// read_only, supervised (rules decide, unmatched calls ask) or full (everything not
+    /// denied runs); default: the profile's.
+    #[arg(long)]
+    pub autonomy: Option<String>,
+    /// Permission rules to add after the profile's and the agent's own: a JSON file
+    /// `[{"permission": TOOL, "pattern": GLOB, "action": "allow" | "deny" | "ask"}]`.
+    #[arg(long)]
+    pub rules: Option<PathBuf>,
+}
+
 #[derive(Subcommand, Debug)]
 pub enum AgentCmd {
     /// Create an agent; with --target it integrates Claude Code into that directory's project.
@@ -226,6 +243,16 @@ pub enum AgentCmd {
         /// Provider base URL (default from ANTHROPIC_BASE_URL / OPENAI_BASE_URL).
         #[arg(long)]
         base_url: Option<String>,
+        /// Sampling temperature 0-2 (a negative value clears it).
+        #[arg(long, allow_negative_numbers = true)]
+        temperature: Option<f64>,
+        /// Reply language (zh, en, …); zh also makes the tool-result markers Chinese.
+        #[arg(long)]
+        language: Option<String>,
+        /// The agent's default permission rules for `agent run` / `agent chat`: a JSON file
+        /// `[{"permission": TOOL, "pattern": GLOB, "action": "allow" | "deny" | "ask"}]`.
+        #[arg(long)]
+        rules: Option<PathBuf>,
     },
     /// Ask an LLM agent for a proposal: streams its answer, then prints the proposal.
     Invoke {
@@ -253,6 +280,8 @@ pub enum AgentCmd {
         /// Tool calls per turn (default 10).
         #[arg(long)]
         max_iterations: Option<usize>,
+        #[command(flatten)]
+        perms: LoopPermissions,
     },
     /// Talk with an agent interactively (empty line or Ctrl-D ends); y/N/a answers confirmations.
     Chat {
@@ -260,6 +289,8 @@ pub enum AgentCmd {
         /// Continue this session.
         #[arg(long)]
         session: Option<String>,
+        #[command(flatten)]
+        perms: LoopPermissions,
     },
     /// List an agent's proposals.
     Proposals { id: String },

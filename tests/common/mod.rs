@@ -56,3 +56,132 @@ pub fn success_json(args: &[&str], out: &std::process::Output) -> serde_json::Va
         )
     })
 }
+
+/// A local LLM provider: answers requests in order with the given raw HTTP responses and
+/// records each request as its head (lower case), a blank line and its body.
+pub async fn llm_server(responses: Vec<String>) -> (String, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        for resp in responses {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            // Read the head, then the body by content-length.
+            loop {
+                let n = sock.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                    let len = head
+                        .lines()
+                        .find_map(|l| {
+                            l.strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        let body = String::from_utf8_lossy(&buf[end + 4..end + 4 + len]);
+                        log.lock().unwrap().push(format!("{head}\r\n\r\n{body}"));
+                        break;
+                    }
+                }
+            }
+            let _ = sock.write_all(resp.as_bytes()).await;
+            let _ = sock.shutdown().await;
+        }
+    });
+    (url, seen)
+}
+
+pub fn http(status: &str, headers: &[(&str, &str)], body: &str) -> String {
+    let mut s = format!(
+        "HTTP/1.1 {status}\r\ncontent-length: {}\r\nconnection: close\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        s.push_str(&format!("{k}: {v}\r\n"));
+    }
+    s.push_str("\r\n");
+    s.push_str(body);
+    s
+}
+
+pub fn anthropic_answer(text: &str) -> String {
+    let events = [
+        (
+            "message_start",
+            serde_json::json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+        ),
+        (
+            "content_block_start",
+            serde_json::json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+        ),
+        (
+            "content_block_delta",
+            serde_json::json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+        ),
+        (
+            "content_block_stop",
+            serde_json::json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            serde_json::json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+        ),
+        ("message_stop", serde_json::json!({"type": "message_stop"})),
+    ];
+    let body: String = events
+        .iter()
+        .map(|(n, d)| format!("event: {n}\ndata: {d}\n\n"))
+        .collect();
+    http("200 OK", &[("content-type", "text/event-stream")], &body)
+}
+
+pub fn openai_answer(text: &str) -> String {
+    let chunk = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": null}]});
+    let done = serde_json::json!({"id": "c", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let body = format!("data: {chunk}\n\ndata: {done}\n\ndata: [DONE]\n\n");
+    http("200 OK", &[("content-type", "text/event-stream")], &body)
+}
+
+/// An Anthropic stream whose answer is one call of tool `name` with `input`.
+pub fn anthropic_tool_call(id: &str, name: &str, input: &serde_json::Value) -> String {
+    use serde_json::json;
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let body: String = events
+        .iter()
+        .map(|(n, d)| format!("event: {n}\ndata: {d}\n\n"))
+        .collect();
+    http("200 OK", &[("content-type", "text/event-stream")], &body)
+}

@@ -9,8 +9,8 @@ pub mod session;
 pub mod types;
 
 pub use permissions::{Action, Autonomy, Rule, Ruleset};
-pub use profiles::Profile;
-pub use session::{always_rules, AgentSession, SessionOptions, ToolStatusFn};
+pub use profiles::{Profile, PROFILES};
+pub use session::{always_rules, AgentSession, Markers, SessionOptions, ToolStatusFn};
 pub use types::{
     ApprovalRequest, ApproveAll, AskReason, Confirm, ConfirmCallback, DenyAll, LoopEvent,
     SessionStatus, StopReason, TurnOutcome,

@@ -59,8 +59,12 @@ pub struct SessionOptions {
     pub max_iterations: usize,
     /// Messages sent to the model (default 50, newest kept).
     pub max_history: usize,
-    /// Reply language for the system prompt (e.g. "Chinese"); `None` = the user's language.
+    /// Reply language for the system prompt (`zh`, `en`, or a name like "Chinese"); `None` =
+    /// the user's language. Chinese (`zh…`, "Chinese", "中文") also makes the tool-result
+    /// markers Chinese (`[失败]`, `[部分输出]`, `[错误]`, seed 003).
     pub language: Option<String>,
+    /// Sampling temperature sent with the turn's model calls (`None`: the provider's default).
+    pub temperature: Option<f32>,
     /// Calls of the same tool with the same input in one turn before the user is asked (3).
     pub doom_loop_threshold: usize,
     /// The model's context window in tokens (default 200,000).
@@ -95,6 +99,7 @@ impl SessionOptions {
             max_iterations: 10,
             max_history: 50,
             language: None,
+            temperature: None,
             doom_loop_threshold: 3,
             context_limit: 200_000,
             compaction_buffer: 20_000,
@@ -124,6 +129,15 @@ impl SessionOptions {
         let provider = factory(&cfg)?;
         let mut o = SessionOptions::new(provider, cfg.model.clone());
         o.instructions = cfg.system_prompt.clone();
+        o.temperature = cfg.temperature.map(|t| t as f32);
+        o.language = cfg.language.clone();
+        // The agent's default rules (validated by agent.configure).
+        o.rules = Ruleset::new(
+            cfg.rules
+                .iter()
+                .filter_map(|r| serde_json::from_value(r.clone()).ok())
+                .collect(),
+        );
         Ok(o)
     }
 
@@ -183,18 +197,57 @@ impl ToolOutcome {
     }
 
     /// Seed 003's format: the output as is; `[failed] …` (+ `[partial output]`); `[error] …`.
+    #[cfg(test)]
     fn render(&self) -> (String, bool) {
+        self.render_in(&Markers::EN)
+    }
+
+    fn render_in(&self, m: &Markers) -> (String, bool) {
         match self {
             ToolOutcome::Ok(s) => (s.clone(), false),
             ToolOutcome::Failed {
                 error,
                 partial: None,
-            } => (format!("[failed] {error}"), true),
+            } => (format!("{} {error}", m.failed), true),
             ToolOutcome::Failed {
                 error,
                 partial: Some(p),
-            } => (format!("[failed] {error}\n[partial output]\n{p}"), true),
-            ToolOutcome::Error(m) => (format!("[error] {m}"), true),
+            } => (format!("{} {error}\n{}\n{p}", m.failed, m.partial), true),
+            ToolOutcome::Error(e) => (format!("{} {e}", m.error), true),
+        }
+    }
+}
+
+/// The result markers of seed 003 in the reply language.
+pub struct Markers {
+    pub failed: &'static str,
+    pub partial: &'static str,
+    pub error: &'static str,
+}
+
+impl Markers {
+    pub const EN: Markers = Markers {
+        failed: "[failed]",
+        partial: "[partial output]",
+        error: "[error]",
+    };
+    pub const ZH: Markers = Markers {
+        failed: "[失败]",
+        partial: "[部分输出]",
+        error: "[错误]",
+    };
+
+    /// Chinese for `zh…`, "Chinese" or "中文"; English otherwise.
+    pub fn for_language(language: Option<&str>) -> &'static Markers {
+        match language.map(str::trim) {
+            Some(l)
+                if l.to_ascii_lowercase().starts_with("zh")
+                    || l.eq_ignore_ascii_case("chinese")
+                    || l.starts_with("中文") =>
+            {
+                &Markers::ZH
+            }
+            _ => &Markers::EN,
         }
     }
 }
@@ -635,7 +688,14 @@ impl AgentSession {
 - Stop when the task is done.\n",
         );
         if let Some(lang) = &self.opts.language {
+            let m = Markers::for_language(Some(lang));
             s.push_str(&format!("- Reply in {lang}.\n"));
+            if m.failed != Markers::EN.failed {
+                s.push_str(&format!(
+                    "- In this language the tool-result markers are {} (failed), {} (partial output) and {} (system error).\n",
+                    m.failed, m.partial, m.error
+                ));
+            }
         }
         s
     }
@@ -1047,7 +1107,7 @@ impl AgentSession {
                 ),
                 tools: tools.clone(),
                 max_tokens: 4096,
-                temperature: None,
+                temperature: self.opts.temperature,
             };
             let provider = self.opts.provider.clone();
             let status = &self.status;
@@ -1118,7 +1178,8 @@ impl AgentSession {
                     self.decide_and_run(&id, &name, &input, &subject, &mut seen, confirm, on_event)
                         .await?
                 };
-                let (content, is_error) = outcome.render();
+                let (content, is_error) =
+                    outcome.render_in(Markers::for_language(self.opts.language.as_deref()));
                 if let Some(cb) = &self.opts.on_tool {
                     cb(if is_error { "failed" } else { "success" }, &name, &subject);
                 }
@@ -1352,5 +1413,26 @@ mod tests {
             ToolOutcome::Error("disk".into()).render(),
             ("[error] disk".into(), true)
         );
+    }
+
+    #[test]
+    fn chinese_replies_get_chinese_result_markers() {
+        let zh = Markers::for_language(Some("zh-CN"));
+        assert_eq!(
+            ToolOutcome::Failed {
+                error: "exit code 1".into(),
+                partial: Some("half".into())
+            }
+            .render_in(zh)
+            .0,
+            "[失败] exit code 1\n[部分输出]\nhalf"
+        );
+        assert_eq!(
+            ToolOutcome::Error("disk".into()).render_in(zh).0,
+            "[错误] disk"
+        );
+        assert_eq!(Markers::for_language(Some("Chinese")).failed, "[失败]");
+        assert_eq!(Markers::for_language(Some("en")).failed, "[failed]");
+        assert_eq!(Markers::for_language(None).failed, "[failed]");
     }
 }

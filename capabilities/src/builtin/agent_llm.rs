@@ -34,6 +34,22 @@ pub struct AgentConfigurePayload {
     pub max_context_tokens: Option<u64>,
     #[serde(default)]
     pub base_url: Option<String>,
+    /// Sampling temperature, 0–2; a negative value clears it (the provider's default).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Reply language (`zh`, `en`, or a name like `Chinese`); empty clears it.
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Default permission rules of the agent loop: `[{"permission", "pattern", "action":
+    /// "allow" | "deny" | "ask"}]`, later rules winning; `[]` clears them.
+    #[serde(default)]
+    #[cfg_attr(
+        feature = "ts",
+        ts(
+            type = "Array<{ permission: string, pattern: string, action: \"allow\" | \"deny\" | \"ask\" }>"
+        )
+    )]
+    pub rules: Option<Vec<Value>>,
 }
 
 /// The agent's LLM configuration as stored in `contents.config`, with defaults.
@@ -48,6 +64,22 @@ pub struct AgentConfig {
     pub max_context_tokens: u64,
     #[serde(default)]
     pub base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ts", ts(optional))]
+    pub language: Option<String>,
+    /// Default permission rules of the agent loop (see `AgentConfigurePayload::rules`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(
+        feature = "ts",
+        ts(
+            optional,
+            type = "Array<{ permission: string, pattern: string, action: \"allow\" | \"deny\" | \"ask\" }>"
+        )
+    )]
+    pub rules: Vec<Value>,
 }
 
 impl Default for AgentConfig {
@@ -59,6 +91,9 @@ impl Default for AgentConfig {
             system_prompt: None,
             max_context_tokens: 8000,
             base_url: None,
+            temperature: None,
+            language: None,
+            rules: Vec::new(),
         }
     }
 }
@@ -136,6 +171,39 @@ impl Capability for AgentConfigure {
         }
         if let Some(v) = p.base_url {
             cfg.base_url = Some(v).filter(|s| !s.is_empty());
+        }
+        if let Some(t) = p.temperature {
+            if t > 2.0 || t.is_nan() {
+                return Err(CapError::payload(
+                    self.id(),
+                    format!("'temperature' must be 0-2 (got {t}); a negative value clears it"),
+                ));
+            }
+            cfg.temperature = (t >= 0.0).then_some(t);
+        }
+        if let Some(l) = p.language {
+            if l.chars().count() > 32 {
+                return Err(CapError::payload(
+                    self.id(),
+                    "'language' must be at most 32 characters (e.g. zh, en, Chinese)",
+                ));
+            }
+            cfg.language = Some(l.trim().to_owned()).filter(|s| !s.is_empty());
+        }
+        if let Some(rules) = p.rules {
+            for (i, r) in rules.iter().enumerate() {
+                let text = |k: &str| r.get(k).and_then(Value::as_str);
+                let ok = text("permission").is_some_and(|s| !s.is_empty())
+                    && text("pattern").is_some()
+                    && matches!(text("action"), Some("allow" | "deny" | "ask"));
+                if !ok {
+                    return Err(CapError::payload(
+                        self.id(),
+                        format!("rule {} must be {{\"permission\", \"pattern\", \"action\": \"allow\" | \"deny\" | \"ask\"}} (got {r})", i + 1),
+                    ));
+                }
+            }
+            cfg.rules = rules;
         }
         Ok(vec![EventDraft::new(
             id,

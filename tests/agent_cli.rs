@@ -1,0 +1,207 @@
+//! `elfiee agent run` as configured, against a local server speaking the Anthropic API: the
+//! agent's system prompt, temperature and language reach the provider; the profile and rules
+//! decide what runs without asking; Chinese replies get Chinese result markers.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+mod common;
+
+const KEY_ENV: &str = "ELFIEE_AGENT_CLI_KEY";
+
+fn elfiee(elf: &Path, args: &[&str]) -> std::process::Output {
+    common::run_elfiee(elf, args, &[(KEY_ENV, "sk-local")])
+}
+
+async fn run(elf: &Path, args: &[&str]) -> std::process::Output {
+    let (elf, args): (PathBuf, Vec<String>) =
+        (elf.to_owned(), args.iter().map(|s| s.to_string()).collect());
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        elfiee(&elf, &args)
+    })
+    .await
+    .unwrap()
+}
+
+fn ok(out: std::process::Output) -> Value {
+    common::success_json(&[], &out)
+}
+
+/// A document with an agent configured against `url`; returns the agent id.
+async fn setup(elf: &Path, url: &str, extra: &[&str]) -> String {
+    ok(run(
+        elf,
+        &["--json", "init", elf.to_str().unwrap(), "--owner", "Alice"],
+    )
+    .await);
+    ok(run(
+        elf,
+        &[
+            "--json", "block", "create", "--type", "markdown", "--name", "Spec",
+        ],
+    )
+    .await);
+    let agent = ok(run(elf, &["--json", "agent", "create", "--name", "writer"]).await)
+        ["agent_block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut args = vec![
+        "--json",
+        "agent",
+        "configure",
+        &agent,
+        "--base-url",
+        url,
+        "--api-key-env",
+        KEY_ENV,
+        "--model",
+        "claude-local",
+    ];
+    args.extend_from_slice(extra);
+    ok(run(elf, &args).await);
+    agent
+}
+
+fn body(request: &str) -> Value {
+    let (_, b) = request.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(b).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_run_sends_the_configured_prompt_temperature_and_language_and_reads_without_asking() {
+    std::env::set_var(KEY_ENV, "sk-local");
+    let (url, seen) = common::llm_server(vec![
+        common::anthropic_tool_call("t1", "elfiee_block_list", &json!({})),
+        common::anthropic_answer("done"),
+    ])
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let elf = tmp.path().join("a.elf");
+    let agent = setup(
+        &elf,
+        &url,
+        &[
+            "--system-prompt",
+            "MARKER-7731: be terse.",
+            "--temperature",
+            "0.3",
+            "--language",
+            "zh",
+        ],
+    )
+    .await;
+    // No --approve-all: the default profile lets a read-only tool run without asking.
+    let out = run(
+        &elf,
+        &["agent", "run", &agent, "--message", "list the blocks"],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let reqs = seen.lock().unwrap().clone();
+    assert_eq!(reqs.len(), 2, "a tool call, then the answer");
+    let first = body(&reqs[0]);
+    let system = first["system"].to_string();
+    assert!(system.contains("MARKER-7731"), "{system}");
+    assert!(system.contains("Reply in zh"), "{system}");
+    assert!(system.contains("[失败]"), "{system}");
+    let t = first["temperature"].as_f64().unwrap();
+    assert!((t - 0.3).abs() < 1e-6, "temperature {t}");
+    assert_eq!(first["model"], "claude-local");
+    let second = body(&reqs[1]).to_string();
+    assert!(
+        second.contains("Spec"),
+        "elfiee_block_list ran without asking and its output went back: {second}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_profile_refuses_a_write_tool_and_rules_files_decide() {
+    std::env::set_var(KEY_ENV, "sk-local");
+    let write = json!({"block_id": "Spec", "markdown": "changed"});
+    let (url, seen) = common::llm_server(vec![
+        common::anthropic_tool_call("t1", "elfiee_markdown_write", &write),
+        common::anthropic_answer("ok"),
+        common::anthropic_tool_call("t2", "elfiee_markdown_write", &write),
+        common::anthropic_answer("ok"),
+    ])
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let elf = tmp.path().join("p.elf");
+    let agent = setup(&elf, &url, &["--language", "zh"]).await;
+    let out = run(
+        &elf,
+        &[
+            "agent",
+            "run",
+            &agent,
+            "--profile",
+            "plan",
+            "--approve-all",
+            "--message",
+            "edit",
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refused = body(&seen.lock().unwrap()[1]).to_string();
+    assert!(
+        refused.contains("[失败]"),
+        "the write was refused, with the Chinese marker: {refused}"
+    );
+    let spec = ok(run(&elf, &["--json", "markdown", "read", "Spec"]).await);
+    assert_eq!(spec["markdown"], "", "plan wrote nothing");
+
+    // A rules file that allows the write: it runs without asking (no --approve-all).
+    let rules = tmp.path().join("rules.json");
+    std::fs::write(
+        &rules,
+        json!([{"permission": "elfiee_markdown_write", "pattern": "*", "action": "allow"}])
+            .to_string(),
+    )
+    .unwrap();
+    let out = run(
+        &elf,
+        &[
+            "agent",
+            "run",
+            &agent,
+            "--rules",
+            rules.to_str().unwrap(),
+            "--message",
+            "edit",
+        ],
+    )
+    .await;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spec = ok(run(&elf, &["--json", "markdown", "read", "Spec"]).await);
+    assert_eq!(spec["markdown"], "changed", "the rule allowed the write");
+    let bad = run(
+        &elf,
+        &[
+            "agent",
+            "run",
+            &agent,
+            "--profile",
+            "nope",
+            "--message",
+            "x",
+        ],
+    )
+    .await;
+    assert_eq!(bad.status.code(), Some(2));
+}
