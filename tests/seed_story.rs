@@ -1,0 +1,240 @@
+//! The seed's own user story (seed 002 §3), end to end through the CLI, on a real `cargo new`
+//! project against a local server speaking the Anthropic API: import the project as directory
+//! `b1`, link terminal `t1` to it, create agent `a1` referencing it and the requirement `f1`,
+//! ask `a1` to implement the requirement; its proposal creates `src/pdf.rs` with a test, writes
+//! it, places it in the directory, declares the module in `src/main.rs` and links the code to
+//! the requirement (`implement`); the user approves; `dir status` lists the changes;
+//! `terminal run --export` runs `cargo test pdf` in the project folder; the test passes; git
+//! sees exactly the changed files; `verify` passes.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{json, Value};
+
+mod common;
+
+const KEY_ENV: &str = "ELFIEE_STORY_KEY";
+
+fn elfiee(elf: &Path, args: &[&str]) -> std::process::Output {
+    common::run_elfiee(elf, args, &[(KEY_ENV, "sk-local")])
+}
+
+async fn ok(elf: &Path, args: &[&str]) -> Value {
+    let (elf, owned): (std::path::PathBuf, Vec<String>) =
+        (elf.to_owned(), args.iter().map(|s| s.to_string()).collect());
+    let out = tokio::task::spawn_blocking(move || {
+        let mut all = vec!["--json"];
+        all.extend(owned.iter().map(String::as_str));
+        elfiee(&elf, &all)
+    })
+    .await
+    .unwrap();
+    common::success_json(args, &out)
+}
+
+fn id(v: &Value) -> String {
+    v["block_id"].as_str().unwrap().to_owned()
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+const PDF_RS: &str = "/// The header every PDF file starts with.\npub fn header() -> &'static str {\n    \"%PDF-1.7\"\n}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn pdf_header_is_right() {\n        assert_eq!(super::header(), \"%PDF-1.7\");\n    }\n}\n";
+const MAIN_RS: &str = "mod pdf;\n\nfn main() {\n    println!(\"{}\", pdf::header());\n}\n";
+
+fn command(cap: &str, block: Option<&str>, payload: Value, why: &str) -> String {
+    let block = block
+        .map(|b| format!("<block_id>{b}</block_id>"))
+        .unwrap_or_default();
+    format!("<command><cap_id>{cap}</cap_id>{block}<payload>{payload}</payload><description>{why}</description></command>\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_story_an_agent_writes_code_into_a_project_and_its_tests_run_there() {
+    std::env::set_var(KEY_ENV, "sk-local");
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    let made = Command::new("cargo")
+        .args(["new", "--quiet", "--vcs", "git", "--name", "proj"])
+        .arg(&proj)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // A real project commits its lock file (so `cargo test` below adds nothing of its own).
+    let locked = Command::new("cargo")
+        .args(["generate-lockfile", "--offline"])
+        .current_dir(&proj)
+        .output()
+        .unwrap();
+    assert!(locked.status.success(), "{}", String::from_utf8_lossy(&locked.stderr));
+    git(&proj, &["add", "-A"]);
+    git(&proj, &["commit", "-q", "-m", "cargo new"]);
+
+    let elf = tmp.path().join("story.elf");
+    ok(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]).await;
+    let b1 = id(&ok(
+        &elf,
+        &["dir", "import", proj.to_str().unwrap(), "--name", "b1"],
+    )
+    .await);
+    let t1 = id(&ok(&elf, &["terminal", "create", "--name", "t1", "--dir", &b1]).await);
+    let f1 = id(&ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "f1"],
+    )
+    .await);
+    ok(
+        &elf,
+        &[
+            "markdown",
+            "write",
+            &f1,
+            "--text",
+            "Requirement: a `pdf` module whose `header()` returns the PDF 1.7 header, with a test.",
+        ],
+    )
+    .await;
+    let agent = ok(&elf, &["agent", "create", "--name", "a1"]).await;
+    let (a1, a1_editor) = (
+        agent["agent_block_id"].as_str().unwrap().to_owned(),
+        agent["editor_id"].as_str().unwrap().to_owned(),
+    );
+    for target in [&b1, &f1] {
+        ok(
+            &elf,
+            &["block", "link", &a1, target, "--relation", "reference"],
+        )
+        .await;
+    }
+    // The user lets the agent place files in the project.
+    ok(&elf, &["grant", &a1_editor, "directory.add", &b1]).await;
+    let main_rs = ok(&elf, &["block", "show", "src/main.rs"]).await["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    // The model's answer: create src/pdf.rs with a test, write it, place it in b1, declare
+    // the module, link the code to the requirement.
+    let answer = format!(
+        "<thinking>A pdf module with a test.</thinking>\n{}{}{}{}{}",
+        command(
+            "core.create",
+            None,
+            json!({"name": "src/pdf.rs", "block_type": "code", "block_id": "pdf"}),
+            "create the file"
+        ),
+        command(
+            "code.write",
+            Some("pdf"),
+            json!({"text": PDF_RS, "language": "rust"}),
+            "write it"
+        ),
+        command(
+            "directory.add",
+            Some(&b1),
+            json!({"path": "src/pdf.rs", "block_id": "pdf"}),
+            "put it in the project"
+        ),
+        command(
+            "code.write",
+            Some(&main_rs),
+            json!({"text": MAIN_RS, "language": "rust"}),
+            "declare the module"
+        ),
+        command(
+            "core.link",
+            Some("pdf"),
+            json!({"to": f1, "relation": "implement"}),
+            "it implements f1"
+        ),
+    );
+    let (url, seen) = common::llm_server(vec![common::anthropic_answer(&answer)]).await;
+    ok(
+        &elf,
+        &[
+            "agent",
+            "configure",
+            &a1,
+            "--base-url",
+            &url,
+            "--api-key-env",
+            KEY_ENV,
+        ],
+    )
+    .await;
+    let proposal = ok(&elf, &["agent", "invoke", &a1, "--prompt", "Implement f1."]).await;
+    assert_eq!(proposal["status"], "pending", "{proposal}");
+    assert_eq!(
+        proposal["proposed_commands"].as_array().unwrap().len(),
+        5,
+        "{proposal}"
+    );
+    assert!(
+        seen.lock().unwrap()[0].contains("PDF 1.7 header"),
+        "the requirement was in the model's context"
+    );
+    let pid = proposal["proposal_id"].as_str().unwrap().to_owned();
+    ok(&elf, &["agent", "approve", &pid]).await;
+
+    // b1 now holds the new file, not yet on disk.
+    let st = ok(&elf, &["dir", "status", &b1]).await;
+    assert_eq!(st["new"], json!(["src/pdf.rs"]), "{st}");
+    assert_eq!(st["modified"], json!(["src/main.rs"]), "{st}");
+    assert!(!proj.join("src/pdf.rs").exists());
+
+    // Export & run: the tests run in the project folder; the output is committed as events.
+    let run = ok(
+        &elf,
+        &[
+            "terminal",
+            "run",
+            &t1,
+            "--export",
+            "--timeout",
+            "600",
+            "--",
+            "cargo test --offline pdf",
+        ],
+    )
+    .await;
+    assert_eq!(run["exit_code"], 0, "{run}");
+    let stdout = run["stdout"].as_str().unwrap();
+    assert!(stdout.contains("pdf_header_is_right ... ok"), "{run}");
+    assert_eq!(
+        run["export"]["written"],
+        json!(["src/main.rs", "src/pdf.rs"]),
+        "{run}"
+    );
+    let log = ok(&elf, &["log", "--block", &t1]).await;
+    assert!(
+        log.to_string().contains("pdf_header_is_right ... ok"),
+        "the output is an event"
+    );
+    // Git sees exactly what the proposal changed.
+    let status = git(&proj, &["status", "--porcelain"]);
+    let mut lines: Vec<&str> = status.lines().collect();
+    lines.sort();
+    assert_eq!(lines, [" M src/main.rs", "?? src/pdf.rs"], "{status}");
+    assert_eq!(ok(&elf, &["dir", "status", &b1]).await["new"], json!([]));
+    assert_eq!(ok(&elf, &["verify"]).await["ok"], true);
+}
