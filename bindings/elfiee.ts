@@ -268,6 +268,46 @@ refused: Array<Refusal>,
  */
 disk: { [key in string]: string }, };
 
+export type ProposedCommand = { cap_id: string, 
+/**
+ * Target block; `None` for commands without one (`core.create`, …).
+ */
+block_id: string | null, 
+/**
+ * A JSON object (`{}` when the command has no `<payload>`).
+ */
+payload: JsonValue, description: string | null, };
+
+export type Proposal = { proposal_id: string, agent_block_id: string, status: ProposalStatus, prompt: string, proposed_commands: Array<ProposedCommand>, 
+/**
+ * Problems found while reading the model's `<command>` blocks.
+ */
+parse_errors: Array<string>, 
+/**
+ * Why the model call failed (status `failed`).
+ */
+error: string | null, model: string | null, 
+/**
+ * The model's whole answer.
+ */
+raw_response: string | null, 
+/**
+ * Blocks whose contents went into the model's context.
+ */
+context_blocks: Array<string>, 
+/**
+ * Seq of the `agent.invoke` that asked, and of the proposal itself.
+ */
+trigger_seq: number, created_seq: number, 
+/**
+ * Who decided, when, and their feedback (approved / rejected).
+ */
+decided_by: string | null, decided_seq: number | null, feedback: string | null, };
+
+export type ProposalStatus = "pending" | "failed" | "approved" | "rejected";
+
+export type ExportBeforeRun = "ask" | "always" | "never";
+
 export type Refusal = { path: string, reason: string, };
 
 export type TerminalCreatePayload = { name: string, shell: string | null, env: { [key in string]: string }, 

@@ -3,10 +3,15 @@ import type {
   AgentResult,
   Block,
   Command,
+  DirectoryStatus,
   EngineError,
   Event,
+  ExportBeforeRun,
   LiveDelta,
   MarkdownWritePayload,
+  Proposal,
+  ProposalStatus,
+  ProposedCommand,
 } from "./elfiee";
 
 /** Builds the command a Tauri `submit` invoke would carry. */
@@ -88,4 +93,23 @@ export function onDelta(drafts: Map<string, string>, d: LiveDelta): void {
 
 export function agentSummary(r: AgentResult): string {
   return `${r.agent_block_id} is ${r.status}${r.needs_restart ? " (restart Claude Code)" : ""}: ${r.message}`;
+}
+
+/** What an approval dialog shows for a proposal (from the Tauri `agent_proposals` command). */
+export function approvalDialog(p: Proposal): { title: string; commands: ProposedCommand[] } {
+  const status: ProposalStatus = p.status;
+  switch (status) {
+    case "pending":
+      return { title: `Approve ${p.proposed_commands.length} change(s)? — ${p.prompt}`, commands: p.proposed_commands };
+    case "failed":
+      return { title: `The agent failed: ${p.error ?? "unknown error"}`, commands: [] };
+    case "approved":
+    case "rejected":
+      return { title: `${status} by ${p.decided_by ?? "?"}${p.feedback ? `: ${p.feedback}` : ""}`, commands: [] };
+  }
+}
+
+/** Whether a terminal run should first ask "export & run / run / cancel". */
+export function mustAsk(rule: ExportBeforeRun, dirty: DirectoryStatus | null): boolean {
+  return dirty !== null && rule === "ask" && (dirty.new.length + dirty.modified.length + dirty.removed.length) > 0;
 }

@@ -86,7 +86,11 @@ async fn the_seed_story_an_agent_writes_code_into_a_project_and_its_tests_run_th
         .current_dir(&proj)
         .output()
         .unwrap();
-    assert!(locked.status.success(), "{}", String::from_utf8_lossy(&locked.stderr));
+    assert!(
+        locked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&locked.stderr)
+    );
     git(&proj, &["add", "-A"]);
     git(&proj, &["commit", "-q", "-m", "cargo new"]);
 

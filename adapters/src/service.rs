@@ -358,6 +358,67 @@ pub async fn configure_agent(
     }))
 }
 
+/// Where a proposal stands.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProposalStatus {
+    /// Waiting for a human: approve runs its commands, reject records the decision.
+    Pending,
+    /// The model call failed (`error` says why); nothing to decide.
+    Failed,
+    Approved,
+    Rejected,
+}
+
+/// An LLM agent's proposal as the state keeps it (`extensions.proposals`): what was asked,
+/// what the model answered, the commands it proposes, and the decision.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Proposal {
+    pub proposal_id: String,
+    pub agent_block_id: String,
+    pub status: ProposalStatus,
+    #[serde(default)]
+    pub prompt: String,
+    #[serde(default)]
+    pub proposed_commands: Vec<crate::llm::ProposedCommand>,
+    /// Problems found while reading the model's `<command>` blocks.
+    #[serde(default)]
+    pub parse_errors: Vec<String>,
+    /// Why the model call failed (status `failed`).
+    #[serde(default)]
+    pub error: Option<String>,
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The model's whole answer.
+    #[serde(default)]
+    pub raw_response: Option<String>,
+    /// Blocks whose contents went into the model's context.
+    #[serde(default)]
+    pub context_blocks: Vec<String>,
+    /// Seq of the `agent.invoke` that asked, and of the proposal itself.
+    #[serde(default)]
+    pub trigger_seq: u64,
+    #[serde(default)]
+    pub created_seq: u64,
+    /// Who decided, when, and their feedback (approved / rejected).
+    #[serde(default)]
+    pub decided_by: Option<String>,
+    #[serde(default)]
+    pub decided_seq: Option<u64>,
+    #[serde(default)]
+    pub feedback: Option<String>,
+}
+
+/// [`list_proposals`], typed.
+pub fn proposals(file: &FileHandle, agent_id: Option<&str>) -> Vec<Proposal> {
+    list_proposals(file, agent_id)
+        .into_iter()
+        .filter_map(|p| serde_json::from_value(p).ok())
+        .collect()
+}
+
 /// Proposals of one agent (all of them if `agent_id` is `None`), oldest first.
 pub fn list_proposals(file: &FileHandle, agent_id: Option<&str>) -> Vec<Value> {
     file.with_state(|s| {

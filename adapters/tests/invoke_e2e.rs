@@ -6,7 +6,9 @@ mod llm_support;
 
 use std::sync::{Arc, Mutex};
 
-use elfiee_adapters::service::{decide_proposal, invoke_agent, list_proposals};
+use elfiee_adapters::service::{
+    decide_proposal, invoke_agent, list_proposals, proposals, ProposalStatus,
+};
 use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig};
 use elfiee_model::Command;
@@ -129,6 +131,15 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
     );
     assert_eq!(server.request_count(), 2, "401 is not retried");
     assert_eq!(list_proposals(&file, Some(&agent)).len(), 2);
+    // The same, typed (what bindings/elfiee.ts's `Proposal` describes).
+    let typed = proposals(&file, Some(&agent));
+    assert_eq!(typed.len(), 2, "every stored proposal reads as a Proposal");
+    assert_eq!(typed[0].status, ProposalStatus::Approved);
+    assert_eq!(typed[0].proposed_commands.len(), 3);
+    assert_eq!(typed[0].proposed_commands[0].cap_id, "core.create");
+    assert_eq!(typed[0].decided_by.as_deref(), Some("alice"));
+    assert_eq!(typed[1].status, ProposalStatus::Failed);
+    assert!(typed[1].error.is_some());
 
     fx.settle(&file, std::time::Duration::from_secs(10))
         .await

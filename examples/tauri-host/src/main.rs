@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use elfiee::adapters::{invoke::LiveDelta, EffectsConfig, EffectsHandle};
+use elfiee::adapters::{invoke::LiveDelta, service, EffectsConfig, EffectsHandle};
 use elfiee::{Block, Command, Engine, EngineError, Event, FileHandle};
 use serde::Serialize;
 use tauri::{AppHandle, Emitter, Manager, State};
@@ -153,6 +153,76 @@ async fn list_blocks(
         .collect())
 }
 
+/// Creates an agent (`agent.create`): with `target` (a directory block whose project has
+/// `.claude/`), it also integrates Claude Code and waits for that effect.
+#[tauri::command]
+async fn agent_create(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    target: Option<String>,
+    name: Option<String>,
+) -> Result<service::AgentResult, HostError> {
+    let file = files.get(&path)?;
+    Ok(service::create_agent(&file, &editor, target.as_deref(), name.as_deref()).await?)
+}
+
+/// `agent.enable` / `agent.disable`, waiting for the Claude Code integration effect.
+#[tauri::command]
+async fn agent_set_enabled(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    agent: String,
+    enable: bool,
+) -> Result<service::AgentResult, HostError> {
+    let file = files.get(&path)?;
+    Ok(service::set_agent_enabled(&file, &editor, &agent, enable).await?)
+}
+
+/// Asks an LLM agent for a proposal; its text streams as `elfiee://delta` meanwhile. Returns
+/// the proposal (pending, or failed with the error).
+#[tauri::command]
+async fn agent_invoke(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    agent: String,
+    prompt: String,
+    context_block_ids: Vec<String>,
+) -> Result<serde_json::Value, HostError> {
+    let file = files.get(&path)?;
+    Ok(service::invoke_agent(&file, &editor, &agent, &prompt, &context_block_ids, |_| {}).await?)
+}
+
+/// The proposals of one agent (all when `agent` is absent), oldest first.
+#[tauri::command]
+async fn agent_proposals(
+    files: State<'_, OpenFiles>,
+    path: String,
+    agent: Option<String>,
+) -> Result<Vec<service::Proposal>, HostError> {
+    let file = files.get(&path)?;
+    Ok(service::proposals(&file, agent.as_deref()))
+}
+
+/// Approves (its commands run as the agent, all or nothing) or rejects a pending proposal.
+#[tauri::command]
+async fn agent_decide(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    proposal_id: String,
+    approved: bool,
+    feedback: Option<String>,
+) -> Result<Vec<Event>, HostError> {
+    let file = files.get(&path)?;
+    Ok(
+        service::decide_proposal(&file, &editor, &proposal_id, approved, feedback.as_deref())
+            .await?,
+    )
+}
+
 /// Lets running effects finish (up to 30 s), then closes the document.
 #[tauri::command]
 async fn close_elf(files: State<'_, OpenFiles>, path: String) -> Result<(), HostError> {
@@ -214,7 +284,12 @@ fn main() {
             open_elf,
             submit,
             list_blocks,
-            close_elf
+            close_elf,
+            agent_create,
+            agent_set_enabled,
+            agent_invoke,
+            agent_proposals,
+            agent_decide
         ])
         .run(tauri::generate_context!())
         .expect("error while running the Elfiee Tauri host");
