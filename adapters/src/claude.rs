@@ -141,6 +141,7 @@ fn agent_and_root(cx: &EffectCx, agent_id: &str) -> Result<(AgentContents, PathB
     })
 }
 
+#[cfg(unix)]
 fn is_our_link(link: &Path, target: &Path) -> bool {
     link.symlink_metadata()
         .is_ok_and(|m| m.file_type().is_symlink())
@@ -152,10 +153,37 @@ fn make_link(src: &Path, dst: &Path) -> std::io::Result<()> {
     std::os::unix::fs::symlink(src, dst)
 }
 
+#[cfg(unix)]
+fn is_junction(_: &Path) -> bool {
+    false
+}
+
+#[cfg(windows)]
+fn is_junction(link: &Path) -> bool {
+    junction::exists(link).unwrap_or(false)
+}
+
+#[cfg(unix)]
+fn remove_link(link: &Path) -> std::io::Result<()> {
+    std::fs::remove_file(link)
+}
+
+/// Removes the junction itself (RemoveDirectory on a reparse point), never its target.
+#[cfg(windows)]
+fn remove_link(link: &Path) -> std::io::Result<()> {
+    std::fs::remove_dir(link)
+}
+
+/// On Windows the skill link is a directory junction (seed 001 §8.6): unlike a symlink it
+/// needs no administrator rights or developer mode.
+#[cfg(windows)]
+fn is_our_link(link: &Path, target: &Path) -> bool {
+    junction::exists(link).unwrap_or(false) && junction::get_target(link).is_ok_and(|t| t == target)
+}
+
 #[cfg(windows)]
 fn make_link(src: &Path, dst: &Path) -> std::io::Result<()> {
-    // A directory symlink; junctions would avoid the privilege requirement (seed 001 §8.6).
-    std::os::windows::fs::symlink_dir(src, dst)
+    junction::create(src, dst)
 }
 
 /// The Claude Code integration effect; `elfiee_bin` is the binary written into `.mcp.json`
@@ -312,7 +340,7 @@ async fn enable(
     }
     match p.link.symlink_metadata() {
         Ok(_) if is_our_link(&p.link, &p.skill_src) => {}
-        Ok(m) if m.file_type().is_symlink() => warnings.push(format!(
+        Ok(m) if m.file_type().is_symlink() || is_junction(&p.link) => warnings.push(format!(
             "{} is a symlink that is not ours; left alone",
             p.link.display()
         )),
@@ -381,7 +409,7 @@ fn disable(record: Option<Value>) -> Value {
                 let target =
                     PathBuf::from(a.get("target").and_then(Value::as_str).unwrap_or_default());
                 if is_our_link(&path, &target) {
-                    std::fs::remove_file(&path)
+                    remove_link(&path)
                         .map_err(|e| format!("Failed to remove symlink {}: {e}", path.display()))
                 } else {
                     if path.symlink_metadata().is_ok() {
