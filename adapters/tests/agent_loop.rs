@@ -1244,3 +1244,97 @@ async fn a_block_the_agent_creates_is_linked_from_the_agent() {
     assert_eq!(linked, vec![created.0]);
     d.file.close().await;
 }
+
+/// Seed 004 §7–§8: `task` starts a `general` sub-agent (it may write, by the parent's rules)
+/// and a child session can be continued by its id, with its earlier turns.
+#[tokio::test]
+async fn the_task_tool_starts_a_general_sub_agent_and_resumes_it_by_id() {
+    let d = doc().await;
+    // parent → child (writes, done) → parent → child (resumed) → parent.
+    let p = Arc::new(ScriptedProvider::new([
+        tool(
+            "t1",
+            "task",
+            json!({"prompt": "rewrite req", "agent": "general"}),
+        ),
+        tool(
+            "c1",
+            "elfiee_markdown_write",
+            json!({"block_id": "req", "markdown": "rewritten by the child"}),
+        ),
+        done("rewrote it"),
+        done("first turn done"),
+    ]));
+    let rules = vec![
+        Rule::new("task", "**", Action::Allow),
+        Rule::new("elfiee_markdown_write", "*", Action::Allow),
+    ];
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, rules.clone()),
+    )
+    .unwrap();
+    s.run_turn("delegate", &mut no_ask).await.unwrap();
+    assert_eq!(
+        d.file.block("req").unwrap().contents["markdown"],
+        "rewritten by the child",
+        "a general sub-agent acts by the parent's rules"
+    );
+    let result = serde_json::to_string(&p.requests()[3].messages).unwrap();
+    let child = result
+        .split("[session_id: ")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .expect("the task result names the child session")
+        .to_owned();
+
+    let p2 = Arc::new(ScriptedProvider::new([
+        tool(
+            "t2",
+            "task",
+            json!({"prompt": "what did you do?", "session_id": child}),
+        ),
+        done("I rewrote req"),
+        done("second turn done"),
+    ]));
+    let mut s2 = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        Some(s.session_id()),
+        options(&p2, Autonomy::Supervised, rules),
+    )
+    .unwrap();
+    s2.run_turn("ask the child", &mut no_ask).await.unwrap();
+    let child_saw = serde_json::to_string(&p2.requests()[1].messages).unwrap();
+    assert!(
+        child_saw.contains("rewrite req") && child_saw.contains("rewrote it"),
+        "the resumed child has its earlier turn: {child_saw}"
+    );
+    // Only children of this session can be resumed; unknown kinds are refused.
+    let p3 = Arc::new(ScriptedProvider::new([
+        tool(
+            "t3",
+            "task",
+            json!({"prompt": "x", "session_id": "not-a-child"}),
+        ),
+        tool("t4", "task", json!({"prompt": "x", "agent": "root"})),
+        done("ok"),
+    ]));
+    let mut s3 = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p3, Autonomy::Full, vec![]),
+    )
+    .unwrap();
+    s3.run_turn("try", &mut no_ask).await.unwrap();
+    let saw = serde_json::to_string(&p3.requests()[2].messages).unwrap();
+    assert!(saw.contains("is not a child session"), "{saw}");
+    assert!(saw.contains("unknown sub-agent"), "{saw}");
+    d.file.close().await;
+}

@@ -618,8 +618,12 @@ impl AgentSession {
         });
         tools.push(ToolDef {
             name: "task".into(),
-            description: "Hand a research question to a read-only explore sub-agent; returns its final answer.".into(),
-            input_schema: json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"], "additionalProperties": false}),
+            description: "Hand a task to a sub-agent in a child session: `explore` (default) only reads and answers a question; `general` works on a multi-step task with your permission rules. Returns its final answer and its session_id; pass session_id to continue that child session.".into(),
+            input_schema: json!({"type": "object", "properties": {
+                "prompt": {"type": "string"},
+                "agent": {"type": "string", "enum": ["explore", "general"]},
+                "session_id": {"type": "string", "description": "A child session of yours to continue"}
+            }, "required": ["prompt"], "additionalProperties": false}),
         });
         tools.push(ToolDef {
             name: "self_info".into(),
@@ -825,25 +829,54 @@ impl AgentSession {
                 let Some(prompt) = input.get("prompt").and_then(Value::as_str) else {
                     return ToolOutcome::failed("task needs {\"prompt\": string}");
                 };
-                // A read-only explore agent in a child session that shares our cancel flag.
+                // A sub-agent in a child session that shares our cancel flag: `explore` reads
+                // only; `general` keeps our rules (never more than we may: a read-only parent
+                // gets explore only).
+                let kind = input
+                    .get("agent")
+                    .and_then(Value::as_str)
+                    .unwrap_or("explore");
+                if !matches!(kind, "explore" | "general") {
+                    return ToolOutcome::failed(format!(
+                        "unknown sub-agent '{kind}'; use explore or general"
+                    ));
+                }
+                if kind == "general" && self.opts.autonomy == Autonomy::ReadOnly {
+                    return ToolOutcome::failed(
+                        "a read-only session can only start explore sub-agents",
+                    );
+                }
+                let resume = input.get("session_id").and_then(Value::as_str);
+                if let Some(sid) = resume {
+                    if !self.is_child_session(sid) {
+                        return ToolOutcome::failed(format!(
+                            "'{sid}' is not a child session of this session"
+                        ));
+                    }
+                }
                 let mut opts = self.opts.clone();
-                opts.rules = Ruleset::default();
+                if kind == "explore" {
+                    opts.rules = Ruleset::default();
+                }
                 opts.instructions = None;
-                opts = opts.with_profile(&Profile::builtin("explore").expect("built-in profile"));
+                opts = opts.with_profile(&Profile::builtin(kind).expect("built-in profile"));
                 opts.parent_session = Some(self.session_id.clone());
                 let mut child = match AgentSession::open(
                     &self.file,
                     &self.user_editor,
                     &self.agent_block_id,
-                    None,
+                    resume,
                     opts,
                 ) {
                     Ok(c) => c,
                     Err(e) => return ToolOutcome::Error(e.to_string()),
                 };
                 let mut refuse = DenyAll;
+                let child_id = child.session_id().to_owned();
                 match Box::pin(child.run_turn_with(prompt, &mut refuse, &mut |_| {})).await {
-                    Ok(out) if out.stop_reason == StopReason::EndTurn => ToolOutcome::Ok(out.text),
+                    Ok(out) if out.stop_reason == StopReason::EndTurn => {
+                        ToolOutcome::Ok(format!("{}\n[session_id: {child_id}]", out.text))
+                    }
                     Ok(out) => ToolOutcome::Failed {
                         error: format!("the sub-agent {}", out.stop_reason),
                         partial: (!out.text.is_empty()).then_some(out.text),
@@ -860,6 +893,18 @@ impl AgentSession {
                 Err(e) => ToolOutcome::failed(e.message),
             },
         }
+    }
+
+    /// Whether `sid` is a session whose events name this session as their parent.
+    fn is_child_session(&self, sid: &str) -> bool {
+        self.file.events(1).is_ok_and(|events| {
+            events.iter().any(|e| {
+                e.entity == self.agent_block_id
+                    && e.value.get("session_id").and_then(Value::as_str) == Some(sid)
+                    && e.value.get("parent_session").and_then(Value::as_str)
+                        == Some(self.session_id.as_str())
+            })
+        })
     }
 
     /// Where the agent's shell runs, so its commands see the project it works on (seed 002
