@@ -486,14 +486,37 @@ pub async fn decide_proposal(
         return file.submit(decision).await;
     }
     let mut batch = vec![decision];
+    let mut created: Vec<(String, String)> = Vec::new();
     for c in &commands {
         let cap = c.get("cap_id").and_then(Value::as_str).unwrap_or_default();
         let block = c
             .get("block_id")
             .and_then(Value::as_str)
             .filter(|b| !b.is_empty() && *b != "*");
-        let payload = c.get("payload").cloned().unwrap_or(json!({}));
+        let mut payload = c.get("payload").cloned().unwrap_or(json!({}));
+        if cap == "core.create" {
+            // Give the new block a known id, so it can be placed in the directory below.
+            if payload.get("block_id").and_then(Value::as_str).is_none() && payload.is_object() {
+                payload["block_id"] = json!(uuid::Uuid::new_v4().to_string());
+            }
+            if let (Some(name), Some(id)) = (
+                payload.get("name").and_then(Value::as_str),
+                payload.get("block_id").and_then(Value::as_str),
+            ) {
+                created.push((name.to_owned(), id.to_owned()));
+            }
+        }
         batch.push(Command::new(&agent_editor, cap, block, payload));
+    }
+    // A created block whose name is a path (`src/pdf.rs`) joins the agent's directory at that
+    // path, placed by the approver in the same batch (seed 002 §3: "b1 gains the new file").
+    for (path, dir, id) in placements(file, &agent_id, &commands, &created) {
+        batch.push(Command::new(
+            editor,
+            "directory.add",
+            Some(&dir),
+            json!({"path": path, "block_id": id}),
+        ));
     }
     file.submit_all(batch).await.map_err(|e| match e {
         // Batch positions count the decision first; name the proposed command instead.
@@ -504,6 +527,49 @@ pub async fn decide_proposal(
             ))
         }
         other => other,
+    })
+}
+
+/// `(path, directory, block)` for each created block named like a file path (a valid relative
+/// path with a `/` or an extension) that the agent's directory (the one it references, else its
+/// target project) does not hold yet, unless the proposal places it itself.
+fn placements(
+    file: &FileHandle,
+    agent_id: &str,
+    commands: &[Value],
+    created: &[(String, String)],
+) -> Vec<(String, String, String)> {
+    let placed: Vec<&str> = commands
+        .iter()
+        .filter(|c| c.get("cap_id").and_then(Value::as_str) == Some("directory.add"))
+        .filter_map(|c| c.get("payload")?.get("block_id")?.as_str())
+        .collect();
+    file.with_state(|s| {
+        let dir = s
+            .children_of(agent_id)
+            .filter(|(rel, _)| *rel == elfiee_model::Relation::Reference)
+            .filter_map(|(_, id)| s.block(id))
+            .find(|b| b.block_type == "directory")
+            .or_else(|| {
+                s.block(agent_id)
+                    .and_then(|a| a.contents.get("target_project_id"))
+                    .and_then(Value::as_str)
+                    .and_then(|d| s.block(d))
+                    .filter(|b| b.block_type == "directory")
+            });
+        let Some(dir) = dir else {
+            return Vec::new();
+        };
+        created
+            .iter()
+            .filter(|(name, id)| {
+                elfiee_capabilities::builtin::check_relative_path(name).is_ok()
+                    && (name.contains('/') || name.contains('.'))
+                    && !placed.contains(&id.as_str())
+                    && elfiee_capabilities::builtin::directory_entry(dir, name).is_none()
+            })
+            .map(|(name, id)| (name.clone(), dir.block_id.clone(), id.clone()))
+            .collect()
     })
 }
 

@@ -146,3 +146,60 @@ async fn an_agent_proposes_over_mcp_and_a_human_approves() {
     assert!(bad.message.contains("cap_id"), "{}", bad.message);
     file.close().await;
 }
+
+/// Seed 002 §3: a block the proposal creates with a path for a name joins the agent's directory
+/// at that path when the proposal is approved ("b1 gains the new file").
+#[tokio::test]
+async fn approving_places_a_created_file_in_the_agents_directory() {
+    let (_d, file, agent, _editor) = setup().await;
+    let dir = file
+        .submit(Command::new(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": "/tmp/story-proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]}),
+        ))
+        .await
+        .unwrap()[0]
+        .entity
+        .clone();
+    file.submit(Command::new(
+        "alice",
+        "core.link",
+        Some(&agent),
+        json!({"to": dir, "relation": "reference"}),
+    ))
+    .await
+    .unwrap();
+    propose(
+        &file,
+        &agent,
+        "p9",
+        json!([
+            {"cap_id": "core.create", "payload": {"name": "src/pdf.rs", "block_type": "code"}},
+            {"cap_id": "core.create", "payload": {"name": "Notes", "block_type": "markdown"}}
+        ]),
+    )
+    .await;
+    decide_proposal(&file, "alice", "p9", true, None)
+        .await
+        .unwrap();
+    let (entries, pdf) = file.with_state(|s| {
+        let entries = elfiee_capabilities::builtin::directory_entries(s.block(&dir).unwrap());
+        let pdf = s
+            .blocks
+            .values()
+            .find(|b| b.name == "src/pdf.rs")
+            .unwrap()
+            .block_id
+            .clone();
+        (entries, pdf)
+    });
+    assert_eq!(entries.get("src/pdf.rs"), Some(&pdf), "{entries:?}");
+    assert!(
+        !entries.contains_key("Notes"),
+        "a name that is no path stays out"
+    );
+    assert_eq!(entries.len(), 2);
+    file.close().await;
+}
