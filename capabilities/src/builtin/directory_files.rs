@@ -72,6 +72,15 @@ fn path_ok(cap: &str, path: &str) -> Result<(), CapError> {
     check_relative_path(path).map_err(|e| CapError::payload(cap, e))
 }
 
+/// The block of the entry at `path`, or a refusal naming the path.
+fn existing<'a>(cap: &str, dir: &'a elfiee_model::Block, path: &str) -> Result<&'a str, CapError> {
+    directory_entry(dir, path).ok_or_else(|| {
+        CapError::rejected(format!(
+            "{cap}: the directory has no '{path}'; see `elfiee dir status`"
+        ))
+    })
+}
+
 fn free(cap: &str, dir: &elfiee_model::Block, path: &str) -> Result<(), CapError> {
     match directory_entry(dir, path) {
         Some(_) => Err(CapError::rejected(format!(
@@ -219,13 +228,7 @@ impl Capability for DirectoryMove {
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.from)?;
         path_ok(self.id(), &p.to)?;
-        let block_id = directory_entry(dir, &p.from).ok_or_else(|| {
-            CapError::rejected(format!(
-                "{}: the directory has no '{}'; see `elfiee dir status`",
-                self.id(),
-                p.from
-            ))
-        })?;
+        let block_id = existing(self.id(), dir, &p.from)?;
         if p.from == p.to {
             return Ok(Vec::new());
         }
@@ -256,13 +259,7 @@ impl Capability for DirectoryRemove {
         let p: DirectoryRemovePayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.path)?;
-        let block_id = directory_entry(dir, &p.path).ok_or_else(|| {
-            CapError::rejected(format!(
-                "{}: the directory has no '{}'; see `elfiee dir status`",
-                self.id(),
-                p.path
-            ))
-        })?;
+        let block_id = existing(self.id(), dir, &p.path)?;
         let mut drafts = vec![EventDraft::new(
             &dir.block_id,
             self.id(),
