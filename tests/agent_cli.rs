@@ -73,9 +73,12 @@ fn body(request: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_run_sends_the_configured_prompt_temperature_and_language_and_reads_without_asking() {
     std::env::set_var(KEY_ENV, "sk-local");
+    // The CLI titles the session and summarises the turn with short calls around the turn.
     let (url, seen) = common::llm_server(vec![
+        common::anthropic_answer("Listing blocks"),
         common::anthropic_tool_call("t1", "elfiee_block_list", &json!({})),
         common::anthropic_answer("done"),
+        common::anthropic_answer("Listed the blocks."),
     ])
     .await;
     let tmp = tempfile::tempdir().unwrap();
@@ -105,8 +108,9 @@ async fn agent_run_sends_the_configured_prompt_temperature_and_language_and_read
         String::from_utf8_lossy(&out.stderr)
     );
     let reqs = seen.lock().unwrap().clone();
-    assert_eq!(reqs.len(), 2, "a tool call, then the answer");
-    let first = body(&reqs[0]);
+    assert_eq!(reqs.len(), 4, "title, a tool call, the answer, the summary");
+    assert_eq!(body(&reqs[0])["max_tokens"], 64, "the title call is short");
+    let first = body(&reqs[1]);
     let system = first["system"].to_string();
     assert!(system.contains("MARKER-7731"), "{system}");
     assert!(system.contains("Reply in zh"), "{system}");
@@ -114,7 +118,7 @@ async fn agent_run_sends_the_configured_prompt_temperature_and_language_and_read
     let t = first["temperature"].as_f64().unwrap();
     assert!((t - 0.3).abs() < 1e-6, "temperature {t}");
     assert_eq!(first["model"], "claude-local");
-    let second = body(&reqs[1]).to_string();
+    let second = body(&reqs[2]).to_string();
     assert!(
         second.contains("Spec"),
         "elfiee_block_list ran without asking and its output went back: {second}"
@@ -126,10 +130,14 @@ async fn the_plan_profile_refuses_a_write_tool_and_rules_files_decide() {
     std::env::set_var(KEY_ENV, "sk-local");
     let write = json!({"block_id": "Spec", "markdown": "changed"});
     let (url, seen) = common::llm_server(vec![
+        common::anthropic_answer("Edit"),
         common::anthropic_tool_call("t1", "elfiee_markdown_write", &write),
         common::anthropic_answer("ok"),
+        common::anthropic_answer("Tried to edit Spec."),
+        common::anthropic_answer("Edit"),
         common::anthropic_tool_call("t2", "elfiee_markdown_write", &write),
         common::anthropic_answer("ok"),
+        common::anthropic_answer("Edited Spec."),
     ])
     .await;
     let tmp = tempfile::tempdir().unwrap();
@@ -154,7 +162,7 @@ async fn the_plan_profile_refuses_a_write_tool_and_rules_files_decide() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let refused = body(&seen.lock().unwrap()[1]).to_string();
+    let refused = body(&seen.lock().unwrap()[2]).to_string();
     assert!(
         refused.contains("[失败]"),
         "the write was refused, with the Chinese marker: {refused}"

@@ -1338,3 +1338,74 @@ async fn the_task_tool_starts_a_general_sub_agent_and_resumes_it_by_id() {
     assert!(saw.contains("unknown sub-agent"), "{saw}");
     d.file.close().await;
 }
+
+/// Fails the short calls (titles, summaries: 64 tokens) and serves the others.
+struct FailShortCalls(ScriptedProvider);
+
+impl elfiee_adapters::llm::Provider for FailShortCalls {
+    fn name(&self) -> &'static str {
+        "fail-short-calls"
+    }
+    fn complete<'a>(
+        &'a self,
+        req: &'a elfiee_adapters::llm::LlmRequest,
+        on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>>
+                + Send
+                + 'a,
+        >,
+    > {
+        if req.max_tokens <= 64 {
+            return Box::pin(async {
+                Err(elfiee_adapters::llm::LlmError::Network("no route".into()))
+            });
+        }
+        self.0.complete(req, on_event)
+    }
+}
+
+/// Seed 004 §1: the title and the per-turn memory summary come from a short model call, and
+/// fall back to the derived ones when it fails.
+#[tokio::test]
+async fn titles_and_summaries_come_from_a_short_model_call_or_are_derived() {
+    let d = doc().await;
+    let p = Arc::new(ScriptedProvider::new([
+        done("\"PDF module plan\""),
+        done("nothing to change"),
+        done("Asked whether req needs changes; it does not."),
+    ]));
+    let mut o = options(&p, Autonomy::Full, vec![]);
+    o.model_summaries = true;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let out = s
+        .run_turn("does req need changes?", &mut no_ask)
+        .await
+        .unwrap();
+    assert_eq!(out.text, "nothing to change");
+    assert_eq!(s.title(), Some("PDF module plan"));
+    assert_eq!(p.requests()[0].max_tokens, 64, "the title call is short");
+    let memory = session_entries(&d.file, "memory");
+    assert!(
+        memory[0].value["summary"]
+            .as_str()
+            .unwrap()
+            .contains("Asked whether req needs changes; it does not."),
+        "{:?}",
+        memory[0].value
+    );
+
+    // A failing short call: the derived title and summary.
+    let p2 = Arc::new(FailShortCalls(ScriptedProvider::new([done("ok")])));
+    let mut o = SessionOptions::new(p2.clone(), "scripted");
+    o.autonomy = Autonomy::Full;
+    o.model_summaries = true;
+    let mut s2 = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    s2.run_turn("list every block please", &mut no_ask)
+        .await
+        .unwrap();
+    let title = s2.title().unwrap().to_owned();
+    assert!(title.starts_with("list every block"), "{title}");
+    d.file.close().await;
+}

@@ -1082,6 +1082,8 @@ fn session_options(
         ))
     })?;
     let mut opts = opts.with_profile(&profile);
+    // Titles and memory summaries from a short model call (derived when it fails).
+    opts.model_summaries = true;
     if let Some(f) = &perms.rules {
         let extra: Vec<elfiee_adapters::agent_loop::Rule> =
             serde_json::from_value(Value::Array(read_rules(f)?)).map_err(|e| {

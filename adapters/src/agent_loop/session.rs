@@ -65,6 +65,10 @@ pub struct SessionOptions {
     pub language: Option<String>,
     /// Sampling temperature sent with the turn's model calls (`None`: the provider's default).
     pub temperature: Option<f32>,
+    /// Title a session and summarise each turn for memory with a short model call, falling
+    /// back to the derived ones when the call fails (default off, so scripted tests see only
+    /// the calls they script; the CLI turns it on).
+    pub model_summaries: bool,
     /// Calls of the same tool with the same input in one turn before the user is asked (3).
     pub doom_loop_threshold: usize,
     /// The model's context window in tokens (default 200,000).
@@ -100,6 +104,7 @@ impl SessionOptions {
             max_history: 50,
             language: None,
             temperature: None,
+            model_summaries: false,
             doom_loop_threshold: 3,
             context_limit: 200_000,
             compaction_buffer: 20_000,
@@ -895,6 +900,40 @@ impl AgentSession {
         }
     }
 
+    /// One short model call without tools (a title, a summary): its first non-empty line, or
+    /// `None` when the call fails or answers nothing.
+    async fn short_call(&self, system: &str, text: &str) -> Option<String> {
+        let req = LlmRequest {
+            model: self.opts.model.clone(),
+            system: system.to_owned(),
+            messages: vec![Message::user_text(text)],
+            tools: Vec::new(),
+            max_tokens: 64,
+            temperature: None,
+        };
+        let resp = self
+            .opts
+            .provider
+            .complete(&req, &mut |_| {})
+            .await
+            .map_err(
+                |e| tracing::debug!(error = %e, "short model call failed; using the derived text"),
+            )
+            .ok()?;
+        let text: String = resp
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        text.lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_owned)
+    }
+
     /// Whether `sid` is a session whose events name this session as their parent.
     fn is_child_session(&self, sid: &str) -> bool {
         self.file.events(1).is_ok_and(|events| {
@@ -1084,7 +1123,7 @@ impl AgentSession {
         if self.opts.memory_recall > 0 && stop != StopReason::Cancelled {
             let mut tools: Vec<&str> = tools_used.iter().map(String::as_str).collect();
             tools.dedup();
-            let summary = format!(
+            let derived = format!(
                 "[{}] asked: {} | tools: {} | result: {} ({})",
                 self.title.as_deref().unwrap_or("session"),
                 memory::clip(user_message, 200),
@@ -1099,6 +1138,17 @@ impl AgentSession {
                     other => other.to_string(),
                 }
             );
+            let summary = match self.opts.model_summaries {
+                true => self
+                    .short_call(
+                        "Summarise this agent turn for the agent's own memory in one or two sentences: what was asked, what was done, the outcome. Keep block ids and names.",
+                        &derived,
+                    )
+                    .await
+                    .map(|s| format!("[{}] {}", self.title.as_deref().unwrap_or("session"), memory::clip(&s, 500)))
+                    .unwrap_or(derived),
+                false => derived,
+            };
             self.record(&agent, json!({"entry": "memory", "summary": summary}))
                 .await?;
         }
@@ -1118,7 +1168,18 @@ impl AgentSession {
         let user = self.user_editor.clone();
         let agent = self.agent_editor.clone();
         if self.history.is_empty() && self.title.is_none() {
-            let title = title_of(user_message);
+            let title = match self.opts.model_summaries {
+                true => self
+                    .short_call(
+                        "Name this conversation: answer with a title of at most 8 words and nothing else.",
+                        user_message,
+                    )
+                    .await
+                    .map(|t| memory::clip(t.trim_matches(|c| c == '"' || c == '\''), 80))
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or_else(|| title_of(user_message)),
+                false => title_of(user_message),
+            };
             self.record(&user, json!({"entry": "title", "title": title}))
                 .await?;
             on_event(LoopEvent::Title(title.clone()));
