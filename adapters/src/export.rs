@@ -135,7 +135,7 @@ pub fn plan_export(
     dir_id: &str,
     force: bool,
 ) -> Result<ExportPlan, EngineError> {
-    use elfiee_capabilities::builtin::directory_status;
+    use elfiee_capabilities::builtin::{directory_list, directory_status};
     let (root, status, entries, pending) = file.with_state(|s| {
         let dir = s
             .block(dir_id)
@@ -156,26 +156,24 @@ pub fn plan_export(
                     "directory '{dir_id}' has no folder on disk; import one first"
                 )))
             })?;
-        let entries: Vec<DirectoryEntry> = dir
-            .contents
-            .get("entries")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
-        let pending: Vec<elfiee_model::PendingRemoval> = dir
-            .contents
-            .get("pending_removals")
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
-            .unwrap_or_default();
+        let pending: Vec<elfiee_model::PendingRemoval> = directory_list(dir, "pending_removals");
         // The entries the document changed, with their blocks (bodies are read below).
         let st = directory_status(s, dir);
-        let dirty: Vec<(DirectoryEntry, Option<elfiee_model::Block>)> = entries
-            .into_iter()
-            .filter(|e| st.new.contains(&e.path) || st.modified.contains(&e.path))
-            .map(|e| {
-                let b = s.block(&e.block_id).cloned();
-                (e, b)
-            })
+        let changed: std::collections::HashSet<&str> = st
+            .new
+            .iter()
+            .chain(&st.modified)
+            .map(String::as_str)
             .collect();
+        let dirty: Vec<(DirectoryEntry, Option<elfiee_model::Block>)> =
+            directory_list::<DirectoryEntry>(dir, "entries")
+                .into_iter()
+                .filter(|e| changed.contains(e.path.as_str()))
+                .map(|e| {
+                    let b = s.block(&e.block_id).cloned();
+                    (e, b)
+                })
+                .collect();
         Ok::<_, EngineError>((root, st, dirty, pending))
     })?;
     let mut plan = ExportPlan {

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::directory_import::{check_relative_path, file_create};
-use super::directory_sync::directory_entry;
+use super::directory_sync::{directory_entry, directory_list};
 use crate::payload::{check_id, parse};
 use crate::{Capability, Target};
 
@@ -116,12 +116,7 @@ impl DirectoryStatus {
 /// the disk was last seen to hold).
 pub fn directory_status(state: &State, dir: &elfiee_model::Block) -> DirectoryStatus {
     let mut st = DirectoryStatus::default();
-    let entries: Vec<elfiee_model::DirectoryEntry> = dir
-        .contents
-        .get("entries")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    for e in entries {
+    for e in directory_list::<elfiee_model::DirectoryEntry>(dir, "entries") {
         let body = state.block(&e.block_id).and_then(|b| {
             body_keys(&b.block_type)
                 .first()
@@ -133,12 +128,10 @@ pub fn directory_status(state: &State, dir: &elfiee_model::Block) -> DirectorySt
             _ => st.modified.push(e.path),
         }
     }
-    let pending: Vec<elfiee_model::PendingRemoval> = dir
-        .contents
-        .get("pending_removals")
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default();
-    st.removed = pending.into_iter().map(|p| p.path).collect();
+    st.removed = directory_list::<elfiee_model::PendingRemoval>(dir, "pending_removals")
+        .into_iter()
+        .map(|p| p.path)
+        .collect();
     st
 }
 

@@ -34,28 +34,39 @@ pub struct DirectorySyncPayload {
 
 /// The block id of the entry at `path` of a directory block (entries are kept in path order).
 pub fn directory_entry<'a>(dir: &'a elfiee_model::Block, path: &str) -> Option<&'a str> {
-    let list = dir.contents.get("entries")?.as_array()?;
-    let i = list
-        .binary_search_by(|e| elfiee_projections::entry_path(e).cmp(path))
-        .ok()?;
-    list[i].get("block_id")?.as_str()
+    entry_field(dir, path, "block_id")
 }
 
 /// The recorded disk hash of the entry at `path` (see [`DirectoryEntry::disk`]).
 pub fn directory_entry_disk<'a>(dir: &'a elfiee_model::Block, path: &str) -> Option<&'a str> {
+    entry_field(dir, path, "disk")
+}
+
+/// A string field of the entry at `path` (entries are kept in path order).
+fn entry_field<'a>(dir: &'a elfiee_model::Block, path: &str, field: &str) -> Option<&'a str> {
     let list = dir.contents.get("entries")?.as_array()?;
     let i = list
         .binary_search_by(|e| elfiee_projections::entry_path(e).cmp(path))
         .ok()?;
-    list[i].get("disk")?.as_str()
+    list[i].get(field)?.as_str()
+}
+
+/// `contents[key]` of a directory block read as a list of `T` (empty when absent or
+/// unreadable): `entries` as [`DirectoryEntry`], `pending_removals` as
+/// [`elfiee_model::PendingRemoval`].
+pub fn directory_list<T: serde::de::DeserializeOwned>(
+    dir: &elfiee_model::Block,
+    key: &str,
+) -> Vec<T> {
+    dir.contents
+        .get(key)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
 }
 
 /// The entries of a directory block: path → block id.
 pub fn directory_entries(dir: &elfiee_model::Block) -> BTreeMap<String, String> {
-    dir.contents
-        .get("entries")
-        .and_then(|v| serde_json::from_value::<Vec<DirectoryEntry>>(v.clone()).ok())
-        .unwrap_or_default()
+    directory_list::<DirectoryEntry>(dir, "entries")
         .into_iter()
         .map(|e| (e.path, e.block_id))
         .collect()

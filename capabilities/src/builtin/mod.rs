@@ -45,7 +45,7 @@ pub use directory_files::{
 };
 pub use directory_import::{check_relative_path, DirectoryImportPayload};
 pub use directory_sync::{
-    directory_entries, directory_entry, directory_entry_disk, DirectorySyncPayload,
+    directory_entries, directory_entry, directory_entry_disk, directory_list, DirectorySyncPayload,
 };
 pub use editor_create::EditorCreatePayload;
 pub use editor_delete::EditorDeletePayload;
