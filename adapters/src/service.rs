@@ -545,19 +545,7 @@ fn placements(
         .filter_map(|c| c.get("payload")?.get("block_id")?.as_str())
         .collect();
     file.with_state(|s| {
-        let dir = s
-            .children_of(agent_id)
-            .filter(|(rel, _)| *rel == elfiee_model::Relation::Reference)
-            .filter_map(|(_, id)| s.block(id))
-            .find(|b| b.block_type == "directory")
-            .or_else(|| {
-                s.block(agent_id)
-                    .and_then(|a| a.contents.get("target_project_id"))
-                    .and_then(Value::as_str)
-                    .and_then(|d| s.block(d))
-                    .filter(|b| b.block_type == "directory")
-            });
-        let Some(dir) = dir else {
+        let Some(dir) = agent_referenced(s, agent_id, "directory") else {
             return Vec::new();
         };
         created
@@ -571,6 +559,26 @@ fn placements(
             .map(|(name, id)| (name.clone(), dir.block_id.clone(), id.clone()))
             .collect()
     })
+}
+
+/// The block of `block_type` an agent works on: the first one it references, else (for a
+/// directory) its target project.
+pub fn agent_referenced<'a>(
+    s: &'a elfiee_projections::State,
+    agent_id: &str,
+    block_type: &str,
+) -> Option<&'a elfiee_model::Block> {
+    s.children_of(agent_id)
+        .filter(|(rel, _)| *rel == elfiee_model::Relation::Reference)
+        .filter_map(|(_, id)| s.block(id))
+        .find(|b| b.block_type == block_type)
+        .or_else(|| {
+            s.block(agent_id)
+                .and_then(|a| a.contents.get("target_project_id"))
+                .and_then(Value::as_str)
+                .and_then(|d| s.block(d))
+                .filter(|b| b.block_type == block_type)
+        })
 }
 
 /// "command K of N (...)" → "proposed command K-1 of N-1 (...)".

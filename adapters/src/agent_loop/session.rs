@@ -953,26 +953,11 @@ impl AgentSession {
     async fn agent_terminal(&self) -> Result<String, EngineError> {
         let name = format!("shell: {}", self.agent_editor);
         let (referenced, directory, own) = self.file.with_state(|s| {
-            let refs: Vec<&elfiee_model::Block> = s
-                .children_of(&self.agent_block_id)
-                .filter(|(rel, _)| *rel == elfiee_model::Relation::Reference)
-                .filter_map(|(_, id)| s.block(id))
-                .collect();
-            let terminal = refs
-                .iter()
-                .find(|b| b.block_type == "terminal")
-                .map(|b| b.block_id.clone());
-            let directory = refs
-                .iter()
-                .find(|b| b.block_type == "directory")
-                .map(|b| b.block_id.clone())
-                .or_else(|| {
-                    s.block(&self.agent_block_id)
-                        .and_then(|a| a.contents.get("target_project_id"))
-                        .and_then(Value::as_str)
-                        .filter(|d| s.block(d).is_some())
-                        .map(str::to_owned)
-                });
+            let id_of = |ty| {
+                crate::service::agent_referenced(s, &self.agent_block_id, ty)
+                    .map(|b| b.block_id.clone())
+            };
+            let (terminal, directory) = (id_of("terminal"), id_of("directory"));
             let own = s
                 .blocks
                 .values()
