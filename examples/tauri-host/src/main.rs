@@ -153,6 +153,40 @@ async fn list_blocks(
         .collect())
 }
 
+/// One block with its whole contents, if `editor` may read it (`<type>.read` through CBAC).
+#[tauri::command]
+async fn read_block(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    block_id: String,
+) -> Result<Block, HostError> {
+    Ok(files.get(&path)?.read_block(&editor, &block_id)?)
+}
+
+/// Every agent block with its status (`service::list_agents`).
+#[tauri::command]
+async fn list_agents(
+    files: State<'_, OpenFiles>,
+    path: String,
+) -> Result<Vec<serde_json::Value>, HostError> {
+    Ok(service::list_agents(&files.get(&path)?))
+}
+
+/// `agent.configure` (partial: provider, model, base_url, api_key_env, ...); answers with the
+/// agent's whole configuration. An `api_key_env` must name a variable set in this process.
+#[tauri::command]
+async fn agent_configure(
+    files: State<'_, OpenFiles>,
+    path: String,
+    editor: String,
+    agent: String,
+    config: serde_json::Value,
+) -> Result<serde_json::Value, HostError> {
+    let file = files.get(&path)?;
+    Ok(service::configure_agent(&file, &editor, &agent, config).await?)
+}
+
 /// Creates an agent (`agent.create`): with `target` (a directory block whose project has
 /// `.claude/`), it also integrates Claude Code and waits for that effect.
 #[tauri::command]
@@ -284,7 +318,10 @@ fn main() {
             open_elf,
             submit,
             list_blocks,
+            read_block,
             close_elf,
+            list_agents,
+            agent_configure,
             agent_create,
             agent_set_enabled,
             agent_invoke,
