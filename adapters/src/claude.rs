@@ -2,16 +2,20 @@
 //!
 //! `agent.enable` → the effect, for the agent's project `<root>`:
 //! 1. writes `SKILL.md` into `<elf>/agents/<agent_block_id>/elfiee-client/`;
-//! 2. records a plan (`agent.effect_plan`): which of the files and entries below existed;
+//! 2. records a plan (`agent.effect_plan`): which of the files and entries below existed, and
+//!    for each JSON config the one text edit step 4 makes (with a hash of the bytes it leaves);
 //! 3. symlinks `<root>/.claude/skills/elfiee-client` → that folder;
-//! 4. merges server `elfiee` into `<root>/.mcp.json` (what Claude Code reads) and
-//!    `<root>/.claude/mcp.json` (the seed's path, kept in sync);
-//! 5. adds `elfiee` to `enabledMcpjsonServers` in `<root>/.claude/settings.local.json`;
-//! 6. records the outcome (`agent.effect_outcome`): ok / warnings, `needs_restart`.
+//! 4. makes those edits: server `elfiee` into `<root>/.mcp.json` (what Claude Code reads) and
+//!    `<root>/.claude/mcp.json` (the seed's path, kept in sync), and `elfiee` into
+//!    `enabledMcpjsonServers` in `<root>/.claude/settings.local.json` — each a minimal edit
+//!    in the file's own formatting (`json_file`);
+//! 5. records the outcome (`agent.effect_outcome`): ok / warnings, `needs_restart`.
 //!
 //! `agent.disable` removes exactly what the recorded plans say enable added — entries it added,
-//! files and folders it created — and nothing else. Partial failures become warnings; events
-//! are never rolled back. Never deletes a real directory or a symlink that is not ours.
+//! files and folders it created — and nothing else. A config file still as enable left it gets
+//! its original bytes back (the recorded edit, reversed); one edited since loses only our
+//! entries. Partial failures become warnings; events are never rolled back. Never deletes a
+//! real directory or a symlink that is not ours.
 
 use std::path::{Path, PathBuf};
 
@@ -20,46 +24,95 @@ use elfiee_model::{AgentContents, Event, EXTERNAL_ROOT_PATH};
 use serde_json::{json, Value};
 
 use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
-use crate::json_file::JsonFile;
+use crate::json_file::{Edit, EditRecord, JsonFile};
 
 pub const SERVER_NAME: &str = "elfiee";
 pub const SKILL_NAME: &str = "elfiee-client";
 
 /// Merges `server_config` as `mcpServers.<server_name>` into the JSON file at `path`
-/// (seed 001 §10.5). Returns what it added: `"mcpServers"` if the key was new,
-/// `"mcpServers.<name>"` if the entry was new.
+/// (seed 001 §10.5) by one minimal edit. Returns what it added: `"mcpServers"` if the key was
+/// new, `"mcpServers.<name>"` if the entry was new.
 pub fn merge_server(
     path: &Path,
     server_name: &str,
     server_config: &Value,
 ) -> Result<Vec<String>, String> {
-    let mut f = JsonFile::open(path)?;
-    let mut added = Vec::new();
-    if !f.has_key("mcpServers") {
-        added.push("mcpServers".to_owned());
+    let (mut f, edit, added) = plan_server(path, server_name, server_config)?;
+    if let Some(edit) = edit {
+        f.apply(&edit);
     }
-    let servers = f.object_mut("mcpServers")?;
-    if !servers.contains_key(server_name) {
-        added.push(format!("mcpServers.{server_name}"));
-    }
-    servers.insert(server_name.to_owned(), JsonFile::node(server_config));
     f.save()?;
     Ok(added)
+}
+
+/// Opens the MCP config at `path` and computes the edit that sets the server entry, without
+/// writing: the file, the edit (`None`: already there), what it adds.
+fn plan_server(
+    path: &Path,
+    server_name: &str,
+    server_config: &Value,
+) -> Result<(JsonFile, Option<Edit>, Vec<String>), String> {
+    let f = JsonFile::open(path)?;
+    let mut added = Vec::new();
+    let servers = f.get("mcpServers");
+    if servers.is_none() {
+        added.push("mcpServers".to_owned());
+    }
+    if servers
+        .as_ref()
+        .is_none_or(|s| s.get(server_name).is_none())
+    {
+        added.push(format!("mcpServers.{server_name}"));
+    }
+    let edit = f.set(&["mcpServers", server_name], server_config)?;
+    Ok((f, edit, added))
+}
+
+/// Opens the settings at `path` and computes the edit that approves the server: the file, the
+/// edit (`None`: already approved), what it adds.
+fn plan_approval(path: &Path) -> Result<(JsonFile, Option<Edit>, Vec<String>), String> {
+    let f = JsonFile::open(path)?;
+    let mut added = Vec::new();
+    let list = f.get("enabledMcpjsonServers");
+    if list.is_none() {
+        added.push("enabledMcpjsonServers".to_string());
+    }
+    if !list
+        .as_ref()
+        .and_then(Value::as_array)
+        .is_some_and(|a| a.iter().any(|v| v == SERVER_NAME))
+    {
+        added.push(format!("enabledMcpjsonServers[{SERVER_NAME}]"));
+    }
+    let edit = f.push_unique("enabledMcpjsonServers", &json!(SERVER_NAME))?;
+    Ok((f, edit, added))
 }
 
 /// Removes `mcpServers.<server_name>` (seed 001 §10.6): a missing file or entry is fine; other
 /// servers stay; `{"mcpServers": {}}` stays unless `drop_empty_key` (we added the key).
 pub fn remove_server(path: &Path, server_name: &str, drop_empty_key: bool) -> Result<(), String> {
     let mut f = JsonFile::open(path)?;
-    if !f.existed || !f.has_key("mcpServers") {
+    if !f.existed() {
         return Ok(());
     }
-    let servers = f.object_mut("mcpServers")?;
-    servers.shift_remove(server_name);
-    if servers.is_empty() && drop_empty_key {
-        f.remove("mcpServers");
-    }
+    remove_server_entry(&mut f, server_name, drop_empty_key)?;
     f.save()
+}
+
+fn remove_server_entry(f: &mut JsonFile, name: &str, drop_empty_key: bool) -> Result<(), String> {
+    if let Some(edit) = f.remove_member(&["mcpServers", name])? {
+        f.apply(&edit);
+    }
+    let now_empty = f
+        .get("mcpServers")
+        .and_then(|s| s.as_object().map(|o| o.is_empty()))
+        .unwrap_or(false);
+    if now_empty && drop_empty_key {
+        if let Some(edit) = f.remove_member(&["mcpServers"])? {
+            f.apply(&edit);
+        }
+    }
+    Ok(())
 }
 
 /// Replaces `{elf_path}` in every string of `template` (seed 001 §10.7).
@@ -280,47 +333,42 @@ async fn enable(
             p.skill_src.display()
         ));
     }
-    // 2. The plan: what exists before we touch anything.
+    // 2. The plan: what exists before we touch anything, and for each config file the one edit
+    //    enable will make (computed now, written in step 4), so disable can reverse it exactly.
     let mut artifacts = vec![
         json!({"kind": "dir", "path": p.skills_dir, "created": !p.skills_dir.exists()}),
         json!({"kind": "symlink", "path": p.link, "target": p.skill_src, "created": p.link.symlink_metadata().is_err()}),
     ];
-    for f in [&p.mcp, &p.claude_mcp] {
-        let mut added = vec![];
-        match JsonFile::open(f) {
-            Ok(doc) => {
-                if !doc.has_key("mcpServers") {
-                    added.push("mcpServers".to_string());
+    let entry = server_entry(elfiee_bin, cx.file.path(), &agent.editor_id);
+    let mut configs: Vec<(JsonFile, Edit)> = Vec::new();
+    let planned = [
+        ("mcp", &p.mcp, plan_server(&p.mcp, SERVER_NAME, &entry)),
+        (
+            "mcp",
+            &p.claude_mcp,
+            plan_server(&p.claude_mcp, SERVER_NAME, &entry),
+        ),
+        ("settings", &p.settings, plan_approval(&p.settings)),
+    ];
+    for (kind, path, plan) in planned {
+        match plan {
+            Ok((doc, edit, added)) => {
+                let mut artifact =
+                    json!({"kind": kind, "path": path, "created": !doc.existed(), "added": added});
+                if let Some(edit) = edit {
+                    // Only an edit that adds our entries can be undone by reversing it.
+                    if !added.is_empty() {
+                        artifact["edit"] = json!(edit.record(doc.text()));
+                    }
+                    configs.push((doc, edit));
                 }
-                if doc
-                    .get("mcpServers")
-                    .is_none_or(|s| s.get(SERVER_NAME).is_none())
-                {
-                    added.push(format!("mcpServers.{SERVER_NAME}"));
-                }
-                artifacts.push(
-                    json!({"kind": "mcp", "path": f, "created": !doc.existed, "added": added}),
-                );
+                artifacts.push(artifact);
             }
-            Err(_) => {
-                artifacts.push(json!({"kind": "mcp", "path": f, "created": false, "added": []}))
+            Err(err) => {
+                warnings.push(err);
+                artifacts.push(json!({"kind": kind, "path": path, "created": false, "added": []}));
             }
         }
-    }
-    if let Ok(doc) = JsonFile::open(&p.settings) {
-        let mut added = vec![];
-        let list = doc.get("enabledMcpjsonServers");
-        if list.is_none() {
-            added.push("enabledMcpjsonServers".to_string());
-        }
-        if !list
-            .as_ref()
-            .and_then(Value::as_array)
-            .is_some_and(|a| a.iter().any(|v| v == SERVER_NAME))
-        {
-            added.push(format!("enabledMcpjsonServers[{SERVER_NAME}]"));
-        }
-        artifacts.push(json!({"kind": "settings", "path": p.settings, "created": !doc.existed, "added": added}));
     }
     cx.record(
         e,
@@ -354,23 +402,12 @@ async fn enable(
             }
         }
     }
-    // 4. MCP server entries.
-    let entry = server_entry(elfiee_bin, cx.file.path(), &agent.editor_id);
-    for f in [&p.mcp, &p.claude_mcp] {
-        if let Err(err) = merge_server(f, SERVER_NAME, &entry) {
+    // 4. The planned config edits: MCP server entries, the approval.
+    for (mut doc, edit) in configs {
+        doc.apply(&edit);
+        if let Err(err) = doc.save() {
             warnings.push(err);
         }
-    }
-    // 5. Approve the project server.
-    let approve = JsonFile::open(&p.settings).and_then(|mut doc| {
-        let list = doc.array_mut("enabledMcpjsonServers")?;
-        if !list.iter().any(|n| JsonFile::value_of(n) == SERVER_NAME) {
-            list.push(JsonFile::node(&json!(SERVER_NAME)));
-        }
-        doc.save()
-    });
-    if let Err(err) = approve {
-        warnings.push(err);
     }
     let message = if warnings.is_empty() {
         "Agent enabled. Restart Claude Code in the project to load the elfiee MCP server."
@@ -429,27 +466,27 @@ fn disable(record: Option<Value>) -> Value {
                     Ok(())
                 }
             }
-            Some("mcp") => undo_json(&path, created, |doc| {
-                let drop_key = added.contains(&"mcpServers");
-                if added.contains(&format!("mcpServers.{SERVER_NAME}").as_str())
-                    && doc.has_key("mcpServers")
-                {
-                    let servers = doc.object_mut("mcpServers")?;
-                    servers.shift_remove(SERVER_NAME);
-                    if servers.is_empty() && drop_key {
-                        doc.remove("mcpServers");
-                    }
+            Some("mcp") => undo_json(&path, created, &added, a.get("edit"), |doc| {
+                if added.contains(&format!("mcpServers.{SERVER_NAME}").as_str()) {
+                    remove_server_entry(doc, SERVER_NAME, added.contains(&"mcpServers"))?;
                 }
                 Ok(())
             }),
-            Some("settings") => undo_json(&path, created, |doc| {
-                if added.contains(&format!("enabledMcpjsonServers[{SERVER_NAME}]").as_str())
-                    && doc.has_key("enabledMcpjsonServers")
-                {
-                    let list = doc.array_mut("enabledMcpjsonServers")?;
-                    list.retain(|n| JsonFile::value_of(n) != SERVER_NAME);
-                    if list.is_empty() && added.contains(&"enabledMcpjsonServers") {
-                        doc.remove("enabledMcpjsonServers");
+            Some("settings") => undo_json(&path, created, &added, a.get("edit"), |doc| {
+                if added.contains(&format!("enabledMcpjsonServers[{SERVER_NAME}]").as_str()) {
+                    while let Some(edit) =
+                        doc.remove_item("enabledMcpjsonServers", &json!(SERVER_NAME))?
+                    {
+                        doc.apply(&edit);
+                    }
+                    let now_empty = doc
+                        .get("enabledMcpjsonServers")
+                        .and_then(|l| l.as_array().map(Vec::is_empty))
+                        .unwrap_or(false);
+                    if now_empty && added.contains(&"enabledMcpjsonServers") {
+                        if let Some(edit) = doc.remove_member(&["enabledMcpjsonServers"])? {
+                            doc.apply(&edit);
+                        }
                     }
                 }
                 Ok(())
@@ -474,17 +511,29 @@ fn disable(record: Option<Value>) -> Value {
     json!({"ok": warnings.is_empty(), "warnings": warnings, "needs_restart": !artifacts.is_empty(), "message": message, "integration": integration})
 }
 
-/// Edits a JSON file we touched; deletes it if we created it and it is now empty.
+/// Undoes what enable did to a JSON file. If the file still has exactly the bytes enable's
+/// recorded edit produced, the edit is reversed and the original bytes come back; otherwise
+/// `remove` takes out our entries and leaves everything else as the user has it now. A file we
+/// created is deleted once nothing but an empty object is left.
 fn undo_json(
     path: &Path,
     created: bool,
-    edit: impl FnOnce(&mut JsonFile) -> Result<(), String>,
+    added: &[&str],
+    record: Option<&Value>,
+    remove: impl FnOnce(&mut JsonFile) -> Result<(), String>,
 ) -> Result<(), String> {
-    let mut doc = JsonFile::open(path)?;
-    if !doc.existed {
+    if !created && added.is_empty() {
         return Ok(());
     }
-    edit(&mut doc)?;
+    let mut doc = JsonFile::open(path)?;
+    if !doc.existed() {
+        return Ok(());
+    }
+    let record: Option<EditRecord> = record.and_then(|r| serde_json::from_value(r.clone()).ok());
+    match record.and_then(|r| r.undo(doc.text())) {
+        Some(original) => doc.set_text(original),
+        None => remove(&mut doc)?,
+    }
     if created && doc.is_empty() {
         std::fs::remove_file(path).map_err(|e| format!("Failed to remove {}: {e}", path.display()))
     } else {

@@ -1,338 +1,635 @@
 //! Editing JSON config files that belong to someone else (`.mcp.json`,
-//! `.claude/settings.local.json`) without disturbing them.
+//! `.claude/settings.local.json`) by text edits that touch only what we add or remove.
 //!
-//! - Key order is kept, and every value we do not touch is written back byte for byte.
-//! - A subtree whose content ends up equal to what was read is written back as it was read, so
-//!   adding an entry and removing it again restores the original bytes.
-//! - Invalid JSON is an error and the file is left untouched.
+//! - An edit replaces one span of the text ([`Edit`]); everything around it — key order,
+//!   spacing, indentation, line ends, escapes, the final newline — stays as the file has it.
+//!   What we insert follows the container it goes into: on one line if the container is on one
+//!   line, else on its own lines with the indentation and line end of its neighbours.
+//! - [`EditRecord`] keeps an edit and a hash of the bytes it produced. Undoing it on a file that
+//!   still has exactly those bytes gives back the original bytes, whatever their formatting.
+//!   A file edited since is handled structurally instead ([`JsonFile::remove_member`], …),
+//!   which keeps the other person's edits.
+//! - Parsing (byte ranges of every member) is `jsonc-parser`'s AST with every JSONC extension
+//!   turned off; validity is `serde_json`'s. Invalid JSON is an error and the file is left
+//!   untouched.
 //! - Writes are atomic: a temporary file in the same directory, then `rename`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use indexmap::IndexMap;
-use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
-use serde_json::value::RawValue;
+use jsonc_parser::ast::{self, ObjectProp};
+use jsonc_parser::common::Ranged;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A JSON value as read: untouched parts stay raw text.
-#[derive(Debug, Clone)]
-pub enum Node {
-    Raw(Box<RawValue>),
-    Object {
-        entries: IndexMap<String, Node>,
-        original: Option<Box<RawValue>>,
-    },
-    Array {
-        items: Vec<Node>,
-        original: Option<Box<RawValue>>,
-    },
+/// One text edit: at byte `at`, `removed` is replaced by `inserted`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub at: usize,
+    pub removed: String,
+    pub inserted: String,
 }
 
-impl Node {
-    fn value(&self) -> Value {
-        match self {
-            Node::Raw(r) => serde_json::from_str(r.get()).unwrap_or(Value::Null),
-            Node::Object { entries, .. } => Value::Object(
-                entries
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.value()))
-                    .collect(),
-            ),
-            Node::Array { items, .. } => Value::Array(items.iter().map(Node::value).collect()),
-        }
+impl Edit {
+    /// The text with the edit made.
+    pub fn apply(&self, text: &str) -> String {
+        debug_assert_eq!(&text[self.at..self.at + self.removed.len()], self.removed);
+        let mut out = String::with_capacity(text.len() + self.inserted.len());
+        out.push_str(&text[..self.at]);
+        out.push_str(&self.inserted);
+        out.push_str(&text[self.at + self.removed.len()..]);
+        out
     }
 
-    fn from_value(v: &Value) -> Node {
-        match v {
-            Value::Object(m) => Node::Object {
-                entries: m
-                    .iter()
-                    .map(|(k, v)| (k.clone(), Node::from_value(v)))
-                    .collect(),
-                original: None,
-            },
-            Value::Array(a) => Node::Array {
-                items: a.iter().map(Node::from_value).collect(),
-                original: None,
-            },
-            other => {
-                Node::Raw(serde_json::value::to_raw_value(other).unwrap_or_else(|_| raw("null")))
+    /// The record that lets [`EditRecord::undo`] reverse this edit on `before` exactly.
+    pub fn record(&self, before: &str) -> EditRecord {
+        EditRecord {
+            at: self.at,
+            removed: self.removed.clone(),
+            inserted: self.inserted.clone(),
+            blake3_after: blake3::hash(self.apply(before).as_bytes())
+                .to_hex()
+                .to_string(),
+        }
+    }
+}
+
+/// An edit enable made, kept in its plan so disable can reverse it byte for byte. `removed` is
+/// only ever whitespace (the inside of an empty container, or a blank file): the record holds
+/// our entry and a hash, never the other person's content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EditRecord {
+    pub at: usize,
+    pub removed: String,
+    pub inserted: String,
+    /// blake3 of the whole file right after the edit.
+    pub blake3_after: String,
+}
+
+impl EditRecord {
+    /// The text before the edit, if `text` is exactly what the edit produced; `None` when the
+    /// file changed since (then the caller removes its entries structurally).
+    pub fn undo(&self, text: &str) -> Option<String> {
+        if blake3::hash(text.as_bytes()).to_hex().as_str() != self.blake3_after {
+            return None;
+        }
+        let end = self.at.checked_add(self.inserted.len())?;
+        if text.get(self.at..end)? != self.inserted {
+            return None;
+        }
+        Some(
+            Edit {
+                at: self.at,
+                removed: self.inserted.clone(),
+                inserted: self.removed.clone(),
             }
-        }
-    }
-
-    /// Opens a raw object or array one level so it can be edited.
-    fn expand(&mut self) -> Result<(), String> {
-        if let Node::Raw(r) = self {
-            let text = r.get().trim_start();
-            if text.starts_with('{') {
-                let entries: IndexMap<String, Box<RawValue>> =
-                    serde_json::from_str(r.get()).map_err(|e| e.to_string())?;
-                *self = Node::Object {
-                    entries: entries
-                        .into_iter()
-                        .map(|(k, v)| (k, Node::Raw(v)))
-                        .collect(),
-                    original: Some(r.clone()),
-                };
-            } else if text.starts_with('[') {
-                let items: Vec<Box<RawValue>> =
-                    serde_json::from_str(r.get()).map_err(|e| e.to_string())?;
-                *self = Node::Array {
-                    items: items.into_iter().map(Node::Raw).collect(),
-                    original: Some(r.clone()),
-                };
-            }
-        }
-        Ok(())
-    }
-
-    fn unchanged_original(&self) -> Option<&RawValue> {
-        let original = match self {
-            Node::Object { original, .. } | Node::Array { original, .. } => original.as_deref()?,
-            Node::Raw(_) => return None,
-        };
-        let before: Value = serde_json::from_str(original.get()).ok()?;
-        (before == self.value()).then_some(original)
+            .apply(text),
+        )
     }
 }
 
-fn raw(s: &str) -> Box<RawValue> {
-    RawValue::from_string(s.to_owned()).expect("valid JSON literal")
-}
-
-/// Separators of a container that was written on one line (`", "` / `": "` or without spaces).
-fn inline_style(original: &RawValue) -> Option<(&'static str, &'static str)> {
-    let t = original.get();
-    if t.contains('\n') {
-        return None;
-    }
-    let item = if t.contains(", ") || !t.contains(',') {
-        ", "
-    } else {
-        ","
-    };
-    let kv = if t.contains("\": ") || !t.contains("\":") {
-        ": "
-    } else {
-        ":"
-    };
-    Some((item, kv))
-}
-
-impl Node {
-    /// One-line rendering for a container whose original was on one line.
-    fn inline_text(&self) -> Option<String> {
-        let (original, is_obj) = match self {
-            Node::Object {
-                original: Some(o), ..
-            } => (o, true),
-            Node::Array {
-                original: Some(o), ..
-            } => (o, false),
-            _ => return None,
-        };
-        let (item, kv) = inline_style(original)?;
-        let text = |n: &Node| {
-            n.inline_text()
-                .unwrap_or_else(|| serde_json::to_string(n).unwrap_or_default())
-        };
-        let parts: Vec<String> = match self {
-            Node::Object { entries, .. } => entries
-                .iter()
-                .map(|(k, v)| {
-                    format!(
-                        "{}{kv}{}",
-                        serde_json::to_string(k).unwrap_or_default(),
-                        text(v)
-                    )
-                })
-                .collect(),
-            Node::Array { items, .. } => items.iter().map(text).collect(),
-            Node::Raw(_) => return None,
-        };
-        let (open, close) = if is_obj { ("{", "}") } else { ("[", "]") };
-        Some(format!("{open}{}{close}", parts.join(item)))
-    }
-}
-
-impl Serialize for Node {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        if let Some(orig) = self.unchanged_original() {
-            return orig.serialize(s);
-        }
-        if let Some(t) = self.inline_text() {
-            if let Ok(raw) = RawValue::from_string(t) {
-                return raw.serialize(s);
-            }
-        }
-        match self {
-            Node::Raw(r) => r.serialize(s),
-            Node::Object { entries, .. } => {
-                let mut m = s.serialize_map(Some(entries.len()))?;
-                for (k, v) in entries {
-                    m.serialize_entry(k, v)?;
-                }
-                m.end()
-            }
-            Node::Array { items, .. } => {
-                let mut q = s.serialize_seq(Some(items.len()))?;
-                for v in items {
-                    q.serialize_element(v)?;
-                }
-                q.end()
-            }
-        }
-    }
-}
-
-/// A JSON object file opened for editing.
+/// A JSON object file opened for editing. A missing file or a blank one reads as `{}`.
 #[derive(Debug)]
 pub struct JsonFile {
     pub path: PathBuf,
-    /// Whether the file existed when opened.
-    pub existed: bool,
-    original_text: Option<String>,
-    root: IndexMap<String, Node>,
-    indent: String,
-    trailing_newline: bool,
+    /// The text as read; `None` if the file did not exist.
+    read: Option<String>,
+    /// The current text (what [`JsonFile::save`] writes).
+    text: String,
+}
+
+/// Strict JSON: every JSONC extension of the parser off (what `serde_json` and Claude Code's
+/// `JSON.parse` accept).
+fn strict() -> jsonc_parser::ParseOptions {
+    jsonc_parser::ParseOptions {
+        allow_comments: false,
+        allow_loose_object_property_names: false,
+        allow_trailing_commas: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
+}
+
+/// The root object of `text` (`None` for a blank text). Errors name `path` and say what to do.
+fn root_object<'t>(path: &Path, text: &'t str) -> Result<Option<ast::Object<'t>>, String> {
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        return Err(format!(
+            "Invalid JSON in {}: {e}. The file was left unchanged; fix it (or move it away) and run the command again.",
+            path.display()
+        ));
+    }
+    let parsed = jsonc_parser::parse_to_ast(text, &Default::default(), &strict())
+        .map_err(|e| format!("Invalid JSON in {}: {e}", path.display()))?;
+    match parsed.value {
+        Some(ast::Value::Object(o)) => Ok(Some(o)),
+        _ => Err(format!(
+            "{} does not hold a JSON object at the top level. The file was left unchanged; make it an object (`{{}}`) and run the command again.",
+            path.display()
+        )),
+    }
+}
+
+/// The member named `key` (the last one, as `JSON.parse` keeps the last of duplicates).
+fn member<'a, 't>(o: &'a ast::Object<'t>, key: &str) -> Option<(usize, &'a ObjectProp<'t>)> {
+    o.properties
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, p)| p.name.as_str() == key)
+}
+
+fn to_value(v: &ast::Value) -> Value {
+    match v {
+        ast::Value::StringLit(s) => Value::String(s.value.to_string()),
+        ast::Value::NumberLit(n) => serde_json::from_str(n.value).unwrap_or(Value::Null),
+        ast::Value::BooleanLit(b) => Value::Bool(b.value),
+        ast::Value::NullKeyword(_) => Value::Null,
+        ast::Value::Array(a) => Value::Array(a.elements.iter().map(to_value).collect()),
+        ast::Value::Object(o) => Value::Object(
+            o.properties
+                .iter()
+                .map(|p| (p.name.as_str().to_owned(), to_value(&p.value)))
+                .collect(),
+        ),
+    }
 }
 
 impl JsonFile {
-    /// Reads `path` (a missing or empty file is an empty object). Invalid JSON, or a top level
-    /// that is not an object, is an error naming the file.
+    /// Reads `path`. Invalid JSON, or a top level that is not an object, is an error naming the
+    /// file and saying what to do; nothing is written.
     pub fn open(path: &Path) -> Result<JsonFile, String> {
-        let text = match std::fs::read_to_string(path) {
+        let read = match std::fs::read_to_string(path) {
             Ok(t) => Some(t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(format!("Failed to read {}: {e}", path.display())),
         };
-        let body = text.as_deref().unwrap_or("");
-        let root: IndexMap<String, Box<RawValue>> = if body.trim().is_empty() {
-            IndexMap::new()
-        } else {
-            serde_json::from_str(body)
-                .map_err(|e| format!("Invalid JSON in {}: {e}", path.display()))?
-        };
-        let indent = body
-            .lines()
-            .nth(1)
-            .map(|l| {
-                l.chars()
-                    .take_while(|c| *c == ' ' || *c == '\t')
-                    .collect::<String>()
-            })
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| "  ".into());
+        let text = read.clone().unwrap_or_default();
+        root_object(path, &text)?;
         Ok(JsonFile {
             path: path.to_owned(),
-            existed: text.is_some(),
-            trailing_newline: text.as_deref().map(|t| t.ends_with('\n')).unwrap_or(true),
-            original_text: text,
-            root: root.into_iter().map(|(k, v)| (k, Node::Raw(v))).collect(),
-            indent,
+            read,
+            text,
         })
     }
 
-    pub fn has_key(&self, key: &str) -> bool {
-        self.root.contains_key(key)
+    /// Whether the file existed when opened.
+    pub fn existed(&self) -> bool {
+        self.read.is_some()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.root.is_empty()
+    /// The current text.
+    pub fn text(&self) -> &str {
+        &self.text
     }
 
-    /// The object at `key` opened for editing (created if absent). Errors if it is not an object.
-    pub fn object_mut(&mut self, key: &str) -> Result<&mut IndexMap<String, Node>, String> {
-        let path = self.path.display().to_string();
-        let node = self
-            .root
-            .entry(key.to_owned())
-            .or_insert_with(|| Node::Object {
-                entries: IndexMap::new(),
-                original: None,
-            });
-        node.expand()?;
-        match node {
-            Node::Object { entries, .. } => Ok(entries),
-            _ => Err(format!("'{key}' in {path} is not an object")),
+    /// The current content (`{}` for a blank or missing file).
+    pub fn value(&self) -> Value {
+        match root_object(&self.path, &self.text) {
+            Ok(Some(o)) => to_value(&ast::Value::Object(o)),
+            _ => Value::Object(Default::default()),
         }
     }
 
-    /// The array at `key` opened for editing (created if absent). Errors if it is not an array.
-    pub fn array_mut(&mut self, key: &str) -> Result<&mut Vec<Node>, String> {
-        let path = self.path.display().to_string();
-        let node = self
-            .root
-            .entry(key.to_owned())
-            .or_insert_with(|| Node::Array {
-                items: Vec::new(),
-                original: None,
-            });
-        node.expand()?;
-        match node {
-            Node::Array { items, .. } => Ok(items),
-            _ => Err(format!("'{key}' in {path} is not an array")),
-        }
-    }
-
-    /// The value at `key`, parsed.
+    /// The value at top-level `key`.
     pub fn get(&self, key: &str) -> Option<Value> {
-        self.root.get(key).map(Node::value)
+        self.value().get(key).cloned()
     }
 
-    pub fn remove(&mut self, key: &str) {
-        self.root.shift_remove(key);
+    pub fn has_key(&self, key: &str) -> bool {
+        self.get(key).is_some()
     }
 
-    /// A node for a new value.
-    pub fn node(v: &Value) -> Node {
-        Node::from_value(v)
+    /// No members at the top level (or a blank file).
+    pub fn is_empty(&self) -> bool {
+        self.value().as_object().is_none_or(|o| o.is_empty())
     }
 
-    /// Parsed value of a node.
-    pub fn value_of(n: &Node) -> Value {
-        n.value()
+    /// Makes `edit` (from one of the methods below) on the current text.
+    pub fn apply(&mut self, edit: &Edit) {
+        self.text = edit.apply(&self.text);
     }
 
-    /// The bytes this file would be written as: the original text when nothing changed.
-    pub fn render(&self) -> String {
-        if let Some(orig) = &self.original_text {
-            let before: Option<Value> = if orig.trim().is_empty() {
-                Some(Value::Object(Default::default()))
-            } else {
-                serde_json::from_str(orig).ok()
+    /// Replaces the current text (e.g. by an undone [`EditRecord`]).
+    pub fn set_text(&mut self, text: String) {
+        self.text = text;
+    }
+
+    /// The edit that sets `path` (keys from the top level down) to `value`, adding the objects
+    /// on the way that are missing. `None` if it already holds that value. Errors if something
+    /// on the way is not an object.
+    pub fn set(&self, path: &[&str], value: &Value) -> Result<Option<Edit>, String> {
+        let Some(root) = root_object(&self.path, &self.text)? else {
+            return Ok(Some(self.fill_blank(&nest(path, value))));
+        };
+        let mut obj = &root;
+        for (depth, key) in path.iter().enumerate() {
+            let Some((_, prop)) = member(obj, key) else {
+                let rest = nest(&path[depth + 1..], value);
+                return Ok(Some(Layout::of(&self.text).append(
+                    &self.text,
+                    obj.range,
+                    obj.properties.iter().map(|p| p.range).collect(),
+                    Some(key),
+                    &rest,
+                )));
             };
-            let now = Value::Object(
-                self.root
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.value()))
-                    .collect(),
-            );
-            if before.as_ref() == Some(&now) {
-                return orig.clone();
+            if depth + 1 == path.len() {
+                if to_value(&prop.value) == *value {
+                    return Ok(None);
+                }
+                let layout = Layout::of(&self.text);
+                let range = prop.value.range();
+                let inserted = if layout.is_inline(&self.text, obj.range) {
+                    layout.inline(value)
+                } else {
+                    layout.pretty(value, line_indent(&self.text, prop.range.start))
+                };
+                return Ok(Some(Edit {
+                    at: range.start,
+                    removed: self.text[range.start..range.end].to_owned(),
+                    inserted,
+                }));
+            }
+            obj = match &prop.value {
+                ast::Value::Object(o) => o,
+                _ => return Err(self.not_a(&path[..=depth], "an object")),
+            };
+        }
+        unreachable!("the loop returns at the last key")
+    }
+
+    /// The edit that appends `item` to the array at top-level `key` (created if missing);
+    /// `None` if the array already holds it.
+    pub fn push_unique(&self, key: &str, item: &Value) -> Result<Option<Edit>, String> {
+        let Some(root) = root_object(&self.path, &self.text)? else {
+            return Ok(Some(
+                self.fill_blank(&nest(&[key], &Value::Array(vec![item.clone()]))),
+            ));
+        };
+        let layout = Layout::of(&self.text);
+        match member(&root, key) {
+            None => Ok(Some(layout.append(
+                &self.text,
+                root.range,
+                root.properties.iter().map(|p| p.range).collect(),
+                Some(key),
+                &Value::Array(vec![item.clone()]),
+            ))),
+            Some((_, prop)) => match &prop.value {
+                ast::Value::Array(a) if a.elements.iter().any(|e| to_value(e) == *item) => Ok(None),
+                ast::Value::Array(a) => Ok(Some(layout.append(
+                    &self.text,
+                    a.range,
+                    a.elements.iter().map(|e| e.range()).collect(),
+                    None,
+                    item,
+                ))),
+                _ => Err(self.not_a(&[key], "an array")),
+            },
+        }
+    }
+
+    /// The edit that removes the member at `path`; `None` if there is none.
+    pub fn remove_member(&self, path: &[&str]) -> Result<Option<Edit>, String> {
+        let Some((last, parents)) = path.split_last() else {
+            return Ok(None);
+        };
+        let Some(root) = root_object(&self.path, &self.text)? else {
+            return Ok(None);
+        };
+        let mut obj = &root;
+        for key in parents {
+            match member(obj, key).map(|(_, p)| &p.value) {
+                Some(ast::Value::Object(o)) => obj = o,
+                _ => return Ok(None),
             }
         }
-        let mut out = Vec::new();
-        let fmt = serde_json::ser::PrettyFormatter::with_indent(self.indent.as_bytes());
-        let mut ser = serde_json::Serializer::with_formatter(&mut out, fmt);
-        let _ = self.root.serialize(&mut ser);
-        let mut s = String::from_utf8(out).unwrap_or_default();
-        if self.trailing_newline {
-            s.push('\n');
-        }
-        s
+        Ok(member(obj, last).map(|(i, _)| {
+            remove_item(
+                &self.text,
+                obj.range,
+                &obj.properties.iter().map(|p| p.range).collect::<Vec<_>>(),
+                i,
+            )
+        }))
     }
 
-    /// Writes the file atomically (temp file + rename), only if its bytes change.
+    /// The edit that removes the first element equal to `item` from the array at top-level
+    /// `key`; `None` if there is none.
+    pub fn remove_item(&self, key: &str, item: &Value) -> Result<Option<Edit>, String> {
+        let Some(root) = root_object(&self.path, &self.text)? else {
+            return Ok(None);
+        };
+        let Some((_, prop)) = member(&root, key) else {
+            return Ok(None);
+        };
+        let ast::Value::Array(a) = &prop.value else {
+            return Ok(None);
+        };
+        Ok(a.elements
+            .iter()
+            .position(|e| to_value(e) == *item)
+            .map(|i| {
+                remove_item(
+                    &self.text,
+                    a.range,
+                    &a.elements.iter().map(|e| e.range()).collect::<Vec<_>>(),
+                    i,
+                )
+            }))
+    }
+
+    /// Writes the current text atomically (temp file + rename), only if it differs from what
+    /// was read; refuses if the file changed on disk since it was read.
     pub fn save(&self) -> Result<(), String> {
-        let text = self.render();
-        if self.original_text.as_deref() == Some(text.as_str()) {
+        if self.read.as_deref() == Some(self.text.as_str()) {
             return Ok(());
         }
-        write_atomic(&self.path, text.as_bytes())
-            .map_err(|e| format!("Failed to write MCP config: {} ({e})", self.path.display()))
+        let now = match std::fs::read_to_string(&self.path) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(format!("Failed to read {}: {e}", self.path.display())),
+        };
+        if now != self.read {
+            return Err(format!(
+                "{} changed while elfiee was editing it; it was left as it is now. Run the command again.",
+                self.path.display()
+            ));
+        }
+        write_atomic(&self.path, self.text.as_bytes())
+            .map_err(|e| format!("Failed to write {} ({e})", self.path.display()))
+    }
+
+    /// A blank (or missing) file becomes `value`, pretty-printed with two spaces and a final
+    /// newline (as `JSON.stringify(v, null, 2)` writers do), keeping a CRLF the blank had.
+    fn fill_blank(&self, value: &Value) -> Edit {
+        let nl = if self.text.contains("\r\n") {
+            "\r\n"
+        } else {
+            "\n"
+        };
+        let layout = Layout {
+            nl,
+            unit: "  ".into(),
+            item_sep: ", ".into(),
+            kv_sep: ": ".into(),
+        };
+        Edit {
+            at: 0,
+            removed: self.text.clone(),
+            inserted: format!("{}{nl}", layout.pretty(value, "")),
+        }
+    }
+
+    fn not_a(&self, path: &[&str], what: &str) -> String {
+        format!(
+            "'{}' in {} is not {what}, so elfiee cannot add its entry; the file was left unchanged.",
+            path.join("."),
+            self.path.display()
+        )
+    }
+}
+
+/// `{"a": {"b": value}}` for path `["a", "b"]`; `value` itself for an empty path.
+fn nest(path: &[&str], value: &Value) -> Value {
+    path.iter().rev().fold(value.clone(), |v, k| {
+        let mut m = serde_json::Map::new();
+        m.insert((*k).to_owned(), v);
+        Value::Object(m)
+    })
+}
+
+/// The whitespace at the start of the line holding byte `pos`.
+fn line_indent(text: &str, pos: usize) -> &str {
+    let start = text[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[start..];
+    &line[..line.len() - line.trim_start_matches([' ', '\t']).len()]
+}
+
+/// How a file writes its JSON, read from the file itself.
+struct Layout {
+    nl: &'static str,
+    /// One level of indentation.
+    unit: String,
+    /// Between items of a one-line container (`", "` or `","`).
+    item_sep: String,
+    /// Between a key and its value (`": "` or `":"`).
+    kv_sep: String,
+}
+
+impl Layout {
+    fn of(text: &str) -> Layout {
+        let nl = if text.contains("\r\n") { "\r\n" } else { "\n" };
+        let unit = text
+            .lines()
+            .map(|l| &l[..l.len() - l.trim_start_matches([' ', '\t']).len()])
+            .find(|ws| !ws.is_empty())
+            .unwrap_or("  ")
+            .to_owned();
+        let mut layout = Layout {
+            nl,
+            unit,
+            item_sep: ", ".into(),
+            kv_sep: ": ".into(),
+        };
+        if let Ok(parsed) = jsonc_parser::parse_to_ast(text, &Default::default(), &strict()) {
+            if let Some(v) = &parsed.value {
+                let (mut kv, mut item) = (None, None);
+                separators(text, v, &mut kv, &mut item);
+                layout.kv_sep = kv.unwrap_or_else(|| ": ".into());
+                layout.item_sep =
+                    item.unwrap_or_else(|| if layout.kv_sep == ":" { "," } else { ", " }.into());
+            }
+        }
+        layout
+    }
+
+    /// Whether the container spanning `range` is written on one line.
+    fn is_inline(&self, text: &str, range: jsonc_parser::common::Range) -> bool {
+        !text[range.start..range.end].contains('\n')
+    }
+
+    /// The edit that appends an item (`key: value` in an object, `value` in an array) to the
+    /// container spanning `range` whose items span `items`.
+    fn append(
+        &self,
+        text: &str,
+        range: jsonc_parser::common::Range,
+        items: Vec<jsonc_parser::common::Range>,
+        key: Option<&str>,
+        value: &Value,
+    ) -> Edit {
+        let key_text = |kv: &str| {
+            key.map(|k| format!("{}{kv}", Value::String(k.to_owned())))
+                .unwrap_or_default()
+        };
+        let inline = self.is_inline(text, range);
+        match items.last() {
+            Some(last) if inline => {
+                let sep = match &items[..] {
+                    [.., a, b] => text[a.end..b.start].to_owned(),
+                    _ => self.item_sep.clone(),
+                };
+                Edit {
+                    at: last.end,
+                    removed: String::new(),
+                    inserted: format!("{sep}{}{}", key_text(&self.kv_sep), self.inline(value)),
+                }
+            }
+            Some(last) => {
+                let indent = line_indent(text, last.start);
+                Edit {
+                    at: last.end,
+                    removed: String::new(),
+                    inserted: format!(
+                        ",{}{indent}{}{}",
+                        self.nl,
+                        key_text(&self.kv_sep),
+                        self.pretty(value, indent)
+                    ),
+                }
+            }
+            None => {
+                let inner = &text[range.start + 1..range.end - 1];
+                let inserted = if text.trim_end().contains('\n') {
+                    let outer = line_indent(text, range.start);
+                    let indent = format!("{outer}{}", self.unit);
+                    format!(
+                        "{}{indent}{}{}{}{outer}",
+                        self.nl,
+                        key_text(&self.kv_sep),
+                        self.pretty(value, &indent),
+                        self.nl
+                    )
+                } else {
+                    format!("{}{}", key_text(&self.kv_sep), self.inline(value))
+                };
+                Edit {
+                    at: range.start + 1,
+                    removed: inner.to_owned(),
+                    inserted,
+                }
+            }
+        }
+    }
+
+    /// `value` on one line, with the file's separators.
+    fn inline(&self, value: &Value) -> String {
+        match value {
+            Value::Object(m) if !m.is_empty() => format!(
+                "{{{}}}",
+                m.iter()
+                    .map(|(k, v)| format!(
+                        "{}{}{}",
+                        Value::String(k.clone()),
+                        self.kv_sep,
+                        self.inline(v)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(&self.item_sep)
+            ),
+            Value::Array(a) if !a.is_empty() => format!(
+                "[{}]",
+                a.iter()
+                    .map(|v| self.inline(v))
+                    .collect::<Vec<_>>()
+                    .join(&self.item_sep)
+            ),
+            other => other.to_string(),
+        }
+    }
+
+    /// `value` over several lines, its first line continuing one indented by `indent`.
+    fn pretty(&self, value: &Value, indent: &str) -> String {
+        let inner = format!("{indent}{}", self.unit);
+        let lines: Vec<String> = match value {
+            Value::Object(m) if !m.is_empty() => m
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{inner}{}{}{}",
+                        Value::String(k.clone()),
+                        self.kv_sep,
+                        self.pretty(v, &inner)
+                    )
+                })
+                .collect(),
+            Value::Array(a) if !a.is_empty() => a
+                .iter()
+                .map(|v| format!("{inner}{}", self.pretty(v, &inner)))
+                .collect(),
+            other => return other.to_string(),
+        };
+        let (open, close) = if value.is_object() {
+            ("{", "}")
+        } else {
+            ("[", "]")
+        };
+        let nl = self.nl;
+        format!(
+            "{open}{nl}{}{nl}{indent}{close}",
+            lines.join(&format!(",{nl}"))
+        )
+    }
+}
+
+/// The first key/value separator and the first one-line item separator found in `v`.
+fn separators(text: &str, v: &ast::Value, kv: &mut Option<String>, item: &mut Option<String>) {
+    let ranges: Vec<jsonc_parser::common::Range> = match v {
+        ast::Value::Object(o) => {
+            for p in &o.properties {
+                let gap = &text[p.name.range().end..p.value.start()];
+                if kv.is_none() && !gap.contains('\n') {
+                    *kv = Some(gap.to_owned());
+                }
+                separators(text, &p.value, kv, item);
+            }
+            o.properties.iter().map(|p| p.range).collect()
+        }
+        ast::Value::Array(a) => {
+            for e in &a.elements {
+                separators(text, e, kv, item);
+            }
+            a.elements.iter().map(|e| e.range()).collect()
+        }
+        _ => return,
+    };
+    if item.is_none() {
+        *item = ranges
+            .windows(2)
+            .map(|w| &text[w[0].end..w[1].start])
+            .find(|gap| !gap.contains('\n'))
+            .map(str::to_owned);
+    }
+}
+
+/// The edit that removes item `i` of the container spanning `range` whose items span `items`:
+/// with the separator before it (the last item), after it (the others), or the container's
+/// whole inside (the only item). Removing what [`Layout::append`] added gives back the text as
+/// it was before.
+fn remove_item(
+    text: &str,
+    range: jsonc_parser::common::Range,
+    items: &[jsonc_parser::common::Range],
+    i: usize,
+) -> Edit {
+    let (from, to) = match items.len() {
+        1 => (range.start + 1, range.end - 1),
+        n if i + 1 == n => (items[i - 1].end, items[i].end),
+        _ => (items[i].start, items[i + 1].start),
+    };
+    Edit {
+        at: from,
+        removed: text[from..to].to_owned(),
+        inserted: String::new(),
     }
 }
 
@@ -361,97 +658,152 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn file(dir: &Path, text: &str) -> PathBuf {
+    fn open(dir: &Path, text: Option<&str>) -> JsonFile {
         let p = dir.join("c.json");
-        std::fs::write(&p, text).unwrap();
-        p
+        if let Some(t) = text {
+            std::fs::write(&p, t).unwrap();
+        }
+        JsonFile::open(&p).unwrap()
+    }
+
+    /// Sets `mcpServers.elfiee` and returns the new text.
+    fn with_server(text: &str) -> String {
+        let d = tempfile::tempdir().unwrap();
+        let f = open(d.path(), Some(text));
+        let edit = f
+            .set(&["mcpServers", "elfiee"], &json!({"command": "e"}))
+            .unwrap()
+            .unwrap();
+        edit.apply(text)
     }
 
     #[test]
-    fn adding_then_removing_restores_the_original_bytes() {
-        let d = tempfile::tempdir().unwrap();
-        let orig = "{\n    \"zeta\": 1,\n    \"mcpServers\": {\n        \"other\": {\"command\": \"x\", \"args\": [\"--flag\"]}\n    },\n    \"alpha\": [1,2]\n}";
-        let p = file(d.path(), orig);
-        let mut f = JsonFile::open(&p).unwrap();
-        f.object_mut("mcpServers").unwrap().insert(
-            "elfiee".into(),
-            JsonFile::node(&json!({"command": "/bin/elfiee", "args": ["mcp-server"]})),
+    fn an_insert_follows_the_container_it_goes_into() {
+        assert_eq!(
+            with_server("{\"a\": 1}\n"),
+            "{\"a\": 1, \"mcpServers\": {\"elfiee\": {\"command\": \"e\"}}}\n",
+            "one line stays one line"
         );
-        f.save().unwrap();
-        let mid = std::fs::read_to_string(&p).unwrap();
-        assert!(
-            mid.find("zeta").unwrap() < mid.find("alpha").unwrap(),
-            "key order kept: {mid}"
+        assert_eq!(
+            with_server("{\"a\":1,\"b\":2}"),
+            "{\"a\":1,\"b\":2,\"mcpServers\":{\"elfiee\":{\"command\":\"e\"}}}",
+            "compact separators kept"
         );
-        assert!(
-            mid.contains("\"other\": {\"command\": \"x\", \"args\": [\"--flag\"]}"),
-            "untouched values byte for byte: {mid}"
+        assert_eq!(
+            with_server("{\r\n\t\"a\": 1\r\n}"),
+            "{\r\n\t\"a\": 1,\r\n\t\"mcpServers\": {\r\n\t\t\"elfiee\": {\r\n\t\t\t\"command\": \"e\"\r\n\t\t}\r\n\t}\r\n}",
+            "tabs, CRLF, no final newline"
         );
-        let mut f = JsonFile::open(&p).unwrap();
-        f.object_mut("mcpServers").unwrap().shift_remove("elfiee");
-        f.save().unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), orig);
+        assert_eq!(
+            with_server("{\n    \"mcpServers\": {\n        \"x\": {}\n    }\n}\n"),
+            "{\n    \"mcpServers\": {\n        \"x\": {},\n        \"elfiee\": {\n            \"command\": \"e\"\n        }\n    }\n}\n",
+            "four spaces, next to the other server"
+        );
+        assert_eq!(
+            with_server("{\n  \"mcpServers\": {}\n}\n"),
+            "{\n  \"mcpServers\": {\n    \"elfiee\": {\n      \"command\": \"e\"\n    }\n  }\n}\n"
+        );
+        assert_eq!(
+            with_server(""),
+            "{\n  \"mcpServers\": {\n    \"elfiee\": {\n      \"command\": \"e\"\n    }\n  }\n}\n"
+        );
     }
 
     #[test]
-    fn one_line_containers_stay_on_one_line_across_separate_edits() {
-        let d = tempfile::tempdir().unwrap();
-        let orig = "{\n  \"allow\": [\"a\", \"b\"],\n  \"servers\": {\"x\": {\"c\": 1}}\n}\n";
-        let p = file(d.path(), orig);
-        let mut f = JsonFile::open(&p).unwrap();
-        f.array_mut("allow")
-            .unwrap()
-            .push(JsonFile::node(&json!("elfiee")));
-        f.object_mut("servers")
-            .unwrap()
-            .insert("e".into(), JsonFile::node(&json!({"k": [1, 2]})));
-        f.save().unwrap();
-        let mid = std::fs::read_to_string(&p).unwrap();
-        assert!(mid.contains("[\"a\", \"b\", \"elfiee\"]"), "{mid}");
-        let mut f = JsonFile::open(&p).unwrap();
-        f.array_mut("allow")
-            .unwrap()
-            .retain(|n| JsonFile::value_of(n) != "elfiee");
-        f.object_mut("servers").unwrap().shift_remove("e");
-        f.save().unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), orig);
+    fn the_recorded_edit_gives_back_the_original_bytes_only_while_the_file_is_as_left() {
+        for original in ["", "\r\n", "{ }", "{\n}\n", "{\"a\": \"caf\\u00e9\"}"] {
+            let d = tempfile::tempdir().unwrap();
+            let f = open(d.path(), Some(original));
+            let edit = f.push_unique("list", &json!("elfiee")).unwrap().unwrap();
+            let record = edit.record(original);
+            let after = edit.apply(original);
+            assert_eq!(record.undo(&after).as_deref(), Some(original));
+            assert_eq!(record.undo(&format!("{after} ")), None, "changed since");
+        }
     }
 
     #[test]
-    fn invalid_json_is_an_error_and_the_file_is_untouched() {
+    fn removing_a_member_takes_its_separator_and_keeps_the_rest() {
         let d = tempfile::tempdir().unwrap();
-        let p = file(d.path(), "{ not json");
+        let text = "{\"mcpServers\": {\"a\": 1, \"elfiee\": 2, \"b\": 3}}";
+        let f = open(d.path(), Some(text));
+        let edit = f.remove_member(&["mcpServers", "elfiee"]).unwrap().unwrap();
+        assert_eq!(edit.apply(text), "{\"mcpServers\": {\"a\": 1, \"b\": 3}}");
+        let text = "{\n  \"enabledMcpjsonServers\": [\n    \"x\",\n    \"elfiee\"\n  ]\n}\n";
+        let f = open(d.path(), Some(text));
+        let edit = f
+            .remove_item("enabledMcpjsonServers", &json!("elfiee"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            edit.apply(text),
+            "{\n  \"enabledMcpjsonServers\": [\n    \"x\"\n  ]\n}\n"
+        );
+        assert!(f.remove_member(&["nope", "elfiee"]).unwrap().is_none());
+    }
+
+    #[test]
+    fn invalid_json_is_an_error_that_says_what_to_do_and_nothing_is_written() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.json");
+        for bad in ["{ not json", "{\"a\": 1,}", "// c\n{}", "{\"a\": 1} x"] {
+            std::fs::write(&p, bad).unwrap();
+            let e = JsonFile::open(&p).unwrap_err();
+            assert!(e.starts_with("Invalid JSON in "), "{e}");
+            assert!(e.contains("left unchanged") && e.contains("fix it"), "{e}");
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), bad);
+        }
+        std::fs::write(&p, "[1, 2]").unwrap();
         let e = JsonFile::open(&p).unwrap_err();
-        assert!(e.starts_with("Invalid JSON in "), "{e}");
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{ not json");
-        let p = file(d.path(), "[1, 2]");
+        assert!(e.contains("not hold a JSON object"), "{e}");
+        std::fs::write(&p, "{\"mcpServers\": [1]}").unwrap();
+        let f = JsonFile::open(&p).unwrap();
+        let e = f.set(&["mcpServers", "elfiee"], &json!(1)).unwrap_err();
         assert!(
-            JsonFile::open(&p).is_err(),
-            "a top level that is not an object is refused"
+            e.contains("'mcpServers'") && e.contains("not an object"),
+            "{e}"
         );
     }
 
     #[test]
-    fn missing_and_empty_files_are_empty_objects() {
+    fn missing_and_blank_files_are_empty_objects() {
         let d = tempfile::tempdir().unwrap();
-        let f = JsonFile::open(&d.path().join("none.json")).unwrap();
-        assert!(!f.existed && f.is_empty());
-        let p = file(d.path(), "");
-        let mut f = JsonFile::open(&p).unwrap();
-        assert!(f.existed && f.is_empty());
-        f.array_mut("enabledMcpjsonServers")
-            .unwrap()
-            .push(JsonFile::node(&json!("elfiee")));
-        f.save().unwrap();
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-        assert_eq!(v, json!({"enabledMcpjsonServers": ["elfiee"]}));
+        let f = open(d.path(), None);
+        assert!(!f.existed() && f.is_empty());
+        let f = open(d.path(), Some("  \n"));
+        assert!(f.existed() && f.is_empty());
+        assert_eq!(f.value(), json!({}));
     }
 
     #[test]
-    fn a_non_object_where_an_object_is_needed_is_an_error() {
+    fn an_entry_already_there_is_no_edit_and_a_different_one_is_replaced_in_place() {
         let d = tempfile::tempdir().unwrap();
-        let p = file(d.path(), "{\"mcpServers\": [1]}");
+        let text = "{\"mcpServers\": {\"elfiee\": {\"command\": \"old\"}, \"x\": 1}}";
+        let f = open(d.path(), Some(text));
+        assert!(f
+            .set(&["mcpServers", "elfiee"], &json!({"command": "old"}))
+            .unwrap()
+            .is_none());
+        let edit = f
+            .set(&["mcpServers", "elfiee"], &json!({"command": "new"}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            edit.apply(text),
+            "{\"mcpServers\": {\"elfiee\": {\"command\": \"new\"}, \"x\": 1}}"
+        );
+    }
+
+    #[test]
+    fn save_refuses_a_file_changed_since_it_was_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.json");
+        std::fs::write(&p, "{}").unwrap();
         let mut f = JsonFile::open(&p).unwrap();
-        assert!(f.object_mut("mcpServers").is_err());
+        let edit = f.push_unique("l", &json!(1)).unwrap().unwrap();
+        f.apply(&edit);
+        std::fs::write(&p, "{\"user\": 1}").unwrap();
+        assert!(f.save().unwrap_err().contains("changed while"));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "{\"user\": 1}");
     }
 }

@@ -261,7 +261,8 @@ impl Capability for AgentEffectPlan {
 }
 
 /// Union by `path`: an artifact stays `created` if any enable created it; `added` entries are
-/// united.
+/// united; the `edit` (the text edit enable made, which disable can reverse exactly) is the
+/// newest plan's that has one, as only the latest edit can still match the file.
 fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = previous;
     for n in new {
@@ -287,6 +288,9 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
                     }
                 }
                 o["added"] = json!(added);
+                if let Some(edit) = n.get("edit") {
+                    o["edit"] = edit.clone();
+                }
             }
             None => out.push(n),
         }
@@ -478,15 +482,23 @@ mod tests {
             "artifacts": [{"path": "/p/.mcp.json", "created": true, "added": ["mcpServers"]}]}),
         );
         k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
-            "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": ["mcpServers.elfiee"]}]}));
+            "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": ["mcpServers.elfiee"], "edit": {"at": 1}}]}));
+        k.ok(
+            "alice",
+            "agent.effect_plan",
+            Some(&a),
+            json!({"action": "enable", "trigger_seq": 3,
+            "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": []}]}),
+        );
         let rec = &k.state.blocks[&a].metadata.custom["integration"]["artifacts"][0];
         assert_eq!(rec["created"], true);
         assert_eq!(rec["added"], json!(["mcpServers", "mcpServers.elfiee"]));
+        assert_eq!(rec["edit"], json!({"at": 1}), "the newest edit stays");
         k.ok(
             "alice",
             "agent.effect_outcome",
             Some(&a),
-            json!({"action": "disable", "trigger_seq": 3, "ok": true, "integration": null}),
+            json!({"action": "disable", "trigger_seq": 4, "ok": true, "integration": null}),
         );
         assert!(!k.state.blocks[&a]
             .metadata
