@@ -25,6 +25,7 @@
 //! Crates: [`model`] (data types), [`projections`] (pure state + apply), [`capabilities`]
 //! (pure handlers + CBAC), [`engine`] (actor, log, snapshots, subscriptions).
 
+pub mod graph;
 #[doc(hidden)]
 pub mod project_gen;
 
