@@ -217,6 +217,7 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             });
         }
         Cmd::Block(cmd) => block(s, cmd, out).await?,
+        Cmd::Graph(args) => super::graph::run(&s.file, args, out)?,
         Cmd::Dir(cmd) => dir(s, cmd, out).await?,
         Cmd::Terminal(cmd) => terminal(s, cmd, out).await?,
         Cmd::Agent(cmd) => agent(s, cmd, out).await?,

@@ -1,6 +1,7 @@
 //! Argument definitions and dispatch for the `elfiee` binary.
 
 mod commands;
+mod graph;
 mod output;
 mod resolve;
 
@@ -70,6 +71,9 @@ pub enum Cmd {
     Verify,
     /// List the capabilities this build knows.
     Caps,
+    /// Draw the relation graph (blocks and their reference / implement relations) as DOT,
+    /// Mermaid or SVG; with --json print its nodes and edges.
+    Graph(GraphArgs),
     /// Import a folder as a directory block, or export one back.
     #[command(subcommand)]
     Dir(DirCmd),
@@ -90,6 +94,30 @@ pub enum Cmd {
         #[arg(long)]
         editor: Option<String>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    /// Only the blocks related to this one (directly or through others, in either direction).
+    #[arg(long, value_name = "BLOCK")]
+    pub from: Option<String>,
+    /// With --from: at most N relation steps away (default: no limit).
+    #[arg(long, value_name = "N", requires = "from")]
+    pub depth: Option<usize>,
+    /// dot | mermaid | svg (default: from the -o file's extension, else dot).
+    #[arg(long, value_enum)]
+    pub format: Option<GraphFormat>,
+    /// Write the picture to this file instead of stdout (.svg, .dot/.gv, .mmd/.mermaid pick
+    /// the format).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphFormat {
+    Dot,
+    Mermaid,
+    Svg,
 }
 
 #[derive(Subcommand, Debug)]
