@@ -491,7 +491,7 @@ fn round_trip(contents: [Content; 3]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     #[test]
     fn enable_then_disable_restores_every_file_byte_for_byte(
@@ -573,4 +573,28 @@ proptest! {
         }));
         prop_assert_eq!(std::fs::read_to_string(&mcp).unwrap(), expected);
     }
+}
+
+/// The user approves another server after ours and adds a key; disable takes out only
+/// `"elfiee"` and leaves their bytes as they wrote them.
+#[test]
+fn disable_keeps_an_approval_the_user_added_after_ours() {
+    let original = "{\r\n\t\"enabledMcpjsonServers\": [\"a\"]\r\n}";
+    let p = project(&[Content::Absent, Content::Absent, Content::Text(original)]);
+    let settings = p.root.join(".claude/settings.local.json");
+    runtime().block_on(create_enable_disable(&p, |enabled| {
+        assert_eq!(
+            text_of(enabled, ".claude/settings.local.json").unwrap(),
+            "{\r\n\t\"enabledMcpjsonServers\": [\"a\", \"elfiee\"]\r\n}"
+        );
+        std::fs::write(
+            &settings,
+            "{\r\n\t\"enabledMcpjsonServers\": [\"a\", \"elfiee\", \"b\"],\r\n\t\"k\": 1\r\n}",
+        )
+        .unwrap();
+    }));
+    assert_eq!(
+        std::fs::read_to_string(&settings).unwrap(),
+        "{\r\n\t\"enabledMcpjsonServers\": [\"a\", \"b\"],\r\n\t\"k\": 1\r\n}"
+    );
 }
