@@ -15,6 +15,7 @@ selenium, builds the host, and runs this under xvfb-run), or by hand:
 """
 
 import argparse
+import faulthandler
 import http.server
 import json
 import os
@@ -43,11 +44,15 @@ def command(cap, block, payload, why):
             f"<description>{why}</description></command>\n")
 
 
-ANSWER = ("I will write the summary into a new block.\n"
-          + command("core.create", None,
-                    {"name": "summary", "block_type": "markdown", "block_id": "summary"},
-                    "create the summary")
-          + command("markdown.write", "summary", {"markdown": AGENT_TEXT}, "write it"))
+def answer(plan_id):
+    """The model's answer: a summary block, its text, and a `reference` link to the plan."""
+    return ("I will write the summary into a new block.\n"
+            + command("core.create", None,
+                      {"name": "summary", "block_type": "markdown", "block_id": "summary"},
+                      "create the summary")
+            + command("markdown.write", "summary", {"markdown": AGENT_TEXT}, "write it")
+            + command("core.link", "summary", {"to": plan_id, "relation": "reference"},
+                      "it summarises the plan"))
 
 
 def anthropic_stream(text):
@@ -69,13 +74,14 @@ def anthropic_stream(text):
 
 
 class Provider(http.server.BaseHTTPRequestHandler):
-    """A local stand-in for the Anthropic API: every POST gets ANSWER, streamed."""
+    """A local stand-in for the Anthropic API: every POST gets `answer`, streamed."""
     requests = []
+    answer = ""
 
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("content-length", 0)))
         Provider.requests.append((self.path, body.decode("utf-8", "replace")))
-        out = anthropic_stream(ANSWER)
+        out = anthropic_stream(Provider.answer)
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("content-length", str(len(out)))
@@ -125,6 +131,8 @@ class Page:
         return self.d.find_elements(By.CSS_SELECTOR, css)
 
     def wait(self, what, cond, timeout=30):
+        print(f"waiting for {what}", flush=True)
+
         def check(_):
             err = self.all("#error")
             if err and err[0].is_displayed():
@@ -154,9 +162,12 @@ class Page:
                 for li in self.all("#timeline li")]
 
     def shot(self, name):
+        # Bounded: after a failure WebKitWebDriver has been seen to never answer a screenshot.
         path = os.path.join(self.out_dir, name)
-        self.d.save_screenshot(path)
-        print(f"screenshot: {path}")
+        t = threading.Thread(target=self.d.save_screenshot, args=(path,), daemon=True)
+        t.start()
+        t.join(20)
+        print(f"screenshot: {path}" if not t.is_alive() else f"screenshot {name}: no answer in 20 s")
 
 
 def run(args):
@@ -200,9 +211,10 @@ def run(args):
         # Create and write a block through the page.
         page.type("#new-name", "plan")
         page.click("#create")
-        page.wait("the new block in the list",
-                  lambda: [li for li in page.all("#blocks li") if li.text.endswith("plan")])
-        block_id = page.all("#blocks li.selected")[0].get_attribute("data-id")
+        page.wait("the new block in the list, selected",
+                  lambda: [li for li in page.all("#blocks li.selected") if li.text.endswith("plan")])
+        block_id = page.find("#blocks li.selected").get_attribute("data-id")
+        Provider.answer = answer(block_id)
         page.wait("the core.create event in the timeline",
                   lambda: ("core.create", block_id) in page.timeline())
         page.set_value("#content", NOTE)
@@ -227,7 +239,7 @@ def run(args):
         assert "Ship the host test." in Provider.requests[-1][1], \
             "the selected block was not in the model's context"
         commands = [li.text for li in page.all(".proposal ol li")]
-        assert len(commands) == 2 and commands[0].startswith("core.create"), commands
+        assert len(commands) == 3 and commands[0].startswith("core.create"), commands
         page.shot("proposal.png")
 
         # Approve it from the page: its commands run in the engine, their events reach the page.
@@ -237,7 +249,10 @@ def run(args):
                   lambda: ("markdown.write", "summary") in page.timeline())
         page.wait("the agent's block in the list",
                   lambda: [li for li in page.all("#blocks li") if li.get_attribute("data-id") == "summary"])
-        page.wait("the relation graph", lambda: page.all("#graph-picture svg"))
+        page.wait("the relation graph with the blocks",
+                  lambda: len(page.all("#graph-picture svg")) == 1
+                  and "summary" in page.find("#graph-picture").text
+                  and "reference" in page.find("#graph-picture").text)
         page.shot("screenshot.png")
         timeline = page.timeline()
         print(f"timeline: {len(timeline)} events reached the page")
@@ -269,7 +284,9 @@ def run(args):
     assert read["markdown"] == AGENT_TEXT, read
     log = cli(args.elfiee, elf, "log")
     caps = [e["attribute"].split("/", 1)[1] for e in log]
-    for cap in ["core.create", "markdown.write", "agent.configure", "agent.approve"]:
+    shown = cli(args.elfiee, elf, "block", "show", "summary")
+    assert shown["children"].get("reference") == [block_id], shown
+    for cap in ["core.create", "markdown.write", "agent.configure", "agent.approve", "core.link"]:
         assert cap in caps, f"{cap} missing from the log: {caps}"
     shutil.rmtree(work, ignore_errors=True)
     print(f"ok: {verify['events']} events verified; the page saw {len(timeline)} of them")
@@ -281,6 +298,8 @@ def main():
     p.add_argument("--elfiee", required=True, help="the built elfiee CLI binary")
     p.add_argument("--out", required=True, help="where screenshots and logs go")
     p.add_argument("--tauri-driver", default=shutil.which("tauri-driver") or "tauri-driver")
+    # A hang anywhere (the webview, the driver, the host) ends the test with every thread's stack.
+    faulthandler.dump_traceback_later(300, exit=True)
     run(p.parse_args())
 
 

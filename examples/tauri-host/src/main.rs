@@ -187,6 +187,14 @@ async fn agent_configure(
     Ok(service::configure_agent(&file, &editor, &agent, config).await?)
 }
 
+/// The document's relation graph (reference / implement) as a self-contained SVG, laid out in
+/// Rust (`elfiee::graph`, the same picture as `elfiee graph --format svg`).
+#[tauri::command]
+async fn graph_svg(files: State<'_, OpenFiles>, path: String) -> Result<String, HostError> {
+    let file = files.get(&path)?;
+    Ok(file.with_state(|s| elfiee::graph::Graph::document(s).to_svg()))
+}
+
 /// Creates an agent (`agent.create`): with `target` (a directory block whose project has
 /// `.claude/`), it also integrates Claude Code and waits for that effect.
 #[tauri::command]
@@ -322,6 +330,7 @@ fn main() {
             close_elf,
             list_agents,
             agent_configure,
+            graph_svg,
             agent_create,
             agent_set_enabled,
             agent_invoke,
