@@ -28,7 +28,7 @@ import threading
 import time
 
 from selenium import webdriver
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.options import ArgOptions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -140,7 +140,10 @@ class Page:
                                      f"{err[0].text}")
             return cond()
         try:
-            return WebDriverWait(self.d, timeout, poll_frequency=0.1).until(check)
+            # The page re-renders its lists on every event: an element found a moment ago may be
+            # gone by the time it is read, so a stale element means "look again".
+            return WebDriverWait(self.d, timeout, poll_frequency=0.1,
+                                 ignored_exceptions=[StaleElementReferenceException]).until(check)
         except Exception:
             self.shot("failure.png")
             raise AssertionError(f"timed out waiting for {what}")
@@ -207,13 +210,14 @@ def run(args):
         page.click("#open")
         page.wait("the document to open",
                   lambda: page.find("#status").get_attribute("data-state") == "open")
+        open_seq = int(page.find("#status").get_attribute("data-open-seq"))
 
         # Create and write a block through the page.
         page.type("#new-name", "plan")
         page.click("#create")
-        page.wait("the new block in the list, selected",
-                  lambda: [li for li in page.all("#blocks li.selected") if li.text.endswith("plan")])
-        block_id = page.find("#blocks li.selected").get_attribute("data-id")
+        block_id = page.wait("the new block in the list, selected", lambda: next(
+            (li.get_attribute("data-id") for li in page.all("#blocks li.selected")
+             if li.text.endswith("plan")), None))
         Provider.answer = answer(block_id)
         page.wait("the core.create event in the timeline",
                   lambda: ("core.create", block_id) in page.timeline())
@@ -238,7 +242,8 @@ def run(args):
         assert Provider.requests, "the provider was never called"
         assert "Ship the host test." in Provider.requests[-1][1], \
             "the selected block was not in the model's context"
-        commands = [li.text for li in page.all(".proposal ol li")]
+        commands = page.wait("the proposal's commands",
+                             lambda: [li.text for li in page.all(".proposal ol li")])
         assert len(commands) == 3 and commands[0].startswith("core.create"), commands
         page.shot("proposal.png")
 
@@ -254,8 +259,11 @@ def run(args):
                   and "summary" in page.find("#graph-picture").text
                   and "reference" in page.find("#graph-picture").text)
         page.shot("screenshot.png")
-        timeline = page.timeline()
-        print(f"timeline: {len(timeline)} events reached the page")
+        driver.execute_script("document.getElementById('graph').scrollIntoView()")
+        page.shot("graph.png")
+        newest_first = [int(li.get_attribute("data-seq")) for li in page.all("#timeline li")]
+        seen = newest_first[::-1]
+        print(f"timeline: {len(seen)} events reached the page")
 
         # Close the document from the page, then the window.
         page.click("#close")
@@ -278,6 +286,8 @@ def run(args):
     # What the page did is in the .elf: check it with the CLI, in a fresh process.
     verify = cli(args.elfiee, elf, "verify")
     assert verify["ok"] is True, verify
+    # Every event committed while the page had the document open reached it, once, in order.
+    assert seen == list(range(open_seq + 1, verify["events"] + 1)), (open_seq, seen, verify)
     read = cli(args.elfiee, elf, "markdown", "read", block_id)
     assert read["markdown"] == NOTE, read
     read = cli(args.elfiee, elf, "markdown", "read", "summary")
@@ -289,7 +299,8 @@ def run(args):
     for cap in ["core.create", "markdown.write", "agent.configure", "agent.approve", "core.link"]:
         assert cap in caps, f"{cap} missing from the log: {caps}"
     shutil.rmtree(work, ignore_errors=True)
-    print(f"ok: {verify['events']} events verified; the page saw {len(timeline)} of them")
+    print(f"ok: {verify['events']} events verified; the page saw all {len(seen)} committed "
+          f"after it opened the document")
 
 
 def main():
