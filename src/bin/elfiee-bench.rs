@@ -32,6 +32,9 @@
 //! sits beside its target in `project.targets`; a summary table goes to stderr.
 //! `--project-files N --project-bytes B --project-writes W` shrink it (for trying it out).
 //!
+//! `graph` (also in the default run; `--only graph` alone) draws two generated 1,000-block
+//! documents with `elfiee graph`, in this process and as a CLI call (`elfiee-bench/graph.rs`).
+//!
 //! Options: `--only sequential,concurrent,big` runs a subset (for profiling); `--keep` keeps the
 //! scratch directory; `RUST_LOG=elfiee_engine=trace` prints the engine's group-commit traces.
 
@@ -66,8 +69,8 @@ struct Args {
     #[arg(long)]
     keep: bool,
     /// Run only some measurements (for profiling): comma-separated of `sequential`,
-    /// `concurrent`, `big` (build + replay + open), `context`, `socket`, `mcp`, `project`. The
-    /// output then lacks the others.
+    /// `concurrent`, `big` (build + replay + open), `context`, `socket`, `mcp`, `project`,
+    /// `graph`. The output then lacks the others.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Commands per `submit_all` group when building the big log (default 1024).
@@ -162,6 +165,10 @@ macro_rules! info {
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+// In a folder of its own: a file beside this one would be taken for another binary.
+#[path = "elfiee-bench/graph.rs"]
+mod graph;
 
 /// Called with each record (seq, stored bytes) of a raw layout read.
 type RecordSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), BoxError> + 'a;
@@ -259,6 +266,9 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     }
     if args.wants("project") {
         out["project"] = project_phase(base, args);
+    }
+    if args.wants("graph") {
+        out["graph"] = graph::graph_phase(&rt, &engine, base, &plan)?;
     }
     out["elapsed_before_cleanup_s"] = round(started.elapsed().as_secs_f64(), 1);
     Ok(out)
@@ -1656,8 +1666,8 @@ impl Targets {
             .push(json!({"name": name, "value": what, "target": "yes", "met": met}));
     }
 
-    fn summary(&self) {
-        info!("project summary:");
+    fn summary(&self, phase: &str) {
+        info!("{phase} summary:");
         info!(
             "  {:<54} {:>16}  {:<14} result",
             "figure", "value", "target"
@@ -1915,7 +1925,7 @@ fn project_phase(base: &Path, args: &Args) -> Value {
         out["error"] = json!(e.to_string());
     }
     out["seconds"] = round(started.elapsed().as_secs_f64(), 1);
-    targets.summary();
+    targets.summary("project");
     out["targets"] = json!(targets.0);
     out
 }

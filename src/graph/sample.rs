@@ -89,6 +89,36 @@ pub fn plan(blocks: usize, seed: u64) -> Plan {
     p
 }
 
+/// The layout's hard case: `blocks` blocks, the first four fifths joined by `relations`
+/// relations between random pairs (always later → earlier), so relations span many layers;
+/// the last fifth unrelated. One relation per pair; fewer when the pairs run out.
+pub fn random_plan(blocks: usize, relations: usize, seed: u64) -> Plan {
+    let n = blocks.max(10);
+    let linked = n * 4 / 5;
+    let relations = relations.min(linked * (linked - 1) / 2);
+    let mut rng = Rng(seed);
+    let blocks = (0..n)
+        .map(|i| {
+            let ty = if i % 3 == 0 { "markdown" } else { "code" };
+            (format!("block {i}"), ty.to_owned())
+        })
+        .collect();
+    let mut pairs = std::collections::BTreeMap::new();
+    while pairs.len() < relations {
+        let (a, b) = (rng.below(linked), rng.below(linked));
+        let rel = if rng.chance(50) {
+            "reference"
+        } else {
+            "implement"
+        };
+        if a != b {
+            pairs.entry((a.max(b), a.min(b))).or_insert(rel);
+        }
+    }
+    let links = pairs.into_iter().map(|((a, b), r)| (a, b, r)).collect();
+    Plan { blocks, links }
+}
+
 /// Creates the plan's blocks and relations in `file` as `editor` (in atomic groups of a few
 /// hundred commands); returns the block ids in plan order.
 pub async fn build(
@@ -152,5 +182,14 @@ mod tests {
         }
         assert_eq!(linked.iter().filter(|l| !**l).count(), 200);
         assert_eq!(p, plan(1000, 7));
+    }
+
+    #[test]
+    fn a_random_plan_links_four_fifths_backwards() {
+        let p = random_plan(1000, 1500, 7);
+        assert_eq!(p.blocks.len(), 1000);
+        assert_eq!(p.links.len(), 1500);
+        assert!(p.links.iter().all(|(a, b, _)| a > b && *a < 800));
+        assert_eq!(p, random_plan(1000, 1500, 7));
     }
 }
