@@ -203,7 +203,9 @@ impl Graph {
     /// out in layers by the `rust-sugiyama` crate (related blocks above the blocks that link
     /// to them), parts packed in rows, blocks without relations in a grid below. Each block is
     /// a `<g class="node" data-block="ID">` with a `<title>` holding its full name, type and id;
-    /// each relation a `<g class="edge …" data-from data-to data-relation>`.
+    /// each relation a `<g class="edge …" data-from data-to data-relation>`. The root is
+    /// `<svg class="elfiee-graph">` and every style rule and id is scoped to it, so the text can
+    /// go inline into an HTML page (no XML declaration).
     pub fn to_svg(&self) -> String {
         svg::render(self)
     }

@@ -53,29 +53,31 @@ fn relation_class(relation: &str) -> &'static str {
     }
 }
 
+/// Every rule scoped to the picture's root class: an SVG put inline in an HTML page (the
+/// Tauri host does) shares the page's style sheet, both ways.
 const STYLE: &str = "\
-.background{fill:#ffffff}\
-.caption{font-size:13px;fill:#202124}\
-.legend text{font-size:11px;fill:#3c4043}\
-.node rect{stroke-width:1}\
-.node .name{font-size:12px;font-weight:600;fill:#202124}\
-.node .type{font-size:10px;fill:#5f6368}\
-.t-markdown rect{fill:#e8f0fe;stroke:#4a6fa5}\
-.t-code rect{fill:#e6f4ea;stroke:#3c8d5a}\
-.t-directory rect{fill:#fef7e0;stroke:#b08800}\
-.t-terminal rect{fill:#f1f3f4;stroke:#5f6368}\
-.t-agent rect{fill:#fce8e6;stroke:#c5221f}\
-.t-other rect{fill:#ffffff;stroke:#5f6368}\
-.edge path,.legend path{fill:none;stroke-width:1.2}\
-.reference path{stroke:#5f6368}\
-.implement path{stroke:#b06000;stroke-dasharray:5 3}\
-.other path{stroke:#8e24aa;stroke-dasharray:1 3}\
-.edge text{font-size:9px;fill:#5f6368}";
+.elfiee-graph .background{fill:#ffffff}\
+.elfiee-graph .caption{font-size:13px;fill:#202124}\
+.elfiee-graph .legend text{font-size:11px;fill:#3c4043}\
+.elfiee-graph .node rect{stroke-width:1}\
+.elfiee-graph .node .name{font-size:12px;font-weight:600;fill:#202124}\
+.elfiee-graph .node .type{font-size:10px;fill:#5f6368}\
+.elfiee-graph .t-markdown rect{fill:#e8f0fe;stroke:#4a6fa5}\
+.elfiee-graph .t-code rect{fill:#e6f4ea;stroke:#3c8d5a}\
+.elfiee-graph .t-directory rect{fill:#fef7e0;stroke:#b08800}\
+.elfiee-graph .t-terminal rect{fill:#f1f3f4;stroke:#5f6368}\
+.elfiee-graph .t-agent rect{fill:#fce8e6;stroke:#c5221f}\
+.elfiee-graph .t-other rect{fill:#ffffff;stroke:#5f6368}\
+.elfiee-graph .edge path,.elfiee-graph .legend path{fill:none;stroke-width:1.2}\
+.elfiee-graph .reference path{stroke:#5f6368}\
+.elfiee-graph .implement path{stroke:#b06000;stroke-dasharray:5 3}\
+.elfiee-graph .other path{stroke:#8e24aa;stroke-dasharray:1 3}\
+.elfiee-graph .edge text{font-size:9px;fill:#5f6368}";
 
 fn marker(out: &mut String, relation: &str, colour: &str) {
     let _ = write!(
         out,
-        "<marker id=\"arrow-{relation}\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" \
+        "<marker id=\"elfiee-arrow-{relation}\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" \
          markerWidth=\"7\" markerHeight=\"7\" orient=\"auto\">\
          <path d=\"M0,0L10,5L0,10z\" fill=\"{colour}\"/></marker>"
     );
@@ -94,7 +96,7 @@ pub(super) fn render(g: &Graph) -> String {
     let mut out = String::with_capacity(400 * g.nodes.len() + 300 * g.edges.len() + 2048);
     let _ = writeln!(
         out,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w:.0}\" height=\"{h:.0}\" \
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"elfiee-graph\" width=\"{w:.0}\" height=\"{h:.0}\" \
          viewBox=\"0 0 {w:.0} {h:.0}\" font-family=\"Helvetica, Arial, sans-serif\">",
         w = width.ceil(),
         h = l.height.ceil()
@@ -117,7 +119,7 @@ pub(super) fn render(g: &Graph) -> String {
         let x = legend_x + k as f64 * 130.0;
         let _ = write!(
             out,
-            "<g class=\"{relation}\"><path d=\"M{x:.1},{y:.1}h36\" marker-end=\"url(#arrow-{relation})\"/>\
+            "<g class=\"{relation}\"><path d=\"M{x:.1},{y:.1}h36\" marker-end=\"url(#elfiee-arrow-{relation})\"/>\
              <text x=\"{tx:.1}\" y=\"{ty:.1}\">{relation}</text></g>",
             y = MARGIN + 10.0,
             tx = x + 42.0,
@@ -193,7 +195,7 @@ pub(super) fn render(g: &Graph) -> String {
             "<g class=\"edge {class}\" data-from=\"{}\" data-to=\"{}\" data-relation=\"{}\">\
              <title>{} {} {}</title>\
              <path d=\"M{x1:.1},{y1:.1}C{:.1},{:.1} {:.1},{:.1} {x2:.1},{y2:.1}\" \
-             marker-end=\"url(#arrow-{class})\"/>",
+             marker-end=\"url(#elfiee-arrow-{class})\"/>",
             xml(&e.from),
             xml(&e.to),
             xml(&e.relation),
@@ -306,6 +308,26 @@ mod tests {
             .collect();
         let g = graph(240, &links);
         assert_eq!(g.to_svg(), g.to_svg());
+    }
+
+    /// Put inline in an HTML page, the picture's style must not reach the page's elements.
+    #[test]
+    fn every_style_rule_is_scoped_to_the_picture() {
+        let svg = graph(2, &[(1, 0, "reference")]).to_svg();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        assert_eq!(doc.root_element().attribute("class"), Some("elfiee-graph"));
+        let css = doc
+            .descendants()
+            .find(|n| n.has_tag_name("style"))
+            .and_then(|n| n.text())
+            .unwrap();
+        for rule in css.split('}').filter(|r| !r.is_empty()) {
+            let selectors = rule.split('{').next().unwrap();
+            for sel in selectors.split(',') {
+                assert!(sel.starts_with(".elfiee-graph "), "{sel}");
+            }
+        }
+        assert!(!svg.contains("id=\"arrow"), "ids are prefixed too");
     }
 
     #[test]
