@@ -186,15 +186,16 @@ impl Graph {
         Graph { nodes, edges }
     }
 
-    /// Graphviz DOT (`rankdir=BT`: related blocks above the blocks that link to them): one `"id" [label="name\ntype"]` statement per block, one
-    /// `"from" -> "to" [label="relation"]` per relation (`implement` dashed).
+    /// Graphviz DOT (`rankdir=BT`: related blocks above the blocks that link to them): one
+    /// `"id" [label="name\ntype"]` statement per block, one `"from" -> "to" [label="relation"]`
+    /// per relation (`implement` dashed).
     pub fn to_dot(&self) -> String {
         dot::render(self)
     }
 
-    /// A Mermaid `flowchart BT` (the same direction as the DOT and the SVG: related blocks above
-    /// the blocks that link to them): nodes `n0`, `n1`, … in node order (a `%%` comment maps each to
-    /// its block id) labelled `name<br/>type`; `reference` edges `-->`, `implement` edges `-.->`.
+    /// A Mermaid `flowchart BT` (the direction of the DOT and the SVG): nodes `n0`, `n1`, … in
+    /// node order (a `%%` comment maps each to its block id) labelled `name<br/>type`;
+    /// `reference` edges `-->`, `implement` edges `-.->`.
     pub fn to_mermaid(&self) -> String {
         mermaid::render(self)
     }
