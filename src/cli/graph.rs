@@ -63,13 +63,13 @@ pub fn run(file: &FileHandle, args: &GraphArgs, out: &Out) -> Result<(), CliErro
     std::fs::write(path, render(&graph, format))
         .map_err(|e| CliError::failed("io", format!("cannot write {}: {e}", path.display())))?;
     let shown = path.display().to_string();
-    let (blocks, relations) = (graph.nodes.len(), graph.edges.len());
+    let summary = graph.summary();
     let mut v = serde_json::to_value(&graph).unwrap_or_default();
     v["output"] = json!(shown);
     v["format"] = json!(name(format));
     out.print(&v, || {
         format!(
-            "wrote {shown} ({}: {blocks} blocks, {relations} relations)",
+            "wrote {shown} ({}: {summary})",
             name(format)
         )
     });

@@ -186,6 +186,16 @@ impl Graph {
         Graph { nodes, edges }
     }
 
+    /// "3 blocks, 1 relation": the counts, for captions and messages.
+    pub fn summary(&self) -> String {
+        let count = |n: usize, noun: &str| format!("{n} {noun}{}", if n == 1 { "" } else { "s" });
+        format!(
+            "{}, {}",
+            count(self.nodes.len(), "block"),
+            count(self.edges.len(), "relation")
+        )
+    }
+
     /// Graphviz DOT (`rankdir=BT`: related blocks above the blocks that link to them): one
     /// `"id" [label="name\ntype"]` statement per block, one `"from" -> "to" [label="relation"]`
     /// per relation (`implement` dashed).

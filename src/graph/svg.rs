@@ -85,11 +85,7 @@ fn marker(out: &mut String, relation: &str, colour: &str) {
 
 pub(super) fn render(g: &Graph) -> String {
     let l = layout(g);
-    let caption = format!(
-        "elfiee relation graph: {} blocks, {} relations",
-        g.nodes.len(),
-        g.edges.len()
-    );
+    let caption = format!("elfiee relation graph: {}", g.summary());
     // The legend follows the caption (13 px); two samples 130 px apart.
     let legend_x = MARGIN + text_width(&caption) * 1.1 + 24.0;
     let width = l.width.max(legend_x + 2.0 * 130.0);
