@@ -68,10 +68,7 @@ pub fn run(file: &FileHandle, args: &GraphArgs, out: &Out) -> Result<(), CliErro
     v["output"] = json!(shown);
     v["format"] = json!(name(format));
     out.print(&v, || {
-        format!(
-            "wrote {shown} ({}: {summary})",
-            name(format)
-        )
+        format!("wrote {shown} ({}: {summary})", name(format))
     });
     Ok(())
 }
