@@ -71,12 +71,7 @@ fn box_width(name: &str, block_type: &str) -> f64 {
 
 pub(super) fn layout(g: &Graph) -> Layout {
     let n = g.nodes.len();
-    let index: HashMap<&str, usize> = g
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, node)| (node.id.as_str(), i))
-        .collect();
+    let index = g.positions();
     let widths: Vec<f64> = g
         .nodes
         .iter()

@@ -1,6 +1,6 @@
 //! Mermaid flowchart output.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::Graph;
@@ -39,12 +39,7 @@ const CLASSES: [(&str, &str); 5] = [
 pub(super) fn render(g: &Graph) -> String {
     let mut out = String::with_capacity(80 * (g.nodes.len() + g.edges.len()) + 256);
     out.push_str("flowchart BT\n");
-    let index: HashMap<&str, usize> = g
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.as_str(), i))
-        .collect();
+    let index = g.positions();
     let mut by_class: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let id: String = n.id.chars().filter(|c| !c.is_control()).collect();

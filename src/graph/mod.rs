@@ -186,6 +186,15 @@ impl Graph {
         Graph { nodes, edges }
     }
 
+    /// Each node's position in `nodes`, by block id (what the renderers index edges with).
+    pub(crate) fn positions(&self) -> std::collections::HashMap<&str, usize> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .map(|(i, node)| (node.id.as_str(), i))
+            .collect()
+    }
+
     /// "3 blocks, 1 relation": the counts, for captions and messages.
     pub fn summary(&self) -> String {
         let count = |n: usize, noun: &str| format!("{n} {noun}{}", if n == 1 { "" } else { "s" });

@@ -1,7 +1,7 @@
 //! SVG output: the boxes and curves of a [`super::layout`] as plain SVG elements (no scripts,
 //! no external fonts or links), styled by one `<style>` element.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::layout::{layout, short, text_width, Placed, MARGIN, NODE_H};
@@ -125,12 +125,7 @@ pub(super) fn render(g: &Graph) -> String {
     out.push_str("</g>\n");
 
     // Relations first, so boxes are drawn over them.
-    let index: HashMap<&str, usize> = g
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, node)| (node.id.as_str(), i))
-        .collect();
+    let index = g.positions();
     // A pair linked by several relations: the curves are spread apart.
     let mut pair_count: BTreeMap<(usize, usize), usize> = BTreeMap::new();
     let ends: Vec<Option<(usize, usize)>> = g
