@@ -64,6 +64,12 @@ const CASES: &[Case] = &[
     ("empty object", Some("{}"), Some("{ }\n"), Some("{}\n")),
     ("empty file", Some(""), Some("\n"), Some("")),
     ("no file", None, None, None),
+    (
+        "byte-order mark",
+        Some("\u{feff}{\r\n  \"mcpServers\": {}\r\n}\r\n"),
+        Some("\u{feff}"),
+        Some("\u{feff}{\"permissions\": {\"allow\": [\"Bash(ls)\"]}}"),
+    ),
 ];
 
 const FILES: [&str; 3] = [

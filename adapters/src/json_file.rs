@@ -94,8 +94,24 @@ pub struct JsonFile {
     pub path: PathBuf,
     /// The text as read; `None` if the file did not exist.
     read: Option<String>,
-    /// The current text (what [`JsonFile::save`] writes).
+    /// The current text (what [`JsonFile::save`] writes), a byte-order mark masked.
     text: String,
+    /// The file starts with a UTF-8 byte-order mark (Windows editors write one).
+    bom: bool,
+}
+
+/// A UTF-8 byte-order mark, which `serde_json` refuses. [`masked`] reads it as three spaces
+/// (the same three bytes), so every byte position stays the file's own and an edit never
+/// touches it; [`JsonFile::save`] writes it back.
+const BOM: &str = "\u{feff}";
+const BOM_MASK: &str = "   ";
+
+/// `text` with a leading byte-order mark read as [`BOM_MASK`], and whether it had one.
+fn masked(text: String) -> (String, bool) {
+    match text.strip_prefix(BOM) {
+        Some(rest) => (format!("{BOM_MASK}{rest}"), true),
+        None => (text, false),
+    }
 }
 
 /// Strict JSON: every JSONC extension of the parser off (what `serde_json` and Claude Code's
@@ -166,10 +182,9 @@ impl JsonFile {
     /// Reads `path`. Invalid JSON, or a top level that is not an object, is an error naming the
     /// file and saying what to do; nothing is written.
     pub fn open(path: &Path) -> Result<JsonFile, String> {
-        let read = match std::fs::read_to_string(path) {
-            Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("Failed to read {}: {e}", path.display())),
+        let (read, bom) = match Self::read_masked(path)? {
+            Some((t, bom)) => (Some(t), bom),
+            None => (None, false),
         };
         let text = read.clone().unwrap_or_default();
         root_object(path, &text)?;
@@ -177,7 +192,17 @@ impl JsonFile {
             path: path.to_owned(),
             read,
             text,
+            bom,
         })
+    }
+
+    /// The file's text (a byte-order mark masked) and whether it had one; `None` if missing.
+    fn read_masked(path: &Path) -> Result<Option<(String, bool)>, String> {
+        match std::fs::read_to_string(path) {
+            Ok(t) => Ok(Some(masked(t))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("Failed to read {}: {e}", path.display())),
+        }
     }
 
     /// Whether the file existed when opened.
@@ -353,18 +378,18 @@ impl JsonFile {
         if self.read.as_deref() == Some(self.text.as_str()) {
             return Ok(());
         }
-        let now = match std::fs::read_to_string(&self.path) {
-            Ok(t) => Some(t),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(format!("Failed to read {}: {e}", self.path.display())),
-        };
+        let now = Self::read_masked(&self.path)?.map(|(t, _)| t);
         if now != self.read {
             return Err(format!(
                 "{} changed while elfiee was editing it; it was left as it is now. Run the command again.",
                 self.path.display()
             ));
         }
-        write_atomic(&self.path, self.text.as_bytes())
+        let text = match self.text.strip_prefix(BOM_MASK) {
+            Some(rest) if self.bom => format!("{BOM}{rest}"),
+            _ => self.text.clone(),
+        };
+        write_atomic(&self.path, text.as_bytes())
             .map_err(|e| format!("Failed to write {} ({e})", self.path.display()))
     }
 
@@ -382,9 +407,11 @@ impl JsonFile {
             item_sep: ", ".into(),
             kv_sep: ": ".into(),
         };
+        // A byte-order mark stays where it is.
+        let at = if self.bom { BOM_MASK.len() } else { 0 };
         Edit {
-            at: 0,
-            removed: self.text.clone(),
+            at,
+            removed: self.text[at..].to_owned(),
             inserted: format!("{}{nl}", layout.pretty(value, "")),
         }
     }

@@ -69,6 +69,8 @@ struct Style {
     escape_unicode: bool,
     /// The inside of an empty object or array: `""`, `" "` or a line break.
     empty_inner: &'static str,
+    /// A UTF-8 byte-order mark first (as Windows editors write).
+    bom: bool,
 }
 
 impl Style {
@@ -140,7 +142,8 @@ impl Style {
     }
 
     fn file(&self, top: &[(String, J)]) -> String {
-        let mut text = self.render(&J::Obj(top.to_vec()), 0);
+        let mut text = if self.bom { "\u{feff}" } else { "" }.to_owned();
+        text.push_str(&self.render(&J::Obj(top.to_vec()), 0));
         if self.final_newline {
             text.push_str(self.nl());
         }
@@ -176,9 +179,19 @@ fn style() -> impl Strategy<Value = Style> {
         any::<bool>(),
         any::<bool>(),
         prop::sample::select(vec!["", "", " ", "\n"]),
+        prop::bool::weighted(0.25),
     )
         .prop_map(
-            |(indent, compact, nested_inline, crlf, final_newline, escape_unicode, empty_inner)| {
+            |(
+                indent,
+                compact,
+                nested_inline,
+                crlf,
+                final_newline,
+                escape_unicode,
+                empty_inner,
+                bom,
+            )| {
                 Style {
                     indent,
                     compact,
@@ -187,6 +200,7 @@ fn style() -> impl Strategy<Value = Style> {
                     final_newline,
                     escape_unicode,
                     empty_inner,
+                    bom,
                 }
             },
         )
@@ -458,28 +472,36 @@ fn text_of(snap: &BTreeMap<PathBuf, Entry>, name: &str) -> Option<String> {
     }
 }
 
+/// A config file's text without its byte-order mark, if any (which `serde_json` refuses).
+fn unmarked(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// A config file's value.
+fn parse(text: &str) -> Value {
+    serde_json::from_str(unmarked(text)).unwrap()
+}
+
 /// The round trip for one set of files, with the checks on what enable wrote.
 fn round_trip(contents: [Content; 3]) {
     let p = project(&contents);
     let before = snapshot(&p.root);
     let enabled = runtime().block_on(create_enable_disable(&p, |_| {}));
-    let server = serde_json::from_str::<Value>(&text_of(&enabled, ".mcp.json").unwrap()).unwrap()
-        ["mcpServers"]["elfiee"]
-        .clone();
+    let server = parse(&text_of(&enabled, ".mcp.json").unwrap())["mcpServers"]["elfiee"].clone();
     assert_eq!(server["command"], ELFIEE_BIN);
     for name in FILES {
         let orig = text_of(&before, name);
         let now = text_of(&enabled, name).unwrap_or_else(|| panic!("enable wrote no {name}"));
         let orig_value = match orig.as_deref() {
-            Some(t) if !t.trim().is_empty() => serde_json::from_str(t).unwrap(),
+            Some(t) if !unmarked(t).trim().is_empty() => parse(t),
             _ => json!({}),
         };
         assert_eq!(
-            serde_json::from_str::<Value>(&now).unwrap(),
+            parse(&now),
             expected_after_enable(name, &orig_value, &server),
             "{name}: enable added exactly our entry"
         );
-        if let Some(orig) = orig.as_deref().filter(|t| !t.trim().is_empty()) {
+        if let Some(orig) = orig.as_deref().filter(|t| !unmarked(t).trim().is_empty()) {
             assert_minimal_edit(name, orig, &now);
         }
     }
@@ -519,6 +541,29 @@ fn one_line_settings_local_json_is_restored_byte_for_byte() {
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
     assert_eq!(snapshot(&p.root), before);
     assert!(!p.root.join(".mcp.json").exists() && !p.root.join(".claude/skills").exists());
+}
+
+/// A byte-order mark (Windows editors write one) is kept through enable and disable, also on
+/// a file holding nothing else.
+#[test]
+fn a_byte_order_mark_is_kept_and_the_file_restored() {
+    let settings = "\u{feff}{\r\n  \"permissions\": {\"allow\": [\"Bash(ls)\"]}\r\n}\r\n";
+    let p = project(&[
+        Content::Text("\u{feff}"),
+        Content::Absent,
+        Content::Text(settings),
+    ]);
+    let before = snapshot(&p.root);
+    let enabled = runtime().block_on(create_enable_disable(&p, |_| {}));
+    for name in [".mcp.json", ".claude/settings.local.json"] {
+        let text = text_of(&enabled, name).unwrap();
+        assert!(
+            text.starts_with('\u{feff}'),
+            "{name} lost its mark: {text:?}"
+        );
+        assert!(parse(&text).is_object(), "{name}: {text:?}");
+    }
+    assert_eq!(snapshot(&p.root), before);
 }
 
 /// Members of `top` with `extra` put at `at` (clamped).
@@ -567,7 +612,7 @@ proptest! {
         };
         let mut expected = String::new();
         runtime().block_on(create_enable_disable(&p, |enabled| {
-            let v: Value = serde_json::from_str(&text_of(enabled, ".mcp.json").unwrap()).unwrap();
+            let v = parse(&text_of(enabled, ".mcp.json").unwrap());
             std::fs::write(&mcp, users(Some(J::from_value(&v["mcpServers"]["elfiee"])))).unwrap();
             expected = users(None);
         }));
