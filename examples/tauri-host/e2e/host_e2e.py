@@ -2,10 +2,11 @@
 
 tauri-driver starts the host binary under WebKitWebDriver; Selenium clicks the page as a user
 would. The test opens (inits) a document from the page, creates and writes a block, sees the
-committed events reach the page's timeline (forwarded by the host with `tauri::Emitter`), creates
-an LLM agent whose provider is a local Anthropic-compatible server started here, asks it for a
-proposal, approves the proposal from the page, closes the document, and checks the `.elf` with
-the CLI (`verify`, the blocks' contents). Screenshots go to OUT_DIR.
+committed events reach the page's timeline (forwarded by the host with `tauri::Emitter`),
+creates an LLM agent whose provider is a local Anthropic-compatible server started here, asks it
+for a proposal, approves it from the page, rejects a second one, closes the document, and checks
+the `.elf` with the CLI (`verify`, the blocks' contents, the decisions). Screenshots go to
+OUT_DIR.
 
 Run it through `scripts/test` (which installs xvfb, webkit2gtk-driver, tauri-driver and
 selenium, builds the host, and runs this under xvfb-run), or by hand:
@@ -258,6 +259,14 @@ def run(args):
                   lambda: len(page.all("#graph-picture svg")) == 1
                   and "summary" in page.find("#graph-picture").text
                   and "reference" in page.find("#graph-picture").text)
+
+        # Ask again and reject the second proposal from the page: nothing of it runs.
+        page.set_value("#prompt", "Summarise it once more.")
+        page.click("#ask")
+        page.wait("a second pending proposal", lambda: page.all(".proposal .reject"), timeout=60)
+        page.click(".proposal .reject")
+        page.wait("the rejected proposal", lambda: page.all(".proposal .status.rejected")
+                  and not page.all(".proposal .status.pending"))
         page.shot("screenshot.png")
         driver.execute_script("document.getElementById('graph').scrollIntoView()")
         page.shot("graph.png")
@@ -294,6 +303,13 @@ def run(args):
     assert read["markdown"] == AGENT_TEXT, read
     log = cli(args.elfiee, elf, "log")
     caps = [e["attribute"].split("/", 1)[1] for e in log]
+    agents = cli(args.elfiee, elf, "agent", "list")
+    assert len(agents) == 1, agents
+    decided = cli(args.elfiee, elf, "agent", "proposals", agents[0]["agent_block_id"])
+    assert [p["status"] for p in decided] == ["approved", "rejected"], decided
+    blocks = cli(args.elfiee, elf, "block", "list")
+    assert sorted(b["name"] for b in blocks if b["block_type"] == "markdown") == ["plan", "summary"], \
+        blocks
     shown = cli(args.elfiee, elf, "block", "show", "summary")
     assert shown["children"].get("reference") == [block_id], shown
     for cap in ["core.create", "markdown.write", "agent.configure", "agent.approve", "core.link"]:
