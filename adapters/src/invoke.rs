@@ -214,14 +214,7 @@ impl Effect for InvokeEffect {
             };
             let record = match result {
                 Ok(resp) => {
-                    let raw: String = resp
-                        .content
-                        .iter()
-                        .filter_map(|b| match b {
-                            ContentBlock::Text { text } => Some(text.as_str()),
-                            _ => None,
-                        })
-                        .collect();
+                    let raw = resp.joined_text();
                     let parsed = parse_structured_output(&raw);
                     json!({
                         "trigger_seq": e.seq, "proposal_id": proposal_id, "status": "pending",

@@ -142,13 +142,7 @@ pub fn apply(state: &mut State, event: &Event) {
         }),
         "directory.export_outcome" => update_block(state, event, |b, v| {
             set_disk_hashes(b, v);
-            for p in v
-                .get("removed")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(Value::as_str)
-            {
+            for p in strings(v, "removed") {
                 if let Some(list) = list_mut(b, "pending_removals") {
                     list.retain(|e| entry_path(e) != p);
                 }
@@ -284,13 +278,7 @@ fn sync_entries(b: &mut Block, v: &Value) {
             .unwrap_or("")
             .to_owned()
     };
-    for p in v
-        .get("removed")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
+    for p in strings(v, "removed") {
         if let Ok(i) = list.binary_search_by(|e| entry_path(e).cmp(p)) {
             list.remove(i);
         }
@@ -437,6 +425,15 @@ fn delete_block(state: &mut State, id: &str) {
     }
     state.graph.forget(id);
     state.block_seq.remove(id);
+}
+
+/// The strings in the array at `v[key]` (none if it is missing or not an array).
+fn strings<'v>(v: &'v Value, key: &str) -> impl Iterator<Item = &'v str> {
+    v.get(key)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
 }
 
 #[cfg(test)]

@@ -920,15 +920,8 @@ impl AgentSession {
                 |e| tracing::debug!(error = %e, "short model call failed; using the derived text"),
             )
             .ok()?;
-        let text: String = resp
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Text { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
-        text.lines()
+        resp.joined_text()
+            .lines()
             .map(str::trim)
             .find(|l| !l.is_empty())
             .map(str::to_owned)

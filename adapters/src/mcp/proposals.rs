@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::tools::{engine_error, ProposalListArgs, ProposeArgs, ToolError};
 
 /// The agent block whose editor is `editor`.
-fn agent_of(file: &FileHandle, editor: &str) -> Option<String> {
+pub(super) fn agent_of(file: &FileHandle, editor: &str) -> Option<String> {
     file.with_state(|s| {
         s.blocks
             .values()

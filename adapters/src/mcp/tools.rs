@@ -397,15 +397,7 @@ pub async fn call(
             let a: CreateArgs = parse(name, args)?;
             // An agent's blocks are linked from the agent (`implement`, seed 002 §2.1B), in the
             // same atomic batch as the create.
-            let agent = file.with_state(|s| {
-                s.blocks
-                    .values()
-                    .find(|b| {
-                        b.block_type == "agent"
-                            && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor)
-                    })
-                    .map(|b| b.block_id.clone())
-            });
+            let agent = super::proposals::agent_of(file, editor);
             let ev = match agent {
                 Some(agent) => {
                     let id = uuid::Uuid::new_v4().to_string();
