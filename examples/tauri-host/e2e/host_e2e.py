@@ -159,7 +159,9 @@ class Page:
         self.d.execute_script("arguments[0].value = arguments[1];", self.find(css), text)
 
     def click(self, css):
-        self.find(css).click()
+        # The element may be re-rendered between finding and clicking it (a list refreshes on
+        # every event): find it again until one click lands.
+        self.wait(f"a click on {css}", lambda: self.find(css).click() or True, timeout=10)
 
     def timeline(self):
         return [(li.get_attribute("data-cap"), li.get_attribute("data-entity"))
