@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use elfiee_model::{Block, CapError, Command, Ctx, Event, EventDraft, EventHash, WILDCARD};
-use elfiee_projections::State;
+use elfiee_projections::{Applied, Fold, Folds, State};
 
 use crate::cbac;
 
@@ -33,33 +33,53 @@ pub trait Capability: Send + Sync + 'static {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         self.id()
     }
+    /// How events of kind [`Capability::id`] fold into the state, registered with the
+    /// capability by [`Registry::register`]. `None` (the default) registers the kind as known
+    /// with no effect on the state, unless a fold for it is registered already
+    /// ([`Registry::register_fold`], which also serves kinds without a command of their own).
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        None
+    }
 }
 
-/// All known capabilities, by id.
+/// All known capabilities, by id, and the fold of every known event kind: what an engine
+/// needs to run commands and to fold their events (live, on replay, from a snapshot).
 #[derive(Clone, Default)]
 pub struct Registry {
     caps: BTreeMap<&'static str, Arc<dyn Capability>>,
     ids: Arc<[String]>,
+    folds: Folds,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Registry").field("caps", &self.ids).finish()
+        f.debug_struct("Registry")
+            .field("caps", &self.ids)
+            .field("folds", &self.folds)
+            .finish()
     }
 }
 
 impl Registry {
     /// The registry with every built-in capability.
     pub fn builtin() -> Registry {
-        let mut r = Registry::default();
+        let mut r = Registry {
+            folds: Folds::builtin(),
+            ..Registry::default()
+        };
         for cap in crate::builtin::all() {
             r.register(cap);
         }
         r
     }
 
-    /// Adds (or replaces) a capability.
+    /// Adds (or replaces) a capability, with its fold ([`Capability::fold`]).
     pub fn register(&mut self, cap: Arc<dyn Capability>) {
+        match cap.fold() {
+            Some(fold) => self.folds.register_arc(cap.id(), fold),
+            None if !self.folds.knows(cap.id()) => self.folds.register_noop(cap.id()),
+            None => {}
+        }
         self.caps.insert(cap.id(), cap);
         self.ids = self
             .caps
@@ -67,6 +87,32 @@ impl Registry {
             .map(|k| k.to_string())
             .collect::<Vec<_>>()
             .into();
+    }
+
+    /// Sets the fold of events of `kind` (replacing the one there): the same registration the
+    /// built-in kinds get ([`Folds::builtin`]).
+    pub fn register_fold(&mut self, kind: impl Into<String>, fold: impl Fold) {
+        self.folds.register(kind, fold);
+    }
+
+    /// Declares where events of `kind` carry large bodies ([`Folds::declare_body`]).
+    pub fn declare_body(&mut self, kind: impl Into<String>, keys: &[&str]) {
+        self.folds.declare_body(kind, keys);
+    }
+
+    /// Declares the body keys of a block type ([`Folds::declare_block_body`]).
+    pub fn declare_block_body(&mut self, block_type: impl Into<String>, keys: &[&str]) {
+        self.folds.declare_block_body(block_type, keys);
+    }
+
+    /// The folds of every known kind.
+    pub fn folds(&self) -> &Folds {
+        &self.folds
+    }
+
+    /// Folds one committed event into `state` ([`Folds::apply`]).
+    pub fn apply(&self, state: &mut State, event: &Event) -> Applied {
+        self.folds.apply(state, event)
     }
 
     pub fn get(&self, id: &str) -> Option<&Arc<dyn Capability>> {
@@ -106,14 +152,9 @@ impl Registry {
         cbac::authorize(state, &cmd.editor_id, cap.authorized_by(cmd), block)?;
         let drafts =
             catch_unwind(AssertUnwindSafe(|| cap.handle(cmd, state, ctx))).map_err(|p| {
-                let message = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "panic".into());
                 CapError::HandlerPanic {
                     cap: cmd.cap_id.clone(),
-                    message,
+                    message: elfiee_projections::panic_message(p.as_ref()),
                 }
             })??;
         if let (Some(expected), Some(b)) = (cmd.expected_seq, block) {
@@ -191,4 +232,33 @@ fn finalize(cmd: &Command, drafts: Vec<EventDraft>, state: &State, ctx: &Ctx) ->
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_capability_is_a_known_kind_and_custom_ones_join() {
+        let r = Registry::builtin();
+        for id in r.ids() {
+            assert!(r.folds().knows(id), "{id} has no fold");
+        }
+        struct Note;
+        impl Capability for Note {
+            fn id(&self) -> &'static str {
+                "note.add"
+            }
+            fn target(&self) -> Target {
+                Target::File
+            }
+            fn handle(&self, _: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+                Ok(vec![])
+            }
+        }
+        let mut r2 = r.clone();
+        r2.register(Arc::new(Note));
+        assert!(r2.folds().knows("note.add"));
+        assert_ne!(r2.folds().fingerprint(), r.folds().fingerprint());
+    }
 }

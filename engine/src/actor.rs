@@ -7,7 +7,7 @@ use std::time::Instant;
 use chrono::Utc;
 use elfiee_capabilities::Registry;
 use elfiee_model::{Command, Event, EventHash};
-use elfiee_projections::{apply, State};
+use elfiee_projections::State;
 use ractor::RpcReplyPort;
 use tokio::sync::broadcast;
 
@@ -367,7 +367,7 @@ impl Sequencer {
             let mut w = committed.clone();
             for e in self.unapplied.drain(..) {
                 if e.seq > w.last_seq {
-                    apply(&mut w, &e);
+                    self.registry.apply(&mut w, &e);
                 }
             }
             self.working = Some(w);
@@ -381,7 +381,7 @@ impl Sequencer {
             return Ok(Prepared::Done(all));
         }
         for e in &mut all {
-            externalize(&shared.content, e)?;
+            externalize(&shared.content, shared.config.registry.folds(), e)?;
         }
         let mut prev = self.prev_hash;
         let mut records = Vec::with_capacity(all.len());
@@ -395,7 +395,7 @@ impl Sequencer {
         match &mut self.working {
             Some(w) => {
                 for e in &all {
-                    apply(w, e);
+                    self.registry.apply(w, e);
                 }
             }
             None => self.unapplied.extend(all.iter().cloned()),
@@ -420,14 +420,23 @@ impl Sequencer {
         self.handler_time = std::time::Duration::ZERO;
         let mut all = Vec::new();
         for (i, cmd) in cmds.iter().enumerate() {
-            self.id_counter += 1;
-            let mut seed = self.id_base;
-            seed[..8]
-                .iter_mut()
-                .zip(self.id_counter.to_le_bytes())
-                .for_each(|(b, c)| *b ^= c);
-            let ctx = self.registry.ctx(Utc::now(), &shared.config.node_id, seed);
             let state = scratch.as_ref().unwrap_or(base);
+            let ctx = match &shared.config.fixed_ctx {
+                Some(fixed) => self.registry.ctx(
+                    fixed.now,
+                    &shared.config.node_id,
+                    elfiee_model::Ctx::command_seed(&fixed.id_base, state.last_seq, i as u32),
+                ),
+                None => {
+                    self.id_counter += 1;
+                    let mut seed = self.id_base;
+                    seed[..8]
+                        .iter_mut()
+                        .zip(self.id_counter.to_le_bytes())
+                        .for_each(|(b, c)| *b ^= c);
+                    self.registry.ctx(Utc::now(), &shared.config.node_id, seed)
+                }
+            };
             let handler_started = Instant::now();
             let executed = self.registry.execute(cmd, state, &ctx);
             self.handler_time += handler_started.elapsed();
@@ -450,7 +459,7 @@ impl Sequencer {
                     e.seq = s.last_seq + 1 + k as u64;
                 }
                 for e in &events {
-                    apply(s, e);
+                    self.registry.apply(s, e);
                 }
             }
             // Every event of the batch carries the batch's first cmd_id, so idempotency and the
@@ -467,10 +476,14 @@ impl Sequencer {
 /// Moves the large bodies an event sets into the content store and puts references in their
 /// place (DESIGN §3: content is not state). A handler's value that already holds something
 /// shaped like a reference is refused: only the engine writes references.
-fn externalize(store: &crate::content::ContentStore, e: &mut Event) -> Result<(), EngineError> {
-    use elfiee_projections::content::{event_body_keys, looks_like_ref, ref_value, INLINE_MAX};
+fn externalize(
+    store: &crate::content::ContentStore,
+    folds: &elfiee_projections::Folds,
+    e: &mut Event,
+) -> Result<(), EngineError> {
+    use elfiee_projections::content::{looks_like_ref, ref_value, INLINE_MAX};
     let kind = e.cap_id().to_owned();
-    let keys = event_body_keys(&kind, &e.value);
+    let keys = folds.body_keys(&kind, &e.value).to_vec();
     let Some(serde_json::Value::Object(contents)) = e.value.get_mut("contents") else {
         return Ok(());
     };
@@ -481,10 +494,10 @@ fn externalize(store: &crate::content::ContentStore, e: &mut Event) -> Result<()
         )));
     }
     for key in keys {
-        if let Some(serde_json::Value::String(text)) = contents.get(*key) {
+        if let Some(serde_json::Value::String(text)) = contents.get(&key) {
             if text.len() >= INLINE_MAX {
                 let r = store.put(text)?;
-                contents.insert((*key).to_owned(), ref_value(&r));
+                contents.insert(key, ref_value(&r));
             }
         }
     }
@@ -604,7 +617,7 @@ fn commit_group(
             if let Work::Fresh(events, _) = &p.work {
                 let applied = Instant::now();
                 for e in events {
-                    apply(&mut state, e);
+                    shared.config.registry.apply(&mut state, e);
                 }
                 tracing::debug!(
                     parent: &p.span,
@@ -707,7 +720,12 @@ fn hand_off_snapshot(shared: &Shared, cursor: &mut Cursor) {
         let state = shared.committed.read().unwrap_or_else(|p| p.into_inner());
         (
             state.last_seq,
-            crate::replay::encode_snapshot(state.last_seq, cursor.last_hash, &state),
+            crate::replay::encode_snapshot(
+                state.last_seq,
+                cursor.last_hash,
+                shared.config.registry.folds().fingerprint(),
+                &state,
+            ),
         )
     };
     let job = SnapshotJob {

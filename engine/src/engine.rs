@@ -35,7 +35,21 @@ pub struct EngineConfig {
     /// socket and the lock in turn (the owner may be starting, or closing and about to let
     /// go), then gives up with [`EngineError::Locked`]'s explanation (default 10 s).
     pub handover_wait: std::time::Duration,
+    /// The capabilities and the folds of every event kind (built-in ones, plus an embedder's).
     pub registry: Registry,
+    /// For tests: run every command at a fixed time with ids from a fixed base instead of the
+    /// clock and a random seed, so the same commands give the same events as the pure
+    /// pipeline ([`FixedCtx`]). `None` (the default) in real use.
+    pub fixed_ctx: Option<FixedCtx>,
+}
+
+/// A fixed handler context: commands run at `now`, and the id seed of the `i`-th command of a
+/// batch on a state whose last event is `last_seq` is
+/// [`elfiee_model::Ctx::command_seed`]`(id_base, last_seq, i)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedCtx {
+    pub now: chrono::DateTime<chrono::Utc>,
+    pub id_base: [u8; 16],
 }
 
 impl Default for EngineConfig {
@@ -49,11 +63,14 @@ impl Default for EngineConfig {
             channel_capacity: 4096,
             handover_wait: std::time::Duration::from_secs(10),
             registry: Registry::builtin(),
+            fixed_ctx: None,
         }
     }
 }
 
 pub(crate) type Slot = Arc<OnceCell<FileHandle>>;
+
+static GLOBAL: OnceLock<Engine> = OnceLock::new();
 
 /// The registry of open files: opening the same canonical path twice in one process returns
 /// the same actor. Needs a tokio runtime.
@@ -101,10 +118,21 @@ impl Engine {
         ractor::call_t!(s, EngineMsg::Status, 10_000).unwrap_or_default()
     }
 
-    /// A process-wide engine with the default configuration.
+    /// A process-wide engine: the one [`Engine::set_global`] made, else one with the default
+    /// configuration.
     pub fn global() -> &'static Engine {
-        static GLOBAL: OnceLock<Engine> = OnceLock::new();
         GLOBAL.get_or_init(|| Engine::new(EngineConfig::default()))
+    }
+
+    /// Makes the process-wide engine ([`Engine::global`]) one with `config` (an embedder's
+    /// registry, say). Only before anything used it: returns the config back otherwise.
+    pub fn set_global(config: EngineConfig) -> Result<(), EngineConfig> {
+        let mut config = Some(config);
+        GLOBAL.get_or_init(|| Engine::new(config.take().unwrap_or_default()));
+        match config {
+            None => Ok(()),
+            Some(c) => Err(c),
+        }
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -344,6 +372,7 @@ pub(crate) async fn open_here(
     actor: ActorRef<crate::actor::FileMsg>,
 ) -> Result<(), EngineError> {
     let paths = handle.shared.paths.clone();
+    let folds = handle.shared.config.registry.folds().clone();
     let (log, opened) = tokio::task::spawn_blocking({
         let paths = paths.clone();
         move || -> Result<_, EngineError> {
@@ -369,8 +398,14 @@ pub(crate) async fn open_here(
             let log = Arc::new(log?);
             start_writeback(&paths.log_dir().join("db"));
             let loading = std::time::Instant::now();
-            let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded)?;
+            let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded, &folds)?;
             tracing::debug!(us = loading.elapsed().as_micros() as u64, "state loaded");
+            if !opened.state.unknown_kinds.is_empty() {
+                tracing::warn!(
+                    kinds = %crate::replay::describe_kinds(&opened.state.unknown_kinds),
+                    "this document holds events of kinds this program has no fold for; their meaning is missing from the state"
+                );
+            }
             Ok((log, opened))
         }
     })

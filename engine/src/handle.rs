@@ -276,9 +276,19 @@ impl FileHandle {
         }
         let log = self.shared.log()?;
         let paths = self.shared.paths.clone();
-        tokio::task::spawn_blocking(move || crate::replay::state_at(log.as_ref(), &paths, seq))
-            .await
-            .map_err(|e| EngineError::Storage(e.to_string()))?
+        let folds = self.shared.config.registry.folds().clone();
+        tokio::task::spawn_blocking(move || {
+            crate::replay::state_at(log.as_ref(), &paths, seq, &folds)
+        })
+        .await
+        .map_err(|e| EngineError::Storage(e.to_string()))?
+    }
+
+    /// Event kinds in this document that the engine's registry has no fold for, with their
+    /// event counts ([`State::unknown_kinds`]): written by a program that registered more
+    /// kinds. Empty when every kind is known.
+    pub fn unknown_kinds(&self) -> std::collections::BTreeMap<String, u64> {
+        self.with_state(|s| s.unknown_kinds.clone())
     }
 
     /// The file owner's editor id.
@@ -381,9 +391,12 @@ impl FileHandle {
             };
         }
         let log = self.shared.log()?;
-        tokio::task::spawn_blocking(move || crate::replay::replay_log(log.as_ref(), |_, _| {}))
-            .await
-            .map_err(|e| EngineError::Storage(e.to_string()))?
+        let folds = self.shared.config.registry.folds().clone();
+        tokio::task::spawn_blocking(move || {
+            crate::replay::replay_log(log.as_ref(), &folds, |_, _| {})
+        })
+        .await
+        .map_err(|e| EngineError::Storage(e.to_string()))?
     }
 
     /// Checks this file's log ([`crate::verify`]) in whichever process owns it.
@@ -411,6 +424,7 @@ impl FileHandle {
                     complete: true,
                     snapshot: crate::replay::newest_snapshot(&shared.paths),
                     content: Some(&shared.content),
+                    folds: shared.config.registry.folds(),
                 },
                 |_, _| {},
             )

@@ -43,12 +43,12 @@ mod sync;
 pub mod tree;
 
 pub use content::ContentStore;
-pub use engine::{Engine, EngineConfig};
+pub use engine::{Engine, EngineConfig, FixedCtx};
 pub use error::EngineError;
 pub use handle::FileHandle;
 pub use replay::{
-    replay, replay_log, stored_snapshots, verify, verify_log, ReplayReport, VerifyInputs,
-    VerifyReport,
+    describe_kinds, replay, replay_log, replay_with, stored_snapshots, verify, verify_log,
+    verify_with, ReplayReport, VerifyInputs, VerifyReport,
 };
 pub use subscription::Subscription;
 pub use tree::{

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use elfiee_model::{Command, Event};
-use elfiee_projections::{apply, State};
+use elfiee_projections::State;
 use futures_util::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use tokio::net::UnixListener;
@@ -364,7 +364,7 @@ pub(crate) fn connect(shared: &Arc<Shared>, _config: &EngineConfig) -> Result<()
                     if e.seq <= st.last_seq {
                         continue;
                     }
-                    apply(&mut st, &e);
+                    shared.config.registry.apply(&mut st, &e);
                     shared.committed_seq.store(st.last_seq, Ordering::Release);
                 }
                 shared.applied.notify_waiters();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use elfiee_model::{EventHash, FORMAT_VERSION};
-use elfiee_projections::{apply, Image, State};
+use elfiee_projections::{Folds, Image, State};
 use serde::{Deserialize, Serialize};
 
 use crate::cmd_index;
@@ -65,6 +65,9 @@ pub struct Snapshot {
     pub format_version: u32,
     pub seq: u64,
     pub hash: EventHash,
+    /// [`Folds::fingerprint`] of the folds that made the state (empty: the built-in folds,
+    /// before snapshots recorded it).
+    pub folds: String,
     pub state: State,
 }
 
@@ -83,6 +86,8 @@ struct SnapHeader {
     format_version: u32,
     seq: u64,
     hash: EventHash,
+    #[serde(default)]
+    folds: String,
 }
 
 /// The pre-issue-11 layout: the whole state as one value.
@@ -97,13 +102,14 @@ struct LegacySnapshot {
 /// Encodes a snapshot file: `ELFSNAP3 ‖ header length u32 LE ‖ header (MessagePack) ‖ the
 /// state's image ([`State::encode_image`]) ‖ CRC-32 of everything before (u32 LE)`. Blocks the state
 /// still holds encoded (read from the previous snapshot and never touched) are copied.
-pub(crate) fn encode_snapshot(seq: u64, hash: EventHash, state: &State) -> Vec<u8> {
+pub(crate) fn encode_snapshot(seq: u64, hash: EventHash, folds: &str, state: &State) -> Vec<u8> {
     let mut out = Vec::with_capacity(4096);
     out.extend_from_slice(SNAP_MAGIC);
     let header = SnapHeader {
         format_version: FORMAT_VERSION,
         seq,
         hash,
+        folds: folds.to_owned(),
     };
     // Plain data into a Vec: cannot fail.
     let header = rmp_serde::to_vec_named(&header).unwrap_or_default();
@@ -117,7 +123,7 @@ pub(crate) fn encode_snapshot(seq: u64, hash: EventHash, state: &State) -> Vec<u
 
 impl Snapshot {
     pub fn encode(&self) -> Vec<u8> {
-        encode_snapshot(self.seq, self.hash, &self.state)
+        encode_snapshot(self.seq, self.hash, &self.folds, &self.state)
     }
 
     /// Decodes the bytes of a stored snapshot file (either layout), checking its checksum.
@@ -141,6 +147,7 @@ fn decode_legacy(r: impl std::io::Read) -> Result<Snapshot, String> {
         format_version: s.format_version,
         seq: s.seq,
         hash: s.hash,
+        folds: String::new(),
         state: s.state,
     })
 }
@@ -175,13 +182,19 @@ fn decode_image(image: Arc<dyn Image>) -> Result<Snapshot, String> {
         format_version: header.format_version,
         seq: header.seq,
         hash: header.hash,
+        folds: header.folds,
         state,
     })
 }
 
 /// Why a stored snapshot was not used.
-fn check_snapshot(log: &dyn EventLog, bytes: &[u8], tail: u64) -> Result<Snapshot, String> {
-    check_against_log(log, Snapshot::decode(bytes.to_vec())?, tail)
+fn check_snapshot(
+    log: &dyn EventLog,
+    bytes: &[u8],
+    tail: u64,
+    folds: &Folds,
+) -> Result<Snapshot, String> {
+    check_against_log(log, Snapshot::decode(bytes.to_vec())?, tail, folds)
 }
 
 /// A stored snapshot file, read where a lookup needs it. Snapshot files are written once
@@ -255,7 +268,19 @@ pub(crate) fn decode_newest(paths: &ElfPaths) -> Predecoded {
 }
 
 /// Why a decoded snapshot does not fit the log, if it does not.
-fn check_against_log(log: &dyn EventLog, snap: Snapshot, tail: u64) -> Result<Snapshot, String> {
+fn check_against_log(
+    log: &dyn EventLog,
+    snap: Snapshot,
+    tail: u64,
+    folds: &Folds,
+) -> Result<Snapshot, String> {
+    if !same_folds(&snap, folds) {
+        return Err(format!(
+            "{OTHER_FOLDS} ({}; this program's are {})",
+            snap.folds,
+            folds.fingerprint()
+        ));
+    }
     if snap.format_version != FORMAT_VERSION {
         return Err(format!(
             "format version {} (this build reads {FORMAT_VERSION})",
@@ -277,6 +302,29 @@ fn check_against_log(log: &dyn EventLog, snap: Snapshot, tail: u64) -> Result<Sn
         Some((_, bytes)) if bytes.get(..32) == Some(&snap.hash.0[..]) => Ok(snap),
         _ => Err(format!("hash at seq {} does not match the log", snap.seq)),
     }
+}
+
+/// `kind (n events), …` for a message about kinds no fold is registered for.
+pub fn describe_kinds(kinds: &std::collections::BTreeMap<String, u64>) -> String {
+    kinds
+        .iter()
+        .map(|(k, n)| format!("{k} ({n} event{})", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Start of the reason a snapshot made by other folds is not used.
+const OTHER_FOLDS: &str = "it was made by other folds";
+
+/// Whether `snap` was folded by `folds` (a snapshot that does not say was made by the
+/// built-in ones: they were all there was).
+fn same_folds(snap: &Snapshot, folds: &Folds) -> bool {
+    let made_by = if snap.folds.is_empty() {
+        Folds::builtin().fingerprint().to_owned()
+    } else {
+        snap.folds.clone()
+    };
+    made_by == folds.fingerprint()
 }
 
 /// What opening a file yields: the state, the last hash, every command's index entry, and the
@@ -305,6 +353,7 @@ pub(crate) fn load_state(
     log: &dyn EventLog,
     paths: &ElfPaths,
     mut predecoded: Predecoded,
+    folds: &Folds,
 ) -> Result<Opened, EngineError> {
     let (tail, _) = log.tail()?;
     check_head(log, tail, paths.read_head())?;
@@ -317,7 +366,7 @@ pub(crate) fn load_state(
             Some((f, snap)) if f == file => snap,
             _ => decode_snapshot_file(&file),
         };
-        match decoded.and_then(|snap| check_against_log(log, snap, tail)) {
+        match decoded.and_then(|snap| check_against_log(log, snap, tail, folds)) {
             Ok(snap) => {
                 tracing::debug!(seq = snap.seq, "opening from snapshot");
                 prev = snap.hash;
@@ -332,6 +381,9 @@ pub(crate) fn load_state(
                     seq: tail + 1,
                     reason: format!("the snapshot is ahead of the log ({why}); events were lost"),
                 });
+            }
+            Err(why) if why.starts_with(OTHER_FOLDS) => {
+                tracing::info!(%why, file = %file.display(), "replaying instead of the snapshot")
             }
             Err(why) => tracing::warn!(%why, file = %file.display(), "ignoring snapshot"),
         }
@@ -377,7 +429,7 @@ pub(crate) fn load_state(
         let e = e?;
         prev = e.hash;
         push_entry(&mut unsaved, &e);
-        apply(&mut state, &e);
+        folds.apply(&mut state, &e);
     }
     // The file can already hold some of them (appended for a snapshot that was not stored).
     let saved: std::collections::HashSet<uuid::Uuid> = commands
@@ -402,6 +454,7 @@ pub(crate) fn state_at(
     log: &dyn EventLog,
     paths: &ElfPaths,
     seq: u64,
+    folds: &Folds,
 ) -> Result<State, EngineError> {
     let (tail, _) = log.tail()?;
     let mut state = State::default();
@@ -410,7 +463,8 @@ pub(crate) fn state_at(
         if snap_seq > seq {
             continue;
         }
-        if let Ok(snap) = decode_snapshot_file(&file).and_then(|s| check_against_log(log, s, tail))
+        if let Ok(snap) =
+            decode_snapshot_file(&file).and_then(|s| check_against_log(log, s, tail, folds))
         {
             prev = snap.hash;
             state = snap.state;
@@ -418,7 +472,7 @@ pub(crate) fn state_at(
         }
     }
     for e in read_events(log, state.last_seq + 1, seq, Some(prev)) {
-        apply(&mut state, &e?);
+        folds.apply(&mut state, &e?);
     }
     Ok(state)
 }
@@ -455,23 +509,41 @@ pub struct ReplayReport {
     pub blocks: usize,
     pub state_digest: String,
     pub elapsed_ms: u64,
+    /// Event kinds the folds do not know, with their event counts (their meaning is missing
+    /// from the state; see [`State::unknown_kinds`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[cfg_attr(
+        feature = "ts",
+        ts(optional, as = "Option<std::collections::BTreeMap<String, u64>>")
+    )]
+    pub unknown_kinds: std::collections::BTreeMap<String, u64>,
 }
 
-/// Rebuilds the state from the log alone (no snapshot), checking the hash chain.
-/// `progress` is called with (events done, events total) now and then.
+/// Rebuilds the state from the log alone (no snapshot) with the built-in folds, checking the
+/// hash chain. `progress` is called with (events done, events total) now and then.
 pub fn replay(
     path: &Path,
+    progress: impl FnMut(u64, u64),
+) -> Result<(ReplayReport, State), EngineError> {
+    replay_with(path, &Folds::builtin(), progress)
+}
+
+/// [`replay`] with the given folds (an embedder's registry: `Registry::folds`).
+pub fn replay_with(
+    path: &Path,
+    folds: &Folds,
     progress: impl FnMut(u64, u64),
 ) -> Result<(ReplayReport, State), EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
     check_head(&log, log.tail()?.0, paths.read_head())?;
-    replay_log(&log, progress)
+    replay_log(&log, folds, progress)
 }
 
 /// [`replay`] over an open log (used by the owner process for other processes).
 pub fn replay_log(
     log: &dyn EventLog,
+    folds: &Folds,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(ReplayReport, State), EngineError> {
     let start = Instant::now();
@@ -479,7 +551,7 @@ pub fn replay_log(
     let mut state = State::default();
     let mut n = 0;
     for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
-        apply(&mut state, &e?);
+        folds.apply(&mut state, &e?);
         n += 1;
         if n % 65_536 == 0 {
             progress(n, total);
@@ -491,6 +563,7 @@ pub fn replay_log(
         blocks: state.blocks.len(),
         state_digest: state.digest(),
         elapsed_ms: start.elapsed().as_millis() as u64,
+        unknown_kinds: state.unknown_kinds.clone(),
     };
     Ok((report, state))
 }
@@ -505,11 +578,28 @@ pub struct VerifyReport {
     pub commands: u64,
     pub snapshot: Option<String>,
     pub problems: Vec<String>,
+    /// Event kinds the folds do not know, with their event counts: not a problem (the log is
+    /// whole), but their meaning is missing from the state this program shows.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[cfg_attr(
+        feature = "ts",
+        ts(optional, as = "Option<std::collections::BTreeMap<String, u64>>")
+    )]
+    pub unknown_kinds: std::collections::BTreeMap<String, u64>,
 }
 
 /// Checks the whole log: hash chain, seq continuity, every command's events contiguous and
-/// matching its index entry, and the snapshot against the replayed state.
+/// matching its index entry, and the snapshot against the replayed state (built-in folds).
 pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
+    verify_with(path, &Folds::builtin(), progress)
+}
+
+/// [`verify`] with the given folds (an embedder's registry: `Registry::folds`).
+pub fn verify_with(
+    path: &Path,
+    folds: &Folds,
+    progress: impl FnMut(u64, u64),
+) -> Result<VerifyReport, EngineError> {
     let paths = ElfPaths::existing(path)?;
     let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
     let (stored, index_problem) = match cmd_index::load(&paths.commands_index_file()) {
@@ -528,6 +618,7 @@ pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyRepor
             complete: false,
             snapshot: newest_snapshot(&paths),
             content: Some(&content),
+            folds,
         },
         progress,
     )?;
@@ -553,6 +644,8 @@ pub struct VerifyInputs<'a> {
     pub snapshot: Option<Vec<u8>>,
     /// The content store: every body an event refers to must be there, whole.
     pub content: Option<&'a crate::content::ContentStore>,
+    /// The folds the replayed state is made with.
+    pub folds: &'a Folds,
 }
 
 /// [`verify`] over an open log (used by the owner process for other processes).
@@ -577,8 +670,12 @@ pub fn verify_log(
     let snap_bytes = inputs.snapshot.as_ref();
     let mut snapshot_status = None;
     if let Some(bytes) = &snap_bytes {
-        match check_snapshot(log, bytes, total) {
+        match check_snapshot(log, bytes, total, inputs.folds) {
             Ok(s) => snapshot_state = Some((s.seq, s)),
+            // Not damage: the program that wrote it knew other kinds. The log is the record.
+            Err(why) if why.starts_with(OTHER_FOLDS) => {
+                snapshot_status = Some(format!("not compared: {why}"));
+            }
             Err(why) => {
                 problems.push(format!("snapshot: {why}"));
                 snapshot_status = Some(format!("invalid: {why}"));
@@ -630,7 +727,7 @@ pub fn verify_log(
                 }
             }
         }
-        apply(&mut state, &e);
+        inputs.folds.apply(&mut state, &e);
         n += 1;
         if let Some((seq, snap)) = &snapshot_state {
             if *seq == e.seq {
@@ -658,5 +755,6 @@ pub fn verify_log(
         commands,
         snapshot: snapshot_status,
         problems,
+        unknown_kinds: state.unknown_kinds,
     })
 }

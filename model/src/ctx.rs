@@ -32,6 +32,20 @@ impl Ctx {
         }
     }
 
+    /// The id seed of the `index`-th command of a batch run against a state whose last event
+    /// is `last_seq`, under the fixed id base `base`: deterministic, and different for every
+    /// command that can commit (each one that commits moves `last_seq`). What an engine with a
+    /// fixed context (tests) and `elfiee::testkit`'s in-memory pipeline both use.
+    pub fn command_seed(base: &[u8; 16], last_seq: u64, index: u32) -> [u8; 16] {
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(base);
+        hasher.update(&last_seq.to_le_bytes());
+        hasher.update(&index.to_le_bytes());
+        let mut seed = [0u8; 16];
+        seed.copy_from_slice(&hasher.finalize().as_bytes()[..16]);
+        seed
+    }
+
     /// The `n`-th id of this command: deterministic in `(id_seed, n)`, shaped as a UUID v4.
     pub fn new_id(&self, n: u32) -> Uuid {
         let mut hasher = blake3::Hasher::new();

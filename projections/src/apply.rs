@@ -1,125 +1,101 @@
+use std::sync::OnceLock;
+
 use elfiee_model::{Block, Editor, Event, Grant, Relation};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::fold::{Folded, Folds};
 use crate::State;
 
-/// Folds one committed event into `state`. Total: unknown kinds and malformed values are
-/// skipped (the state only records `last_seq` and the clock), never a panic.
+/// Folds one committed event into `state` with the built-in folds ([`Folds::builtin`]). Total:
+/// kinds without a fold are counted in [`State::unknown_kinds`], malformed values are skipped,
+/// never a panic. An engine with custom kinds folds with its registry's [`Folds`] instead.
 pub fn apply(state: &mut State, event: &Event) {
-    state.last_seq = event.seq;
-    for (k, v) in &event.clock {
-        let e = state.clocks.entry(k.clone()).or_insert(0);
-        *e = (*e).max(*v);
-    }
-    let entity = event.entity.as_str();
-    let touched_block = match event.cap_id() {
-        "elf.init" => {
-            if let Some(owner) = event.value.get("owner").and_then(Value::as_str) {
-                state.file_owner = Some(owner.to_owned());
-            }
-            false
-        }
-        "editor.create" => {
-            if let Ok(editor) = Editor::deserialize(&event.value) {
-                state.editors.insert(editor.editor_id.clone(), editor);
-            }
-            false
-        }
-        "editor.delete" => {
-            state.editors.remove(entity);
-            false
-        }
-        "core.grant" => {
-            if let Ok(g) = Grant::deserialize(&event.value) {
-                state.grants.insert(g);
-            }
-            false
-        }
-        "core.revoke" => {
-            if let Ok(g) = Grant::deserialize(&event.value) {
-                state.grants.remove(&g);
-            }
-            false
-        }
-        "core.create" => match Block::deserialize(&event.value) {
-            Ok(mut block) => {
-                block.content_refs.clear();
-                crate::content::take_refs(&mut block);
-                state.blocks.insert(block.block_id.clone(), block);
-                true
-            }
-            Err(_) => false,
-        },
-        "core.delete" => {
-            delete_block(state, entity);
-            return;
-        }
-        "core.rename" => update_block(state, event, |b, v| {
+    builtin().apply(state, event);
+}
+
+pub(crate) fn builtin() -> &'static Folds {
+    static BUILTIN: OnceLock<Folds> = OnceLock::new();
+    BUILTIN.get_or_init(|| {
+        let mut folds = Folds::default();
+        register_builtin(&mut folds);
+        folds
+    })
+}
+
+/// The built-in kinds, each with its fold: the same registration an embedder's kinds get.
+pub(crate) fn register_builtin(folds: &mut Folds) {
+    folds.register("elf.init", fold_init);
+    folds.register("editor.create", fold_editor_create);
+    folds.register("editor.delete", |s: &mut State, e: &Event| {
+        s.editors.remove(e.entity.as_str());
+        Folded::Done
+    });
+    folds.register("core.grant", fold_grant);
+    folds.register("core.revoke", fold_grant);
+    folds.register("core.create", fold_create);
+    folds.register("core.delete", |s: &mut State, e: &Event| {
+        delete_block(s, &e.entity);
+        Folded::Done
+    });
+    folds.register("core.rename", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             if let Some(name) = v.get("name").and_then(Value::as_str) {
                 b.name = name.to_owned();
             }
-        }),
-        "core.update_metadata" => update_block(state, event, |b, v| {
+        })
+    });
+    folds.register("core.update_metadata", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             if let Some(d) = v.get("description") {
                 b.metadata.description = d.as_str().map(str::to_owned);
             }
             merge_custom(b, v);
-        }),
-        "core.link" | "core.unlink" => {
-            let link = event.value.get("to").and_then(Value::as_str).zip(
-                event
-                    .value
-                    .get("relation")
-                    .and_then(Value::as_str)
-                    .and_then(Relation::parse),
-            );
-            let Some((to, rel)) = link else { return };
-            let linking = event.cap_id() == "core.link";
-            let Some(block) = state.blocks.get_mut(entity) else {
-                return;
-            };
-            let list = block.children.entry(rel.as_str().to_owned()).or_default();
-            if linking {
-                if !list.iter().any(|c| c == to) {
-                    list.push(to.to_owned());
-                }
-                state.graph.add(entity, to, rel);
-            } else {
-                list.retain(|c| c != to);
-                if list.is_empty() {
-                    block.children.remove(rel.as_str());
-                }
-                state.graph.remove(entity, to, rel);
-            }
-            block.metadata.updated_at = event.created_at;
-            true
-        }
-        // Block patches: `contents` keys are merged into the block's contents (a content
-        // reference goes to `content_refs`), `custom` keys into its metadata (a null value
-        // removes the key).
-        "markdown.write" | "code.write" | "agent.enable" | "agent.disable" | "agent.configure" => {
-            update_block(state, event, patch_block)
-        }
-        // A directory's entries change: `added` entries join (replacing one at the same path),
-        // `removed` paths leave; the last chunk of an import (`done`) completes it.
-        "directory.sync" => update_block(state, event, |b, v| {
+        })
+    });
+    folds.register("core.link", fold_link);
+    folds.register("core.unlink", fold_link);
+    // Block patches: `contents` keys are merged into the block's contents (a content
+    // reference goes to `content_refs`), `custom` keys into its metadata (a null value
+    // removes the key).
+    folds.declare_body("markdown.write", crate::content::body_keys("markdown"));
+    folds.declare_body("code.write", crate::content::body_keys("code"));
+    for ty in ["markdown", "code"] {
+        folds.declare_block_body(ty, crate::content::body_keys(ty));
+    }
+    for kind in [
+        "markdown.write",
+        "code.write",
+        "agent.enable",
+        "agent.disable",
+        "agent.configure",
+    ] {
+        folds.register(kind, fold_patch);
+    }
+    // A directory's entries change: `added` entries join (replacing one at the same path),
+    // `removed` paths leave; the last chunk of an import (`done`) completes it.
+    folds.register("directory.sync", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             sync_entries(b, v);
             set_disk_hashes(b, v);
             if v.get("done").and_then(Value::as_bool) == Some(true) {
                 b.metadata.custom.remove(IMPORT_INCOMPLETE);
             }
-        }),
-        // Files made, moved and removed inside the document (see `directory_status`).
-        "directory.add" => update_block(state, event, |b, v| {
+        })
+    });
+    // Files made, moved and removed inside the document (see `directory_status`).
+    folds.register("directory.add", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             if let (Some(path), Some(id)) = (
                 v.get("path").and_then(Value::as_str),
                 v.get("block_id").and_then(Value::as_str),
             ) {
                 put_entry(b, path, id);
             }
-        }),
-        "directory.move" => update_block(state, event, |b, v| {
+        })
+    });
+    folds.register("directory.move", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             if let (Some(from), Some(to)) = (
                 v.get("from").and_then(Value::as_str),
                 v.get("to").and_then(Value::as_str),
@@ -128,19 +104,25 @@ pub fn apply(state: &mut State, event: &Event) {
                     put_entry(b, to, &id);
                 }
             }
-        }),
-        "directory.remove" => update_block(state, event, |b, v| {
+        })
+    });
+    folds.register("directory.remove", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             if let Some(path) = v.get("path").and_then(Value::as_str) {
                 take_entry(b, path);
             }
-        }),
-        // Effect records: the whole value is kept under one key of the block.
-        "terminal.output" => update_block(state, event, |b, v| {
+        })
+    });
+    // Effect records: the whole value is kept under one key of the block.
+    folds.register("terminal.output", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             if let Value::Object(obj) = &mut b.contents {
                 obj.insert("last_output".into(), v.clone());
             }
-        }),
-        "directory.export_outcome" => update_block(state, event, |b, v| {
+        })
+    });
+    folds.register("directory.export_outcome", |s: &mut State, e: &Event| {
+        update_block(s, e, |b, v| {
             set_disk_hashes(b, v);
             for p in strings(v, "removed") {
                 if let Some(list) = list_mut(b, "pending_removals") {
@@ -148,67 +130,165 @@ pub fn apply(state: &mut State, event: &Event) {
                 }
             }
             b.metadata.custom.insert("last_export".into(), v.clone());
-        }),
-        // Proposals live in `extensions["proposals"][proposal_id]`.
-        "agent.proposal" => {
-            if let Some(id) = event.value.get("proposal_id").and_then(Value::as_str) {
-                let mut p = event.value.clone();
-                if let Value::Object(obj) = &mut p {
-                    obj.insert("agent_block_id".into(), Value::String(entity.to_owned()));
-                    obj.insert("created_seq".into(), Value::from(event.seq));
-                    obj.insert(
-                        "editor_id".into(),
-                        Value::String(event.editor_id().to_owned()),
-                    );
-                    obj.entry("status")
-                        .or_insert_with(|| Value::String("pending".into()));
-                }
-                proposals(state).insert(id.to_owned(), p);
-            }
-            false
-        }
-        "agent.approve" => {
-            let id = event
-                .value
-                .get("proposal_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            if let Some(Value::Object(p)) = proposals(state).get_mut(&id) {
-                p.insert(
-                    "status".into(),
-                    event.value.get("status").cloned().unwrap_or(Value::Null),
-                );
-                p.insert(
-                    "decided_by".into(),
-                    Value::String(event.editor_id().to_owned()),
-                );
-                p.insert("decided_seq".into(), Value::from(event.seq));
-                if let Some(f) = event.value.get("feedback").filter(|f| !f.is_null()) {
-                    p.insert("feedback".into(), f.clone());
-                }
-            }
-            false
-        }
-        "agent.effect_plan" | "agent.effect_outcome" => update_block(state, event, |b, v| {
-            if let Some(integration) = v.get("integration") {
-                if integration.is_null() {
-                    b.metadata.custom.remove("integration");
-                } else {
-                    b.metadata
-                        .custom
-                        .insert("integration".into(), integration.clone());
-                }
-            }
-            if event.cap_id() == "agent.effect_outcome" {
-                b.metadata.custom.insert("last_effect".into(), v.clone());
-            }
-        }),
-        _ => false,
-    };
-    if touched_block {
-        state.block_seq.insert(entity.to_owned(), event.seq);
+        })
+    });
+    folds.register("agent.proposal", fold_proposal);
+    folds.register("agent.approve", fold_decision);
+    folds.register("agent.effect_plan", fold_effect_record);
+    folds.register("agent.effect_outcome", fold_effect_record);
+    // Kinds recorded for the log and for effects (requests an effect answers, reads, markers
+    // of a command whose changes come as other kinds): known, with no change to the state.
+    for kind in [
+        "markdown.read",
+        "code.read",
+        "directory.import",
+        "directory.export",
+        "terminal.create",
+        "terminal.execute",
+        "agent.create",
+        "agent.invoke",
+        "agent.session",
+    ] {
+        folds.register_noop(kind);
     }
+}
+
+fn fold_init(state: &mut State, event: &Event) -> Folded {
+    if let Some(owner) = event.value.get("owner").and_then(Value::as_str) {
+        state.file_owner = Some(owner.to_owned());
+    }
+    Folded::Done
+}
+
+fn fold_editor_create(state: &mut State, event: &Event) -> Folded {
+    if let Ok(editor) = Editor::deserialize(&event.value) {
+        state.editors.insert(editor.editor_id.clone(), editor);
+    }
+    Folded::Done
+}
+
+fn fold_grant(state: &mut State, event: &Event) -> Folded {
+    if let Ok(g) = Grant::deserialize(&event.value) {
+        if event.cap_id() == "core.grant" {
+            state.grants.insert(g);
+        } else {
+            state.grants.remove(&g);
+        }
+    }
+    Folded::Done
+}
+
+fn fold_create(state: &mut State, event: &Event) -> Folded {
+    match Block::deserialize(&event.value) {
+        Ok(mut block) => {
+            block.content_refs.clear();
+            crate::content::take_refs(&mut block);
+            state.blocks.insert(block.block_id.clone(), block);
+            Folded::Block
+        }
+        Err(_) => Folded::Done,
+    }
+}
+
+fn fold_link(state: &mut State, event: &Event) -> Folded {
+    let link = event.value.get("to").and_then(Value::as_str).zip(
+        event
+            .value
+            .get("relation")
+            .and_then(Value::as_str)
+            .and_then(Relation::parse),
+    );
+    let Some((to, rel)) = link else {
+        return Folded::Done;
+    };
+    let linking = event.cap_id() == "core.link";
+    let entity = event.entity.as_str();
+    let Some(block) = state.blocks.get_mut(entity) else {
+        return Folded::Done;
+    };
+    let list = block.children.entry(rel.as_str().to_owned()).or_default();
+    if linking {
+        if !list.iter().any(|c| c == to) {
+            list.push(to.to_owned());
+        }
+        state.graph.add(entity, to, rel);
+    } else {
+        list.retain(|c| c != to);
+        if list.is_empty() {
+            block.children.remove(rel.as_str());
+        }
+        state.graph.remove(entity, to, rel);
+    }
+    block.metadata.updated_at = event.created_at;
+    Folded::Block
+}
+
+/// The built-in block patch (`markdown.write`, `code.write`, agent settings): `contents` keys
+/// merge into the block's contents (content references into `content_refs`), `custom` keys
+/// into its metadata. Custom kinds whose events have that shape can register it as it is.
+pub fn fold_patch(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, patch_block)
+}
+
+/// Proposals live in `extensions["proposals"][proposal_id]`.
+fn fold_proposal(state: &mut State, event: &Event) -> Folded {
+    if let Some(id) = event.value.get("proposal_id").and_then(Value::as_str) {
+        let mut p = event.value.clone();
+        if let Value::Object(obj) = &mut p {
+            obj.insert("agent_block_id".into(), Value::String(event.entity.clone()));
+            obj.insert("created_seq".into(), Value::from(event.seq));
+            obj.insert(
+                "editor_id".into(),
+                Value::String(event.editor_id().to_owned()),
+            );
+            obj.entry("status")
+                .or_insert_with(|| Value::String("pending".into()));
+        }
+        proposals(state).insert(id.to_owned(), p);
+    }
+    Folded::Done
+}
+
+fn fold_decision(state: &mut State, event: &Event) -> Folded {
+    let id = event
+        .value
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(Value::Object(p)) = proposals(state).get_mut(&id) {
+        p.insert(
+            "status".into(),
+            event.value.get("status").cloned().unwrap_or(Value::Null),
+        );
+        p.insert(
+            "decided_by".into(),
+            Value::String(event.editor_id().to_owned()),
+        );
+        p.insert("decided_seq".into(), Value::from(event.seq));
+        if let Some(f) = event.value.get("feedback").filter(|f| !f.is_null()) {
+            p.insert("feedback".into(), f.clone());
+        }
+    }
+    Folded::Done
+}
+
+fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
+    let outcome = event.cap_id() == "agent.effect_outcome";
+    update_block(state, event, |b, v| {
+        if let Some(integration) = v.get("integration") {
+            if integration.is_null() {
+                b.metadata.custom.remove("integration");
+            } else {
+                b.metadata
+                    .custom
+                    .insert("integration".into(), integration.clone());
+            }
+        }
+        if outcome {
+            b.metadata.custom.insert("last_effect".into(), v.clone());
+        }
+    })
 }
 
 fn proposals(state: &mut State) -> &mut serde_json::Map<String, Value> {
@@ -385,14 +465,20 @@ fn merge_custom(b: &mut Block, v: &Value) {
     }
 }
 
-fn update_block(state: &mut State, event: &Event, f: impl FnOnce(&mut Block, &Value)) -> bool {
+/// Runs `f` on the event's block (its `entity`) with the event's value and stamps the block's
+/// `updated_at`; nothing when the block does not exist. The shape of most block folds.
+pub fn update_block(
+    state: &mut State,
+    event: &Event,
+    f: impl FnOnce(&mut Block, &Value),
+) -> Folded {
     match state.blocks.get_mut(&event.entity) {
         Some(b) => {
             f(b, &event.value);
             b.metadata.updated_at = event.created_at;
-            true
+            Folded::Block
         }
-        None => false,
+        None => Folded::Done,
     }
 }
 
@@ -439,6 +525,7 @@ fn strings<'v>(v: &'v Value, key: &str) -> impl Iterator<Item = &'v str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Folded, Folds};
     use chrono::DateTime;
     use elfiee_model::EventHash;
     use serde_json::json;
@@ -481,8 +568,79 @@ mod tests {
             ),
         );
         apply(&mut s, &ev(5, "ghost", "alice/core.delete", json!({})));
+        apply(&mut s, &ev(6, "x", "alice/made.up", json!({})));
         assert!(s.blocks.is_empty());
-        assert_eq!(s.last_seq, 5);
+        assert_eq!(s.last_seq, 6);
+        let unknown: Vec<_> = s
+            .unknown_kinds
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(unknown, [("made.up", 2), ("no-slash", 1)]);
+    }
+
+    #[test]
+    fn a_registered_fold_gives_a_custom_kind_its_meaning_and_its_block_seq() {
+        let mut folds = Folds::builtin();
+        let before = folds.fingerprint().to_owned();
+        folds.register("checklist.add", |s: &mut State, e: &Event| {
+            update_block(s, e, |b, v| {
+                let item = v.get("text").cloned().unwrap_or(Value::Null);
+                match b.contents.get_mut("items").and_then(Value::as_array_mut) {
+                    Some(items) => items.push(item),
+                    None => b.contents = json!({"items": [item]}),
+                }
+            })
+        });
+        assert_ne!(
+            folds.fingerprint(),
+            before,
+            "snapshots must tell the two apart"
+        );
+        let mut s = State::default();
+        folds.apply(&mut s, &ev(1, "a", "alice/core.create", block("a")));
+        let applied = folds.apply(
+            &mut s,
+            &ev(2, "a", "alice/checklist.add", json!({"text": "milk"})),
+        );
+        assert_eq!(applied, crate::Applied::Folded(Folded::Block));
+        assert_eq!(s.blocks["a"].contents["items"], json!(["milk"]));
+        assert_eq!(s.block_seq["a"], 2);
+        assert!(s.unknown_kinds.is_empty());
+        // The built-in folds alone skip it, and say so.
+        let mut plain = State::default();
+        apply(&mut plain, &ev(1, "a", "alice/core.create", block("a")));
+        apply(
+            &mut plain,
+            &ev(2, "a", "alice/checklist.add", json!({"text": "milk"})),
+        );
+        assert_eq!(plain.unknown_kinds["checklist.add"], 1);
+        assert_eq!(plain.blocks["a"].contents, json!({}));
+    }
+
+    #[test]
+    fn a_panicking_fold_is_caught_and_reported() {
+        let mut folds = Folds::builtin();
+        folds.register("bad.kind", |_: &mut State, e: &Event| -> Folded {
+            panic!("cannot fold {}", e.seq)
+        });
+        let mut s = State::default();
+        let applied = folds.apply(&mut s, &ev(1, "x", "alice/bad.kind", json!({})));
+        assert_eq!(applied, crate::Applied::Panicked("cannot fold 1".into()));
+        assert_eq!(s.last_seq, 1);
+    }
+
+    #[test]
+    fn no_builtin_kind_is_unknown_to_the_builtin_folds() {
+        let folds = Folds::builtin();
+        for kind in [
+            "terminal.execute",
+            "directory.export",
+            "agent.invoke",
+            "markdown.read",
+        ] {
+            assert!(folds.knows(kind), "{kind}");
+        }
     }
 
     #[test]

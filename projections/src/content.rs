@@ -27,21 +27,6 @@ pub fn body_keys(block_type: &str) -> &'static [&'static str] {
     }
 }
 
-/// The body keys an event of `kind` may set under `value.contents`.
-pub fn event_body_keys(kind: &str, value: &Value) -> &'static [&'static str] {
-    match kind {
-        "core.create" => body_keys(
-            value
-                .get("block_type")
-                .and_then(Value::as_str)
-                .unwrap_or(""),
-        ),
-        "markdown.write" => body_keys("markdown"),
-        "code.write" => body_keys("code"),
-        _ => &[],
-    }
-}
-
 /// The reference a value holds, if it is a reference object.
 pub fn ref_of(v: &Value) -> Option<ContentRef> {
     let obj = v.as_object()?;
@@ -166,10 +151,11 @@ mod tests {
     #[test]
     fn body_keys_follow_the_event_kind() {
         assert_eq!(
-            event_body_keys("core.create", &json!({"block_type": "code"})),
+            crate::Folds::builtin().body_keys("core.create", &json!({"block_type": "code"})),
             &["text"]
         );
-        assert_eq!(event_body_keys("markdown.write", &json!({})), &["markdown"]);
-        assert!(event_body_keys("core.rename", &json!({})).is_empty());
+        let folds = crate::Folds::builtin();
+        assert_eq!(folds.body_keys("markdown.write", &json!({})), &["markdown"]);
+        assert!(folds.body_keys("core.rename", &json!({})).is_empty());
     }
 }

@@ -1,8 +1,11 @@
 //! The pure projection of an Elfiee event log into [`State`].
 //!
-//! [`apply`] folds one committed event into the state. It is total and deterministic: it reads
-//! nothing but its arguments, never panics, and skips events it does not understand (so logs
-//! written by newer versions still open). No disk, network, clock or randomness here.
+//! [`Folds::apply`] folds one committed event into the state with the fold registered for its
+//! kind ([`Fold`]; built-in and custom kinds register the same way), and [`apply`] does so with
+//! the built-in folds. Folding is total and deterministic: it reads nothing but its arguments,
+//! never panics, and counts the kinds it has no fold for (so logs written by newer versions or
+//! by an embedder's program still open, and say what they hold). No disk, network, clock or
+//! randomness here.
 //!
 //! ```
 //! use elfiee_projections::State;
@@ -14,14 +17,16 @@
 mod apply;
 pub mod content;
 pub mod context;
+mod fold;
 mod graph;
 pub mod lazy;
 mod state;
 
-pub use apply::{apply, entry_path, IMPORT_INCOMPLETE};
+pub use apply::{apply, entry_path, fold_patch, update_block, IMPORT_INCOMPLETE};
 pub use context::{
     collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions,
 };
+pub use fold::{panic_message, Applied, Fold, Folded, Folds};
 pub use graph::RelationGraph;
 pub use lazy::{Image, LazyMap};
 pub use state::{State, StateDigest};

@@ -30,6 +30,11 @@ pub struct State {
     /// Free-form projection data owned by extensions (agents, proposals, …), keyed by namespace.
     #[serde(default)]
     pub extensions: BTreeMap<String, serde_json::Value>,
+    /// Event kinds this state's folds do not know, with how many events of each were skipped
+    /// (a document written by a program that registered more kinds). Empty, and then absent
+    /// from the encoding, for a document whose every kind is known.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown_kinds: BTreeMap<String, u64>,
 }
 
 /// A blake3 hash of the canonical encoding of a [`State`], as 64 hex characters.
@@ -84,6 +89,7 @@ impl State {
             graph: &self.graph,
             last_seq: self.last_seq,
             extensions: &self.extensions,
+            unknown_kinds: &self.unknown_kinds,
         };
         let at = out.len();
         out.extend_from_slice(&[0; 8]);
@@ -126,6 +132,7 @@ impl State {
             graph: head.graph,
             last_seq: head.last_seq,
             extensions: head.extensions,
+            unknown_kinds: head.unknown_kinds,
         };
         Ok((state, head_end + n + m - start))
     }
@@ -146,6 +153,8 @@ struct HeadRef<'a> {
     graph: &'a RelationGraph,
     last_seq: u64,
     extensions: &'a BTreeMap<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    unknown_kinds: &'a BTreeMap<String, u64>,
 }
 
 #[derive(Deserialize)]
@@ -157,4 +166,6 @@ struct Head {
     graph: RelationGraph,
     last_seq: u64,
     extensions: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    unknown_kinds: BTreeMap<String, u64>,
 }
