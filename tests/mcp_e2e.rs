@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-const TOOLS: [&str; 14] = [
+const TOOLS: [&str; 15] = [
     "elfiee_block_list",
     "elfiee_block_get",
     "elfiee_block_create",
@@ -27,6 +27,7 @@ const TOOLS: [&str; 14] = [
     "elfiee_terminal_run",
     "elfiee_proposal_list",
     "elfiee_propose",
+    "elfiee_exec",
 ];
 
 fn bin() -> &'static str {
@@ -634,6 +635,126 @@ fn bad_json_rpc_input_is_answered_and_the_server_keeps_running() {
             .iter()
             .all(|e| !e["attribute"].as_str().unwrap().starts_with(&f.agent)),
         "{log}"
+    );
+}
+
+#[test]
+fn elfiee_exec_runs_any_capability_as_the_server_editor() {
+    let f = fixture();
+    let mut s = Server::start(&f);
+    s.initialize("2025-11-25");
+    let tools = s.request(json!(1), "tools/list", json!({}));
+    let exec = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "elfiee_exec")
+        .unwrap_or_else(|| panic!("no elfiee_exec in {tools}"))
+        .clone();
+    assert_eq!(exec["inputSchema"]["required"], json!(["capability"]));
+    assert_eq!(exec["annotations"]["readOnlyHint"], false, "{exec}");
+    assert_eq!(exec["annotations"]["destructiveHint"], true, "{exec}");
+    let mut id = 1;
+    let mut call = |s: &mut Server, args: Value| {
+        id += 1;
+        let r = s.request(
+            json!(id),
+            "tools/call",
+            json!({"name": "elfiee_exec", "arguments": args}),
+        );
+        r["result"].clone()
+    };
+
+    // A file-wide command (no block), then one on that block by its name.
+    let r = call(
+        &mut s,
+        json!({"capability": "core.create", "payload": {"name": "Notes", "block_type": "markdown"}}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    let created = &r["structuredContent"];
+    assert_eq!(created["capability"], "core.create");
+    assert_eq!(created["count"], 1, "{created}");
+    let ev = &created["events"][0];
+    assert_eq!(ev["kind"], "core.create");
+    assert_eq!(ev["editor_id"], f.agent.as_str());
+    assert_eq!(created["seq"], ev["seq"]);
+    let notes = ev["entity"].as_str().unwrap().to_owned();
+    let r = call(
+        &mut s,
+        json!({"capability": "markdown.write", "block_id": "Notes", "payload": {"markdown": "# Notes\n"}}),
+    );
+    assert_eq!(r["isError"], false, "{r}");
+    assert_eq!(r["structuredContent"]["block_id"], notes.as_str());
+    assert_eq!(
+        r["structuredContent"]["events"][0]["kind"],
+        "markdown.write"
+    );
+    assert_eq!(
+        r["structuredContent"]["events"][0]["entity"],
+        notes.as_str()
+    );
+
+    // Refusals: a tool error with the engine's message, nothing written.
+    for (args, kind, needle) in [
+        (
+            json!({"capability": "markdown.write", "block_id": f.spec, "payload": {"markdown": "x"}}),
+            "unauthorized",
+            "may not run 'markdown.write'".to_owned(),
+        ),
+        (
+            json!({"capability": "checklist.add", "payload": {}}),
+            "unknown_capability",
+            "unknown capability 'checklist.add'".to_owned(),
+        ),
+        (
+            json!({"capability": "markdown.write", "block_id": "nope", "payload": {"markdown": "x"}}),
+            "not_found",
+            "call elfiee_block_list".to_owned(),
+        ),
+        (
+            json!({"capability": "markdown.write", "block_id": notes, "payload": {"text": 1}}),
+            "invalid_arguments",
+            "markdown.write".to_owned(),
+        ),
+        (
+            json!({"capability": "core.create", "payload": "not an object"}),
+            "invalid_arguments",
+            "payload?: object".to_owned(),
+        ),
+        (
+            json!({"cap": "core.create"}),
+            "invalid_arguments",
+            "unknown field `cap`".to_owned(),
+        ),
+    ] {
+        let r = call(&mut s, args.clone());
+        assert_eq!(r["isError"], true, "{args}: {r}");
+        assert_eq!(r["structuredContent"]["error"]["kind"], kind, "{args}: {r}");
+        let msg = r["content"][0]["text"].as_str().unwrap();
+        assert!(msg.contains(&needle), "{args}: {msg}");
+    }
+    s.finish();
+
+    // The log holds exactly the two accepted commands, by the agent editor.
+    let log = json_ok(&f.elf, &["log"]);
+    let by_agent: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["attribute"].as_str())
+        .filter(|a| a.starts_with(&f.agent))
+        .collect();
+    assert_eq!(
+        by_agent,
+        [
+            format!("{}/core.create", f.agent),
+            format!("{}/markdown.write", f.agent)
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        json_ok(&f.elf, &["markdown", "read", &notes])["markdown"],
+        "# Notes\n"
     );
 }
 

@@ -254,6 +254,22 @@ pub fn catalogue() -> Vec<ToolSpec> {
             read_only: false,
             destructive: false,
         },
+        ToolSpec {
+            name: "elfiee_exec",
+            title: "Run any capability",
+            description: "Run one command of any capability the document's program knows (core.create, markdown.write, core.grant, or a block type an embedding program added), as you, checked against your grants like every write. Use the specific tools when one fits; this one is for capabilities they do not cover. Returns the committed events (seq, kind, entity, value).",
+            input_schema: object(
+                json!({
+                    "capability": {"type": "string", "minLength": 1, "description": "Capability id, e.g. `markdown.write` or `core.create`"},
+                    "block_id": {"type": "string", "minLength": 1, "description": "The block the command targets: a block id from elfiee_block_list (a unique block name also works); omit it (or pass `*`) for commands on the whole document such as core.create"},
+                    "payload": {"type": "object", "description": "The command's payload, as the capability expects it (default {}), e.g. {\"markdown\": \"# Title\"} for markdown.write"},
+                }),
+                &["capability"],
+            ),
+            read_only: false,
+            // It can run any capability, deletes and overwrites included.
+            destructive: true,
+        },
     ]
 }
 
@@ -316,6 +332,17 @@ pub struct ImportArgs {
 pub struct TerminalRunArgs {
     pub terminal_id: String,
     pub command: String,
+}
+
+/// `elfiee_exec {capability, block_id?, payload?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecArgs {
+    pub capability: String,
+    #[serde(default)]
+    pub block_id: Option<String>,
+    #[serde(default)]
+    pub payload: Option<serde_json::Map<String, Value>>,
 }
 
 /// `elfiee_proposal_list {}`.
@@ -563,6 +590,48 @@ pub async fn call(
             }
             Ok(Value::Object(v))
         }
+        "elfiee_exec" => {
+            let a: ExecArgs = parse(name, args)?;
+            let block = match a.block_id.as_deref() {
+                None | Some("*") => None,
+                Some(b) => Some(resolve(file, b)?),
+            };
+            let payload = Value::Object(a.payload.unwrap_or_default());
+            let ev = file
+                .submit(Command::new(
+                    editor,
+                    &a.capability,
+                    block.as_deref(),
+                    payload,
+                ))
+                .await
+                .map_err(|e| match e {
+                    EngineError::Rejected(c @ CapError::UnknownCapability(_)) => {
+                        ToolError::new("unknown_capability", c.to_string())
+                    }
+                    e => engine_error(e),
+                })?;
+            let events: Vec<Value> = ev
+                .iter()
+                .map(|e| {
+                    json!({
+                        "seq": e.seq,
+                        "created_at": ts!(e.created_at),
+                        "editor_id": e.editor_id(),
+                        "kind": e.cap_id(),
+                        "entity": e.entity,
+                        "value": e.value,
+                    })
+                })
+                .collect();
+            Ok(json!({
+                "capability": a.capability,
+                "block_id": block,
+                "seq": last_seq(&ev),
+                "count": events.len(),
+                "events": events,
+            }))
+        }
         "elfiee_proposal_list" => {
             let a: ProposalListArgs = parse(name, args)?;
             super::proposals::list(file, editor, a).await
@@ -751,7 +820,7 @@ mod tests {
         let mut names: Vec<&str> = cat.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 14);
+        assert_eq!(names.len(), 15);
         for t in &cat {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             for r in t.input_schema["required"].as_array().unwrap() {
