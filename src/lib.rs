@@ -4,7 +4,8 @@
 //! access control. One actor per open file serializes commands through pure capability handlers
 //! into an append-only sled event log; replaying the log rebuilds the state.
 //!
-//! This crate is the facade: it re-exports the workspace crates and hosts the `elfiee` CLI.
+//! This crate is the facade: it re-exports the workspace crates and hosts the `elfiee` CLI
+//! ([`cli`]; a program with its own capabilities runs it over them with [`cli::main_with`]).
 //!
 //! ```no_run
 //! # #[tokio::main] async fn main() -> Result<(), elfiee::EngineError> {
@@ -25,6 +26,7 @@
 //! Crates: [`model`] (data types), [`projections`] (pure state + apply), [`capabilities`]
 //! (pure handlers + CBAC), [`engine`] (actor, log, snapshots, subscriptions).
 
+pub mod cli;
 pub mod graph;
 #[doc(hidden)]
 pub mod project_gen;

@@ -1,7 +1,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use elfiee::{Command, Engine, Event, FileHandle, State};
+use crate::{Command, Engine, Event, FileHandle, State};
 use elfiee_adapters::import::{ImportLimits, SyncProgress, MAX_FILE_BYTES_LIMIT};
 use elfiee_adapters::service;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::output::Out;
 use super::{
     resolve, AgentCmd, BlockCmd, Cli, CliError, Cmd, CodeCmd, DirCmd, EditorCmd, EditorKind,
-    GrantArgs, MarkdownCmd, TerminalCmd, TextSource,
+    ExecArgs, GrantArgs, MarkdownCmd, TerminalCmd, TextSource,
 };
 
 /// An open file, its running effects, and who we act as.
@@ -29,6 +29,12 @@ impl Session {
             .as_deref()
             .ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))?;
         let file = Engine::global().open(path).await?;
+        // Events of kinds this program has no fold for are kept in the log but missing from
+        // the state it shows: say so once, on stderr (stdout stays the command's output).
+        let unknown = file.unknown_kinds();
+        if !unknown.is_empty() {
+            eprintln!("warning: {}", unknown_kinds_message(&unknown));
+        }
         let editor = match &cli.as_editor {
             Some(who) => file.with_state(|s| resolve::editor(s, who))?,
             None => file.owner().ok_or_else(|| {
@@ -95,7 +101,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
         Cmd::Completions { shell } => {
             use clap::CommandFactory;
             let mut cmd = super::Cli::command();
-            clap_complete::generate(*shell, &mut cmd, "elfiee", &mut std::io::stdout());
+            let name = super::program_name();
+            clap_complete::generate(*shell, &mut cmd, name, &mut std::io::stdout());
             return Ok(());
         }
         Cmd::Init { path, owner } => {
@@ -125,17 +132,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 file.replay()
                     .await
                     .map_err(CliError::from)
-                    .map(|(report, _)| {
-                        out.print(&serde_json::to_value(&report).unwrap_or_default(), || {
-                            format!(
-                                "replayed {} events into {} blocks in {} ms\nstate digest: {}",
-                                report.events,
-                                report.blocks,
-                                report.elapsed_ms,
-                                report.state_digest
-                            )
-                        })
-                    })
+                    .map(|(report, _)| print_replay(&report, None, &out))
             } else {
                 file.verify()
                     .await
@@ -146,7 +143,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             return result;
         }
         Cmd::Caps => {
-            let ids = elfiee::capabilities::Registry::builtin().ids().to_vec();
+            let ids = Engine::global().config().registry.ids().to_vec();
             out.print(&json!(ids), || ids.join("\n"));
             return Ok(());
         }
@@ -163,6 +160,7 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps | Cmd::Completions { .. } => {
             unreachable!("handled in run")
         }
+        Cmd::Exec(args) => exec(s, args, out).await?,
         Cmd::Editor(EditorCmd::Create {
             name,
             editor_type,
@@ -537,7 +535,7 @@ async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
             let st = s.file.with_state(|st| {
                 st.block(&id)
                     .filter(|b| b.block_type == "directory")
-                    .map(|dir| elfiee::capabilities::builtin::directory_status(st, dir))
+                    .map(|dir| crate::capabilities::builtin::directory_status(st, dir))
             });
             let st = st.ok_or_else(|| {
                 CliError::failed(
@@ -750,7 +748,7 @@ async fn export_before_run(
 /// Asks "export & run / run / cancel" on a terminal; without one, refuses with what to pass.
 fn ask_export(
     dir: &str,
-    st: &elfiee::capabilities::builtin::DirectoryStatus,
+    st: &crate::capabilities::builtin::DirectoryStatus,
 ) -> Result<elfiee_adapters::service::ExportBeforeRun, CliError> {
     use elfiee_adapters::service::ExportBeforeRun as Rule;
     use std::io::{BufRead, IsTerminal, Write};
@@ -1240,32 +1238,113 @@ fn progress(label: &'static str) -> ProgressBar {
     bar
 }
 
+/// `elfiee exec CAP [--block ID] [--payload JSON | @FILE | -]`: one command of any
+/// capability, as the session's editor; prints the committed events.
+async fn exec(s: &Session, args: &ExecArgs, out: &Out) -> Result<(), CliError> {
+    let payload = exec_payload(args.payload.as_deref())?;
+    let block = args.block.as_deref().map(|b| s.block_id(b)).transpose()?;
+    let events = s
+        .submit(&args.cap, block.as_deref(), payload)
+        .await
+        .map_err(|e| match e {
+            CliError::Failed { kind, .. } if kind == "unknown_capability" => CliError::Failed {
+                kind,
+                message: format!(
+                    "unknown capability '{}': this program has no such capability; \
+                         list the ones it knows with `{} caps`",
+                    args.cap,
+                    super::program_name()
+                ),
+            },
+            other => other,
+        })?;
+    out.print(&json!({"events": events}), || {
+        if events.is_empty() {
+            return "no event committed (the command changed nothing)".into();
+        }
+        events
+            .iter()
+            .map(|e| format!("{} {} {}", e.seq, e.cap_id(), e.entity))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(())
+}
+
+/// The payload of `exec`: JSON given inline, `@FILE`, `-` (stdin), or `{}` when absent.
+fn exec_payload(arg: Option<&str>) -> Result<Value, CliError> {
+    let (text, source) = match arg {
+        None => return Ok(json!({})),
+        Some("-") => {
+            let mut buf = String::new();
+            std::io::stdin().read_to_string(&mut buf).map_err(|e| {
+                CliError::failed("io", format!("cannot read the payload from stdin: {e}"))
+            })?;
+            (buf, "the payload read from stdin".to_owned())
+        }
+        Some(a) if a.starts_with('@') => {
+            let path = &a[1..];
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                CliError::usage(format!("cannot read the payload file {path}: {e}"))
+            })?;
+            (text, format!("the payload file {path}"))
+        }
+        Some(a) => (a.to_owned(), "--payload".to_owned()),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        CliError::usage(format!(
+            "{source} is not valid JSON: {e} (pass an object such as '{{\"markdown\": \"# Hi\"}}', \
+             @FILE or - for stdin)"
+        ))
+    })
+}
+
+/// One line naming the event kinds no fold of this program knows.
+fn unknown_kinds_message(kinds: &std::collections::BTreeMap<String, u64>) -> String {
+    format!(
+        "unknown kinds: {} — written by a program that registered them; their meaning is \
+         missing from this state",
+        crate::engine::describe_kinds(kinds)
+    )
+}
+
 fn replay(cli: &Cli, out: &Out) -> Result<(), CliError> {
     let path = elf_path(cli)?;
     let bar = progress("replay");
-    let (report, state): (_, State) = elfiee::replay(&path, |done, total| {
+    let folds = Engine::global().config().registry.folds();
+    let (report, state): (_, State) = crate::engine::replay_with(&path, folds, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    let v = serde_json::to_value(&report).unwrap_or_default();
-    out.print(&v, || {
-        format!(
-            "replayed {} events into {} blocks, {} editors in {} ms\nstate digest: {}",
-            report.events,
-            report.blocks,
-            state.editors.len(),
-            report.elapsed_ms,
-            report.state_digest
-        )
-    });
+    print_replay(&report, Some(state.editors.len()), out);
     Ok(())
+}
+
+/// The replay report; `editors` when the state is at hand (not when the owner replayed).
+fn print_replay(report: &crate::engine::ReplayReport, editors: Option<usize>, out: &Out) {
+    let v = serde_json::to_value(report).unwrap_or_default();
+    out.print(&v, || {
+        let editors = editors
+            .map(|n| format!(", {n} editors"))
+            .unwrap_or_default();
+        let mut s = format!(
+            "replayed {} events into {} blocks{editors} in {} ms\nstate digest: {}",
+            report.events, report.blocks, report.elapsed_ms, report.state_digest
+        );
+        if !report.unknown_kinds.is_empty() {
+            s.push('\n');
+            s.push_str(&unknown_kinds_message(&report.unknown_kinds));
+        }
+        s
+    });
 }
 
 fn verify(cli: &Cli, out: &Out) -> Result<(), CliError> {
     let path = elf_path(cli)?;
     let bar = progress("verify");
-    let report = elfiee::verify(&path, |done, total| {
+    let folds = Engine::global().config().registry.folds();
+    let report = crate::engine::verify_with(&path, folds, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
     })?;
@@ -1273,7 +1352,7 @@ fn verify(cli: &Cli, out: &Out) -> Result<(), CliError> {
     print_verify(&report, out)
 }
 
-fn print_verify(report: &elfiee::engine::VerifyReport, out: &Out) -> Result<(), CliError> {
+fn print_verify(report: &crate::engine::VerifyReport, out: &Out) -> Result<(), CliError> {
     let v = serde_json::to_value(report).unwrap_or_default();
     out.print(&v, || {
         let mut s = format!(
@@ -1284,6 +1363,11 @@ fn print_verify(report: &elfiee::engine::VerifyReport, out: &Out) -> Result<(), 
         );
         for p in &report.problems {
             s.push_str(&format!("\nproblem: {p}"));
+        }
+        // Not a problem (the log is whole), but said: this program cannot show those events.
+        if !report.unknown_kinds.is_empty() {
+            s.push('\n');
+            s.push_str(&unknown_kinds_message(&report.unknown_kinds));
         }
         s.push_str(if report.ok { "\nok" } else { "\nFAILED" });
         s

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use elfiee::graph::Graph;
-use elfiee::FileHandle;
+use crate::graph::Graph;
+use crate::FileHandle;
 use serde_json::json;
 
 use super::output::Out;

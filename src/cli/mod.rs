@@ -1,4 +1,22 @@
-//! Argument definitions and dispatch for the `elfiee` binary.
+//! The `elfiee` command line: argument definitions, dispatch, and the entry points a binary
+//! calls. See docs/CLI.md.
+//!
+//! The `elfiee` binary is [`main`]. A program with its own capabilities (its own block types)
+//! gets the whole command line over them with [`main_with`]:
+//!
+//! ```no_run
+//! use elfiee::capabilities::Registry;
+//! use elfiee::EngineConfig;
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let registry = Registry::builtin();
+//!     // registry.register(std::sync::Arc::new(MyCapability)); …
+//!     elfiee::cli::main_with(EngineConfig {
+//!         registry,
+//!         ..Default::default()
+//!     })
+//! }
+//! ```
 
 mod commands;
 mod graph;
@@ -6,11 +24,81 @@ mod output;
 mod resolve;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::{Engine, EngineConfig};
+
 pub use commands::run;
 pub use output::CliError;
+
+/// The `elfiee` binary: [`main_with`] the default engine configuration (the built-in
+/// capabilities).
+pub fn main() -> ExitCode {
+    main_with(EngineConfig::default())
+}
+
+/// The whole `elfiee` command line over an engine made with `config` — an embedder's binary
+/// passes `EngineConfig { registry: its_registry, ..Default::default() }` and every command
+/// (`caps`, `exec`, `replay`, `verify`, the MCP server, …) serves its capabilities and folds.
+///
+/// Parses the process arguments (usage lines name the program as it was started; `--version`
+/// says `elfiee` and this crate's version), logs to stderr filtered by `RUST_LOG` (default
+/// `warn`; kept if the program already installed a subscriber), makes `config` the
+/// process-wide engine ([`Engine::set_global`]), runs the command on a new tokio runtime and
+/// returns its exit code (0 done, 1 rejected, 2 usage). Call it before anything uses
+/// [`Engine::global`]: otherwise it refuses with exit code 1.
+pub fn main_with(config: EngineConfig) -> ExitCode {
+    let args = Cli::parse();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let json = args.json;
+    if Engine::set_global(config).is_err() {
+        let e = CliError::failed(
+            "engine_in_use",
+            "the process-wide engine was already in use, so the given configuration (its \
+             registry) cannot apply; call elfiee::cli::main_with before anything uses \
+             Engine::global()",
+        );
+        e.report(json);
+        return ExitCode::from(e.code());
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            e.report(json);
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+/// The program's name as it was started (the file name of argv[0]), else `elfiee`.
+pub(crate) fn program_name() -> String {
+    std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .and_then(|f| f.to_str())
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "elfiee".into())
+}
 
 /// Keep block-based, event-sourced `.elf` documents.
 #[derive(Parser, Debug)]
@@ -69,8 +157,10 @@ pub enum Cmd {
     StateDigest,
     /// Check the hash chain, the command index and the snapshot; exit 1 on any problem.
     Verify,
-    /// List the capabilities this build knows.
+    /// List the capabilities this program knows (its registry).
     Caps,
+    /// Run one command of any capability the program knows (see `caps`), as the --as editor.
+    Exec(ExecArgs),
     /// Draw the relation graph (blocks and their reference / implement relations) as DOT,
     /// Mermaid or SVG; with --json print its nodes and edges.
     Graph(GraphArgs),
@@ -94,6 +184,21 @@ pub enum Cmd {
         #[arg(long)]
         editor: Option<String>,
     },
+}
+
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    /// Capability id, e.g. markdown.write (`elfiee caps` lists them).
+    #[arg(value_name = "CAP")]
+    pub cap: String,
+    /// The block the command targets: an id, a unique id prefix or a unique name ('*' or
+    /// none: the whole file).
+    #[arg(long, value_name = "ID")]
+    pub block: Option<String>,
+    /// The command's payload: JSON, `@FILE` to read it from a file, or `-` for stdin
+    /// (default `{}`).
+    #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
+    pub payload: Option<String>,
 }
 
 #[derive(Args, Debug)]

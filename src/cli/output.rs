@@ -1,4 +1,4 @@
-use elfiee::EngineError;
+use crate::EngineError;
 use serde_json::{json, Value};
 
 /// A CLI failure with its exit code: 1 for a rejected command or an unusable file, 2 for usage.

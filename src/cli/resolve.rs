@@ -1,7 +1,7 @@
 //! Turning what a user typed into ids: exact id, else a unique id prefix (4+ characters), else
 //! a unique name.
 
-use elfiee::State;
+use crate::State;
 
 use super::CliError;
 
