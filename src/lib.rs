@@ -30,6 +30,8 @@ pub mod cli;
 pub mod graph;
 #[doc(hidden)]
 pub mod project_gen;
+#[cfg(feature = "testkit")]
+pub mod testkit;
 
 pub use elfiee_adapters as adapters;
 pub use elfiee_capabilities as capabilities;

@@ -381,7 +381,10 @@ impl Sequencer {
             return Ok(Prepared::Done(all));
         }
         for e in &mut all {
-            externalize(&shared.content, shared.config.registry.folds(), e)?;
+            // Large bodies go to the content store (DESIGN §3: content is not state).
+            elfiee_projections::content::externalize(shared.config.registry.folds(), e, |t| {
+                shared.content.put(t)
+            })?;
         }
         let mut prev = self.prev_hash;
         let mut records = Vec::with_capacity(all.len());
@@ -471,37 +474,6 @@ impl Sequencer {
         }
         Ok(all)
     }
-}
-
-/// Moves the large bodies an event sets into the content store and puts references in their
-/// place (DESIGN §3: content is not state). A handler's value that already holds something
-/// shaped like a reference is refused: only the engine writes references.
-fn externalize(
-    store: &crate::content::ContentStore,
-    folds: &elfiee_projections::Folds,
-    e: &mut Event,
-) -> Result<(), EngineError> {
-    use elfiee_projections::content::{looks_like_ref, ref_value, INLINE_MAX};
-    let kind = e.cap_id().to_owned();
-    let keys = folds.body_keys(&kind, &e.value).to_vec();
-    let Some(serde_json::Value::Object(contents)) = e.value.get_mut("contents") else {
-        return Ok(());
-    };
-    if let Some((k, _)) = contents.iter().find(|(_, v)| looks_like_ref(v)) {
-        return Err(EngineError::Rejected(elfiee_model::CapError::payload(
-            &kind,
-            format!("'contents.{k}' is an object with a '$content' key, which is reserved for the engine's content references; send the text itself"),
-        )));
-    }
-    for key in keys {
-        if let Some(serde_json::Value::String(text)) = contents.get(&key) {
-            if text.len() >= INLINE_MAX {
-                let r = store.put(text)?;
-                contents.insert(key, ref_value(&r));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Bytes of the compact JSON encoding of `v` (what `serde_json::to_vec` would produce),

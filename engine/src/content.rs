@@ -103,16 +103,13 @@ impl ContentStore {
     /// Stores `text` (once per distinct body among those this process has seen) and returns
     /// its reference. Not durable until [`ContentStore::sync`].
     pub fn put(&self, text: &str) -> Result<ContentRef, EngineError> {
-        let hash = blake3::hash(text.as_bytes());
+        let r = elfiee_projections::content::ref_for(text);
         self.with(|inner| {
-            let key = *hash.as_bytes();
+            let key = r.hash.0;
             if !inner.index.contains_key(&key) {
                 inner.append(&key, text.as_bytes())?;
             }
-            Ok(ContentRef {
-                hash: elfiee_model::EventHash(key),
-                len: text.len() as u64,
-            })
+            Ok(r)
         })
     }
 

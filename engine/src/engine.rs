@@ -125,14 +125,12 @@ impl Engine {
     }
 
     /// Makes the process-wide engine ([`Engine::global`]) one with `config` (an embedder's
-    /// registry, say). Only before anything used it: returns the config back otherwise.
-    pub fn set_global(config: EngineConfig) -> Result<(), EngineConfig> {
+    /// registry, say). Only before anything used it: returns false (and changes nothing)
+    /// otherwise.
+    pub fn set_global(config: EngineConfig) -> bool {
         let mut config = Some(config);
         GLOBAL.get_or_init(|| Engine::new(config.take().unwrap_or_default()));
-        match config {
-            None => Ok(()),
-            Some(c) => Err(c),
-        }
+        config.is_none()
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -401,7 +399,9 @@ pub(crate) async fn open_here(
             let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded, &folds)?;
             tracing::debug!(us = loading.elapsed().as_micros() as u64, "state loaded");
             if !opened.state.unknown_kinds.is_empty() {
-                tracing::warn!(
+                // Info, not a warning: the caller decides how to tell its user
+                // (`FileHandle::unknown_kinds`; the CLI prints one line).
+                tracing::info!(
                     kinds = %crate::replay::describe_kinds(&opened.state.unknown_kinds),
                     "this document holds events of kinds this program has no fold for; their meaning is missing from the state"
                 );

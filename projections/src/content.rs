@@ -9,7 +9,7 @@
 //!
 //! Everything here is pure; fetching the bytes is the engine's job (it passes a closure).
 
-use elfiee_model::{Block, ContentRef, EventHash};
+use elfiee_model::{Block, CapError, ContentRef, Event, EventHash};
 use serde_json::{Map, Value};
 
 /// The key of a reference object in an event value.
@@ -24,6 +24,48 @@ pub fn body_keys(block_type: &str) -> &'static [&'static str] {
         "markdown" => &["markdown"],
         "code" => &["text"],
         _ => &[],
+    }
+}
+
+/// Moves the large bodies an event sets into a content store (`put` stores a text and returns
+/// its reference) and puts references in their place: the body keys `folds` declares for the
+/// event's kind, at `value.contents`, of [`INLINE_MAX`] bytes or more. A value that already
+/// holds something shaped like a reference is refused: only the engine writes references.
+/// The engine runs this on every event before sealing it; `elfiee::testkit` runs it with a
+/// store in memory, so both commit the same events.
+pub fn externalize<E: From<CapError>>(
+    folds: &crate::Folds,
+    e: &mut Event,
+    mut put: impl FnMut(&str) -> Result<ContentRef, E>,
+) -> Result<(), E> {
+    let kind = e.cap_id().to_owned();
+    let keys = folds.body_keys(&kind, &e.value).to_vec();
+    let Some(Value::Object(contents)) = e.value.get_mut("contents") else {
+        return Ok(());
+    };
+    if let Some((k, _)) = contents.iter().find(|(_, v)| looks_like_ref(v)) {
+        return Err(CapError::payload(
+            &kind,
+            format!("'contents.{k}' is an object with a '$content' key, which is reserved for the engine's content references; send the text itself"),
+        )
+        .into());
+    }
+    for key in keys {
+        if let Some(Value::String(text)) = contents.get(&key) {
+            if text.len() >= INLINE_MAX {
+                let r = put(text)?;
+                contents.insert(key, ref_value(&r));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The reference of `text` in a content store: its blake3 hash and length.
+pub fn ref_for(text: &str) -> ContentRef {
+    ContentRef {
+        hash: EventHash(*blake3::hash(text.as_bytes()).as_bytes()),
+        len: text.len() as u64,
     }
 }
 

@@ -58,7 +58,7 @@ pub fn main_with(config: EngineConfig) -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     let json = args.json;
-    if Engine::set_global(config).is_err() {
+    if !Engine::set_global(config) {
         let e = CliError::failed(
             "engine_in_use",
             "the process-wide engine was already in use, so the given configuration (its \
