@@ -363,6 +363,8 @@ async fn kinds_this_binary_does_not_know_are_named_not_dropped() {
     let elf = dir.path().join("list.elf");
     let engine = Engine::new(EngineConfig {
         registry: checklist_registry(),
+        // A snapshot at close: folded with the checklist's fold, which the plain binary lacks.
+        snapshot_at_close_after: 1,
         ..EngineConfig::default()
     });
     let file = engine.init(&elf, "Alice").await.unwrap();
@@ -380,8 +382,29 @@ async fn kinds_this_binary_does_not_know_are_named_not_dropped() {
         file.with_state(|s| s.extensions["checklist"].clone()),
         json!(["milk", "eggs", "bread"])
     );
+    let digest_with_fold = file.state_digest();
     file.close().await;
     drop(file);
+
+    // The plain binary does not use that snapshot (other folds): it opens by replaying, and
+    // its open, its replay and a second replay agree.
+    let opened = json_ok(&elf, &["state-digest"])["state_digest"].clone();
+    let replayed = json_ok(&elf, &["replay"])["state_digest"].clone();
+    assert_eq!(opened, replayed);
+    assert_eq!(json_ok(&elf, &["replay"])["state_digest"], replayed);
+    assert_ne!(
+        replayed,
+        json!(digest_with_fold),
+        "the kind's meaning is missing here"
+    );
+    let v = json_ok(&elf, &["verify"]);
+    assert!(
+        v["snapshot"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not compared: it was made by other folds"),
+        "{v}"
+    );
 
     let warning = "unknown kinds: checklist.add (3 events) — written by a program that \
                    registered them; their meaning is missing from this state";
@@ -465,6 +488,10 @@ async fn kinds_this_binary_does_not_know_are_named_not_dropped() {
         .is_some());
     let file = engine.open(&elf).await.unwrap();
     assert!(file.unknown_kinds().is_empty());
+    // With the fold, the replay gives the live state again.
+    let (report, _) = file.replay().await.unwrap();
+    assert_eq!(report.state_digest, file.state_digest());
+    assert!(report.unknown_kinds.is_empty());
     assert_eq!(
         file.with_state(|s| s.extensions["checklist"].clone()),
         json!(["milk", "eggs", "bread", "tea"])
