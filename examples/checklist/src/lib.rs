@@ -1,0 +1,229 @@
+//! An example embedder: a `checklist` block type on the Elfiee engine, built on its public
+//! API only (the `elfiee` facade crate). docs/EMBEDDING.md walks through it.
+//!
+//! Three capabilities, each a pure handler with its own pure fold:
+//! - `checklist.add {text}` appends an unticked item to `contents.items`;
+//! - `checklist.tick {index, done}` ticks (or unticks) an item; ticking a ticked item commits
+//!   nothing;
+//! - `checklist.notes {notes}` sets the list's notes, a body that goes to the content store
+//!   when it is 256 bytes or more (the built-in block patch fold handles the reference).
+//!
+//! [`registry`] is the built-in registry plus these; give it to the engine
+//! (`EngineConfig { registry, .. }`), the command line (`elfiee::cli::main_with`, see
+//! `src/main.rs`) and the test kit (`elfiee::testkit::Check::new(registry())`).
+
+use std::sync::Arc;
+
+use elfiee::capabilities::{Capability, Registry, Target};
+use elfiee::model::{Block, CapError, Command, Ctx, Event, EventDraft};
+use elfiee::projections::{fold_patch, update_block, Fold, State};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use ts_rs::TS;
+
+/// The block type.
+pub const BLOCK_TYPE: &str = "checklist";
+
+/// Longest item text, in characters.
+pub const MAX_TEXT: usize = 500;
+
+/// `checklist.add`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct AddPayload {
+    pub text: String,
+}
+
+/// `checklist.tick`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct TickPayload {
+    /// Position of the item, from 0.
+    pub index: u32,
+    /// `false` unticks it (default `true`).
+    #[serde(default = "yes")]
+    #[ts(optional, as = "Option<bool>")]
+    pub done: bool,
+}
+
+/// `checklist.notes`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct NotesPayload {
+    pub notes: String,
+}
+
+/// One item, as a checklist block keeps it in `contents.items`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+pub struct Item {
+    pub text: String,
+    pub done: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The built-in capabilities plus the checklist's, with their folds and body keys.
+pub fn registry() -> Registry {
+    let mut r = Registry::builtin();
+    r.register(Arc::new(Add));
+    r.register(Arc::new(Tick));
+    r.register(Arc::new(Notes));
+    r.declare_body("checklist.notes", &["notes"]);
+    r.declare_block_body(BLOCK_TYPE, &["notes"]);
+    r
+}
+
+/// The items of a checklist block (none if it has none or is not a checklist).
+pub fn items(block: &Block) -> Vec<Item> {
+    block
+        .contents
+        .get("items")
+        .and_then(|v| Vec::<Item>::deserialize(v).ok())
+        .unwrap_or_default()
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(cmd: &Command) -> Result<T, CapError> {
+    T::deserialize(&cmd.payload).map_err(|e| CapError::payload(&cmd.cap_id, e.to_string()))
+}
+
+/// The target block (the pipeline checked it exists and is a checklist before the handler).
+fn target<'s>(cmd: &Command, state: &'s State) -> Result<&'s Block, CapError> {
+    let id = cmd.block_id.as_deref().unwrap_or_default();
+    state
+        .block(id)
+        .ok_or_else(|| CapError::BlockNotFound(id.to_owned()))
+}
+
+pub struct Add;
+
+impl Capability for Add {
+    fn id(&self) -> &'static str {
+        "checklist.add"
+    }
+
+    fn target(&self) -> Target {
+        Target::Block(Some(BLOCK_TYPE))
+    }
+
+    fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: AddPayload = parse(cmd)?;
+        let text = p.text.trim();
+        if text.is_empty() {
+            return Err(CapError::payload(self.id(), "the item's text is empty"));
+        }
+        let chars = text.chars().count();
+        if chars > MAX_TEXT {
+            return Err(CapError::payload(
+                self.id(),
+                format!("the item's text has {chars} characters; the limit is {MAX_TEXT}"),
+            ));
+        }
+        let block = target(cmd, state)?;
+        Ok(vec![EventDraft::new(
+            &block.block_id,
+            self.id(),
+            json!({"text": text}),
+        )])
+    }
+
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        Some(Arc::new(|state: &mut State, event: &Event| {
+            update_block(state, event, |b, v| {
+                let Some(text) = v.get("text").and_then(Value::as_str) else {
+                    return;
+                };
+                let item = json!({"text": text, "done": false});
+                if !b.contents.is_object() {
+                    b.contents = json!({});
+                }
+                match b.contents.get_mut("items").and_then(Value::as_array_mut) {
+                    Some(list) => list.push(item),
+                    None => b.contents["items"] = json!([item]),
+                }
+            })
+        }))
+    }
+}
+
+pub struct Tick;
+
+impl Capability for Tick {
+    fn id(&self) -> &'static str {
+        "checklist.tick"
+    }
+
+    fn target(&self) -> Target {
+        Target::Block(Some(BLOCK_TYPE))
+    }
+
+    fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: TickPayload = parse(cmd)?;
+        let block = target(cmd, state)?;
+        let list = items(block);
+        let Some(item) = list.get(p.index as usize) else {
+            return Err(CapError::rejected(format!(
+                "item {} does not exist; the list '{}' has {} items (numbered from 0)",
+                p.index,
+                block.name,
+                list.len()
+            )));
+        };
+        if item.done == p.done {
+            return Ok(Vec::new());
+        }
+        Ok(vec![EventDraft::new(
+            &block.block_id,
+            self.id(),
+            json!({"index": p.index, "done": p.done}),
+        )])
+    }
+
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        Some(Arc::new(|state: &mut State, event: &Event| {
+            update_block(state, event, |b, v| {
+                let index = v.get("index").and_then(Value::as_u64);
+                let done = v.get("done").and_then(Value::as_bool);
+                let (Some(index), Some(done)) = (index, done) else {
+                    return;
+                };
+                let item = b
+                    .contents
+                    .get_mut("items")
+                    .and_then(Value::as_array_mut)
+                    .and_then(|list| list.get_mut(index as usize));
+                if let Some(Value::Object(item)) = item {
+                    item.insert("done".into(), Value::Bool(done));
+                }
+            })
+        }))
+    }
+}
+
+pub struct Notes;
+
+impl Capability for Notes {
+    fn id(&self) -> &'static str {
+        "checklist.notes"
+    }
+
+    fn target(&self) -> Target {
+        Target::Block(Some(BLOCK_TYPE))
+    }
+
+    fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: NotesPayload = parse(cmd)?;
+        let block = target(cmd, state)?;
+        Ok(vec![EventDraft::new(
+            &block.block_id,
+            self.id(),
+            json!({"contents": {"notes": p.notes}}),
+        )])
+    }
+
+    /// The built-in block patch: `contents.notes` (or its content reference) into the block.
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        Some(Arc::new(fold_patch))
+    }
+}

@@ -1,0 +1,9 @@
+//! `elfiee-checklist`: the whole `elfiee` command line, over a registry that also knows
+//! checklists (`elfiee-checklist exec checklist.add --block LIST --payload '{"text": "milk"}'`).
+
+fn main() -> std::process::ExitCode {
+    elfiee::cli::main_with(elfiee::EngineConfig {
+        registry: elfiee_checklist::registry(),
+        ..Default::default()
+    })
+}

@@ -1,0 +1,446 @@
+//! The checklist through the engine, its command line, replay and the test kit.
+
+use std::path::Path;
+use std::process::Output;
+
+use elfiee::testkit::{Check, Kit, Op, OpCmd};
+use elfiee::{Command, Engine, EngineConfig, FileHandle};
+use elfiee_checklist::{items, registry, Item};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+fn engine() -> Engine {
+    Engine::new(EngineConfig {
+        registry: registry(),
+        // Snapshots often, so reopening loads one plus a tail.
+        snapshot_every: 10,
+        snapshot_at_close_after: 1,
+        ..EngineConfig::default()
+    })
+}
+
+async fn submit(
+    file: &FileHandle,
+    cap: &str,
+    block: Option<&str>,
+    payload: Value,
+) -> Vec<elfiee::Event> {
+    file.submit(Command::new("alice", cap, block, payload))
+        .await
+        .unwrap_or_else(|e| panic!("{cap}: {e}"))
+}
+
+fn cli(elf: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_elfiee-checklist"))
+        .arg("--elf")
+        .arg(elf)
+        .args(args)
+        .output()
+        .expect("run elfiee-checklist")
+}
+
+fn cli_json(elf: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = cli(elf, &all);
+    assert!(
+        out.status.success(),
+        "elfiee-checklist {all:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_checklist_is_the_same_live_after_reopen_and_after_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("groceries.elf");
+    let engine = engine();
+    let file = engine.init(&elf, "Alice").await.unwrap();
+    let list = submit(
+        &file,
+        "core.create",
+        None,
+        json!({"name": "groceries", "block_type": "checklist"}),
+    )
+    .await[0]
+        .entity
+        .clone();
+    for i in 0..25 {
+        submit(
+            &file,
+            "checklist.add",
+            Some(&list),
+            json!({"text": format!("item {i}")}),
+        )
+        .await;
+    }
+    for i in (0..25).step_by(3) {
+        submit(&file, "checklist.tick", Some(&list), json!({"index": i})).await;
+    }
+    submit(
+        &file,
+        "checklist.tick",
+        Some(&list),
+        json!({"index": 3, "done": false}),
+    )
+    .await;
+    // Ticking a ticked item commits nothing.
+    assert!(
+        submit(&file, "checklist.tick", Some(&list), json!({"index": 6}))
+            .await
+            .is_empty()
+    );
+    let live_items = items(&file.block(&list).unwrap());
+    assert_eq!(live_items.len(), 25);
+    assert_eq!(live_items.iter().filter(|i| i.done).count(), 8);
+    assert_eq!(
+        live_items[0],
+        Item {
+            text: "item 0".into(),
+            done: true
+        }
+    );
+    let live = file.state_digest();
+    file.close().await;
+    drop(file);
+
+    // Reopened: the newest snapshot plus the events after it.
+    let file = engine.open(&elf).await.unwrap();
+    assert_eq!(file.state_digest(), live);
+    assert_eq!(items(&file.block(&list).unwrap()), live_items);
+    assert!(file.unknown_kinds().is_empty());
+    file.close().await;
+    drop(file);
+
+    // Replayed from the log alone, in this process and by the checklist's command line.
+    let (report, state) = elfiee::engine::replay_with(&elf, registry().folds(), |_, _| {}).unwrap();
+    assert_eq!(report.state_digest, live);
+    assert_eq!(items(state.block(&list).unwrap()), live_items);
+    assert_eq!(cli_json(&elf, &["replay"])["state_digest"], json!(live));
+    let verified = cli_json(&elf, &["verify"]);
+    assert_eq!(verified["ok"], true, "{verified}");
+    assert!(verified.get("unknown_kinds").is_none(), "{verified}");
+    assert!(
+        verified["snapshot"].as_str().unwrap().starts_with("valid"),
+        "the snapshot (made with the checklist's folds) is checked: {verified}"
+    );
+}
+
+#[test]
+fn the_command_line_drives_a_checklist() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("todo.elf");
+    let made = cli(
+        dir.path(),
+        &["init", elf.to_str().unwrap(), "--owner", "Alice"],
+    );
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let created = cli_json(
+        &elf,
+        &["block", "create", "--type", "checklist", "--name", "todo"],
+    );
+    let id = created["block_id"]
+        .as_str()
+        .or(created["entity"].as_str())
+        .map(str::to_owned);
+    let id = id.unwrap_or_else(|| panic!("no block id in {created}"));
+    let added = cli_json(
+        &elf,
+        &[
+            "exec",
+            "checklist.add",
+            "--block",
+            "todo",
+            "--payload",
+            r#"{"text": "write the docs"}"#,
+        ],
+    );
+    assert_eq!(
+        added["events"][0]["value"],
+        json!({"text": "write the docs"})
+    );
+    cli_json(
+        &elf,
+        &[
+            "exec",
+            "checklist.add",
+            "--block",
+            &id,
+            "--payload",
+            r#"{"text": "ship"}"#,
+        ],
+    );
+    cli_json(
+        &elf,
+        &[
+            "exec",
+            "checklist.tick",
+            "--block",
+            "todo",
+            "--payload",
+            r#"{"index": 1}"#,
+        ],
+    );
+    let shown = cli_json(&elf, &["block", "show", "todo"]);
+    let block = shown.get("block").unwrap_or(&shown);
+    assert_eq!(
+        block["contents"]["items"],
+        json!([{"text": "write the docs", "done": false}, {"text": "ship", "done": true}]),
+        "{shown}"
+    );
+    // A bad tick is refused with the handler's message, and nothing is written.
+    let before = cli_json(&elf, &["state-digest"]);
+    let out = cli(
+        &elf,
+        &[
+            "exec",
+            "checklist.tick",
+            "--block",
+            "todo",
+            "--payload",
+            r#"{"index": 7}"#,
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("item 7 does not exist; the list 'todo' has 2 items"),
+        "{err}"
+    );
+    assert_eq!(cli_json(&elf, &["state-digest"]), before);
+    // The program lists its capabilities with the built-ins.
+    let caps = String::from_utf8_lossy(&cli(&elf, &["caps"]).stdout).to_string();
+    for cap in [
+        "checklist.add",
+        "checklist.tick",
+        "checklist.notes",
+        "core.create",
+    ] {
+        assert!(caps.contains(cap), "{caps}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_notes_go_to_the_content_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("notes.elf");
+    let engine = engine();
+    let file = engine.init(&elf, "Alice").await.unwrap();
+    let list = submit(
+        &file,
+        "core.create",
+        None,
+        json!({"name": "trip", "block_type": "checklist"}),
+    )
+    .await[0]
+        .entity
+        .clone();
+    let notes = "Pack light. ".repeat(100);
+    let ev = submit(
+        &file,
+        "checklist.notes",
+        Some(&list),
+        json!({"notes": notes}),
+    )
+    .await;
+    // The event carries a reference, the state keeps it out of the block's contents, and a
+    // read resolves it.
+    assert!(
+        ev[0].value["contents"]["notes"].get("$content").is_some(),
+        "{}",
+        ev[0].value
+    );
+    let meta = file.block_meta(&list).unwrap();
+    assert!(meta.content_refs.get("notes").is_some());
+    assert!(meta.contents.get("notes").is_none());
+    let read = file.read_block("alice", &list).unwrap();
+    assert_eq!(read.contents["notes"], json!(notes));
+    // Short notes stay inline.
+    submit(
+        &file,
+        "checklist.notes",
+        Some(&list),
+        json!({"notes": "short"}),
+    )
+    .await;
+    assert_eq!(file.block(&list).unwrap().contents["notes"], "short");
+    file.close().await;
+}
+
+#[test]
+fn given_when_then() {
+    let mut kit = Kit::new(registry());
+    kit.given_owner("Alice");
+    kit.given(Command::new(
+        "alice",
+        "editor.create",
+        None,
+        json!({"name": "Bob", "editor_id": "bob"}),
+    ));
+    let list = kit.given(Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": "l", "block_type": "checklist"}),
+    ))[0]
+        .entity
+        .clone();
+    let note = kit.given(Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": "n", "block_type": "markdown"}),
+    ))[0]
+        .entity
+        .clone();
+    kit.when(Command::new(
+        "alice",
+        "checklist.add",
+        Some(&list),
+        json!({"text": "  milk "}),
+    ))
+    .kinds(&["checklist.add"])
+    .values(&[json!({"text": "milk"})])
+    .state(|s| {
+        items(s.block(&list).unwrap())
+            == [Item {
+                text: "milk".into(),
+                done: false,
+            }]
+    });
+    kit.when(Command::new(
+        "alice",
+        "checklist.add",
+        Some(&list),
+        json!({"text": " "}),
+    ))
+    .rejected("invalid_payload", "empty");
+    kit.when(Command::new(
+        "alice",
+        "checklist.add",
+        Some(&list),
+        json!({"txt": "x"}),
+    ))
+    .rejected("invalid_payload", "unknown field");
+    kit.when(Command::new(
+        "alice",
+        "checklist.add",
+        Some(&note),
+        json!({"text": "x"}),
+    ))
+    .rejected("rejected", "works on checklist blocks");
+    kit.when(Command::new(
+        "alice",
+        "checklist.tick",
+        Some(&list),
+        json!({"index": 4}),
+    ))
+    .rejected("rejected", "item 4 does not exist");
+    // CBAC covers the new capabilities like the built-ins.
+    kit.when(Command::new(
+        "bob",
+        "checklist.tick",
+        Some(&list),
+        json!({"index": 0}),
+    ))
+    .rejected("unauthorized", "checklist.tick");
+    kit.given(Command::new(
+        "alice",
+        "core.grant",
+        Some(&list),
+        json!({"editor_id": "bob", "cap_id": "checklist.tick"}),
+    ));
+    kit.when(Command::new(
+        "bob",
+        "checklist.tick",
+        Some(&list),
+        json!({"index": 0}),
+    ))
+    .kinds(&["checklist.tick"])
+    .state(|s| items(s.block(&list).unwrap())[0].done);
+    // Relations and deletion work on checklist blocks as on any block.
+    kit.when(Command::new(
+        "alice",
+        "core.link",
+        Some(&list),
+        json!({"to": note, "relation": "reference"}),
+    ))
+    .kinds(&["core.link"]);
+    kit.when(Command::new("alice", "core.delete", Some(&list), json!({})))
+        .state(|s| s.block(&list).is_none() && s.parents_of(&note).count() == 0);
+}
+
+/// The checklist's own steps for the property run, on checklist blocks by placeholder.
+fn checklist_steps() -> BoxedStrategy<Op> {
+    let list = (0usize..4).prop_map(|n| format!("$block:checklist:{n}"));
+    prop_oneof![
+        3 => (list.clone(), "[a-z ]{0,12}").prop_map(|(b, t)| OpCmd::new("checklist.add", json!({"text": t})).on(b).into()),
+        3 => (list.clone(), 0u32..12, any::<bool>()).prop_map(|(b, i, d)| {
+            OpCmd::new("checklist.tick", json!({"index": i, "done": d})).on(b).into()
+        }),
+        1 => (list.clone(), prop_oneof!["[a-z]{0,8}", "[a-z ]{256,300}"]).prop_map(|(b, n)| {
+            OpCmd::new("checklist.notes", json!({"notes": n})).on(b).into()
+        }),
+        1 => (list, 0usize..4).prop_map(|(b, e)| {
+            OpCmd::new("checklist.tick", json!({"index": 0})).on(b).by(format!("$editor:{e}")).into()
+        }),
+    ]
+    .boxed()
+}
+
+/// The one line an embedder puts in their suite: every invariant of the kit, on generated
+/// sequences of built-in and checklist commands, through the pure pipeline and the real
+/// engine side by side, with close-and-reopen steps.
+#[test]
+fn the_checklist_passes_the_kits_property_run() {
+    let report = Check::new(registry())
+        .block_types(
+            &["checklist"],
+            &["checklist.add", "checklist.tick", "checklist.notes"],
+        )
+        .ops(8, checklist_steps())
+        .cases(48)
+        .steps(1..80)
+        .assert();
+    assert!(
+        report.accepted > 0 && report.rejected > 0 && report.reopens > 0,
+        "{report:?}"
+    );
+}
+
+/// TypeScript types for the payloads, derived with ts-rs like the engine's own
+/// (`bindings/checklist.ts`; regenerate with `ELFIEE_BLESS=1 cargo test -p elfiee-checklist`).
+#[test]
+fn typescript_types_of_the_payloads_are_current() {
+    use ts_rs::{Config, TS};
+    let cfg = Config::default().with_large_int("number");
+    let mut out =
+        String::from("// Generated by examples/checklist/tests/checklist.rs — do not edit.\n\n");
+    for decl in [
+        elfiee_checklist::AddPayload::decl(&cfg),
+        elfiee_checklist::TickPayload::decl(&cfg),
+        elfiee_checklist::NotesPayload::decl(&cfg),
+        Item::decl(&cfg),
+    ] {
+        out.push_str(&format!("export {decl}\n\n"));
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("bindings/checklist.ts");
+    if std::env::var_os("ELFIEE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &out).unwrap();
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        committed, out,
+        "stale: run ELFIEE_BLESS=1 cargo test -p elfiee-checklist"
+    );
+    assert!(
+        out.contains("index: number") && out.contains("done?: boolean"),
+        "{out}"
+    );
+}
