@@ -444,3 +444,62 @@ fn typescript_types_of_the_payloads_are_current() {
         "{out}"
     );
 }
+
+/// What the built-in block types get, a checklist gets: the MCP server's generic command tool
+/// runs its capabilities, and time travel shows it as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_exec_and_time_travel_serve_checklists() {
+    use elfiee::adapters::mcp::tools;
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("mcp.elf");
+    let engine = engine();
+    let file = engine.init(&elf, "Alice").await.unwrap();
+    let list = submit(
+        &file,
+        "core.create",
+        None,
+        json!({"name": "list", "block_type": "checklist"}),
+    )
+    .await[0]
+        .entity
+        .clone();
+    let added = tools::call(
+        &file,
+        "alice",
+        "elfiee_exec",
+        json!({"capability": "checklist.add", "block_id": "list", "payload": {"text": "from an agent"}}),
+    )
+    .await
+    .unwrap();
+    let after_add = added["seq"].as_u64().unwrap();
+    tools::call(
+        &file,
+        "alice",
+        "elfiee_exec",
+        json!({"capability": "checklist.tick", "block_id": list, "payload": {"index": 0}}),
+    )
+    .await
+    .unwrap();
+    let refused = tools::call(
+        &file,
+        "alice",
+        "elfiee_exec",
+        json!({"capability": "checklist.tick", "block_id": list, "payload": {"index": 9}}),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.to_string().contains("item 9 does not exist"),
+        "{refused}"
+    );
+    assert!(items(&file.block(&list).unwrap())[0].done);
+    let then = file.state_at(after_add).await.unwrap();
+    assert_eq!(
+        items(then.block(&list).unwrap()),
+        [Item {
+            text: "from an agent".into(),
+            done: false
+        }]
+    );
+    file.close().await;
+}
