@@ -74,7 +74,7 @@ fn builtin_capabilities_pass_ten_thousand_generated_commands_with_reopens() {
     let started = std::time::Instant::now();
     let report = Check::new(elfiee::capabilities::Registry::builtin())
         .cases(100)
-        .steps(80..125)
+        .steps(90..130)
         .assert();
     let took = started.elapsed();
     eprintln!("{report:?} in {took:?}");

@@ -156,6 +156,74 @@ pub fn editor() -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// Steps over the built-in capabilities of directories, terminals and agents: import and sync
+/// of a few small files, add / move / remove of entries, terminals and their run requests,
+/// LLM agents, their settings and invocations (requests only: the kit attaches no effects).
+pub fn builtin_projects() -> BoxedStrategy<Op> {
+    let path =
+        || proptest::sample::select(&["a.md", "src/x.rs", "src/y.rs", "docs/z.md", "../up"][..]);
+    let files = || {
+        proptest::collection::btree_map(path(), text(), 0..4).prop_map(|m| {
+            m.into_iter()
+                .map(|(p, t)| json!({"path": p, "content": t}))
+                .collect::<Vec<_>>()
+        })
+    };
+    prop_oneof![
+        2 => (editor(), files(), any::<bool>()).prop_map(|(ed, files, pending)| {
+            OpCmd::new("directory.import", json!({"root": "/proj", "files": files, "pending": pending})).by(ed).into()
+        }),
+        3 => (editor(), block_of("directory"), files(), proptest::collection::vec(path(), 0..2), any::<bool>())
+            .prop_map(|(ed, b, files, mut deleted, done)| {
+                deleted.sort();
+                deleted.dedup();
+                OpCmd::new("directory.sync", json!({"files": files, "deleted": deleted, "done": done})).on(b).by(ed).into()
+            }),
+        2 => (editor(), block_of("directory"), path(), proptest::option::of(text())).prop_map(|(ed, b, p, content)| {
+            let mut v = json!({"path": p});
+            if let Some(c) = content {
+                v["content"] = json!(c);
+            }
+            OpCmd::new("directory.add", v).on(b).by(ed).into()
+        }),
+        1 => (editor(), block_of("directory"), path(), path()).prop_map(|(ed, b, from, to)| {
+            OpCmd::new("directory.move", json!({"from": from, "to": to})).on(b).by(ed).into()
+        }),
+        1 => (editor(), block_of("directory"), path(), any::<bool>()).prop_map(|(ed, b, p, keep)| {
+            OpCmd::new("directory.remove", json!({"path": p, "keep_block": keep})).on(b).by(ed).into()
+        }),
+        1 => (editor(), "[a-z]{1,6}", proptest::option::of(block_of("directory"))).prop_map(|(ed, name, dir)| {
+            let mut v = json!({"name": name});
+            if let Some(d) = dir {
+                v["linked_directory_id"] = json!(d);
+            }
+            OpCmd::new("terminal.create", v).by(ed).into()
+        }),
+        2 => (editor(), block_of("terminal"), "[a-z ]{0,12}").prop_map(|(ed, b, c)| {
+            OpCmd::new("terminal.execute", json!({"command": c})).on(b).by(ed).into()
+        }),
+        1 => (editor(), "[a-z]{1,6}").prop_map(|(ed, name)| {
+            OpCmd::new("agent.create", json!({"name": name})).by(ed).into()
+        }),
+        1 => (editor(), block_of("agent"), proptest::option::of("[a-z-]{1,10}"), proptest::option::of(1u64..200_000))
+            .prop_map(|(ed, b, model, max)| {
+                let mut v = json!({});
+                if let Some(m) = model {
+                    v["model"] = json!(m);
+                }
+                if let Some(n) = max {
+                    v["max_context_tokens"] = json!(n);
+                }
+                OpCmd::new("agent.configure", v).on(b).by(ed).into()
+            }),
+        1 => (editor(), block_of("agent"), "[a-z ]{0,12}", proptest::collection::vec(any_block(), 0..2))
+            .prop_map(|(ed, b, prompt, ctx)| {
+                OpCmd::new("agent.invoke", json!({"prompt": prompt, "context_block_ids": ctx})).on(b).by(ed).into()
+            }),
+    ]
+    .boxed()
+}
+
 /// Steps over the built-in capabilities that act on blocks, editors and grants — create
 /// (of the built-in types and of `extra_types`), write, rename, metadata, link, unlink,
 /// delete, grant, revoke, editors — and `Reopen` now and then. `grantable` are the capability

@@ -107,6 +107,8 @@ pub(crate) struct Pipeline {
     pub node_id: String,
     /// Bodies moved out of events (the content store), by hash.
     pub content: BTreeMap<EventHash, Arc<str>>,
+    /// The built-in folds, to tell which kinds' folds are the embedder's.
+    builtin: elfiee_projections::Folds,
 }
 
 impl Pipeline {
@@ -119,6 +121,7 @@ impl Pipeline {
             fixed: default_fixed_ctx(),
             node_id: NODE_ID.into(),
             content: BTreeMap::new(),
+            builtin: elfiee_projections::Folds::builtin(),
         }
     }
 
@@ -135,7 +138,6 @@ impl Pipeline {
     pub fn run(&mut self, cmd: &Command) -> Result<Result<Vec<Event>, CapError>, Violation> {
         check_command_round_trips(cmd)?;
         let ctx = self.ctx();
-        let before = self.state.digest();
         let first = self.registry.execute(cmd, &self.state, &ctx);
         let second = self.registry.execute(cmd, &self.state, &ctx);
         if first != second {
@@ -151,18 +153,9 @@ impl Pipeline {
         }
         let mut events = match first {
             Ok(events) => events,
-            Err(e) => {
-                if self.state.digest() != before {
-                    return Err(Violation::new(
-                        Invariant::RejectedWritesNothing,
-                        format!(
-                            "the state changed although '{}' was rejected ({e})",
-                            cmd.cap_id
-                        ),
-                    ));
-                }
-                return Ok(Err(e));
-            }
+            // Nothing was committed: handlers see the state read-only. (Against the engine,
+            // `Check` also checks that its log did not move.)
+            Err(e) => return Ok(Err(e)),
         };
         // The content store step (the engine's, in memory).
         let folds = self.registry.folds().clone();
@@ -205,16 +198,21 @@ impl Pipeline {
             check_json(&*e, &format!("event {seq} ({})", e.cap_id()))?;
             prev = e.hash;
         }
-        // Fold several times from equal states (a fold that follows a hash map's order differs
-        // between map instances, not within one: with two keys, seven folds agree by chance
-        // once in 64 commands).
+        // Fold several times from equal states: a fold that follows a hash map's order differs
+        // between map instances, not within one. With two keys, 16 folds all agree by chance
+        // once in 30,000 commands, so shrinking (which reruns a failing sequence hundreds of
+        // times) does not lose the failure; the built-in folds, tested on their own, get 3.
+        let repeats = if events.iter().all(|e| self.is_builtin_fold(e.cap_id())) {
+            3
+        } else {
+            16
+        };
         let mut a = self.state.clone();
         fold_all(&self.registry, &mut a, &events)?;
-        let digest = a.digest();
-        for _ in 0..6 {
+        for _ in 1..repeats {
             let mut b = self.state.clone();
             fold_all(&self.registry, &mut b, &events)?;
-            if b.digest() != digest {
+            if b != a {
                 return Err(Violation::new(
                     Invariant::FoldDeterministic,
                     format!(
@@ -229,6 +227,14 @@ impl Pipeline {
         self.prev = prev;
         self.events.extend(events.iter().cloned());
         Ok(Ok(events))
+    }
+
+    /// Whether the registry folds `kind` with the built-in fold.
+    fn is_builtin_fold(&self, kind: &str) -> bool {
+        match (self.registry.folds().get(kind), self.builtin.get(kind)) {
+            (Some(mine), Some(builtin)) => Arc::ptr_eq(mine, builtin),
+            _ => false,
+        }
     }
 
     /// Appends events committed elsewhere (the engine's `elf.init`, a test's given events):
