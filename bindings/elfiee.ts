@@ -363,9 +363,19 @@ export type AgentApprovePayload = { proposal_id: string, approved: boolean, feed
 
 export type EngineError = { "kind": "rejected", "detail": CapError } | { "kind": "not_an_elf", "detail": string } | { "kind": "already_exists", "detail": string } | { "kind": "locked", "detail": string } | { "kind": "payload_too_large", "detail": { size: number, limit: number, } } | { "kind": "corrupt", "detail": { seq: number, reason: string, } } | { "kind": "storage", "detail": string } | { "kind": "effect", "detail": string } | { "kind": "closed" } | { "kind": "io", "detail": { path: string, message: string, } };
 
-export type ReplayReport = { events: number, blocks: number, state_digest: string, elapsed_ms: number, };
+export type ReplayReport = { events: number, blocks: number, state_digest: string, elapsed_ms: number, 
+/**
+ * Event kinds the folds do not know, with their event counts (their meaning is missing
+ * from the state; see [`State::unknown_kinds`]).
+ */
+unknown_kinds?: { [key in string]: number }, };
 
-export type VerifyReport = { ok: boolean, events: number, commands: number, snapshot: string | null, problems: Array<string>, };
+export type VerifyReport = { ok: boolean, events: number, commands: number, snapshot: string | null, problems: Array<string>, 
+/**
+ * Event kinds the folds do not know, with their event counts: not a problem (the log is
+ * whole), but their meaning is missing from the state this program shows.
+ */
+unknown_kinds?: { [key in string]: number }, };
 
 export type ImportReport = { block_id: string, root: string, 
 /**
