@@ -75,6 +75,18 @@ macro_rules! ts {
 
 const RELATIONS: [&str; 2] = ["reference", "implement"];
 
+/// An event as the tools show it (`value`: as stored, or with bodies resolved).
+fn event_json(e: &Event, value: Value) -> Value {
+    json!({
+        "seq": e.seq,
+        "created_at": ts!(e.created_at),
+        "editor_id": e.editor_id(),
+        "kind": e.cap_id(),
+        "entity": e.entity,
+        "value": value,
+    })
+}
+
 fn object(props: Value, required: &[&str]) -> Value {
     json!({
         "type": "object",
@@ -611,19 +623,7 @@ pub async fn call(
                     }
                     e => engine_error(e),
                 })?;
-            let events: Vec<Value> = ev
-                .iter()
-                .map(|e| {
-                    json!({
-                        "seq": e.seq,
-                        "created_at": ts!(e.created_at),
-                        "editor_id": e.editor_id(),
-                        "kind": e.cap_id(),
-                        "entity": e.entity,
-                        "value": e.value,
-                    })
-                })
-                .collect();
+            let events: Vec<Value> = ev.iter().map(|e| event_json(e, e.value.clone())).collect();
             Ok(json!({
                 "capability": a.capability,
                 "block_id": block,
@@ -797,14 +797,10 @@ pub fn block_history(file: &FileHandle, editor: &str, input: &str) -> Result<Val
         .iter()
         .filter(|e| mentions(e, &id))
         .map(|e| {
-            json!({
-                "seq": e.seq,
-                "created_at": ts!(e.created_at),
-                "editor_id": e.editor_id(),
-                "kind": e.cap_id(),
-                "entity": e.entity,
-                "value": file.resolve_value(&e.value).unwrap_or_else(|_| e.value.clone()),
-            })
+            let value = file
+                .resolve_value(&e.value)
+                .unwrap_or_else(|_| e.value.clone());
+            event_json(e, value)
         })
         .collect();
     Ok(json!({"block_id": id, "count": events.len(), "events": events}))

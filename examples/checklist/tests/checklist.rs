@@ -272,34 +272,39 @@ async fn long_notes_go_to_the_content_store() {
     file.close().await;
 }
 
+/// A command by alice (or bob).
+fn alice(cap: &str, block: Option<&str>, payload: Value) -> Command {
+    Command::new("alice", cap, block, payload)
+}
+
+fn bob(cap: &str, block: Option<&str>, payload: Value) -> Command {
+    Command::new("bob", cap, block, payload)
+}
+
 #[test]
 fn given_when_then() {
     let mut kit = Kit::new(registry());
     kit.given_owner("Alice");
-    kit.given(Command::new(
-        "alice",
+    kit.given(alice(
         "editor.create",
         None,
         json!({"name": "Bob", "editor_id": "bob"}),
     ));
-    let list = kit.given(Command::new(
-        "alice",
+    let list = kit.given(alice(
         "core.create",
         None,
         json!({"name": "l", "block_type": "checklist"}),
     ))[0]
         .entity
         .clone();
-    let note = kit.given(Command::new(
-        "alice",
+    let note = kit.given(alice(
         "core.create",
         None,
         json!({"name": "n", "block_type": "markdown"}),
     ))[0]
         .entity
         .clone();
-    kit.when(Command::new(
-        "alice",
+    kit.when(alice(
         "checklist.add",
         Some(&list),
         json!({"text": "  milk "}),
@@ -313,65 +318,33 @@ fn given_when_then() {
                 done: false,
             }]
     });
-    kit.when(Command::new(
-        "alice",
-        "checklist.add",
-        Some(&list),
-        json!({"text": " "}),
-    ))
-    .rejected("invalid_payload", "empty");
-    kit.when(Command::new(
-        "alice",
-        "checklist.add",
-        Some(&list),
-        json!({"txt": "x"}),
-    ))
-    .rejected("invalid_payload", "unknown field");
-    kit.when(Command::new(
-        "alice",
-        "checklist.add",
-        Some(&note),
-        json!({"text": "x"}),
-    ))
-    .rejected("rejected", "works on checklist blocks");
-    kit.when(Command::new(
-        "alice",
-        "checklist.tick",
-        Some(&list),
-        json!({"index": 4}),
-    ))
-    .rejected("rejected", "item 4 does not exist");
+    kit.when(alice("checklist.add", Some(&list), json!({"text": " "})))
+        .rejected("invalid_payload", "empty");
+    kit.when(alice("checklist.add", Some(&list), json!({"txt": "x"})))
+        .rejected("invalid_payload", "unknown field");
+    kit.when(alice("checklist.add", Some(&note), json!({"text": "x"})))
+        .rejected("rejected", "works on checklist blocks");
+    kit.when(alice("checklist.tick", Some(&list), json!({"index": 4})))
+        .rejected("rejected", "item 4 does not exist");
     // CBAC covers the new capabilities like the built-ins.
-    kit.when(Command::new(
-        "bob",
-        "checklist.tick",
-        Some(&list),
-        json!({"index": 0}),
-    ))
-    .rejected("unauthorized", "checklist.tick");
-    kit.given(Command::new(
-        "alice",
+    kit.when(bob("checklist.tick", Some(&list), json!({"index": 0})))
+        .rejected("unauthorized", "checklist.tick");
+    kit.given(alice(
         "core.grant",
         Some(&list),
         json!({"editor_id": "bob", "cap_id": "checklist.tick"}),
     ));
-    kit.when(Command::new(
-        "bob",
-        "checklist.tick",
-        Some(&list),
-        json!({"index": 0}),
-    ))
-    .kinds(&["checklist.tick"])
-    .state(|s| items(s.block(&list).unwrap())[0].done);
+    kit.when(bob("checklist.tick", Some(&list), json!({"index": 0})))
+        .kinds(&["checklist.tick"])
+        .state(|s| items(s.block(&list).unwrap())[0].done);
     // Relations and deletion work on checklist blocks as on any block.
-    kit.when(Command::new(
-        "alice",
+    kit.when(alice(
         "core.link",
         Some(&list),
         json!({"to": note, "relation": "reference"}),
     ))
     .kinds(&["core.link"]);
-    kit.when(Command::new("alice", "core.delete", Some(&list), json!({})))
+    kit.when(alice("core.delete", Some(&list), json!({})))
         .state(|s| s.block(&list).is_none() && s.parents_of(&note).count() == 0);
 }
 
