@@ -20,6 +20,8 @@ pub struct EffectsConfig {
     pub provider_factory: Option<crate::invoke::ProviderFactory>,
     /// Concurrency, retries, restarts, observer.
     pub runtime: RuntimeConfig,
+    /// An embedder's own effects, run beside the built-in ones (see docs/EMBEDDING.md).
+    pub extra: EffectSet,
 }
 
 impl std::fmt::Debug for EffectsConfig {
@@ -39,6 +41,7 @@ impl Default for EffectsConfig {
             terminal_output_limit: 256 * 1024,
             provider_factory: None,
             runtime: RuntimeConfig::default(),
+            extra: EffectSet::new(),
         }
     }
 }
@@ -61,7 +64,8 @@ pub fn default_elfiee_bin() -> PathBuf {
     PathBuf::from("elfiee")
 }
 
-/// The built-in effects: Claude Code integration, terminal, export, LLM.
+/// The built-in effects (Claude Code integration, terminal, export, LLM), then the config's
+/// `extra` ones.
 pub fn builtin_effects(config: &EffectsConfig) -> EffectSet {
     let mut set = EffectSet::new();
     set.register(crate::claude::ClaudeIntegration {
@@ -77,6 +81,7 @@ pub fn builtin_effects(config: &EffectsConfig) -> EffectSet {
             .clone()
             .unwrap_or_else(crate::invoke::default_provider_factory),
     });
+    set.extend(&config.extra);
     set
 }
 

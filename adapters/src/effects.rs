@@ -88,6 +88,12 @@ impl EffectSet {
         self
     }
 
+    /// Adds every effect of `other`.
+    pub fn extend(&mut self, other: &EffectSet) -> &mut Self {
+        self.effects.extend(other.effects.iter().cloned());
+        self
+    }
+
     pub fn names(&self) -> Vec<&'static str> {
         self.effects.iter().map(|e| e.name()).collect()
     }

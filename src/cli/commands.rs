@@ -45,8 +45,7 @@ impl Session {
             })?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
-        let effects =
-            Some(elfiee_adapters::attach(&file, elfiee_adapters::EffectsConfig::default()).await?);
+        let effects = Some(elfiee_adapters::attach(&file, super::effects_config()).await?);
         Ok(Session {
             file,
             editor,

@@ -50,6 +50,16 @@ pub fn main() -> ExitCode {
 /// returns its exit code (0 done, 1 rejected, 2 usage). Call it before anything uses
 /// [`Engine::global`]: otherwise it refuses with exit code 1.
 pub fn main_with(config: EngineConfig) -> ExitCode {
+    main_with_effects(config, crate::adapters::effects::EffectSet::new())
+}
+
+/// [`main_with`], with the program's own effects run beside the built-in ones by every
+/// command that opens a document (see docs/EMBEDDING.md, "Your own block types").
+pub fn main_with_effects(
+    config: EngineConfig,
+    effects: crate::adapters::effects::EffectSet,
+) -> ExitCode {
+    let _ = EXTRA_EFFECTS.set(effects);
     let args = Cli::parse();
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
@@ -84,6 +94,18 @@ pub fn main_with(config: EngineConfig) -> ExitCode {
             e.report(json);
             ExitCode::from(e.code())
         }
+    }
+}
+
+/// The effects [`main_with_effects`] was given (none for the plain `elfiee`).
+static EXTRA_EFFECTS: std::sync::OnceLock<crate::adapters::effects::EffectSet> =
+    std::sync::OnceLock::new();
+
+/// The effects config the CLI attaches: the defaults plus the program's own effects.
+pub(crate) fn effects_config() -> crate::adapters::EffectsConfig {
+    crate::adapters::EffectsConfig {
+        extra: EXTRA_EFFECTS.get().cloned().unwrap_or_default(),
+        ..Default::default()
     }
 }
 

@@ -14,5 +14,11 @@ done?: boolean, };
 
 export type NotesPayload = { notes: string, };
 
+export type ExportPayload = { 
+/**
+ * Absolute path of the Markdown file to write.
+ */
+path: string, };
+
 export type Item = { text: string, done: boolean, };
 

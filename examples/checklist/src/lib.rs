@@ -6,17 +6,24 @@
 //! - `checklist.tick {index, done}` ticks (or unticks) an item; ticking a ticked item commits
 //!   nothing;
 //! - `checklist.notes {notes}` sets the list's notes, a body that goes to the content store
-//!   when it is 256 bytes or more (the built-in block patch fold handles the reference).
+//!   when it is 256 bytes or more (the built-in block patch fold handles the reference);
+//! - `checklist.export {path}` asks for the list to be written to a Markdown file: a request
+//!   that changes no state. The [`ExportEffect`] does the writing (I/O lives in effects, never
+//!   in handlers) and records `checklist.exported {trigger_seq, path, bytes | error}`, whose
+//!   fold keeps it in `metadata.custom.last_export`. Replaying the log writes nothing.
 //!
 //! [`registry`] is the built-in registry plus these; give it to the engine
-//! (`EngineConfig { registry, .. }`), the command line (`elfiee::cli::main_with`, see
-//! `src/main.rs`) and the test kit (`elfiee::testkit::Check::new(registry())`).
+//! (`EngineConfig { registry, .. }`), the command line (`elfiee::cli::main_with_effects`
+//! with [`effects`], see `src/main.rs`) and the test kit
+//! (`elfiee::testkit::Check::new(registry())`).
 
 use std::sync::Arc;
 
+use elfiee::adapters::effects::{BoxFuture, Effect, EffectCx, EffectSet, FailedOutcome};
 use elfiee::capabilities::{Capability, Registry, Target};
 use elfiee::model::{Block, CapError, Command, Ctx, Event, EventDraft};
 use elfiee::projections::{fold_patch, update_block, Fold, State};
+use elfiee::EngineError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use ts_rs::TS;
@@ -70,6 +77,8 @@ pub fn registry() -> Registry {
     r.register(Arc::new(Add));
     r.register(Arc::new(Tick));
     r.register(Arc::new(Notes));
+    r.register(Arc::new(Export));
+    r.register(Arc::new(Exported));
     r.declare_body("checklist.notes", &["notes"]);
     r.declare_block_body(BLOCK_TYPE, &["notes"]);
     r
@@ -226,4 +235,149 @@ impl Capability for Notes {
     fn fold(&self) -> Option<Arc<dyn Fold>> {
         Some(Arc::new(fold_patch))
     }
+}
+
+/// `checklist.export`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
+#[serde(deny_unknown_fields)]
+pub struct ExportPayload {
+    /// Absolute path of the Markdown file to write.
+    pub path: String,
+}
+
+/// The request: checked here (pure), carried out by [`ExportEffect`].
+pub struct Export;
+
+impl Capability for Export {
+    fn id(&self) -> &'static str {
+        "checklist.export"
+    }
+
+    fn target(&self) -> Target {
+        Target::Block(Some(BLOCK_TYPE))
+    }
+
+    fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p: ExportPayload = parse(cmd)?;
+        if !std::path::Path::new(&p.path).is_absolute() || !p.path.ends_with(".md") {
+            return Err(CapError::payload(
+                self.id(),
+                format!("'{}' is not an absolute path to a .md file", p.path),
+            ));
+        }
+        let block = target(cmd, state)?;
+        Ok(vec![EventDraft::new(
+            &block.block_id,
+            self.id(),
+            json!({"path": p.path}),
+        )])
+    }
+}
+
+/// The effect's record, authorized by the request's capability (as `terminal.output` is by
+/// `terminal.execute`).
+pub struct Exported;
+
+impl Capability for Exported {
+    fn id(&self) -> &'static str {
+        "checklist.exported"
+    }
+
+    fn target(&self) -> Target {
+        Target::Block(Some(BLOCK_TYPE))
+    }
+
+    fn authorized_by(&self, _: &Command) -> &'static str {
+        "checklist.export"
+    }
+
+    fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        if cmd
+            .payload
+            .get("trigger_seq")
+            .and_then(Value::as_u64)
+            .is_none()
+        {
+            return Err(CapError::payload(
+                self.id(),
+                "expected an object with a numeric 'trigger_seq'",
+            ));
+        }
+        let block = target(cmd, state)?;
+        Ok(vec![EventDraft::new(
+            &block.block_id,
+            self.id(),
+            cmd.payload.clone(),
+        )])
+    }
+
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        Some(Arc::new(|state: &mut State, event: &Event| {
+            update_block(state, event, |b, v| {
+                b.metadata.custom.insert("last_export".into(), v.clone());
+            })
+        }))
+    }
+}
+
+/// The list as Markdown: `- [x] text` per item.
+pub fn markdown(block: &Block) -> String {
+    let mut out = format!("# {}\n\n", block.name);
+    for item in items(block) {
+        let mark = if item.done { 'x' } else { ' ' };
+        out.push_str(&format!("- [{mark}] {}\n", item.text));
+    }
+    out
+}
+
+/// Writes the list named by a `checklist.export` event to its path, then records
+/// `checklist.exported`. Runs where a host attaches effects (the CLI does, for every
+/// command; so does `elfiee::adapters::attach` with [`effects`] as `extra`).
+pub struct ExportEffect;
+
+impl Effect for ExportEffect {
+    fn name(&self) -> &'static str {
+        "checklist-export"
+    }
+
+    fn wants(&self, event: &Event) -> bool {
+        event.cap_id() == "checklist.export"
+    }
+
+    fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(async move {
+            let path = e
+                .value
+                .get("path")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let text = cx.file.block(&e.entity).map(|b| markdown(&b));
+            let mut out = json!({"trigger_seq": e.seq, "path": path});
+            match text {
+                None => out["error"] = json!(format!("block {} no longer exists", e.entity)),
+                Some(text) => match std::fs::write(path, &text) {
+                    Ok(()) => out["bytes"] = json!(text.len()),
+                    Err(err) => out["error"] = json!(format!("cannot write {path}: {err}")),
+                },
+            }
+            cx.record(e, "outcome", "checklist.exported", &e.entity, out)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn failed_outcome(&self, e: &Event, why: &str) -> FailedOutcome {
+        FailedOutcome {
+            cap_id: "checklist.exported",
+            block_id: e.entity.clone(),
+            payload: json!({"trigger_seq": e.seq, "path": e.value.get("path"), "error": why}),
+        }
+    }
+}
+
+/// The checklist's effects, for `EffectsConfig::extra` or `cli::main_with_effects`.
+pub fn effects() -> EffectSet {
+    let mut set = EffectSet::new();
+    set.register(ExportEffect);
+    set
 }

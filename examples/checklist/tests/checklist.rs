@@ -398,6 +398,7 @@ fn typescript_types_of_the_payloads_are_current() {
         elfiee_checklist::AddPayload::decl(&cfg),
         elfiee_checklist::TickPayload::decl(&cfg),
         elfiee_checklist::NotesPayload::decl(&cfg),
+        elfiee_checklist::ExportPayload::decl(&cfg),
         Item::decl(&cfg),
     ] {
         out.push_str(&format!("export {decl}\n\n"));
@@ -475,4 +476,99 @@ async fn mcp_exec_and_time_travel_serve_checklists() {
         }]
     );
     file.close().await;
+}
+
+/// A custom effect registers as the built-in ones do: the export request is committed, the
+/// effect writes the file and records its outcome; a replay of the log writes nothing; the
+/// checklist's command line runs the effect too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_export_effect_writes_the_list_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("export.elf");
+    let out = dir.path().join("list.md");
+    let engine = engine();
+    let file = engine.init(&elf, "Alice").await.unwrap();
+    let effects = elfiee::adapters::attach(
+        &file,
+        elfiee::adapters::EffectsConfig {
+            extra: elfiee_checklist::effects(),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let list = submit(
+        &file,
+        "core.create",
+        None,
+        json!({"name": "errands", "block_type": "checklist"}),
+    )
+    .await[0]
+        .entity
+        .clone();
+    submit(
+        &file,
+        "checklist.add",
+        Some(&list),
+        json!({"text": "post office"}),
+    )
+    .await;
+    submit(&file, "checklist.add", Some(&list), json!({"text": "bank"})).await;
+    submit(&file, "checklist.tick", Some(&list), json!({"index": 1})).await;
+    let bad = file
+        .submit(Command::new(
+            "alice",
+            "checklist.export",
+            Some(&list),
+            json!({"path": "list.md"}),
+        ))
+        .await
+        .unwrap_err();
+    assert!(bad.to_string().contains("not an absolute path"), "{bad}");
+    submit(
+        &file,
+        "checklist.export",
+        Some(&list),
+        json!({"path": out.to_str().unwrap()}),
+    )
+    .await;
+    effects
+        .settle(&file, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    let expected = "# errands\n\n- [ ] post office\n- [x] bank\n";
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
+    let last = file.block(&list).unwrap().metadata.custom["last_export"].clone();
+    assert_eq!(last["bytes"], json!(expected.len()), "{last}");
+    assert_eq!(last["path"], json!(out.to_str().unwrap()));
+    file.close().await;
+    effects.join().await;
+    drop(file);
+
+    // Replaying the log rebuilds the outcome without running the effect again.
+    std::fs::remove_file(&out).unwrap();
+    let (_, state) = elfiee::engine::replay_with(&elf, registry().folds(), |_, _| {}).unwrap();
+    assert_eq!(
+        state.block(&list).unwrap().metadata.custom["last_export"],
+        last
+    );
+    assert!(!out.exists());
+
+    // The checklist's command line attaches the effect: the request is carried out before
+    // the command returns.
+    let again = dir.path().join("again.md");
+    cli_json(
+        &elf,
+        &[
+            "exec",
+            "checklist.export",
+            "--block",
+            "errands",
+            "--payload",
+            &json!({"path": again.to_str().unwrap()}).to_string(),
+        ],
+    );
+    assert!(std::fs::read_to_string(&again)
+        .unwrap()
+        .contains("- [x] bank"));
 }
