@@ -9,6 +9,16 @@
 //! - `tests/broker.rs`: the JetStream features the design relies on, against that server —
 //!   message-id deduplication and its window, the last message on a subject, expected last
 //!   subject sequence, durable pull consumers with explicit ack, redelivery, termination,
-//!   and a client that rides out a partition.
+//!   and a client that rides out a partition;
+//! - [`identity`]: node keys (Ed25519), an event's origin (`node`, `origin_seq`, `prev`,
+//!   `deps`), its id (blake3 of origin and change, independent of local seqs) and signature,
+//!   and why a forged event is rejected;
+//! - [`merge`]: the merge order (Lamport time, node, id) every node folds in, and causal
+//!   order ("happened before", concurrency) for conflicts.
+//!
+//! Not built yet: the publisher and ingest actors, folding in merge order with rollback,
+//! conflicts and CBAC at merge, content chunks, `node.add`, `elfiee sync status`.
 
+pub mod identity;
+pub mod merge;
 pub mod testing;

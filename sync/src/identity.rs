@@ -1,0 +1,365 @@
+//! Event identity across devices: who wrote an event (the node's Ed25519 key), where it sits
+//! in that node's own history (`origin_seq`, `prev`), what it had seen of the others
+//! (`deps`), an id that hashes all of that with the change itself — independent of any
+//! device's local `seq` — and the node's signature over the id.
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use elfiee_model::Event;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// A node (device): its Ed25519 public key. Shown as 64 hex characters, which is also how it
+/// appears in subjects (`elf.<doc>.ev.<node>`) and message ids (`<node>:<origin_seq>`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct NodeId(pub [u8; 32]);
+
+impl NodeId {
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+}
+
+impl fmt::Debug for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeId({})", &self.to_hex()[..12])
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// An event's id: blake3 of its origin and its change (see [`SyncEvent::id_of`]).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct EventId(pub [u8; 32]);
+
+impl EventId {
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    /// The local event id (a UUID) of the event with this id: its first 16 bytes.
+    pub fn uuid(&self) -> uuid::Uuid {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&self.0[..16]);
+        uuid::Builder::from_random_bytes(b).into_uuid()
+    }
+}
+
+impl fmt::Debug for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "EventId({})", &self.to_hex()[..12])
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A node's signing key.
+pub struct NodeKey(SigningKey);
+
+impl NodeKey {
+    /// A new random key.
+    pub fn generate() -> NodeKey {
+        let mut seed = [0u8; 32];
+        seed[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        seed[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        NodeKey::from_seed(seed)
+    }
+
+    /// The key of a 32-byte secret seed (what a node keeps on disk).
+    pub fn from_seed(seed: [u8; 32]) -> NodeKey {
+        NodeKey(SigningKey::from_bytes(&seed))
+    }
+
+    pub fn seed(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    pub fn node(&self) -> NodeId {
+        NodeId(self.0.verifying_key().to_bytes())
+    }
+}
+
+/// Where an event sits in its node's history and what it had seen of the others.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Origin {
+    pub node: NodeId,
+    /// 1, 2, 3, … per node, without gaps.
+    pub seq: u64,
+    /// The id of the node's previous own event (`None` for its first).
+    pub prev: Option<EventId>,
+    /// The ids of the other nodes' latest events the node had applied, sorted.
+    pub deps: Vec<EventId>,
+}
+
+/// An event as it travels between nodes: its origin, the change, its id and signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncEvent {
+    pub origin: Origin,
+    pub cmd_id: uuid::Uuid,
+    pub entity: String,
+    /// `"<editor_id>/<kind>"`, as in a local event.
+    pub attribute: String,
+    pub value: Value,
+    pub clock: BTreeMap<String, u64>,
+    /// Milliseconds since the epoch.
+    pub created_at: i64,
+    pub id: EventId,
+    #[serde(with = "sig_bytes")]
+    pub sig: [u8; 64],
+}
+
+/// Why an event from another node is not stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("its signature does not verify with the key of node {0}")]
+    BadSignature(String),
+    #[error("node {0} is not a member of this document (no node.add for it)")]
+    UnknownNode(String),
+    #[error("its id does not hash its contents (stored {stored}, computed {computed})")]
+    WrongHash { stored: String, computed: String },
+    #[error("it does not follow the node's previous event (origin_seq {seq}: {why})")]
+    BrokenPrev { seq: u64, why: String },
+    #[error("it does not decode: {0}")]
+    Malformed(String),
+}
+
+/// The bytes an id hashes: everything but the id and the signature, in a fixed encoding.
+#[derive(Serialize)]
+struct Hashed<'a> {
+    origin: &'a Origin,
+    cmd_id: &'a uuid::Uuid,
+    entity: &'a str,
+    attribute: &'a str,
+    value: &'a Value,
+    clock: &'a BTreeMap<String, u64>,
+    created_at: i64,
+}
+
+impl SyncEvent {
+    /// Seals a locally committed event: its origin, its id, the node's signature.
+    pub fn seal(key: &NodeKey, origin: Origin, event: &Event) -> SyncEvent {
+        let mut e = SyncEvent {
+            origin,
+            cmd_id: event.cmd_id,
+            entity: event.entity.clone(),
+            attribute: event.attribute.clone(),
+            value: event.value.clone(),
+            clock: event.clock.clone(),
+            created_at: event.created_at.timestamp_millis(),
+            id: EventId([0; 32]),
+            sig: [0; 64],
+        };
+        e.id = e.id_of();
+        e.sig = key.0.sign(&e.id.0).to_bytes();
+        e
+    }
+
+    /// blake3 of the origin and the change (MessagePack, named fields).
+    pub fn id_of(&self) -> EventId {
+        let hashed = Hashed {
+            origin: &self.origin,
+            cmd_id: &self.cmd_id,
+            entity: &self.entity,
+            attribute: &self.attribute,
+            value: &self.value,
+            clock: &self.clock,
+            created_at: self.created_at,
+        };
+        // Plain data into a Vec: cannot fail.
+        let bytes = rmp_serde::to_vec_named(&hashed).unwrap_or_default();
+        EventId(*blake3::hash(&bytes).as_bytes())
+    }
+
+    /// Checks the id against the contents and the signature against the node's key
+    /// (`key_of`: the document's members). `prev` is checked by whoever knows the node's
+    /// history ([`crate::merge::MergeIndex::insert`]).
+    pub fn verify(&self, key_of: impl Fn(&NodeId) -> Option<[u8; 32]>) -> Result<(), Rejection> {
+        let node = self.origin.node;
+        let key = key_of(&node).ok_or_else(|| Rejection::UnknownNode(node.to_hex()))?;
+        if key != node.0 {
+            return Err(Rejection::BadSignature(node.to_hex()));
+        }
+        let computed = self.id_of();
+        if computed != self.id {
+            return Err(Rejection::WrongHash {
+                stored: self.id.to_hex(),
+                computed: computed.to_hex(),
+            });
+        }
+        let key =
+            VerifyingKey::from_bytes(&key).map_err(|_| Rejection::BadSignature(node.to_hex()))?;
+        key.verify(&self.id.0, &Signature::from_bytes(&self.sig))
+            .map_err(|_| Rejection::BadSignature(node.to_hex()))
+    }
+
+    /// The local event for this one (`seq` and `hash` are the local log's to set); its
+    /// `event_id` is the first 16 bytes of the id.
+    pub fn to_event(&self) -> Event {
+        Event {
+            seq: 0,
+            event_id: self.id.uuid(),
+            cmd_id: self.cmd_id,
+            entity: self.entity.clone(),
+            attribute: self.attribute.clone(),
+            value: self.value.clone(),
+            clock: self.clock.clone(),
+            created_at: DateTime::<Utc>::from_timestamp_millis(self.created_at).unwrap_or_default(),
+            hash: elfiee_model::EventHash::ZERO,
+        }
+    }
+
+    /// The wire form (MessagePack).
+    pub fn encode(&self) -> Vec<u8> {
+        // Plain data into a Vec: cannot fail.
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<SyncEvent, Rejection> {
+        rmp_serde::from_slice(bytes).map_err(|e| Rejection::Malformed(e.to_string()))
+    }
+}
+
+mod sig_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(sig: &[u8; 64], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(sig)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 64], D::Error> {
+        let v: serde_bytes_compat::Bytes = Deserialize::deserialize(d)?;
+        v.0.try_into()
+            .map_err(|_| serde::de::Error::custom("a signature is 64 bytes"))
+    }
+
+    /// Reads MessagePack bin (or a sequence of numbers) into bytes.
+    mod serde_bytes_compat {
+        pub struct Bytes(pub Vec<u8>);
+        impl<'de> serde::Deserialize<'de> for Bytes {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Bytes;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("bytes")
+                    }
+                    fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
+                        Ok(Bytes(v.to_vec()))
+                    }
+                    fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Bytes, E> {
+                        Ok(Bytes(v))
+                    }
+                    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                        self,
+                        mut seq: A,
+                    ) -> Result<Bytes, A::Error> {
+                        let mut out = Vec::new();
+                        while let Some(b) = seq.next_element::<u8>()? {
+                            out.push(b);
+                        }
+                        Ok(Bytes(out))
+                    }
+                }
+                d.deserialize_bytes(V)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(value: Value) -> Event {
+        Event {
+            seq: 7,
+            event_id: uuid::Uuid::nil(),
+            cmd_id: uuid::Uuid::from_u128(42),
+            entity: "b1".into(),
+            attribute: "alice/markdown.write".into(),
+            value,
+            clock: [("n:alice".to_string(), 3)].into(),
+            created_at: DateTime::from_timestamp_millis(1_700_000_000_123).unwrap(),
+            hash: elfiee_model::EventHash::ZERO,
+        }
+    }
+
+    fn origin(key: &NodeKey) -> Origin {
+        Origin {
+            node: key.node(),
+            seq: 1,
+            prev: None,
+            deps: vec![],
+        }
+    }
+
+    #[test]
+    fn a_sealed_event_verifies_survives_the_wire_and_keeps_its_change() {
+        let key = NodeKey::from_seed([1; 32]);
+        let e = event(json!({"contents": {"markdown": "# hi"}}));
+        let s = SyncEvent::seal(&key, origin(&key), &e);
+        let members = |n: &NodeId| (*n == key.node()).then_some(key.node().0);
+        s.verify(members).unwrap();
+        let back = SyncEvent::decode(&s.encode()).unwrap();
+        assert_eq!(back, s);
+        back.verify(members).unwrap();
+        let local = back.to_event();
+        assert_eq!(
+            (local.entity, local.value, local.created_at),
+            (e.entity.clone(), e.value.clone(), e.created_at)
+        );
+        assert_eq!(local.event_id, s.id.uuid());
+        // The id does not depend on the local seq.
+        let mut elsewhere = e.clone();
+        elsewhere.seq = 99;
+        assert_eq!(SyncEvent::seal(&key, origin(&key), &elsewhere).id, s.id);
+    }
+
+    #[test]
+    fn forged_events_are_rejected_with_the_reason() {
+        let key = NodeKey::from_seed([1; 32]);
+        let other = NodeKey::from_seed([2; 32]);
+        let members = |n: &NodeId| [key.node(), other.node()].contains(n).then_some(n.0);
+        let s = SyncEvent::seal(&key, origin(&key), &event(json!({"n": 1})));
+        // The change altered after signing: the id no longer hashes it.
+        let mut altered = s.clone();
+        altered.value = json!({"n": 2});
+        assert!(matches!(
+            altered.verify(members),
+            Err(Rejection::WrongHash { .. })
+        ));
+        // Id recomputed by the forger, but the signature is the original's.
+        altered.id = altered.id_of();
+        assert!(matches!(
+            altered.verify(members),
+            Err(Rejection::BadSignature(_))
+        ));
+        // Signed by another member while claiming this node's origin.
+        let mut claimed = SyncEvent::seal(&other, origin(&key), &event(json!({"n": 1})));
+        claimed.origin.node = key.node();
+        claimed.id = claimed.id_of();
+        claimed.sig = other.0.sign(&claimed.id.0).to_bytes();
+        assert!(matches!(
+            claimed.verify(members),
+            Err(Rejection::BadSignature(_))
+        ));
+        // A node nobody added.
+        let stranger = NodeKey::from_seed([3; 32]);
+        let s = SyncEvent::seal(&stranger, origin(&stranger), &event(json!({})));
+        assert!(matches!(s.verify(members), Err(Rejection::UnknownNode(_))));
+        assert!(matches!(
+            SyncEvent::decode(b"\x01\x02"),
+            Err(Rejection::Malformed(_))
+        ));
+    }
+}
