@@ -14,11 +14,15 @@
 //!   `deps`), its id (blake3 of origin and change, independent of local seqs) and signature,
 //!   and why a forged event is rejected;
 //! - [`merge`]: the merge order (Lamport time, node, id) every node folds in, and causal
-//!   order ("happened before", concurrency) for conflicts.
+//!   order ("happened before", concurrency) for conflicts;
+//! - [`replica`]: the state as the fold of every node's events in merge order, with rollback
+//!   to a checkpoint when an event sorts before applied ones; merge positions as seqs, so
+//!   equal event sets give equal digests.
 //!
-//! Not built yet: the publisher and ingest actors, folding in merge order with rollback,
-//! conflicts and CBAC at merge, content chunks, `node.add`, `elfiee sync status`.
+//! Not built yet: the publisher and ingest actors, conflicts and CBAC at merge, content
+//! chunks, `node.add`, `elfiee sync status`.
 
 pub mod identity;
 pub mod merge;
+pub mod replica;
 pub mod testing;
