@@ -7,7 +7,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-use elfiee_model::Event;
+use elfiee_model::{Command, Event};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -104,6 +104,10 @@ pub struct Origin {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncEvent {
     pub origin: Origin,
+    /// The command this event came from: its capability and target block (`None`: the whole
+    /// file). Every node authorizes the command against its merged state with these.
+    pub cap: String,
+    pub target: Option<String>,
     pub cmd_id: uuid::Uuid,
     pub entity: String,
     /// `"<editor_id>/<kind>"`, as in a local event.
@@ -136,6 +140,8 @@ pub enum Rejection {
 #[derive(Serialize)]
 struct Hashed<'a> {
     origin: &'a Origin,
+    cap: &'a str,
+    target: &'a Option<String>,
     cmd_id: &'a uuid::Uuid,
     entity: &'a str,
     attribute: &'a str,
@@ -145,10 +151,13 @@ struct Hashed<'a> {
 }
 
 impl SyncEvent {
-    /// Seals a locally committed event: its origin, its id, the node's signature.
-    pub fn seal(key: &NodeKey, origin: Origin, event: &Event) -> SyncEvent {
+    /// Seals a locally committed event of `cmd` (for its capability and target): its origin,
+    /// its id, the node's signature.
+    pub fn seal(key: &NodeKey, origin: Origin, cmd: &Command, event: &Event) -> SyncEvent {
         let mut e = SyncEvent {
             origin,
+            cap: cmd.cap_id.clone(),
+            target: cmd.block_id.clone(),
             cmd_id: event.cmd_id,
             entity: event.entity.clone(),
             attribute: event.attribute.clone(),
@@ -167,6 +176,8 @@ impl SyncEvent {
     pub fn id_of(&self) -> EventId {
         let hashed = Hashed {
             origin: &self.origin,
+            cap: &self.cap,
+            target: &self.target,
             cmd_id: &self.cmd_id,
             entity: &self.entity,
             attribute: &self.attribute,
@@ -294,6 +305,10 @@ mod tests {
         }
     }
 
+    fn cmd() -> Command {
+        Command::new("alice", "markdown.write", Some("b1"), json!({}))
+    }
+
     fn origin(key: &NodeKey) -> Origin {
         Origin {
             node: key.node(),
@@ -307,7 +322,7 @@ mod tests {
     fn a_sealed_event_verifies_survives_the_wire_and_keeps_its_change() {
         let key = NodeKey::from_seed([1; 32]);
         let e = event(json!({"contents": {"markdown": "# hi"}}));
-        let s = SyncEvent::seal(&key, origin(&key), &e);
+        let s = SyncEvent::seal(&key, origin(&key), &cmd(), &e);
         let members = |n: &NodeId| (*n == key.node()).then_some(key.node().0);
         s.verify(members).unwrap();
         let back = SyncEvent::decode(&s.encode()).unwrap();
@@ -322,7 +337,10 @@ mod tests {
         // The id does not depend on the local seq.
         let mut elsewhere = e.clone();
         elsewhere.seq = 99;
-        assert_eq!(SyncEvent::seal(&key, origin(&key), &elsewhere).id, s.id);
+        assert_eq!(
+            SyncEvent::seal(&key, origin(&key), &cmd(), &elsewhere).id,
+            s.id
+        );
     }
 
     #[test]
@@ -330,7 +348,7 @@ mod tests {
         let key = NodeKey::from_seed([1; 32]);
         let other = NodeKey::from_seed([2; 32]);
         let members = |n: &NodeId| [key.node(), other.node()].contains(n).then_some(n.0);
-        let s = SyncEvent::seal(&key, origin(&key), &event(json!({"n": 1})));
+        let s = SyncEvent::seal(&key, origin(&key), &cmd(), &event(json!({"n": 1})));
         // The change altered after signing: the id no longer hashes it.
         let mut altered = s.clone();
         altered.value = json!({"n": 2});
@@ -345,7 +363,7 @@ mod tests {
             Err(Rejection::BadSignature(_))
         ));
         // Signed by another member while claiming this node's origin.
-        let mut claimed = SyncEvent::seal(&other, origin(&key), &event(json!({"n": 1})));
+        let mut claimed = SyncEvent::seal(&other, origin(&key), &cmd(), &event(json!({"n": 1})));
         claimed.origin.node = key.node();
         claimed.id = claimed.id_of();
         claimed.sig = other.0.sign(&claimed.id.0).to_bytes();
@@ -355,7 +373,7 @@ mod tests {
         ));
         // A node nobody added.
         let stranger = NodeKey::from_seed([3; 32]);
-        let s = SyncEvent::seal(&stranger, origin(&stranger), &event(json!({})));
+        let s = SyncEvent::seal(&stranger, origin(&stranger), &cmd(), &event(json!({})));
         assert!(matches!(s.verify(members), Err(Rejection::UnknownNode(_))));
         assert!(matches!(
             SyncEvent::decode(b"\x01\x02"),

@@ -17,10 +17,10 @@
 //!   order ("happened before", concurrency) for conflicts;
 //! - [`replica`]: the state as the fold of every node's events in merge order, with rollback
 //!   to a checkpoint when an event sorts before applied ones; merge positions as seqs, so
-//!   equal event sets give equal digests.
+//!   equal event sets give equal digests; CBAC at merge, conflicts, skipped changes.
 //!
-//! Not built yet: the publisher and ingest actors, conflicts and CBAC at merge, content
-//! chunks, `node.add`, `elfiee sync status`.
+//! Not built yet: the publisher and ingest actors over JetStream, content chunks,
+//! `node.add`, `elfiee sync status`.
 
 pub mod identity;
 pub mod merge;

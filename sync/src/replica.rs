@@ -5,12 +5,25 @@
 //! rolls the state back to the newest checkpoint before its position and folds the rest
 //! again. Events are folded with their merge position as `seq`, so the state — and its
 //! digest — depends only on the set of events, never on a device's local log order.
+//!
+//! The fold also decides, the same way on every node:
+//! - **CBAC at merge.** A command is authorized (its capability, as `authorized_by` maps it,
+//!   on its target) against the state just before its first event in merge order; when it
+//!   fails, none of its events is applied, and their ids are listed in
+//!   `extensions.sync.unauthorized`.
+//! - **Conflicts.** Of two writes to one block (`markdown.write`, `code.write`,
+//!   `core.rename`) where neither is in the other's causal past, the later in merge order
+//!   wins; the pair is listed in the block's `metadata.custom.conflicts` (`winner`, `loser`).
+//! - **Skips.** A change to a block that a concurrent delete removed, and a link that would
+//!   close a cycle once both sides merged, are not applied and are listed in
+//!   `extensions.sync.skipped` (`id`, `reason`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use elfiee_capabilities::Registry;
-use elfiee_model::Event;
+use elfiee_model::{Command, Event, Relation};
 use elfiee_projections::State;
+use serde_json::{json, Value};
 
 use crate::identity::{EventId, SyncEvent};
 use crate::merge::{InsertError, MergeIndex, MergeKey};
@@ -36,17 +49,30 @@ pub struct Replica {
     registry: Registry,
     index: MergeIndex,
     events: HashMap<EventId, Event>,
+    /// Per event: the command's capability and target, as sealed.
+    commands: HashMap<EventId, (String, Option<String>)>,
     /// Applied events in merge order (all of them: everything added is applied).
     applied: Vec<MergeKey>,
     state: State,
-    /// Position (number of events folded) → the state after them.
-    checkpoints: BTreeMap<usize, State>,
+    /// Position (number of events folded) → the state after them, and the fold's memory.
+    checkpoints: BTreeMap<usize, (State, FoldMemory)>,
+    memory: FoldMemory,
 }
+
+/// What the fold remembers besides the state: each command's verdict, each block's last write.
+#[derive(Clone, Default)]
+struct FoldMemory {
+    verdicts: HashMap<uuid::Uuid, bool>,
+    last_write: HashMap<String, EventId>,
+}
+
+/// Kinds that overwrite a block's content or name.
+const WRITES: [&str; 3] = ["markdown.write", "code.write", "core.rename"];
 
 impl Replica {
     pub fn new(registry: Registry) -> Replica {
         let mut checkpoints = BTreeMap::new();
-        checkpoints.insert(0, State::default());
+        checkpoints.insert(0, (State::default(), FoldMemory::default()));
         Replica {
             registry,
             index: MergeIndex::new(),
@@ -54,6 +80,8 @@ impl Replica {
             applied: Vec::new(),
             state: State::default(),
             checkpoints,
+            memory: FoldMemory::default(),
+            commands: HashMap::new(),
         }
     }
 
@@ -86,6 +114,8 @@ impl Replica {
         }
         let key = self.index.insert(e.id, &e.origin)?;
         self.events.insert(e.id, e.to_event());
+        self.commands
+            .insert(e.id, (e.cap.clone(), e.target.clone()));
         let at = self.applied.partition_point(|k| *k < key);
         self.applied.insert(at, key);
         if at + 1 == self.applied.len() {
@@ -94,12 +124,13 @@ impl Replica {
         }
         // Roll back to the newest checkpoint at or before `at` and fold the rest again.
         self.checkpoints.retain(|pos, _| *pos <= at);
-        let (&from, state) = self
+        let (&from, (state, memory)) = self
             .checkpoints
             .iter()
             .next_back()
             .expect("the empty state is always a checkpoint");
         self.state = state.clone();
+        self.memory = memory.clone();
         let refolded = self.applied.len() - from;
         self.fold_from(from);
         Ok(Added::Reordered { refolded })
@@ -108,12 +139,21 @@ impl Replica {
     /// Folds `applied[from..]` onto the state, which holds the first `from` events.
     fn fold_from(&mut self, from: usize) {
         for pos in from..self.applied.len() {
-            let mut e = self.events[&self.applied[pos].id].clone();
-            e.seq = pos as u64 + 1;
-            self.registry.apply(&mut self.state, &e);
+            let id = self.applied[pos].id;
+            fold_one(
+                &self.registry,
+                &self.index,
+                &mut self.state,
+                &mut self.memory,
+                id,
+                &self.events[&id],
+                &self.commands[&id],
+                pos,
+            );
             let done = pos + 1;
             if done % CHECKPOINT_EVERY == 0 {
-                self.checkpoints.insert(done, self.state.clone());
+                self.checkpoints
+                    .insert(done, (self.state.clone(), self.memory.clone()));
             }
         }
     }
@@ -121,11 +161,111 @@ impl Replica {
     /// The state folded from scratch in merge order (what [`Replica::state`] must equal).
     pub fn refold(&self) -> State {
         let mut state = State::default();
+        let mut memory = FoldMemory::default();
         for (pos, key) in self.applied.iter().enumerate() {
-            let mut e = self.events[&key.id].clone();
-            e.seq = pos as u64 + 1;
-            self.registry.apply(&mut state, &e);
+            fold_one(
+                &self.registry,
+                &self.index,
+                &mut state,
+                &mut memory,
+                key.id,
+                &self.events[&key.id],
+                &self.commands[&key.id],
+                pos,
+            );
         }
         state
     }
+}
+
+/// Folds the event at merge position `pos` (0-based): authorization of its command, skips,
+/// the registry's fold with the position as seq, and the conflict list.
+#[allow(clippy::too_many_arguments)]
+fn fold_one(
+    registry: &Registry,
+    index: &MergeIndex,
+    state: &mut State,
+    memory: &mut FoldMemory,
+    id: EventId,
+    event: &Event,
+    (cap, target): &(String, Option<String>),
+    pos: usize,
+) {
+    let mut e = event.clone();
+    e.seq = pos as u64 + 1;
+    let allowed = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
+        let cmd = Command::new(e.editor_id(), cap, target.as_deref(), Value::Null);
+        let authorized_by = registry
+            .get(cap)
+            .map(|c| c.authorized_by(&cmd))
+            .unwrap_or(cap.as_str());
+        let block = target.as_deref().and_then(|t| state.block(t));
+        elfiee_capabilities::cbac::authorize(state, e.editor_id(), authorized_by, block).is_ok()
+    });
+    if !allowed {
+        sync_list(state, "unauthorized").push(json!(id.to_hex()));
+        return;
+    }
+    let kind = e.cap_id().to_owned();
+    let touches_block = WRITES.contains(&kind.as_str())
+        || matches!(kind.as_str(), "core.link" | "core.update_metadata");
+    if touches_block && state.block(&e.entity).is_none() {
+        sync_list(state, "skipped")
+            .push(json!({"id": id.to_hex(), "reason": "its block was deleted"}));
+        return;
+    }
+    if kind == "core.link" {
+        let to = e
+            .value
+            .get("to")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let rel = e
+            .value
+            .get("relation")
+            .and_then(Value::as_str)
+            .and_then(Relation::parse);
+        if rel.is_some() && (to == e.entity || state.reaches(to, &e.entity)) {
+            sync_list(state, "skipped")
+                .push(json!({"id": id.to_hex(), "reason": "the link would close a cycle"}));
+            return;
+        }
+    }
+    registry.apply(state, &e);
+    if WRITES.contains(&kind.as_str()) {
+        if let Some(loser) = memory.last_write.insert(e.entity.clone(), id) {
+            if index.concurrent(&loser, &id) {
+                if let Some(b) = state.blocks.get_mut(&e.entity) {
+                    let list = b
+                        .metadata
+                        .custom
+                        .entry("conflicts".into())
+                        .or_insert_with(|| json!([]));
+                    if let Some(list) = list.as_array_mut() {
+                        list.push(json!({"winner": id.to_hex(), "loser": loser.to_hex()}));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `extensions.sync.<key>` as a list (made if missing).
+fn sync_list<'s>(state: &'s mut State, key: &str) -> &'s mut Vec<Value> {
+    let sync = state
+        .extensions
+        .entry("sync".into())
+        .or_insert_with(|| json!({}));
+    if !sync.is_object() {
+        *sync = json!({});
+    }
+    let list = sync
+        .as_object_mut()
+        .expect("made an object above")
+        .entry(key.to_owned())
+        .or_insert_with(|| json!([]));
+    if !list.is_array() {
+        *list = json!([]);
+    }
+    list.as_array_mut().expect("made an array above")
 }

@@ -60,7 +60,7 @@ impl Node {
         };
         for e in events {
             let origin = self.replica.index().next_origin(self.key.node());
-            let sealed = SyncEvent::seal(&self.key, origin, &e);
+            let sealed = SyncEvent::seal(&self.key, origin, &cmd, &e);
             assert_eq!(self.replica.add(&sealed).unwrap(), Added::Appended);
             self.log.push(sealed);
         }
@@ -197,4 +197,109 @@ fn an_event_that_sorts_before_applied_ones_rolls_back_and_refolds() {
     assert_eq!(nodes[1].replica.state().blocks.len(), 2);
     // A redelivery changes nothing.
     assert_eq!(nodes[1].replica.add(&first).unwrap(), Added::Duplicate);
+}
+
+/// The partition case of the issue, on replicas: A and B write one block while cut off, and
+/// A revokes B's grant; after healing every node shows the same winner, lists the loser in
+/// the block's conflicts, and flags B's write after the revoke as unauthorized.
+#[test]
+fn a_partition_resolves_the_same_way_on_every_node() {
+    let registry = Registry::builtin();
+    let mut nodes: Vec<Node> = (0..3u8)
+        .map(|i| Node {
+            key: NodeKey::from_seed([i + 1; 32]),
+            replica: Replica::new(registry.clone()),
+            log: Vec::new(),
+        })
+        .collect();
+    let (a, b) = (0, 1);
+    nodes[a].run(
+        &registry,
+        Command::new("alice", "elf.init", None, json!({"name": "Alice"})),
+    );
+    nodes[a].run(
+        &registry,
+        Command::new(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "Bob", "editor_id": "bob"}),
+        ),
+    );
+    nodes[a].run(
+        &registry,
+        Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "x", "block_type": "markdown", "block_id": "x"}),
+        ),
+    );
+    nodes[a].run(
+        &registry,
+        Command::new(
+            "alice",
+            "core.grant",
+            Some("x"),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        ),
+    );
+    let shared = nodes[a].log.clone();
+    for n in 1..3 {
+        deliver(&shared, &mut nodes[n]);
+    }
+    // Cut off: A writes and revokes; B writes three times (its last comes after the revoke
+    // in merge order: one more Lamport step than A's revoke).
+    let write = |who: &str, text: &str| {
+        Command::new(who, "markdown.write", Some("x"), json!({"markdown": text}))
+    };
+    nodes[a].run(&registry, write("alice", "from A"));
+    nodes[a].run(
+        &registry,
+        Command::new(
+            "alice",
+            "core.revoke",
+            Some("x"),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+        ),
+    );
+    for t in ["B one", "B two", "B three"] {
+        nodes[b].run(&registry, write("bob", t));
+    }
+    let b_last = nodes[b].log.last().unwrap().id;
+    // Each side saw its own writes applied.
+    assert_eq!(
+        nodes[b].replica.state().blocks["x"].contents["markdown"],
+        "B three"
+    );
+    // Heal, in different orders on different nodes.
+    for (from, to) in [(b, a), (a, b), (a, 2), (b, 2)] {
+        let log = nodes[from].log.clone();
+        deliver(&log, &mut nodes[to]);
+    }
+    let digest = nodes[0].replica.digest();
+    for n in &nodes {
+        assert_eq!(n.replica.digest(), digest);
+    }
+    let state = nodes[2].replica.state();
+    let unauthorized = &state.extensions["sync"]["unauthorized"];
+    assert_eq!(
+        unauthorized,
+        &json!([b_last.to_hex()]),
+        "B's write after the revoke"
+    );
+    let block = &state.blocks["x"];
+    let conflicts = block.metadata.custom["conflicts"].as_array().unwrap();
+    assert!(!conflicts.is_empty(), "the concurrent writes are listed");
+    let text = block.contents["markdown"].as_str().unwrap();
+    assert_ne!(text, "B three", "an unauthorized write is not applied");
+    // The last conflict's winner is the write whose text the block shows.
+    let winner = conflicts.last().unwrap()["winner"].as_str().unwrap();
+    let winner_text = nodes
+        .iter()
+        .flat_map(|n| n.log.iter())
+        .find(|e| e.id.to_hex() == winner)
+        .map(|e| e.value["contents"]["markdown"].clone())
+        .unwrap();
+    assert_eq!(winner_text, json!(text));
 }
