@@ -245,8 +245,8 @@ fn a_partition_resolves_the_same_way_on_every_node() {
         ),
     );
     let shared = nodes[a].log.clone();
-    for n in 1..3 {
-        deliver(&shared, &mut nodes[n]);
+    for n in nodes.iter_mut().skip(1) {
+        deliver(&shared, n);
     }
     // Cut off: A writes and revokes; B writes three times (its last comes after the revoke
     // in merge order: one more Lamport step than A's revoke).
