@@ -19,10 +19,14 @@
 //!   to a checkpoint when an event sorts before applied ones; merge positions as seqs, so
 //!   equal event sets give equal digests; CBAC at merge, conflicts, skipped changes.
 //!
+//! - [`membership`]: `node.add` (the file owner adds a device by its key), registered like an
+//!   embedder's capability, and the members' keys for verifying signatures.
+//!
 //! Not built yet: the publisher and ingest actors over JetStream, content chunks,
-//! `node.add`, `elfiee sync status`.
+//! `elfiee sync status`.
 
 pub mod identity;
+pub mod membership;
 pub mod merge;
 pub mod replica;
 pub mod testing;
