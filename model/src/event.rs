@@ -141,7 +141,9 @@ impl<'de> Deserialize<'de> for EventHash {
     }
 }
 
-mod serde_bytes_compat {
+pub mod serde_bytes_compat {
+    //! Byte strings from MessagePack `bin` or a sequence of numbers (what rmp produces for
+    //! both forms); also used for signatures by `elfiee-sync`.
     use serde::de::{Deserialize, Deserializer, SeqAccess, Visitor};
 
     /// Accepts either a byte string or a sequence of u8 (what rmp produces for both forms).

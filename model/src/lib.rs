@@ -30,6 +30,7 @@ pub use contents::{
 };
 pub use ctx::Ctx;
 pub use error::CapError;
+pub use event::serde_bytes_compat::Bytes as RawBytes;
 pub use event::{Event, EventDraft, EventHash};
 
 /// Identifier of a block (a UUID string for generated ids).

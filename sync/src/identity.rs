@@ -7,7 +7,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
-use elfiee_model::{Command, Event};
+use elfiee_model::{Command, Event, EventHash};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -19,7 +19,14 @@ pub struct NodeId(pub [u8; 32]);
 
 impl NodeId {
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        EventHash(self.0).to_hex()
+    }
+
+    /// The node of 64 lower-case hex characters (how `node.add` names it).
+    pub fn from_hex(hex: &str) -> Option<NodeId> {
+        EventHash::from_hex(hex)
+            .map(|h| NodeId(h.0))
+            .filter(|n| n.to_hex() == hex)
     }
 }
 
@@ -41,7 +48,7 @@ pub struct EventId(pub [u8; 32]);
 
 impl EventId {
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        EventHash(self.0).to_hex()
     }
 
     /// The local event id (a UUID) of the event with this id: its first 16 bytes.
@@ -56,10 +63,6 @@ impl fmt::Debug for EventId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "EventId({})", &self.to_hex()[..12])
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A node's signing key.
@@ -224,7 +227,7 @@ impl SyncEvent {
             value: self.value.clone(),
             clock: self.clock.clone(),
             created_at: DateTime::<Utc>::from_timestamp_millis(self.created_at).unwrap_or_default(),
-            hash: elfiee_model::EventHash::ZERO,
+            hash: EventHash::ZERO,
         }
     }
 
@@ -247,42 +250,9 @@ mod sig_bytes {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 64], D::Error> {
-        let v: serde_bytes_compat::Bytes = Deserialize::deserialize(d)?;
+        let v = elfiee_model::RawBytes::deserialize(d)?;
         v.0.try_into()
             .map_err(|_| serde::de::Error::custom("a signature is 64 bytes"))
-    }
-
-    /// Reads MessagePack bin (or a sequence of numbers) into bytes.
-    mod serde_bytes_compat {
-        pub struct Bytes(pub Vec<u8>);
-        impl<'de> serde::Deserialize<'de> for Bytes {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                struct V;
-                impl<'de> serde::de::Visitor<'de> for V {
-                    type Value = Bytes;
-                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                        f.write_str("bytes")
-                    }
-                    fn visit_bytes<E>(self, v: &[u8]) -> Result<Bytes, E> {
-                        Ok(Bytes(v.to_vec()))
-                    }
-                    fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Bytes, E> {
-                        Ok(Bytes(v))
-                    }
-                    fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                        self,
-                        mut seq: A,
-                    ) -> Result<Bytes, A::Error> {
-                        let mut out = Vec::new();
-                        while let Some(b) = seq.next_element::<u8>()? {
-                            out.push(b);
-                        }
-                        Ok(Bytes(out))
-                    }
-                }
-                d.deserialize_bytes(V)
-            }
-        }
     }
 }
 

@@ -56,18 +56,7 @@ pub fn key_of(state: &State) -> impl Fn(&NodeId) -> Option<[u8; 32]> {
 }
 
 fn parse_key(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64
-        || !hex
-            .bytes()
-            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
-    {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, chunk) in hex.as_bytes().chunks(2).enumerate() {
-        out[i] = u8::from_str_radix(std::str::from_utf8(chunk).ok()?, 16).ok()?;
-    }
-    Some(out)
+    NodeId::from_hex(hex).map(|n| n.0)
 }
 
 pub struct NodeAdd;
