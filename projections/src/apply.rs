@@ -292,17 +292,7 @@ fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
 }
 
 fn proposals(state: &mut State) -> &mut serde_json::Map<String, Value> {
-    let v = state
-        .extensions
-        .entry("proposals".into())
-        .or_insert_with(|| Value::Object(Default::default()));
-    if !v.is_object() {
-        *v = Value::Object(Default::default());
-    }
-    match v {
-        Value::Object(m) => m,
-        _ => unreachable!("made an object above"),
-    }
+    state.extension_mut("proposals")
 }
 
 fn patch_block(b: &mut Block, v: &Value) {

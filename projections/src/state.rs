@@ -65,6 +65,25 @@ impl State {
             || probe(WILDCARD, WILDCARD)
     }
 
+    /// The object extension `namespace` keeps in [`State::extensions`], made (or, if it held
+    /// something else, replaced) when needed: where a fold keeps data that is not a block's.
+    pub fn extension_mut(
+        &mut self,
+        namespace: &str,
+    ) -> &mut serde_json::Map<String, serde_json::Value> {
+        let v = self
+            .extensions
+            .entry(namespace.to_owned())
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if !v.is_object() {
+            *v = serde_json::Value::Object(Default::default());
+        }
+        match v {
+            serde_json::Value::Object(m) => m,
+            _ => unreachable!("made an object above"),
+        }
+    }
+
     /// Grants held by one editor (exact id only).
     pub fn grants_of<'a>(&'a self, editor: &'a str) -> impl Iterator<Item = &'a Grant> + 'a {
         self.grants.iter().filter(move |g| g.editor_id == editor)

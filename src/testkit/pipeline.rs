@@ -158,10 +158,10 @@ impl Pipeline {
             Err(e) => return Ok(Err(e)),
         };
         // The content store step (the engine's, in memory).
-        let folds = self.registry.folds().clone();
+        let folds = self.registry.folds();
         for e in &mut events {
             let content = &mut self.content;
-            let stored = elfiee_projections::content::externalize(&folds, e, |text| {
+            let stored = elfiee_projections::content::externalize(folds, e, |text| {
                 let r = elfiee_projections::content::ref_for(text);
                 content.insert(r.hash, Arc::from(text));
                 Ok::<_, CapError>(r)

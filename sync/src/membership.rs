@@ -112,17 +112,11 @@ impl Capability for NodeAdd {
             let Some(id) = event.value.get("node_id").and_then(Value::as_str) else {
                 return Folded::Done;
             };
-            let sync = state
-                .extensions
-                .entry("sync".into())
+            let nodes = state
+                .extension_mut("sync")
+                .entry("nodes")
                 .or_insert_with(|| json!({}));
-            if !sync.is_object() {
-                *sync = json!({});
-            }
-            let nodes = sync
-                .as_object_mut()
-                .map(|o| o.entry("nodes").or_insert_with(|| json!({})));
-            if let Some(Value::Object(nodes)) = nodes {
+            if let Value::Object(nodes) = nodes {
                 let mut entry = event.value.clone();
                 if let Value::Object(e) = &mut entry {
                     e.remove("node_id");

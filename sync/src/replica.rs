@@ -252,16 +252,8 @@ fn fold_one(
 
 /// `extensions.sync.<key>` as a list (made if missing).
 fn sync_list<'s>(state: &'s mut State, key: &str) -> &'s mut Vec<Value> {
-    let sync = state
-        .extensions
-        .entry("sync".into())
-        .or_insert_with(|| json!({}));
-    if !sync.is_object() {
-        *sync = json!({});
-    }
-    let list = sync
-        .as_object_mut()
-        .expect("made an object above")
+    let list = state
+        .extension_mut("sync")
         .entry(key.to_owned())
         .or_insert_with(|| json!([]));
     if !list.is_array() {
