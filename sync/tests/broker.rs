@@ -70,31 +70,24 @@ async fn message_ids_deduplicate_within_the_window_and_the_last_message_survives
 
     // Expected last subject sequence: a publisher whose idea of the subject is stale is
     // refused, one that is current goes through.
-    let stale = js
-        .send_publish(
-            SUBJECT,
-            PublishMessage::build()
-                .payload("event 2".into())
-                .message_id("n1:2")
-                .expected_last_subject_sequence(first.sequence),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap_err();
+    let expecting = |seq: u64| {
+        let js = js.clone();
+        async move {
+            js.send_publish(
+                SUBJECT,
+                PublishMessage::build()
+                    .payload("event 2".into())
+                    .message_id("n1:2")
+                    .expected_last_subject_sequence(seq),
+            )
+            .await
+            .unwrap()
+            .await
+        }
+    };
+    let stale = expecting(first.sequence).await.unwrap_err();
     assert_eq!(stale.kind(), PublishErrorKind::WrongLastSequence, "{stale}");
-    let current = js
-        .send_publish(
-            SUBJECT,
-            PublishMessage::build()
-                .payload("event 2".into())
-                .message_id("n1:2")
-                .expected_last_subject_sequence(late.sequence),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    let current = expecting(late.sequence).await.unwrap();
     assert!(!current.duplicate);
 }
 

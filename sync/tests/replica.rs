@@ -78,6 +78,17 @@ impl Node {
     }
 }
 
+/// `n` nodes with fresh replicas and fixed keys.
+fn nodes(registry: &Registry, n: u8) -> Vec<Node> {
+    (0..n)
+        .map(|i| Node {
+            key: NodeKey::from_seed([i + 1; 32]),
+            replica: Replica::new(registry.clone()),
+            log: Vec::new(),
+        })
+        .collect()
+}
+
 fn deliver(from: &[SyncEvent], to: &mut Node) {
     for e in from {
         if !to.replica.index().contains(&e.id) {
@@ -95,9 +106,7 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..120)
     ) {
         let registry = Registry::builtin();
-        let mut nodes: Vec<Node> = (0..3u8)
-            .map(|i| Node { key: NodeKey::from_seed([i + 1; 32]), replica: Replica::new(registry.clone()), log: Vec::new() })
-            .collect();
+        let mut nodes = nodes(&registry, 3);
         // Node 0 creates the document; the others start from it.
         nodes[0].run(&registry, Command::new("alice", "elf.init", None, json!({"name": "Alice"})));
         for to in 1..3 {
@@ -153,13 +162,7 @@ proptest! {
 #[test]
 fn an_event_that_sorts_before_applied_ones_rolls_back_and_refolds() {
     let registry = Registry::builtin();
-    let mut nodes: Vec<Node> = (0..2u8)
-        .map(|i| Node {
-            key: NodeKey::from_seed([i + 1; 32]),
-            replica: Replica::new(registry.clone()),
-            log: Vec::new(),
-        })
-        .collect();
+    let mut nodes = nodes(&registry, 2);
     // Which node id sorts first decides who has to reorder.
     nodes.sort_by_key(|n| n.key.node());
     nodes[0].run(
@@ -205,13 +208,7 @@ fn an_event_that_sorts_before_applied_ones_rolls_back_and_refolds() {
 #[test]
 fn a_partition_resolves_the_same_way_on_every_node() {
     let registry = Registry::builtin();
-    let mut nodes: Vec<Node> = (0..3u8)
-        .map(|i| Node {
-            key: NodeKey::from_seed([i + 1; 32]),
-            replica: Replica::new(registry.clone()),
-            log: Vec::new(),
-        })
-        .collect();
+    let mut nodes = nodes(&registry, 3);
     let (a, b) = (0, 1);
     nodes[a].run(
         &registry,

@@ -30,6 +30,21 @@ async fn submit(
         .unwrap_or_else(|e| panic!("{cap}: {e}"))
 }
 
+/// A new document owned by alice, with one checklist block named `name`.
+async fn new_list(engine: &Engine, elf: &Path, name: &str) -> (FileHandle, String) {
+    let file = engine.init(elf, "Alice").await.unwrap();
+    let list = submit(
+        &file,
+        "core.create",
+        None,
+        json!({"name": name, "block_type": "checklist"}),
+    )
+    .await[0]
+        .entity
+        .clone();
+    (file, list)
+}
+
 fn cli(elf: &Path, args: &[&str]) -> Output {
     std::process::Command::new(env!("CARGO_BIN_EXE_elfiee-checklist"))
         .arg("--elf")
@@ -56,16 +71,7 @@ async fn the_checklist_is_the_same_live_after_reopen_and_after_replay() {
     let dir = tempfile::tempdir().unwrap();
     let elf = dir.path().join("groceries.elf");
     let engine = engine();
-    let file = engine.init(&elf, "Alice").await.unwrap();
-    let list = submit(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "groceries", "block_type": "checklist"}),
-    )
-    .await[0]
-        .entity
-        .clone();
+    let (file, list) = new_list(&engine, &elf, "groceries").await;
     for i in 0..25 {
         submit(
             &file,
@@ -230,16 +236,7 @@ async fn long_notes_go_to_the_content_store() {
     let dir = tempfile::tempdir().unwrap();
     let elf = dir.path().join("notes.elf");
     let engine = engine();
-    let file = engine.init(&elf, "Alice").await.unwrap();
-    let list = submit(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "trip", "block_type": "checklist"}),
-    )
-    .await[0]
-        .entity
-        .clone();
+    let (file, list) = new_list(&engine, &elf, "trip").await;
     let notes = "Pack light. ".repeat(100);
     let ev = submit(
         &file,
@@ -427,16 +424,7 @@ async fn mcp_exec_and_time_travel_serve_checklists() {
     let dir = tempfile::tempdir().unwrap();
     let elf = dir.path().join("mcp.elf");
     let engine = engine();
-    let file = engine.init(&elf, "Alice").await.unwrap();
-    let list = submit(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "list", "block_type": "checklist"}),
-    )
-    .await[0]
-        .entity
-        .clone();
+    let (file, list) = new_list(&engine, &elf, "list").await;
     let added = tools::call(
         &file,
         "alice",
@@ -487,7 +475,7 @@ async fn the_export_effect_writes_the_list_once() {
     let elf = dir.path().join("export.elf");
     let out = dir.path().join("list.md");
     let engine = engine();
-    let file = engine.init(&elf, "Alice").await.unwrap();
+    let (file, list) = new_list(&engine, &elf, "errands").await;
     let effects = elfiee::adapters::attach(
         &file,
         elfiee::adapters::EffectsConfig {
@@ -497,15 +485,6 @@ async fn the_export_effect_writes_the_list_once() {
     )
     .await
     .unwrap();
-    let list = submit(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "errands", "block_type": "checklist"}),
-    )
-    .await[0]
-        .entity
-        .clone();
     submit(
         &file,
         "checklist.add",
