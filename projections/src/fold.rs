@@ -192,7 +192,12 @@ impl Folds {
             Ok(Folded::Done) => Applied::Folded(Folded::Done),
             Err(p) => {
                 let message = panic_message(p.as_ref());
-                tracing_free_warn(kind, event.seq, &message);
+                tracing::error!(
+                    kind,
+                    seq = event.seq,
+                    %message,
+                    "a fold panicked; the event's meaning is incomplete in this state"
+                );
                 Applied::Panicked(message)
             }
         }
@@ -205,12 +210,6 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "panic".into())
-}
-
-/// Projections has no logging dependency: a panicking fold is reported on stderr (the panic
-/// hook has already printed where it happened).
-fn tracing_free_warn(kind: &str, seq: u64, message: &str) {
-    eprintln!("elfiee: the fold of '{kind}' panicked on event {seq} ({message}); the event's meaning is incomplete in this state");
 }
 
 fn fingerprint(by_kind: &BTreeMap<String, Arc<dyn Fold>>) -> String {
