@@ -657,8 +657,11 @@ async fn pump(sh: Arc<EffectShared>, me: ActorRef<EffectMsg>, checkpoint: u64) {
             let _ = me.cast(EffectMsg::StreamEnded);
             return;
         };
-        let wants =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sh.effect.wants(&event)));
+        // Another device's event: its effects ran on the device that wrote it (issue 16).
+        let foreign = matches!(sh.cx.file.foreign(event.seq), Ok(Some(_)));
+        let wants = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            !foreign && sh.effect.wants(&event)
+        }));
         let wants = match wants {
             Ok(w) => w,
             Err(p) => {

@@ -82,6 +82,9 @@ pub(crate) struct Shared {
     /// Block bodies kept out of the log's values and the state (owner only; replicas ask
     /// the owner).
     pub content: crate::content::ContentStore,
+    /// Keep each submission's commands (capability, target) beside its events (`c‖seq`
+    /// side records): sync seals events with the command they came from.
+    pub record_commands: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -117,6 +120,7 @@ impl Shared {
             owner_lost: Arc::new(tokio::sync::Notify::new()),
             handover: tokio::sync::Mutex::new(()),
             takeover_hooks: Mutex::new(Vec::new()),
+            record_commands: Default::default(),
         }
     }
 
@@ -158,8 +162,8 @@ pub(crate) struct Pending {
 }
 
 enum Work {
-    /// New events and their sealed records.
-    Fresh(Vec<Event>, Vec<(u64, Vec<u8>)>),
+    /// New events, their sealed records, and the side records written with them.
+    Fresh(Vec<Event>, Vec<(u64, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>),
     /// A resubmitted command: answer with its original events `(first_seq, count)`, read from
     /// the log once they are durable. Nothing to write, apply or publish.
     Repeat(u64, u64),
@@ -188,6 +192,8 @@ pub(crate) struct Sequencer {
     id_counter: u64,
     /// Time the capability handlers of the last prepared submission took (for tracing).
     handler_time: std::time::Duration,
+    /// Events per command of the last prepared submission.
+    counts: Vec<u64>,
 }
 
 impl Sequencer {
@@ -207,6 +213,7 @@ impl Sequencer {
             id_base: *uuid::Uuid::new_v4().as_bytes(),
             id_counter: 0,
             handler_time: std::time::Duration::ZERO,
+            counts: Vec::new(),
         }
     }
 }
@@ -252,7 +259,7 @@ impl Shared {
                     span: tracing::Span::none(),
                 },
             ),
-            Ok(Prepared::Write(events, records)) => {
+            Ok(Prepared::Write(events, records, side)) => {
                 let span = tracing::debug_span!("commit", cmd_id = %cmds[0].cmd_id, cap_id = %cmds[0].cap_id,
                     editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
                 let _g = span.enter();
@@ -270,7 +277,7 @@ impl Shared {
                     inline,
                     Pending {
                         cmd_id: cmds[0].cmd_id,
-                        work: Work::Fresh(events, records),
+                        work: Work::Fresh(events, records, side),
                         reply,
                         span: span.clone(),
                     },
@@ -289,6 +296,48 @@ impl Shared {
                         dismantle(cmd.payload);
                     }
                 }
+            }
+        }
+    }
+
+    /// Appends events decided on another device (see [`Sequencer::prepare_foreign`]), in one
+    /// atomic batch with `side`; `reply` is answered once they are durable.
+    pub(crate) fn append_foreign(
+        &self,
+        foreign: Vec<(Event, Vec<u8>)>,
+        side: Vec<(Vec<u8>, Vec<u8>)>,
+        reply: Reply,
+    ) {
+        self.sequencing.fetch_add(1, Ordering::AcqRel);
+        let mut guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(seq) = guard.as_mut() else {
+            drop(guard);
+            self.sequencing.fetch_sub(1, Ordering::AcqRel);
+            let _ = reply.send(Err(EngineError::Closed));
+            return;
+        };
+        let log = seq.log.clone();
+        match seq.prepare_foreign(self, foreign, side) {
+            Ok(Prepared::Write(events, records, side)) => self.enqueue(
+                guard,
+                &log,
+                true,
+                Pending {
+                    cmd_id: uuid::Uuid::nil(),
+                    work: Work::Fresh(events, records, side),
+                    reply,
+                    span: tracing::Span::none(),
+                },
+            ),
+            Ok(_) => {
+                drop(guard);
+                self.sequencing.fetch_sub(1, Ordering::AcqRel);
+                let _ = reply.send(Ok(Vec::new()));
+            }
+            Err(e) => {
+                drop(guard);
+                self.sequencing.fetch_sub(1, Ordering::AcqRel);
+                let _ = reply.send(Err(e));
             }
         }
     }
@@ -395,15 +444,66 @@ impl Sequencer {
         }
         self.prev_hash = prev;
         self.last_seq += all.len() as u64;
+        self.accept(&all);
+        let mut side = Vec::new();
+        if shared.record_commands.load(Ordering::Acquire) {
+            let list: Vec<(u64, &str, Option<&str>)> = cmds
+                .iter()
+                .zip(&self.counts)
+                .map(|(c, n)| (*n, c.cap_id.as_str(), c.block_id.as_deref()))
+                .collect();
+            // Plain data into a Vec: cannot fail.
+            let bytes = rmp_serde::to_vec(&list).unwrap_or_default();
+            side.push((crate::log::side_key(b'c', &all[0].seq.to_be_bytes()), bytes));
+        }
+        Ok(Prepared::Write(all, records, side))
+    }
+
+    /// Accepted events not yet committed: applied to the working state, or kept for it.
+    fn accept(&mut self, events: &[Event]) {
         match &mut self.working {
             Some(w) => {
-                for e in &all {
+                for e in events {
                     self.registry.apply(w, e);
                 }
             }
-            None => self.unapplied.extend(all.iter().cloned()),
+            None => self.unapplied.extend(events.iter().cloned()),
         }
-        Ok(Prepared::Write(all, records))
+    }
+
+    /// Sequences events decided elsewhere (another device's, already checked): local seqs
+    /// and hash chain, an `f‖seq` side record with each one's `origin` bytes, and `side`.
+    fn prepare_foreign(
+        &mut self,
+        shared: &Shared,
+        foreign: Vec<(Event, Vec<u8>)>,
+        mut side: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Prepared, EngineError> {
+        if let Some(why) = shared
+            .poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Err(EngineError::Storage(why));
+        }
+        let mut prev = self.prev_hash;
+        let mut records = Vec::with_capacity(foreign.len());
+        let mut all = Vec::with_capacity(foreign.len());
+        for (seq, (mut e, origin)) in (self.last_seq + 1..).zip(foreign) {
+            e.seq = seq;
+            records.push((seq, codec::seal(&prev, &mut e)));
+            side.push((crate::log::side_key(b'f', &seq.to_be_bytes()), origin));
+            prev = e.hash;
+            all.push(e);
+        }
+        if all.is_empty() && side.is_empty() {
+            return Ok(Prepared::Done(all));
+        }
+        self.prev_hash = prev;
+        self.last_seq += all.len() as u64;
+        self.accept(&all);
+        Ok(Prepared::Write(all, records, side))
     }
 
     /// Runs the handlers of a submission against `base` (each command of a batch sees the
@@ -421,6 +521,7 @@ impl Sequencer {
         // working state is only touched once all of them passed.
         let mut scratch: Option<State> = None;
         self.handler_time = std::time::Duration::ZERO;
+        self.counts.clear();
         let mut all = Vec::new();
         for (i, cmd) in cmds.iter().enumerate() {
             let state = scratch.as_ref().unwrap_or(base);
@@ -470,6 +571,7 @@ impl Sequencer {
             for e in &mut events {
                 e.cmd_id = first.cmd_id;
             }
+            self.counts.push(events.len() as u64);
             all.extend(events);
         }
         Ok(all)
@@ -530,8 +632,9 @@ enum Prepared {
     Done(Vec<Event>),
     /// Accepted earlier: answer with the original events `(first_seq, count)` once durable.
     Repeat(u64, u64),
-    /// Accepted: write the sealed records, then answer once a flush made them durable.
-    Write(Vec<Event>, Vec<(u64, Vec<u8>)>),
+    /// Accepted: write the sealed records (and side records), then answer once a flush made
+    /// them durable.
+    Write(Vec<Event>, Vec<(u64, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>),
 }
 
 /// Where the committed part of the log ends; shared by the flusher and the inline path.
@@ -561,16 +664,24 @@ fn commit_group(
     let group: Vec<&[(u64, Vec<u8>)]> = batch
         .iter()
         .filter_map(|p| match &p.work {
-            Work::Fresh(_, records) => Some(records.as_slice()),
+            Work::Fresh(_, records, _) => Some(records.as_slice()),
             Work::Repeat(..) => None,
         })
+        .collect();
+    let side: Vec<(Vec<u8>, Vec<u8>)> = batch
+        .iter()
+        .flat_map(|p| match &p.work {
+            Work::Fresh(_, _, side) => side.as_slice(),
+            Work::Repeat(..) => &[],
+        })
+        .cloned()
         .collect();
     let n = batch.len();
     // Bodies first: a durable event never refers to bytes that are not.
     let written = shared
         .content
         .sync()
-        .and_then(|_| log.write_group(&group))
+        .and_then(|_| log.write_group(&group, &side))
         .and_then(|_| log.flush());
     if let Err(e) = written {
         let why = format!("{e} (the commands in this flush were not acknowledged)");
@@ -586,7 +697,7 @@ fn commit_group(
     {
         let mut state = shared.committed.write().unwrap_or_else(|p| p.into_inner());
         for p in &batch {
-            if let Work::Fresh(events, _) = &p.work {
+            if let Work::Fresh(events, _, _) = &p.work {
                 let applied = Instant::now();
                 for e in events {
                     shared.config.registry.apply(&mut state, e);
@@ -598,15 +709,28 @@ fn commit_group(
                     group = n,
                     "committed"
                 );
-                if let Work::Fresh(_, records) = &p.work {
+                if let Work::Fresh(_, records, _) = &p.work {
                     cursor.tail_bytes += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
                     cursor.tail_bulk |= records.len() >= crate::log::GROUP_MIN_EVENTS;
                 }
                 if let (Some(first), Some(last)) = (events.first(), events.last()) {
                     cursor.last_hash = last.hash;
-                    cursor
-                        .to_index
-                        .push((p.cmd_id, first.seq, events.len() as u64));
+                    if !p.cmd_id.is_nil() {
+                        cursor
+                            .to_index
+                            .push((p.cmd_id, first.seq, events.len() as u64));
+                    } else {
+                        // Another device's events: indexed by runs of one command, as an
+                        // open indexes a log's tail (`verify` does not hold them to it).
+                        for e in events {
+                            match cursor.to_index.last_mut() {
+                                Some((c, s, n)) if *c == e.cmd_id && *s + *n == e.seq => *n += 1,
+                                _ => cursor.to_index.push((e.cmd_id, e.seq, 1)),
+                            }
+                            let (c, s, n) = *cursor.to_index.last().expect("pushed above");
+                            shared.commands.insert(c, (s, n));
+                        }
+                    }
                 }
             }
         }
@@ -622,7 +746,7 @@ fn commit_group(
         .filter(|tx| tx.receiver_count() > 0);
     for p in batch {
         let answer = match p.work {
-            Work::Fresh(events, _) => {
+            Work::Fresh(events, _, _) => {
                 if let Some(tx) = &tx {
                     for e in &events {
                         let _ = tx.send(Arc::new(e.clone()));

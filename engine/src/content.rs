@@ -163,6 +163,13 @@ impl ContentStore {
             .map_err(|_| Failure::Bad(format!("the body {} is not UTF-8", r.hash)))
     }
 
+    /// Whether the store has a record for `r` (without reading it).
+    pub fn contains(&self, r: &ContentRef) -> Result<bool, EngineError> {
+        self.lookup(&r.hash.0, |_, found| {
+            found.is_some_and(|(_, len)| len == r.len)
+        })
+    }
+
     /// Whether the store holds the body `r` refers to, whole and matching its hash (for
     /// `verify`: the reason when it does not).
     pub fn check(&self, r: &ContentRef) -> Result<(), String> {

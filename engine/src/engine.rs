@@ -167,6 +167,13 @@ impl Engine {
         Ok(file)
     }
 
+    /// Creates a new, empty `.elf` at `path` (no owner, no `elf.init`) and opens it: a device
+    /// joining a synced document starts from one and receives the document's history.
+    pub async fn create_empty(&self, path: impl AsRef<Path>) -> Result<FileHandle, EngineError> {
+        let paths = ElfPaths::create(path.as_ref())?;
+        self.open(&paths.root).await
+    }
+
     /// Opens an existing `.elf` (newest valid snapshot + tail), or returns the handle already
     /// open in this process.
     pub async fn open(&self, path: impl AsRef<Path>) -> Result<FileHandle, EngineError> {

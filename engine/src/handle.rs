@@ -232,6 +232,19 @@ impl FileHandle {
         self.shared.content.get(r)
     }
 
+    /// Whether this file's content store holds the body `r` refers to (the owner's store).
+    pub fn has_content(&self, r: &elfiee_model::ContentRef) -> Result<bool, EngineError> {
+        self.owned_log()?;
+        self.shared.content.contains(r)
+    }
+
+    /// Stores a body that arrived from another device; durable with the next commit (the
+    /// content store is synced before the events that name it). Only in the owner process.
+    pub fn put_content(&self, text: &str) -> Result<elfiee_model::ContentRef, EngineError> {
+        self.owned_log()?;
+        self.shared.content.put(text)
+    }
+
     /// `block` with its bodies read from the content store (a block of any state: committed,
     /// or an earlier one from [`FileHandle::state_at`]).
     pub fn resolve(&self, block: &Block) -> Result<Block, EngineError> {
@@ -372,6 +385,83 @@ impl FileHandle {
         self.shared
             .log()?
             .put_aux(CHECKPOINT_TREE, name, &seq.to_be_bytes())
+    }
+
+    /// Keeps each submission's commands (capability and target) beside its events from now
+    /// on, so [`FileHandle::command_of`] can name the command an event came from (sync seals
+    /// events with it). Off by default: it costs one more record per submission.
+    pub fn record_commands(&self, on: bool) {
+        self.shared.record_commands.store(on, Ordering::Release);
+    }
+
+    /// The command (capability, target block) event `seq` came from, when this file recorded
+    /// it ([`FileHandle::record_commands`]); `None` for an event from before that, or from
+    /// another device. Only in the process that owns the file.
+    pub fn command_of(&self, seq: u64) -> Result<Option<(String, Option<String>)>, EngineError> {
+        let log = self.owned_log()?;
+        let found = log.side_before(
+            &crate::log::side_key(b'c', &0u64.to_be_bytes()),
+            &crate::log::side_key(b'c', &seq.to_be_bytes()),
+        )?;
+        let Some((key, bytes)) = found else {
+            return Ok(None);
+        };
+        let first = key
+            .get(1..9)
+            .and_then(|k| k.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(u64::MAX);
+        let list: Vec<(u64, String, Option<String>)> = rmp_serde::from_slice(&bytes)
+            .map_err(|e| EngineError::Storage(format!("a command record does not decode: {e}")))?;
+        let mut at = first;
+        for (count, cap, target) in list {
+            if seq < at + count {
+                return Ok((seq >= at).then_some((cap, target)));
+            }
+            at += count;
+        }
+        Ok(None)
+    }
+
+    /// Appends events decided on another device, in one atomic batch with `side` records
+    /// (`(key, value)`, stored under `x‖key`; read them with [`FileHandle::side`]). Each event
+    /// gets the next local seq and joins the hash chain; `origin` is kept beside it
+    /// ([`FileHandle::foreign`]). No handler runs and no command is indexed: the sender
+    /// decided them. Answers once they are durable. Only in the process that owns the file.
+    pub async fn append_foreign(
+        &self,
+        events: Vec<(Event, Vec<u8>)>,
+        side: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Vec<Event>, EngineError> {
+        self.owned_log()?;
+        let side = side
+            .into_iter()
+            .map(|(k, v)| (crate::log::side_key(b'x', &k), v))
+            .collect();
+        let (port, rx) = ractor::concurrency::oneshot();
+        self.shared.append_foreign(events, side, port.into());
+        rx.await.unwrap_or(Err(EngineError::Closed))
+    }
+
+    /// The `origin` bytes kept with event `seq` when it came from another device
+    /// ([`FileHandle::append_foreign`]); `None` for this file's own events.
+    pub fn foreign(&self, seq: u64) -> Result<Option<Vec<u8>>, EngineError> {
+        self.owned_log()?
+            .side(&crate::log::side_key(b'f', &seq.to_be_bytes()))
+    }
+
+    /// A side record stored by [`FileHandle::append_foreign`].
+    pub fn side(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.owned_log()?.side(&crate::log::side_key(b'x', key))
+    }
+
+    fn owned_log(&self) -> Result<std::sync::Arc<crate::log::SledEventLog>, EngineError> {
+        if self.shared.remote().is_some() {
+            return Err(EngineError::Effect(
+                "another process owns this file: only the owner reads or writes another device's events".into(),
+            ));
+        }
+        self.shared.log()
     }
 
     /// Rebuilds the state from this file's log alone ([`crate::replay()`]), in whichever process

@@ -27,6 +27,22 @@ use elfiee_model::{Event, EventHash};
 use crate::codec::{self, event_key};
 use crate::EngineError;
 
+/// Side records live in the `events` tree beside the events, under their own first byte, so
+/// they are written in the same atomic batch as the events they belong to and never met by
+/// the event ranges (`e‖seq`, `g‖seq`):
+/// - `c‖first_seq` — the commands of a submission (capability and target each, with their
+///   event counts), when the file records them ([`crate::FileHandle::record_commands`]);
+/// - `f‖seq` — an event that came from another device ([`crate::FileHandle::append_foreign`])
+///   and the bytes its sender keeps with it (its origin);
+/// - `x‖key` — whatever the caller of `append_foreign` keeps beside them (a checkpoint, an
+///   id map).
+pub fn side_key(prefix: u8, rest: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(1 + rest.len());
+    k.push(prefix);
+    k.extend_from_slice(rest);
+    k
+}
+
 /// Stored records `(seq, hash ‖ body)` in seq order.
 pub type Records<'a> = Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + 'a>;
 
@@ -37,7 +53,14 @@ pub trait EventLog: Send + Sync + 'static {
     /// Writes the sealed events of a group of commands in seq order (not yet durable; see
     /// [`EventLog::flush`]). No command is ever half written: single-event commands are one
     /// record each; a group with a multi-event command is one atomic batch.
-    fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError>;
+    ///
+    /// `side` holds records kept beside the events (see [`side_key`]), written in the same
+    /// atomic batch as them.
+    fn write_group(
+        &self,
+        commands: &[&[(u64, Vec<u8>)]],
+        side: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), EngineError>;
     /// Makes everything appended so far durable.
     fn flush(&self) -> Result<(), EngineError>;
     /// Raw stored records with `from <= seq <= to`, in order.
@@ -45,6 +68,11 @@ pub trait EventLog: Send + Sync + 'static {
     /// Stores the snapshot under a name (overwriting the previous one).
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError>;
     fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
+    /// Whether event `seq` came from another device (an `f‖seq` side record): its command
+    /// was decided there and is not in this file's command index.
+    fn is_foreign(&self, _seq: u64) -> bool {
+        false
+    }
 }
 
 /// Reads decoded events `from..=to`, checking the hash chain. `prev` is the hash of `from - 1`;
@@ -444,6 +472,25 @@ impl SledEventLog {
         })
     }
 
+    /// A record kept beside the events ([`side_key`]).
+    pub fn side(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        Ok(self.events.get(key)?.map(|v| v.to_vec()))
+    }
+
+    /// The side record with the greatest key in `from..=to`.
+    pub fn side_before(
+        &self,
+        from: &[u8],
+        to: &[u8],
+    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, EngineError> {
+        Ok(self
+            .events
+            .range(from..=to)
+            .next_back()
+            .transpose()?
+            .map(|(k, v)| (k.to_vec(), v.to_vec())))
+    }
+
     /// The underlying database (for benchmarks and tools).
     pub fn db(&self) -> &sled::Db {
         &self.db
@@ -556,6 +603,13 @@ impl Iterator for MergedRecords<'_> {
 }
 
 impl EventLog for SledEventLog {
+    fn is_foreign(&self, seq: u64) -> bool {
+        matches!(
+            self.events.contains_key(side_key(b'f', &seq.to_be_bytes())),
+            Ok(true)
+        )
+    }
+
     fn tail(&self) -> Result<(u64, EventHash), EngineError> {
         let last = self
             .events
@@ -582,15 +636,19 @@ impl EventLog for SledEventLog {
         })
     }
 
-    fn write_group(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
+    fn write_group(
+        &self,
+        commands: &[&[(u64, Vec<u8>)]],
+        side: &[(Vec<u8>, Vec<u8>)],
+    ) -> Result<(), EngineError> {
         if let Some((seq, _)) = commands.iter().rev().find_map(|c| c.last()) {
             self.written_seq.fetch_max(*seq, Ordering::AcqRel);
         }
         // sled seals and writes its buffer on every `apply_batch`, so a group of single-event
         // commands (the common case) is written with plain inserts, in seq order. A group with
-        // a multi-event command goes into one atomic batch, still in seq order, so a crash
-        // never leaves a gap or half a command.
-        if commands.iter().all(|ev| ev.len() <= 1) {
+        // a multi-event command, or with side records, goes into one atomic batch, still in
+        // seq order, so a crash never leaves a gap, half a command or an event without them.
+        if side.is_empty() && commands.iter().all(|ev| ev.len() <= 1) {
             for (seq, bytes) in commands.iter().flat_map(|ev| ev.iter()) {
                 self.events.insert(event_key(*seq), bytes.as_slice())?;
             }
@@ -598,6 +656,9 @@ impl EventLog for SledEventLog {
         }
         let mut pack_end = None;
         let mut batch = sled::Batch::default();
+        for (k, v) in side {
+            batch.insert(k.as_slice(), v.as_slice());
+        }
         for ev in commands {
             match ev.first() {
                 Some(&(first, _)) if ev.len() >= GROUP_MIN_EVENTS => {

@@ -702,6 +702,7 @@ pub fn verify_log(
         None if cmd.1 > indexed_through => {}
         None => problems.push(format!("command {}: no index entry", cmd.0)),
     };
+    let mut last_foreign_cmd = None;
     for e in read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
         let e = match e {
             Ok(e) => e,
@@ -710,14 +711,23 @@ pub fn verify_log(
                 break;
             }
         };
+        // Another device's events: their commands are that device's, not in this index.
+        let foreign = log.is_foreign(e.seq);
         match &mut current {
-            Some((c, _, count)) if *c == e.cmd_id => *count += 1,
+            Some((c, _, count)) if *c == e.cmd_id && !foreign => *count += 1,
             _ => {
                 if let Some(done) = current.take() {
                     check_cmd(done, &mut problems);
                 }
-                commands += 1;
-                current = Some((e.cmd_id, e.seq, 1));
+                if foreign {
+                    if last_foreign_cmd != Some(e.cmd_id) {
+                        commands += 1;
+                    }
+                    last_foreign_cmd = Some(e.cmd_id);
+                } else {
+                    commands += 1;
+                    current = Some((e.cmd_id, e.seq, 1));
+                }
             }
         }
         if let Some(store) = inputs.content {

@@ -157,10 +157,28 @@ impl SyncEvent {
     /// Seals a locally committed event of `cmd` (for its capability and target): its origin,
     /// its id, the node's signature.
     pub fn seal(key: &NodeKey, origin: Origin, cmd: &Command, event: &Event) -> SyncEvent {
+        SyncEvent::seal_parts(
+            Some(key),
+            origin,
+            cmd.cap_id.clone(),
+            cmd.block_id.clone(),
+            event,
+        )
+    }
+
+    /// Seals an event of a command given by its capability and target. Without a key the
+    /// signature stays zero (a replay computes ids and merge order, which need none).
+    pub fn seal_parts(
+        key: Option<&NodeKey>,
+        origin: Origin,
+        cap: String,
+        target: Option<String>,
+        event: &Event,
+    ) -> SyncEvent {
         let mut e = SyncEvent {
             origin,
-            cap: cmd.cap_id.clone(),
-            target: cmd.block_id.clone(),
+            cap,
+            target,
             cmd_id: event.cmd_id,
             entity: event.entity.clone(),
             attribute: event.attribute.clone(),
@@ -171,7 +189,9 @@ impl SyncEvent {
             sig: [0; 64],
         };
         e.id = e.id_of();
-        e.sig = key.0.sign(&e.id.0).to_bytes();
+        if let Some(key) = key {
+            e.sig = key.0.sign(&e.id.0).to_bytes();
+        }
         e
     }
 

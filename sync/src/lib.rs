@@ -28,5 +28,6 @@
 pub mod identity;
 pub mod membership;
 pub mod merge;
+pub mod node;
 pub mod replica;
 pub mod testing;

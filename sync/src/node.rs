@@ -1,0 +1,1128 @@
+//! One device's side of a synced document: the merged state over the local log, and the two
+//! supervised children of the file actor that move events through JetStream.
+//!
+//! - **The local log** keeps arrival order. This device's commands commit through the engine
+//!   as always (with their command recorded beside them, [`FileHandle::record_commands`]);
+//!   another device's events are appended by ingest ([`FileHandle::append_foreign`]) with
+//!   their origin kept beside them, the ingest checkpoint in the same atomic batch. `verify`
+//!   holds: it is one hash chain.
+//! - **The follower** ([`SyncNode`]'s `catch_up`) reads the log in seq order. It seals each
+//!   of this device's events: origin seq, the previous own event's id, and as `deps` the
+//!   latest event of every other node before it in the log. That makes the seal a function of
+//!   the log alone, so it is the same after a restart, and `replay` rebuilds it. It then adds
+//!   every event to the [`Replica`], whose fold in merge order is the document's state.
+//! - **`SyncPublisher`** publishes this device's sealed events to `elf.<doc>.ev.<node>`, with
+//!   message id `<node>:<origin_seq>` and their bodies first as 256 KiB chunks on
+//!   `elf.<doc>.blob.<hash>`. It moves its checkpoint (`sync.publish` in
+//!   `effect_checkpoints`) after each PubAck. When it starts it reads the last message on its
+//!   subject, so a lost or rolled-back checkpoint never stores an event twice.
+//! - **`SyncIngest`** reads a durable pull consumer named after the node. It checks each
+//!   event (signature, membership, hash, `prev`), fetches the chunks of bodies it lacks,
+//!   appends a batch with its checkpoint, then acks. A stored id is skipped, so redelivery is
+//!   harmless. A forged event is terminated (`AckKind::Term`) and reported as
+//!   [`SyncError::Rejected`].
+//!
+//! Both children keep retrying with backoff while the broker is away. The status
+//! ([`SyncStatus`]) tells subscribers whether the broker is reachable and how far each side
+//! is behind. Local commands never wait for the broker.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, message::PublishMessage, AckKind};
+use elfiee_capabilities::Registry;
+use elfiee_engine::{EngineError, FileHandle};
+use elfiee_model::{ContentRef, Event};
+use elfiee_projections::State;
+use futures_util::StreamExt;
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef};
+use serde::Serialize;
+use tokio::sync::{watch, Notify};
+
+use crate::identity::{EventId, NodeId, NodeKey, Origin, Rejection, SyncEvent};
+use crate::replica::Replica;
+
+/// Bodies travel in chunks of this many bytes (the server's default payload limit is 1 MiB).
+pub const CHUNK: usize = 256 * 1024;
+
+/// The publisher's checkpoint (the last origin seq the broker acknowledged).
+pub const PUBLISH_CHECKPOINT: &str = "sync.publish";
+/// Side record: the last stream sequence ingest stored (written with the events).
+const INGEST_SIDE: &[u8] = b"sync.ingest";
+/// Side record: the document's first node (the one whose stream it is).
+const GENESIS_SIDE: &[u8] = b"sync.genesis";
+
+/// How to reach the broker, and as whom.
+#[derive(Clone)]
+pub struct SyncConfig {
+    /// `nats://HOST:PORT`.
+    pub url: String,
+    /// The document's name on the broker: stream `ELF_<doc>`, subjects `elf.<doc>.…`.
+    /// Letters, digits, `-` and `_`.
+    pub doc: String,
+    /// This device's key seed (32 bytes; see [`NodeKey::from_seed`]).
+    pub key_seed: [u8; 32],
+    /// The stream's duplicate window (when this node creates the stream).
+    pub duplicate_window: Duration,
+    /// Most messages ingest fetches and stores in one batch.
+    pub batch: usize,
+    /// Most events the publisher has in flight (published, not yet acknowledged).
+    pub in_flight: usize,
+    /// First pause after the broker failed; doubles up to `max_backoff`.
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+    /// How long a request to the broker may take.
+    pub timeout: Duration,
+}
+
+impl SyncConfig {
+    pub fn new(url: impl Into<String>, doc: impl Into<String>, key_seed: [u8; 32]) -> SyncConfig {
+        SyncConfig {
+            url: url.into(),
+            doc: doc.into(),
+            key_seed,
+            duplicate_window: Duration::from_secs(120),
+            batch: 512,
+            in_flight: 256,
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn stream(&self) -> String {
+        format!("ELF_{}", self.doc)
+    }
+
+    fn events_subject(&self, node: &NodeId) -> String {
+        format!("elf.{}.ev.{}", self.doc, node.to_hex())
+    }
+
+    fn blob_subject(&self, r: &ContentRef) -> String {
+        format!("elf.{}.blob.{}", self.doc, r.hash.to_hex())
+    }
+}
+
+/// What went wrong in sync. None of it is an error of a local command.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SyncError {
+    #[error("event {origin}:{origin_seq} from the broker was rejected: {reason}")]
+    Rejected {
+        origin: String,
+        origin_seq: u64,
+        reason: Rejection,
+    },
+    #[error("the document name '{0}' may only hold letters, digits, '-' and '_'")]
+    BadName(String),
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl From<EngineError> for SyncError {
+    fn from(e: EngineError) -> SyncError {
+        SyncError::Engine(e.to_string())
+    }
+}
+
+/// How far this device is in step with the broker.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SyncStatus {
+    /// This device's node id.
+    pub node: String,
+    pub doc: String,
+    pub broker: String,
+    /// The broker answered the last request.
+    pub online: bool,
+    /// The document's first node, once known.
+    pub genesis: Option<String>,
+    /// This node may publish (it is the first node, or the owner added it).
+    pub member: bool,
+    /// This device's own events, sealed.
+    pub own_events: u64,
+    /// Own events the broker acknowledged.
+    pub published: u64,
+    /// Own events not yet acknowledged.
+    pub to_publish: u64,
+    /// Stream sequence of the last message ingest stored.
+    pub ingested: u64,
+    /// Messages on the consumer not yet delivered to ingest (as of its last look).
+    pub to_ingest: u64,
+    /// Events in the merged state (every node's).
+    pub events: u64,
+    /// The merged state's digest.
+    pub digest: String,
+    /// Events ingest refused, newest last (at most 100 kept).
+    pub rejected: Vec<String>,
+    pub last_error: Option<String>,
+}
+
+/// The merged state and what the follower remembers.
+struct Core {
+    replica: Replica,
+    /// This node, and its key when this is the live node (`replay` seals without one).
+    node: NodeId,
+    key: Option<NodeKey>,
+    /// Last local seq folded in.
+    followed: u64,
+    /// This node's sealed events, by origin seq - 1.
+    own: Vec<SyncEvent>,
+    /// Per other node, its latest event in log order.
+    heads: BTreeMap<NodeId, EventId>,
+    /// Per node, its events' ids by origin seq - 1 (stored or about to be).
+    chains: HashMap<NodeId, Vec<EventId>>,
+    /// Event id → local seq.
+    ids: HashMap<EventId, u64>,
+}
+
+impl Core {
+    fn new(registry: Registry, node: NodeId, key: Option<NodeKey>) -> Core {
+        Core {
+            replica: Replica::new(registry),
+            node,
+            key,
+            followed: 0,
+            own: Vec::new(),
+            heads: BTreeMap::new(),
+            chains: HashMap::new(),
+            ids: HashMap::new(),
+        }
+    }
+
+    /// Folds the log's events after `followed` into the merged state.
+    fn catch_up(&mut self, file: &FileHandle) -> Result<bool, SyncError> {
+        if file.last_seq() <= self.followed {
+            return Ok(false);
+        }
+        for e in file.events(self.followed + 1)? {
+            let seq = e.seq;
+            let sealed = match file.foreign(seq)? {
+                Some(bytes) => {
+                    let s = SyncEvent::decode(&bytes).map_err(|r| {
+                        SyncError::Engine(format!("the origin kept with event {seq}: {r}"))
+                    })?;
+                    self.heads.insert(s.origin.node, s.id);
+                    s
+                }
+                None => self.seal(file, &e)?,
+            };
+            self.chains
+                .entry(sealed.origin.node)
+                .or_default()
+                .push(sealed.id);
+            self.ids.insert(sealed.id, seq);
+            if let Err(why) = self.replica.add(&sealed) {
+                // Ingest stores an event only after what it names, so this is a damaged log.
+                return Err(SyncError::Engine(format!(
+                    "event {seq} cannot join the merge: {why:?}"
+                )));
+            }
+            if sealed.origin.node == self.node {
+                self.own.push(sealed);
+            }
+            self.followed = seq;
+        }
+        Ok(true)
+    }
+
+    /// Seals one of this node's events (see the module docs).
+    fn seal(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
+        // Events from before the file recorded commands: the event's kind on its entity.
+        let (cap, target) = file
+            .command_of(e.seq)?
+            .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
+        let origin = Origin {
+            node: self.node,
+            seq: self.own.len() as u64 + 1,
+            prev: self.own.last().map(|s| s.id),
+            deps: self.heads.values().copied().collect(),
+        };
+        Ok(SyncEvent::seal_parts(
+            self.key.as_ref(),
+            origin,
+            cap,
+            target,
+            e,
+        ))
+    }
+}
+
+/// Shared by the handle and the two children.
+struct Inner {
+    file: FileHandle,
+    config: SyncConfig,
+    node: NodeId,
+    core: Mutex<Core>,
+    /// New own events to publish, or a new member list.
+    wake_publisher: Notify,
+    status: watch::Sender<SyncStatus>,
+    client: async_nats::Client,
+}
+
+/// A document synced on this device. Cloning gives another handle to the same node.
+#[derive(Clone)]
+pub struct SyncNode {
+    inner: Arc<Inner>,
+}
+
+impl SyncNode {
+    /// Turns sync on for an open file (this process must own it): rebuilds the merged state
+    /// from the log, then starts `SyncPublisher` and `SyncIngest` under the file actor. The
+    /// broker need not be reachable.
+    pub async fn start(
+        file: FileHandle,
+        registry: Registry,
+        config: SyncConfig,
+    ) -> Result<SyncNode, SyncError> {
+        if config.doc.is_empty()
+            || !config
+                .doc
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(SyncError::BadName(config.doc.clone()));
+        }
+        file.record_commands(true);
+        let key = NodeKey::from_seed(config.key_seed);
+        let node = key.node();
+        let mut core = Core::new(registry, node, Some(key));
+        core.catch_up(&file)?;
+        let client = async_nats::ConnectOptions::new()
+            .retry_on_initial_connect()
+            .connection_timeout(config.timeout)
+            .request_timeout(Some(config.timeout))
+            .connect(config.url.as_str())
+            .await
+            .map_err(|e| SyncError::Engine(format!("cannot use the broker URL: {e}")))?;
+        let (status, _) = watch::channel(SyncStatus {
+            node: node.to_hex(),
+            doc: config.doc.clone(),
+            broker: config.url.clone(),
+            ..Default::default()
+        });
+        let inner = Arc::new(Inner {
+            file: file.clone(),
+            config,
+            node,
+            core: Mutex::new(core),
+            wake_publisher: Notify::new(),
+            status,
+            client,
+        });
+        inner.refresh_status(|_| {});
+        for role in [Role::Follower, Role::Publisher, Role::Ingest] {
+            let inner = inner.clone();
+            let spec = elfiee_engine::tree::ChildSpec {
+                name: format!("sync:{}", role.name()),
+                start: Arc::new(move |supervisor: ActorCell| {
+                    let inner = inner.clone();
+                    Box::pin(async move {
+                        Actor::spawn_linked(None, LoopActor, (inner, role), supervisor)
+                            .await
+                            .map(|(a, _)| a.get_cell())
+                            .map_err(|e| e.to_string())
+                    })
+                }),
+                restart: elfiee_engine::tree::RestartPolicy {
+                    max_failures: u32::MAX,
+                    ..Default::default()
+                },
+            };
+            file.supervise(spec).await?;
+        }
+        Ok(SyncNode { inner })
+    }
+
+    pub fn node(&self) -> NodeId {
+        self.inner.node
+    }
+
+    pub fn file(&self) -> &FileHandle {
+        &self.inner.file
+    }
+
+    /// The merged state (every node's events folded in merge order), up to date with the
+    /// local log.
+    pub fn state(&self) -> Result<State, SyncError> {
+        let mut core = self.inner.lock();
+        core.catch_up(&self.inner.file)?;
+        Ok(core.replica.state().clone())
+    }
+
+    /// The merged state's digest: equal on every node holding the same events.
+    pub fn digest(&self) -> Result<String, SyncError> {
+        let mut core = self.inner.lock();
+        core.catch_up(&self.inner.file)?;
+        Ok(core.replica.digest())
+    }
+
+    /// Ids of every event in the merged state (every node's).
+    pub fn event_ids(&self) -> Result<Vec<EventId>, SyncError> {
+        let mut core = self.inner.lock();
+        core.catch_up(&self.inner.file)?;
+        Ok(core.ids.keys().copied().collect())
+    }
+
+    /// The local seq of an event, by its id.
+    pub fn local_seq(&self, id: &EventId) -> Option<u64> {
+        self.inner.lock().ids.get(id).copied()
+    }
+
+    pub fn status(&self) -> SyncStatus {
+        self.inner.refresh_status(|_| {});
+        self.inner.status.borrow().clone()
+    }
+
+    /// Status changes (online, offline, behind by n).
+    pub fn subscribe(&self) -> watch::Receiver<SyncStatus> {
+        self.inner.status.subscribe()
+    }
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn catch_up(&self) -> Result<(), SyncError> {
+        let moved = self.lock().catch_up(&self.file)?;
+        if moved {
+            self.wake_publisher.notify_one();
+            self.refresh_status(|_| {});
+        }
+        Ok(())
+    }
+
+    /// Recomputes the counts in the status, applies `change`, and tells subscribers when
+    /// something moved.
+    fn refresh_status(&self, change: impl FnOnce(&mut SyncStatus)) {
+        let (own, events, digest, member, genesis) = {
+            let core = self.lock();
+            let genesis = self.genesis();
+            (
+                core.own.len() as u64,
+                core.replica.len() as u64,
+                core.replica.digest(),
+                self.is_member(core.replica.state(), genesis.as_ref()),
+                genesis,
+            )
+        };
+        let published = self.file.checkpoint(PUBLISH_CHECKPOINT).unwrap_or(0);
+        let ingested = self
+            .file
+            .side(INGEST_SIDE)
+            .ok()
+            .flatten()
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0);
+        self.status.send_if_modified(|s| {
+            let before = s.clone();
+            s.own_events = own;
+            s.published = published.min(own);
+            s.to_publish = own.saturating_sub(published);
+            s.ingested = ingested;
+            s.events = events;
+            s.digest = digest;
+            s.member = member;
+            s.genesis = genesis.map(|g| g.to_hex());
+            change(s);
+            *s != before
+        });
+    }
+
+    fn genesis(&self) -> Option<NodeId> {
+        self.file
+            .side(GENESIS_SIDE)
+            .ok()
+            .flatten()
+            .and_then(|b| b.try_into().ok())
+            .map(NodeId)
+    }
+
+    fn is_member(&self, state: &State, genesis: Option<&NodeId>) -> bool {
+        genesis == Some(&self.node) || crate::membership::members(state).contains_key(&self.node)
+    }
+
+    fn js(&self) -> jetstream::Context {
+        jetstream::context::ContextBuilder::new()
+            .timeout(self.config.timeout)
+            .build(self.client.clone())
+    }
+
+    fn offline(&self, why: String) {
+        tracing::debug!(node = %self.node, error = %why, "sync: broker unreachable; retrying");
+        self.refresh_status(|s| {
+            s.online = false;
+            s.last_error = Some(why);
+        });
+    }
+
+    fn online(&self) {
+        self.refresh_status(|s| s.online = true);
+    }
+
+    /// The document's stream, made by the first node (a document with events of its own and
+    /// none from elsewhere), which records itself as the genesis in the stream's description.
+    /// A node that joins waits until the stream exists and records its genesis.
+    async fn stream(&self, js: &jetstream::Context) -> Result<jetstream::stream::Stream, String> {
+        let name = self.config.stream();
+        let mut stream = match js.get_stream(&name).await {
+            Ok(s) => s,
+            Err(e)
+                if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
+            {
+                let founder = {
+                    let core = self.lock();
+                    !core.own.is_empty() && core.own.len() == core.replica.len()
+                };
+                if !founder {
+                    return Err(format!(
+                        "the document's stream {name} does not exist yet; waiting for its first device"
+                    ));
+                }
+                js.get_or_create_stream(jetstream::stream::Config {
+                    name: name.clone(),
+                    subjects: vec![format!("elf.{}.>", self.config.doc)],
+                    duplicate_window: self.config.duplicate_window,
+                    description: Some(format!("elfiee genesis={}", self.node.to_hex())),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| format!("cannot create the stream {name}: {e}"))?
+            }
+            Err(e) => return Err(format!("cannot reach the stream {name}: {e}")),
+        };
+        if self.genesis().is_none() {
+            let info = stream.info().await.map_err(|e| e.to_string())?;
+            let genesis = info
+                .config
+                .description
+                .as_deref()
+                .and_then(|d| d.strip_prefix("elfiee genesis="))
+                .and_then(NodeId::from_hex)
+                .ok_or_else(|| format!("the stream {name} does not name its first device"))?;
+            self.file
+                .append_foreign(
+                    Vec::new(),
+                    vec![(GENESIS_SIDE.to_vec(), genesis.0.to_vec())],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            self.wake_publisher.notify_one();
+        }
+        Ok(stream)
+    }
+}
+
+// ------------------------------------------------------------------ the children
+
+#[derive(Clone, Copy, Debug)]
+enum Role {
+    /// Folds new local events into the merged state (and wakes the publisher).
+    Follower,
+    Publisher,
+    Ingest,
+}
+
+impl Role {
+    fn name(&self) -> &'static str {
+        match self {
+            Role::Follower => "follower",
+            Role::Publisher => "publisher",
+            Role::Ingest => "ingest",
+        }
+    }
+}
+
+/// Runs one role's loop; the loop ending with an error (or a panic) fails the actor, and the
+/// file actor restarts it with backoff.
+struct LoopActor;
+
+enum LoopMsg {
+    Ended(Result<(), String>),
+}
+
+impl Actor for LoopActor {
+    type Msg = LoopMsg;
+    type State = tokio::task::JoinHandle<()>;
+    type Arguments = (Arc<Inner>, Role);
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<LoopMsg>,
+        (inner, role): (Arc<Inner>, Role),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let work = tokio::spawn(async move {
+            match role {
+                Role::Follower => follow(inner).await,
+                Role::Publisher => publish(inner).await,
+                Role::Ingest => ingest(inner).await,
+            }
+        });
+        Ok(tokio::spawn(async move {
+            let ended = match work.await {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => Err(format!("panicked: {e}")),
+                Err(e) => Err(e.to_string()),
+            };
+            let _ = me.cast(LoopMsg::Ended(ended));
+        }))
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<LoopMsg>,
+        msg: LoopMsg,
+        _: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            LoopMsg::Ended(Ok(())) => {
+                me.stop(None);
+                Ok(())
+            }
+            LoopMsg::Ended(Err(e)) => Err(e.into()),
+        }
+    }
+
+    async fn post_stop(
+        &self,
+        _: ActorRef<LoopMsg>,
+        task: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        task.abort();
+        Ok(())
+    }
+}
+
+/// The follower: every committed event, local or not, joins the merged state in log order.
+async fn follow(inner: Arc<Inner>) -> Result<(), String> {
+    let from = inner.lock().followed + 1;
+    let mut events = inner.file.subscribe_from(from);
+    loop {
+        inner.catch_up().map_err(|e| e.to_string())?;
+        if events.recv().await.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// A pause that doubles per failure in a row.
+struct Backoff {
+    next: Duration,
+    first: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    fn new(c: &SyncConfig) -> Backoff {
+        Backoff {
+            next: c.backoff,
+            first: c.backoff,
+            max: c.max_backoff,
+        }
+    }
+
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(self.max);
+    }
+
+    fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
+
+/// `SyncPublisher`.
+async fn publish(inner: Arc<Inner>) -> Result<(), String> {
+    let js = inner.js();
+    let subject = inner.config.events_subject(&inner.node);
+    let mut backoff = Backoff::new(&inner.config);
+    'connect: loop {
+        let stream = match inner.stream(&js).await {
+            Ok(s) => s,
+            Err(e) => {
+                inner.offline(e);
+                backoff.wait().await;
+                continue;
+            }
+        };
+        // Where the broker is: the checkpoint may be behind it (lost, or rolled back).
+        let on_broker = match stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(m) => SyncEvent::decode(&m.payload)
+                .map(|e| e.origin.seq)
+                .map_err(|e| format!("the last message on {subject} does not decode: {e}"))?,
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => 0,
+            Err(e) => {
+                inner.offline(format!("cannot read the last message on {subject}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        };
+        let checkpoint = inner
+            .file
+            .checkpoint(PUBLISH_CHECKPOINT)
+            .map_err(|e| e.to_string())?;
+        let mut next = checkpoint.max(on_broker) + 1;
+        if on_broker > checkpoint {
+            set_checkpoint(&inner, on_broker)?;
+        }
+        inner.online();
+        backoff.reset();
+        loop {
+            let batch: Vec<SyncEvent> = {
+                let core = inner.lock();
+                let member = inner.is_member(core.replica.state(), inner.genesis().as_ref());
+                if member {
+                    core.own
+                        .iter()
+                        .skip(next as usize - 1)
+                        .take(inner.config.in_flight)
+                        .cloned()
+                        .collect()
+                } else {
+                    Vec::new()
+                }
+            };
+            if batch.is_empty() {
+                // Wait for new own events (or look again now and then: membership, status).
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(1), inner.wake_publisher.notified())
+                        .await;
+                inner.catch_up().map_err(|e| e.to_string())?;
+                continue;
+            }
+            match publish_batch(&inner, &js, &subject, &batch).await {
+                Ok(()) => {
+                    next += batch.len() as u64;
+                    inner.online();
+                }
+                Err((acked, why)) => {
+                    // Acknowledged ones stay acknowledged; the rest go again after a pause,
+                    // from a fresh look at the subject.
+                    let _ = acked;
+                    inner.offline(why);
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+            }
+        }
+    }
+}
+
+fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
+    inner
+        .file
+        .set_checkpoint(PUBLISH_CHECKPOINT, seq)
+        .map_err(|e| format!("cannot store the publisher's checkpoint: {e}"))
+}
+
+/// Publishes `batch` (consecutive own events): bodies first, then the events, pipelined;
+/// moves the checkpoint over every acknowledged prefix. On failure, how many were acked.
+async fn publish_batch(
+    inner: &Inner,
+    js: &jetstream::Context,
+    subject: &str,
+    batch: &[SyncEvent],
+) -> Result<(), (usize, String)> {
+    for e in batch {
+        for r in elfiee_projections::content::event_refs(&e.value) {
+            publish_body(inner, js, &r).await.map_err(|w| (0, w))?;
+        }
+    }
+    let mut acks = Vec::with_capacity(batch.len());
+    for e in batch {
+        let msg = PublishMessage::build()
+            .payload(e.encode().into())
+            .message_id(format!("{}:{}", e.origin.node.to_hex(), e.origin.seq));
+        match js.send_publish(subject.to_owned(), msg).await {
+            Ok(ack) => acks.push((e.origin.seq, ack)),
+            Err(err) => {
+                acks.clear();
+                return Err((0, format!("cannot publish: {err}")));
+            }
+        }
+    }
+    for (n, (seq, ack)) in acks.into_iter().enumerate() {
+        if crash_before_puback() {
+            tracing::warn!("ELFIEE_TEST_CRASH_BEFORE_PUBACK: aborting before the PubAck");
+            std::process::abort();
+        }
+        match ack.await {
+            Ok(_) => set_checkpoint(inner, seq).map_err(|w| (n, w))?,
+            Err(err) => return Err((n, format!("no PubAck for {subject}:{seq}: {err}"))),
+        }
+    }
+    Ok(())
+}
+
+/// `ELFIEE_TEST_CRASH_BEFORE_PUBACK=1`: the process aborts after sending events and before
+/// their PubAck (the "publisher died between commit and PubAck" test).
+fn crash_before_puback() -> bool {
+    std::env::var_os("ELFIEE_TEST_CRASH_BEFORE_PUBACK").is_some_and(|v| v == "1")
+}
+
+/// Publishes a body as chunks (skipped when its last chunk is on the broker already).
+async fn publish_body(
+    inner: &Inner,
+    js: &jetstream::Context,
+    r: &ContentRef,
+) -> Result<(), String> {
+    let subject = inner.config.blob_subject(r);
+    let text = inner
+        .file
+        .content(r)
+        .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+    let bytes = text.as_bytes();
+    let chunks = bytes.len().div_ceil(CHUNK).max(1);
+    let mut acks = Vec::with_capacity(chunks);
+    for n in 0..chunks {
+        let part = &bytes[(n * CHUNK).min(bytes.len())..((n + 1) * CHUNK).min(bytes.len())];
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Elf-Chunks", chunks.to_string().as_str());
+        headers.insert("Elf-Chunk", n.to_string().as_str());
+        let msg = PublishMessage::build()
+            .payload(part.to_vec().into())
+            .headers(headers)
+            .message_id(format!("{}:{n}", r.hash.to_hex()));
+        acks.push(
+            js.send_publish(subject.clone(), msg)
+                .await
+                .map_err(|e| format!("cannot publish body {}: {e}", r.hash))?,
+        );
+    }
+    for ack in acks {
+        ack.await
+            .map_err(|e| format!("no PubAck for body {}: {e}", r.hash))?;
+    }
+    Ok(())
+}
+
+/// Reads a body's chunks from the stream into the content store.
+async fn fetch_body(
+    inner: &Inner,
+    stream: &jetstream::stream::Stream,
+    r: &ContentRef,
+) -> Result<(), String> {
+    let subject = inner.config.blob_subject(r);
+    let c = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subject.clone(),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+    let mut messages = c
+        .messages()
+        .await
+        .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+    let mut parts: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
+    let mut total = None;
+    while total.is_none_or(|t| parts.len() < t) {
+        let m = tokio::time::timeout(inner.config.timeout, messages.next())
+            .await
+            .map_err(|_| format!("body {} is not (yet) on the broker", r.hash))?
+            .ok_or_else(|| format!("body {}: the stream ended", r.hash))?
+            .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+        let header = |name: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(name))
+                .and_then(|v| v.as_str().parse::<usize>().ok())
+        };
+        let (Some(n), Some(t)) = (header("Elf-Chunk"), header("Elf-Chunks")) else {
+            continue;
+        };
+        total = Some(t);
+        parts.entry(n).or_insert_with(|| m.payload.to_vec());
+    }
+    let bytes: Vec<u8> = parts.into_values().flatten().collect();
+    let text = String::from_utf8(bytes).map_err(|_| format!("body {} is not UTF-8", r.hash))?;
+    if elfiee_projections::content::ref_for(&text) != *r {
+        return Err(format!("body {} does not match its hash", r.hash));
+    }
+    inner.file.put_content(&text).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// `SyncIngest`.
+async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
+    let js = inner.js();
+    let name = format!("node-{}", &inner.node.to_hex()[..32]);
+    let mut backoff = Backoff::new(&inner.config);
+    'connect: loop {
+        let stream = match inner.stream(&js).await {
+            Ok(s) => s,
+            Err(e) => {
+                inner.offline(e);
+                backoff.wait().await;
+                continue;
+            }
+        };
+        let ingested = inner.status.borrow().ingested;
+        let config = consumer::pull::Config {
+            durable_name: Some(name.clone()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_secs(30),
+            filter_subject: format!("elf.{}.ev.>", inner.config.doc),
+            // A copied .elf resumes where its ingest checkpoint says.
+            deliver_policy: if ingested > 0 {
+                consumer::DeliverPolicy::ByStartSequence {
+                    start_sequence: ingested + 1,
+                }
+            } else {
+                consumer::DeliverPolicy::All
+            },
+            max_ack_pending: (inner.config.batch * 4) as i64,
+            ..Default::default()
+        };
+        let mut c = match stream.get_or_create_consumer(&name, config).await {
+            Ok(c) => c,
+            Err(e) => {
+                inner.offline(format!("cannot open the consumer {name}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        };
+        inner.online();
+        backoff.reset();
+        loop {
+            let fetched = c
+                .fetch()
+                .max_messages(inner.config.batch)
+                .expires(Duration::from_millis(500))
+                .messages()
+                .await;
+            let mut messages = match fetched {
+                Ok(m) => m,
+                Err(e) => {
+                    inner.offline(format!("cannot fetch from {name}: {e}"));
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+            };
+            let mut batch = Vec::new();
+            while let Some(m) = messages.next().await {
+                match m {
+                    Ok(m) => batch.push(m),
+                    Err(e) => {
+                        inner.offline(format!("fetching from {name}: {e}"));
+                        break;
+                    }
+                }
+            }
+            if !batch.is_empty() {
+                if let Err(e) = store_batch(&inner, &stream, batch).await {
+                    inner.offline(e);
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+            }
+            if let Ok(info) = c.info().await {
+                let pending = info.num_pending;
+                inner.refresh_status(|s| {
+                    s.online = true;
+                    s.to_ingest = pending;
+                });
+            }
+        }
+    }
+}
+
+/// What to do with one fetched message.
+enum Verdict {
+    /// Store it (verified, its history here).
+    Store(SyncEvent),
+    /// Already here (a redelivery, or this node's own).
+    Skip,
+    /// Forged or broken: never stored.
+    Reject(SyncError),
+    /// It names events not here yet: ask again later.
+    Later,
+}
+
+/// Checks, stores and acknowledges a batch of fetched messages.
+async fn store_batch(
+    inner: &Inner,
+    stream: &jetstream::stream::Stream,
+    batch: Vec<jetstream::Message>,
+) -> Result<(), String> {
+    inner.catch_up().map_err(|e| e.to_string())?;
+    let genesis = inner.genesis();
+    let mut members = {
+        let core = inner.lock();
+        crate::membership::members(core.replica.state())
+    };
+    let mut queued: Vec<(SyncEvent, jetstream::Message)> = Vec::new();
+    let mut acks: Vec<jetstream::Message> = Vec::new();
+    let mut later: Vec<jetstream::Message> = Vec::new();
+    let mut terms: Vec<jetstream::Message> = Vec::new();
+    // Ids and chains of the queued events, on top of what is stored.
+    let mut fresh: HashSet<EventId> = HashSet::new();
+    let mut fresh_chains: HashMap<NodeId, Vec<EventId>> = HashMap::new();
+    for m in batch {
+        let verdict = {
+            let core = inner.lock();
+            judge(
+                &core,
+                &m.payload,
+                genesis.as_ref(),
+                &members,
+                &fresh,
+                &fresh_chains,
+            )
+        };
+        match verdict {
+            Verdict::Store(e) => {
+                fresh.insert(e.id);
+                fresh_chains.entry(e.origin.node).or_default().push(e.id);
+                if e.cap == "node.add" {
+                    if let Some(n) = e
+                        .value
+                        .get("node_id")
+                        .and_then(|v| v.as_str())
+                        .and_then(NodeId::from_hex)
+                    {
+                        // Folded (and authorized) with the batch; its events may follow in it.
+                        members.insert(n, n.0);
+                    }
+                }
+                queued.push((e, m));
+            }
+            Verdict::Skip => acks.push(m),
+            Verdict::Later => later.push(m),
+            Verdict::Reject(err) => {
+                tracing::warn!(error = %err, "sync: rejected an event from the broker");
+                inner.refresh_status(|s| {
+                    s.rejected.push(err.to_string());
+                    let n = s.rejected.len();
+                    if n > 100 {
+                        s.rejected.drain(..n - 100);
+                    }
+                });
+                terms.push(m);
+            }
+        }
+    }
+    if !queued.is_empty() {
+        for (e, _) in &queued {
+            for r in elfiee_projections::content::event_refs(&e.value) {
+                if !inner.file.has_content(&r).map_err(|e| e.to_string())? {
+                    fetch_body(inner, stream, &r).await?;
+                }
+            }
+        }
+        let last_stream_seq = queued
+            .iter()
+            .filter_map(|(_, m)| m.info().ok().map(|i| i.stream_sequence))
+            .max()
+            .unwrap_or(0);
+        let events = queued
+            .iter()
+            .map(|(e, _)| (e.to_event(), e.encode()))
+            .collect();
+        let side = vec![(INGEST_SIDE.to_vec(), last_stream_seq.to_be_bytes().to_vec())];
+        inner
+            .file
+            .append_foreign(events, side)
+            .await
+            .map_err(|e| format!("cannot store events from the broker: {e}"))?;
+        inner.catch_up().map_err(|e| e.to_string())?;
+        acks.extend(queued.into_iter().map(|(_, m)| m));
+    }
+    for m in acks {
+        let _ = m.ack().await;
+    }
+    for m in terms {
+        let _ = m.ack_with(AckKind::Term).await;
+    }
+    for m in later {
+        let _ = m
+            .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
+            .await;
+    }
+    Ok(())
+}
+
+/// The verdict on one message, against what is stored and what this batch queued.
+fn judge(
+    core: &Core,
+    payload: &[u8],
+    genesis: Option<&NodeId>,
+    members: &BTreeMap<NodeId, [u8; 32]>,
+    fresh: &HashSet<EventId>,
+    fresh_chains: &HashMap<NodeId, Vec<EventId>>,
+) -> Verdict {
+    let e = match SyncEvent::decode(payload) {
+        Ok(e) => e,
+        Err(why) => {
+            return Verdict::Reject(SyncError::Rejected {
+                origin: "?".into(),
+                origin_seq: 0,
+                reason: why,
+            })
+        }
+    };
+    if core.ids.contains_key(&e.id) || fresh.contains(&e.id) || e.origin.node == core.node {
+        return Verdict::Skip;
+    }
+    let reject = |reason| {
+        Verdict::Reject(SyncError::Rejected {
+            origin: e.origin.node.to_hex(),
+            origin_seq: e.origin.seq,
+            reason,
+        })
+    };
+    let member = |n: &NodeId| (Some(n) == genesis || members.contains_key(n)).then_some(n.0);
+    if let Err(why) = e.verify(member) {
+        return reject(why);
+    }
+    // Its place in its node's history: right after the node's last event here.
+    let stored = core.chains.get(&e.origin.node).map_or(&[][..], |c| c);
+    let queued = fresh_chains.get(&e.origin.node).map_or(&[][..], |c| c);
+    let have = (stored.len() + queued.len()) as u64;
+    let at = |seq: u64| {
+        let i = seq as usize - 1;
+        if i < stored.len() {
+            stored.get(i)
+        } else {
+            queued.get(i - stored.len())
+        }
+    };
+    if e.origin.seq == 0 {
+        return reject(Rejection::BrokenPrev {
+            seq: 0,
+            why: "origin seqs start at 1".into(),
+        });
+    }
+    if e.origin.seq <= have {
+        // Another event already holds this place: a fork.
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: format!(
+                "the node's event {} here is {}",
+                e.origin.seq,
+                at(e.origin.seq).map(|i| i.to_hex()).unwrap_or_default()
+            ),
+        });
+    }
+    if e.origin.seq > have + 1 {
+        return Verdict::Later;
+    }
+    let prev_here = if have == 0 { None } else { at(have).copied() };
+    if e.origin.prev != prev_here {
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: "its prev is not the node's previous event".into(),
+        });
+    }
+    if e.origin
+        .deps
+        .iter()
+        .any(|d| !core.ids.contains_key(d) && !fresh.contains(d))
+    {
+        return Verdict::Later;
+    }
+    Verdict::Store(e)
+}
