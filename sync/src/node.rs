@@ -46,12 +46,45 @@ use crate::replica::Replica;
 /// Bodies travel in chunks of this many bytes (the server's default payload limit is 1 MiB).
 pub const CHUNK: usize = 256 * 1024;
 
-/// The publisher's checkpoint (the last origin seq the broker acknowledged).
+/// The publisher's checkpoint (the last origin seq the broker acknowledged), per node: see
+/// [`publish_checkpoint`].
 pub const PUBLISH_CHECKPOINT: &str = "sync.publish";
 /// Side record: the last stream sequence ingest stored (written with the events).
 const INGEST_SIDE: &[u8] = b"sync.ingest";
 /// Side record: the document's first node (the one whose stream it is).
 const GENESIS_SIDE: &[u8] = b"sync.genesis";
+
+/// Side record: the node this file is synced as.
+const NODE_SIDE: &[u8] = b"sync.node";
+/// Side record: earlier nodes of a copied file and the last local seq each wrote.
+const ADOPTED_SIDE: &[u8] = b"sync.adopted";
+/// Side record: the broker and the document name last used (JSON).
+pub const CONFIG_SIDE: &[u8] = b"sync.config";
+
+fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
+    Ok(file
+        .side(NODE_SIDE)?
+        .and_then(|b| b.try_into().ok())
+        .map(NodeId))
+}
+
+fn adopted(file: &FileHandle) -> Result<Vec<(NodeId, u64)>, SyncError> {
+    Ok(file
+        .side(ADOPTED_SIDE)?
+        .and_then(|b| rmp_serde::from_slice(&b).ok())
+        .unwrap_or_default())
+}
+
+/// The merged state of a synced file, folded from its log alone (what `elfiee replay` shows
+/// for it); `None` for a file that was never synced.
+pub fn synced_state(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+    Core::replay(file, registry)
+}
+
+/// The publisher's checkpoint name for a node (a copied file's earlier node has its own).
+pub fn publish_checkpoint(node: &NodeId) -> String {
+    format!("{PUBLISH_CHECKPOINT}.{}", &node.to_hex()[..16])
+}
 
 /// How to reach the broker, and as whom.
 #[derive(Clone)]
@@ -173,6 +206,9 @@ struct Core {
     chains: HashMap<NodeId, Vec<EventId>>,
     /// Event id → local seq.
     ids: HashMap<EventId, u64>,
+    /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
+    /// events up to each `through` seq are that node's.
+    adopted: Vec<(NodeId, u64)>,
 }
 
 impl Core {
@@ -186,7 +222,20 @@ impl Core {
             heads: BTreeMap::new(),
             chains: HashMap::new(),
             ids: HashMap::new(),
+            adopted: Vec::new(),
         }
+    }
+
+    /// The merged state as a fresh node over `file`'s log would fold it (for `replay`: no key
+    /// needed, ids and merge order do not depend on signatures).
+    pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+        let Some(node) = recorded_node(file)? else {
+            return Ok(None);
+        };
+        let mut core = Core::new(registry, node, None);
+        core.adopted = adopted(file)?;
+        core.catch_up(file)?;
+        Ok(Some(core.replica.state().clone()))
     }
 
     /// Folds the log's events after `followed` into the merged state.
@@ -204,7 +253,18 @@ impl Core {
                     self.heads.insert(s.origin.node, s.id);
                     s
                 }
-                None => self.seal(file, &e)?,
+                None => {
+                    let author = self
+                        .adopted
+                        .iter()
+                        .find(|(_, through)| seq <= *through)
+                        .map_or(self.node, |(n, _)| *n);
+                    let s = self.seal(file, &e, author)?;
+                    if author != self.node {
+                        self.heads.insert(author, s.id);
+                    }
+                    s
+                }
             };
             self.chains
                 .entry(sealed.origin.node)
@@ -225,25 +285,28 @@ impl Core {
         Ok(true)
     }
 
-    /// Seals one of this node's events (see the module docs).
-    fn seal(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
+    /// Seals an event written on this device (see the module docs): by this node, or by the
+    /// node the file was synced as before it was copied here (`author`, unsigned: that node
+    /// published it).
+    fn seal(&self, file: &FileHandle, e: &Event, author: NodeId) -> Result<SyncEvent, SyncError> {
         // Events from before the file recorded commands: the event's kind on its entity.
         let (cap, target) = file
             .command_of(e.seq)?
             .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
+        let chain = self.chains.get(&author).map_or(&[][..], |c| c);
         let origin = Origin {
-            node: self.node,
-            seq: self.own.len() as u64 + 1,
-            prev: self.own.last().map(|s| s.id),
-            deps: self.heads.values().copied().collect(),
+            node: author,
+            seq: chain.len() as u64 + 1,
+            prev: chain.last().copied(),
+            deps: self
+                .heads
+                .iter()
+                .filter(|(n, _)| **n != author)
+                .map(|(_, id)| *id)
+                .collect(),
         };
-        Ok(SyncEvent::seal_parts(
-            self.key.as_ref(),
-            origin,
-            cap,
-            target,
-            e,
-        ))
+        let key = self.key.as_ref().filter(|_| author == self.node);
+        Ok(SyncEvent::seal_parts(key, origin, cap, target, e))
     }
 }
 
@@ -257,6 +320,10 @@ struct Inner {
     wake_publisher: Notify,
     status: watch::Sender<SyncStatus>,
     client: async_nats::Client,
+    /// Events ingest refused, newest last (at most 100 kept).
+    rejected: Mutex<Vec<SyncError>>,
+    /// The publisher's checkpoint ([`publish_checkpoint`]).
+    checkpoint_name: String,
 }
 
 /// A document synced on this device. Cloning gives another handle to the same node.
@@ -285,7 +352,35 @@ impl SyncNode {
         file.record_commands(true);
         let key = NodeKey::from_seed(config.key_seed);
         let node = key.node();
+        // Which node this file is synced as; a copy from another device adopts that node's
+        // events (they are published by it) and goes on as this one.
+        let mut adopted = adopted(&file)?;
+        let mut side = Vec::new();
+        match recorded_node(&file)? {
+            Some(n) if n == node => {}
+            earlier => {
+                if let Some(n) = earlier {
+                    adopted.retain(|(a, _)| *a != node);
+                    adopted.push((n, file.last_seq()));
+                    side.push((
+                        ADOPTED_SIDE.to_vec(),
+                        rmp_serde::to_vec(&adopted).unwrap_or_default(),
+                    ));
+                }
+                side.push((NODE_SIDE.to_vec(), node.0.to_vec()));
+            }
+        }
+        let recorded =
+            serde_json::to_vec(&serde_json::json!({"url": config.url, "doc": config.doc}))
+                .unwrap_or_default();
+        if file.side(CONFIG_SIDE)?.as_deref() != Some(&recorded[..]) {
+            side.push((CONFIG_SIDE.to_vec(), recorded));
+        }
+        if !side.is_empty() {
+            file.append_foreign(Vec::new(), side).await?;
+        }
         let mut core = Core::new(registry, node, Some(key));
+        core.adopted = adopted;
         core.catch_up(&file)?;
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
@@ -308,6 +403,8 @@ impl SyncNode {
             wake_publisher: Notify::new(),
             status,
             client,
+            rejected: Mutex::new(Vec::new()),
+            checkpoint_name: publish_checkpoint(&node),
         });
         inner.refresh_status(|_| {});
         for role in [Role::Follower, Role::Publisher, Role::Ingest] {
@@ -368,9 +465,22 @@ impl SyncNode {
         self.inner.lock().ids.get(id).copied()
     }
 
+    /// The status now, with the merged state's digest (subscribers get it without).
     pub fn status(&self) -> SyncStatus {
+        let _ = self.inner.catch_up();
         self.inner.refresh_status(|_| {});
-        self.inner.status.borrow().clone()
+        let mut s = self.inner.status.borrow().clone();
+        s.digest = self.inner.lock().replica.digest();
+        s
+    }
+
+    /// Events from the broker that were refused (forged or broken), newest last.
+    pub fn rejected(&self) -> Vec<SyncError> {
+        self.inner
+            .rejected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Status changes (online, offline, behind by n).
@@ -396,18 +506,17 @@ impl Inner {
     /// Recomputes the counts in the status, applies `change`, and tells subscribers when
     /// something moved.
     fn refresh_status(&self, change: impl FnOnce(&mut SyncStatus)) {
-        let (own, events, digest, member, genesis) = {
+        let (own, events, member, genesis) = {
             let core = self.lock();
             let genesis = self.genesis();
             (
                 core.own.len() as u64,
                 core.replica.len() as u64,
-                core.replica.digest(),
                 self.is_member(core.replica.state(), genesis.as_ref()),
                 genesis,
             )
         };
-        let published = self.file.checkpoint(PUBLISH_CHECKPOINT).unwrap_or(0);
+        let published = self.file.checkpoint(&self.checkpoint_name).unwrap_or(0);
         let ingested = self
             .file
             .side(INGEST_SIDE)
@@ -423,7 +532,6 @@ impl Inner {
             s.to_publish = own.saturating_sub(published);
             s.ingested = ingested;
             s.events = events;
-            s.digest = digest;
             s.member = member;
             s.genesis = genesis.map(|g| g.to_hex());
             change(s);
@@ -662,7 +770,7 @@ async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         };
         let checkpoint = inner
             .file
-            .checkpoint(PUBLISH_CHECKPOINT)
+            .checkpoint(&inner.checkpoint_name)
             .map_err(|e| e.to_string())?;
         let mut next = checkpoint.max(on_broker) + 1;
         if on_broker > checkpoint {
@@ -714,7 +822,7 @@ async fn publish(inner: Arc<Inner>) -> Result<(), String> {
 fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
     inner
         .file
-        .set_checkpoint(PUBLISH_CHECKPOINT, seq)
+        .set_checkpoint(&inner.checkpoint_name, seq)
         .map_err(|e| format!("cannot store the publisher's checkpoint: {e}"))
 }
 
@@ -994,6 +1102,14 @@ async fn store_batch(
             Verdict::Later => later.push(m),
             Verdict::Reject(err) => {
                 tracing::warn!(error = %err, "sync: rejected an event from the broker");
+                {
+                    let mut list = inner.rejected.lock().unwrap_or_else(|p| p.into_inner());
+                    list.push(err.clone());
+                    let n = list.len();
+                    if n > 100 {
+                        list.drain(..n - 100);
+                    }
+                }
                 inner.refresh_status(|s| {
                     s.rejected.push(err.to_string());
                     let n = s.rejected.len();
