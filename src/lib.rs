@@ -38,6 +38,7 @@ pub use elfiee_capabilities as capabilities;
 pub use elfiee_engine as engine;
 pub use elfiee_model as model;
 pub use elfiee_projections as projections;
+pub use elfiee_sync as sync;
 
 pub use elfiee_engine::{
     replay, verify, Engine, EngineConfig, EngineError, FileHandle, Subscription,

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use super::output::Out;
 use super::{
     resolve, AgentCmd, BlockCmd, Cli, CliError, Cmd, CodeCmd, DirCmd, EditorCmd, EditorKind,
-    ExecArgs, GrantArgs, MarkdownCmd, TerminalCmd, TextSource,
+    ExecArgs, GrantArgs, MarkdownCmd, SyncCmd, TerminalCmd, TextSource,
 };
 
 /// An open file, its running effects, and who we act as.
@@ -35,8 +35,11 @@ impl Session {
         if !unknown.is_empty() {
             eprintln!("warning: {}", unknown_kinds_message(&unknown));
         }
+        // A device that joined a synced document has no owner until the document arrives.
+        let ownerless = matches!(cli.cmd, Cmd::Serve(_) | Cmd::Sync(SyncCmd::Status { .. }));
         let editor = match &cli.as_editor {
             Some(who) => file.with_state(|s| resolve::editor(s, who))?,
+            None if ownerless && file.owner().is_none() => String::new(),
             None => file.owner().ok_or_else(|| {
                 CliError::failed(
                     "not_initialized",
@@ -114,11 +117,24 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             });
             return Ok(());
         }
+        Cmd::Sync(SyncCmd::NodeId { key }) => return super::sync::node_id(key, &out),
+        Cmd::Sync(SyncCmd::Join {
+            path,
+            broker,
+            doc,
+            key,
+        }) => return super::sync::join(path, broker, doc, key, &out).await,
         Cmd::Replay | Cmd::Verify => {
             // Exclusive access reads the log directly; if another process owns the file, the
             // owner runs the check on its log.
             let direct = if matches!(cli.cmd, Cmd::Replay) {
-                replay(&cli, &out)
+                // A synced document: also the merged state's digest (the same on every
+                // device holding the same events).
+                let synced = match elf_path(&cli) {
+                    Ok(p) => super::sync::synced_digest(&p).await.ok().flatten(),
+                    Err(_) => None,
+                };
+                replay(&cli, &out, synced)
             } else {
                 verify(&cli, &out)
             };
@@ -131,7 +147,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 file.replay()
                     .await
                     .map_err(CliError::from)
-                    .map(|(report, _)| print_replay(&report, None, &out))
+                    .map(|(report, _)| print_replay(&report, None, None, &out))
             } else {
                 file.verify()
                     .await
@@ -218,13 +234,37 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         Cmd::Dir(cmd) => dir(s, cmd, out).await?,
         Cmd::Terminal(cmd) => terminal(s, cmd, out).await?,
         Cmd::Agent(cmd) => agent(s, cmd, out).await?,
-        Cmd::Serve => {
+        Cmd::Sync(SyncCmd::AddNode { node_id, name }) => {
+            let ev = s
+                .submit(
+                    "node.add",
+                    None,
+                    json!({"node_id": node_id, "public_key": node_id, "name": name}),
+                )
+                .await?;
+            out.print(&json!({"node_id": node_id, "events": ev.len()}), || {
+                if ev.is_empty() {
+                    format!("node {node_id} was already a member")
+                } else {
+                    format!("node {node_id} may now write to this document")
+                }
+            });
+        }
+        Cmd::Sync(SyncCmd::Status { .. }) => super::sync::status(&s.file, out).await?,
+        Cmd::Sync(_) => unreachable!("handled in run"),
+        Cmd::Serve(args) => {
             if let Some(pid) = s.file.owner_pid() {
                 return Err(CliError::failed(
                     "already_served",
                     format!("process {pid} already owns this file and serves it"),
                 ));
             }
+            let _node = match &args.sync {
+                Some(url) => {
+                    Some(super::sync::start(&s.file, url, args.doc.as_deref(), &args.key).await?)
+                }
+                None => None,
+            };
             eprintln!(
                 "serving {} (pid {}); stop with Ctrl-C",
                 s.file.path().display(),
@@ -1307,7 +1347,7 @@ fn unknown_kinds_message(kinds: &std::collections::BTreeMap<String, u64>) -> Str
     )
 }
 
-fn replay(cli: &Cli, out: &Out) -> Result<(), CliError> {
+fn replay(cli: &Cli, out: &Out, synced: Option<String>) -> Result<(), CliError> {
     let path = elf_path(cli)?;
     let bar = progress("replay");
     let folds = Engine::global().config().registry.folds();
@@ -1316,13 +1356,21 @@ fn replay(cli: &Cli, out: &Out) -> Result<(), CliError> {
         bar.set_position(done);
     })?;
     bar.finish_and_clear();
-    print_replay(&report, Some(state.editors.len()), out);
+    print_replay(&report, Some(state.editors.len()), synced, out);
     Ok(())
 }
 
 /// The replay report; `editors` when the state is at hand (not when the owner replayed).
-fn print_replay(report: &crate::engine::ReplayReport, editors: Option<usize>, out: &Out) {
-    let v = serde_json::to_value(report).unwrap_or_default();
+fn print_replay(
+    report: &crate::engine::ReplayReport,
+    editors: Option<usize>,
+    synced: Option<String>,
+    out: &Out,
+) {
+    let mut v = serde_json::to_value(report).unwrap_or_default();
+    if let Some(d) = &synced {
+        v["synced_digest"] = json!(d);
+    }
     out.print(&v, || {
         let editors = editors
             .map(|n| format!(", {n} editors"))
@@ -1331,6 +1379,11 @@ fn print_replay(report: &crate::engine::ReplayReport, editors: Option<usize>, ou
             "replayed {} events into {} blocks{editors} in {} ms\nstate digest: {}",
             report.events, report.blocks, report.elapsed_ms, report.state_digest
         );
+        if let Some(d) = &synced {
+            s.push_str(&format!(
+                "\nsynced digest: {d} (every device's events in merge order)"
+            ));
+        }
         if !report.unknown_kinds.is_empty() {
             s.push('\n');
             s.push_str(&unknown_kinds_message(&report.unknown_kinds));

@@ -22,6 +22,7 @@ mod commands;
 mod graph;
 mod output;
 mod resolve;
+mod sync;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,7 +37,13 @@ pub use output::CliError;
 /// The `elfiee` binary: [`main_with`] the default engine configuration (the built-in
 /// capabilities).
 pub fn main() -> ExitCode {
-    main_with(EngineConfig::default())
+    let mut registry = crate::capabilities::Registry::builtin();
+    // `node.add`: the file owner lets another device write (`elfiee sync add-node`).
+    elfiee_sync::membership::register(&mut registry);
+    main_with(EngineConfig {
+        registry,
+        ..Default::default()
+    })
 }
 
 /// The whole `elfiee` command line over an engine made with `config` — an embedder's binary
@@ -139,6 +146,57 @@ pub struct Cli {
     pub cmd: Cmd,
 }
 
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Also sync the document with other devices through this NATS JetStream broker
+    /// (nats://HOST:PORT). Local commands never wait for it.
+    #[arg(long, value_name = "URL")]
+    pub sync: Option<String>,
+    /// The document's name on the broker (default: the name it was last synced under, else
+    /// the file's name). Letters, digits, '-' and '_'.
+    #[arg(long, value_name = "NAME", requires = "sync")]
+    pub doc: Option<String>,
+    /// This device's key file (made when missing).
+    #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
+    pub key: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SyncCmd {
+    /// Print this device's node id (its public key), making the key file when missing.
+    NodeId {
+        #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
+        key: PathBuf,
+    },
+    /// Create an empty document at PATH that receives an existing one from the broker. The
+    /// owner then adds this device (`elfiee sync add-node NODE_ID` on a device that has the
+    /// document), and `elfiee serve --sync URL` here fetches it and keeps it in step.
+    Join {
+        path: PathBuf,
+        /// The broker (nats://HOST:PORT).
+        #[arg(long, value_name = "URL")]
+        broker: String,
+        /// The document's name on the broker.
+        #[arg(long, value_name = "NAME")]
+        doc: String,
+        #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
+        key: PathBuf,
+    },
+    /// Let a device write to this document (file owner only); NODE_ID is what
+    /// `elfiee sync node-id` prints on that device.
+    AddNode {
+        node_id: String,
+        /// A name to show for the device.
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// The node, the broker, and how far each side is behind (asks the broker when it can).
+    Status {
+        #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
+        key: PathBuf,
+    },
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Create a new .elf document.
@@ -197,7 +255,11 @@ pub enum Cmd {
     Agent(AgentCmd),
     /// Keep the document open for other processes (and run its effects) until Ctrl-C; with
     /// --json, print every committed event as a JSON line.
-    Serve,
+    Serve(ServeArgs),
+    /// Several devices on one document through a NATS JetStream broker: this device's node
+    /// id, joining a document, adding a device, and how far the sync is behind.
+    #[command(subcommand)]
+    Sync(SyncCmd),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
     /// Serve the document over MCP on stdin/stdout (what Claude Code starts).

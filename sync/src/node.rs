@@ -1242,3 +1242,90 @@ fn judge(
     }
     Verdict::Store(e)
 }
+
+/// The status of a synced file that no process is syncing now, from its log; with
+/// `ask_broker`, the broker (at the recorded URL) is asked how much waits for this node.
+/// `None` for a file that was never synced.
+pub async fn offline_status(
+    file: &FileHandle,
+    registry: Registry,
+    ask_broker: Option<Duration>,
+) -> Result<Option<SyncStatus>, SyncError> {
+    let Some(node) = recorded_node(file)? else {
+        return Ok(None);
+    };
+    let mut core = Core::new(registry, node, None);
+    core.adopted = adopted(file)?;
+    core.catch_up(file)?;
+    let config: serde_json::Value = file
+        .side(CONFIG_SIDE)?
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default();
+    let text = |k: &str| config[k].as_str().unwrap_or_default().to_owned();
+    let genesis = file
+        .side(GENESIS_SIDE)?
+        .and_then(|b| b.try_into().ok())
+        .map(NodeId);
+    let own = core.own.len() as u64;
+    let published = file.checkpoint(&publish_checkpoint(&node))?;
+    let mut status = SyncStatus {
+        node: node.to_hex(),
+        doc: text("doc"),
+        broker: text("url"),
+        online: false,
+        genesis: genesis.map(|g| g.to_hex()),
+        member: genesis == Some(node)
+            || crate::membership::members(core.replica.state()).contains_key(&node),
+        own_events: own,
+        published: published.min(own),
+        to_publish: own.saturating_sub(published),
+        ingested: file
+            .side(INGEST_SIDE)?
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0),
+        to_ingest: 0,
+        events: core.replica.len() as u64,
+        digest: core.replica.digest(),
+        rejected: Vec::new(),
+        last_error: None,
+    };
+    if let Some(wait) = ask_broker.filter(|_| !status.broker.is_empty()) {
+        let asked = tokio::time::timeout(wait, async {
+            let client = async_nats::connect(status.broker.as_str())
+                .await
+                .map_err(|e| e.to_string())?;
+            let js = jetstream::new(client);
+            let stream = js
+                .get_stream(format!("ELF_{}", status.doc))
+                .await
+                .map_err(|e| e.to_string())?;
+            let name = format!("node-{}", &node.to_hex()[..32]);
+            let pending = match stream.get_consumer::<consumer::pull::Config>(&name).await {
+                Ok(mut c) => c.info().await.map_err(|e| e.to_string())?.num_pending,
+                // Never ingested: everything on the stream waits.
+                Err(_) => {
+                    stream
+                        .get_info()
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .state
+                        .messages
+                }
+            };
+            Ok::<u64, String>(pending)
+        })
+        .await;
+        match asked {
+            Ok(Ok(pending)) => {
+                status.online = true;
+                status.to_ingest = pending;
+            }
+            Ok(Err(e)) => status.last_error = Some(format!("the broker: {e}")),
+            Err(_) => {
+                status.last_error = Some(format!("the broker did not answer within {wait:?}"))
+            }
+        }
+    }
+    Ok(Some(status))
+}
