@@ -854,6 +854,9 @@ async fn publish_batch(
     }
     for (n, (seq, ack)) in acks.into_iter().enumerate() {
         if crash_before_puback() {
+            // The events reach the broker (which stores them), the checkpoint does not move.
+            let _ = inner.client.flush().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
             tracing::warn!("ELFIEE_TEST_CRASH_BEFORE_PUBACK: aborting before the PubAck");
             std::process::abort();
         }
@@ -968,7 +971,13 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                 continue;
             }
         };
-        let ingested = inner.status.borrow().ingested;
+        let ingested = inner
+            .file
+            .side(INGEST_SIDE)
+            .map_err(|e| e.to_string())?
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .unwrap_or(0);
         let config = consumer::pull::Config {
             durable_name: Some(name.clone()),
             ack_policy: consumer::AckPolicy::Explicit,
@@ -985,6 +994,15 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             max_ack_pending: (inner.config.batch * 4) as i64,
             ..Default::default()
         };
+        // Read in stream order from the checkpoint: messages a killed ingest left unacked would
+        // otherwise come back after newer ones (and, say, a node's events before its node.add).
+        if let Err(e) = stream.delete_consumer(&name).await {
+            if !e.to_string().contains("not found") {
+                inner.offline(format!("cannot reset the consumer {name}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        }
         let mut c = match stream.get_or_create_consumer(&name, config).await {
             Ok(c) => c,
             Err(e) => {
@@ -1046,8 +1064,6 @@ enum Verdict {
     Skip,
     /// Forged or broken: never stored.
     Reject(SyncError),
-    /// It names events not here yet: ask again later.
-    Later,
 }
 
 /// Checks, stores and acknowledges a batch of fetched messages.
@@ -1064,7 +1080,6 @@ async fn store_batch(
     };
     let mut queued: Vec<(SyncEvent, jetstream::Message)> = Vec::new();
     let mut acks: Vec<jetstream::Message> = Vec::new();
-    let mut later: Vec<jetstream::Message> = Vec::new();
     let mut terms: Vec<jetstream::Message> = Vec::new();
     // Ids and chains of the queued events, on top of what is stored.
     let mut fresh: HashSet<EventId> = HashSet::new();
@@ -1099,7 +1114,6 @@ async fn store_batch(
                 queued.push((e, m));
             }
             Verdict::Skip => acks.push(m),
-            Verdict::Later => later.push(m),
             Verdict::Reject(err) => {
                 tracing::warn!(error = %err, "sync: rejected an event from the broker");
                 {
@@ -1121,7 +1135,14 @@ async fn store_batch(
             }
         }
     }
-    if !queued.is_empty() {
+    let settled = acks
+        .iter()
+        .chain(terms.iter())
+        .chain(queued.iter().map(|(_, m)| m))
+        .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
+        .max()
+        .unwrap_or(0);
+    {
         for (e, _) in &queued {
             for r in elfiee_projections::content::event_refs(&e.value) {
                 if !inner.file.has_content(&r).map_err(|e| e.to_string())? {
@@ -1129,16 +1150,13 @@ async fn store_batch(
                 }
             }
         }
-        let last_stream_seq = queued
-            .iter()
-            .filter_map(|(_, m)| m.info().ok().map(|i| i.stream_sequence))
-            .max()
-            .unwrap_or(0);
         let events = queued
             .iter()
             .map(|(e, _)| (e.to_event(), e.encode()))
             .collect();
-        let side = vec![(INGEST_SIDE.to_vec(), last_stream_seq.to_be_bytes().to_vec())];
+        // Everything up to the batch's last message is settled (stored, here already, or
+        // refused): a restart reads on from there.
+        let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
         inner
             .file
             .append_foreign(events, side)
@@ -1152,11 +1170,6 @@ async fn store_batch(
     }
     for m in terms {
         let _ = m.ack_with(AckKind::Term).await;
-    }
-    for m in later {
-        let _ = m
-            .ack_with(AckKind::Nak(Some(Duration::from_millis(500))))
-            .await;
     }
     Ok(())
 }
@@ -1223,8 +1236,13 @@ fn judge(
             ),
         });
     }
+    // Ingest reads the stream in order from where everything before is settled, and a node
+    // publishes its events in order: a gap means the events before were refused.
     if e.origin.seq > have + 1 {
-        return Verdict::Later;
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: format!("the node's event {} never arrived", have + 1),
+        });
     }
     let prev_here = if have == 0 { None } else { at(have).copied() };
     if e.origin.prev != prev_here {
@@ -1233,12 +1251,20 @@ fn judge(
             why: "its prev is not the node's previous event".into(),
         });
     }
-    if e.origin
+    // What it had seen came before it on the stream (its node ingested it from there).
+    if let Some(d) = e
+        .origin
         .deps
         .iter()
-        .any(|d| !core.ids.contains_key(d) && !fresh.contains(d))
+        .find(|d| !core.ids.contains_key(d) && !fresh.contains(d))
     {
-        return Verdict::Later;
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: format!(
+                "it names event {} that this device never received",
+                d.to_hex()
+            ),
+        });
     }
     Verdict::Store(e)
 }

@@ -1,0 +1,554 @@
+//! Three devices as a user runs them: `elfiee serve --sync` processes on three `.elf` files,
+//! CLI commands through their owner sockets, one `nats-server` on 127.0.0.1 (each device
+//! reaches it through a relay the test can cut). Seeded random commands, partitions, heals
+//! and SIGKILLs of the serving processes; after the last heal every device has every
+//! acknowledged write, all merged digests are equal, equal to a fresh device that only
+//! reads the stream, `replay` gives that digest and `verify` passes everywhere.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use elfiee_sync::testing::{NatsServer, Relay};
+use serde_json::Value;
+
+fn elfiee(elf: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(args)
+        .env("ELFIEE_ELF", elf)
+        .output()
+        .expect("run elfiee")
+}
+
+fn ok_json(out: Output) -> Value {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A small deterministic generator (xorshift), so a failing seed can be run again.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+struct Device {
+    name: String,
+    editor: String,
+    elf: PathBuf,
+    key: PathBuf,
+    relay: Relay,
+    serve: Option<Child>,
+    doc: String,
+    log: PathBuf,
+    /// Commands that were acknowledged here: (kind, marker) to find in every log.
+    acked: Vec<(String, String)>,
+}
+
+impl Device {
+    fn run(&self, args: &[&str]) -> Output {
+        let mut all = vec!["--json", "--as", self.editor.as_str()];
+        all.extend_from_slice(args);
+        elfiee(&self.elf, &all)
+    }
+
+    /// Starts `serve --sync` (with `env` set), once its owner socket is up.
+    fn start(&mut self, env: &[(&str, &str)]) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_elfiee"));
+        cmd.args(["serve", "--sync", &self.relay.url(), "--doc", &self.doc])
+            .env("ELFIEE_ELF", &self.elf)
+            .env("ELFIEE_NODE_KEY", &self.key)
+            .stdout(Stdio::null())
+            .stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let status = self.elf.join("sync-status.json");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Serving once the status file names this process.
+        while Instant::now() < deadline {
+            if let Ok(text) = std::fs::read(&status) {
+                if let Ok(v) = serde_json::from_slice::<Value>(&text) {
+                    if v["served_by"].as_u64() == Some(child.id() as u64) {
+                        break;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.serve = Some(child);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.serve.take() {
+            let _ = c.kill(); // SIGKILL
+            let _ = c.wait();
+        }
+    }
+
+    /// Ctrl-C, as a user stops it.
+    fn stop(&mut self) {
+        if let Some(mut c) = self.serve.take() {
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while Instant::now() < deadline {
+                if c.try_wait().unwrap().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("{} did not stop on SIGINT", self.name);
+        }
+    }
+
+    fn status(&self) -> Value {
+        ok_json(elfiee(&self.elf, &["--json", "sync", "status"]))
+    }
+
+    fn events(&self) -> Vec<Value> {
+        ok_json(elfiee(&self.elf, &["--json", "log"]))
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+struct Cluster {
+    _server: NatsServer,
+    dir: tempfile::TempDir,
+    devices: Vec<Device>,
+}
+
+async fn cluster(server: NatsServer, doc: &str) -> Cluster {
+    let dir = tempfile::tempdir().unwrap();
+    let mut devices = Vec::new();
+    for (name, editor) in [("a", "alice"), ("b", "bob"), ("c", "carol")] {
+        devices.push(Device {
+            name: name.into(),
+            editor: editor.into(),
+            elf: dir.path().join(format!("{name}.elf")),
+            key: dir.path().join(format!("{name}.key")),
+            relay: Relay::start(server.addr()).await.unwrap(),
+            serve: None,
+            doc: doc.into(),
+            log: dir.path().join(format!("{name}.serve.log")),
+            acked: Vec::new(),
+        });
+    }
+    let a = &devices[0];
+    ok_json(elfiee(
+        &a.elf,
+        &[
+            "--json",
+            "init",
+            a.elf.to_str().unwrap(),
+            "--owner",
+            "Alice",
+        ],
+    ));
+    for d in &devices[1..] {
+        ok_json(elfiee(
+            &d.elf,
+            &[
+                "--json",
+                "sync",
+                "join",
+                d.elf.to_str().unwrap(),
+                "--broker",
+                &d.relay.url(),
+                "--doc",
+                doc,
+                "--key",
+                d.key.to_str().unwrap(),
+            ],
+        ));
+        let node = ok_json(elfiee(
+            &d.elf,
+            &[
+                "--json",
+                "sync",
+                "node-id",
+                "--key",
+                d.key.to_str().unwrap(),
+            ],
+        ));
+        let node = node["node_id"].as_str().unwrap();
+        ok_json(elfiee(
+            &a.elf,
+            &["--json", "sync", "add-node", node, "--name", &d.name],
+        ));
+        ok_json(elfiee(
+            &a.elf,
+            &[
+                "--json", "editor", "create", "--name", &d.editor, "--id", &d.editor,
+            ],
+        ));
+        for cap in ["core.create", "markdown.write", "core.link", "core.delete"] {
+            ok_json(elfiee(&a.elf, &["--json", "grant", &d.editor, cap, "*"]));
+        }
+    }
+    for d in &mut devices {
+        d.start(&[]);
+    }
+    Cluster {
+        _server: server,
+        dir,
+        devices,
+    }
+}
+
+/// Waits until every device's merged digest and event count agree with nothing left to
+/// publish; returns the digest.
+fn converge(devices: &[&Device], within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let s: Vec<Value> = devices.iter().map(|d| d.status()).collect();
+        let same = s.iter().all(|x| {
+            x["digest"] == s[0]["digest"]
+                && x["events"] == s[0]["events"]
+                && (x["to_publish"] == 0 || x["member"] == false)
+        });
+        if same {
+            return s[0]["digest"].as_str().unwrap().to_owned();
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = devices
+                .iter()
+                .map(|d| std::fs::read_to_string(&d.log).unwrap_or_default())
+                .collect();
+            panic!("no convergence within {within:?}:\n{s:#?}\n{logs:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn marker_in(events: &[Value], kind: &str, marker: &str) -> bool {
+    events.iter().any(|e| {
+        e["attribute"].as_str().is_some_and(|a| a.ends_with(kind))
+            && e["value"].to_string().contains(marker)
+    })
+}
+
+/// One seeded run: random commands on random devices, partitions, heals and SIGKILLs.
+async fn seeded_run(seed: u64, steps: usize) {
+    let server = NatsServer::start().unwrap();
+    let mut c = cluster(server, &format!("s{seed}")).await;
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut blocks: Vec<String> = Vec::new();
+    let (mut kills, mut cuts) = (0, 0);
+    for i in 0..steps {
+        let d = rng.below(3);
+        match rng.below(10) {
+            0..=2 => {
+                let name = format!("s{seed}-n{i}");
+                let out =
+                    c.devices[d].run(&["block", "create", "--type", "markdown", "--name", &name]);
+                if out.status.success() {
+                    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                    blocks.push(v["block_id"].as_str().unwrap().to_owned());
+                    c.devices[d].acked.push(("core.create".into(), name));
+                }
+            }
+            3 | 4 if !blocks.is_empty() => {
+                let b = blocks[rng.below(blocks.len())].clone();
+                let text = format!("s{seed}-w{i}");
+                let out = c.devices[d].run(&["markdown", "write", &b, "--text", &text]);
+                if out.status.success() {
+                    c.devices[d].acked.push(("markdown.write".into(), text));
+                }
+            }
+            5 if blocks.len() >= 2 => {
+                let (x, y) = (
+                    blocks[rng.below(blocks.len())].clone(),
+                    blocks[rng.below(blocks.len())].clone(),
+                );
+                let out = c.devices[d].run(&["block", "link", &x, &y, "--relation", "reference"]);
+                if out.status.success() {
+                    c.devices[d].acked.push(("core.link".into(), y));
+                }
+            }
+            6 if !blocks.is_empty() => {
+                let b = blocks[rng.below(blocks.len())].clone();
+                if c.devices[d].run(&["block", "delete", &b]).status.success() {
+                    c.devices[d]
+                        .acked
+                        .push(("core.delete".into(), String::new()));
+                }
+            }
+            7 => {
+                // The owner grants or revokes carol's right to write.
+                let verb = if rng.below(2) == 0 { "grant" } else { "revoke" };
+                if c.devices[0]
+                    .run(&[verb, "carol", "markdown.write", "*"])
+                    .status
+                    .success()
+                {
+                    c.devices[0]
+                        .acked
+                        .push((format!("core.{verb}"), "carol".into()));
+                }
+            }
+            8 => {
+                if rng.below(2) == 0 {
+                    cuts += 1;
+                    c.devices[d].relay.cut();
+                } else {
+                    c.devices[d].relay.restore();
+                }
+            }
+            _ => {
+                // SIGKILL the serving process; the next commands on this device run in
+                // their own process (which takes the file over), until it serves again.
+                if c.devices[d].serve.is_some() {
+                    kills += 1;
+                    c.devices[d].kill();
+                } else {
+                    c.devices[d].start(&[]);
+                }
+            }
+        }
+    }
+    for d in &mut c.devices {
+        d.relay.restore();
+        if d.serve.is_none() {
+            d.start(&[]);
+        }
+    }
+    let all: Vec<&Device> = c.devices.iter().collect();
+    let digest = converge(&all, Duration::from_secs(60));
+    // Every acknowledged write is on every device.
+    let logs: Vec<Vec<Value>> = c.devices.iter().map(|d| d.events()).collect();
+    let acked: usize = c.devices.iter().map(|d| d.acked.len()).sum();
+    eprintln!(
+        "seed {seed}: {acked} acknowledged commands, {cuts} cuts, {kills} SIGKILLs, {} events",
+        logs[0].len()
+    );
+    assert!(acked > 0);
+    for d in &c.devices {
+        for (kind, marker) in &d.acked {
+            for (log, other) in logs.iter().zip(&c.devices) {
+                assert!(
+                    marker_in(log, kind, marker),
+                    "seed {seed}: {kind} '{marker}' acknowledged on {} is missing on {}",
+                    d.name,
+                    other.name
+                );
+            }
+        }
+    }
+    // Each device stores each event once.
+    for (log, d) in logs.iter().zip(&c.devices) {
+        let ids: BTreeSet<&str> = log
+            .iter()
+            .map(|e| e["event_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            ids.len(),
+            log.len(),
+            "seed {seed}: {} stores an event twice",
+            d.name
+        );
+    }
+    // A fresh device that only reads the stream ends with the same state.
+    let mut fresh = Device {
+        name: "d".into(),
+        editor: String::new(),
+        elf: c.dir.path().join("d.elf"),
+        key: c.dir.path().join("d.key"),
+        relay: Relay::start(c._server.addr()).await.unwrap(),
+        serve: None,
+        doc: format!("s{seed}"),
+        log: c.dir.path().join("d.serve.log"),
+        acked: Vec::new(),
+    };
+    ok_json(elfiee(
+        &fresh.elf,
+        &[
+            "--json",
+            "sync",
+            "join",
+            fresh.elf.to_str().unwrap(),
+            "--broker",
+            &fresh.relay.url(),
+            "--doc",
+            &fresh.doc,
+            "--key",
+            fresh.key.to_str().unwrap(),
+        ],
+    ));
+    fresh.start(&[]);
+    let mut with_fresh: Vec<&Device> = c.devices.iter().collect();
+    with_fresh.push(&fresh);
+    assert_eq!(converge(&with_fresh, Duration::from_secs(60)), digest);
+    fresh.stop();
+    // Stopped: `replay` gives the synced digest and `verify` passes on every device.
+    for d in c.devices.iter_mut().chain(std::iter::once(&mut fresh)) {
+        d.stop();
+        let r = ok_json(elfiee(&d.elf, &["--json", "replay"]));
+        assert_eq!(
+            r["synced_digest"].as_str(),
+            Some(digest.as_str()),
+            "seed {seed}: {}",
+            d.name
+        );
+        let v = ok_json(elfiee(&d.elf, &["--json", "verify"]));
+        assert_eq!(v["ok"], true, "seed {seed}: {}: {v}", d.name);
+    }
+}
+
+fn seeds() -> std::ops::Range<u64> {
+    let n = std::env::var("ELFIEE_SYNC_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    0..n
+}
+
+/// Seeds `part`, `part + 4`, … (four tests, so the runner can spread them).
+async fn seeds_of_part(part: u64) {
+    for seed in seeds().filter(|s| s % 4 == part) {
+        let started = Instant::now();
+        seeded_run(seed, 40).await;
+        eprintln!("seed {seed}: {:.1} s", started.elapsed().as_secs_f64());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_serving_devices_converge_through_partitions_and_sigkills_part_0() {
+    seeds_of_part(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_serving_devices_converge_through_partitions_and_sigkills_part_1() {
+    seeds_of_part(1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_serving_devices_converge_through_partitions_and_sigkills_part_2() {
+    seeds_of_part(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_serving_devices_converge_through_partitions_and_sigkills_part_3() {
+    seeds_of_part(3).await;
+}
+
+/// A publisher that dies after sending events and before their PubAck loses nothing: the
+/// write acknowledged locally reaches every device once the device serves again, and is
+/// stored once everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_write() {
+    let server = NatsServer::start().unwrap();
+    let mut c = cluster(server, "crash").await;
+    {
+        let all: Vec<&Device> = c.devices.iter().collect();
+        converge(&all, Duration::from_secs(30));
+    }
+    let b = &mut c.devices[1];
+    b.kill();
+    // Acknowledged by a CLI process that owns the file for this one command.
+    let made = b.run(&[
+        "block",
+        "create",
+        "--type",
+        "markdown",
+        "--name",
+        "written-before-the-crash",
+    ]);
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    // Serving again, the publisher sends it and the process aborts before the PubAck.
+    let log = std::fs::File::create(c.dir.path().join("crash.log")).unwrap();
+    let mut crashing = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["serve", "--sync", &b.relay.url(), "--doc", "crash"])
+        .env("ELFIEE_ELF", &b.elf)
+        .env("ELFIEE_NODE_KEY", &b.key)
+        .env("ELFIEE_TEST_CRASH_BEFORE_PUBACK", "1")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = crashing.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the publisher never reached its crash point"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success(), "it aborted");
+    let said = std::fs::read_to_string(c.dir.path().join("crash.log")).unwrap();
+    assert!(said.contains("ELFIEE_TEST_CRASH_BEFORE_PUBACK"), "{said}");
+    // The broker stored the event; the publisher's checkpoint did not move past it.
+    let node = ok_json(elfiee(
+        &b.elf,
+        &[
+            "--json",
+            "sync",
+            "node-id",
+            "--key",
+            b.key.to_str().unwrap(),
+        ],
+    ));
+    let node = node["node_id"].as_str().unwrap().to_owned();
+    let before = ok_json(elfiee(&b.elf, &["--json", "sync", "status"]));
+    assert!(before["to_publish"].as_u64().unwrap() >= 1, "{before}");
+    let js = async_nats::jetstream::new(async_nats::connect(c._server.url()).await.unwrap());
+    let stream = js.get_stream("ELF_crash").await.unwrap();
+    let last = stream
+        .get_last_raw_message_by_subject(&format!("elf.crash.ev.{node}"))
+        .await
+        .unwrap();
+    let last = elfiee_sync::identity::SyncEvent::decode(&last.payload).unwrap();
+    assert!(
+        last.value.to_string().contains("written-before-the-crash"),
+        "{:?}",
+        last.value
+    );
+    b.start(&[]);
+    let all: Vec<&Device> = c.devices.iter().collect();
+    converge(&all, Duration::from_secs(30));
+    for d in &c.devices {
+        let log = d.events();
+        assert!(
+            marker_in(&log, "core.create", "written-before-the-crash"),
+            "missing on {}",
+            d.name
+        );
+        let ids: BTreeSet<&str> = log
+            .iter()
+            .map(|e| e["event_id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids.len(), log.len(), "{} stores an event twice", d.name);
+    }
+}
