@@ -169,6 +169,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 // In a folder of its own: a file beside this one would be taken for another binary.
 #[path = "elfiee-bench/graph.rs"]
 mod graph;
+#[path = "elfiee-bench/sync.rs"]
+mod sync;
 
 /// Called with each record (seq, stored bytes) of a raw layout read.
 type RecordSink<'a> = dyn FnMut(u64, &[u8]) -> Result<(), BoxError> + 'a;
@@ -269,6 +271,9 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     }
     if args.wants("graph") {
         out["graph"] = graph::graph_phase(&rt, &engine, base, &plan)?;
+    }
+    if args.wants("sync") {
+        out["sync"] = sync::sync_phase(&rt, base, &plan)?;
     }
     out["elapsed_before_cleanup_s"] = round(started.elapsed().as_secs_f64(), 1);
     Ok(out)

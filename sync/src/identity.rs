@@ -124,6 +124,10 @@ pub struct SyncEvent {
     pub sig: [u8; 64],
 }
 
+/// Decoded public keys of nodes (a node's id is its key), for [`SyncEvent::verify_member`].
+#[derive(Default)]
+pub struct Keys(std::collections::HashMap<NodeId, VerifyingKey>);
+
 /// Why an event from another node is not stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
@@ -222,6 +226,14 @@ impl SyncEvent {
         if key != node.0 {
             return Err(Rejection::BadSignature(node.to_hex()));
         }
+        self.verify_member(&mut Keys::default())
+    }
+
+    /// [`SyncEvent::verify`] for an event whose node is known to be a member, with the
+    /// members' decoded keys kept in `keys` (decoding a key costs about as much as checking
+    /// a signature).
+    pub fn verify_member(&self, keys: &mut Keys) -> Result<(), Rejection> {
+        let node = self.origin.node;
         let computed = self.id_of();
         if computed != self.id {
             return Err(Rejection::WrongHash {
@@ -229,8 +241,15 @@ impl SyncEvent {
                 computed: computed.to_hex(),
             });
         }
-        let key =
-            VerifyingKey::from_bytes(&key).map_err(|_| Rejection::BadSignature(node.to_hex()))?;
+        let key = match keys.0.get(&node) {
+            Some(k) => *k,
+            None => {
+                let k = VerifyingKey::from_bytes(&node.0)
+                    .map_err(|_| Rejection::BadSignature(node.to_hex()))?;
+                keys.0.insert(node, k);
+                k
+            }
+        };
         key.verify(&self.id.0, &Signature::from_bytes(&self.sig))
             .map_err(|_| Rejection::BadSignature(node.to_hex()))
     }

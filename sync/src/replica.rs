@@ -29,7 +29,9 @@ use crate::identity::{EventId, SyncEvent};
 use crate::merge::{InsertError, MergeIndex, MergeKey};
 
 /// Keep a copy of the state every this many merge positions (what a rollback starts from).
-pub const CHECKPOINT_EVERY: usize = 64;
+pub const CHECKPOINT_EVERY: usize = 256;
+/// How many of those copies are kept (besides the empty state).
+pub const CHECKPOINTS_KEPT: usize = 8;
 
 /// What [`Replica::add`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,51 +111,89 @@ impl Replica {
     /// Adds an event that verified ([`SyncEvent::verify`]). Waits (`Missing`) for events it
     /// names that are not here; a broken history is `Rejected`.
     pub fn add(&mut self, e: &SyncEvent) -> Result<Added, InsertError> {
-        if self.index.contains(&e.id) {
-            return Ok(Added::Duplicate);
+        self.add_many(std::slice::from_ref(e))
+    }
+
+    /// Adds events (each after what it names), then folds once: from the end when they all
+    /// sort after the applied ones, else from the newest checkpoint before the first of them
+    /// in merge order. On an error the events before the failing one stay added.
+    pub fn add_many(&mut self, es: &[SyncEvent]) -> Result<Added, InsertError> {
+        let before = self.applied.len();
+        let mut first_change = usize::MAX;
+        let mut failed = None;
+        for e in es {
+            if self.index.contains(&e.id) {
+                continue;
+            }
+            let key = match self.index.insert(e.id, &e.origin) {
+                Ok(k) => k,
+                Err(why) => {
+                    failed = Some(why);
+                    break;
+                }
+            };
+            self.events.insert(e.id, e.to_event());
+            self.commands
+                .insert(e.id, (e.cap.clone(), e.target.clone()));
+            let at = self.applied.partition_point(|k| *k < key);
+            self.applied.insert(at, key);
+            first_change = first_change.min(at);
         }
-        let key = self.index.insert(e.id, &e.origin)?;
-        self.events.insert(e.id, e.to_event());
-        self.commands
-            .insert(e.id, (e.cap.clone(), e.target.clone()));
-        let at = self.applied.partition_point(|k| *k < key);
-        self.applied.insert(at, key);
-        if at + 1 == self.applied.len() {
-            self.fold_from(at);
-            return Ok(Added::Appended);
+        let added = if first_change == usize::MAX {
+            Added::Duplicate
+        } else if first_change >= before {
+            self.fold_from(before);
+            Added::Appended
+        } else {
+            // Roll back to the newest checkpoint at or before the first change and fold the
+            // rest again.
+            self.checkpoints.retain(|pos, _| *pos <= first_change);
+            let (&from, (state, memory)) = self
+                .checkpoints
+                .iter()
+                .next_back()
+                .expect("the empty state is always a checkpoint");
+            self.state = state.clone();
+            self.memory = memory.clone();
+            let refolded = self.applied.len() - from;
+            self.fold_from(from);
+            Added::Reordered { refolded }
+        };
+        match failed {
+            Some(why) => Err(why),
+            None => Ok(added),
         }
-        // Roll back to the newest checkpoint at or before `at` and fold the rest again.
-        self.checkpoints.retain(|pos, _| *pos <= at);
-        let (&from, (state, memory)) = self
-            .checkpoints
-            .iter()
-            .next_back()
-            .expect("the empty state is always a checkpoint");
-        self.state = state.clone();
-        self.memory = memory.clone();
-        let refolded = self.applied.len() - from;
-        self.fold_from(from);
-        Ok(Added::Reordered { refolded })
     }
 
     /// Folds `applied[from..]` onto the state, which holds the first `from` events.
     fn fold_from(&mut self, from: usize) {
         for pos in from..self.applied.len() {
             let id = self.applied[pos].id;
+            let Some(event) = self.events.get_mut(&id) else {
+                continue;
+            };
+            event.seq = pos as u64 + 1;
             fold_one(
                 &self.registry,
                 &self.index,
                 &mut self.state,
                 &mut self.memory,
                 id,
-                &self.events[&id],
+                event,
                 &self.commands[&id],
-                pos,
             );
             let done = pos + 1;
             if done % CHECKPOINT_EVERY == 0 {
                 self.checkpoints
                     .insert(done, (self.state.clone(), self.memory.clone()));
+                // The empty state and the newest few: a rollback reaches further back only
+                // for events concurrent with many since (it then folds from the start).
+                while self.checkpoints.len() > CHECKPOINTS_KEPT + 1 {
+                    let oldest = self.checkpoints.keys().nth(1).copied();
+                    if let Some(k) = oldest {
+                        self.checkpoints.remove(&k);
+                    }
+                }
             }
         }
     }
@@ -163,23 +203,24 @@ impl Replica {
         let mut state = State::default();
         let mut memory = FoldMemory::default();
         for (pos, key) in self.applied.iter().enumerate() {
+            let mut e = self.events[&key.id].clone();
+            e.seq = pos as u64 + 1;
             fold_one(
                 &self.registry,
                 &self.index,
                 &mut state,
                 &mut memory,
                 key.id,
-                &self.events[&key.id],
+                &e,
                 &self.commands[&key.id],
-                pos,
             );
         }
         state
     }
 }
 
-/// Folds the event at merge position `pos` (0-based): authorization of its command, skips,
-/// the registry's fold with the position as seq, and the conflict list.
+/// Folds one event (its `seq` set to its merge position + 1): authorization of its command,
+/// skips, the registry's fold, and the conflict list.
 #[allow(clippy::too_many_arguments)]
 fn fold_one(
     registry: &Registry,
@@ -187,12 +228,9 @@ fn fold_one(
     state: &mut State,
     memory: &mut FoldMemory,
     id: EventId,
-    event: &Event,
+    e: &Event,
     (cap, target): &(String, Option<String>),
-    pos: usize,
 ) {
-    let mut e = event.clone();
-    e.seq = pos as u64 + 1;
     let allowed = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
         let cmd = Command::new(e.editor_id(), cap, target.as_deref(), Value::Null);
         let authorized_by = registry
