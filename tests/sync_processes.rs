@@ -552,3 +552,32 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
         assert_eq!(ids.len(), log.len(), "{} stores an event twice", d.name);
     }
 }
+
+/// A terminal command runs on the device that asked for it, once: the other devices receive
+/// the request and its output as events and run nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_terminal_execute_runs_nothing_locally() {
+    let server = NatsServer::start().unwrap();
+    let c = cluster(server, "term").await;
+    let a = &c.devices[0];
+    let made = ok_json(a.run(&["terminal", "create", "--name", "sh"]));
+    let term = made["block_id"].as_str().unwrap().to_owned();
+    let ran = c.dir.path().join("ran.txt");
+    let script = format!("echo ran >> {}", ran.display());
+    let out = a.run(&["terminal", "run", &term, "--", &script]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let all: Vec<&Device> = c.devices.iter().collect();
+    converge(&all, Duration::from_secs(30));
+    // Give the other devices' effects time to (wrongly) pick the request up.
+    std::thread::sleep(Duration::from_millis(1500));
+    converge(&all, Duration::from_secs(30));
+    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
+    for d in &c.devices {
+        let log = d.events();
+        let outputs = log
+            .iter()
+            .filter(|e| e["attribute"].as_str().is_some_and(|a| a.ends_with("/terminal.output")))
+            .count();
+        assert_eq!(outputs, 1, "{} holds the one output, recorded on a", d.name);
+    }
+}
