@@ -565,18 +565,30 @@ async fn a_remote_terminal_execute_runs_nothing_locally() {
     let ran = c.dir.path().join("ran.txt");
     let script = format!("echo ran >> {}", ran.display());
     let out = a.run(&["terminal", "run", &term, "--", &script]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let all: Vec<&Device> = c.devices.iter().collect();
     converge(&all, Duration::from_secs(30));
     // Give the other devices' effects time to (wrongly) pick the request up.
     std::thread::sleep(Duration::from_millis(1500));
     converge(&all, Duration::from_secs(30));
-    assert_eq!(std::fs::read_to_string(&ran).unwrap(), "ran\n", "the command ran once");
+    assert_eq!(
+        std::fs::read_to_string(&ran).unwrap(),
+        "ran\n",
+        "the command ran once"
+    );
     for d in &c.devices {
         let log = d.events();
         let outputs = log
             .iter()
-            .filter(|e| e["attribute"].as_str().is_some_and(|a| a.ends_with("/terminal.output")))
+            .filter(|e| {
+                e["attribute"]
+                    .as_str()
+                    .is_some_and(|a| a.ends_with("/terminal.output"))
+            })
             .count();
         assert_eq!(outputs, 1, "{} holds the one output, recorded on a", d.name);
     }

@@ -113,6 +113,23 @@ impl ContentStore {
         })
     }
 
+    /// Stores the body `r` refers to from `reader` (exactly `r.len` bytes), copied into the
+    /// pack piece by piece: a body of any size costs a 64 KiB buffer. The bytes are hashed on
+    /// the way and a mismatch (or a short read) takes the record back out. Not durable until
+    /// [`ContentStore::sync`].
+    pub fn put_reader(
+        &self,
+        r: &ContentRef,
+        reader: impl std::io::Read,
+    ) -> Result<(), EngineError> {
+        self.with(|inner| {
+            if inner.index.contains_key(&r.hash.0) {
+                return Ok(());
+            }
+            inner.append_from(r, reader)
+        })
+    }
+
     /// Makes every record stored so far durable (no-op when nothing was added).
     pub fn sync(&self) -> Result<(), EngineError> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -373,6 +390,56 @@ impl Inner {
             .write_all(&index_record(key, body, len))
             .map_err(io_err)?;
         self.index.insert(*key, (body, len));
+        self.dirty = true;
+        Ok(())
+    }
+}
+
+impl Inner {
+    fn append_from(
+        &mut self,
+        r: &ContentRef,
+        mut reader: impl std::io::Read,
+    ) -> Result<(), EngineError> {
+        let start = self.pack_end;
+        let mut header = [0u8; PACK_HEADER as usize];
+        header[..8].copy_from_slice(&r.len.to_le_bytes());
+        header[8..].copy_from_slice(&r.hash.0);
+        let copied = (|| -> Result<(), String> {
+            self.pack.write_all(&header).map_err(|e| e.to_string())?;
+            let mut hasher = blake3::Hasher::new();
+            let mut buf = vec![0u8; 64 * 1024];
+            let mut left = r.len;
+            while left > 0 {
+                let want = buf.len().min(left as usize);
+                let n = reader.read(&mut buf[..want]).map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err(format!("the body {} ended {left} bytes short", r.hash));
+                }
+                hasher.update(&buf[..n]);
+                self.pack.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+                left -= n as u64;
+            }
+            if hasher.finalize().as_bytes() != &r.hash.0 {
+                return Err(format!(
+                    "the bytes received for body {} do not match its hash",
+                    r.hash
+                ));
+            }
+            Ok(())
+        })();
+        if let Err(why) = copied {
+            // Take the partial record back out: the next one must follow a whole one.
+            let _ = self.pack.set_len(start);
+            let _ = self.pack.seek(SeekFrom::Start(start));
+            return Err(EngineError::Effect(why));
+        }
+        let body = start + PACK_HEADER;
+        self.pack_end = body + r.len;
+        self.idx
+            .write_all(&index_record(&r.hash.0, body, r.len))
+            .map_err(io_err)?;
+        self.index.insert(r.hash.0, (body, r.len));
         self.dirty = true;
         Ok(())
     }

@@ -245,6 +245,18 @@ impl FileHandle {
         self.shared.content.put(text)
     }
 
+    /// Stores a body from `reader` (exactly `r.len` bytes, hashed on the way; a mismatch
+    /// stores nothing), copied piece by piece: the body is never whole in memory. Durable
+    /// with the next commit. Only in the owner process.
+    pub fn put_content_from(
+        &self,
+        r: &elfiee_model::ContentRef,
+        reader: impl std::io::Read,
+    ) -> Result<(), EngineError> {
+        self.owned_log()?;
+        self.shared.content.put_reader(r, reader)
+    }
+
     /// `block` with its bodies read from the content store (a block of any state: committed,
     /// or an earlier one from [`FileHandle::state_at`]).
     pub fn resolve(&self, block: &Block) -> Result<Block, EngineError> {

@@ -923,16 +923,21 @@ async fn publish_body(
     Ok(())
 }
 
-/// Reads a body's chunks from the stream into the content store.
+/// Reads a body's chunks from the stream into the content store: chunk by chunk into a file
+/// beside the document, then copied into the store, which checks the hash. Memory holds a
+/// chunk at a time, whatever the body's size.
 async fn fetch_body(
     inner: &Inner,
     stream: &jetstream::stream::Stream,
     r: &ContentRef,
 ) -> Result<(), String> {
+    use std::io::{Seek, Write};
     let subject = inner.config.blob_subject(r);
     let c = stream
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: subject.clone(),
+            // A few chunks in flight at a time (the client would ask for 500).
+            max_batch: 4,
             ..Default::default()
         })
         .await
@@ -941,33 +946,59 @@ async fn fetch_body(
         .messages()
         .await
         .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
-    let mut parts: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
-    let mut total = None;
-    while total.is_none_or(|t| parts.len() < t) {
-        let m = tokio::time::timeout(inner.config.timeout, messages.next())
-            .await
-            .map_err(|_| format!("body {} is not (yet) on the broker", r.hash))?
-            .ok_or_else(|| format!("body {}: the stream ended", r.hash))?
-            .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
-        let header = |name: &str| {
-            m.headers
-                .as_ref()
-                .and_then(|h| h.get(name))
-                .and_then(|v| v.as_str().parse::<usize>().ok())
-        };
-        let (Some(n), Some(t)) = (header("Elf-Chunk"), header("Elf-Chunks")) else {
-            continue;
-        };
-        total = Some(t);
-        parts.entry(n).or_insert_with(|| m.payload.to_vec());
+    let path = inner
+        .file
+        .path()
+        .join(format!("sync-incoming-{}", r.hash.to_hex()));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let fetched = async {
+        let mut next = 0usize;
+        let mut total = None;
+        while total.is_none_or(|t| next < t) {
+            let m = tokio::time::timeout(inner.config.timeout, messages.next())
+                .await
+                .map_err(|_| format!("body {} is not (yet) on the broker", r.hash))?
+                .ok_or_else(|| format!("body {}: the stream ended", r.hash))?
+                .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+            let header = |name: &str| {
+                m.headers
+                    .as_ref()
+                    .and_then(|h| h.get(name))
+                    .and_then(|v| v.as_str().parse::<usize>().ok())
+            };
+            let (Some(n), Some(t)) = (header("Elf-Chunk"), header("Elf-Chunks")) else {
+                continue;
+            };
+            // Chunks come in order; a second copy of one (stored again after the duplicate
+            // window) is skipped.
+            if n != next {
+                continue;
+            }
+            total = Some(t);
+            file.write_all(&m.payload)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            next += 1;
+        }
+        Ok::<(), String>(())
     }
-    let bytes: Vec<u8> = parts.into_values().flatten().collect();
-    let text = String::from_utf8(bytes).map_err(|_| format!("body {} is not UTF-8", r.hash))?;
-    if elfiee_projections::content::ref_for(&text) != *r {
-        return Err(format!("body {} does not match its hash", r.hash));
-    }
-    inner.file.put_content(&text).map_err(|e| e.to_string())?;
-    Ok(())
+    .await;
+    let stored = fetched.and_then(|()| {
+        file.rewind()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        inner
+            .file
+            .put_content_from(r, std::io::BufReader::new(&file))
+            .map_err(|e| format!("body {}: {e}", r.hash))
+    });
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    stored
 }
 
 /// `SyncIngest`.

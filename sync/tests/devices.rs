@@ -321,3 +321,44 @@ async fn a_rolled_back_checkpoint_outside_the_duplicate_window_stores_nothing_tw
         assert_eq!(d.file.last_seq(), d.node.status().events, "{}", d.name);
     }
 }
+
+/// Bodies travel before the events that name them, in 256 KiB chunks: a fresh device gets
+/// a multi-chunk body whole and checked against its hash, and an empty one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_travel_in_chunks_to_a_fresh_device() {
+    let server = NatsServer::start().unwrap();
+    let a = Device::genesis(&server, "bodies", 41).await;
+    a.run(
+        "core.create",
+        None,
+        json!({"name": "big", "block_type": "markdown", "block_id": "big"}),
+    )
+    .await
+    .unwrap();
+    a.run(
+        "core.create",
+        None,
+        json!({"name": "small", "block_type": "markdown", "block_id": "small"}),
+    )
+    .await
+    .unwrap();
+    // 600 KiB: three chunks; line breaks and multi-byte characters across chunk borders.
+    let big: String = (0..600 * 1024 / 8)
+        .map(|i| if i % 7 == 0 { "é line\n" } else { "abcdefg\n" })
+        .collect();
+    a.run("markdown.write", Some("big"), json!({"markdown": big}))
+        .await
+        .unwrap();
+    a.run("markdown.write", Some("small"), json!({"markdown": ""}))
+        .await
+        .unwrap();
+    let b = Device::join(&server, "bodies", 42, "bob").await;
+    converge(&[&a, &b], Duration::from_secs(30)).await;
+    let state = b.node.state().unwrap();
+    let got = b.file.resolve(&state.blocks["big"]).unwrap();
+    assert_eq!(got.contents["markdown"].as_str().unwrap(), big);
+    let small = b.file.resolve(&state.blocks["small"]).unwrap();
+    assert_eq!(small.contents["markdown"], "");
+    let report = b.file.verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+}

@@ -25,7 +25,13 @@ struct Device {
     node: SyncNode,
 }
 
-async fn device(base: &Path, name: &str, url: &str, seed: u8, first: bool) -> Result<Device, BoxError> {
+async fn device(
+    base: &Path,
+    name: &str,
+    url: &str,
+    seed: u8,
+    first: bool,
+) -> Result<Device, BoxError> {
     let engine = Engine::new(EngineConfig {
         registry: registry(),
         node_id: name.into(),
@@ -56,7 +62,11 @@ async fn wait_for(devices: &[&Device], events: u64, within: Duration) -> Result<
     }
 }
 
-pub fn sync_phase(rt: &tokio::runtime::Runtime, base: &Path, plan: &Plan) -> Result<Value, BoxError> {
+pub fn sync_phase(
+    rt: &tokio::runtime::Runtime,
+    base: &Path,
+    plan: &Plan,
+) -> Result<Value, BoxError> {
     if std::process::Command::new("nats-server")
         .arg("--version")
         .output()
@@ -183,4 +193,166 @@ async fn raw_publish(url: &str, run: usize, n: u64, size: usize) -> Result<f64, 
     let rate = n as f64 / started.elapsed().as_secs_f64();
     js.delete_stream(&name).await?;
     Ok(rate)
+}
+
+/// The `sync-memory` phase (not in the default run; `--only sync-memory`): a document of 256
+/// markdown blocks syncs to a fresh device, an `elfiee serve --sync` process, whose peak RSS
+/// (`VmHWM`) is read when it has every event. The same document twice: with 1 MiB bodies
+/// (256 MiB of content) and with 4 MiB bodies (1 GiB); `--quick`: 64 blocks, 128 KiB and
+/// 512 KiB bodies.
+pub fn memory_phase(
+    rt: &tokio::runtime::Runtime,
+    base: &Path,
+    plan: &Plan,
+) -> Result<Value, BoxError> {
+    if std::process::Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        return Ok(json!({"skipped": "nats-server is not installed"}));
+    }
+    let (blocks, sizes): (u64, [usize; 2]) = if plan.mode == "quick" {
+        (64, [128 << 10, 512 << 10])
+    } else {
+        (256, [1 << 20, 4 << 20])
+    };
+    let mut runs = Vec::new();
+    for body in sizes {
+        runs.push(memory_run(
+            rt,
+            &base.join(format!("mem-{body}")),
+            blocks,
+            body,
+        )?);
+    }
+    let peak = |i: usize| {
+        runs[i]["receiver_peak_rss_mib"]
+            .as_f64()
+            .unwrap_or(f64::NAN)
+    };
+    Ok(json!({
+        "runs": runs,
+        "large_over_small": round(peak(1) / peak(0), 3),
+        "targets": {"peak_rss_mib_at_most": 256, "large_over_small_at_most": 1.1},
+        "how": "sender: an engine with a SyncNode in this process writes the bodies (one markdown block each, distinct text) and publishes them; receiver: `elfiee sync join` then `elfiee serve --sync` as a child process; its VmHWM from /proc is read once its sync status shows every event, then it gets SIGINT",
+    }))
+}
+
+fn memory_run(
+    rt: &tokio::runtime::Runtime,
+    dir: &Path,
+    blocks: u64,
+    body_bytes: usize,
+) -> Result<Value, BoxError> {
+    let mib = blocks * body_bytes as u64 >> 20;
+    std::fs::create_dir_all(dir)?;
+    let server = NatsServer::start()?;
+    let url = server.url();
+    let exe = std::env::current_exe()?
+        .parent()
+        .map(|d| d.join("elfiee"))
+        .ok_or("no folder for the elfiee binary")?;
+    let started = Instant::now();
+    let events = rt.block_on(async {
+        let a = device(dir, "sender", &url, 7, true).await?;
+        for i in 0..blocks {
+            let made = a
+                .file
+                .submit(Command::new(
+                    "alice",
+                    "core.create",
+                    None,
+                    json!({"name": format!("b{i}"), "block_type": "markdown"}),
+                ))
+                .await?;
+            // Text different in every block.
+            let line = format!(
+                "block {i} of the sync memory benchmark, {} \n",
+                "x".repeat(60)
+            );
+            let body: String = line.repeat(body_bytes / line.len() + 1)[..body_bytes].to_owned();
+            a.file
+                .submit(Command::new(
+                    "alice",
+                    "markdown.write",
+                    Some(&made[0].entity),
+                    json!({"markdown": body}),
+                ))
+                .await?;
+        }
+        let own = a.node.status().own_events;
+        let deadline = Instant::now() + Duration::from_secs(1800);
+        while a.node.status().published < own {
+            if Instant::now() > deadline {
+                return Err::<u64, BoxError>(
+                    "the sender did not publish everything in 30 min".into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let n = a.node.status().events;
+        a.file.close().await;
+        Ok(n)
+    })?;
+    let sent = started.elapsed().as_secs_f64();
+    info!("sync-memory {mib} MiB: sender wrote and published {events} events in {sent:.1} s");
+    let elf = dir.join("receiver.elf");
+    let key = dir.join("receiver.key");
+    let joined = std::process::Command::new(&exe)
+        .args(["sync", "join"])
+        .arg(&elf)
+        .args(["--broker", &url, "--doc", "bench", "--key"])
+        .arg(&key)
+        .output()?;
+    if !joined.status.success() {
+        return Err(format!("sync join: {}", String::from_utf8_lossy(&joined.stderr)).into());
+    }
+    let t0 = Instant::now();
+    let mut child = std::process::Command::new(&exe)
+        .args(["serve", "--sync", &url])
+        .env("ELFIEE_ELF", &elf)
+        .env("ELFIEE_NODE_KEY", &key)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let status_file = elf.join("sync-status.json");
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    loop {
+        let done = std::fs::read(&status_file)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|v| v["events"].as_u64() >= Some(events));
+        if done {
+            break;
+        }
+        if Instant::now() > deadline || child.try_wait()?.is_some() {
+            let _ = child.kill();
+            return Err("the receiver did not get every event".into());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let received = t0.elapsed().as_secs_f64();
+    let hwm_kib = std::fs::read_to_string(format!("/proc/{}/status", child.id()))?
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .ok_or("no VmHWM for the receiver")?;
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let _ = child.wait();
+    let content = super::dir_size(&elf.join("content"));
+    info!(
+        "sync-memory {mib} MiB: receiver got {events} events in {received:.1} s, peak RSS {:.1} MiB",
+        hwm_kib / 1024.0
+    );
+    Ok(json!({
+        "content_mib": mib,
+        "blocks": blocks,
+        "body_bytes": body_bytes,
+        "events": events,
+        "sender_seconds": round(sent, 1),
+        "receiver_seconds": round(received, 1),
+        "receiver_peak_rss_mib": round(hwm_kib / 1024.0, 1),
+        "receiver_content_bytes": content,
+    }))
 }
