@@ -593,3 +593,70 @@ async fn a_remote_terminal_execute_runs_nothing_locally() {
         assert_eq!(outputs, 1, "{} holds the one output, recorded on a", d.name);
     }
 }
+
+/// The bounded-memory run of `elfiee-bench --only sync-memory` on a small document: a fresh
+/// `serve --sync` device receives 16 blocks of 512 KiB bodies (two chunks each) and holds
+/// them whole, with a peak RSS far under the 256 MiB bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_device_receives_large_bodies_in_bounded_memory() {
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let relay = Relay::start(server.addr()).await.unwrap();
+    let mut sender = Device {
+        name: "a".into(),
+        editor: "alice".into(),
+        elf: dir.path().join("a.elf"),
+        key: dir.path().join("a.key"),
+        relay,
+        serve: None,
+        doc: "mem".into(),
+        log: dir.path().join("a.serve.log"),
+        acked: Vec::new(),
+    };
+    ok_json(elfiee(&sender.elf, &["--json", "init", sender.elf.to_str().unwrap(), "--owner", "Alice"]));
+    sender.start(&[]);
+    let mut bodies = Vec::new();
+    for i in 0..16 {
+        let made = ok_json(sender.run(&["block", "create", "--type", "markdown", "--name", &format!("b{i}")]));
+        let id = made["block_id"].as_str().unwrap().to_owned();
+        let line = format!("block {i}: {}\n", "y".repeat(50));
+        let body = line.repeat(512 * 1024 / line.len());
+        let file = dir.path().join(format!("body-{i}.md"));
+        std::fs::write(&file, &body).unwrap();
+        ok_json(sender.run(&["markdown", "write", &id, "--file", file.to_str().unwrap()]));
+        bodies.push((id, body));
+    }
+    let mut receiver = Device {
+        name: "r".into(),
+        editor: String::new(),
+        elf: dir.path().join("r.elf"),
+        key: dir.path().join("r.key"),
+        relay: Relay::start(server.addr()).await.unwrap(),
+        serve: None,
+        doc: "mem".into(),
+        log: dir.path().join("r.serve.log"),
+        acked: Vec::new(),
+    };
+    ok_json(elfiee(
+        &receiver.elf,
+        &[
+            "--json", "sync", "join", receiver.elf.to_str().unwrap(), "--broker", &receiver.relay.url(),
+            "--doc", "mem", "--key", receiver.key.to_str().unwrap(),
+        ],
+    ));
+    receiver.start(&[]);
+    converge(&[&sender, &receiver], Duration::from_secs(60));
+    let pid = receiver.serve.as_ref().unwrap().id();
+    let hwm_kib: u64 = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(hwm_kib < 256 * 1024, "receiver peak RSS {hwm_kib} KiB");
+    receiver.stop();
+    for (id, body) in &bodies {
+        let out = ok_json(elfiee(&receiver.elf, &["--json", "--as", "alice", "block", "show", id]));
+        assert_eq!(out["contents"]["markdown"].as_str(), Some(body.as_str()), "block {id}");
+    }
+}
