@@ -613,11 +613,27 @@ async fn a_fresh_device_receives_large_bodies_in_bounded_memory() {
         log: dir.path().join("a.serve.log"),
         acked: Vec::new(),
     };
-    ok_json(elfiee(&sender.elf, &["--json", "init", sender.elf.to_str().unwrap(), "--owner", "Alice"]));
+    ok_json(elfiee(
+        &sender.elf,
+        &[
+            "--json",
+            "init",
+            sender.elf.to_str().unwrap(),
+            "--owner",
+            "Alice",
+        ],
+    ));
     sender.start(&[]);
     let mut bodies = Vec::new();
     for i in 0..16 {
-        let made = ok_json(sender.run(&["block", "create", "--type", "markdown", "--name", &format!("b{i}")]));
+        let made = ok_json(sender.run(&[
+            "block",
+            "create",
+            "--type",
+            "markdown",
+            "--name",
+            &format!("b{i}"),
+        ]));
         let id = made["block_id"].as_str().unwrap().to_owned();
         let line = format!("block {i}: {}\n", "y".repeat(50));
         let body = line.repeat(512 * 1024 / line.len());
@@ -640,8 +656,16 @@ async fn a_fresh_device_receives_large_bodies_in_bounded_memory() {
     ok_json(elfiee(
         &receiver.elf,
         &[
-            "--json", "sync", "join", receiver.elf.to_str().unwrap(), "--broker", &receiver.relay.url(),
-            "--doc", "mem", "--key", receiver.key.to_str().unwrap(),
+            "--json",
+            "sync",
+            "join",
+            receiver.elf.to_str().unwrap(),
+            "--broker",
+            &receiver.relay.url(),
+            "--doc",
+            "mem",
+            "--key",
+            receiver.key.to_str().unwrap(),
         ],
     ));
     receiver.start(&[]);
@@ -656,7 +680,14 @@ async fn a_fresh_device_receives_large_bodies_in_bounded_memory() {
     assert!(hwm_kib < 256 * 1024, "receiver peak RSS {hwm_kib} KiB");
     receiver.stop();
     for (id, body) in &bodies {
-        let out = ok_json(elfiee(&receiver.elf, &["--json", "--as", "alice", "block", "show", id]));
-        assert_eq!(out["contents"]["markdown"].as_str(), Some(body.as_str()), "block {id}");
+        let out = ok_json(elfiee(
+            &receiver.elf,
+            &["--json", "--as", "alice", "block", "show", id],
+        ));
+        assert_eq!(
+            out["contents"]["markdown"].as_str(),
+            Some(body.as_str()),
+            "block {id}"
+        );
     }
 }

@@ -281,6 +281,57 @@ impl SyncEvent {
     }
 }
 
+/// [`SyncEvent::verify_member`] for many events at once: ids checked one by one, the
+/// signatures in one batch (about twice as fast as one by one); when the batch fails, each
+/// is checked alone to say which.
+pub fn verify_members(events: &[&SyncEvent], keys: &mut Keys) -> Vec<Result<(), Rejection>> {
+    let mut out: Vec<Result<(), Rejection>> = Vec::with_capacity(events.len());
+    let mut batch = Vec::new();
+    for (i, e) in events.iter().enumerate() {
+        let node = e.origin.node;
+        let computed = e.id_of();
+        if computed != e.id {
+            out.push(Err(Rejection::WrongHash {
+                stored: e.id.to_hex(),
+                computed: computed.to_hex(),
+            }));
+            continue;
+        }
+        let key = match keys.0.get(&node) {
+            Some(k) => *k,
+            None => match VerifyingKey::from_bytes(&node.0) {
+                Ok(k) => {
+                    keys.0.insert(node, k);
+                    k
+                }
+                Err(_) => {
+                    out.push(Err(Rejection::BadSignature(node.to_hex())));
+                    continue;
+                }
+            },
+        };
+        out.push(Ok(()));
+        batch.push((i, key));
+    }
+    if batch.is_empty() {
+        return out;
+    }
+    let messages: Vec<&[u8]> = batch.iter().map(|(i, _)| &events[*i].id.0[..]).collect();
+    let signatures: Vec<Signature> = batch
+        .iter()
+        .map(|(i, _)| Signature::from_bytes(&events[*i].sig))
+        .collect();
+    let verifying: Vec<VerifyingKey> = batch.iter().map(|(_, k)| *k).collect();
+    if ed25519_dalek::verify_batch(&messages, &signatures, &verifying).is_err() {
+        for ((i, key), sig) in batch.iter().zip(&signatures) {
+            if key.verify(&events[*i].id.0, sig).is_err() {
+                out[*i] = Err(Rejection::BadSignature(events[*i].origin.node.to_hex()));
+            }
+        }
+    }
+    out
+}
+
 mod sig_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 

@@ -1128,19 +1128,49 @@ async fn store_batch(
     // Ids and chains of the queued events, on top of what is stored.
     let mut fresh: HashSet<EventId> = HashSet::new();
     let mut fresh_chains: HashMap<NodeId, Vec<EventId>> = HashMap::new();
-    for m in batch {
-        let verdict = {
-            let core = inner.lock();
-            let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
-            judge(
-                &core,
-                &mut keys,
-                &m.payload,
-                genesis.as_ref(),
-                &members,
-                &fresh,
-                &fresh_chains,
-            )
+    // Decode everything, then check the signatures of what is new in one batch.
+    let decoded: Vec<Result<SyncEvent, Rejection>> = batch
+        .iter()
+        .map(|m| SyncEvent::decode(&m.payload))
+        .collect();
+    let mut signatures: Vec<Option<Result<(), Rejection>>> = vec![None; batch.len()];
+    {
+        let core = inner.lock();
+        let new: Vec<(usize, &SyncEvent)> = decoded
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().ok().map(|e| (i, e)))
+            .filter(|(_, e)| !core.ids.contains_key(&e.id) && e.origin.node != core.node)
+            .collect();
+        drop(core);
+        let events: Vec<&SyncEvent> = new.iter().map(|(_, e)| *e).collect();
+        let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
+        for ((i, _), r) in new
+            .iter()
+            .zip(crate::identity::verify_members(&events, &mut keys))
+        {
+            signatures[*i] = Some(r);
+        }
+    }
+    for ((m, d), signature) in batch.into_iter().zip(decoded).zip(signatures) {
+        let verdict = match d {
+            Err(why) => Verdict::Reject(SyncError::Rejected {
+                origin: "?".into(),
+                origin_seq: 0,
+                reason: why,
+            }),
+            Ok(e) => {
+                let core = inner.lock();
+                judge(
+                    &core,
+                    e,
+                    signature.unwrap_or(Ok(())),
+                    genesis.as_ref(),
+                    &members,
+                    &fresh,
+                    &fresh_chains,
+                )
+            }
         };
         match verdict {
             Verdict::Store(e) => {
@@ -1223,23 +1253,13 @@ async fn store_batch(
 /// The verdict on one message, against what is stored and what this batch queued.
 fn judge(
     core: &Core,
-    keys: &mut Keys,
-    payload: &[u8],
+    e: SyncEvent,
+    signature: Result<(), Rejection>,
     genesis: Option<&NodeId>,
     members: &BTreeMap<NodeId, [u8; 32]>,
     fresh: &HashSet<EventId>,
     fresh_chains: &HashMap<NodeId, Vec<EventId>>,
 ) -> Verdict {
-    let e = match SyncEvent::decode(payload) {
-        Ok(e) => e,
-        Err(why) => {
-            return Verdict::Reject(SyncError::Rejected {
-                origin: "?".into(),
-                origin_seq: 0,
-                reason: why,
-            })
-        }
-    };
     if core.ids.contains_key(&e.id) || fresh.contains(&e.id) || e.origin.node == core.node {
         return Verdict::Skip;
     }
@@ -1254,7 +1274,7 @@ fn judge(
     if Some(&node) != genesis && !members.contains_key(&node) {
         return reject(Rejection::UnknownNode(node.to_hex()));
     }
-    if let Err(why) = e.verify_member(keys) {
+    if let Err(why) = signature {
         return reject(why);
     }
     // Its place in its node's history: right after the node's last event here.
