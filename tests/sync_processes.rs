@@ -340,6 +340,16 @@ async fn seeded_run(seed: u64, steps: usize) {
     }
     let all: Vec<&Device> = c.devices.iter().collect();
     let digest = converge(&all, Duration::from_secs(60));
+    // What a CLI call reads through each serving process is the merged state.
+    for d in &c.devices {
+        let shown = ok_json(elfiee(&d.elf, &["--json", "state-digest"]));
+        assert_eq!(
+            shown["state_digest"].as_str(),
+            Some(digest.as_str()),
+            "seed {seed}: {}",
+            d.name
+        );
+    }
     // Every acknowledged write is on every device.
     let logs: Vec<Vec<Value>> = c.devices.iter().map(|d| d.events()).collect();
     let acked: usize = c.devices.iter().map(|d| d.acked.len()).sum();

@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     /// Keep each submission's commands (capability, target) beside its events (`c‖seq`
     /// side records): sync seals events with the command they came from.
     pub record_commands: std::sync::atomic::AtomicBool,
+    /// What readers see instead of `committed` (see [`crate::FileHandle::set_view`]).
+    pub view: RwLock<Option<Arc<dyn crate::handle::StateView>>>,
 }
 
 impl Shared {
@@ -121,6 +123,7 @@ impl Shared {
             handover: tokio::sync::Mutex::new(()),
             takeover_hooks: Mutex::new(Vec::new()),
             record_commands: Default::default(),
+            view: RwLock::new(None),
         }
     }
 

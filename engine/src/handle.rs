@@ -11,6 +11,12 @@ use crate::{EngineError, Subscription};
 
 const CHECKPOINT_TREE: &str = "effect_checkpoints";
 
+/// Another state to show readers of a file (see [`FileHandle::set_view`]).
+pub trait StateView: Send + Sync {
+    /// Calls `f` once with the state to show (not calling it shows the committed state).
+    fn view(&self, f: &mut dyn FnMut(&State));
+}
+
 /// A cloneable handle to one open `.elf`. All clones talk to the same actor.
 #[derive(Clone)]
 pub struct FileHandle {
@@ -178,13 +184,42 @@ impl FileHandle {
         self.shared.remote().is_some()
     }
 
-    /// Runs `f` on the committed state (everything durable so far).
+    /// Runs `f` on the committed state (everything durable so far) — or, when a view is set
+    /// ([`FileHandle::set_view`]), on the state that view shows (a synced document's merged
+    /// state).
     pub fn with_state<R>(&self, f: impl FnOnce(&State) -> R) -> R {
+        let view = self
+            .shared
+            .view
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let mut f = Some(f);
+        if let Some(view) = view {
+            let mut out = None;
+            view.view(&mut |s: &State| {
+                if let Some(f) = f.take() {
+                    out = Some(f(s));
+                }
+            });
+            if let Some(out) = out {
+                return out;
+            }
+        }
+        let f = f.expect("taken only by a view, which then answered");
         f(&self
             .shared
             .committed
             .read()
             .unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Shows readers of this handle ([`FileHandle::with_state`], `state`, `block`, …, and
+    /// the processes that reach this one through its owner socket) the state `view` gives
+    /// instead of the committed one, which stays what commands are checked against and what
+    /// snapshots and `replay` hold. Sync sets its merged state here; `None` removes it.
+    pub fn set_view(&self, view: Option<std::sync::Arc<dyn StateView>>) {
+        *self.shared.view.write().unwrap_or_else(|p| p.into_inner()) = view;
     }
 
     /// A copy of the committed state.

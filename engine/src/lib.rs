@@ -45,7 +45,7 @@ pub mod tree;
 pub use content::ContentStore;
 pub use engine::{Engine, EngineConfig, FixedCtx};
 pub use error::EngineError;
-pub use handle::FileHandle;
+pub use handle::{FileHandle, StateView};
 pub use replay::{
     describe_kinds, replay, replay_log, replay_with, stored_snapshots, verify, verify_log,
     verify_with, ReplayReport, VerifyInputs, VerifyReport,

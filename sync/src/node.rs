@@ -415,6 +415,8 @@ impl SyncNode {
             keys: Mutex::new(Keys::default()),
         });
         inner.refresh_status(|_| {});
+        // Readers of the file see the merged state.
+        file.set_view(Some(Arc::new(MergedView(Arc::downgrade(&inner)))));
         for role in [Role::Follower, Role::Publisher, Role::Ingest] {
             let inner = inner.clone();
             let spec = elfiee_engine::tree::ChildSpec {
@@ -634,6 +636,21 @@ impl Inner {
             self.wake_publisher.notify_one();
         }
         Ok(stream)
+    }
+}
+
+/// The merged state as the file's readers' view ([`FileHandle::set_view`]).
+struct MergedView(std::sync::Weak<Inner>);
+
+impl elfiee_engine::StateView for MergedView {
+    fn view(&self, f: &mut dyn FnMut(&State)) {
+        if let Some(inner) = self.0.upgrade() {
+            let mut core = inner.lock();
+            if let Err(e) = core.catch_up(&inner.file) {
+                tracing::warn!(error = %e, "sync: the merged state could not catch up");
+            }
+            f(core.replica.state());
+        }
     }
 }
 

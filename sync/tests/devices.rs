@@ -107,6 +107,14 @@ async fn a_partition_heals_to_one_winner_the_same_conflicts_and_the_same_flags()
     for s in &states {
         assert_eq!(s.digest(), digest);
     }
+    // What readers of each file see is the merged state, the same everywhere.
+    for d in [&a, &b, &c] {
+        assert_eq!(d.file.state_digest(), digest, "{}", d.name);
+        assert_eq!(
+            d.file.block("x").unwrap().contents,
+            states[0].blocks["x"].contents
+        );
+    }
     let x = &states[2].blocks["x"];
     let conflicts = x.metadata.custom["conflicts"].as_array().unwrap();
     assert!(!conflicts.is_empty(), "the concurrent writes are listed");
