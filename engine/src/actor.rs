@@ -82,7 +82,7 @@ pub(crate) struct Shared {
     /// Block bodies kept out of the log's values and the state (owner only; replicas ask
     /// the owner).
     pub content: crate::content::ContentStore,
-    /// Keep each submission's commands (capability, target) beside its events (`c‖seq`
+    /// Keep each submission's commands (capability, target) beside its events (`m‖seq`
     /// side records): sync seals events with the command they came from.
     pub record_commands: std::sync::atomic::AtomicBool,
     /// What readers see instead of `committed` (see [`crate::FileHandle::set_view`]).
@@ -457,7 +457,7 @@ impl Sequencer {
                 .collect();
             // Plain data into a Vec: cannot fail.
             let bytes = rmp_serde::to_vec(&list).unwrap_or_default();
-            side.push((crate::log::side_key(b'c', &all[0].seq.to_be_bytes()), bytes));
+            side.push((crate::log::side_key(b'm', &all[0].seq.to_be_bytes()), bytes));
         }
         Ok(Prepared::Write(all, records, side))
     }

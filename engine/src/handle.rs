@@ -447,8 +447,8 @@ impl FileHandle {
     pub fn command_of(&self, seq: u64) -> Result<Option<(String, Option<String>)>, EngineError> {
         let log = self.owned_log()?;
         let found = log.side_before(
-            &crate::log::side_key(b'c', &0u64.to_be_bytes()),
-            &crate::log::side_key(b'c', &seq.to_be_bytes()),
+            &crate::log::side_key(b'm', &0u64.to_be_bytes()),
+            &crate::log::side_key(b'm', &seq.to_be_bytes()),
         )?;
         let Some((key, bytes)) = found else {
             return Ok(None);

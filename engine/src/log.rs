@@ -30,7 +30,7 @@ use crate::EngineError;
 /// Side records live in the `events` tree beside the events, under their own first byte, so
 /// they are written in the same atomic batch as the events they belong to and never met by
 /// the event ranges (`e‖seq`, `g‖seq`):
-/// - `c‖first_seq` — the commands of a submission (capability and target each, with their
+/// - `m‖first_seq` — the commands of a submission (capability and target each, with their
 ///   event counts), when the file records them ([`crate::FileHandle::record_commands`]);
 /// - `f‖seq` — an event that came from another device ([`crate::FileHandle::append_foreign`])
 ///   and the bytes its sender keeps with it (its origin);
