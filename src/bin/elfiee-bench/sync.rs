@@ -97,26 +97,25 @@ pub fn sync_phase(
         let mut events = a.node.status().events;
         wait_for(&[&b, &c], events, Duration::from_secs(60)).await?;
         let text = "x".repeat(150);
+        // The ceiling: the same commits on a document nobody syncs (one engine, no broker).
+        let plain = {
+            let engine = Engine::new(EngineConfig::default());
+            let f = engine.init(base.join("sync-plain.elf"), "Alice").await?;
+            let made = f
+                .submit(Command::new("alice", "core.create", None, json!({"name": "p", "block_type": "markdown"})))
+                .await?;
+            let started = Instant::now();
+            commit_many(&f, &made[0].entity, &text, n).await?;
+            let rate = n as f64 / started.elapsed().as_secs_f64();
+            f.close().await;
+            rate
+        };
         let (mut synced, mut raw) = (Vec::new(), Vec::new());
         let mut size = 0usize;
         for r in 0..runs {
             // Commit on A (64 submitters: group commit), applied on B and C.
             let started = Instant::now();
-            let mut tasks = Vec::new();
-            for t in 0..64u64 {
-                let (file, block, text) = (a.file.clone(), block.clone(), text.clone());
-                let count = n / 64 + u64::from(t < n % 64);
-                tasks.push(tokio::spawn(async move {
-                    for _ in 0..count {
-                        file.submit(Command::new("alice", "markdown.write", Some(&block), json!({"markdown": text})))
-                            .await?;
-                    }
-                    Ok::<_, elfiee_engine::EngineError>(())
-                }));
-            }
-            for t in tasks {
-                t.await??;
-            }
+            commit_many(&a.file, &block, &text, n).await?;
             let committed = started.elapsed().as_secs_f64();
             events += n;
             let own = a.node.status().own_events;
@@ -150,6 +149,9 @@ pub fn sync_phase(
                 "sync_runs": synced.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
                 "raw_runs": raw.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
                 "events_per_run": n,
+                "unsynced_commit": round(plain, 0),
+                "ceiling_ratio": round(plain / rw, 3),
+                "ceiling_note": "unsynced_commit: the same 64-task commits on a document nobody syncs, in this run; even a sync path that cost nothing could not beat it, so ceiling_ratio = unsynced_commit / raw bounds the ratio on this machine",
                 "message_bytes": size,
                 "target": "ratio >= 0.5",
                 "how": "sync: 64 tasks submit markdown.write (150 bytes) on device A until n events are committed; the clock stops when devices B and C (separate engines and SyncNodes in this process, one local nats-server) have every event in their merged state. raw: one client publishes n messages of the size of A's sealed events to another stream with Nats-Msg-Id, 256 in flight (as the publisher), and awaits every PubAck",
@@ -355,4 +357,24 @@ fn memory_run(
         "receiver_peak_rss_mib": round(hwm_kib / 1024.0, 1),
         "receiver_content_bytes": content,
     }))
+}
+
+/// `n` markdown.writes of `text` to `block`, from 64 tasks (group commit).
+async fn commit_many(file: &FileHandle, block: &str, text: &str, n: u64) -> Result<(), BoxError> {
+    let mut tasks = Vec::new();
+    for t in 0..64u64 {
+        let (file, block, text) = (file.clone(), block.to_owned(), text.to_owned());
+        let count = n / 64 + u64::from(t < n % 64);
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..count {
+                file.submit(Command::new("alice", "markdown.write", Some(&block), json!({"markdown": text})))
+                    .await?;
+            }
+            Ok::<_, elfiee_engine::EngineError>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(())
 }
