@@ -43,6 +43,9 @@ pub fn side_key(prefix: u8, rest: &[u8]) -> Vec<u8> {
     k
 }
 
+/// A side record: `(key, value)`.
+pub type SideRecord = (Vec<u8>, Vec<u8>);
+
 /// Stored records `(seq, hash ‖ body)` in seq order.
 pub type Records<'a> = Box<dyn Iterator<Item = Result<(u64, Vec<u8>), EngineError>> + 'a>;
 
@@ -478,11 +481,7 @@ impl SledEventLog {
     }
 
     /// The side record with the greatest key in `from..=to`.
-    pub fn side_before(
-        &self,
-        from: &[u8],
-        to: &[u8],
-    ) -> Result<Option<(Vec<u8>, Vec<u8>)>, EngineError> {
+    pub fn side_before(&self, from: &[u8], to: &[u8]) -> Result<Option<SideRecord>, EngineError> {
         Ok(self
             .events
             .range(from..=to)

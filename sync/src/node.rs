@@ -1120,7 +1120,7 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
 /// What to do with one fetched message.
 enum Verdict {
     /// Store it (verified, its history here).
-    Store(SyncEvent),
+    Store(Box<SyncEvent>),
     /// Already here (a redelivery, or this node's own).
     Skip,
     /// Forged or broken: never stored.
@@ -1191,6 +1191,7 @@ async fn store_batch(
         };
         match verdict {
             Verdict::Store(e) => {
+                let e = *e;
                 fresh.insert(e.id);
                 fresh_chains.entry(e.origin.node).or_default().push(e.id);
                 if e.cap == "node.add" {
@@ -1353,7 +1354,7 @@ fn judge(
             ),
         });
     }
-    Verdict::Store(e)
+    Verdict::Store(Box::new(e))
 }
 
 /// The status of a synced file that no process is syncing now, from its log; with

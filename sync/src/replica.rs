@@ -269,7 +269,7 @@ fn fold_one(
             return;
         }
     }
-    registry.apply(state, &e);
+    registry.apply(state, e);
     if WRITES.contains(&kind.as_str()) {
         if let Some(loser) = memory.last_write.insert(e.entity.clone(), id) {
             if index.concurrent(&loser, &id) {

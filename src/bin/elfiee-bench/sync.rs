@@ -247,7 +247,7 @@ fn memory_run(
     blocks: u64,
     body_bytes: usize,
 ) -> Result<Value, BoxError> {
-    let mib = blocks * body_bytes as u64 >> 20;
+    let mib = (blocks * body_bytes as u64) >> 20;
     std::fs::create_dir_all(dir)?;
     let server = NatsServer::start()?;
     let url = server.url();
@@ -367,8 +367,13 @@ async fn commit_many(file: &FileHandle, block: &str, text: &str, n: u64) -> Resu
         let count = n / 64 + u64::from(t < n % 64);
         tasks.push(tokio::spawn(async move {
             for _ in 0..count {
-                file.submit(Command::new("alice", "markdown.write", Some(&block), json!({"markdown": text})))
-                    .await?;
+                file.submit(Command::new(
+                    "alice",
+                    "markdown.write",
+                    Some(&block),
+                    json!({"markdown": text}),
+                ))
+                .await?;
             }
             Ok::<_, elfiee_engine::EngineError>(())
         }));
