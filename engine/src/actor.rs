@@ -127,6 +127,19 @@ impl Shared {
         }
     }
 
+    /// The flush failure that poisoned the file, as the error every command now gets.
+    fn check_poisoned(&self) -> Result<(), EngineError> {
+        match self
+            .poisoned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            Some(why) => Err(EngineError::Storage(why)),
+            None => Ok(()),
+        }
+    }
+
     /// The connection to the owner process, while another process owns the file.
     pub fn remote(&self) -> Option<Arc<crate::remote::RemoteClient>> {
         self.remote
@@ -376,14 +389,7 @@ type SequencerGuard<'a> = std::sync::MutexGuard<'a, Option<Sequencer>>;
 
 impl Sequencer {
     fn prepare(&mut self, shared: &Shared, cmds: &[Command]) -> Result<Prepared, EngineError> {
-        if let Some(why) = shared
-            .poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
-            return Err(EngineError::Storage(why));
-        }
+        shared.check_poisoned()?;
         let Some(first) = cmds.first() else {
             return Ok(Prepared::Done(Vec::new()));
         };
@@ -482,14 +488,7 @@ impl Sequencer {
         foreign: Vec<(Event, Vec<u8>)>,
         mut side: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<Prepared, EngineError> {
-        if let Some(why) = shared
-            .poisoned
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        {
-            return Err(EngineError::Storage(why));
-        }
+        shared.check_poisoned()?;
         let mut prev = self.prev_hash;
         let mut records = Vec::with_capacity(foreign.len());
         let mut all = Vec::with_capacity(foreign.len());

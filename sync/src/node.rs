@@ -68,6 +68,15 @@ fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
         .map(NodeId))
 }
 
+/// The ingest checkpoint: the stream sequence up to which every message is settled.
+fn ingested(file: &FileHandle) -> Result<u64, SyncError> {
+    Ok(file
+        .side(INGEST_SIDE)?
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(0))
+}
+
 fn adopted(file: &FileHandle) -> Result<Vec<(NodeId, u64)>, SyncError> {
     Ok(file
         .side(ADOPTED_SIDE)?
@@ -532,14 +541,7 @@ impl Inner {
             )
         };
         let published = self.file.checkpoint(&self.checkpoint_name).unwrap_or(0);
-        let ingested = self
-            .file
-            .side(INGEST_SIDE)
-            .ok()
-            .flatten()
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_be_bytes)
-            .unwrap_or(0);
+        let ingested = ingested(&self.file).unwrap_or(0);
         self.status.send_if_modified(|s| {
             let before = s.clone();
             s.own_events = own;
@@ -583,6 +585,24 @@ impl Inner {
 
     fn online(&self) {
         self.refresh_status(|s| s.online = true);
+    }
+
+    /// The document's stream, waiting (status offline, with backoff) until the broker and the
+    /// stream are there.
+    async fn stream_when_ready(
+        &self,
+        js: &jetstream::Context,
+        backoff: &mut Backoff,
+    ) -> jetstream::stream::Stream {
+        loop {
+            match self.stream(js).await {
+                Ok(s) => return s,
+                Err(e) => {
+                    self.offline(e);
+                    backoff.wait().await;
+                }
+            }
+        }
     }
 
     /// The document's stream, made by the first node (a document with events of its own and
@@ -778,14 +798,7 @@ async fn publish(inner: Arc<Inner>) -> Result<(), String> {
     let subject = inner.config.events_subject(&inner.node);
     let mut backoff = Backoff::new(&inner.config);
     'connect: loop {
-        let stream = match inner.stream(&js).await {
-            Ok(s) => s,
-            Err(e) => {
-                inner.offline(e);
-                backoff.wait().await;
-                continue;
-            }
-        };
+        let stream = inner.stream_when_ready(&js, &mut backoff).await;
         // Where the broker is: the checkpoint may be behind it (lost, or rolled back).
         let on_broker = match stream.get_last_raw_message_by_subject(&subject).await {
             Ok(m) => SyncEvent::decode(&m.payload)
@@ -1024,21 +1037,8 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
     let name = format!("node-{}", &inner.node.to_hex()[..32]);
     let mut backoff = Backoff::new(&inner.config);
     'connect: loop {
-        let stream = match inner.stream(&js).await {
-            Ok(s) => s,
-            Err(e) => {
-                inner.offline(e);
-                backoff.wait().await;
-                continue;
-            }
-        };
-        let ingested = inner
-            .file
-            .side(INGEST_SIDE)
-            .map_err(|e| e.to_string())?
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_be_bytes)
-            .unwrap_or(0);
+        let stream = inner.stream_when_ready(&js, &mut backoff).await;
+        let ingested = ingested(&inner.file).map_err(|e| e.to_string())?;
         let config = consumer::pull::Config {
             durable_name: Some(name.clone()),
             ack_policy: consumer::AckPolicy::Explicit,
@@ -1393,11 +1393,7 @@ pub async fn offline_status(
         own_events: own,
         published: published.min(own),
         to_publish: own.saturating_sub(published),
-        ingested: file
-            .side(INGEST_SIDE)?
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_be_bytes)
-            .unwrap_or(0),
+        ingested: ingested(file)?,
         to_ingest: 0,
         events: core.replica.len() as u64,
         digest: core.replica.digest(),

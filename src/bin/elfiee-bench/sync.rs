@@ -62,16 +62,19 @@ async fn wait_for(devices: &[&Device], events: u64, within: Duration) -> Result<
     }
 }
 
+fn nats_missing() -> bool {
+    std::process::Command::new("nats-server")
+        .arg("--version")
+        .output()
+        .is_err()
+}
+
 pub fn sync_phase(
     rt: &tokio::runtime::Runtime,
     base: &Path,
     plan: &Plan,
 ) -> Result<Value, BoxError> {
-    if std::process::Command::new("nats-server")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if nats_missing() {
         info!("sync: nats-server is not installed; skipped (apt-get install nats-server)");
         return Ok(json!({"skipped": "nats-server is not installed"}));
     }
@@ -207,11 +210,7 @@ pub fn memory_phase(
     base: &Path,
     plan: &Plan,
 ) -> Result<Value, BoxError> {
-    if std::process::Command::new("nats-server")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if nats_missing() {
         return Ok(json!({"skipped": "nats-server is not installed"}));
     }
     let (blocks, sizes): (u64, [usize; 2]) = if plan.mode == "quick" {
