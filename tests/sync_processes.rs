@@ -701,3 +701,41 @@ async fn a_fresh_device_receives_large_bodies_in_bounded_memory() {
         );
     }
 }
+
+/// A device that joined and has not received the document yet says so, and what to do.
+#[test]
+fn a_joined_document_not_yet_received_says_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("b.elf");
+    let key = dir.path().join("b.key");
+    ok_json(elfiee(
+        &elf,
+        &[
+            "--json",
+            "sync",
+            "join",
+            elf.to_str().unwrap(),
+            "--broker",
+            "nats://127.0.0.1:1",
+            "--doc",
+            "team",
+            "--key",
+            key.to_str().unwrap(),
+        ],
+    ));
+    let out = elfiee(&elf, &["block", "list"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("has not arrived from the broker yet"), "{err}");
+    assert!(err.contains("elfiee serve --sync"), "{err}");
+    // Status works offline and says the broker cannot be reached.
+    let status = elfiee(&elf, &["--json", "sync", "status"]);
+    let v: Value = serde_json::from_slice(&status.stdout).unwrap_or_default();
+    assert_eq!(
+        v["online"],
+        false,
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert_eq!(v["doc"], "team");
+}

@@ -41,10 +41,23 @@ impl Session {
             Some(who) => file.with_state(|s| resolve::editor(s, who))?,
             None if ownerless && file.owner().is_none() => String::new(),
             None => file.owner().ok_or_else(|| {
-                CliError::failed(
-                    "not_initialized",
-                    "this .elf has no owner; it was never initialized",
-                )
+                // A device that joined a synced document and has not received it yet.
+                let joined = file
+                    .side(elfiee_sync::node::CONFIG_SIDE)
+                    .ok()
+                    .flatten()
+                    .is_some();
+                if joined {
+                    CliError::failed(
+                        "not_synced_yet",
+                        "this document has not arrived from the broker yet; run `elfiee serve --sync URL` on it (and have the owner run `elfiee sync add-node` with this device's node id to write to it)",
+                    )
+                } else {
+                    CliError::failed(
+                        "not_initialized",
+                        "this .elf has no owner; it was never initialized",
+                    )
+                }
             })?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.

@@ -88,8 +88,7 @@ pub async fn join(
     check_doc(doc)?;
     let node = load_or_make_key(key)?.node();
     let file = Engine::global().create_empty(path).await?;
-    let recorded = serde_json::to_vec(&json!({"url": broker, "doc": doc})).unwrap_or_default();
-    let side = vec![(elfiee_sync::node::CONFIG_SIDE.to_vec(), recorded)];
+    let side = elfiee_sync::node::join_records(&node, broker, doc);
     let stored = file.append_foreign(Vec::new(), side).await;
     let elf = file.path().display().to_string();
     file.close().await;

@@ -90,6 +90,17 @@ pub fn synced_state(file: &FileHandle, registry: Registry) -> Result<Option<Stat
     Core::replay(file, registry)
 }
 
+/// The side records a device that joins a document starts with (its node, the broker and
+/// the document's name), for [`FileHandle::append_foreign`] on an empty file.
+pub fn join_records(node: &NodeId, url: &str, doc: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let config =
+        serde_json::to_vec(&serde_json::json!({"url": url, "doc": doc})).unwrap_or_default();
+    vec![
+        (NODE_SIDE.to_vec(), node.0.to_vec()),
+        (CONFIG_SIDE.to_vec(), config),
+    ]
+}
+
 /// The publisher's checkpoint name for a node (a copied file's earlier node has its own).
 pub fn publish_checkpoint(node: &NodeId) -> String {
     format!("{PUBLISH_CHECKPOINT}.{}", &node.to_hex()[..16])

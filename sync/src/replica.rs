@@ -229,6 +229,22 @@ fn fold_one(
     memory: &mut FoldMemory,
     id: EventId,
     e: &Event,
+    command: &(String, Option<String>),
+) {
+    decide_and_fold(registry, index, state, memory, id, e, command);
+    // Every event takes a merge position, applied or not: the state has seen `e.seq`
+    // events (what a process reaching this one through its owner socket continues from).
+    state.last_seq = e.seq;
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decide_and_fold(
+    registry: &Registry,
+    index: &MergeIndex,
+    state: &mut State,
+    memory: &mut FoldMemory,
+    id: EventId,
+    e: &Event,
     (cap, target): &(String, Option<String>),
 ) {
     let allowed = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {

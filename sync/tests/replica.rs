@@ -300,3 +300,38 @@ fn a_partition_resolves_the_same_way_on_every_node() {
         .unwrap();
     assert_eq!(winner_text, json!(text));
 }
+
+/// The merged state's `last_seq` counts every event in merge order, applied or not (an
+/// unauthorized last event included).
+#[test]
+fn the_merged_state_counts_every_event_in_its_last_seq() {
+    let registry = Registry::builtin();
+    let mut nodes = nodes(&registry, 2);
+    nodes[0].run(
+        &registry,
+        Command::new("alice", "elf.init", None, json!({"name": "Alice"})),
+    );
+    let log = nodes[0].log.clone();
+    deliver(&log, &mut nodes[1]);
+    // Node 1 runs a command as an editor the document does not know of on node 0's side: it
+    // is refused by node 1's own pipeline, so forge its event by sealing one by hand.
+    let cmd = Command::new(
+        "mallory",
+        "core.create",
+        None,
+        json!({"name": "m", "block_type": "markdown"}),
+    );
+    let mut e = nodes[0].log.last().unwrap().to_event();
+    e.attribute = "mallory/core.create".into();
+    e.entity = "m".into();
+    e.cmd_id = cmd.cmd_id;
+    let origin = nodes[1].replica.index().next_origin(nodes[1].key.node());
+    let sealed = SyncEvent::seal(&nodes[1].key, origin, &cmd, &e);
+    nodes[1].replica.add(&sealed).unwrap();
+    let state = nodes[1].replica.state();
+    assert_eq!(
+        state.extensions["sync"]["unauthorized"],
+        json!([sealed.id.to_hex()])
+    );
+    assert_eq!(state.last_seq, nodes[1].replica.len() as u64);
+}
