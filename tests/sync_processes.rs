@@ -13,21 +13,14 @@ use std::time::{Duration, Instant};
 use elfiee_sync::testing::{NatsServer, Relay};
 use serde_json::Value;
 
+mod common;
+
 fn elfiee(elf: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .args(args)
-        .env("ELFIEE_ELF", elf)
-        .output()
-        .expect("run elfiee")
+    common::run_elfiee(elf, args, &[])
 }
 
 fn ok_json(out: Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::success_json(&[], &out)
 }
 
 /// A small deterministic generator (xorshift), so a failing seed can be run again.

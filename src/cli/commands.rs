@@ -42,11 +42,7 @@ impl Session {
             None if ownerless && file.owner().is_none() => String::new(),
             None => file.owner().ok_or_else(|| {
                 // A device that joined a synced document and has not received it yet.
-                let joined = file
-                    .side(elfiee_sync::node::CONFIG_SIDE)
-                    .ok()
-                    .flatten()
-                    .is_some();
+                let joined = matches!(elfiee_sync::node::recorded_config(&file), Ok(Some(_)));
                 if joined {
                     CliError::failed(
                         "not_synced_yet",

@@ -109,11 +109,7 @@ pub async fn join(
 }
 
 fn check_doc(doc: &str) -> Result<(), CliError> {
-    if doc.is_empty()
-        || !doc
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-    {
+    if !elfiee_sync::node::valid_doc_name(doc) {
         return Err(CliError::usage(format!(
             "the document name '{doc}' may only hold letters, digits, '-' and '_'"
         )));
@@ -128,11 +124,9 @@ fn doc_name(file: &FileHandle, given: Option<&str>) -> Result<String, CliError> 
         check_doc(d)?;
         return Ok(d.to_owned());
     }
-    let recorded = file
-        .side(elfiee_sync::node::CONFIG_SIDE)?
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v["doc"].as_str().map(str::to_owned));
-    if let Some(d) = recorded {
+    let recorded = elfiee_sync::node::recorded_config(file)
+        .map_err(|e| CliError::failed("sync", e.to_string()))?;
+    if let Some((_, d)) = recorded.filter(|(_, d)| !d.is_empty()) {
         return Ok(d);
     }
     let stem = file
@@ -143,7 +137,7 @@ fn doc_name(file: &FileHandle, given: Option<&str>) -> Result<String, CliError> 
     Ok(stem
         .chars()
         .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            if elfiee_sync::node::valid_doc_name(c.encode_utf8(&mut [0; 4])) {
                 c
             } else {
                 '-'

@@ -59,7 +59,7 @@ const NODE_SIDE: &[u8] = b"sync.node";
 /// Side record: earlier nodes of a copied file and the last local seq each wrote.
 const ADOPTED_SIDE: &[u8] = b"sync.adopted";
 /// Side record: the broker and the document name last used (JSON).
-pub const CONFIG_SIDE: &[u8] = b"sync.config";
+const CONFIG_SIDE: &[u8] = b"sync.config";
 
 fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
     Ok(file
@@ -93,12 +93,34 @@ pub fn synced_state(file: &FileHandle, registry: Registry) -> Result<Option<Stat
 /// The side records a device that joins a document starts with (its node, the broker and
 /// the document's name), for [`FileHandle::append_foreign`] on an empty file.
 pub fn join_records(node: &NodeId, url: &str, doc: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let config =
-        serde_json::to_vec(&serde_json::json!({"url": url, "doc": doc})).unwrap_or_default();
     vec![
         (NODE_SIDE.to_vec(), node.0.to_vec()),
-        (CONFIG_SIDE.to_vec(), config),
+        (CONFIG_SIDE.to_vec(), config_record(url, doc)),
     ]
+}
+
+/// The `sync.config` side record: the broker and the document's name, as JSON.
+fn config_record(url: &str, doc: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({"url": url, "doc": doc})).unwrap_or_default()
+}
+
+/// The broker URL and document name a file was last synced with (`None`: never).
+pub fn recorded_config(file: &FileHandle) -> Result<Option<(String, String)>, SyncError> {
+    Ok(file
+        .side(CONFIG_SIDE)?
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .map(|v| {
+            let text = |k: &str| v[k].as_str().unwrap_or_default().to_owned();
+            (text("url"), text("doc"))
+        }))
+}
+
+/// Whether `doc` may name a document on the broker: letters, digits, `-` and `_`.
+pub fn valid_doc_name(doc: &str) -> bool {
+    !doc.is_empty()
+        && doc
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The publisher's checkpoint name for a node (a copied file's earlier node has its own).
@@ -368,12 +390,7 @@ impl SyncNode {
         registry: Registry,
         config: SyncConfig,
     ) -> Result<SyncNode, SyncError> {
-        if config.doc.is_empty()
-            || !config
-                .doc
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !valid_doc_name(&config.doc) {
             return Err(SyncError::BadName(config.doc.clone()));
         }
         file.record_commands(true);
@@ -397,9 +414,7 @@ impl SyncNode {
                 side.push((NODE_SIDE.to_vec(), node.0.to_vec()));
             }
         }
-        let recorded =
-            serde_json::to_vec(&serde_json::json!({"url": config.url, "doc": config.doc}))
-                .unwrap_or_default();
+        let recorded = config_record(&config.url, &config.doc);
         if file.side(CONFIG_SIDE)?.as_deref() != Some(&recorded[..]) {
             side.push((CONFIG_SIDE.to_vec(), recorded));
         }
@@ -860,10 +875,9 @@ async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                     next += batch.len() as u64;
                     inner.online();
                 }
-                Err((acked, why)) => {
-                    // Acknowledged ones stay acknowledged; the rest go again after a pause,
-                    // from a fresh look at the subject.
-                    let _ = acked;
+                Err(why) => {
+                    // Acknowledged ones stay acknowledged (the checkpoint moved over them);
+                    // the rest go again after a pause, from a fresh look at the subject.
                     inner.offline(why);
                     backoff.wait().await;
                     continue 'connect;
@@ -881,16 +895,16 @@ fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
 }
 
 /// Publishes `batch` (consecutive own events): bodies first, then the events, pipelined;
-/// moves the checkpoint over every acknowledged prefix. On failure, how many were acked.
+/// moves the checkpoint over every acknowledged prefix.
 async fn publish_batch(
     inner: &Inner,
     js: &jetstream::Context,
     subject: &str,
     batch: &[SyncEvent],
-) -> Result<(), (usize, String)> {
+) -> Result<(), String> {
     for e in batch {
         for r in elfiee_projections::content::event_refs(&e.value) {
-            publish_body(inner, js, &r).await.map_err(|w| (0, w))?;
+            publish_body(inner, js, &r).await?;
         }
     }
     let mut acks = Vec::with_capacity(batch.len());
@@ -900,13 +914,10 @@ async fn publish_batch(
             .message_id(format!("{}:{}", e.origin.node.to_hex(), e.origin.seq));
         match js.send_publish(subject.to_owned(), msg).await {
             Ok(ack) => acks.push((e.origin.seq, ack)),
-            Err(err) => {
-                acks.clear();
-                return Err((0, format!("cannot publish: {err}")));
-            }
+            Err(err) => return Err(format!("cannot publish: {err}")),
         }
     }
-    for (n, (seq, ack)) in acks.into_iter().enumerate() {
+    for (seq, ack) in acks {
         if crash_before_puback() {
             // The events reach the broker (which stores them), the checkpoint does not move.
             let _ = inner.client.flush().await;
@@ -915,8 +926,8 @@ async fn publish_batch(
             std::process::abort();
         }
         match ack.await {
-            Ok(_) => set_checkpoint(inner, seq).map_err(|w| (n, w))?,
-            Err(err) => return Err((n, format!("no PubAck for {subject}:{seq}: {err}"))),
+            Ok(_) => set_checkpoint(inner, seq)?,
+            Err(err) => return Err(format!("no PubAck for {subject}:{seq}: {err}")),
         }
     }
     Ok(())
@@ -1156,6 +1167,11 @@ async fn store_batch(
     // Ids and chains of the queued events, on top of what is stored.
     let mut fresh: HashSet<EventId> = HashSet::new();
     let mut fresh_chains: HashMap<NodeId, Vec<EventId>> = HashMap::new();
+    let settled = batch
+        .iter()
+        .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
+        .max()
+        .unwrap_or(0);
     // Decode everything, then check the signatures of what is new in one batch.
     let decoded: Vec<Result<SyncEvent, Rejection>> = batch
         .iter()
@@ -1240,36 +1256,27 @@ async fn store_batch(
             }
         }
     }
-    let settled = acks
-        .iter()
-        .chain(terms.iter())
-        .chain(queued.iter().map(|(_, m)| m))
-        .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
-        .max()
-        .unwrap_or(0);
-    {
-        for (e, _) in &queued {
-            for r in elfiee_projections::content::event_refs(&e.value) {
-                if !inner.file.has_content(&r).map_err(|e| e.to_string())? {
-                    fetch_body(inner, stream, &r).await?;
-                }
+    for (e, _) in &queued {
+        for r in elfiee_projections::content::event_refs(&e.value) {
+            if !inner.file.has_content(&r).map_err(|e| e.to_string())? {
+                fetch_body(inner, stream, &r).await?;
             }
         }
-        let events = queued
-            .iter()
-            .map(|(e, _)| (e.to_event(), e.encode()))
-            .collect();
-        // Everything up to the batch's last message is settled (stored, here already, or
-        // refused): a restart reads on from there.
-        let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
-        inner
-            .file
-            .append_foreign(events, side)
-            .await
-            .map_err(|e| format!("cannot store events from the broker: {e}"))?;
-        inner.catch_up().map_err(|e| e.to_string())?;
-        acks.extend(queued.into_iter().map(|(_, m)| m));
     }
+    let events = queued
+        .iter()
+        .map(|(e, _)| (e.to_event(), e.encode()))
+        .collect();
+    // Everything up to the batch's last message is settled (stored, here already, or
+    // refused): a restart reads on from there.
+    let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
+    inner
+        .file
+        .append_foreign(events, side)
+        .await
+        .map_err(|e| format!("cannot store events from the broker: {e}"))?;
+    inner.catch_up().map_err(|e| e.to_string())?;
+    acks.extend(queued.into_iter().map(|(_, m)| m));
     for m in acks {
         let _ = m.ack().await;
     }
@@ -1382,11 +1389,7 @@ pub async fn offline_status(
     let mut core = Core::new(registry, node, None);
     core.adopted = adopted(file)?;
     core.catch_up(file)?;
-    let config: serde_json::Value = file
-        .side(CONFIG_SIDE)?
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default();
-    let text = |k: &str| config[k].as_str().unwrap_or_default().to_owned();
+    let (broker, doc) = recorded_config(file)?.unwrap_or_default();
     let genesis = file
         .side(GENESIS_SIDE)?
         .and_then(|b| b.try_into().ok())
@@ -1395,8 +1398,8 @@ pub async fn offline_status(
     let published = file.checkpoint(&publish_checkpoint(&node))?;
     let mut status = SyncStatus {
         node: node.to_hex(),
-        doc: text("doc"),
-        broker: text("url"),
+        doc,
+        broker,
         online: false,
         genesis: genesis.map(|g| g.to_hex()),
         member: genesis == Some(node)
