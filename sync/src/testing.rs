@@ -42,6 +42,11 @@ impl NatsServer {
         self.addr
     }
 
+    /// The server's process id (to read its CPU time from `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `nats://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("nats://{}", self.addr)

@@ -107,17 +107,22 @@ pub fn sync_phase(
             let made = f
                 .submit(Command::new("alice", "core.create", None, json!({"name": "p", "block_type": "markdown"})))
                 .await?;
-            let started = Instant::now();
+            let (started, cpu) = (Instant::now(), cpu_seconds(None));
             commit_many(&f, &made[0].entity, &text, n).await?;
             let rate = n as f64 / started.elapsed().as_secs_f64();
+            let cpu_us = (cpu_seconds(None) - cpu) * 1e6 / n as f64;
             f.close().await;
-            rate
+            (rate, cpu_us)
         };
+        let (plain, plain_cpu_us) = plain;
         let (mut synced, mut raw) = (Vec::new(), Vec::new());
+        let (mut cpu_per_event, mut busy) = (Vec::new(), Vec::new());
         let mut size = 0usize;
+        let first_timed = a.file.last_seq() + 1;
+        let all_cpu = || cpu_seconds(None) + cpu_seconds(Some(server.pid()));
         for r in 0..runs {
             // Commit on A (64 submitters: group commit), applied on B and C.
-            let started = Instant::now();
+            let (started, cpu) = (Instant::now(), all_cpu());
             commit_many(&a.file, &block, &text, n).await?;
             let committed = started.elapsed().as_secs_f64();
             events += n;
@@ -128,6 +133,9 @@ pub fn sync_phase(
             let published = started.elapsed().as_secs_f64();
             wait_for(&[&b, &c], events, Duration::from_secs(300)).await?;
             let elapsed = started.elapsed().as_secs_f64();
+            let used = all_cpu() - cpu;
+            cpu_per_event.push(used * 1e6 / n as f64);
+            busy.push(used / elapsed);
             info!("sync run {}: committed on A after {committed:.2} s, published after {published:.2} s, applied on B and C after {elapsed:.2} s", r + 1);
             synced.push(n as f64 / elapsed);
             // The size of what the publisher sent (the last event, sealed and encoded).
@@ -142,6 +150,19 @@ pub fn sync_phase(
             );
         }
         let (s, rw) = (super::median(&synced), super::median(&raw));
+        // What the design makes every event cost: A signs it, B and C each verify it.
+        let timed = a.file.events(first_timed)?;
+        let (sign_us, verify_us) = crypto_cost(&timed);
+        // A bound that leaves out the broker and everything B and C do but verify: the cores
+        // spent on A's commit (as measured unsynced) and on the signatures.
+        let floor_us = plain_cpu_us + sign_us + 2.0 * verify_us;
+        let bound = super::cpus() as f64 * 1e6 / floor_us;
+        info!(
+            "sync: CPU per event: synced {:.0} µs (cores busy {:.2}), unsynced commit {plain_cpu_us:.0} µs, sign {sign_us:.1} µs, batch verify {verify_us:.1} µs; bound {bound:.0} events/s = {:.3} of raw",
+            super::median(&cpu_per_event),
+            super::median(&busy),
+            bound / rw
+        );
         let out = super::pair(
             s,
             rw,
@@ -155,6 +176,17 @@ pub fn sync_phase(
                 "unsynced_commit": round(plain, 0),
                 "ceiling_ratio": round(plain / rw, 3),
                 "ceiling_note": "unsynced_commit: the same 64-task commits on a document nobody syncs, in this run; even a sync path that cost nothing could not beat it, so ceiling_ratio = unsynced_commit / raw bounds the ratio on this machine",
+                "cpu_us_per_event": {
+                    "synced": round(super::median(&cpu_per_event), 1),
+                    "synced_runs": cpu_per_event.iter().map(|c| round(*c, 1)).collect::<Vec<_>>(),
+                    "cores_busy": round(super::median(&busy), 2),
+                    "unsynced_commit": round(plain_cpu_us, 1),
+                    "sign": round(sign_us, 1),
+                    "batch_verify": round(verify_us, 1),
+                },
+                "cpu_bound_events_per_s": round(bound, 0),
+                "cpu_bound_ratio": round(bound / rw, 3),
+                "cpu_bound_note": "CPU time (user + system) of this process and of nats-server per synced event, and the cores that kept busy; the bound divides the machine's cores by a floor of what each event must cost here: A's commit (the unsynced commit's CPU per event, measured above), one Ed25519 signature and two batch verifications (B and C), timed on the events of the runs. It leaves out the broker, B's and C's storage and the merge fold, so the real ceiling is lower still",
                 "message_bytes": size,
                 "target": "ratio >= 0.5",
                 "how": "sync: 64 tasks submit markdown.write (150 bytes) on device A until n events are committed; the clock stops when devices B and C (separate engines and SyncNodes in this process, one local nats-server) have every event in their merged state. raw: one client publishes n messages of the size of A's sealed events to another stream with Nats-Msg-Id, 256 in flight (as the publisher), and awaits every PubAck",
@@ -165,6 +197,56 @@ pub fn sync_phase(
         }
         Ok::<_, BoxError>(out)
     })
+}
+
+/// CPU seconds (user + system) of this process, or of the process `pid`, from `/proc`.
+fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let path = pid.map_or("/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
+    let Ok(stat) = std::fs::read_to_string(path) else {
+        return 0.0;
+    };
+    // After the command name (which may hold spaces) come the fields from `state` on;
+    // utime and stime are fields 14 and 15 of the line.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf reads a constant of the system; no memory is shared.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// Microseconds per event to seal (hash and sign) the events as A's follower does, and to
+/// check them in batches of 256 as B's and C's ingest do; one thread, best of three.
+fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
+    use elfiee_sync::identity::{verify_members, Keys, NodeKey, Origin, SyncEvent};
+    let key = NodeKey::from_seed([9; 32]);
+    let n = events.len().max(1) as f64;
+    let (mut sign, mut verify) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let mut prev = None;
+        let sealed: Vec<SyncEvent> = (1..)
+            .zip(events)
+            .map(|(seq, e)| {
+                let origin = Origin { node: key.node(), seq, prev, deps: Vec::new() };
+                let s = SyncEvent::seal_parts(Some(&key), origin, "markdown.write".into(), Some(e.entity.clone()), e);
+                prev = Some(s.id);
+                s
+            })
+            .collect();
+        sign = sign.min(started.elapsed().as_secs_f64() * 1e6 / n);
+        let started = Instant::now();
+        let mut keys = Keys::default();
+        for chunk in sealed.chunks(256) {
+            let refs: Vec<&SyncEvent> = chunk.iter().collect();
+            let checked = verify_members(&refs, &mut keys);
+            assert!(checked.iter().all(|c| c.is_ok()), "the bench's own events verify");
+        }
+        verify = verify.min(started.elapsed().as_secs_f64() * 1e6 / n);
+    }
+    (sign, verify)
 }
 
 /// Raw JetStream: `n` messages of `size` bytes with message ids, 256 in flight; messages/s.
