@@ -282,32 +282,37 @@ impl Core {
 
     /// Folds the log's events after `followed` into the merged state.
     fn catch_up(&mut self, file: &FileHandle) -> Result<bool, SyncError> {
-        if file.last_seq() <= self.followed {
+        self.catch_up_with(file, BTreeMap::new())
+    }
+
+    /// [`Core::catch_up`] told the foreign events just appended (by local seq), which then
+    /// need not be read back and decoded; when they are all that is new, the log is not read.
+    fn catch_up_with(
+        &mut self,
+        file: &FileHandle,
+        mut known: BTreeMap<u64, SyncEvent>,
+    ) -> Result<bool, SyncError> {
+        let last = file.last_seq();
+        if last <= self.followed {
             return Ok(false);
         }
+        known.retain(|seq, _| *seq > self.followed && *seq <= last);
+        let news: Vec<(u64, Option<Event>)> = if known.len() as u64 == last - self.followed {
+            known.keys().map(|seq| (*seq, None)).collect()
+        } else {
+            file.events(self.followed + 1)?
+                .into_iter()
+                .map(|e| (e.seq, Some(e)))
+                .collect()
+        };
         let mut batch = Vec::new();
-        for e in file.events(self.followed + 1)? {
-            let seq = e.seq;
-            let sealed = match file.foreign(seq)? {
-                Some(bytes) => {
-                    let s = SyncEvent::decode(&bytes).map_err(|r| {
-                        SyncError::Engine(format!("the origin kept with event {seq}: {r}"))
-                    })?;
+        for (seq, e) in news {
+            let sealed = match known.remove(&seq) {
+                Some(s) => {
                     self.heads.insert(s.origin.node, s.id);
                     s
                 }
-                None => {
-                    let author = self
-                        .adopted
-                        .iter()
-                        .find(|(_, through)| seq <= *through)
-                        .map_or(self.node, |(n, _)| *n);
-                    let s = self.seal(file, &e, author)?;
-                    if author != self.node {
-                        self.heads.insert(author, s.id);
-                    }
-                    s
-                }
+                None => self.read_sealed(file, seq, e)?,
             };
             self.chains
                 .entry(sealed.origin.node)
@@ -330,6 +335,38 @@ impl Core {
             )));
         }
         Ok(true)
+    }
+
+    /// The sealed form of local event `seq` (`e`, read from the log): the origin kept with a
+    /// foreign one, else sealed here.
+    fn read_sealed(
+        &mut self,
+        file: &FileHandle,
+        seq: u64,
+        e: Option<Event>,
+    ) -> Result<SyncEvent, SyncError> {
+        let e = e.ok_or_else(|| SyncError::Engine(format!("event {seq} was not read")))?;
+        Ok(match file.foreign(seq)? {
+                Some(bytes) => {
+                    let s = SyncEvent::decode(&bytes).map_err(|r| {
+                        SyncError::Engine(format!("the origin kept with event {seq}: {r}"))
+                    })?;
+                    self.heads.insert(s.origin.node, s.id);
+                    s
+                }
+                None => {
+                    let author = self
+                        .adopted
+                        .iter()
+                        .find(|(_, through)| seq <= *through)
+                        .map_or(self.node, |(n, _)| *n);
+                    let s = self.seal(file, &e, author)?;
+                    if author != self.node {
+                        self.heads.insert(author, s.id);
+                    }
+                    s
+                }
+            })
     }
 
     /// Seals an event written on this device (see the module docs): by this node, or by the
@@ -545,7 +582,11 @@ impl Inner {
     }
 
     fn catch_up(&self) -> Result<(), SyncError> {
-        let moved = self.lock().catch_up(&self.file)?;
+        self.catch_up_with(BTreeMap::new())
+    }
+
+    fn catch_up_with(&self, known: BTreeMap<u64, SyncEvent>) -> Result<(), SyncError> {
+        let moved = self.lock().catch_up_with(&self.file, known)?;
         if moved {
             self.wake_publisher.notify_one();
             self.refresh_status(|_| {});
@@ -1063,7 +1104,8 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
         let ingested = ingested(&inner.file).map_err(|e| e.to_string())?;
         let config = consumer::pull::Config {
             durable_name: Some(name.clone()),
-            ack_policy: consumer::AckPolicy::Explicit,
+            // One ack per batch: acking its last message settles the ones before it.
+            ack_policy: consumer::AckPolicy::All,
             ack_wait: Duration::from_secs(30),
             filter_subject: format!("elf.{}.ev.>", inner.config.doc),
             // A copied .elf resumes where its ingest checkpoint says.
@@ -1270,18 +1312,27 @@ async fn store_batch(
     // Everything up to the batch's last message is settled (stored, here already, or
     // refused): a restart reads on from there.
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
-    inner
+    let stored = inner
         .file
         .append_foreign(events, side)
         .await
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;
-    inner.catch_up().map_err(|e| e.to_string())?;
-    acks.extend(queued.into_iter().map(|(_, m)| m));
-    for m in acks {
-        let _ = m.ack().await;
+    // The follower folds them as they are (no reading back).
+    let mut known = BTreeMap::new();
+    for (stored, (e, m)) in stored.iter().zip(queued) {
+        known.insert(stored.seq, e);
+        acks.push(m);
     }
+    inner.catch_up_with(known).map_err(|e| e.to_string())?;
     for m in terms {
         let _ = m.ack_with(AckKind::Term).await;
+    }
+    // The consumer acks all up to a message: the last one stored or skipped settles the batch.
+    let last = acks
+        .into_iter()
+        .max_by_key(|m| m.info().map_or(0, |i| i.stream_sequence));
+    if let Some(m) = last {
+        let _ = m.ack().await;
     }
     Ok(())
 }
