@@ -18,9 +18,10 @@
 //!   subject, so a lost or rolled-back checkpoint never stores an event twice.
 //! - **`SyncIngest`** reads a durable pull consumer named after the node. It checks each
 //!   event (signature, membership, hash, `prev`), fetches the chunks of bodies it lacks,
-//!   appends a batch with its checkpoint, then acks. A stored id is skipped, so redelivery is
-//!   harmless. A forged event is terminated (`AckKind::Term`) and reported as
-//!   [`SyncError::Rejected`].
+//!   appends a batch with its checkpoint, then acks the batch's last message (the consumer
+//!   acks all up to it). A stored id is skipped, so redelivery is harmless. A forged event is
+//!   terminated (`AckKind::Term`) and reported as [`SyncError::Rejected`]. The follower
+//!   folds the events ingest appended as ingest decoded them.
 //!
 //! Both children keep retrying with backoff while the broker is away. The status
 //! ([`SyncStatus`]) tells subscribers whether the broker is reachable and how far each side
