@@ -1204,17 +1204,18 @@ async fn store_batch(
         let core = inner.lock();
         crate::membership::members(core.replica.state())
     };
-    let mut queued: Vec<(SyncEvent, jetstream::Message)> = Vec::new();
-    let mut acks: Vec<jetstream::Message> = Vec::new();
+    let mut queued: Vec<(SyncEvent, (u64, jetstream::Message))> = Vec::new();
+    // With their stream sequences: the greatest is acked for all.
+    let mut acks: Vec<(u64, jetstream::Message)> = Vec::new();
     let mut terms: Vec<jetstream::Message> = Vec::new();
     // Ids and chains of the queued events, on top of what is stored.
     let mut fresh: HashSet<EventId> = HashSet::new();
     let mut fresh_chains: HashMap<NodeId, Vec<EventId>> = HashMap::new();
-    let settled = batch
+    let seqs: Vec<u64> = batch
         .iter()
-        .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
-        .max()
-        .unwrap_or(0);
+        .map(|m| m.info().map_or(0, |i| i.stream_sequence))
+        .collect();
+    let settled = seqs.iter().copied().max().unwrap_or(0);
     // Decode everything, then check the signatures of what is new in one batch.
     let decoded: Vec<Result<SyncEvent, Rejection>> = batch
         .iter()
@@ -1239,7 +1240,7 @@ async fn store_batch(
             signatures[*i] = Some(r);
         }
     }
-    for ((m, d), signature) in batch.into_iter().zip(decoded).zip(signatures) {
+    for (((m, seq), d), signature) in batch.into_iter().zip(seqs).zip(decoded).zip(signatures) {
         let verdict = match d {
             Err(why) => Verdict::Reject(SyncError::Rejected {
                 origin: "?".into(),
@@ -1275,9 +1276,9 @@ async fn store_batch(
                         members.insert(n, n.0);
                     }
                 }
-                queued.push((e, m));
+                queued.push((e, (seq, m)));
             }
-            Verdict::Skip => acks.push(m),
+            Verdict::Skip => acks.push((seq, m)),
             Verdict::Reject(err) => {
                 tracing::warn!(error = %err, "sync: rejected an event from the broker");
                 {
@@ -1329,10 +1330,7 @@ async fn store_batch(
         let _ = m.ack_with(AckKind::Term).await;
     }
     // The consumer acks all up to a message: the last one stored or skipped settles the batch.
-    let last = acks
-        .into_iter()
-        .max_by_key(|m| m.info().map_or(0, |i| i.stream_sequence));
-    if let Some(m) = last {
+    if let Some((_, m)) = acks.into_iter().max_by_key(|(seq, _)| *seq) {
         let _ = m.ack().await;
     }
     Ok(())
