@@ -732,3 +732,53 @@ fn a_joined_document_not_yet_received_says_what_to_do() {
     );
     assert_eq!(v["doc"], "team");
 }
+
+#[test]
+fn a_broker_address_that_is_not_nats_is_refused_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("a.elf");
+    let key = dir.path().join("a.key");
+    let key = key.to_str().unwrap();
+    ok_json(elfiee(
+        &elf,
+        &["--json", "init", elf.to_str().unwrap(), "--owner", "alice"],
+    ));
+    let before = ok_json(elfiee(&elf, &["--json", "log"]));
+    for bad in ["", "http://127.0.0.1:4222", "nats://127.0.0.1:x", "nats://"] {
+        let out = elfiee(&elf, &["serve", "--sync", bad, "--key", key]);
+        assert_eq!(out.status.code(), Some(2), "serve --sync '{bad}'");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("nats://HOST:PORT"),
+            "serve --sync '{bad}': {err}"
+        );
+        let joined = dir.path().join("joined.elf");
+        let out = elfiee(
+            &joined,
+            &[
+                "sync",
+                "join",
+                joined.to_str().unwrap(),
+                "--broker",
+                bad,
+                "--doc",
+                "team",
+                "--key",
+                key,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(2), "sync join --broker '{bad}'");
+        assert!(
+            !joined.exists(),
+            "sync join --broker '{bad}' made a document"
+        );
+    }
+    // Nothing was recorded in the document: no config, no events.
+    assert_eq!(ok_json(elfiee(&elf, &["--json", "log"])), before);
+    let status = elfiee(&elf, &["--json", "sync", "status"]);
+    assert_ne!(
+        status.status.code(),
+        Some(0),
+        "a document never synced has no sync status"
+    );
+}

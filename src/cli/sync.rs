@@ -86,6 +86,7 @@ pub async fn join(
     out: &Out,
 ) -> Result<(), CliError> {
     check_doc(doc)?;
+    elfiee_sync::node::check_broker_url(broker).map_err(CliError::usage)?;
     let node = load_or_make_key(key)?.node();
     let file = Engine::global().create_empty(path).await?;
     let side = elfiee_sync::node::join_records(&node, broker, doc);
@@ -159,6 +160,7 @@ pub async fn start(
     doc: Option<&str>,
     key: &Path,
 ) -> Result<SyncNode, CliError> {
+    elfiee_sync::node::check_broker_url(url).map_err(CliError::usage)?;
     let key = load_or_make_key(key)?;
     let doc = doc_name(file, doc)?;
     let config = SyncConfig::new(url, doc.clone(), key.seed());

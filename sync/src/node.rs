@@ -117,6 +117,20 @@ pub fn recorded_config(file: &FileHandle) -> Result<Option<(String, String)>, Sy
 }
 
 /// Whether `doc` may name a document on the broker: letters, digits, `-` and `_`.
+/// Checks a broker address before anything is recorded or started: a NATS URL with a host
+/// (`nats://HOST:PORT`; a bare `HOST[:PORT]` means `nats://`, port 4222).
+pub fn check_broker_url(url: &str) -> Result<(), String> {
+    let hint = "give the broker as nats://HOST:PORT, e.g. nats://127.0.0.1:4222";
+    let addr = url
+        .trim()
+        .parse::<async_nats::ServerAddr>()
+        .map_err(|e| format!("'{url}' is not a NATS broker address ({e}); {hint}"))?;
+    if addr.into_inner().host_str().is_none_or(str::is_empty) {
+        return Err(format!("'{url}' names no host; {hint}"));
+    }
+    Ok(())
+}
+
 pub fn valid_doc_name(doc: &str) -> bool {
     !doc.is_empty()
         && doc
@@ -348,26 +362,26 @@ impl Core {
     ) -> Result<SyncEvent, SyncError> {
         let e = e.ok_or_else(|| SyncError::Engine(format!("event {seq} was not read")))?;
         Ok(match file.foreign(seq)? {
-                Some(bytes) => {
-                    let s = SyncEvent::decode(&bytes).map_err(|r| {
-                        SyncError::Engine(format!("the origin kept with event {seq}: {r}"))
-                    })?;
-                    self.heads.insert(s.origin.node, s.id);
-                    s
+            Some(bytes) => {
+                let s = SyncEvent::decode(&bytes).map_err(|r| {
+                    SyncError::Engine(format!("the origin kept with event {seq}: {r}"))
+                })?;
+                self.heads.insert(s.origin.node, s.id);
+                s
+            }
+            None => {
+                let author = self
+                    .adopted
+                    .iter()
+                    .find(|(_, through)| seq <= *through)
+                    .map_or(self.node, |(n, _)| *n);
+                let s = self.seal(file, &e, author)?;
+                if author != self.node {
+                    self.heads.insert(author, s.id);
                 }
-                None => {
-                    let author = self
-                        .adopted
-                        .iter()
-                        .find(|(_, through)| seq <= *through)
-                        .map_or(self.node, |(n, _)| *n);
-                    let s = self.seal(file, &e, author)?;
-                    if author != self.node {
-                        self.heads.insert(author, s.id);
-                    }
-                    s
-                }
-            })
+                s
+            }
+        })
     }
 
     /// Seals an event written on this device (see the module docs): by this node, or by the
@@ -428,6 +442,7 @@ impl SyncNode {
         registry: Registry,
         config: SyncConfig,
     ) -> Result<SyncNode, SyncError> {
+        check_broker_url(&config.url).map_err(SyncError::Engine)?;
         if !valid_doc_name(&config.doc) {
             return Err(SyncError::BadName(config.doc.clone()));
         }

@@ -211,7 +211,12 @@ fn cpu_seconds(pid: Option<u32>) -> f64 {
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     // SAFETY: sysconf reads a constant of the system; no memory is shared.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     (ticks(11) + ticks(12)) / hz
@@ -230,8 +235,19 @@ fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
         let sealed: Vec<SyncEvent> = (1..)
             .zip(events)
             .map(|(seq, e)| {
-                let origin = Origin { node: key.node(), seq, prev, deps: Vec::new() };
-                let s = SyncEvent::seal_parts(Some(&key), origin, "markdown.write".into(), Some(e.entity.clone()), e);
+                let origin = Origin {
+                    node: key.node(),
+                    seq,
+                    prev,
+                    deps: Vec::new(),
+                };
+                let s = SyncEvent::seal_parts(
+                    Some(&key),
+                    origin,
+                    "markdown.write".into(),
+                    Some(e.entity.clone()),
+                    e,
+                );
                 prev = Some(s.id);
                 s
             })
@@ -242,7 +258,10 @@ fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
         for chunk in sealed.chunks(256) {
             let refs: Vec<&SyncEvent> = chunk.iter().collect();
             let checked = verify_members(&refs, &mut keys);
-            assert!(checked.iter().all(|c| c.is_ok()), "the bench's own events verify");
+            assert!(
+                checked.iter().all(|c| c.is_ok()),
+                "the bench's own events verify"
+            );
         }
         verify = verify.min(started.elapsed().as_secs_f64() * 1e6 / n);
     }
