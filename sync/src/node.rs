@@ -1213,6 +1213,7 @@ async fn store_batch(
     stream: &jetstream::stream::Stream,
     batch: Vec<jetstream::Message>,
 ) -> Result<(), String> {
+    tracing::trace!(messages = batch.len(), "sync: ingest batch");
     inner.catch_up().map_err(|e| e.to_string())?;
     let genesis = inner.genesis();
     let mut members = {
