@@ -116,13 +116,11 @@ pub fn recorded_config(file: &FileHandle) -> Result<Option<(String, String)>, Sy
         }))
 }
 
-/// Whether `doc` may name a document on the broker: letters, digits, `-` and `_`.
 /// Checks a broker address before anything is recorded or started: a NATS URL with a host
 /// (`nats://HOST:PORT`; a bare `HOST[:PORT]` means `nats://`, port 4222).
 pub fn check_broker_url(url: &str) -> Result<(), String> {
     let hint = "give the broker as nats://HOST:PORT, e.g. nats://127.0.0.1:4222";
     let addr = url
-        .trim()
         .parse::<async_nats::ServerAddr>()
         .map_err(|e| format!("'{url}' is not a NATS broker address ({e}); {hint}"))?;
     if addr.into_inner().host_str().is_none_or(str::is_empty) {
@@ -131,6 +129,7 @@ pub fn check_broker_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `doc` may name a document on the broker: letters, digits, `-` and `_`.
 pub fn valid_doc_name(doc: &str) -> bool {
     !doc.is_empty()
         && doc
