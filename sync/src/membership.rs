@@ -91,6 +91,14 @@ impl Capability for NodeAdd {
                 "public_key must be 64 lower-case hex characters (an Ed25519 public key)",
             )
         })?;
+        // A key that is not a point on the curve could never verify an event.
+        if ed25519_dalek::VerifyingKey::from_bytes(&key).is_err() {
+            return Err(CapError::payload(
+                self.id(),
+                "public_key is not an Ed25519 public key (not a point on the curve); copy it \
+                 from `elfiee sync node-id` on the device",
+            ));
+        }
         if parse_key(&p.node_id) != Some(key) {
             return Err(CapError::payload(
                 self.id(),

@@ -63,6 +63,19 @@ fn the_owner_adds_devices_and_only_the_owner() {
         json!({"node_id": "ab", "public_key": "ab"}),
     ))
     .rejected("invalid_payload", "64 lower-case hex");
+    // 64 hex characters that are no point on the curve.
+    let off_curve = (0u8..=255)
+        .map(|b| [b; 32])
+        .find(|k| ed25519_dalek::VerifyingKey::from_bytes(k).is_err())
+        .map(|k| elfiee_sync::identity::NodeId(k).to_hex())
+        .expect("some 32 equal bytes are no curve point");
+    kit.when(Command::new(
+        "alice",
+        "node.add",
+        None,
+        json!({"node_id": off_curve, "public_key": off_curve}),
+    ))
+    .rejected("invalid_payload", "not a point on the curve");
     let other = NodeKey::from_seed([4; 32]).node().to_hex();
     kit.when(Command::new(
         "alice",
