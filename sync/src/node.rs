@@ -418,6 +418,8 @@ struct Inner {
     wake_publisher: Notify,
     status: watch::Sender<SyncStatus>,
     client: async_nats::Client,
+    /// Changes when the client connects or loses its connection.
+    connection_events: watch::Receiver<u64>,
     /// Events ingest refused, newest last (at most 100 kept).
     rejected: Mutex<Vec<SyncError>>,
     /// The publisher's checkpoint ([`publish_checkpoint`]).
@@ -476,7 +478,21 @@ impl SyncNode {
         let mut core = Core::new(registry, node, Some(key));
         core.adopted = adopted;
         core.catch_up(&file)?;
+        // Ticks when the client connects or loses its connection (it tells at once when the
+        // socket closes), for ingest to stop waiting on a fetch from a broker that is gone.
+        let (tick, connection_events) = watch::channel(0u64);
         let client = async_nats::ConnectOptions::new()
+            .event_callback(move |event| {
+                if matches!(
+                    event,
+                    async_nats::Event::Connected
+                        | async_nats::Event::Disconnected
+                        | async_nats::Event::Closed
+                ) {
+                    tick.send_modify(|n| *n += 1);
+                }
+                std::future::ready(())
+            })
             .retry_on_initial_connect()
             .connection_timeout(config.timeout)
             .request_timeout(Some(config.timeout))
@@ -497,6 +513,7 @@ impl SyncNode {
             wake_publisher: Notify::new(),
             status,
             client,
+            connection_events,
             rejected: Mutex::new(Vec::new()),
             checkpoint_name: publish_checkpoint(&node),
             keys: Mutex::new(Keys::default()),
@@ -655,6 +672,16 @@ impl Inner {
         jetstream::context::ContextBuilder::new()
             .timeout(self.config.timeout)
             .build(self.client.clone())
+    }
+
+    /// Returns once the client is not connected (at once if it is not now). The client
+    /// queues its event before it updates its state, so the state is looked at again after
+    /// each event and every second.
+    async fn disconnected(&self) {
+        let mut events = self.connection_events.clone();
+        while self.client.connection_state() == async_nats::connection::State::Connected {
+            let _ = tokio::time::timeout(Duration::from_secs(1), events.changed()).await;
+        }
     }
 
     fn offline(&self, why: String) {
@@ -1154,30 +1181,29 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
         inner.online();
         backoff.reset();
         loop {
-            let fetched = c
-                .fetch()
-                .max_messages(inner.config.batch)
-                .expires(Duration::from_millis(500))
-                .messages()
-                .await;
-            let mut messages = match fetched {
-                Ok(m) => m,
-                Err(e) => {
-                    inner.offline(format!("cannot fetch from {name}: {e}"));
+            // A broker that goes away while nothing is sent shows here at once: a fetch from
+            // a client that lost its connection would only time out. Reconnecting recreates
+            // the consumer, so what this fetch held comes again in stream order.
+            let fetched = tokio::select! {
+                fetched = fetch_batch(&c, &name, inner.config.batch) => fetched,
+                () = inner.disconnected() => Err((
+                    format!("lost the connection to {}; reconnecting", inner.config.url),
+                    Vec::new(),
+                )),
+            };
+            let batch = match fetched {
+                Ok(batch) => batch,
+                // Messages came, then the fetch broke: store those, then read on.
+                Err((why, batch)) if !batch.is_empty() => {
+                    inner.offline(why);
+                    batch
+                }
+                Err((why, _)) => {
+                    inner.offline(why);
                     backoff.wait().await;
                     continue 'connect;
                 }
             };
-            let mut batch = Vec::new();
-            while let Some(m) = messages.next().await {
-                match m {
-                    Ok(m) => batch.push(m),
-                    Err(e) => {
-                        inner.offline(format!("fetching from {name}: {e}"));
-                        break;
-                    }
-                }
-            }
             if !batch.is_empty() {
                 if let Err(e) = store_batch(&inner, &stream, batch).await {
                     inner.offline(e);
@@ -1185,15 +1211,43 @@ async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                     continue 'connect;
                 }
             }
-            if let Ok(info) = c.info().await {
-                let pending = info.num_pending;
-                inner.refresh_status(|s| {
-                    s.online = true;
-                    s.to_ingest = pending;
-                });
+            match c.info().await {
+                Ok(info) => {
+                    let pending = info.num_pending;
+                    inner.refresh_status(|s| {
+                        s.online = true;
+                        s.to_ingest = pending;
+                    });
+                    backoff.reset();
+                }
+                Err(e) => inner.offline(format!("cannot ask the broker about {name}: {e}")),
             }
         }
     }
+}
+
+/// Up to `max` messages that are there now (waiting up to 500 ms for the first); on an
+/// error, why, with the messages that came before it.
+async fn fetch_batch(
+    c: &consumer::PullConsumer,
+    name: &str,
+    max: usize,
+) -> Result<Vec<jetstream::Message>, (String, Vec<jetstream::Message>)> {
+    let mut messages = c
+        .fetch()
+        .max_messages(max)
+        .expires(Duration::from_millis(500))
+        .messages()
+        .await
+        .map_err(|e| (format!("cannot fetch from {name}: {e}"), Vec::new()))?;
+    let mut batch = Vec::new();
+    while let Some(m) = messages.next().await {
+        match m {
+            Ok(m) => batch.push(m),
+            Err(e) => return Err((format!("fetching from {name}: {e}"), batch)),
+        }
+    }
+    Ok(batch)
 }
 
 /// What to do with one fetched message.

@@ -370,3 +370,50 @@ async fn bodies_travel_in_chunks_to_a_fresh_device() {
     let report = b.file.verify().await.unwrap();
     assert!(report.ok, "{report:?}");
 }
+
+/// A broker that goes away while the device sends nothing shows in its status (not only once
+/// a publish times out), and coming back shows too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_device_shows_the_broker_going_away_and_coming_back() {
+    let server = NatsServer::start().unwrap();
+    let a = Device::genesis(&server, "idle", 21).await;
+    converge(&[&a], Duration::from_secs(20)).await;
+    let until = |want: bool, within: Duration| {
+        let node = a.node.clone();
+        async move {
+            let deadline = tokio::time::Instant::now() + within;
+            while node.status().online != want {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "online never became {want}: {:?}",
+                    node.status()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    until(true, Duration::from_secs(20)).await;
+    a.relay.cut();
+    // Nothing is committed: only ingest's own contact with the broker can notice.
+    until(false, Duration::from_secs(5)).await;
+    let status = a.node.status();
+    assert!(status.last_error.is_some(), "{status:?}");
+    a.relay.restore();
+    until(true, Duration::from_secs(30)).await;
+    a.run(
+        "core.create",
+        None,
+        json!({"name": "after", "block_type": "markdown", "block_id": "after"}),
+    )
+    .await
+    .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while a.node.status().to_publish > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{:?}",
+            a.node.status()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
