@@ -138,7 +138,7 @@ fn doc_name(file: &FileHandle, given: Option<&str>) -> Result<String, CliError> 
     Ok(stem
         .chars()
         .map(|c| {
-            if elfiee_sync::node::valid_doc_name(c.encode_utf8(&mut [0; 4])) {
+            if elfiee_sync::node::valid_doc_char(c) {
                 c
             } else {
                 '-'

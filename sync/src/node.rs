@@ -62,11 +62,14 @@ const ADOPTED_SIDE: &[u8] = b"sync.adopted";
 /// Side record: the broker and the document name last used (JSON).
 const CONFIG_SIDE: &[u8] = b"sync.config";
 
+/// The node id a side record holds (`NODE_SIDE`: this device's, `GENESIS_SIDE`: the
+/// stream's first).
+fn side_node(file: &FileHandle, key: &[u8]) -> Result<Option<NodeId>, SyncError> {
+    Ok(file.side(key)?.and_then(|b| b.try_into().ok()).map(NodeId))
+}
+
 fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
-    Ok(file
-        .side(NODE_SIDE)?
-        .and_then(|b| b.try_into().ok())
-        .map(NodeId))
+    side_node(file, NODE_SIDE)
 }
 
 /// The ingest checkpoint: the stream sequence up to which every message is settled.
@@ -131,10 +134,12 @@ pub fn check_broker_url(url: &str) -> Result<(), String> {
 
 /// Whether `doc` may name a document on the broker: letters, digits, `-` and `_`.
 pub fn valid_doc_name(doc: &str) -> bool {
-    !doc.is_empty()
-        && doc
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    !doc.is_empty() && doc.chars().all(valid_doc_char)
+}
+
+/// A character a document name may hold.
+pub fn valid_doc_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
 
 /// The publisher's checkpoint name for a node (a copied file's earlier node has its own).
@@ -310,34 +315,20 @@ impl Core {
         if last <= self.followed {
             return Ok(false);
         }
-        known.retain(|seq, _| *seq > self.followed && *seq <= last);
-        let news: Vec<(u64, Option<Event>)> = if known.len() as u64 == last - self.followed {
-            known.keys().map(|seq| (*seq, None)).collect()
-        } else {
-            file.events(self.followed + 1)?
-                .into_iter()
-                .map(|e| (e.seq, Some(e)))
-                .collect()
-        };
+        known.retain(|seq, _| *seq > self.followed);
         let mut batch = Vec::new();
-        for (seq, e) in news {
-            let sealed = match known.remove(&seq) {
-                Some(s) => {
-                    self.heads.insert(s.origin.node, s.id);
-                    s
-                }
-                None => self.read_sealed(file, seq, e)?,
-            };
-            self.chains
-                .entry(sealed.origin.node)
-                .or_default()
-                .push(sealed.id);
-            self.ids.insert(sealed.id, seq);
-            if sealed.origin.node == self.node {
-                self.own.push(sealed.clone());
+        if known.len() as u64 == last - self.followed {
+            for (seq, sealed) in known {
+                self.follow(seq, sealed, &mut batch);
             }
-            batch.push(sealed);
-            self.followed = seq;
+        } else {
+            for e in file.events(self.followed + 1)? {
+                let sealed = match known.remove(&e.seq) {
+                    Some(s) => s,
+                    None => self.read_sealed(file, &e)?,
+                };
+                self.follow(e.seq, sealed, &mut batch);
+            }
         }
         // One fold for the lot (one rollback at most when some sort before applied ones).
         if let Err(why) = self.replica.add_many(&batch) {
@@ -351,36 +342,40 @@ impl Core {
         Ok(true)
     }
 
-    /// The sealed form of local event `seq` (`e`, read from the log): the origin kept with a
-    /// foreign one, else sealed here.
-    fn read_sealed(
-        &mut self,
-        file: &FileHandle,
-        seq: u64,
-        e: Option<Event>,
-    ) -> Result<SyncEvent, SyncError> {
-        let e = e.ok_or_else(|| SyncError::Engine(format!("event {seq} was not read")))?;
-        Ok(match file.foreign(seq)? {
-            Some(bytes) => {
-                let s = SyncEvent::decode(&bytes).map_err(|r| {
-                    SyncError::Engine(format!("the origin kept with event {seq}: {r}"))
-                })?;
-                self.heads.insert(s.origin.node, s.id);
-                s
-            }
+    /// Takes local event `seq`, sealed, into the follower's books and `batch`; another node's
+    /// becomes that node's head (what the next own event depends on).
+    fn follow(&mut self, seq: u64, sealed: SyncEvent, batch: &mut Vec<SyncEvent>) {
+        if sealed.origin.node != self.node {
+            self.heads.insert(sealed.origin.node, sealed.id);
+        }
+        self.chains
+            .entry(sealed.origin.node)
+            .or_default()
+            .push(sealed.id);
+        self.ids.insert(sealed.id, seq);
+        if sealed.origin.node == self.node {
+            self.own.push(sealed.clone());
+        }
+        batch.push(sealed);
+        self.followed = seq;
+    }
+
+    /// The sealed form of local event `e` as read from the log: the origin kept with a
+    /// foreign one, else sealed here (by this node, or by the node a copied file adopted).
+    fn read_sealed(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
+        let seq = e.seq;
+        match file.foreign(seq)? {
+            Some(bytes) => SyncEvent::decode(&bytes)
+                .map_err(|r| SyncError::Engine(format!("the origin kept with event {seq}: {r}"))),
             None => {
                 let author = self
                     .adopted
                     .iter()
                     .find(|(_, through)| seq <= *through)
                     .map_or(self.node, |(n, _)| *n);
-                let s = self.seal(file, &e, author)?;
-                if author != self.node {
-                    self.heads.insert(author, s.id);
-                }
-                s
+                self.seal(file, e, author)
             }
-        })
+        }
     }
 
     /// Seals an event written on this device (see the module docs): by this node, or by the
@@ -656,12 +651,7 @@ impl Inner {
     }
 
     fn genesis(&self) -> Option<NodeId> {
-        self.file
-            .side(GENESIS_SIDE)
-            .ok()
-            .flatten()
-            .and_then(|b| b.try_into().ok())
-            .map(NodeId)
+        side_node(&self.file, GENESIS_SIDE).ok().flatten()
     }
 
     fn is_member(&self, state: &State, genesis: Option<&NodeId>) -> bool {
@@ -1509,10 +1499,7 @@ pub async fn offline_status(
     core.adopted = adopted(file)?;
     core.catch_up(file)?;
     let (broker, doc) = recorded_config(file)?.unwrap_or_default();
-    let genesis = file
-        .side(GENESIS_SIDE)?
-        .and_then(|b| b.try_into().ok())
-        .map(NodeId);
+    let genesis = side_node(file, GENESIS_SIDE)?;
     let own = core.own.len() as u64;
     let published = file.checkpoint(&publish_checkpoint(&node))?;
     let mut status = SyncStatus {

@@ -229,68 +229,80 @@ fn fold_one(
     memory: &mut FoldMemory,
     id: EventId,
     e: &Event,
+    command: &(String, Option<String>),
+) {
+    fold_change(registry, index, state, memory, id, e, command);
+    // Every event takes a merge position, applied or not: the state has seen `e.seq`
+    // events (what a process reaching this one through its owner socket continues from).
+    state.last_seq = e.seq;
+}
+
+/// [`fold_one`] but for the merge position: the change, when it is authorized and applies.
+#[allow(clippy::too_many_arguments)]
+fn fold_change(
+    registry: &Registry,
+    index: &MergeIndex,
+    state: &mut State,
+    memory: &mut FoldMemory,
+    id: EventId,
+    e: &Event,
     (cap, target): &(String, Option<String>),
 ) {
-    'fold: {
-        let allowed = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
-            let cmd = Command::new(e.editor_id(), cap, target.as_deref(), Value::Null);
-            let authorized_by = registry
-                .get(cap)
-                .map(|c| c.authorized_by(&cmd))
-                .unwrap_or(cap.as_str());
-            let block = target.as_deref().and_then(|t| state.block(t));
-            elfiee_capabilities::cbac::authorize(state, e.editor_id(), authorized_by, block).is_ok()
-        });
-        if !allowed {
-            sync_list(state, "unauthorized").push(json!(id.to_hex()));
-            break 'fold;
-        }
-        let kind = e.cap_id().to_owned();
-        let touches_block = WRITES.contains(&kind.as_str())
-            || matches!(kind.as_str(), "core.link" | "core.update_metadata");
-        if touches_block && state.block(&e.entity).is_none() {
+    let allowed = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
+        let cmd = Command::new(e.editor_id(), cap, target.as_deref(), Value::Null);
+        let authorized_by = registry
+            .get(cap)
+            .map(|c| c.authorized_by(&cmd))
+            .unwrap_or(cap.as_str());
+        let block = target.as_deref().and_then(|t| state.block(t));
+        elfiee_capabilities::cbac::authorize(state, e.editor_id(), authorized_by, block).is_ok()
+    });
+    if !allowed {
+        sync_list(state, "unauthorized").push(json!(id.to_hex()));
+        return;
+    }
+    let kind = e.cap_id().to_owned();
+    let touches_block = WRITES.contains(&kind.as_str())
+        || matches!(kind.as_str(), "core.link" | "core.update_metadata");
+    if touches_block && state.block(&e.entity).is_none() {
+        sync_list(state, "skipped")
+            .push(json!({"id": id.to_hex(), "reason": "its block was deleted"}));
+        return;
+    }
+    if kind == "core.link" {
+        let to = e
+            .value
+            .get("to")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let rel = e
+            .value
+            .get("relation")
+            .and_then(Value::as_str)
+            .and_then(Relation::parse);
+        if rel.is_some() && (to == e.entity || state.reaches(to, &e.entity)) {
             sync_list(state, "skipped")
-                .push(json!({"id": id.to_hex(), "reason": "its block was deleted"}));
-            break 'fold;
+                .push(json!({"id": id.to_hex(), "reason": "the link would close a cycle"}));
+            return;
         }
-        if kind == "core.link" {
-            let to = e
-                .value
-                .get("to")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let rel = e
-                .value
-                .get("relation")
-                .and_then(Value::as_str)
-                .and_then(Relation::parse);
-            if rel.is_some() && (to == e.entity || state.reaches(to, &e.entity)) {
-                sync_list(state, "skipped")
-                    .push(json!({"id": id.to_hex(), "reason": "the link would close a cycle"}));
-                break 'fold;
-            }
-        }
-        registry.apply(state, e);
-        if WRITES.contains(&kind.as_str()) {
-            if let Some(loser) = memory.last_write.insert(e.entity.clone(), id) {
-                if index.concurrent(&loser, &id) {
-                    if let Some(b) = state.blocks.get_mut(&e.entity) {
-                        let list = b
-                            .metadata
-                            .custom
-                            .entry("conflicts".into())
-                            .or_insert_with(|| json!([]));
-                        if let Some(list) = list.as_array_mut() {
-                            list.push(json!({"winner": id.to_hex(), "loser": loser.to_hex()}));
-                        }
+    }
+    registry.apply(state, e);
+    if WRITES.contains(&kind.as_str()) {
+        if let Some(loser) = memory.last_write.insert(e.entity.clone(), id) {
+            if index.concurrent(&loser, &id) {
+                if let Some(b) = state.blocks.get_mut(&e.entity) {
+                    let list = b
+                        .metadata
+                        .custom
+                        .entry("conflicts".into())
+                        .or_insert_with(|| json!([]));
+                    if let Some(list) = list.as_array_mut() {
+                        list.push(json!({"winner": id.to_hex(), "loser": loser.to_hex()}));
                     }
                 }
             }
         }
     }
-    // Every event takes a merge position, applied or not: the state has seen `e.seq`
-    // events (what a process reaching this one through its owner socket continues from).
-    state.last_seq = e.seq;
 }
 
 /// `extensions.sync.<key>` as a list (made if missing).

@@ -378,28 +378,14 @@ async fn an_idle_device_shows_the_broker_going_away_and_coming_back() {
     let server = NatsServer::start().unwrap();
     let a = Device::genesis(&server, "idle", 21).await;
     converge(&[&a], Duration::from_secs(20)).await;
-    let until = |want: bool, within: Duration| {
-        let node = a.node.clone();
-        async move {
-            let deadline = tokio::time::Instant::now() + within;
-            while node.status().online != want {
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "online never became {want}: {:?}",
-                    node.status()
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-        }
-    };
-    until(true, Duration::from_secs(20)).await;
+    status_until(&a, "online", |s| s.online, Duration::from_secs(20)).await;
     a.relay.cut();
     // Nothing is committed: only ingest's own contact with the broker can notice.
-    until(false, Duration::from_secs(5)).await;
+    status_until(&a, "offline", |s| !s.online, Duration::from_secs(5)).await;
     let status = a.node.status();
     assert!(status.last_error.is_some(), "{status:?}");
     a.relay.restore();
-    until(true, Duration::from_secs(30)).await;
+    status_until(&a, "online again", |s| s.online, Duration::from_secs(30)).await;
     a.run(
         "core.create",
         None,
@@ -407,12 +393,28 @@ async fn an_idle_device_shows_the_broker_going_away_and_coming_back() {
     )
     .await
     .unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while a.node.status().to_publish > 0 {
+    status_until(
+        &a,
+        "published",
+        |s| s.to_publish == 0,
+        Duration::from_secs(20),
+    )
+    .await;
+}
+
+/// Waits until `device`'s sync status passes `test` (`what` names it in the failure).
+async fn status_until(
+    device: &Device,
+    what: &str,
+    test: impl Fn(&elfiee_sync::node::SyncStatus) -> bool,
+    within: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + within;
+    while !test(&device.node.status()) {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "{:?}",
-            a.node.status()
+            "never {what} within {within:?}: {:?}",
+            device.node.status()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -101,7 +101,7 @@ pub fn sync_phase(
         wait_for(&[&b, &c], events, Duration::from_secs(60)).await?;
         let text = "x".repeat(150);
         // The ceiling: the same commits on a document nobody syncs (one engine, no broker).
-        let plain = {
+        let (plain, plain_cpu_us) = {
             let engine = Engine::new(EngineConfig::default());
             let f = engine.init(base.join("sync-plain.elf"), "Alice").await?;
             let made = f
@@ -114,7 +114,6 @@ pub fn sync_phase(
             f.close().await;
             (rate, cpu_us)
         };
-        let (plain, plain_cpu_us) = plain;
         let (mut synced, mut raw) = (Vec::new(), Vec::new());
         let (mut cpu_per_event, mut busy) = (Vec::new(), Vec::new());
         let mut size = 0usize;
