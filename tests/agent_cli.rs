@@ -213,3 +213,66 @@ async fn the_plan_profile_refuses_a_write_tool_and_rules_files_decide() {
     .await;
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Issue 26 / seed 003 ToolStatus: `agent chat` shows each tool call as it happens — the
+/// first line of a success's output, the first lines of a failure's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_chat_prints_each_tools_output_preview_and_errors() {
+    use std::io::Write;
+    std::env::set_var(KEY_ENV, "sk-local");
+    let (url, seen) = common::llm_server(vec![
+        common::anthropic_answer("Blocks and a ghost"),
+        common::anthropic_tool_call("t1", "elfiee_block_list", &json!({})),
+        common::anthropic_tool_call("t2", "elfiee_block_get", &json!({"block_id": "ghost"})),
+        common::anthropic_answer("There is no ghost."),
+        common::anthropic_answer("Listed blocks; no ghost."),
+    ])
+    .await;
+    let tmp = tempfile::tempdir().unwrap();
+    let elf = tmp.path().join("a.elf");
+    let agent = setup(&elf, &url, &[]).await;
+    let out = tokio::task::spawn_blocking(move || {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_elfiee"))
+            .args(["agent", "chat", &agent])
+            .env("ELFIEE_ELF", &elf)
+            .env(KEY_ENV, "sk-local")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"list the blocks, then show ghost\n\n")
+            .unwrap();
+        child.wait_with_output().unwrap()
+    })
+    .await
+    .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(seen.lock().unwrap().len(), 5, "{stderr}");
+    assert!(stdout.contains("There is no ghost."), "{stdout}");
+    assert!(
+        stderr.contains(
+            "  [Running] elfiee_block_list\n  [Success] elfiee_block_list: {\"blocks\":[{\"block_id\":\""
+        ),
+        "the output's first line: {stderr}"
+    );
+    assert!(
+        stderr.contains(
+            "  [Running] elfiee_block_get ghost\n  [Failed] elfiee_block_get\n    [failed] block 'ghost' not found"
+        ),
+        "the error: {stderr}"
+    );
+    assert!(
+        stderr.contains("  [title] Blocks and a ghost"),
+        "{stderr}"
+    );
+}

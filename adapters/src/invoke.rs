@@ -94,6 +94,11 @@ Payloads must be valid JSON objects.\n",
         s.push_str(extra);
         s.push('\n');
     }
+    if let Some(lang) = &cfg.language {
+        s.push_str(&format!(
+            "\nReply in {lang}: your thinking, the descriptions and any prose you write; keep capability ids, block ids and JSON keys as they are.\n"
+        ));
+    }
     s
 }
 
@@ -193,7 +198,8 @@ impl Effect for InvokeEffect {
                 }],
                 tools: Vec::new(),
                 max_tokens: 4096,
-                temperature: None,
+                // The agent's configured temperature (`None`: the provider's default).
+                temperature: cfg.temperature.map(|t| t as f32),
             };
             let result = match (self.providers)(&cfg) {
                 Ok(provider) => {

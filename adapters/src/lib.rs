@@ -13,11 +13,14 @@
 //! - [`import`] — reads a folder into a `directory.import` command.
 //! - [`json_file`] — order- and format-preserving edits of JSON config files, written atomically.
 //! - [`llm`] — LLM providers (Anthropic, OpenAI-compatible), streaming, retry, `<command>` parser.
+//! - [`checkpoint`] — agent steps as checkpoints (document seq range + project files) and
+//!   undo / redo of them.
 //! - [`service`] — the operations a host calls (create an agent, import a folder, run a command
 //!   and wait for its output).
 
 pub mod agent_loop;
 pub mod builtin;
+pub mod checkpoint;
 pub mod claude;
 pub mod effects;
 pub mod export;

@@ -508,6 +508,30 @@ pub async fn decide_proposal(
         }
         batch.push(Command::new(&agent_editor, cap, block, payload));
     }
+    // Every block the proposal creates is linked from the agent (`implement`), as the agent
+    // loop's and the MCP tools' are (seed 002 §2.1B), unless the proposal links it itself.
+    for (_, id) in &created {
+        let linked = commands.iter().any(|c| {
+            c.get("cap_id").and_then(Value::as_str) == Some("core.link")
+                && c.get("block_id").and_then(Value::as_str) == Some(agent_id.as_str())
+                && c.get("payload")
+                    .and_then(|p| p.get("to"))
+                    .and_then(Value::as_str)
+                    == Some(id.as_str())
+        });
+        let deleted = commands.iter().any(|c| {
+            c.get("cap_id").and_then(Value::as_str) == Some("core.delete")
+                && c.get("block_id").and_then(Value::as_str) == Some(id.as_str())
+        });
+        if !linked && !deleted {
+            batch.push(Command::new(
+                &agent_editor,
+                "core.link",
+                Some(&agent_id),
+                json!({"to": id, "relation": "implement"}),
+            ));
+        }
+    }
     // A created block whose name is a path (`src/pdf.rs`) joins the agent's directory at that
     // path, placed by the approver in the same batch (seed 002 §3: "b1 gains the new file").
     for (path, dir, id) in placements(file, &agent_id, &commands, &created) {

@@ -1409,3 +1409,267 @@ async fn titles_and_summaries_come_from_a_short_model_call_or_are_derived() {
     assert!(title.starts_with("list every block"), "{title}");
     d.file.close().await;
 }
+
+/// The stdout of the last tool result in `req`'s messages (a `shell` call's JSON output).
+fn last_shell_stdout(req: &elfiee_adapters::llm::LlmRequest) -> String {
+    req.messages
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult { content, .. } => {
+                serde_json::from_str::<Value>(content).ok()
+            }
+            _ => None,
+        })
+        .last()
+        .and_then(|v| v["stdout"].as_str().map(|s| s.trim().to_owned()))
+        .expect("a shell result")
+}
+
+/// The line of the system prompt that names the working directory.
+fn working_directory(system: &str) -> String {
+    system
+        .lines()
+        .find_map(|l| l.strip_prefix("Working directory: "))
+        .expect("the environment section names the working directory")
+        .to_owned()
+}
+
+/// Issue 26: the system prompt's "Working directory" is where the agent's `shell` runs — a
+/// folder inside the document while the agent references no directory, the project folder
+/// once it does — never the host process's own folder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
+    let d = doc().await;
+    let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        tool("t1", "shell", json!({"command": "pwd"})),
+        done("here"),
+        done("still here"),
+        tool("t2", "shell", json!({"command": "pwd"})),
+        done("in the project"),
+    ]));
+    let rules = vec![Rule::new("shell", "*", Action::Allow)];
+    let mut s = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        None,
+        options(&p, Autonomy::Supervised, rules),
+    )
+    .unwrap();
+    let host = std::env::current_dir().unwrap().display().to_string();
+    // No directory: the agent's own terminal, inside the document.
+    s.run_turn("where are you?", &mut no_ask).await.unwrap();
+    let first = working_directory(&p.requests()[0].system);
+    assert!(
+        first.starts_with(&d.path.join("terminals").display().to_string())
+            && first.contains("you reference no project directory"),
+        "{first}"
+    );
+    assert!(!first.starts_with(&host), "{first}");
+    let ran_in = last_shell_stdout(&p.requests()[1]);
+    s.run_turn("and now?", &mut no_ask).await.unwrap();
+    let second = working_directory(&p.requests()[2].system);
+    assert!(
+        second.starts_with(&format!("{ran_in} ")),
+        "once the terminal exists the prompt names its folder, {ran_in}: {second}"
+    );
+
+    // A referenced directory: its project folder.
+    let proj = tempfile::tempdir().unwrap();
+    std::fs::write(proj.path().join("README.md"), "# p\n").unwrap();
+    let report = elfiee_adapters::service::import_directory(
+        &d.file,
+        "alice",
+        proj.path(),
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    d.file
+        .submit(Command::new(
+            "alice",
+            "core.link",
+            Some(&d.agent),
+            json!({"to": report.block_id, "relation": "reference"}),
+        ))
+        .await
+        .unwrap();
+    s.run_turn("and in the project?", &mut no_ask)
+        .await
+        .unwrap();
+    let third = working_directory(&p.requests()[3].system);
+    let root = d.file.with_state(|st| {
+        st.block(&report.block_id).unwrap().metadata.custom[elfiee_model::EXTERNAL_ROOT_PATH]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    });
+    assert!(
+        third.starts_with(&format!("{root} (the project folder")),
+        "{third}"
+    );
+    let ran_in = last_shell_stdout(&p.requests()[4]);
+    assert_eq!(
+        std::path::Path::new(&ran_in).canonicalize().unwrap(),
+        std::path::Path::new(&root).canonicalize().unwrap(),
+        "the shell ran where the prompt said"
+    );
+    fx.settle(&d.file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    d.file.close().await;
+}
+
+/// Seed 003 §4: knowledge seeds (`agent.configure {knowledge}`) are always in the system
+/// prompt's memory section, before the recalled summaries of earlier sessions.
+#[tokio::test]
+async fn knowledge_seeds_are_always_recalled_before_earlier_sessions() {
+    let d = doc().await;
+    d.file
+        .submit(Command::new(
+            "alice",
+            "agent.configure",
+            Some(&d.agent),
+            json!({"knowledge": ["The parser lives in src/parser.rs", "Run cargo test before saying done"]}),
+        ))
+        .await
+        .unwrap();
+    let p = Arc::new(ScriptedProvider::new([
+        done("The parser requirement is in block req."),
+        done("extended"),
+    ]));
+    for message in ["Where is the parser requirement?", "Now extend the parser"] {
+        let mut s = AgentSession::open(
+            &d.file,
+            "alice",
+            &d.agent,
+            None,
+            options(&p, Autonomy::Full, vec![]),
+        )
+        .unwrap();
+        s.run_turn(message, &mut no_ask).await.unwrap();
+    }
+    let alone = &p.requests()[0].system;
+    assert!(
+        alone.contains("# Memory\nKnowledge (standing facts from the user; treat them as true):\n- The parser lives in src/parser.rs\n- Run cargo test before saying done\n"),
+        "with nothing to recall, the knowledge is there: {alone}"
+    );
+    assert!(!alone.contains("Earlier sessions:"), "{alone}");
+    let both = &p.requests()[1].system;
+    let at = |needle: &str| {
+        both.find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} in {both}"))
+    };
+    assert!(
+        at("# Memory") < at("- The parser lives in src/parser.rs")
+            && at("- Run cargo test before saying done") < at("Earlier sessions:")
+            && at("Earlier sessions:") < at("The parser requirement is in block req.")
+            && at("The parser requirement is in block req.") < at("# Environment"),
+        "{both}"
+    );
+    d.file.close().await;
+}
+
+/// A provider whose title call answers only after the first step's request was sent (or
+/// fails after 5 s, which a title call that blocks the first step would hit).
+struct SlowTitle {
+    steps: ScriptedProvider,
+    titles: std::sync::Mutex<Vec<elfiee_adapters::llm::LlmRequest>>,
+    step_sent: tokio::sync::Notify,
+    log: std::sync::Mutex<Vec<&'static str>>,
+}
+
+impl elfiee_adapters::llm::Provider for SlowTitle {
+    fn name(&self) -> &'static str {
+        "slow-title"
+    }
+    fn complete<'a>(
+        &'a self,
+        req: &'a elfiee_adapters::llm::LlmRequest,
+        on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
+    ) -> std::pin::Pin<
+        Box<
+            dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>>
+                + Send
+                + 'a,
+        >,
+    > {
+        if req.system.starts_with("Name this conversation") {
+            return Box::pin(async move {
+                self.titles.lock().unwrap().push(req.clone());
+                self.log.lock().unwrap().push("title sent");
+                let waited = tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    self.step_sent.notified(),
+                )
+                .await;
+                self.log.lock().unwrap().push("title answered");
+                match waited {
+                    Ok(()) => Ok(done("\"Parser work plan\"")),
+                    Err(_) => Err(elfiee_adapters::llm::LlmError::Network(
+                        "the first step was not sent while the title call ran".into(),
+                    )),
+                }
+            });
+        }
+        self.log.lock().unwrap().push("step sent");
+        self.step_sent.notify_one();
+        self.steps.complete(req, on_event)
+    }
+}
+
+/// Seed 004: the title is generated in the background (the first step does not wait for it),
+/// asks for 3–6 words at a low temperature, and is recorded as an event before the turn ends.
+#[tokio::test]
+async fn the_title_is_made_in_the_background_with_few_words_and_a_low_temperature() {
+    let d = doc().await;
+    let p = Arc::new(SlowTitle {
+        steps: ScriptedProvider::new([done("looked"), done("Looked at the parser.")]),
+        titles: Default::default(),
+        step_sent: tokio::sync::Notify::new(),
+        log: Default::default(),
+    });
+    let mut o = SessionOptions::new(p.clone(), "scripted");
+    o.autonomy = Autonomy::Full;
+    o.model_summaries = true;
+    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut seen = Vec::new();
+    s.run_turn_with("look at the parser", &mut no_ask, &mut |e| seen.push(e))
+        .await
+        .unwrap();
+    assert_eq!(
+        p.log.lock().unwrap()[..3],
+        ["title sent", "step sent", "title answered"],
+        "the first step went out while the title call was pending"
+    );
+    assert_eq!(s.title(), Some("Parser work plan"));
+    assert!(seen
+        .iter()
+        .any(|e| matches!(e, LoopEvent::Title(t) if t == "Parser work plan")));
+    let titles = p.titles.lock().unwrap().clone();
+    assert_eq!(titles.len(), 1);
+    assert_eq!(titles[0].temperature, Some(0.2), "a low temperature");
+    assert!(titles[0].system.contains("3 to 6 words"), "{}", titles[0].system);
+    assert_eq!(titles[0].max_tokens, 64);
+    let recorded = session_entries(&d.file, "title");
+    assert_eq!(recorded.len(), 1);
+    assert_eq!(recorded[0].value["title"], "Parser work plan");
+    assert_eq!(recorded[0].editor_id(), "alice");
+    let stop_seq = session_entries(&d.file, "stop")[0].seq;
+    assert!(recorded[0].seq < stop_seq, "recorded before the turn ended");
+    let id = s.session_id().to_owned();
+    let again = AgentSession::open(
+        &d.file,
+        "alice",
+        &d.agent,
+        Some(&id),
+        SessionOptions::new(p.clone(), "scripted"),
+    )
+    .unwrap();
+    assert_eq!(again.title(), Some("Parser work plan"), "the event counts on reopen");
+    d.file.close().await;
+}

@@ -163,3 +163,59 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
         "replay and reopen made no HTTP request"
     );
 }
+
+/// The agent's configured temperature and reply language reach the model call of
+/// `agent.invoke` (and nothing is sent when they are not configured).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invoke_sends_the_configured_temperature_and_reply_language() {
+    use elfiee_adapters::llm::{LlmResponse, Provider, ScriptedProvider};
+    let scripted = Arc::new(ScriptedProvider::new([
+        LlmResponse::text("m", "<thinking>ok</thinking>"),
+        LlmResponse::text("m", "<thinking>ok</thinking>"),
+    ]));
+    let shared = scripted.clone();
+    let factory: elfiee_adapters::invoke::ProviderFactory =
+        Arc::new(move |_| Ok(shared.clone() as Arc<dyn Provider>));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::new(EngineConfig {
+        node_id: "t".into(),
+        ..EngineConfig::default()
+    });
+    let file = engine.init(&dir.path().join("t.elf"), "Alice").await.unwrap();
+    let fx = attach(
+        &file,
+        EffectsConfig {
+            provider_factory: Some(factory),
+            ..EffectsConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let (agent, _) = agent_support::create_agent(&file, "alice", "writer").await;
+    invoke_agent(&file, "alice", &agent, "plain", &[], |_| {})
+        .await
+        .unwrap();
+    file.submit(Command::new(
+        "alice",
+        "agent.configure",
+        Some(&agent),
+        json!({"temperature": 0.4, "language": "zh"}),
+    ))
+    .await
+    .unwrap();
+    let p = invoke_agent(&file, "alice", &agent, "写一个需求", &[], |_| {})
+        .await
+        .unwrap();
+    assert_eq!(p["status"], "pending", "{p}");
+    let reqs = scripted.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0].temperature, None, "not configured: the provider's default");
+    assert!(!reqs[0].system.contains("Reply in"), "{}", reqs[0].system);
+    let t = reqs[1].temperature.expect("the configured temperature is sent");
+    assert!((t - 0.4).abs() < 1e-6, "{t}");
+    assert!(reqs[1].system.contains("Reply in zh"), "{}", reqs[1].system);
+    fx.settle(&file, std::time::Duration::from_secs(10))
+        .await
+        .unwrap();
+    file.close().await;
+}

@@ -39,10 +39,16 @@ async fn approving_runs_the_commands_as_the_agent_editor() {
     let ev = decide_proposal(&file, "alice", "p1", true, None)
         .await
         .unwrap();
-    assert_eq!(ev.len(), 3);
+    assert_eq!(ev.len(), 4);
     assert_eq!(ev[0].attribute, "alice/agent.approve");
     assert_eq!(ev[1].attribute, format!("{editor}/core.create"));
     assert_eq!(ev[2].attribute, format!("{editor}/markdown.write"));
+    // The created block is linked from the agent, as the agent loop's are (seed 002 §2.1B).
+    assert_eq!(ev[3].attribute, format!("{editor}/core.link"));
+    assert_eq!(
+        file.block(&agent).unwrap().children["implement"],
+        vec!["spec".to_string()]
+    );
     let block = file.block("spec").unwrap();
     assert_eq!(
         (block.owner.as_str(), block.contents["markdown"].as_str()),

@@ -156,6 +156,35 @@ impl ContentStore {
     }
 
     fn read(&self, r: &ContentRef) -> Result<String, Failure> {
+        String::from_utf8(self.read_bytes(r)?)
+            .map_err(|_| Failure::Bad(format!("the body {} is not UTF-8", r.hash)))
+    }
+
+    /// Stores any bytes (a file of a project checkpoint: not always UTF-8) and returns their
+    /// reference. Not durable until [`ContentStore::sync`].
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<ContentRef, EngineError> {
+        let r = ContentRef {
+            hash: elfiee_model::EventHash(*blake3::hash(bytes).as_bytes()),
+            len: bytes.len() as u64,
+        };
+        self.with(|inner| {
+            if !inner.index.contains_key(&r.hash.0) {
+                inner.append(&r.hash.0, bytes)?;
+            }
+            Ok(r)
+        })
+    }
+
+    /// The bytes `r` refers to, checked against its hash (any bytes, see
+    /// [`ContentStore::put_bytes`]).
+    pub fn get_bytes(&self, r: &ContentRef) -> Result<Vec<u8>, EngineError> {
+        self.read_bytes(r).map_err(|why| match why {
+            Failure::Io(e) => e,
+            Failure::Bad(why) => corrupt(why),
+        })
+    }
+
+    fn read_bytes(&self, r: &ContentRef) -> Result<Vec<u8>, Failure> {
         let key = r.hash.0;
         let bytes = self
             .lookup(&key, |inner, found| {
@@ -176,8 +205,7 @@ impl ContentStore {
                 r.hash
             )));
         }
-        String::from_utf8(bytes)
-            .map_err(|_| Failure::Bad(format!("the body {} is not UTF-8", r.hash)))
+        Ok(bytes)
     }
 
     /// Whether the store has a record for `r` (without reading it).

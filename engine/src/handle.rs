@@ -292,6 +292,34 @@ impl FileHandle {
         self.shared.content.put_reader(r, reader)
     }
 
+    /// Stores any bytes (a project file kept by a checkpoint) in the document's content
+    /// store, in whichever process owns the file; durable with the next commit.
+    pub fn put_bytes(&self, bytes: &[u8]) -> Result<elfiee_model::ContentRef, EngineError> {
+        if let Some(remote) = self.shared.remote() {
+            return match remote.call(&crate::remote::Request::PutBytes(bytes.to_vec()))? {
+                crate::remote::Response::Stored(r) => Ok(r),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
+            };
+        }
+        self.shared.content.put_bytes(bytes)
+    }
+
+    /// The bytes `r` refers to in the content store (see [`FileHandle::put_bytes`]), checked
+    /// against its hash.
+    pub fn bytes(&self, r: &elfiee_model::ContentRef) -> Result<Vec<u8>, EngineError> {
+        if let Some(remote) = self.shared.remote() {
+            return match remote.call(&crate::remote::Request::Bytes(r.clone()))? {
+                crate::remote::Response::Bytes(b) => Ok(b),
+                _ => Err(EngineError::Storage(
+                    "unexpected answer from the owner process".into(),
+                )),
+            };
+        }
+        self.shared.content.get_bytes(r)
+    }
+
     /// `block` with its bodies read from the content store (a block of any state: committed,
     /// or an earlier one from [`FileHandle::state_at`]).
     pub fn resolve(&self, block: &Block) -> Result<Block, EngineError> {

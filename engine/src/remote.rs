@@ -55,6 +55,10 @@ pub enum Request {
     Content(elfiee_model::ContentRef),
     /// The state as of a seq (time travel), as [`Response::State`].
     StateAt(u64),
+    /// Stores bytes in the content store, answered with [`Response::Stored`].
+    PutBytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
+    /// Bytes from the content store, as [`Response::Bytes`].
+    Bytes(elfiee_model::ContentRef),
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -68,8 +72,43 @@ pub enum Response {
     Replayed(crate::ReplayReport),
     Verified(crate::VerifyReport),
     Content(String),
+    Stored(elfiee_model::ContentRef),
+    Bytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
     Done,
     Error(EngineError),
+}
+
+/// Byte vectors as MessagePack binary (not an array of numbers, 1–2 bytes per byte).
+mod serde_bytes_vec {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = a.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
 }
 
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
@@ -188,6 +227,14 @@ async fn connection(file: FileHandle, stream: tokio::net::UnixStream) {
             Request::Content(r) => file
                 .content(&r)
                 .map(Response::Content)
+                .unwrap_or_else(Response::Error),
+            Request::PutBytes(b) => file
+                .put_bytes(&b)
+                .map(Response::Stored)
+                .unwrap_or_else(Response::Error),
+            Request::Bytes(r) => file
+                .bytes(&r)
+                .map(Response::Bytes)
                 .unwrap_or_else(Response::Error),
             Request::StateAt(seq) => file
                 .state_at(seq)

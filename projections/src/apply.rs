@@ -472,6 +472,33 @@ pub fn update_block(
     }
 }
 
+/// Sets block `id` to `image`, or removes it (and every relation that mentions it) when
+/// `image` is `None`, keeping the reverse relation index in step: how `core.restore` folds.
+pub fn set_block(state: &mut State, id: &str, image: Option<Block>) {
+    let Some(mut block) = image else {
+        delete_block(state, id);
+        return;
+    };
+    if let Some(old) = state.blocks.get(id) {
+        let edges: Vec<(Relation, String)> = edges_of(old).collect();
+        for (rel, to) in edges {
+            state.graph.remove(id, &to, rel);
+        }
+    }
+    let edges: Vec<(Relation, String)> = edges_of(&block).collect();
+    for (rel, to) in edges {
+        state.graph.add(id, &to, rel);
+    }
+    block.block_id = id.to_owned();
+    state.blocks.insert(id.to_owned(), block);
+}
+
+fn edges_of(b: &Block) -> impl Iterator<Item = (Relation, String)> + '_ {
+    b.children.iter().filter_map(|(r, t)| Relation::parse(r).map(|r| (r, t))).flat_map(
+        |(r, targets)| targets.iter().map(move |t| (r, t.clone())),
+    )
+}
+
 /// Removes a block and every relation that mentions it, in both directions.
 fn delete_block(state: &mut State, id: &str) {
     let Some(block) = state.blocks.remove(id) else {

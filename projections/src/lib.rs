@@ -22,7 +22,7 @@ mod graph;
 pub mod lazy;
 mod state;
 
-pub use apply::{apply, entry_path, fold_patch, update_block, IMPORT_INCOMPLETE};
+pub use apply::{apply, entry_path, fold_patch, set_block, update_block, IMPORT_INCOMPLETE};
 pub use context::{
     collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions,
 };

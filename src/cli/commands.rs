@@ -866,9 +866,14 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             temperature,
             language,
             rules,
+            knowledge,
+            clear_knowledge,
         } => {
             let id = s.block_id(id)?;
             let mut cfg = serde_json::Map::new();
+            if *clear_knowledge || !knowledge.is_empty() {
+                cfg.insert("knowledge".into(), json!(knowledge));
+            }
             if let Some(t) = temperature {
                 cfg.insert("temperature".into(), json!(t));
             }
@@ -893,7 +898,7 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 cfg.insert("max_context_tokens".into(), json!(n));
             }
             if cfg.is_empty() {
-                return Err(CliError::usage("nothing to configure: give at least one of --provider, --model, --api-key-env, --system-prompt, --max-context-tokens, --base-url, --temperature, --language, --rules"));
+                return Err(CliError::usage("nothing to configure: give at least one of --provider, --model, --api-key-env, --system-prompt, --max-context-tokens, --base-url, --temperature, --language, --rules, --knowledge, --clear-knowledge"));
             }
             let v = service::configure_agent(&s.file, &s.editor, &id, Value::Object(cfg)).await?;
             out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -964,17 +969,7 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
             use elfiee_adapters::agent_loop::{AgentSession, Confirm};
             use std::io::{BufRead, Write};
             let id = s.block_id(id)?;
-            let mut opts = session_options(s, &id, perms)?;
-            opts.on_tool = Some(std::sync::Arc::new(
-                |status: &str, tool: &str, subject: &str| {
-                    let mark = match status {
-                        "running" => "Running",
-                        "success" => "Success",
-                        _ => "Failed",
-                    };
-                    eprintln!("  [{mark}] {tool} {subject}");
-                },
-            ));
+            let opts = session_options(s, &id, perms)?;
             let mut chat = AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
             eprintln!(
                 "session {} — empty line or Ctrl-D to leave",
@@ -1000,7 +995,13 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                         other => Confirm::RejectWithFeedback(other.to_owned()),
                     }
                 };
-                let out = chat.run_turn(line.trim(), &mut confirm).await?;
+                // What happens, as it happens (seed 003's ToolStatus lines), on stderr.
+                let mut show = |e: elfiee_adapters::agent_loop::LoopEvent| {
+                    if let Some(l) = chat_event_line(&e) {
+                        eprintln!("{l}");
+                    }
+                };
+                let out = chat.run_turn_with(line.trim(), &mut confirm, &mut show).await?;
                 println!("{}", out.text);
                 if out.stop_reason != elfiee_adapters::agent_loop::StopReason::EndTurn {
                     eprintln!("[{}]", out.stop_reason);
@@ -1083,6 +1084,45 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 &json!({"proposal_id": proposal_id, "status": verb, "events": ev.len()}),
                 || format!("{verb} {proposal_id}; {} event(s) committed", ev.len()),
             );
+        }
+        AgentCmd::Sessions { id } => {
+            let id = s.block_id(id)?;
+            let list = elfiee_adapters::agent_loop::AgentSession::list(&s.file, &id)?;
+            let v: Vec<Value> = list
+                .iter()
+                .map(|(sid, title)| json!({"session_id": sid, "title": title}))
+                .collect();
+            out.print(&json!(v), || {
+                list.iter()
+                    .map(|(sid, t)| format!("{sid}  {}", t.as_deref().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        AgentCmd::Steps { session } => {
+            let h = elfiee_adapters::checkpoint::History::load(&s.file, session)?;
+            let steps = h.infos(&s.file);
+            out.print(&json!({"session_id": session, "steps": steps}), || {
+                steps_text(&steps)
+            });
+        }
+        AgentCmd::Undo {
+            session,
+            to,
+            steps,
+            force,
+        } => {
+            use elfiee_adapters::checkpoint::{undo, Selection};
+            let sel = match (to, steps) {
+                (Some(t), _) => Selection::To(*t),
+                (None, n) => Selection::Last(n.unwrap_or(1)),
+            };
+            let r = undo(&s.file, &s.editor, session, sel, *force).await?;
+            out.print(&json!(r), || undo_text("undid", &r));
+        }
+        AgentCmd::Redo { session, force } => {
+            let r = elfiee_adapters::checkpoint::redo(&s.file, &s.editor, session, *force).await?;
+            out.print(&json!(r), || undo_text("redid", &r));
         }
         AgentCmd::List => {
             let agents = service::list_agents(&s.file);
@@ -1445,4 +1485,86 @@ fn print_verify(report: &crate::engine::VerifyReport, out: &Out) -> Result<(), C
             ),
         ))
     }
+}
+
+/// The line `agent chat` prints for a loop event (seed 003's ToolStatus): a tool starting,
+/// its success with the first line of its output, its failure with the first three lines of
+/// the error; also the title, retries and compactions. `None` for events it does not show.
+pub(crate) fn chat_event_line(e: &elfiee_adapters::agent_loop::LoopEvent) -> Option<String> {
+    use elfiee_adapters::agent_loop::{LoopEvent, SessionStatus};
+    match e {
+        LoopEvent::Title(t) => Some(format!("  [title] {t}")),
+        LoopEvent::ToolRunning { tool, subject, .. } if subject.is_empty() => {
+            Some(format!("  [Running] {tool}"))
+        }
+        LoopEvent::ToolRunning { tool, subject, .. } => {
+            Some(format!("  [Running] {tool} {subject}"))
+        }
+        LoopEvent::ToolSuccess { tool, summary, .. } => {
+            let first = summary.lines().next().unwrap_or_default();
+            Some(format!("  [Success] {tool}: {first}"))
+        }
+        LoopEvent::ToolFailed { tool, error, .. } => {
+            let lines: Vec<String> = error.lines().take(3).map(|l| format!("    {l}")).collect();
+            Some(format!("  [Failed] {tool}\n{}", lines.join("\n")))
+        }
+        LoopEvent::Status(SessionStatus::Retrying { attempt, reason }) => {
+            Some(format!("  [retrying] attempt {attempt}: {reason}"))
+        }
+        LoopEvent::Compacted { summarised } => Some(format!(
+            "  [compacted] {}",
+            if *summarised {
+                "older messages were summarised"
+            } else {
+                "older messages were dropped"
+            }
+        )),
+        _ => None,
+    }
+}
+
+/// `agent steps` as text: one line per step, then its files.
+pub(crate) fn steps_text(steps: &[elfiee_adapters::checkpoint::StepInfo]) -> String {
+    if steps.is_empty() {
+        return "no steps recorded yet".into();
+    }
+    let mut out = Vec::new();
+    for st in steps {
+        out.push(format!(
+            "step {:<3} {:<6} seq {}..{}  {} event(s)  {}",
+            st.step,
+            st.status,
+            st.doc_from + 1,
+            st.doc_to,
+            st.events,
+            st.tools.join(", ")
+        ));
+        for (mark, files) in [
+            ("+", &st.files_created),
+            ("~", &st.files_modified),
+            ("-", &st.files_deleted),
+        ] {
+            for f in files {
+                out.push(format!("    {mark} {f}"));
+            }
+        }
+    }
+    out.join("\n")
+}
+
+fn undo_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
+    let steps: Vec<String> = r.steps.iter().map(u64::to_string).collect();
+    let mut out = vec![format!(
+        "{verb} step(s) {} of session {}: {} block(s) restored, {} removed; {} file(s) restored, {} removed",
+        steps.join(", "),
+        r.session_id,
+        r.blocks_restored.len(),
+        r.blocks_removed.len(),
+        r.files_restored.len(),
+        r.files_removed.len()
+    )];
+    if !r.forced.is_empty() {
+        out.push(format!("overwritten (--force): {}", r.forced.join(", ")));
+    }
+    out.join("\n")
 }

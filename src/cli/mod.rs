@@ -470,6 +470,14 @@ pub enum AgentCmd {
         /// `[{"permission": TOOL, "pattern": GLOB, "action": "allow" | "deny" | "ask"}]`.
         #[arg(long)]
         rules: Option<PathBuf>,
+        /// A knowledge seed: a standing fact always recalled into the agent loop's system
+        /// prompt (repeatable; the given ones replace the agent's list, at most 32 of at most
+        /// 1000 characters).
+        #[arg(long = "knowledge", value_name = "TEXT", conflicts_with = "clear_knowledge")]
+        knowledge: Vec<String>,
+        /// Forget every knowledge seed.
+        #[arg(long)]
+        clear_knowledge: bool,
     },
     /// Ask an LLM agent for a proposal: streams its answer, then prints the proposal.
     Invoke {
@@ -508,6 +516,32 @@ pub enum AgentCmd {
         session: Option<String>,
         #[command(flatten)]
         perms: LoopPermissions,
+    },
+    /// List an agent's agent-loop sessions (id and title), oldest first.
+    Sessions { id: String },
+    /// List the steps (checkpoints) of an agent session: what each changed in the document
+    /// and in the project folder, and whether it is done or undone.
+    Steps { session: String },
+    /// Undo steps of an agent session, in the document (compensating events) and in the
+    /// project folder (files restored byte for byte). Default: the newest step.
+    Undo {
+        session: String,
+        /// Undo every step after this one.
+        #[arg(long, conflicts_with = "steps")]
+        to: Option<u64>,
+        /// Undo the newest N steps not undone yet.
+        #[arg(long)]
+        steps: Option<u64>,
+        /// Overwrite blocks and files changed since by someone else.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Redo the steps the newest undo of an agent session took back.
+    Redo {
+        session: String,
+        /// Overwrite blocks and files changed since by someone else.
+        #[arg(long)]
+        force: bool,
     },
     /// List an agent's proposals.
     Proposals { id: String },

@@ -54,6 +54,7 @@ pub const READ_ONLY_TOOLS: &[&str] = &[
     "elfiee_block_get",
     "elfiee_block_history",
     "elfiee_proposal_list",
+    "elfiee_steps",
     "self_info",
     "task",
 ];

@@ -179,6 +179,14 @@ pub struct AgentSession {
     memories: Vec<Memory>,
     status: watch::Sender<SessionStatus>,
     opts: SessionOptions,
+    /// The title call running in the background (seed 004: it must not hold up the first
+    /// step); it records the `title` event itself when it is ready and returns the title.
+    pending_title: Option<tokio::task::JoinHandle<Option<String>>>,
+    /// A background title arrived during this turn and is still to be announced as
+    /// [`LoopEvent::Title`].
+    announce_title: bool,
+    /// The number of the last step recorded (checkpoints, see [`crate::checkpoint`]).
+    last_step: u64,
 }
 
 /// The result of one tool call before it is turned into text for the model.
@@ -404,6 +412,47 @@ fn title_of(message: &str) -> String {
     memory::clip(message, 24)
 }
 
+/// What the title call asks for (seed 004: 3–6 words).
+pub const TITLE_INSTRUCTION: &str =
+    "Name this conversation: answer with a title of 3 to 6 words and nothing else.";
+
+/// Temperature of the short calls (title, turn summary): low, so they stay plain and stable.
+pub const SHORT_CALL_TEMPERATURE: f32 = 0.2;
+
+/// A model's title answer without quotes, at most 80 characters; `None` if empty.
+fn clean_title(answer: Option<String>) -> Option<String> {
+    answer
+        .map(|t| memory::clip(t.trim_matches(|c| c == '"' || c == '\''), 80))
+        .filter(|t| !t.is_empty())
+}
+
+/// The text of a message's text blocks.
+fn text_of(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One short model call without tools (owned, so it can run in a task): the answer's first
+/// non-empty line, or `None` when the call fails or answers nothing.
+async fn short_call_with(provider: Arc<dyn Provider>, req: LlmRequest) -> Option<String> {
+    let resp = provider
+        .complete(&req, &mut |_| {})
+        .await
+        .map_err(|e| tracing::debug!(error = %e, "short model call failed; using the derived text"))
+        .ok()?;
+    resp.joined_text()
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_owned)
+}
+
 impl AgentSession {
     /// Opens session `session_id` of the agent (resuming it from its events), or a new one.
     /// `user_editor` is who talks to the agent (their messages and answers are recorded as them).
@@ -434,6 +483,7 @@ impl AgentSession {
         let mut session_rules = Ruleset::default();
         let mut memories = Vec::new();
         let mut title = None;
+        let mut last_step = 0;
         for e in file.events(1)? {
             if e.entity != agent_block_id || e.cap_id() != "agent.session" {
                 continue;
@@ -485,6 +535,9 @@ impl AgentSession {
                         session_rules.push(r);
                     }
                 }
+                Some("step") => {
+                    last_step = e.value.get("step").and_then(Value::as_u64).unwrap_or(last_step)
+                }
                 Some("title") => {
                     title = e
                         .value
@@ -507,6 +560,9 @@ impl AgentSession {
             memories,
             status: watch::channel(SessionStatus::Idle).0,
             opts,
+            pending_title: None,
+            announce_title: false,
+            last_step,
         })
     }
 
@@ -608,8 +664,11 @@ impl AgentSession {
     /// The native tool definitions: the MCP catalogue + `shell`, `task`, `self_info`; only the
     /// reading ones when read-only; no `task` inside a sub-agent.
     pub fn tool_defs(autonomy: Autonomy, sub_agent: bool) -> Vec<ToolDef> {
+        // Undo and redo of the loop's steps are the user's (`elfiee agent undo`), not the
+        // agent's: it would be undoing the step that calls them.
         let mut tools: Vec<ToolDef> = crate::mcp::tools::catalogue()
             .into_iter()
+            .filter(|t| !matches!(t.name, "elfiee_undo" | "elfiee_redo"))
             .map(|t| ToolDef {
                 name: t.name.into(),
                 description: t.description.into(),
@@ -673,18 +732,32 @@ impl AgentSession {
         s.push_str(&format!(
             "\n# Safety\n{safety}\nRepeating the same call three times in a turn asks the user.\n"
         ));
+        // Knowledge seeds (seed 003 §4): the user's standing facts, always recalled, before
+        // the summaries of earlier sessions that match this message.
+        let knowledge = self.file.with_state(|st| {
+            st.block(&self.agent_block_id)
+                .map(|b| elfiee_capabilities::builtin::AgentConfig::of(&b.contents).knowledge)
+                .unwrap_or_default()
+        });
+        if !knowledge.is_empty() || !recalled.is_empty() {
+            s.push_str("\n# Memory\n");
+        }
+        if !knowledge.is_empty() {
+            s.push_str("Knowledge (standing facts from the user; treat them as true):\n");
+            for k in &knowledge {
+                s.push_str(&format!("- {}\n", k.replace('\n', " ")));
+            }
+        }
         if !recalled.is_empty() {
-            s.push_str("\n# Memory (earlier sessions)\n");
+            s.push_str("Earlier sessions:\n");
             for m in recalled {
                 s.push_str(&format!("- {}\n", m.summary));
             }
         }
-        let cwd = std::env::current_dir()
-            .map(|p| p.display().to_string())
-            .unwrap_or_default();
         s.push_str(&format!(
-            "\n# Environment\nDocument: {}\nWorking directory: {cwd}\nTime: {}\n",
+            "\n# Environment\nDocument: {}\nWorking directory: {}\nTime: {}\n",
             self.file.path().display(),
+            self.shell_folder(),
             utc_now()
         ));
         s.push_str(
@@ -709,12 +782,70 @@ impl AgentSession {
         s
     }
 
+    /// Where the agent's `shell` runs, for the system prompt: the folder [`Self::agent_terminal`]
+    /// would use (the terminal's cwd rule, `terminal::working_dir`), without creating anything.
+    /// A referenced terminal → its linked directory's folder, else `<elf>/terminals/<id>`; a
+    /// referenced directory (or target project) → its folder on disk; neither → the agent's own
+    /// terminal's folder inside the document.
+    fn shell_folder(&self) -> String {
+        use elfiee_model::EXTERNAL_ROOT_PATH;
+        let own_name = format!("shell: {}", self.agent_editor);
+        let in_elf = |id: &str| {
+            self.file
+                .path()
+                .join("terminals")
+                .join(id)
+                .display()
+                .to_string()
+        };
+        self.file.with_state(|s| {
+            let root_of = |dir: &str| -> String {
+                match s.block(dir) {
+                    Some(b) => match b.metadata.custom.get(EXTERNAL_ROOT_PATH).and_then(Value::as_str) {
+                        Some(root) => format!("{root} (the project folder of directory \"{}\"; `shell` runs here)", b.name),
+                        None => format!("none: directory \"{}\" has no folder on disk, so `shell` fails until it is exported or imported", b.name),
+                    },
+                    None => format!("none: the linked directory {dir} is gone, so `shell` fails"),
+                }
+            };
+            let linked = |b: &elfiee_model::Block| {
+                b.contents
+                    .get("linked_directory_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            };
+            if let Some(t) = crate::service::agent_referenced(s, &self.agent_block_id, "terminal") {
+                return match linked(t) {
+                    Some(d) => root_of(&d),
+                    None => format!("{} (inside the document: your terminal \"{}\" has no linked directory)", in_elf(&t.block_id), t.name),
+                };
+            }
+            let directory = crate::service::agent_referenced(s, &self.agent_block_id, "directory");
+            if let Some(d) = directory {
+                return root_of(&d.block_id);
+            }
+            let own = s
+                .blocks
+                .values()
+                .find(|b| b.block_type == "terminal" && b.name == own_name)
+                .filter(|b| linked(b).is_none());
+            let folder = match own {
+                Some(t) => in_elf(&t.block_id),
+                None => in_elf("<your terminal's id>"),
+            };
+            format!("{folder} (a folder inside the document: you reference no project directory; link one to work on a project)")
+        })
+    }
+
     /// The thing a rule's `pattern` is matched against for a call.
     pub fn subject(name: &str, input: &Value) -> String {
         let field = match name {
             "shell" | "elfiee_terminal_run" => "command",
             "elfiee_block_link" | "elfiee_block_unlink" => "from",
-            "elfiee_directory_import" => "path",
+            "elfiee_directory_import" | "elfiee_directory_add" | "elfiee_directory_remove" => {
+                "path"
+            }
+            "elfiee_directory_move" => "from",
             "task" => "prompt",
             _ => "block_id",
         };
@@ -889,8 +1020,14 @@ impl AgentSession {
                     Err(e) => ToolOutcome::Error(e.to_string()),
                 }
             }
-            _ => match crate::mcp::tools::call(&self.file, &self.agent_editor, name, input.clone())
-                .await
+            _ => match crate::mcp::tools::call_in_session(
+                &self.file,
+                &self.agent_editor,
+                Some(&self.session_id),
+                name,
+                input.clone(),
+            )
+            .await
             {
                 Ok(v) => ToolOutcome::Ok(v.to_string()),
                 // "failed" is the MCP layer's kind for engine errors that are not rejections.
@@ -900,31 +1037,61 @@ impl AgentSession {
         }
     }
 
-    /// One short model call without tools (a title, a summary): its first non-empty line, or
-    /// `None` when the call fails or answers nothing.
-    async fn short_call(&self, system: &str, text: &str) -> Option<String> {
-        let req = LlmRequest {
+    /// A short model call's request (a title, a summary): no tools, 64 tokens, a low
+    /// temperature ([`SHORT_CALL_TEMPERATURE`]).
+    fn short_request(&self, system: &str, text: &str) -> LlmRequest {
+        LlmRequest {
             model: self.opts.model.clone(),
             system: system.to_owned(),
             messages: vec![Message::user_text(text)],
             tools: Vec::new(),
             max_tokens: 64,
-            temperature: None,
-        };
-        let resp = self
-            .opts
-            .provider
-            .complete(&req, &mut |_| {})
-            .await
-            .map_err(
-                |e| tracing::debug!(error = %e, "short model call failed; using the derived text"),
-            )
-            .ok()?;
-        resp.joined_text()
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .map(str::to_owned)
+            temperature: Some(SHORT_CALL_TEMPERATURE),
+        }
+    }
+
+    /// One short model call without tools: its first non-empty line, or `None` when the call
+    /// fails or answers nothing.
+    async fn short_call(&self, system: &str, text: &str) -> Option<String> {
+        short_call_with(self.opts.provider.clone(), self.short_request(system, text)).await
+    }
+
+    /// Starts the title call for a session whose first message is `first` (seed 004: in the
+    /// background, 3–6 words, low temperature). The call is polled once here, so its request
+    /// goes out before the first step's; if it is done at once, the title is returned and the
+    /// caller records it. Otherwise it goes on in a task that records the `title` event itself
+    /// when the answer comes (the derived title if the call fails) while the first step runs;
+    /// [`Self::stop`] waits for it, so the turn never ends without its title.
+    async fn start_title(&mut self, first: &str) -> Option<String> {
+        let derived = title_of(first);
+        let req = self.short_request(TITLE_INSTRUCTION, first);
+        let mut call = Box::pin(short_call_with(self.opts.provider.clone(), req));
+        let polled =
+            std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(call.as_mut(), cx))).await;
+        if let std::task::Poll::Ready(answer) = polled {
+            return Some(clean_title(answer).unwrap_or(derived));
+        }
+        let file = self.file.clone();
+        let mut entry = json!({"entry": "title", "session_id": self.session_id});
+        if let Some(parent) = &self.opts.parent_session {
+            entry["parent_session"] = json!(parent);
+        }
+        let (user, agent_block) = (self.user_editor.clone(), self.agent_block_id.clone());
+        self.pending_title = Some(tokio::spawn(async move {
+            let title = clean_title(call.await).unwrap_or(derived);
+            entry["title"] = json!(title);
+            match file
+                .submit(Command::new(&user, "agent.session", Some(&agent_block), entry))
+                .await
+            {
+                Ok(_) => Some(title),
+                Err(e) => {
+                    tracing::warn!(error = %e, "the session title could not be recorded");
+                    None
+                }
+            }
+        }));
+        None
     }
 
     /// Whether `sid` is a session whose events name this session as their parent.
@@ -1081,6 +1248,11 @@ impl AgentSession {
     ) -> Result<TurnOutcome, EngineError> {
         self.set_status(SessionStatus::Busy, on_event);
         let result = self.turn(user_message, confirm, on_event).await;
+        if std::mem::take(&mut self.announce_title) {
+            if let Some(t) = &self.title {
+                on_event(LoopEvent::Title(t.clone()));
+            }
+        }
         self.set_status(SessionStatus::Idle, on_event);
         let out = result?;
         on_event(LoopEvent::Stopped(out.stop_reason.clone()));
@@ -1095,6 +1267,13 @@ impl AgentSession {
         tools_used: &[String],
         user_message: &str,
     ) -> Result<TurnOutcome, EngineError> {
+        // The background title is recorded before the turn ends (the memory summary names it).
+        if let Some(pending) = self.pending_title.take() {
+            if let Ok(Some(title)) = pending.await {
+                self.title = Some(title);
+                self.announce_title = true;
+            }
+        }
         let agent = self.agent_editor.clone();
         self.record(&agent, json!({"entry": "stop", "stop_reason": stop}))
             .await?;
@@ -1145,23 +1324,25 @@ impl AgentSession {
     ) -> Result<TurnOutcome, EngineError> {
         let user = self.user_editor.clone();
         let agent = self.agent_editor.clone();
-        if self.history.is_empty() && self.title.is_none() {
+        if self.title.is_none() && self.pending_title.is_none() {
+            // Named after the session's first message (a session whose title was lost with
+            // its process gets one on its next turn).
+            let first = self
+                .history
+                .iter()
+                .find(|m| is_plain_user(m))
+                .map(text_of)
+                .unwrap_or_else(|| user_message.to_owned());
             let title = match self.opts.model_summaries {
-                true => self
-                    .short_call(
-                        "Name this conversation: answer with a title of at most 8 words and nothing else.",
-                        user_message,
-                    )
-                    .await
-                    .map(|t| memory::clip(t.trim_matches(|c| c == '"' || c == '\''), 80))
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or_else(|| title_of(user_message)),
-                false => title_of(user_message),
+                true => self.start_title(&first).await,
+                false => Some(title_of(&first)),
             };
-            self.record(&user, json!({"entry": "title", "title": title}))
-                .await?;
-            on_event(LoopEvent::Title(title.clone()));
-            self.title = Some(title);
+            if let Some(title) = title {
+                self.record(&user, json!({"entry": "title", "title": title}))
+                    .await?;
+                on_event(LoopEvent::Title(title.clone()));
+                self.title = Some(title);
+            }
         }
         self.push(&user, Message::user_text(user_message)).await?;
         let recalled: Vec<Memory> =
@@ -1176,12 +1357,27 @@ impl AgentSession {
         let mut calls = 0;
         let mut used = Vec::new();
         let mut last_text = String::new();
+        // Steps are checkpointed in top-level sessions (a sub-agent's work is part of the
+        // parent's `task` step).
+        let mut recorder = self
+            .opts
+            .parent_session
+            .is_none()
+            .then(|| crate::checkpoint::StepRecorder::new(&self.file, &self.agent_block_id));
         for _ in 0..self.opts.max_iterations {
             if self.opts.cancel.load(Ordering::Acquire) {
                 return self
                     .stop(StopReason::Cancelled, last_text, calls, &used, user_message)
                     .await;
             }
+            let step_start = match recorder.as_mut().map(|r| r.begin()).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "step checkpoint failed; this session's steps are not recorded");
+                    recorder = None;
+                    None
+                }
+            };
             let req = LlmRequest {
                 model: self.opts.model.clone(),
                 system: system.clone(),
@@ -1287,6 +1483,9 @@ impl AgentSession {
                 });
             }
             self.push(&agent, Message::new(Role::User, results)).await?;
+            if let (Some(r), Some(start)) = (recorder.as_mut(), step_start) {
+                self.record_step(r, start, on_event).await?;
+            }
             if compact_after {
                 self.compact(on_event).await?;
             }
@@ -1301,6 +1500,30 @@ impl AgentSession {
             user_message,
         )
         .await
+    }
+
+    /// Records the step that began at `start` (a checkpoint of the document and the
+    /// project folder); a failed scan is logged and the step goes unrecorded.
+    async fn record_step(
+        &mut self,
+        recorder: &mut crate::checkpoint::StepRecorder,
+        start: crate::checkpoint::StepStart,
+        on_event: &mut (dyn FnMut(LoopEvent) + Send),
+    ) -> Result<(), EngineError> {
+        let step = self.last_step + 1;
+        let entry = match recorder.end(start, step) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!(error = %e, "step checkpoint failed; the step is not recorded");
+                return Ok(());
+            }
+        };
+        let agent = self.agent_editor.clone();
+        self.record(&agent, entry.clone()).await?;
+        recorder.committed();
+        self.last_step = step;
+        on_event(LoopEvent::Step(entry));
+        Ok(())
     }
 
     /// Permission check (rules + autonomy + doom-loop guard + confirmation), then execution.

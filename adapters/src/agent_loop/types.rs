@@ -139,7 +139,8 @@ pub enum SessionStatus {
 #[derive(Debug, Clone, PartialEq)]
 pub enum LoopEvent {
     Status(SessionStatus),
-    /// The session's title (first step of a new session).
+    /// The session's title: made during the first turn of a new session (in the background
+    /// with `model_summaries`, announced when it is recorded).
     Title(String),
     /// A piece of the model's text as it streams.
     TextDelta(String),
@@ -169,5 +170,8 @@ pub enum LoopEvent {
     Compacted {
         summarised: bool,
     },
+    /// A step was checkpointed: its record (`step`, `doc_from`, `doc_to`, `files`, …; see
+    /// [`crate::checkpoint`]).
+    Step(serde_json::Value),
     Stopped(StopReason),
 }

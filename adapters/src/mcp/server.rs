@@ -52,6 +52,12 @@ struct Inner {
     initialized: AtomicBool,
     /// URIs the client subscribed to with `resources/subscribe` (classic lifecycle).
     subscribed: Mutex<BTreeSet<String>>,
+    /// This server's checkpoint session (`mcp-<uuid>`): each tool call that may change
+    /// something is a step, so the client can list and undo its own edits.
+    session_id: String,
+    /// The step recorder, made on the first writing call of an agent's server; calls are
+    /// checkpointed one at a time.
+    steps: tokio::sync::Mutex<Option<(crate::checkpoint::StepRecorder, u64)>>,
 }
 
 impl ElfieeServer {
@@ -64,12 +70,61 @@ impl ElfieeServer {
                 changes,
                 initialized: AtomicBool::new(false),
                 subscribed: Mutex::new(BTreeSet::new()),
+                session_id: format!("mcp-{}", uuid::Uuid::new_v4()),
+                steps: tokio::sync::Mutex::new(None),
             }),
         }
     }
 
     pub fn editor(&self) -> &str {
         &self.inner.editor
+    }
+
+    /// The checkpoint session of this server (see `elfiee_steps` / `elfiee_undo`).
+    pub fn session_id(&self) -> &str {
+        &self.inner.session_id
+    }
+
+    /// Runs a tool; a call that may change something is checkpointed as one step of this
+    /// server's session when its editor is an agent's (Claude Code's edits, seed 004 §3).
+    pub async fn run_tool(&self, name: &str, args: Value) -> Result<Value, tools::ToolError> {
+        let (file, editor) = (&self.inner.file, self.inner.editor.as_str());
+        let session = Some(self.inner.session_id.as_str());
+        let writes = tools::catalogue()
+            .iter()
+            .any(|t| t.name == name && !t.read_only)
+            && !tools::CHECKPOINT_TOOLS.contains(&name);
+        let agent = writes
+            .then(|| super::proposals::agent_of(file, editor))
+            .flatten();
+        let Some(agent) = agent else {
+            return tools::call_in_session(file, editor, session, name, args).await;
+        };
+        let mut guard = self.inner.steps.lock().await;
+        if guard.is_none() {
+            let last = crate::checkpoint::History::load(file, &self.inner.session_id)
+                .map(|h| h.next_step() - 1)
+                .unwrap_or(0);
+            *guard = Some((crate::checkpoint::StepRecorder::new(file, &agent), last));
+        }
+        let (recorder, last) = guard.as_mut().expect("made above");
+        let start = recorder.begin();
+        let result = tools::call_in_session(file, editor, session, name, args).await;
+        match start.and_then(|s| recorder.end(s, *last + 1)) {
+            Ok(mut entry) => {
+                entry["session_id"] = json!(self.inner.session_id);
+                let cmd = elfiee_model::Command::new(editor, "agent.session", Some(&agent), entry);
+                match file.submit(cmd).await {
+                    Ok(_) => {
+                        recorder.committed();
+                        *last += 1;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "checkpoint not recorded"),
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "checkpoint failed; this call is not a step"),
+        }
+        result
     }
 
     /// Reads the file's committed events until it closes and publishes, per batch of events that
@@ -296,7 +351,7 @@ impl ServerHandler for ElfieeServer {
             ));
         }
         let args = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        let result = match tools::call(&self.inner.file, &self.inner.editor, name, args).await {
+        let result = match self.run_tool(name, args).await {
             Ok(v) => {
                 tracing::info!(tool = name, editor = %self.inner.editor, "tool call done");
                 let mut r = CallToolResult::structured(v.clone());

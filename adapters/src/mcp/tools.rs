@@ -127,13 +127,15 @@ pub fn catalogue() -> Vec<ToolSpec> {
         ToolSpec {
             name: "elfiee_block_create",
             title: "Create a block",
-            description: "Create an empty block; you become its owner. Use block_type `markdown` for prose and `code` for source, then write it with elfiee_markdown_write / elfiee_code_write. Returns the new block_id.",
+            description: "Create an empty block; you become its owner. Use block_type `markdown` for prose and `code` for source, then write it with elfiee_markdown_write / elfiee_code_write. With `directory` and `path` the block is a new file of that directory (named by its path; `.md` files are markdown, others code), written to the project folder by the next export. Returns the new block_id.",
             input_schema: object(
                 json!({
                     "block_type": {"type": "string", "minLength": 1, "description": "Block type, e.g. `markdown` or `code`"},
-                    "name": {"type": "string", "minLength": 1, "description": "Human-readable block name"},
+                    "name": {"type": "string", "minLength": 1, "description": "Human-readable block name (not needed with `path`: a file is named by its path)"},
+                    "directory": block_id_prop("A directory block to make the block a file of"),
+                    "path": {"type": "string", "minLength": 1, "description": "With `directory`: the file's path inside it, e.g. `src/lib.rs`"},
                 }),
-                &["block_type", "name"],
+                &["block_type"],
             ),
             read_only: false,
             destructive: false,
@@ -219,6 +221,78 @@ pub fn catalogue() -> Vec<ToolSpec> {
             destructive: true,
         },
         ToolSpec {
+            name: "elfiee_directory_add",
+            title: "Add a file to a directory",
+            description: "Make a new file in a directory block at a relative path (`src/lib.rs`), with its text: a markdown block for `.md`, a code block otherwise, owned by you and linked from you (`implement`). The next export (before any terminal or shell command in that directory) writes it to the project folder. Returns the new block_id.",
+            input_schema: object(
+                json!({
+                    "directory": block_id_prop("The directory block"),
+                    "path": {"type": "string", "minLength": 1, "description": "Relative path inside the directory, `/`-separated, no `..`"},
+                    "content": {"type": "string", "description": "The file's text (default empty)"},
+                }),
+                &["directory", "path"],
+            ),
+            read_only: false,
+            destructive: false,
+        },
+        ToolSpec {
+            name: "elfiee_directory_move",
+            title: "Move a file in a directory",
+            description: "Move (rename) a file of a directory block to another relative path. The next export renames it in the project folder.",
+            input_schema: object(
+                json!({
+                    "directory": block_id_prop("The directory block"),
+                    "from": {"type": "string", "minLength": 1, "description": "The file's current path"},
+                    "to": {"type": "string", "minLength": 1, "description": "Its new path"},
+                }),
+                &["directory", "from", "to"],
+            ),
+            read_only: false,
+            destructive: true,
+        },
+        ToolSpec {
+            name: "elfiee_directory_remove",
+            title: "Remove a file from a directory",
+            description: "Remove a file from a directory block (its block is deleted unless keep_block). The next export deletes it from the project folder, unless the file there changed since it was last read.",
+            input_schema: object(
+                json!({
+                    "directory": block_id_prop("The directory block"),
+                    "path": {"type": "string", "minLength": 1, "description": "The file's path"},
+                    "keep_block": {"type": "boolean", "description": "Keep the block, only take it out of the directory (default false)"},
+                }),
+                &["directory", "path"],
+            ),
+            read_only: false,
+            destructive: true,
+        },
+        ToolSpec {
+            name: "elfiee_steps",
+            title: "List your checkpoints",
+            description: "Your steps in this session, oldest first, each a checkpoint: the document's seq range it changed, the project files it created, modified and deleted, and whether it is done or undone.",
+            input_schema: object(json!({}), &[]),
+            read_only: true,
+            destructive: false,
+        },
+        ToolSpec {
+            name: "elfiee_undo",
+            title: "Undo your last steps",
+            description: "Take back your newest `steps` steps of this session (default 1) in the document and in the project folder, byte for byte. Refused, with nothing changed, when a block or file you changed was changed since by someone else. elfiee_redo brings them back.",
+            input_schema: object(
+                json!({"steps": {"type": "integer", "minimum": 1, "description": "How many of your newest steps (default 1)"}}),
+                &[],
+            ),
+            read_only: false,
+            destructive: true,
+        },
+        ToolSpec {
+            name: "elfiee_redo",
+            title: "Redo what you undid",
+            description: "Bring back the steps your newest elfiee_undo took back, in the document and in the project folder.",
+            input_schema: object(json!({}), &[]),
+            read_only: false,
+            destructive: true,
+        },
+        ToolSpec {
             name: "elfiee_terminal_run",
             title: "Run a terminal command",
             description: "Run a shell command in a terminal block (its working directory is the terminal's linked directory) and wait for the recorded output: stdout, stderr, exit_code.",
@@ -235,7 +309,7 @@ pub fn catalogue() -> Vec<ToolSpec> {
         ToolSpec {
             name: "elfiee_proposal_list",
             title: "List proposals",
-            description: "List pending and decided change proposals of the LLM agent layer. Not available in this build yet.",
+            description: "List change proposals with their status (pending, approved, rejected, failed), oldest first: yours when you are an agent, every agent's otherwise. Each has its proposal_id, prompt and proposed_commands; a human decides a pending one with `elfiee agent approve` / `reject`.",
             input_schema: object(json!({}), &[]),
             read_only: true,
             destructive: false,
@@ -243,7 +317,7 @@ pub fn catalogue() -> Vec<ToolSpec> {
         ToolSpec {
             name: "elfiee_propose",
             title: "Propose changes",
-            description: "Propose a set of commands for a human to approve or reject. Not available in this build yet.",
+            description: "Propose commands ({cap_id, block_id?, payload}) for a human to approve or reject; nothing runs now. Only an agent may propose. Returns the pending proposal_id; on `elfiee agent approve` every command runs as you, all or nothing, each checked against your grants.",
             input_schema: object(
                 json!({
                     "commands": {
@@ -306,7 +380,49 @@ pub struct BlockArgs {
 #[serde(deny_unknown_fields)]
 pub struct CreateArgs {
     pub block_type: String,
-    pub name: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub directory: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+/// `elfiee_directory_add {directory, path, content?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirAddArgs {
+    pub directory: String,
+    pub path: String,
+    #[serde(default)]
+    pub content: Option<String>,
+}
+
+/// `elfiee_directory_move {directory, from, to}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirMoveArgs {
+    pub directory: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// `elfiee_directory_remove {directory, path, keep_block?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirRemoveArgs {
+    pub directory: String,
+    pub path: String,
+    #[serde(default)]
+    pub keep_block: bool,
+}
+
+/// `elfiee_undo {steps?}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UndoArgs {
+    #[serde(default)]
+    pub steps: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -416,13 +532,39 @@ fn describe_schema(schema: &Value) -> String {
     format!("{{{}}}", fields.join(", "))
 }
 
-/// Runs tool `name` with JSON `args` as `editor`. The result is always a JSON object.
+/// Runs tool `name` with JSON `args` as `editor`. The result is always a JSON object. The
+/// checkpoint tools (`elfiee_steps`, `elfiee_undo`, `elfiee_redo`) need a session: see
+/// [`call_in_session`].
 pub async fn call(
     file: &FileHandle,
     editor: &str,
     name: &str,
     args: Value,
 ) -> Result<Value, ToolError> {
+    call_in_session(file, editor, None, name, args).await
+}
+
+/// Tools whose calls are checkpoints' business (they do not make a step of their own).
+pub const CHECKPOINT_TOOLS: &[&str] = &["elfiee_steps", "elfiee_undo", "elfiee_redo"];
+
+/// [`call`] inside a session whose steps are checkpointed (the agent loop's session, or the
+/// MCP server's, one per server process): the checkpoint tools act on that session.
+pub async fn call_in_session(
+    file: &FileHandle,
+    editor: &str,
+    session: Option<&str>,
+    name: &str,
+    args: Value,
+) -> Result<Value, ToolError> {
+    if CHECKPOINT_TOOLS.contains(&name) {
+        let Some(session) = session else {
+            return Err(ToolError::new(
+                "rejected",
+                format!("{name} works inside a session whose steps are checkpointed (the agent loop, `elfiee mcp-server`)"),
+            ));
+        };
+        return checkpoint_tool(file, editor, session, name, args).await;
+    }
     match name {
         "elfiee_block_list" => {
             parse::<NoArgs>(name, args)?;
@@ -434,51 +576,83 @@ pub async fn call(
         }
         "elfiee_block_create" => {
             let a: CreateArgs = parse(name, args)?;
+            match (a.directory, a.path) {
+                (Some(dir), Some(path)) => {
+                    let ty = file_type_of(&path);
+                    if a.block_type != ty {
+                        return Err(ToolError::new(
+                            "invalid_arguments",
+                            format!("'{path}' is a {ty} file (`.md` files are markdown, others code); pass block_type \"{ty}\" or another path"),
+                        ));
+                    }
+                    return directory_add(file, editor, &dir, &path, None).await;
+                }
+                (Some(_), None) | (None, Some(_)) => {
+                    return Err(ToolError::new(
+                        "invalid_arguments",
+                        "pass both `directory` and `path` to make a file of a directory, or neither",
+                    ))
+                }
+                (None, None) => {}
+            }
+            let Some(block_name) = a.name else {
+                return Err(ToolError::new(
+                    "invalid_arguments",
+                    "missing `name`: a block needs a name (or pass `directory` and `path` for a file)",
+                ));
+            };
             // An agent's blocks are linked from the agent (`implement`, seed 002 §2.1B), in the
             // same atomic batch as the create.
-            let agent = super::proposals::agent_of(file, editor);
-            let ev = match agent {
-                Some(agent) => {
-                    let id = uuid::Uuid::new_v4().to_string();
-                    file.submit_all(vec![
-                        Command::new(
-                            editor,
-                            "core.create",
-                            None,
-                            json!({"name": a.name, "block_type": a.block_type, "block_id": id}),
-                        ),
-                        Command::new(
-                            editor,
-                            "core.link",
-                            Some(&agent),
-                            json!({"to": id, "relation": "implement"}),
-                        ),
-                    ])
-                    .await
-                    .map_err(engine_error)?
-                }
-                None => {
-                    submit(
-                        file,
-                        editor,
-                        "core.create",
-                        None,
-                        json!({"name": a.name, "block_type": a.block_type}),
-                    )
-                    .await?
-                }
-            };
+            let id = uuid::Uuid::new_v4().to_string();
+            let mut batch = vec![Command::new(
+                editor,
+                "core.create",
+                None,
+                json!({"name": block_name, "block_type": a.block_type, "block_id": id}),
+            )];
+            batch.extend(implement_link(file, editor, &id));
+            let ev = file.submit_all(batch).await.map_err(engine_error)?;
             let created = ev
                 .iter()
                 .find(|e| e.cap_id() == "core.create")
                 .unwrap_or(&ev[0]);
             Ok(json!({
                 "block_id": created.entity,
-                "name": a.name,
+                "name": block_name,
                 "block_type": a.block_type,
                 "owner": editor,
                 "seq": created.seq,
             }))
+        }
+        "elfiee_directory_add" => {
+            let a: DirAddArgs = parse(name, args)?;
+            directory_add(file, editor, &a.directory, &a.path, a.content).await
+        }
+        "elfiee_directory_move" => {
+            let a: DirMoveArgs = parse(name, args)?;
+            let dir = resolve(file, &a.directory)?;
+            let ev = submit(
+                file,
+                editor,
+                "directory.move",
+                Some(&dir),
+                json!({"from": a.from, "to": a.to}),
+            )
+            .await?;
+            Ok(json!({"directory": dir, "from": a.from, "to": a.to, "seq": last_seq(&ev)}))
+        }
+        "elfiee_directory_remove" => {
+            let a: DirRemoveArgs = parse(name, args)?;
+            let dir = resolve(file, &a.directory)?;
+            let ev = submit(
+                file,
+                editor,
+                "directory.remove",
+                Some(&dir),
+                json!({"path": a.path, "keep_block": a.keep_block}),
+            )
+            .await?;
+            Ok(json!({"directory": dir, "path": a.path, "removed": true, "block_deleted": !a.keep_block, "seq": last_seq(&ev)}))
         }
         "elfiee_block_delete" => {
             let a: BlockArgs = parse(name, args)?;
@@ -670,6 +844,122 @@ fn last_seq(ev: &[Event]) -> u64 {
     ev.last().map(|e| e.seq).unwrap_or(0)
 }
 
+/// The block type `directory.add` gives a file at `path`.
+fn file_type_of(path: &str) -> &'static str {
+    if path.to_ascii_lowercase().ends_with(".md") {
+        "markdown"
+    } else {
+        "code"
+    }
+}
+
+/// The `implement` link from the agent whose editor is `editor` to its new block `id` (seed
+/// 002 §2.1B), when `editor` is an agent's.
+fn implement_link(file: &FileHandle, editor: &str, id: &str) -> Option<Command> {
+    super::proposals::agent_of(file, editor).map(|agent| {
+        Command::new(
+            editor,
+            "core.link",
+            Some(&agent),
+            json!({"to": id, "relation": "implement"}),
+        )
+    })
+}
+
+/// A new file of directory `dir` at `path`, linked from the agent, in one batch.
+async fn directory_add(
+    file: &FileHandle,
+    editor: &str,
+    dir: &str,
+    path: &str,
+    content: Option<String>,
+) -> Result<Value, ToolError> {
+    let dir = resolve(file, dir)?;
+    let mut payload = json!({"path": path});
+    if let Some(c) = &content {
+        payload["content"] = json!(c);
+    }
+    let add = Command::new(editor, "directory.add", Some(&dir), payload);
+    let ev = file.submit(add).await.map_err(engine_error)?;
+    let created = ev
+        .iter()
+        .find(|e| e.cap_id() == "core.create")
+        .map(|e| e.entity.clone())
+        .unwrap_or_default();
+    let mut seq = last_seq(&ev);
+    if let Some(link) = implement_link(file, editor, &created) {
+        // The file is made; a failed link (e.g. a revoked core.link) leaves it unlinked.
+        if let Ok(l) = file.submit(link).await {
+            seq = last_seq(&l);
+        }
+    }
+    Ok(json!({
+        "directory": dir,
+        "path": path,
+        "block_id": created,
+        "block_type": file_type_of(path),
+        "bytes": content.map_or(0, |c| c.len()),
+        "seq": seq,
+    }))
+}
+
+/// `elfiee_steps`, `elfiee_undo`, `elfiee_redo` on session `session`. The undo is run as the
+/// owner of the agent block (it needs `core.restore`, which agents do not hold): what it
+/// restores comes from the session's recorded checkpoints, never from the caller.
+async fn checkpoint_tool(
+    file: &FileHandle,
+    editor: &str,
+    session: &str,
+    name: &str,
+    args: Value,
+) -> Result<Value, ToolError> {
+    use crate::checkpoint;
+    let history = || {
+        checkpoint::History::load(file, session).map_err(|_| {
+            ToolError::new(
+                "rejected",
+                format!("this session ({session}) has no recorded steps yet"),
+            )
+        })
+    };
+    let as_owner = |h: &checkpoint::History| {
+        file.with_state(|s| s.block(&h.agent_block_id).map(|b| b.owner.clone()))
+            .unwrap_or_else(|| editor.to_owned())
+    };
+    match name {
+        "elfiee_steps" => {
+            parse::<NoArgs>(name, args)?;
+            let steps = match checkpoint::History::load(file, session) {
+                Ok(h) => h.infos(file),
+                Err(_) => Vec::new(),
+            };
+            Ok(json!({"session_id": session, "steps": steps}))
+        }
+        "elfiee_undo" => {
+            let a: UndoArgs = parse(name, args)?;
+            let h = history()?;
+            let r = checkpoint::undo(
+                file,
+                &as_owner(&h),
+                session,
+                checkpoint::Selection::Last(a.steps.unwrap_or(1)),
+                false,
+            )
+            .await
+            .map_err(engine_error)?;
+            Ok(serde_json::to_value(r).unwrap_or_default())
+        }
+        _ => {
+            parse::<NoArgs>(name, args)?;
+            let h = history()?;
+            let r = checkpoint::redo(file, &as_owner(&h), session, false)
+                .await
+                .map_err(engine_error)?;
+            Ok(serde_json::to_value(r).unwrap_or_default())
+        }
+    }
+}
+
 /// Turns an engine error into a message for a tool caller.
 pub fn engine_error(e: EngineError) -> ToolError {
     match e {
@@ -816,7 +1106,7 @@ mod tests {
         let mut names: Vec<&str> = cat.iter().map(|t| t.name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 15);
+        assert_eq!(names.len(), 21);
         for t in &cat {
             assert_eq!(t.input_schema["type"], "object", "{}", t.name);
             for r in t.input_schema["required"].as_array().unwrap() {

@@ -29,6 +29,31 @@ pub const AGENT_GRANTS: &[&str] = &[
     "code.write",
 ];
 
+/// Capabilities an agent editor receives on each directory it works in (its target project,
+/// a directory its agent block references): what it makes lands in the project (seed 002
+/// §2.1B). Revocable like any grant.
+pub const AGENT_DIRECTORY_GRANTS: &[&str] = &["directory.add", "directory.move", "directory.remove"];
+
+/// Grants of [`AGENT_DIRECTORY_GRANTS`] on `dir` for `editor` that it does not hold yet.
+pub(crate) fn directory_grants(
+    state: &State,
+    ctx: &Ctx,
+    editor: &str,
+    dir: &str,
+) -> Vec<EventDraft> {
+    AGENT_DIRECTORY_GRANTS
+        .iter()
+        .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
+        .filter(|c| {
+            !state.grants.contains(&Grant::new(editor, **c, dir))
+        })
+        .map(|cap| {
+            let g = Grant::new(editor, *cap, dir);
+            EventDraft::new(editor, "core.grant", serde_json::to_value(&g).unwrap_or_default())
+        })
+        .collect()
+}
+
 /// Payload of `agent.create` (seed 001 `AgentCreateV2Payload`).
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -147,6 +172,9 @@ impl Capability for AgentCreate {
             "core.grant",
             serde_json::to_value(&own).unwrap_or_default(),
         ));
+        if let Some(dir) = &p.target_project_id {
+            out.extend(directory_grants(state, ctx, &editor_id, dir));
+        }
         if p.target_project_id.is_some() {
             // Creating an agent for a project enables it (seed 001 §7): the effect integrates.
             out.push(EventDraft::new(
@@ -358,6 +386,68 @@ mod tests {
         assert!(editor.starts_with("agent-"));
         assert!(k.state.has_grant(editor, "markdown.write", "any-block"));
         assert!(!k.state.has_grant(editor, "core.delete", "any-block"));
+        for cap in ["directory.add", "directory.move", "directory.remove"] {
+            assert!(k.state.has_grant(editor, cap, &dir), "{cap} on its project");
+            assert!(!k.state.has_grant(editor, cap, "another-dir"), "{cap} elsewhere");
+        }
+    }
+
+    #[test]
+    fn an_agent_pointed_at_a_directory_may_add_files_there_but_cannot_point_itself() {
+        let mut k = Kit::new();
+        let dir = project(&mut k);
+        let ev = k.ok("alice", "agent.create", None, json!({"name": "llm"}));
+        let agent = ev[1].entity.clone();
+        let editor = k.state.blocks[&agent].contents["editor_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        // The agent links itself to the directory: a link, no rights.
+        k.ok(
+            &editor,
+            "core.link",
+            Some(&agent),
+            json!({"to": dir, "relation": "reference"}),
+        );
+        assert!(!k.state.has_grant(&editor, "directory.add", &dir));
+        k.ok(
+            &editor,
+            "core.unlink",
+            Some(&agent),
+            json!({"to": dir, "relation": "reference"}),
+        );
+        // Its owner points it at the directory: it may add, move and remove files there.
+        k.ok(
+            "alice",
+            "core.link",
+            Some(&agent),
+            json!({"to": dir, "relation": "reference"}),
+        );
+        k.ok(
+            &editor,
+            "directory.add",
+            Some(&dir),
+            json!({"path": "src/agent_made.rs", "content": "pub fn f() {}"}),
+        );
+        k.ok(
+            &editor,
+            "directory.move",
+            Some(&dir),
+            json!({"from": "src/agent_made.rs", "to": "src/moved.rs"}),
+        );
+        // Revocable like any grant.
+        k.ok(
+            "alice",
+            "core.revoke",
+            Some(&dir),
+            json!({"editor_id": editor, "cap_id": "directory.remove"}),
+        );
+        k.err(
+            &editor,
+            "directory.remove",
+            Some(&dir),
+            json!({"path": "src/moved.rs"}),
+        );
     }
 
     #[test]

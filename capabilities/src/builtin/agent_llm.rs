@@ -50,7 +50,17 @@ pub struct AgentConfigurePayload {
         )
     )]
     pub rules: Option<Vec<Value>>,
+    /// Knowledge seeds (seed 003 §4): standing facts the agent loop always recalls into the
+    /// system prompt's memory section; replaces the list, `[]` clears it. At most
+    /// [`MAX_KNOWLEDGE`] entries of at most [`MAX_KNOWLEDGE_CHARS`] characters each.
+    #[serde(default)]
+    pub knowledge: Option<Vec<String>>,
 }
+
+/// Most knowledge seeds an agent keeps.
+pub const MAX_KNOWLEDGE: usize = 32;
+/// Longest knowledge seed, in characters.
+pub const MAX_KNOWLEDGE_CHARS: usize = 1000;
 
 /// The agent's LLM configuration as stored in `contents.config`, with defaults.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -80,6 +90,10 @@ pub struct AgentConfig {
         )
     )]
     pub rules: Vec<Value>,
+    /// Knowledge seeds: standing facts recalled into every agent-loop system prompt.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[cfg_attr(feature = "ts", ts(optional, type = "Array<string>"))]
+    pub knowledge: Vec<String>,
 }
 
 impl Default for AgentConfig {
@@ -94,6 +108,7 @@ impl Default for AgentConfig {
             temperature: None,
             language: None,
             rules: Vec::new(),
+            knowledge: Vec::new(),
         }
     }
 }
@@ -204,6 +219,33 @@ impl Capability for AgentConfigure {
                 }
             }
             cfg.rules = rules;
+        }
+        if let Some(knowledge) = p.knowledge {
+            if knowledge.len() > MAX_KNOWLEDGE {
+                return Err(CapError::payload(
+                    self.id(),
+                    format!("'knowledge' holds at most {MAX_KNOWLEDGE} entries (got {}); merge related facts or drop old ones", knowledge.len()),
+                ));
+            }
+            let mut kept = Vec::with_capacity(knowledge.len());
+            for (i, k) in knowledge.iter().enumerate() {
+                let k = k.trim();
+                if k.is_empty() {
+                    return Err(CapError::payload(
+                        self.id(),
+                        format!("knowledge entry {} is empty; give a fact, or pass [] to clear the list", i + 1),
+                    ));
+                }
+                let n = k.chars().count();
+                if n > MAX_KNOWLEDGE_CHARS {
+                    return Err(CapError::payload(
+                        self.id(),
+                        format!("knowledge entry {} is {n} characters; at most {MAX_KNOWLEDGE_CHARS} (split it, or keep long material in a block the agent references)", i + 1),
+                    ));
+                }
+                kept.push(k.to_owned());
+            }
+            cfg.knowledge = kept;
         }
         Ok(vec![EventDraft::new(
             id,
@@ -429,6 +471,55 @@ mod tests {
             Some(&a),
             json!({"max_context_tokens": 1}),
         );
+    }
+
+    #[test]
+    fn knowledge_seeds_are_set_replaced_cleared_and_bounded() {
+        let mut k = Kit::new();
+        let a = llm_agent(&mut k);
+        k.ok(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": [" The API is in src/api.rs ", "Use tabs"]}),
+        );
+        assert_eq!(
+            k.state.blocks[&a].contents["config"]["knowledge"],
+            json!(["The API is in src/api.rs", "Use tabs"])
+        );
+        k.ok("alice", "agent.configure", Some(&a), json!({"model": "m2"}));
+        assert_eq!(
+            k.state.blocks[&a].contents["config"]["knowledge"],
+            json!(["The API is in src/api.rs", "Use tabs"]),
+            "other fields leave the knowledge alone"
+        );
+        let too_many: Vec<String> = (0..=super::MAX_KNOWLEDGE).map(|i| format!("fact {i}")).collect();
+        let e = k
+            .err("alice", "agent.configure", Some(&a), json!({"knowledge": too_many}))
+            .to_string();
+        assert!(e.contains("at most 32 entries (got 33)"), "{e}");
+        let e = k
+            .err(
+                "alice",
+                "agent.configure",
+                Some(&a),
+                json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
+            )
+            .to_string();
+        assert!(e.contains("knowledge entry 2 is 1001 characters; at most 1000"), "{e}");
+        let e = k
+            .err("alice", "agent.configure", Some(&a), json!({"knowledge": ["  "]}))
+            .to_string();
+        assert!(e.contains("knowledge entry 1 is empty"), "{e}");
+        k.err("alice", "agent.configure", Some(&a), json!({"knowledge": "one string"}));
+        k.ok("alice", "agent.configure", Some(&a), json!({"knowledge": []}));
+        assert!(
+            k.state.blocks[&a].contents["config"].get("knowledge").is_none(),
+            "[] clears the list"
+        );
+        assert!(super::AgentConfig::of(&k.state.blocks[&a].contents)
+            .knowledge
+            .is_empty());
     }
 
     #[test]

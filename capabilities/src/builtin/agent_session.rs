@@ -9,7 +9,11 @@
 //! - `approval` `{request: {call_id, tool, subject, input, reason}}` — a call waiting for the user;
 //! - `approval_answer` `{call_id, answer: once|always|reject|reject_with_feedback, feedback?}`;
 //! - `rule` `{rule: {permission, pattern, action}}` — a session rule from an "always" answer;
-//! - `compaction` `{summary | null, kept}`; `stop` `{stop_reason}`.
+//! - `compaction` `{summary | null, kept}`; `stop` `{stop_reason}`;
+//! - `step` `{step, doc_from, doc_to, directory, root, files}` — a checkpoint: what one step
+//!   changed in the document (its seq range) and in the project folder;
+//! - `undo` `{undo_id, steps, doc_from, doc_to, root, files}` / `redo` `{undo_id, …}` — steps
+//!   taken back and brought back (`adapters/src/checkpoint`).
 //!
 //! Authorized by `agent.invoke` on the agent block (the human who talks to the agent, and the
 //! agent's own editor, hold it). The loop records the user's input (messages, answers, rules,
@@ -31,6 +35,9 @@ pub const ENTRIES: &[&str] = &[
     "rule",
     "compaction",
     "stop",
+    "step",
+    "undo",
+    "redo",
 ];
 
 pub struct AgentSession;
@@ -62,7 +69,7 @@ impl Capability for AgentSession {
                 .and_then(Value::as_str)
                 .is_some_and(|e| ENTRIES.contains(&e));
         if !ok {
-            return Err(CapError::payload(self.id(), "expected {\"session_id\": string, \"entry\": \"message\" | \"title\" | \"memory\" | \"approval\" | \"approval_answer\" | \"rule\" | \"compaction\" | \"stop\", …}"));
+            return Err(CapError::payload(self.id(), "expected {\"session_id\": string, \"entry\": \"message\" | \"title\" | \"memory\" | \"approval\" | \"approval_answer\" | \"rule\" | \"compaction\" | \"stop\" | \"step\" | \"undo\" | \"redo\", …}"));
         }
         Ok(vec![EventDraft::new(
             cmd.block_id.clone().unwrap_or_default(),

@@ -46,7 +46,7 @@ impl Capability for CoreLink {
         &self,
         cmd: &Command,
         state: &State,
-        _ctx: &Ctx,
+        ctx: &Ctx,
     ) -> Result<Vec<EventDraft>, CapError> {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
@@ -68,11 +68,25 @@ impl Capability for CoreLink {
                 "linking '{from}' to '{to}' would create a cycle ('{to}' already leads back to '{from}')"
             )));
         }
-        Ok(vec![EventDraft::new(
+        let mut out = vec![EventDraft::new(
             from,
             self.id(),
             json!({"to": to, "relation": rel}),
-        )])
+        )];
+        // Someone who points an agent at a directory lets it add, move and remove files
+        // there (an agent cannot give itself that by linking).
+        if rel == Relation::Reference {
+            let agent_editor = state
+                .block(from)
+                .filter(|b| b.block_type == "agent")
+                .and_then(|b| b.contents.get("editor_id"))
+                .and_then(serde_json::Value::as_str);
+            let is_dir = state.block(&to).is_some_and(|b| b.block_type == "directory");
+            if let Some(agent) = agent_editor.filter(|a| is_dir && *a != cmd.editor_id) {
+                out.extend(super::agent::directory_grants(state, ctx, agent, &to));
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -14,6 +14,7 @@ mod core_delete;
 mod core_grant;
 mod core_link;
 mod core_rename;
+mod core_restore;
 mod core_revoke;
 mod core_unlink;
 mod core_update_metadata;
@@ -28,7 +29,7 @@ mod markdown_read;
 mod markdown_write;
 mod terminal;
 
-pub use agent::{AgentCreatePayload, AGENT_GRANTS};
+pub use agent::{AgentCreatePayload, AGENT_DIRECTORY_GRANTS, AGENT_GRANTS};
 pub use agent_llm::{
     proposal, AgentApprovePayload, AgentConfig, AgentConfigurePayload, AgentInvokePayload,
     PROVIDERS,
@@ -38,6 +39,7 @@ pub use core_create::CoreCreatePayload;
 pub use core_grant::GrantPayload;
 pub use core_link::LinkPayload;
 pub use core_rename::RenamePayload;
+pub use core_restore::{RestoreBlock, RestorePayload};
 pub use core_update_metadata::UpdateMetadataPayload;
 pub use directory_files::{
     directory_status, DirectoryAddPayload, DirectoryMovePayload, DirectoryRemovePayload,
@@ -65,6 +67,7 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(core_unlink::CoreUnlink),
         Arc::new(core_grant::CoreGrant),
         Arc::new(core_revoke::CoreRevoke),
+        Arc::new(core_restore::CoreRestore),
         Arc::new(editor_create::EditorCreate),
         Arc::new(editor_delete::EditorDelete),
         Arc::new(markdown_write::MarkdownWrite),
@@ -157,7 +160,7 @@ pub(crate) fn effect_record(
 pub(crate) mod testkit {
     //! A tiny in-memory pipeline for handler tests: execute, assign seqs, apply.
     use elfiee_model::{CapError, Command, Ctx, Event};
-    use elfiee_projections::{apply, State};
+    use elfiee_projections::State;
     use serde_json::{json, Value};
 
     use crate::Registry;
@@ -208,7 +211,7 @@ pub(crate) mod testkit {
             let mut out = Vec::new();
             for mut e in events {
                 e.seq = self.state.last_seq + 1;
-                apply(&mut self.state, &e);
+                self.registry.apply(&mut self.state, &e);
                 out.push(e);
             }
             Ok(out)

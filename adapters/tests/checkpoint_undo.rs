@@ -1,0 +1,568 @@
+//! Agent steps as checkpoints, and undo / redo on both sides (issue 26): the document's blocks
+//! and directory entries, and the project folder byte for byte (compared file by file and with
+//! `git status --porcelain`). Driven through the agent loop with a scripted provider, and by a
+//! property test over random steps and undo / redo orders.
+
+mod agent_support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use elfiee_adapters::agent_loop::{AgentSession, Autonomy, Confirm, SessionOptions};
+use elfiee_adapters::checkpoint::{self, Selection, StepRecorder};
+use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
+use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use elfiee_model::{Block, Command};
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+fn calls(uses: &[(&str, &str, Value)]) -> LlmResponse {
+    LlmResponse {
+        content: uses
+            .iter()
+            .map(|(id, name, input)| ContentBlock::ToolUse {
+                id: (*id).into(),
+                name: (*name).into(),
+                input: input.clone(),
+            })
+            .collect(),
+        stop_reason: Some("tool_use".into()),
+        usage: Usage::default(),
+        model: "scripted".into(),
+    }
+}
+
+fn done(text: &str) -> LlmResponse {
+    LlmResponse::text("scripted", text)
+}
+
+fn git(root: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.autocrlf=false"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Every file under `root` but `.git`, byte for byte, with its permission bits.
+fn tree(root: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, (Vec<u8>, u32)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if e.file_name() == ".git" {
+                continue;
+            }
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().to_string();
+                let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+                out.insert(rel, (std::fs::read(&p).unwrap(), mode));
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// The document's blocks (the directory's entries are its contents).
+fn blocks(file: &FileHandle) -> BTreeMap<String, Block> {
+    file.with_state(|s| {
+        s.blocks
+            .iter()
+            .map(|(k, b)| (k.to_owned(), b.clone()))
+            .collect()
+    })
+}
+
+async fn check_log(file: &FileHandle) {
+    let v = file.verify().await.expect("verify runs");
+    assert!(v.ok, "verify: {v:?}");
+    let (_, replayed) = file.replay().await.unwrap();
+    assert_eq!(
+        replayed.digest(),
+        file.state_digest(),
+        "replay equals the live state"
+    );
+}
+
+struct Project {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    _engine: Engine,
+    file: FileHandle,
+    _fx: EffectsHandle,
+    agent: String,
+    dir: String,
+    notes: String,
+}
+
+async fn project() -> Project {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("proj");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::write(root.join("Cargo.toml"), "[package]\nname = \"proj\"\n").unwrap();
+    std::fs::write(
+        root.join("src/main.rs"),
+        "fn main() {\r\n\tprintln!(\"hello\");\r\n}",
+    )
+    .unwrap();
+    std::fs::write(root.join("README.md"), "# proj\nsay hello\n").unwrap();
+    std::fs::write(root.join(".gitignore"), "/target\n").unwrap();
+    git(&root, &["init", "-q"]);
+    git(&root, &["add", "-A"]);
+    git(&root, &["commit", "-qm", "init"]);
+    let engine = Engine::new(EngineConfig {
+        node_id: "undo".into(),
+        ..EngineConfig::default()
+    });
+    let file = engine.init(&tmp.path().join("a.elf"), "Alice").await.unwrap();
+    let fx = attach(&file, EffectsConfig::default()).await.unwrap();
+    let report = elfiee_adapters::service::import_directory(
+        &file,
+        "alice",
+        &root,
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap();
+    let (agent, _) = agent_support::create_agent(&file, "alice", "builder").await;
+    file.submit(Command::new(
+        "alice",
+        "core.link",
+        Some(&agent),
+        json!({"to": report.block_id, "relation": "reference"}),
+    ))
+    .await
+    .unwrap();
+    let notes = file
+        .submit(Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "Notes", "block_type": "markdown"}),
+        ))
+        .await
+        .unwrap()[0]
+        .entity
+        .clone();
+    Project {
+        _tmp: tmp,
+        root,
+        _engine: engine,
+        file,
+        _fx: fx,
+        agent,
+        dir: report.block_id,
+        notes,
+    }
+}
+
+fn no_ask(tool: &str, _: &Value) -> Confirm {
+    panic!("unexpected confirmation for {tool}")
+}
+
+/// What the document and the folder look like at one moment.
+#[derive(Debug, Clone, PartialEq)]
+struct Shot {
+    tree: BTreeMap<String, (Vec<u8>, u32)>,
+    porcelain: String,
+    blocks: BTreeMap<String, Block>,
+}
+
+fn shot(p: &Project) -> Shot {
+    Shot {
+        tree: tree(&p.root),
+        porcelain: git(&p.root, &["status", "--porcelain"]),
+        blocks: blocks(&p.file),
+    }
+}
+
+fn dir_clean(p: &Project) {
+    let st = p.file.with_state(|s| {
+        elfiee_capabilities::builtin::directory_status(s, s.block(&p.dir).unwrap())
+    });
+    assert!(!st.is_dirty(), "dir status clean: {st:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_agent_steps_undo_two_and_redo_them_on_both_sides_byte_for_byte() {
+    let p = project().await;
+    let provider = Arc::new(ScriptedProvider::new([
+        // Step 1: a block write.
+        calls(&[(
+            "t1",
+            "elfiee_markdown_write",
+            json!({"block_id": p.notes, "markdown": "step one"}),
+        )]),
+        done("noted"),
+        // Step 2: the shell edits a project file in place and deletes another.
+        calls(&[(
+            "t2",
+            "shell",
+            json!({"command": "sed -i 's/hello/HELLO/' src/main.rs && rm README.md"}),
+        )]),
+        done("edited"),
+        // Step 3: a new file in the directory, written out before the shell runs.
+        calls(&[
+            (
+                "t3",
+                "elfiee_directory_add",
+                json!({"directory": p.dir, "path": "src/agent_made.rs", "content": "pub fn made() -> u32 {\n    7\n}\n"}),
+            ),
+            ("t4", "shell", json!({"command": "ls src"})),
+        ]),
+        done("made"),
+    ]));
+    let mut opts = SessionOptions::new(provider.clone(), "scripted");
+    opts.autonomy = Autonomy::Full;
+    let mut s = AgentSession::open(&p.file, "alice", &p.agent, None, opts).unwrap();
+    let sid = s.session_id().to_owned();
+    let before = shot(&p);
+    s.run_turn("write a note", &mut no_ask).await.unwrap();
+    let after1 = shot(&p);
+    s.run_turn("edit main", &mut no_ask).await.unwrap();
+    let after2 = shot(&p);
+    s.run_turn("add a file", &mut no_ask).await.unwrap();
+    let after3 = shot(&p);
+    assert_eq!(after1.tree, before.tree, "a block write leaves the folder alone");
+    assert!(after3.tree.contains_key("src/agent_made.rs"), "the new file is in the project");
+    assert!(!after2.tree.contains_key("README.md"));
+
+    // The steps say what each changed.
+    let h = checkpoint::History::load(&p.file, &sid).unwrap();
+    let steps = h.infos(&p.file);
+    assert_eq!(steps.len(), 3, "{steps:?}");
+    assert!(steps[0].files_created.is_empty() && steps[0].events > 0);
+    assert_eq!(steps[1].files_modified, vec!["src/main.rs"]);
+    assert_eq!(steps[1].files_deleted, vec!["README.md"]);
+    assert_eq!(steps[2].files_created, vec!["src/agent_made.rs"]);
+    assert_eq!(steps[2].tools, vec!["elfiee_directory_add", "shell"]);
+
+    // Undo the last two: folder and document as after step 1.
+    let r = checkpoint::undo(&p.file, "alice", &sid, Selection::Last(2), false)
+        .await
+        .unwrap();
+    assert_eq!(r.steps, vec![2, 3]);
+    let now = shot(&p);
+    assert_eq!(now.tree, after1.tree, "the project tree byte for byte");
+    assert_eq!(now.porcelain, after1.porcelain);
+    assert_eq!(now.blocks, after1.blocks, "blocks and directory entries");
+    dir_clean(&p);
+    check_log(&p.file).await;
+    let statuses: Vec<String> = checkpoint::History::load(&p.file, &sid)
+        .unwrap()
+        .infos(&p.file)
+        .into_iter()
+        .map(|s| s.status)
+        .collect();
+    assert_eq!(statuses, vec!["done", "undone", "undone"]);
+
+    // Redo brings steps 2 and 3 back.
+    let r = checkpoint::redo(&p.file, "alice", &sid, false).await.unwrap();
+    assert_eq!(r.steps, vec![2, 3]);
+    let now = shot(&p);
+    assert_eq!(now.tree, after3.tree);
+    assert_eq!(now.porcelain, after3.porcelain);
+    assert_eq!(now.blocks, after3.blocks);
+    check_log(&p.file).await;
+    assert!(
+        checkpoint::redo(&p.file, "alice", &sid, false).await.is_err(),
+        "nothing left to redo"
+    );
+
+    // The user changes the agent's new file: undoing step 3 is refused, naming it.
+    std::fs::write(p.root.join("src/agent_made.rs"), "// mine now\n").unwrap();
+    let mine = shot(&p);
+    let e = checkpoint::undo(&p.file, "alice", &sid, Selection::Last(1), false)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("src/agent_made.rs"), "{e}");
+    assert!(e.to_string().contains("--force"), "{e}");
+    assert_eq!(shot(&p), mine, "a refused undo changes nothing");
+    // With force it goes back to after step 2.
+    let r = checkpoint::undo(&p.file, "alice", &sid, Selection::To(2), true)
+        .await
+        .unwrap();
+    assert_eq!(r.forced, vec!["src/agent_made.rs"]);
+    let now = shot(&p);
+    assert_eq!(now.tree, after2.tree);
+    assert_eq!(now.blocks, after2.blocks);
+    check_log(&p.file).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_changed_after_the_step_by_someone_else_is_named_and_left_alone() {
+    let p = project().await;
+    let provider = Arc::new(ScriptedProvider::new([
+        calls(&[(
+            "t1",
+            "elfiee_markdown_write",
+            json!({"block_id": p.notes, "markdown": "agent text"}),
+        )]),
+        done("ok"),
+    ]));
+    let mut opts = SessionOptions::new(provider, "scripted");
+    opts.autonomy = Autonomy::Full;
+    let mut s = AgentSession::open(&p.file, "alice", &p.agent, None, opts).unwrap();
+    let sid = s.session_id().to_owned();
+    s.run_turn("write", &mut no_ask).await.unwrap();
+    p.file
+        .submit(Command::new(
+            "alice",
+            "markdown.write",
+            Some(&p.notes),
+            json!({"markdown": "alice's text"}),
+        ))
+        .await
+        .unwrap();
+    let e = checkpoint::undo(&p.file, "alice", &sid, Selection::Last(1), false)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("block 'Notes'"), "{e}");
+    let text = p.file.resolve(&p.file.block(&p.notes).unwrap()).unwrap();
+    assert_eq!(text.contents["markdown"], "alice's text");
+    // An editor without the owner's rights cannot restore blocks.
+    let e = checkpoint::undo(&p.file, "nobody", &sid, Selection::Last(1), true)
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().is_empty());
+    let e = checkpoint::undo(&p.file, "alice", "no-such-session", Selection::Last(1), false)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no agent session"), "{e}");
+}
+
+// The property: random steps (block writes and creates, file creates, edits, deletes,
+// binary, empty, CRLF and mode changes) and random undo / redo orders; after each operation
+// the folder and the blocks equal the model's expectation, and the log verifies and replays.
+
+#[derive(Debug, Clone)]
+enum FsOp {
+    Write(usize, Vec<u8>),
+    Delete(usize),
+    Chmod(usize, bool),
+}
+
+#[derive(Debug, Clone)]
+enum DocOp {
+    Write(usize, String),
+    Create(String),
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Step(Vec<FsOp>, Vec<DocOp>),
+    Undo(u64),
+    Redo,
+}
+
+const PATHS: [&str; 4] = ["a.txt", "sub/b.rs", "sub/deep/c.bin", "empty"];
+
+fn content() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        Just(Vec::new()),
+        Just(b"x".to_vec()),
+        Just(b"line one\r\nline two\r\n".to_vec()),
+        Just(b"\ttabbed\nno final newline".to_vec()),
+        proptest::collection::vec(any::<u8>(), 0..300),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let fs = prop_oneof![
+        (0..PATHS.len(), content()).prop_map(|(i, c)| FsOp::Write(i, c)),
+        (0..PATHS.len()).prop_map(FsOp::Delete),
+        (0..PATHS.len(), any::<bool>()).prop_map(|(i, x)| FsOp::Chmod(i, x)),
+    ];
+    let doc = prop_oneof![
+        (0..2usize, "[a-z ]{0,40}").prop_map(|(i, t)| DocOp::Write(i, t)),
+        "[a-z]{1,8}".prop_map(DocOp::Create),
+    ];
+    prop_oneof![
+        3 => (proptest::collection::vec(fs, 0..4), proptest::collection::vec(doc, 0..3))
+            .prop_map(|(f, d)| Op::Step(f, d)),
+        2 => (1..3u64).prop_map(Op::Undo),
+        1 => Just(Op::Redo),
+    ]
+}
+
+fn apply_fs(root: &Path, op: &FsOp) {
+    use std::os::unix::fs::PermissionsExt;
+    match op {
+        FsOp::Write(i, c) => {
+            let p = root.join(PATHS[*i]);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, c).unwrap();
+        }
+        FsOp::Delete(i) => {
+            let _ = std::fs::remove_file(root.join(PATHS[*i]));
+        }
+        FsOp::Chmod(i, exec) => {
+            let p = root.join(PATHS[*i]);
+            if p.is_file() {
+                let mode = if *exec { 0o755 } else { 0o644 };
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+            }
+        }
+    }
+}
+
+/// Files only (restore leaves folders it made; an empty folder holds nothing to compare).
+fn files(root: &Path) -> BTreeMap<String, (Vec<u8>, u32)> {
+    tree(root)
+}
+
+async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("proj");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("a.txt"), "start").unwrap();
+    let engine = Engine::new(EngineConfig::default());
+    let file = engine.init(&tmp.path().join("p.elf"), "Alice").await.unwrap();
+    let dir = elfiee_adapters::service::import_directory(
+        &file,
+        "alice",
+        &root,
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap()
+    .block_id;
+    let (agent, _) = agent_support::create_agent(&file, "alice", "prop").await;
+    file.submit(Command::new(
+        "alice",
+        "core.link",
+        Some(&agent),
+        json!({"to": dir, "relation": "reference"}),
+    ))
+    .await
+    .unwrap();
+    let mut md = Vec::new();
+    for name in ["m0", "m1"] {
+        md.push(
+            file.submit(Command::new(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": name, "block_type": "markdown"}),
+            ))
+            .await
+            .unwrap()[0]
+                .entity
+                .clone(),
+        );
+    }
+    let sid = "prop-session";
+    // Each step: (before, after) snapshots; the model's done stack and redo groups.
+    type Snap = (BTreeMap<String, (Vec<u8>, u32)>, BTreeMap<String, Block>);
+    let mut snaps: Vec<(Snap, Snap)> = Vec::new();
+    let mut done_steps: Vec<usize> = Vec::new();
+    let mut redo: Vec<Vec<usize>> = Vec::new();
+    let mut recorder = StepRecorder::new(&file, &agent);
+    let snap = |file: &FileHandle| (files(&root), blocks(file));
+    // The session exists once it has an entry.
+    file.submit(Command::new(
+        "alice",
+        "agent.session",
+        Some(&agent),
+        json!({"session_id": sid, "entry": "title", "title": "prop"}),
+    ))
+    .await
+    .unwrap();
+    for op in ops {
+        match op {
+            Op::Step(fs, doc) => {
+                let before = snap(&file);
+                let start = recorder.begin().unwrap();
+                for f in &fs {
+                    apply_fs(&root, f);
+                }
+                for d in &doc {
+                    let cmd = match d {
+                        DocOp::Write(i, t) => Command::new(
+                            "alice",
+                            "markdown.write",
+                            Some(&md[*i]),
+                            json!({"markdown": t}),
+                        ),
+                        DocOp::Create(n) => Command::new(
+                            "alice",
+                            "core.create",
+                            None,
+                            json!({"name": n, "block_type": "code"}),
+                        ),
+                    };
+                    file.submit(cmd).await.unwrap();
+                }
+                let n = snaps.len() as u64 + 1;
+                let mut entry = recorder.end(start, n).unwrap();
+                entry["session_id"] = json!(sid);
+                file.submit(Command::new("alice", "agent.session", Some(&agent), entry))
+                    .await
+                    .unwrap();
+                recorder.committed();
+                snaps.push((before, snap(&file)));
+                done_steps.push(snaps.len() - 1);
+                redo.clear();
+            }
+            Op::Undo(n) => {
+                let r = checkpoint::undo(&file, "alice", sid, Selection::Last(n), false).await;
+                if done_steps.is_empty() {
+                    prop_assert!(r.is_err());
+                    continue;
+                }
+                r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let m = (n as usize).min(done_steps.len());
+                let group = done_steps.split_off(done_steps.len() - m);
+                let expected = &snaps[group[0]].0;
+                prop_assert_eq!(&snap(&file), expected);
+                redo.push(group);
+            }
+            Op::Redo => {
+                let r = checkpoint::redo(&file, "alice", sid, false).await;
+                let Some(group) = redo.pop() else {
+                    prop_assert!(r.is_err(), "nothing to redo: {:?}", r);
+                    continue;
+                };
+                r.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let expected = &snaps[*group.last().unwrap()].1;
+                prop_assert_eq!(&snap(&file), expected);
+                done_steps.extend(group);
+            }
+        }
+        let v = file.verify().await.unwrap();
+        prop_assert!(v.ok, "verify: {:?}", v);
+        let (_, replayed) = file.replay().await.unwrap();
+        prop_assert_eq!(replayed.digest(), file.state_digest());
+    }
+    file.close().await;
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #[test]
+    fn random_steps_and_undo_redo_orders_keep_folder_and_document_in_step(
+        ops in proptest::collection::vec(op(), 1..9)
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(run_ops(ops))?;
+    }
+}
