@@ -345,13 +345,23 @@ language: string | null,
  * Default permission rules of the agent loop: `[{"permission", "pattern", "action":
  * "allow" | "deny" | "ask"}]`, later rules winning; `[]` clears them.
  */
-rules: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "ask" }>, };
+rules: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "ask" }>, 
+/**
+ * Knowledge seeds (seed 003 §4): standing facts the agent loop always recalls into the
+ * system prompt's memory section; replaces the list, `[]` clears it. At most
+ * [`MAX_KNOWLEDGE`] entries of at most [`MAX_KNOWLEDGE_CHARS`] characters each.
+ */
+knowledge: Array<string> | null, };
 
 export type AgentConfig = { provider: string, model: string, api_key_env: string, system_prompt: string | null, max_context_tokens: number, base_url: string | null, temperature?: number, language?: string, 
 /**
  * Default permission rules of the agent loop (see `AgentConfigurePayload::rules`).
  */
-rules?: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "ask" }>, };
+rules?: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "ask" }>, 
+/**
+ * Knowledge seeds: standing facts recalled into every agent-loop system prompt.
+ */
+knowledge?: Array<string>, };
 
 export type AgentInvokePayload = { prompt: string, 
 /**

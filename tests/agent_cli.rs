@@ -230,7 +230,30 @@ async fn agent_chat_prints_each_tools_output_preview_and_errors() {
     .await;
     let tmp = tempfile::tempdir().unwrap();
     let elf = tmp.path().join("a.elf");
-    let agent = setup(&elf, &url, &[]).await;
+    let agent = setup(
+        &elf,
+        &url,
+        &[
+            "--knowledge",
+            "Spec holds the plan",
+            "--knowledge",
+            "Answer briefly",
+        ],
+    )
+    .await;
+    let too_long = "x".repeat(1001);
+    let refused = run(
+        &elf,
+        &["agent", "configure", &agent, "--knowledge", &too_long],
+    )
+    .await;
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("knowledge entry 1 is 1001 characters; at most 1000"),
+        "{err}"
+    );
+    let (elf2, agent2) = (elf.clone(), agent.clone());
     let out = tokio::task::spawn_blocking(move || {
         let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_elfiee"))
             .args(["agent", "chat", &agent])
@@ -271,8 +294,25 @@ async fn agent_chat_prints_each_tools_output_preview_and_errors() {
         ),
         "the error: {stderr}"
     );
+    assert!(stderr.contains("  [title] Blocks and a ghost"), "{stderr}");
+    let step = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| body(r))
+        .find(|b| b.get("tools").is_some())
+        .unwrap();
     assert!(
-        stderr.contains("  [title] Blocks and a ghost"),
-        "{stderr}"
+        step["system"]
+            .to_string()
+            .contains("- Spec holds the plan\\n- Answer briefly\\n"),
+        "the knowledge seeds are in the system prompt: {}",
+        step["system"]
     );
+    let cleared = ok(run(
+        &elf2,
+        &["--json", "agent", "configure", &agent2, "--clear-knowledge"],
+    )
+    .await);
+    assert!(cleared.get("knowledge").is_none(), "{cleared}");
 }

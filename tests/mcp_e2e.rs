@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 
 mod common;
 
-const TOOLS: [&str; 15] = [
+const TOOLS: [&str; 21] = [
     "elfiee_block_list",
     "elfiee_block_get",
     "elfiee_block_create",
@@ -24,6 +24,12 @@ const TOOLS: [&str; 15] = [
     "elfiee_block_history",
     "elfiee_directory_import",
     "elfiee_directory_sync",
+    "elfiee_directory_add",
+    "elfiee_directory_move",
+    "elfiee_directory_remove",
+    "elfiee_steps",
+    "elfiee_undo",
+    "elfiee_redo",
     "elfiee_terminal_run",
     "elfiee_proposal_list",
     "elfiee_propose",
@@ -584,7 +590,7 @@ fn bad_json_rpc_input_is_answered_and_the_server_keeps_running() {
     assert_eq!(r["result"]["isError"], true, "{r}");
     let msg = r["result"]["content"][0]["text"].as_str().unwrap();
     assert!(
-        msg.contains("expected {block_type: string, name: string}"),
+        msg.contains("expected {block_type: string, directory?: string, name?: string, path?: string}"),
         "{msg}"
     );
     // `arguments` that is not an object at all.

@@ -1415,13 +1415,11 @@ fn last_shell_stdout(req: &elfiee_adapters::llm::LlmRequest) -> String {
     req.messages
         .iter()
         .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            ContentBlock::ToolResult { content, .. } => {
-                serde_json::from_str::<Value>(content).ok()
-            }
+        .rev()
+        .find_map(|b| match b {
+            ContentBlock::ToolResult { content, .. } => serde_json::from_str::<Value>(content).ok(),
             _ => None,
         })
-        .last()
         .and_then(|v| v["stdout"].as_str().map(|s| s.trim().to_owned()))
         .expect("a shell result")
 }
@@ -1653,7 +1651,11 @@ async fn the_title_is_made_in_the_background_with_few_words_and_a_low_temperatur
     let titles = p.titles.lock().unwrap().clone();
     assert_eq!(titles.len(), 1);
     assert_eq!(titles[0].temperature, Some(0.2), "a low temperature");
-    assert!(titles[0].system.contains("3 to 6 words"), "{}", titles[0].system);
+    assert!(
+        titles[0].system.contains("3 to 6 words"),
+        "{}",
+        titles[0].system
+    );
     assert_eq!(titles[0].max_tokens, 64);
     let recorded = session_entries(&d.file, "title");
     assert_eq!(recorded.len(), 1);
@@ -1670,6 +1672,10 @@ async fn the_title_is_made_in_the_background_with_few_words_and_a_low_temperatur
         SessionOptions::new(p.clone(), "scripted"),
     )
     .unwrap();
-    assert_eq!(again.title(), Some("Parser work plan"), "the event counts on reopen");
+    assert_eq!(
+        again.title(),
+        Some("Parser work plan"),
+        "the event counts on reopen"
+    );
     d.file.close().await;
 }

@@ -181,7 +181,10 @@ async fn invoke_sends_the_configured_temperature_and_reply_language() {
         node_id: "t".into(),
         ..EngineConfig::default()
     });
-    let file = engine.init(&dir.path().join("t.elf"), "Alice").await.unwrap();
+    let file = engine
+        .init(&dir.path().join("t.elf"), "Alice")
+        .await
+        .unwrap();
     let fx = attach(
         &file,
         EffectsConfig {
@@ -209,9 +212,14 @@ async fn invoke_sends_the_configured_temperature_and_reply_language() {
     assert_eq!(p["status"], "pending", "{p}");
     let reqs = scripted.requests();
     assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[0].temperature, None, "not configured: the provider's default");
+    assert_eq!(
+        reqs[0].temperature, None,
+        "not configured: the provider's default"
+    );
     assert!(!reqs[0].system.contains("Reply in"), "{}", reqs[0].system);
-    let t = reqs[1].temperature.expect("the configured temperature is sent");
+    let t = reqs[1]
+        .temperature
+        .expect("the configured temperature is sent");
     assert!((t - 0.4).abs() < 1e-6, "{t}");
     assert!(reqs[1].system.contains("Reply in zh"), "{}", reqs[1].system);
     fx.settle(&file, std::time::Duration::from_secs(10))

@@ -1001,7 +1001,9 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                         eprintln!("{l}");
                     }
                 };
-                let out = chat.run_turn_with(line.trim(), &mut confirm, &mut show).await?;
+                let out = chat
+                    .run_turn_with(line.trim(), &mut confirm, &mut show)
+                    .await?;
                 println!("{}", out.text);
                 if out.stop_reason != elfiee_adapters::agent_loop::StopReason::EndTurn {
                     eprintln!("[{}]", out.stop_reason);

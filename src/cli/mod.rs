@@ -473,7 +473,11 @@ pub enum AgentCmd {
         /// A knowledge seed: a standing fact always recalled into the agent loop's system
         /// prompt (repeatable; the given ones replace the agent's list, at most 32 of at most
         /// 1000 characters).
-        #[arg(long = "knowledge", value_name = "TEXT", conflicts_with = "clear_knowledge")]
+        #[arg(
+            long = "knowledge",
+            value_name = "TEXT",
+            conflicts_with = "clear_knowledge"
+        )]
         knowledge: Vec<String>,
         /// Forget every knowledge seed.
         #[arg(long)]

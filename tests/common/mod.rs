@@ -155,33 +155,94 @@ pub fn openai_answer(text: &str) -> String {
 
 /// An Anthropic stream whose answer is one call of tool `name` with `input`.
 pub fn anthropic_tool_call(id: &str, name: &str, input: &serde_json::Value) -> String {
+    anthropic_tool_calls(&[(id, name, input.clone())])
+}
+
+/// An Anthropic stream whose answer calls several tools (one step with several calls).
+pub fn anthropic_tool_calls(calls: &[(&str, &str, serde_json::Value)]) -> String {
     use serde_json::json;
-    let events = [
-        (
-            "message_start",
-            json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}),
-        ),
-        (
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "m", "type": "message", "role": "assistant", "model": "m", "content": [], "usage": {"input_tokens": 1, "output_tokens": 0}}}),
+    )];
+    for (i, (id, name, input)) in calls.iter().enumerate() {
+        events.push((
             "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
-        ),
-        (
+            json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+        ));
+        events.push((
             "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
-        ),
-        (
+            json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": input.to_string()}}),
+        ));
+        events.push((
             "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ),
-        (
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}}),
-        ),
-        ("message_stop", json!({"type": "message_stop"})),
-    ];
+            json!({"type": "content_block_stop", "index": i}),
+        ));
+    }
+    events.push((
+        "message_delta",
+        json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}}),
+    ));
+    events.push(("message_stop", json!({"type": "message_stop"})));
     let body: String = events
         .iter()
         .map(|(n, d)| format!("event: {n}\ndata: {d}\n\n"))
         .collect();
     http("200 OK", &[("content-type", "text/event-stream")], &body)
+}
+
+/// A local LLM provider for the agent loop whose short calls (titles, summaries: requests
+/// without tools) may come in any order, concurrently with the turn: requests with tools get
+/// `turn` in order, the others `short`. Records every request body.
+pub async fn llm_turns(turn: Vec<String>, short: String) -> (String, Arc<Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let queue = Arc::new(Mutex::new(std::collections::VecDeque::from(turn)));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let (log, queue, short) = (log.clone(), queue.clone(), short.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let body = loop {
+                    let n = sock.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
+                    let len = head
+                        .lines()
+                        .find_map(|l| l.strip_prefix("content-length:"))
+                        .and_then(|v| v.trim().parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if buf.len() >= end + 4 + len {
+                        break String::from_utf8_lossy(&buf[end + 4..end + 4 + len]).into_owned();
+                    }
+                };
+                let tools = serde_json::from_str::<serde_json::Value>(&body)
+                    .ok()
+                    .and_then(|v| v.get("tools").and_then(|t| t.as_array()).map(|t| !t.is_empty()))
+                    .unwrap_or(false);
+                log.lock().unwrap().push(body);
+                let resp = match tools {
+                    true => queue
+                        .lock()
+                        .unwrap()
+                        .pop_front()
+                        .unwrap_or_else(|| anthropic_answer("(script ended)")),
+                    false => short,
+                };
+                let _ = sock.write_all(resp.as_bytes()).await;
+                let _ = sock.shutdown().await;
+            });
+        }
+    });
+    (url, seen)
 }

@@ -1066,8 +1066,10 @@ impl AgentSession {
         let derived = title_of(first);
         let req = self.short_request(TITLE_INSTRUCTION, first);
         let mut call = Box::pin(short_call_with(self.opts.provider.clone(), req));
-        let polled =
-            std::future::poll_fn(|cx| std::task::Poll::Ready(std::future::Future::poll(call.as_mut(), cx))).await;
+        let polled = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(call.as_mut(), cx))
+        })
+        .await;
         if let std::task::Poll::Ready(answer) = polled {
             return Some(clean_title(answer).unwrap_or(derived));
         }
@@ -1081,7 +1083,12 @@ impl AgentSession {
             let title = clean_title(call.await).unwrap_or(derived);
             entry["title"] = json!(title);
             match file
-                .submit(Command::new(&user, "agent.session", Some(&agent_block), entry))
+                .submit(Command::new(
+                    &user,
+                    "agent.session",
+                    Some(&agent_block),
+                    entry,
+                ))
                 .await
             {
                 Ok(_) => Some(title),

@@ -85,6 +85,29 @@ impl ElfieeServer {
         &self.inner.session_id
     }
 
+    /// Writes what the agent's project directory holds that its folder does not (Claude
+    /// Code's own shell and editor see the folder, not the document): the export the agent
+    /// loop does before each shell step, done after each change. A refusal (a file changed
+    /// on disk) is logged; the export's outcome is in the log.
+    async fn export_project(&self, agent: &str) {
+        let file = &self.inner.file;
+        let dirty = file.with_state(|s| {
+            let dir = crate::service::agent_referenced(s, agent, "directory")?;
+            elfiee_capabilities::builtin::directory_status(s, dir)
+                .is_dirty()
+                .then(|| dir.block_id.clone())
+        });
+        if let Some(dir) = dirty {
+            match crate::service::export_directory(file, &self.inner.editor, &dir).await {
+                Ok(out) if out["refused"].as_array().is_some_and(|r| !r.is_empty()) => {
+                    tracing::warn!(refused = %out["refused"], "export left files changed on disk alone")
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "export after a change failed"),
+            }
+        }
+    }
+
     /// Runs a tool; a call that may change something is checkpointed as one step of this
     /// server's session when its editor is an agent's (Claude Code's edits, seed 004 §3).
     pub async fn run_tool(&self, name: &str, args: Value) -> Result<Value, tools::ToolError> {
@@ -110,6 +133,9 @@ impl ElfieeServer {
         let (recorder, last) = guard.as_mut().expect("made above");
         let start = recorder.begin();
         let result = tools::call_in_session(file, editor, session, name, args).await;
+        if result.is_ok() {
+            self.export_project(&agent).await;
+        }
         match start.and_then(|s| recorder.end(s, *last + 1)) {
             Ok(mut entry) => {
                 entry["session_id"] = json!(self.inner.session_id);

@@ -31,8 +31,14 @@ pub const AGENT_GRANTS: &[&str] = &[
 
 /// Capabilities an agent editor receives on each directory it works in (its target project,
 /// a directory its agent block references): what it makes lands in the project (seed 002
-/// §2.1B). Revocable like any grant.
-pub const AGENT_DIRECTORY_GRANTS: &[&str] = &["directory.add", "directory.move", "directory.remove"];
+/// §2.1B), written out by an export (Claude Code's shell runs outside Elfiee, so its MCP
+/// server exports after each change). Revocable like any grant.
+pub const AGENT_DIRECTORY_GRANTS: &[&str] = &[
+    "directory.add",
+    "directory.move",
+    "directory.remove",
+    "directory.export",
+];
 
 /// Grants of [`AGENT_DIRECTORY_GRANTS`] on `dir` for `editor` that it does not hold yet.
 pub(crate) fn directory_grants(
@@ -386,7 +392,7 @@ mod tests {
         assert!(editor.starts_with("agent-"));
         assert!(k.state.has_grant(editor, "markdown.write", "any-block"));
         assert!(!k.state.has_grant(editor, "core.delete", "any-block"));
-        for cap in ["directory.add", "directory.move", "directory.remove"] {
+        for cap in super::AGENT_DIRECTORY_GRANTS {
             assert!(k.state.has_grant(editor, cap, &dir), "{cap} on its project");
             assert!(!k.state.has_grant(editor, cap, "another-dir"), "{cap} elsewhere");
         }

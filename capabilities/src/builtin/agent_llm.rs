@@ -493,9 +493,16 @@ mod tests {
             json!(["The API is in src/api.rs", "Use tabs"]),
             "other fields leave the knowledge alone"
         );
-        let too_many: Vec<String> = (0..=super::MAX_KNOWLEDGE).map(|i| format!("fact {i}")).collect();
+        let too_many: Vec<String> = (0..=super::MAX_KNOWLEDGE)
+            .map(|i| format!("fact {i}"))
+            .collect();
         let e = k
-            .err("alice", "agent.configure", Some(&a), json!({"knowledge": too_many}))
+            .err(
+                "alice",
+                "agent.configure",
+                Some(&a),
+                json!({"knowledge": too_many}),
+            )
             .to_string();
         assert!(e.contains("at most 32 entries (got 33)"), "{e}");
         let e = k
@@ -506,15 +513,35 @@ mod tests {
                 json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
             )
             .to_string();
-        assert!(e.contains("knowledge entry 2 is 1001 characters; at most 1000"), "{e}");
+        assert!(
+            e.contains("knowledge entry 2 is 1001 characters; at most 1000"),
+            "{e}"
+        );
         let e = k
-            .err("alice", "agent.configure", Some(&a), json!({"knowledge": ["  "]}))
+            .err(
+                "alice",
+                "agent.configure",
+                Some(&a),
+                json!({"knowledge": ["  "]}),
+            )
             .to_string();
         assert!(e.contains("knowledge entry 1 is empty"), "{e}");
-        k.err("alice", "agent.configure", Some(&a), json!({"knowledge": "one string"}));
-        k.ok("alice", "agent.configure", Some(&a), json!({"knowledge": []}));
+        k.err(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": "one string"}),
+        );
+        k.ok(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": []}),
+        );
         assert!(
-            k.state.blocks[&a].contents["config"].get("knowledge").is_none(),
+            k.state.blocks[&a].contents["config"]
+                .get("knowledge")
+                .is_none(),
             "[] clears the list"
         );
         assert!(super::AgentConfig::of(&k.state.blocks[&a].contents)
