@@ -227,7 +227,10 @@ async fn the_agent_loop_adds_a_tested_file_its_next_shell_step_passes_cargo_test
     let u = ok(&p.elf, &["agent", "undo", sid, "--steps", "2"]).await;
     assert_eq!(u["steps"], json!([1, 2]));
     assert!(!p.root.join("src/agent_made.rs").exists());
-    assert!(!p.root.join("Cargo.lock").exists(), "cargo test's lock file goes too");
+    assert!(
+        !p.root.join("Cargo.lock").exists(),
+        "cargo test's lock file goes too"
+    );
     assert!(std::fs::read_to_string(p.root.join("src/main.rs"))
         .unwrap()
         .contains("Hello, world!"));
@@ -309,7 +312,9 @@ async fn claude_code_over_mcp_adds_a_file_that_lands_in_the_project_and_undoes_i
         results[4]
     );
     assert_eq!(results[5]["structured_content"]["steps"], json!([4]));
-    let after = results[6]["structured_content"]["steps"].as_array().unwrap();
+    let after = results[6]["structured_content"]["steps"]
+        .as_array()
+        .unwrap();
     assert_eq!(after[3]["status"], "undone");
     // Exported as the calls happened: Claude Code's own shell sees the files.
     assert_eq!(
@@ -346,13 +351,21 @@ async fn an_approved_proposal_adds_the_file_and_a_terminal_run_passes_cargo_test
         .as_str()
         .unwrap()
         .to_owned();
-    let (url, _seen) =
-        common::llm_turns(vec![], common::anthropic_answer(&answer.replace("MAIN", &main_id)))
-            .await;
+    let (url, _seen) = common::llm_turns(
+        vec![],
+        common::anthropic_answer(&answer.replace("MAIN", &main_id)),
+    )
+    .await;
     configure(&p, &url).await;
     let prop = ok(
         &p.elf,
-        &["agent", "invoke", &p.agent, "--prompt", "add a tested module"],
+        &[
+            "agent",
+            "invoke",
+            &p.agent,
+            "--prompt",
+            "add a tested module",
+        ],
     )
     .await;
     let pid = prop["proposal_id"].as_str().unwrap().to_owned();

@@ -590,7 +590,9 @@ fn bad_json_rpc_input_is_answered_and_the_server_keeps_running() {
     assert_eq!(r["result"]["isError"], true, "{r}");
     let msg = r["result"]["content"][0]["text"].as_str().unwrap();
     assert!(
-        msg.contains("expected {block_type: string, directory?: string, name?: string, path?: string}"),
+        msg.contains(
+            "expected {block_type: string, directory?: string, name?: string, path?: string}"
+        ),
         "{msg}"
     );
     // `arguments` that is not an object at all.

@@ -40,7 +40,14 @@ fn done(text: &str) -> LlmResponse {
 
 fn git(root: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "core.autocrlf=false"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "core.autocrlf=false",
+        ])
         .args(args)
         .current_dir(root)
         .output()
@@ -124,7 +131,10 @@ async fn project() -> Project {
         node_id: "undo".into(),
         ..EngineConfig::default()
     });
-    let file = engine.init(&tmp.path().join("a.elf"), "Alice").await.unwrap();
+    let file = engine
+        .init(&tmp.path().join("a.elf"), "Alice")
+        .await
+        .unwrap();
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     let report = elfiee_adapters::service::import_directory(
         &file,
@@ -235,8 +245,14 @@ async fn three_agent_steps_undo_two_and_redo_them_on_both_sides_byte_for_byte() 
     let after2 = shot(&p);
     s.run_turn("add a file", &mut no_ask).await.unwrap();
     let after3 = shot(&p);
-    assert_eq!(after1.tree, before.tree, "a block write leaves the folder alone");
-    assert!(after3.tree.contains_key("src/agent_made.rs"), "the new file is in the project");
+    assert_eq!(
+        after1.tree, before.tree,
+        "a block write leaves the folder alone"
+    );
+    assert!(
+        after3.tree.contains_key("src/agent_made.rs"),
+        "the new file is in the project"
+    );
     assert!(!after2.tree.contains_key("README.md"));
 
     // The steps say what each changed.
@@ -269,7 +285,9 @@ async fn three_agent_steps_undo_two_and_redo_them_on_both_sides_byte_for_byte() 
     assert_eq!(statuses, vec!["done", "undone", "undone"]);
 
     // Redo brings steps 2 and 3 back.
-    let r = checkpoint::redo(&p.file, "alice", &sid, false).await.unwrap();
+    let r = checkpoint::redo(&p.file, "alice", &sid, false)
+        .await
+        .unwrap();
     assert_eq!(r.steps, vec![2, 3]);
     let now = shot(&p);
     assert_eq!(now.tree, after3.tree);
@@ -277,7 +295,9 @@ async fn three_agent_steps_undo_two_and_redo_them_on_both_sides_byte_for_byte() 
     assert_eq!(now.blocks, after3.blocks);
     check_log(&p.file).await;
     assert!(
-        checkpoint::redo(&p.file, "alice", &sid, false).await.is_err(),
+        checkpoint::redo(&p.file, "alice", &sid, false)
+            .await
+            .is_err(),
         "nothing left to redo"
     );
 
@@ -337,9 +357,15 @@ async fn a_block_changed_after_the_step_by_someone_else_is_named_and_left_alone(
         .await
         .unwrap_err();
     assert!(!e.to_string().is_empty());
-    let e = checkpoint::undo(&p.file, "alice", "no-such-session", Selection::Last(1), false)
-        .await
-        .unwrap_err();
+    let e = checkpoint::undo(
+        &p.file,
+        "alice",
+        "no-such-session",
+        Selection::Last(1),
+        false,
+    )
+    .await
+    .unwrap_err();
     assert!(e.to_string().contains("no agent session"), "{e}");
 }
 
@@ -429,7 +455,10 @@ async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("a.txt"), "start").unwrap();
     let engine = Engine::new(EngineConfig::default());
-    let file = engine.init(&tmp.path().join("p.elf"), "Alice").await.unwrap();
+    let file = engine
+        .init(&tmp.path().join("p.elf"), "Alice")
+        .await
+        .unwrap();
     let dir = elfiee_adapters::service::import_directory(
         &file,
         "alice",
@@ -564,5 +593,123 @@ proptest! {
             .build()
             .unwrap();
         rt.block_on(run_ops(ops))?;
+    }
+}
+
+// A checkpoint from file events must see exactly what a walk sees: random changes (files
+// made, changed, removed, folders made and renamed, ignore rules changed, ignored files
+// written), then the watched rescan is compared with a fresh walk.
+
+#[derive(Debug, Clone)]
+enum Change {
+    Write(usize, Vec<u8>),
+    Delete(usize),
+    Chmod(usize, bool),
+    RenameDir,
+    IgnoreLogs(bool),
+    Log(u8),
+}
+
+const WPATHS: [&str; 6] = [
+    "a.txt",
+    "d/b.rs",
+    "d/e/c.md",
+    "x.log",
+    "target/out",
+    "n/new.rs",
+];
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        4 => (0..WPATHS.len(), content()).prop_map(|(i, c)| Change::Write(i, c)),
+        2 => (0..WPATHS.len()).prop_map(Change::Delete),
+        1 => (0..WPATHS.len(), any::<bool>()).prop_map(|(i, x)| Change::Chmod(i, x)),
+        1 => Just(Change::RenameDir),
+        1 => any::<bool>().prop_map(Change::IgnoreLogs),
+        1 => any::<u8>().prop_map(Change::Log),
+    ]
+}
+
+fn apply_change(root: &Path, c: &Change) {
+    use std::os::unix::fs::PermissionsExt;
+    match c {
+        Change::Write(i, bytes) => {
+            let p = root.join(WPATHS[*i]);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, bytes).unwrap();
+        }
+        Change::Delete(i) => {
+            let _ = std::fs::remove_file(root.join(WPATHS[*i]));
+        }
+        Change::Chmod(i, x) => {
+            let p = root.join(WPATHS[*i]);
+            if p.is_file() {
+                let mode = if *x { 0o755 } else { 0o600 };
+                std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+            }
+        }
+        Change::RenameDir => {
+            if root.join("d").is_dir() {
+                let _ = std::fs::remove_dir_all(root.join("d2"));
+                std::fs::rename(root.join("d"), root.join("d2")).unwrap();
+            } else if root.join("d2").is_dir() {
+                std::fs::rename(root.join("d2"), root.join("d")).unwrap();
+            }
+        }
+        Change::IgnoreLogs(on) => {
+            let rules = if *on { "*.log\n" } else { "# nothing\n" };
+            std::fs::write(root.join(".gitignore"), rules).unwrap();
+        }
+        Change::Log(n) => {
+            std::fs::write(root.join(format!("run-{n}.log")), [*n]).unwrap();
+        }
+    }
+}
+
+fn contents(m: &checkpoint::Manifest) -> BTreeMap<String, (String, u64, u32)> {
+    m.files
+        .iter()
+        .map(|(k, v)| (k.clone(), (v.hash.clone(), v.len, v.mode)))
+        .collect()
+}
+
+async fn watched_equals_walk(rounds: Vec<Vec<Change>>) -> Result<(), TestCaseError> {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("w");
+    std::fs::create_dir_all(root.join("d/e")).unwrap();
+    std::fs::write(root.join("a.txt"), "a").unwrap();
+    std::fs::write(root.join("d/b.rs"), "b").unwrap();
+    let engine = Engine::new(EngineConfig::default());
+    let file = engine
+        .init(&tmp.path().join("w.elf"), "Alice")
+        .await
+        .unwrap();
+    let mut tracker = checkpoint::FolderTracker::open(&file, "dir", &root);
+    tracker.scan().unwrap();
+    for round in rounds {
+        for c in &round {
+            apply_change(&root, c);
+        }
+        let (watched, _) = tracker.scan().unwrap();
+        let (walked, _) =
+            checkpoint::scan::scan(&root, &Default::default(), |_, _, _| Ok(())).unwrap();
+        prop_assert_eq!(contents(&watched), contents(&walked), "after {:?}", round);
+    }
+    file.close().await;
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #[test]
+    fn a_checkpoint_from_file_events_sees_what_a_walk_sees(
+        rounds in proptest::collection::vec(proptest::collection::vec(change(), 0..5), 1..6)
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(watched_equals_walk(rounds))?;
     }
 }

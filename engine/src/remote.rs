@@ -99,7 +99,10 @@ mod serde_bytes_vec {
             fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
                 Ok(v)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Vec<u8>, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Vec<u8>, A::Error> {
                 let mut out = Vec::new();
                 while let Some(b) = a.next_element::<u8>()? {
                     out.push(b);

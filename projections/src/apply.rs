@@ -494,9 +494,10 @@ pub fn set_block(state: &mut State, id: &str, image: Option<Block>) {
 }
 
 fn edges_of(b: &Block) -> impl Iterator<Item = (Relation, String)> + '_ {
-    b.children.iter().filter_map(|(r, t)| Relation::parse(r).map(|r| (r, t))).flat_map(
-        |(r, targets)| targets.iter().map(move |t| (r, t.clone())),
-    )
+    b.children
+        .iter()
+        .filter_map(|(r, t)| Relation::parse(r).map(|r| (r, t)))
+        .flat_map(|(r, targets)| targets.iter().map(move |t| (r, t.clone())))
 }
 
 /// Removes a block and every relation that mentions it, in both directions.

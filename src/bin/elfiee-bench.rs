@@ -70,7 +70,7 @@ struct Args {
     keep: bool,
     /// Run only some measurements (for profiling): comma-separated of `sequential`,
     /// `concurrent`, `big` (build + replay + open), `context`, `socket`, `mcp`, `project`,
-    /// `graph`. The output then lacks the others.
+    /// `graph`, `sync`, `checkpoint`. The output then lacks the others.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Commands per `submit_all` group when building the big log (default 1024).
@@ -167,6 +167,8 @@ macro_rules! info {
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 // In a folder of its own: a file beside this one would be taken for another binary.
+#[path = "elfiee-bench/checkpoint.rs"]
+mod checkpoint;
 #[path = "elfiee-bench/graph.rs"]
 mod graph;
 #[path = "elfiee-bench/sync.rs"]
@@ -271,6 +273,9 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     }
     if args.wants("graph") {
         out["graph"] = graph::graph_phase(&rt, &engine, base, &plan)?;
+    }
+    if args.wants("checkpoint") {
+        out["checkpoint"] = checkpoint::checkpoint_phase(&rt, &engine, base, &plan)?;
     }
     if args.wants("sync") {
         out["sync"] = sync::sync_phase(&rt, base, &plan)?;

@@ -228,7 +228,11 @@ pub async fn llm_turns(turn: Vec<String>, short: String) -> (String, Arc<Mutex<V
                 };
                 let tools = serde_json::from_str::<serde_json::Value>(&body)
                     .ok()
-                    .and_then(|v| v.get("tools").and_then(|t| t.as_array()).map(|t| !t.is_empty()))
+                    .and_then(|v| {
+                        v.get("tools")
+                            .and_then(|t| t.as_array())
+                            .map(|t| !t.is_empty())
+                    })
                     .unwrap_or(false);
                 log.lock().unwrap().push(body);
                 let resp = match tools {

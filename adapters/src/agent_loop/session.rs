@@ -536,7 +536,11 @@ impl AgentSession {
                     }
                 }
                 Some("step") => {
-                    last_step = e.value.get("step").and_then(Value::as_u64).unwrap_or(last_step)
+                    last_step = e
+                        .value
+                        .get("step")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(last_step)
                 }
                 Some("title") => {
                     title = e

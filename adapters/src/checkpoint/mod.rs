@@ -18,6 +18,7 @@
 //! `elfiee agent steps` and undo work from any process, and replay calls nothing.
 
 pub mod scan;
+pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -66,6 +67,11 @@ pub struct FolderTracker {
     root: PathBuf,
     cache_file: PathBuf,
     last: Manifest,
+    /// File events since the last scan (after the first walk of this process).
+    watch: Option<watch::FolderWatch>,
+    /// Whether `last` was made by a walk or a rescan in this process (a cache loaded from
+    /// disk may be older than the watch: the first scan walks).
+    fresh: bool,
 }
 
 impl FolderTracker {
@@ -81,9 +87,11 @@ impl FolderTracker {
             .unwrap_or_default();
         FolderTracker {
             file: file.clone(),
-            root: root.to_path_buf(),
+            root: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()),
             cache_file,
             last,
+            watch: None,
+            fresh: false,
         }
     }
 
@@ -95,14 +103,40 @@ impl FolderTracker {
     /// (durable with the next commit). Returns the manifest and what the scan cost.
     pub fn scan(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
         let file = self.file.clone();
-        let (m, stats) = scan::scan(&self.root, &self.last, |_, st, bytes| {
+        let keep = |_: &str, st: &FileState, bytes: &[u8]| {
             let r = file.put_bytes(bytes).map_err(|e| e.to_string())?;
             if r.hash.to_hex() != st.hash {
-                return Err("the content store hashed a file differently".into());
+                return Err("the content store hashed a file differently".to_owned());
             }
             Ok(())
+        };
+        let failed = |e: String| storage(format!("checkpoint of {}: {e}", self.root.display()));
+        if let (Some(w), true) = (&self.watch, self.fresh) {
+            match w.changes() {
+                watch::Changes::Paths(paths) => {
+                    if let Some((m, stats)) =
+                        scan::rescan_paths(&self.root, &self.last, &paths, keep).map_err(failed)?
+                    {
+                        self.last = m.clone();
+                        return Ok((m, stats));
+                    }
+                }
+                watch::Changes::Walk(why) => tracing::debug!(why, "checkpoint walks the folder"),
+            }
+        }
+        if self.watch.as_ref().is_none_or(|w| !w.healthy()) {
+            self.watch = watch::FolderWatch::start(&self.root);
+        }
+        // Each folder is watched as the walk comes to it, before its files are listed: a
+        // change made during the walk is an event next time.
+        let w = self.watch.as_ref();
+        let (m, stats) = scan::scan_with(&self.root, &self.last, keep, |dir| {
+            if let Some(w) = w {
+                w.watch_dir(dir);
+            }
         })
-        .map_err(|e| storage(format!("checkpoint of {}: {e}", self.root.display())))?;
+        .map_err(failed)?;
+        self.fresh = self.watch.as_ref().is_some_and(|w| w.healthy());
         self.last = m.clone();
         Ok((m, stats))
     }

@@ -65,11 +65,21 @@ fn skipped_dir(name: &str) -> bool {
     SKIPPED_DIRS.contains(&name) || name.ends_with(".elf")
 }
 
-/// The regular files under `root` (relative path, full path), in path order.
+/// The regular files under `root` (relative path, full path, metadata), in path order. The
+/// walk runs on every core: a rescan's cost is this walk (a `stat` per file).
 pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, String> {
+    walk_with(root, |_| {})
+}
+
+/// [`walk`], calling `on_dir` with each folder it comes to before listing it.
+pub fn walk_with(
+    root: &Path,
+    on_dir: impl Fn(&Path) + Sync,
+) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, String> {
     if !root.is_dir() {
         return Err(format!("{} is not a folder", root.display()));
     }
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
     let mut wb = ignore::WalkBuilder::new(root);
     wb.hidden(false)
         .ignore(true)
@@ -79,27 +89,60 @@ pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, St
         .parents(false)
         .require_git(false)
         .follow_links(false)
+        .threads(threads)
         .filter_entry(|e| {
             !(e.depth() > 0
                 && e.file_type().is_some_and(|t| t.is_dir())
                 && skipped_dir(&e.file_name().to_string_lossy()))
         });
-    let mut out = Vec::new();
-    for entry in wb.build() {
-        let Ok(entry) = entry else { continue };
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        let Some(rel) = rel.to_str() else { continue };
-        if rel.ends_with(".elf") {
-            continue;
-        }
-        let Ok(meta) = entry.metadata() else { continue };
-        out.push((rel.replace('\\', "/"), entry.path().to_path_buf(), meta));
+    type Found = Vec<(String, PathBuf, std::fs::Metadata)>;
+    /// Each thread's finds, handed over when its visitor is dropped.
+    struct Collector<'a> {
+        local: Found,
+        found: &'a std::sync::Mutex<Found>,
     }
+    impl Drop for Collector<'_> {
+        fn drop(&mut self) {
+            self.found
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .append(&mut self.local);
+        }
+    }
+    let found = std::sync::Mutex::new(Vec::new());
+    wb.build_parallel().run(|| {
+        let mut c = Collector {
+            local: Vec::new(),
+            found: &found,
+        };
+        let on_dir = &on_dir;
+        Box::new(move |entry| {
+            if let Ok(entry) = entry {
+                if entry.depth() > 0 && entry.file_type().is_some_and(|t| t.is_dir()) {
+                    on_dir(entry.path());
+                }
+                if entry.file_type().is_some_and(|t| t.is_file()) {
+                    if let Some(rel) = entry
+                        .path()
+                        .strip_prefix(root)
+                        .ok()
+                        .and_then(Path::to_str)
+                        .filter(|r| !r.ends_with(".elf"))
+                    {
+                        if let Ok(meta) = entry.metadata() {
+                            c.local.push((
+                                rel.replace('\\', "/"),
+                                entry.path().to_path_buf(),
+                                meta,
+                            ));
+                        }
+                    }
+                }
+            }
+            ignore::WalkState::Continue
+        })
+    });
+    let mut out = found.into_inner().unwrap_or_else(|p| p.into_inner());
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
@@ -110,12 +153,23 @@ pub fn walk(root: &Path) -> Result<Vec<(String, PathBuf, std::fs::Metadata)>, St
 pub fn scan(
     root: &Path,
     cache: &Manifest,
+    on_new: impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+) -> Result<(Manifest, ScanStats), String> {
+    scan_with(root, cache, on_new, |_| {})
+}
+
+/// [`scan`], calling `on_dir` with each folder the walk comes to before listing it.
+pub fn scan_with(
+    root: &Path,
+    cache: &Manifest,
     mut on_new: impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+    on_dir: impl Fn(&Path) + Sync,
 ) -> Result<(Manifest, ScanStats), String> {
     let started = now_ns();
-    let mut files = BTreeMap::new();
+    // In path order, so the map is built in bulk.
+    let mut files = Vec::new();
     let mut stats = ScanStats::default();
-    for (rel, path, meta) in walk(root)? {
+    for (rel, path, meta) in walk_with(root, on_dir)? {
         stats.files += 1;
         let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
         let ctime_ns = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
@@ -151,15 +205,149 @@ pub fn scan(
                 state
             }
         };
-        files.insert(rel, state);
+        files.push((rel, state));
     }
     Ok((
         Manifest {
-            files,
+            files: files.into_iter().collect(),
             scanned_at_ns: started,
         },
         stats,
     ))
+}
+
+/// Whether the walk would leave `rel` out by an ignore file (`.ignore`, `.gitignore` in the
+/// folders on its way, deepest first, then `.git/info/exclude`), judged from the ignore files
+/// `manifest` holds.
+fn ignored(root: &Path, manifest: &Manifest, rel: &str) -> bool {
+    let full = root.join(rel);
+    let mut dirs: Vec<&str> = vec![""];
+    for (i, c) in rel.char_indices() {
+        if c == '/' {
+            dirs.push(&rel[..i]);
+        }
+    }
+    for dir in dirs.iter().rev() {
+        for name in [".ignore", ".gitignore"] {
+            let file = if dir.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{dir}/{name}")
+            };
+            if !manifest.files.contains_key(&file) {
+                continue;
+            }
+            let (gi, _) = ignore::gitignore::Gitignore::new(root.join(&file));
+            let m = gi.matched_path_or_any_parents(&full, false);
+            if m.is_ignore() {
+                return true;
+            }
+            if m.is_whitelist() {
+                return false;
+            }
+        }
+    }
+    let exclude = root.join(".git/info/exclude");
+    if exclude.is_file() {
+        let mut b = ignore::gitignore::GitignoreBuilder::new(root);
+        b.add(exclude);
+        if let Ok(gi) = b.build() {
+            return gi.matched_path_or_any_parents(&full, false).is_ignore();
+        }
+    }
+    false
+}
+
+/// [`scan`] of only the `changed` paths (absolute, from a [`super::watch::FolderWatch`]):
+/// `Ok(None)` when that cannot be precise (a folder made, moved or removed, an ignore file
+/// changed), and then the caller walks.
+pub fn rescan_paths(
+    root: &Path,
+    last: &Manifest,
+    changed: &std::collections::BTreeSet<PathBuf>,
+    mut on_new: impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+) -> Result<Option<(Manifest, ScanStats)>, String> {
+    let started = now_ns();
+    let mut m = last.clone();
+    let mut stats = ScanStats::default();
+    for p in changed {
+        let Some(rel) = p.strip_prefix(root).ok().and_then(Path::to_str) else {
+            continue;
+        };
+        if rel.is_empty() {
+            continue;
+        }
+        let rel = rel.replace('\\', "/");
+        let mut parts = rel.split('/');
+        let name = parts.next_back().unwrap_or_default();
+        if parts.any(skipped_dir) || name.ends_with(".elf") {
+            continue;
+        }
+        if matches!(name, ".gitignore" | ".ignore") {
+            return Ok(None);
+        }
+        let prefix = format!("{rel}/");
+        let holds_files = || {
+            m.files
+                .range(prefix.clone()..)
+                .next()
+                .is_some_and(|(k, _)| k.starts_with(&prefix))
+        };
+        match std::fs::symlink_metadata(p) {
+            Ok(meta) if meta.is_dir() => return Ok(None),
+            Ok(meta) if meta.is_file() => {
+                if !m.files.contains_key(&rel) && ignored(root, last, &rel) {
+                    continue;
+                }
+                let mtime_ns =
+                    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
+                let ctime_ns =
+                    i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+                let (len, ino, mode) = (meta.len(), meta.ino(), meta.mode() & 0o7777);
+                let same = m.files.get(&rel).is_some_and(|c| {
+                    c.len == len
+                        && c.mtime_ns == mtime_ns
+                        && c.ctime_ns == ctime_ns
+                        && c.ino == ino
+                        && c.mode == mode
+                        && mtime_ns < last.scanned_at_ns - RACY_NS
+                });
+                if same {
+                    continue;
+                }
+                let bytes = match std::fs::read(p) {
+                    Ok(b) => b,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        m.files.remove(&rel);
+                        continue;
+                    }
+                    Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
+                };
+                stats.hashed += 1;
+                stats.hashed_bytes += bytes.len() as u64;
+                let state = FileState {
+                    hash: blake3::hash(&bytes).to_hex().to_string(),
+                    len: bytes.len() as u64,
+                    mode,
+                    mtime_ns,
+                    ctime_ns,
+                    ino,
+                };
+                on_new(&rel, &state, &bytes)?;
+                m.files.insert(rel, state);
+            }
+            // Gone, or not a regular file (a symlink): not in the folder's files.
+            _ => {
+                if holds_files() {
+                    return Ok(None);
+                }
+                m.files.remove(&rel);
+            }
+        }
+    }
+    stats.files = m.files.len();
+    m.scanned_at_ns = started;
+    Ok(Some((m, stats)))
 }
 
 /// One file's change between two scans: `None` = absent.

@@ -587,12 +587,10 @@ pub async fn call_in_session(
                     }
                     return directory_add(file, editor, &dir, &path, None).await;
                 }
-                (Some(_), None) | (None, Some(_)) => {
-                    return Err(ToolError::new(
-                        "invalid_arguments",
-                        "pass both `directory` and `path` to make a file of a directory, or neither",
-                    ))
-                }
+                (Some(_), None) | (None, Some(_)) => return Err(ToolError::new(
+                    "invalid_arguments",
+                    "pass both `directory` and `path` to make a file of a directory, or neither",
+                )),
                 (None, None) => {}
             }
             let Some(block_name) = a.name else {
@@ -652,7 +650,9 @@ pub async fn call_in_session(
                 json!({"path": a.path, "keep_block": a.keep_block}),
             )
             .await?;
-            Ok(json!({"directory": dir, "path": a.path, "removed": true, "block_deleted": !a.keep_block, "seq": last_seq(&ev)}))
+            Ok(
+                json!({"directory": dir, "path": a.path, "removed": true, "block_deleted": !a.keep_block, "seq": last_seq(&ev)}),
+            )
         }
         "elfiee_block_delete" => {
             let a: BlockArgs = parse(name, args)?;

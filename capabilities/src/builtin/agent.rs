@@ -50,12 +50,14 @@ pub(crate) fn directory_grants(
     AGENT_DIRECTORY_GRANTS
         .iter()
         .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
-        .filter(|c| {
-            !state.grants.contains(&Grant::new(editor, **c, dir))
-        })
+        .filter(|c| !state.grants.contains(&Grant::new(editor, **c, dir)))
         .map(|cap| {
             let g = Grant::new(editor, *cap, dir);
-            EventDraft::new(editor, "core.grant", serde_json::to_value(&g).unwrap_or_default())
+            EventDraft::new(
+                editor,
+                "core.grant",
+                serde_json::to_value(&g).unwrap_or_default(),
+            )
         })
         .collect()
 }
@@ -394,7 +396,10 @@ mod tests {
         assert!(!k.state.has_grant(editor, "core.delete", "any-block"));
         for cap in super::AGENT_DIRECTORY_GRANTS {
             assert!(k.state.has_grant(editor, cap, &dir), "{cap} on its project");
-            assert!(!k.state.has_grant(editor, cap, "another-dir"), "{cap} elsewhere");
+            assert!(
+                !k.state.has_grant(editor, cap, "another-dir"),
+                "{cap} elsewhere"
+            );
         }
     }
 

@@ -42,12 +42,7 @@ impl Capability for CoreLink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if from == to {
@@ -81,7 +76,9 @@ impl Capability for CoreLink {
                 .filter(|b| b.block_type == "agent")
                 .and_then(|b| b.contents.get("editor_id"))
                 .and_then(serde_json::Value::as_str);
-            let is_dir = state.block(&to).is_some_and(|b| b.block_type == "directory");
+            let is_dir = state
+                .block(&to)
+                .is_some_and(|b| b.block_type == "directory");
             if let Some(agent) = agent_editor.filter(|a| is_dir && *a != cmd.editor_id) {
                 out.extend(super::agent::directory_grants(state, ctx, agent, &to));
             }

@@ -152,10 +152,20 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         let b = k.block("markdown", "b");
-        k.ok("alice", "markdown.write", Some(&a), json!({"markdown": "v1"}));
+        k.ok(
+            "alice",
+            "markdown.write",
+            Some(&a),
+            json!({"markdown": "v1"}),
+        );
         let before = k.state.clone();
         let a_before = k.state.blocks[&a].clone();
-        k.ok("alice", "markdown.write", Some(&a), json!({"markdown": "v2"}));
+        k.ok(
+            "alice",
+            "markdown.write",
+            Some(&a),
+            json!({"markdown": "v2"}),
+        );
         k.ok(
             "alice",
             "core.link",
