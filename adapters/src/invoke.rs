@@ -169,8 +169,13 @@ impl Effect for InvokeEffect {
                     .map(|(_, c)| c.to_owned())
                     .collect();
                 roots.extend(extra.iter().cloned());
+                // The context policy (docs/AGENT_LOOP.md): referenced blocks, their
+                // `implement` neighbours, then a referenced directory's files most relevant
+                // to the request, then the rest of the walk.
                 let opts = ContextOptions {
                     max_tokens: cfg.max_context_tokens as usize,
+                    query: Some(prompt.clone()),
+                    directory_files: true,
                     ..ContextOptions::default()
                 };
                 let fetch = |r: &elfiee_model::ContentRef| cx.file.content(r).ok();

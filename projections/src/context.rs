@@ -1,10 +1,22 @@
 //! The context an agent sees: blocks reachable from its referenced blocks, as Markdown, within a
-//! token budget (DESIGN.md §8, seed 000 §3.10–3.11).
+//! token budget (DESIGN.md §8, seed 000 §3.10–3.12).
 //!
 //! [`collect_context`] walks the relation graph breadth-first from the roots (following the
 //! chosen relations, `reference` and `implement` by default) down to `max_depth`, visiting each
 //! block once, so a cycle — impossible through `core.link`, but a hand-built state may have
-//! one — cannot loop. Each block becomes a section
+//! one — cannot loop. What is kept when the budget is short is chosen by the relation graph,
+//! not by position (seed 000 §3.12, docs/AGENT_LOOP.md "Context policy"), in this order:
+//!
+//! 1. the roots (the blocks the agent references, the request's extra blocks);
+//! 2. their `implement` neighbours, both ways (the code implementing a referenced
+//!    requirement, the requirement a referenced file implements), even when the walk's
+//!    direction would not reach them;
+//! 3. with [`ContextOptions::directory_files`], the files of the directories reached, most
+//!    relevant to [`ContextOptions::query`] first (keywords shared with the path);
+//! 4. the rest of the walk, shallow before deep;
+//!
+//! and, within each, by relevance to the query, then by walk order. Each block appears once,
+//! at its latest version (the state holds no other). Each block becomes a section
 //!
 //! ```text
 //! ## {name} ({block_type}, {block_id})
@@ -51,6 +63,13 @@ pub struct ContextOptions {
     pub max_tokens: usize,
     /// Relations followed (default both: `reference` and `implement`).
     pub relations: Vec<Relation>,
+    /// What the context is for (the user's request): blocks and files sharing more of its
+    /// keywords come first within their rank.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// Also offer the files of the directories reached (default off).
+    #[serde(default)]
+    pub directory_files: bool,
 }
 
 impl Default for ContextOptions {
@@ -59,8 +78,24 @@ impl Default for ContextOptions {
             max_depth: 2,
             max_tokens: 8000,
             relations: Relation::ALL.to_vec(),
+            query: None,
+            directory_files: false,
         }
     }
+}
+
+/// Why a block is in the context (its rank: lower is kept first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rank {
+    /// A block the agent references (or the request names).
+    Root,
+    /// Linked to a root by `implement`, either way.
+    Implement,
+    /// A file of a directory reached.
+    File,
+    /// Reached by the walk.
+    Linked,
 }
 
 /// One block's section of the context.
@@ -70,6 +105,7 @@ pub struct ContextItem {
     pub name: String,
     pub block_type: String,
     pub depth: usize,
+    pub rank: Rank,
     /// The section's body (after the header), possibly cut and marked.
     pub text: String,
     /// Tokens of the whole section: header, body and the blank line after it.
@@ -159,10 +195,11 @@ pub fn collect_context_with(
         }
     }
 
+    let ranked = rank(state, reached, opts);
     let mut ctx = Context::default();
     let mut budget_left = opts.max_tokens;
-    let mut rest = reached.into_iter();
-    for (block, depth) in rest.by_ref() {
+    let mut rest = ranked.into_iter();
+    for (block, depth, rank) in rest.by_ref() {
         let body = Body::of(block, fetch);
         let text = body.render(body.raw.len(), false);
         let tokens = count_tokens(&section(
@@ -173,34 +210,170 @@ pub fn collect_context_with(
         ));
         if tokens <= budget_left {
             budget_left -= tokens;
-            ctx.items.push(item(block, depth, text, tokens));
+            ctx.items.push(item(block, depth, rank, text, tokens));
             continue;
         }
-        // The first section that does not fit is cut; everything after it (deeper) is dropped.
+        // The first section that does not fit is cut; everything after it (ranked lower) is
+        // dropped.
         match cut_to_fit(block, &body, budget_left) {
             Some((text, tokens)) => {
-                ctx.items.push(item(block, depth, text, tokens));
+                ctx.items.push(item(block, depth, rank, text, tokens));
                 ctx.truncated = Some(block.block_id.clone());
             }
             None => ctx.dropped.push(block.block_id.clone()),
         }
         break;
     }
-    ctx.dropped.extend(rest.map(|(b, _)| b.block_id.clone()));
+    ctx.dropped.extend(rest.map(|(b, _, _)| b.block_id.clone()));
     ctx.total_tokens = ctx.items.iter().map(|i| i.tokens).sum();
     debug_assert!(ctx.total_tokens <= opts.max_tokens);
     ctx
 }
 
-fn item(block: &Block, depth: usize, text: String, tokens: usize) -> ContextItem {
+fn item(block: &Block, depth: usize, rank: Rank, text: String, tokens: usize) -> ContextItem {
     ContextItem {
         block_id: block.block_id.clone(),
         name: block.name.clone(),
         block_type: block.block_type.clone(),
         depth,
+        rank,
         text,
         tokens,
     }
+}
+
+/// Lower-cased words of 3+ characters and character bigrams of CJK runs, without common
+/// English words: what two texts must share to be related (no model, no network).
+pub fn keywords(text: &str) -> std::collections::BTreeSet<String> {
+    const STOP: &[&str] = &[
+        "the", "and", "for", "with", "that", "this", "from", "into", "are", "was", "were", "you",
+        "your", "our", "have", "has", "not", "but", "all", "any", "can", "its", "then", "than",
+        "them", "they", "what", "when", "where", "which", "who", "how", "now", "please", "use",
+    ];
+    fn is_cjk(c: char) -> bool {
+        matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+    }
+    let mut out = std::collections::BTreeSet::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let flush_word = |w: &mut String, out: &mut std::collections::BTreeSet<String>| {
+        if w.chars().count() >= 3 && !STOP.contains(&w.as_str()) {
+            out.insert(std::mem::take(w));
+        }
+        w.clear();
+    };
+    let flush_cjk = |c: &mut Vec<char>, out: &mut std::collections::BTreeSet<String>| {
+        if c.len() == 1 {
+            out.insert(c[0].to_string());
+        }
+        for pair in c.windows(2) {
+            out.insert(pair.iter().collect());
+        }
+        c.clear();
+    };
+    for ch in text.chars() {
+        if is_cjk(ch) {
+            flush_word(&mut word, &mut out);
+            cjk.push(ch);
+        } else if ch.is_alphanumeric() || ch == '_' {
+            flush_cjk(&mut cjk, &mut out);
+            word.extend(ch.to_lowercase());
+        } else {
+            flush_word(&mut word, &mut out);
+            flush_cjk(&mut cjk, &mut out);
+        }
+    }
+    flush_word(&mut word, &mut out);
+    flush_cjk(&mut cjk, &mut out);
+    out
+}
+
+/// The walk's blocks (plus the roots' `implement` neighbours and, when asked, the files of
+/// the directories reached) in the order the budget keeps them (see the module docs).
+fn rank<'a>(
+    state: &'a crate::State,
+    reached: Vec<(&'a Block, usize)>,
+    opts: &ContextOptions,
+) -> Vec<(&'a Block, usize, Rank)> {
+    let query = opts.query.as_deref().map(keywords).unwrap_or_default();
+    let relevance = |text: &str| -> usize {
+        if query.is_empty() {
+            return 0;
+        }
+        keywords(text).intersection(&query).count()
+    };
+    let roots: Vec<&str> = reached
+        .iter()
+        .filter(|(_, d)| *d == 0)
+        .map(|(b, _)| b.block_id.as_str())
+        .collect();
+    let mut implement: HashSet<&str> = HashSet::new();
+    if opts.max_depth >= 1 && opts.relations.contains(&Relation::Implement) {
+        for r in &roots {
+            implement.extend(
+                state
+                    .children_of(r)
+                    .chain(state.parents_of(r))
+                    .filter(|(rel, _)| *rel == Relation::Implement)
+                    .map(|(_, id)| id),
+            );
+        }
+    }
+    let mut seen: HashSet<&str> = reached.iter().map(|(b, _)| b.block_id.as_str()).collect();
+    // (rank, depth, relevance, walk order, block)
+    let mut out: Vec<(Rank, usize, usize, usize, &Block)> = Vec::new();
+    for (i, (b, depth)) in reached.iter().enumerate() {
+        let rank = if *depth == 0 {
+            Rank::Root
+        } else if implement.contains(b.block_id.as_str()) {
+            Rank::Implement
+        } else {
+            Rank::Linked
+        };
+        out.push((rank, *depth, relevance(&b.name), i, b));
+    }
+    let mut order = reached.len();
+    for id in &implement {
+        if seen.insert(id) {
+            if let Some(b) = state.block(id) {
+                out.push((Rank::Implement, 1, relevance(&b.name), order, b));
+                order += 1;
+            }
+        }
+    }
+    if opts.directory_files {
+        let dirs: Vec<(&Block, usize)> = out
+            .iter()
+            .filter(|(.., b)| b.block_type == "directory")
+            .map(|(_, d, _, _, b)| (*b, *d))
+            .collect();
+        for (dir, depth) in dirs {
+            let entries = dir
+                .contents
+                .get("entries")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten();
+            for e in entries {
+                let (Some(path), Some(id)) = (
+                    e.get("path").and_then(Value::as_str),
+                    e.get("block_id").and_then(Value::as_str),
+                ) else {
+                    continue;
+                };
+                if let Some(b) = state.block(id) {
+                    if seen.insert(b.block_id.as_str()) {
+                        out.push((Rank::File, depth + 1, relevance(path), order, b));
+                        order += 1;
+                    }
+                }
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        (a.0, a.1, std::cmp::Reverse(a.2), a.3).cmp(&(b.0, b.1, std::cmp::Reverse(b.2), b.3))
+    });
+    out.into_iter().map(|(r, d, _, _, b)| (b, d, r)).collect()
 }
 
 fn section(name: &str, block_type: &str, block_id: &str, text: &str) -> String {

@@ -24,7 +24,8 @@ mod state;
 
 pub use apply::{apply, entry_path, fold_patch, set_block, update_block, IMPORT_INCOMPLETE};
 pub use context::{
-    collect_context, collect_context_with, count_tokens, Context, ContextItem, ContextOptions,
+    collect_context, collect_context_with, count_tokens, keywords, Context, ContextItem,
+    ContextOptions, Rank,
 };
 pub use fold::{panic_message, Applied, Fold, Folded, Folds};
 pub use graph::RelationGraph;

@@ -416,7 +416,7 @@ proptest! {
         only_reference in any::<bool>(),
     ) {
         let relations = if only_reference { vec![Relation::Reference] } else { Relation::ALL.to_vec() };
-        let opts = ContextOptions { max_depth, max_tokens, relations };
+        let opts = ContextOptions { max_depth, max_tokens, relations, ..ContextOptions::default() };
         let roots: Vec<String> = root_picks.iter().map(|i| format!("b{i}")).collect();
         let ctx = collect_context(&s, &roots, &opts);
 
@@ -473,4 +473,116 @@ proptest! {
             }
         }
     }
+}
+
+/// A state built the way folds build it (the reverse relation index kept).
+fn linked_state(blocks: Vec<Block>) -> State {
+    let mut s = State::default();
+    for b in blocks {
+        let id = b.block_id.clone();
+        elfiee_projections::set_block(&mut s, &id, Some(b));
+    }
+    s
+}
+
+#[test]
+fn a_short_budget_keeps_the_referenced_and_implement_blocks_and_drops_the_rest_first() {
+    let para = |topic: &str| format!("{topic}: the engine keeps an append-only log. ").repeat(12);
+    // The agent references `req`; `code` implements it (a link *to* req, which the walk from
+    // req would never follow); `spec` is implemented by req; six notes hang off req.
+    let mut blocks = vec![
+        md(
+            "req",
+            &para("requirement"),
+            &[
+                ("reference", "n1"),
+                ("reference", "n2"),
+                ("reference", "n3"),
+                ("implement", "spec"),
+            ],
+        ),
+        md("spec", &para("spec"), &[]),
+        block(
+            "code",
+            "code",
+            json!({"text": para("fn parse() {}"), "language": "rust"}),
+            &[("implement", "req")],
+        ),
+        md("n1", &para("note one"), &[("reference", "n4")]),
+        md("n2", &para("note two"), &[("reference", "n5")]),
+        md("n3", &para("note three"), &[("reference", "n6")]),
+    ];
+    for n in ["n4", "n5", "n6"] {
+        blocks.push(md(n, &para(n), &[]));
+    }
+    let s = linked_state(blocks);
+    let all = collect_context(&s, &roots(&["req"]), &big());
+    assert_eq!(all.items.len(), 9, "{:?}", ids(&all));
+    // Room for about half of the nine.
+    let budget = all.total_tokens / 2;
+    let ctx = collect_context(
+        &s,
+        &roots(&["req"]),
+        &ContextOptions {
+            max_tokens: budget,
+            ..big()
+        },
+    );
+    let kept = ids(&ctx);
+    assert_eq!(&kept[..3], ["req", "spec", "code"], "{kept:?}");
+    assert_eq!(ctx.items[1].rank, elfiee_projections::Rank::Implement);
+    assert_eq!(ctx.items[2].rank, elfiee_projections::Rank::Implement);
+    assert!(kept.len() <= 5, "about half: {kept:?}");
+    for deep in ["n4", "n5", "n6"] {
+        assert!(
+            ctx.dropped.contains(&deep.to_owned()),
+            "{deep} dropped first"
+        );
+    }
+    assert!(ctx.total_tokens <= budget);
+    assert_eq!(count_tokens(&ctx.to_markdown()), ctx.total_tokens);
+    // Each block once, at its latest version (the state holds no other).
+    let mut sorted = kept.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), kept.len());
+}
+
+#[test]
+fn a_directorys_files_come_by_relevance_to_the_request() {
+    let file =
+        |id: &str, text: &str| block(id, "code", json!({"text": text, "language": "rust"}), &[]);
+    let entries = json!([
+        {"path": "src/main.rs", "block_id": "f-main"},
+        {"path": "src/pdf/render.rs", "block_id": "f-pdf"},
+        {"path": "src/net/http.rs", "block_id": "f-http"},
+    ]);
+    let s = linked_state(vec![
+        block("dir", "directory", json!({"entries": entries}), &[]),
+        file("f-main", &"fn main() { run() }\n".repeat(30)),
+        file("f-pdf", &"pub fn render(page: &Page) {}\n".repeat(30)),
+        file("f-http", &"pub fn get(url: &str) {}\n".repeat(30)),
+    ]);
+    let opts = ContextOptions {
+        directory_files: true,
+        query: Some("Fix the PDF render of wide pages".into()),
+        ..big()
+    };
+    let all = collect_context(&s, &roots(&["dir"]), &opts);
+    assert_eq!(ids(&all), ["dir", "f-pdf", "f-main", "f-http"]);
+    // Room for the directory and one file: the relevant one.
+    let budget = all.items[0].tokens + all.items[1].tokens + 3;
+    let ctx = collect_context(
+        &s,
+        &roots(&["dir"]),
+        &ContextOptions {
+            max_tokens: budget,
+            ..opts.clone()
+        },
+    );
+    assert_eq!(&ids(&ctx)[..2], ["dir", "f-pdf"]);
+    assert!(ctx.total_tokens <= budget);
+    // Without the option the files are not offered.
+    let plain = collect_context(&s, &roots(&["dir"]), &big());
+    assert_eq!(ids(&plain), ["dir"]);
 }

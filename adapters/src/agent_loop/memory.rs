@@ -13,52 +13,9 @@ pub struct Memory {
     pub keywords: BTreeSet<String>,
 }
 
-const STOP: &[&str] = &[
-    "the", "and", "for", "with", "that", "this", "from", "into", "are", "was", "were", "you",
-    "your", "our", "have", "has", "not", "but", "all", "any", "can", "its", "then", "than", "them",
-    "they", "what", "when", "where", "which", "who", "how", "now", "please", "use",
-];
-
-/// Lower-cased words of 3+ characters (ASCII-ish scripts) and character bigrams of CJK runs.
-pub fn keywords(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    let mut word = String::new();
-    let mut cjk: Vec<char> = Vec::new();
-    let flush_word = |w: &mut String, out: &mut BTreeSet<String>| {
-        if w.chars().count() >= 3 && !STOP.contains(&w.as_str()) {
-            out.insert(std::mem::take(w));
-        }
-        w.clear();
-    };
-    let flush_cjk = |c: &mut Vec<char>, out: &mut BTreeSet<String>| {
-        if c.len() == 1 {
-            out.insert(c[0].to_string());
-        }
-        for pair in c.windows(2) {
-            out.insert(pair.iter().collect());
-        }
-        c.clear();
-    };
-    for ch in text.chars() {
-        if is_cjk(ch) {
-            flush_word(&mut word, &mut out);
-            cjk.push(ch);
-        } else if ch.is_alphanumeric() || ch == '_' {
-            flush_cjk(&mut cjk, &mut out);
-            word.extend(ch.to_lowercase());
-        } else {
-            flush_word(&mut word, &mut out);
-            flush_cjk(&mut cjk, &mut out);
-        }
-    }
-    flush_word(&mut word, &mut out);
-    flush_cjk(&mut cjk, &mut out);
-    out
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
-}
+/// Lower-cased words of 3+ characters (ASCII-ish scripts) and character bigrams of CJK runs
+/// (the same keywords the context policy ranks by).
+pub use elfiee_projections::context::keywords;
 
 /// The `limit` memories sharing the most keywords with `query` (at least one), best first;
 /// ties go to the newer memory.

@@ -292,8 +292,81 @@ fn compacted(history: Vec<Message>, note: Message, kept: usize) -> Vec<Message> 
     out
 }
 
-/// Replaces tool outputs older than the newest `budget` tokens of tool output with a marker.
+/// The block reads (`elfiee_block_get` results with the block whole) in `messages`:
+/// `(message index, content index, block id, seq of the version read)`, oldest first.
+fn block_reads(messages: &[Message]) -> Vec<(usize, usize, String, u64)> {
+    let mut gets: HashMap<&str, ()> = HashMap::new();
+    for m in messages {
+        for b in &m.content {
+            if let ContentBlock::ToolUse { id, name, .. } = b {
+                if name == "elfiee_block_get" {
+                    gets.insert(id.as_str(), ());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (mi, m) in messages.iter().enumerate() {
+        for (bi, b) in m.content.iter().enumerate() {
+            let ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error: false,
+            } = b
+            else {
+                continue;
+            };
+            if !gets.contains_key(tool_use_id.as_str()) {
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(content) else {
+                continue;
+            };
+            if let (Some(id), Some(seq), true) = (
+                v.get("block_id").and_then(Value::as_str),
+                v.get("seq").and_then(Value::as_u64),
+                v.get("contents").is_some(),
+            ) {
+                out.push((mi, bi, id.to_owned(), seq));
+            }
+        }
+    }
+    out
+}
+
+/// Fits the tool outputs into `budget` tokens, by the context policy (docs/AGENT_LOOP.md):
+/// first a block read again later loses its older reads (the newest version stays), then
+/// outputs older than the newest `budget` tokens are replaced with a marker.
 fn prune_tool_outputs(mut messages: Vec<Message>, budget: usize) -> Vec<Message> {
+    let tokens_of = |messages: &[Message]| -> usize {
+        messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .map(|b| match b {
+                ContentBlock::ToolResult { content, .. } => {
+                    elfiee_projections::context::count_tokens(content)
+                }
+                _ => 0,
+            })
+            .sum()
+    };
+    if tokens_of(&messages) <= budget {
+        return messages;
+    }
+    let reads = block_reads(&messages);
+    let mut newest: HashMap<&str, usize> = HashMap::new();
+    for (i, (_, _, id, _)) in reads.iter().enumerate() {
+        newest.insert(id.as_str(), i);
+    }
+    for (i, (mi, bi, id, seq)) in reads.iter().enumerate() {
+        if newest[id.as_str()] != i {
+            if let ContentBlock::ToolResult { content, .. } = &mut messages[*mi].content[*bi] {
+                *content = format!(
+                    "[an older version of block {id} (seq {seq}); it was read again later in this conversation]"
+                );
+            }
+        }
+    }
     let mut seen = 0usize;
     for m in messages.iter_mut().rev() {
         for block in m.content.iter_mut().rev() {
@@ -889,9 +962,46 @@ impl AgentSession {
         })
     }
 
+    /// A re-read of a block this conversation already shows at its current version: said
+    /// in a line instead of the whole block again (the context policy).
+    fn unchanged_read(&self, input: &Value) -> Option<String> {
+        let asked = input.get("block_id").and_then(Value::as_str)?;
+        let (id, seq) = self.file.with_state(|s| {
+            let id = if s.blocks.contains_key(asked) {
+                asked.to_owned()
+            } else {
+                let mut named = s.blocks.values().filter(|b| b.name == asked);
+                let one = named.next()?.block_id.clone();
+                named.next().is_none().then_some(one)?
+            };
+            let seq = s.block_seq.get(&id).copied()?;
+            Some((id, seq))
+        })?;
+        // Only what the model is sent counts: the window, after pruning.
+        let sent = prune_tool_outputs(
+            window(&self.history, self.opts.max_history),
+            self.opts.prune_tool_tokens,
+        );
+        let shown = block_reads(&sent)
+            .into_iter()
+            .any(|(_, _, b, at)| b == id && at == seq);
+        shown.then(|| {
+            json!({
+                "block_id": id,
+                "unchanged_since_seq": seq,
+                "note": format!("unchanged since seq {seq}: your earlier elfiee_block_get result in this conversation is current"),
+            })
+            .to_string()
+        })
+    }
+
     async fn execute(&self, name: &str, input: &Value) -> ToolOutcome {
         match name {
             "self_info" => ToolOutcome::Ok(self.self_info().to_string()),
+            "elfiee_block_get" => match self.unchanged_read(input) {
+                Some(note) => ToolOutcome::Ok(note),
+                None => self.call_tool(name, input).await,
+            },
             "shell" => {
                 let Some(command) = input.get("command").and_then(Value::as_str) else {
                     return ToolOutcome::failed("shell needs {\"command\": string}");
@@ -1024,20 +1134,25 @@ impl AgentSession {
                     Err(e) => ToolOutcome::Error(e.to_string()),
                 }
             }
-            _ => match crate::mcp::tools::call_in_session(
-                &self.file,
-                &self.agent_editor,
-                Some(&self.session_id),
-                name,
-                input.clone(),
-            )
-            .await
-            {
-                Ok(v) => ToolOutcome::Ok(v.to_string()),
-                // "failed" is the MCP layer's kind for engine errors that are not rejections.
-                Err(e) if e.kind == "failed" => ToolOutcome::Error(e.message),
-                Err(e) => ToolOutcome::failed(e.message),
-            },
+            _ => self.call_tool(name, input).await,
+        }
+    }
+
+    /// A catalogue tool, run as the agent in this session.
+    async fn call_tool(&self, name: &str, input: &Value) -> ToolOutcome {
+        match crate::mcp::tools::call_in_session(
+            &self.file,
+            &self.agent_editor,
+            Some(&self.session_id),
+            name,
+            input.clone(),
+        )
+        .await
+        {
+            Ok(v) => ToolOutcome::Ok(v.to_string()),
+            // "failed" is the MCP layer's kind for engine errors that are not rejections.
+            Err(e) if e.kind == "failed" => ToolOutcome::Error(e.message),
+            Err(e) => ToolOutcome::failed(e.message),
         }
     }
 

@@ -1061,6 +1061,8 @@ pub fn block_get(file: &FileHandle, editor: &str, input: &str) -> Result<Value, 
             "contents": b.contents,
             "children": b.children,
             "parents": parents(s, &b.block_id),
+            // The seq of the block's last change: the version read.
+            "seq": s.block_seq.get(&b.block_id).copied(),
             "metadata": {
                 "description": b.metadata.description,
                 "created_at": ts!(b.metadata.created_at),
