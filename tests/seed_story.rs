@@ -130,8 +130,12 @@ async fn the_seed_story_an_agent_writes_code_into_a_project_and_its_tests_run_th
         )
         .await;
     }
-    // The user lets the agent place files in the project.
-    ok(&elf, &["grant", &a1_editor, "directory.add", &b1]).await;
+    // Pointing the agent at b1 let it place files in the project (no grant needed).
+    let again = elfiee(&elf, &["grant", &a1_editor, "directory.add", &b1]);
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("already holds 'directory.add'"),
+        "the link granted it: {again:?}"
+    );
     let main_rs = ok(&elf, &["block", "show", "src/main.rs"]).await["block_id"]
         .as_str()
         .unwrap()

@@ -996,7 +996,11 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                     }
                 };
                 // What happens, as it happens (seed 003's ToolStatus lines), on stderr.
+                let mut steps = Vec::new();
                 let mut show = |e: elfiee_adapters::agent_loop::LoopEvent| {
+                    if let elfiee_adapters::agent_loop::LoopEvent::Step(v) = &e {
+                        steps.extend(v.get("step").and_then(Value::as_u64));
+                    }
                     if let Some(l) = chat_event_line(&e) {
                         eprintln!("{l}");
                     }
@@ -1007,6 +1011,19 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
                 println!("{}", out.text);
                 if out.stop_reason != elfiee_adapters::agent_loop::StopReason::EndTurn {
                     eprintln!("[{}]", out.stop_reason);
+                }
+                // The turn's steps, as `agent steps` shows them (undo with `agent undo`).
+                if !steps.is_empty() {
+                    if let Ok(h) =
+                        elfiee_adapters::checkpoint::History::load(&s.file, chat.session_id())
+                    {
+                        let turn: Vec<_> = h
+                            .infos(&s.file)
+                            .into_iter()
+                            .filter(|i| steps.contains(&i.step))
+                            .collect();
+                        eprintln!("{}", steps_text(&turn));
+                    }
                 }
             }
         }

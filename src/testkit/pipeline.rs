@@ -121,7 +121,7 @@ impl Pipeline {
             fixed: default_fixed_ctx(),
             node_id: NODE_ID.into(),
             content: BTreeMap::new(),
-            builtin: elfiee_projections::Folds::builtin(),
+            builtin: elfiee_capabilities::Registry::builtin().folds().clone(),
         }
     }
 
