@@ -525,7 +525,11 @@ pub fn replay(
     path: &Path,
     progress: impl FnMut(u64, u64),
 ) -> Result<(ReplayReport, State), EngineError> {
-    replay_with(path, elfiee_capabilities::Registry::builtin().folds(), progress)
+    replay_with(
+        path,
+        elfiee_capabilities::Registry::builtin().folds(),
+        progress,
+    )
 }
 
 /// [`replay`] with the given folds (an embedder's registry: `Registry::folds`).
@@ -591,7 +595,11 @@ pub struct VerifyReport {
 /// Checks the whole log: hash chain, seq continuity, every command's events contiguous and
 /// matching its index entry, and the snapshot against the replayed state (built-in folds).
 pub fn verify(path: &Path, progress: impl FnMut(u64, u64)) -> Result<VerifyReport, EngineError> {
-    verify_with(path, elfiee_capabilities::Registry::builtin().folds(), progress)
+    verify_with(
+        path,
+        elfiee_capabilities::Registry::builtin().folds(),
+        progress,
+    )
 }
 
 /// [`verify`] with the given folds (an embedder's registry: `Registry::folds`).

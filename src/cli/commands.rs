@@ -185,6 +185,15 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             unreachable!("handled in run")
         }
         Cmd::Exec(args) => exec(s, args, out).await?,
+        Cmd::Undo { steps, force } => {
+            let r =
+                elfiee_adapters::checkpoint::undo_edits(&s.file, &s.editor, *steps, *force).await?;
+            out.print(&json!(r), || edits_text("undid", &r));
+        }
+        Cmd::Redo { force } => {
+            let r = elfiee_adapters::checkpoint::redo_edits(&s.file, &s.editor, *force).await?;
+            out.print(&json!(r), || edits_text("redid", &r));
+        }
         Cmd::Editor(EditorCmd::Create {
             name,
             editor_type,
@@ -1581,6 +1590,19 @@ fn undo_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String 
         r.blocks_removed.len(),
         r.files_restored.len(),
         r.files_removed.len()
+    )];
+    if !r.forced.is_empty() {
+        out.push(format!("overwritten (--force): {}", r.forced.join(", ")));
+    }
+    out.join("\n")
+}
+
+fn edits_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
+    let mut out = vec![format!(
+        "{verb} {} edit(s): {} block(s) restored, {} removed",
+        r.commands.len(),
+        r.blocks_restored.len(),
+        r.blocks_removed.len()
     )];
     if !r.forced.is_empty() {
         out.push(format!("overwritten (--force): {}", r.forced.join(", ")));

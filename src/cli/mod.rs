@@ -199,6 +199,23 @@ pub enum SyncCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
+    /// Undo your own newest edits to the document (`--as` editor; default the owner): each
+    /// command's blocks back to what they were before it (compensating events; the log stays
+    /// append-only). Refused, naming them, when someone else changed those blocks since.
+    Undo {
+        /// How many of your newest edits (default 1).
+        #[arg(long, default_value_t = 1)]
+        steps: u64,
+        /// Overwrite blocks changed since by someone else.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Bring back what your newest `undo` took back (not after a new edit of yours).
+    Redo {
+        /// Overwrite blocks changed since by someone else.
+        #[arg(long)]
+        force: bool,
+    },
     /// Create a new .elf document.
     Init {
         path: PathBuf,
