@@ -199,8 +199,10 @@ fn resolve_target<'s>(
         .ok_or_else(|| CapError::BlockNotFound(id.to_owned()))?;
     if let Target::Block(Some(ty)) = cap.target() {
         if block.block_type != ty {
+            // Seed 001 §12.1's wording first, then what to do.
             return Err(CapError::rejected(format!(
-                "'{}' works on {ty} blocks; block '{id}' is a {} block",
+                "Expected block_type '{ty}', got '{}': '{}' works on {ty} blocks; block '{id}' is a {} block",
+                block.block_type,
                 cap.id(),
                 block.block_type
             )));

@@ -848,13 +848,30 @@ async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
     };
     match cmd {
         AgentCmd::Create { target, name } => {
-            let target = target.as_deref().map(|t| s.block_id(t)).transpose()?;
+            // A target that names no block is the handler's to refuse, in the seed's words
+            // ("Target project block not found: …", seed 001 §12.2).
+            let target = target
+                .as_deref()
+                .map(|t| s.block_id(t).unwrap_or_else(|_| t.to_owned()));
             let r = service::create_agent(&s.file, &s.editor, target.as_deref(), name.as_deref())
                 .await?;
             show(&r);
         }
         AgentCmd::Enable { id } | AgentCmd::Disable { id } => {
-            let id = s.block_id(id)?;
+            let action = if matches!(cmd, AgentCmd::Enable { .. }) {
+                "enable"
+            } else {
+                "disable"
+            };
+            // Seed 001 §12.1: "Block required for agent.{action}".
+            let id = s.block_id(id).map_err(|_| {
+                CliError::failed(
+                    "not_found",
+                    format!(
+                        "Block required for agent.{action}: no block '{id}'; list agents with `elfiee agent list`"
+                    ),
+                )
+            })?;
             let r = service::set_agent_enabled(
                 &s.file,
                 &s.editor,

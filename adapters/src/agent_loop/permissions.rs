@@ -250,6 +250,27 @@ mod tests {
         );
     }
 
+    /// Seed 003 `pre_validate`: full autonomy with a whitelist is rules — deny everything of a
+    /// tool, then allow what is listed (the last match wins; full autonomy keeps a deny).
+    #[test]
+    fn a_full_autonomy_whitelist_is_a_deny_then_allow_rules() {
+        let whitelist = Ruleset::new(vec![
+            Rule::new("shell", "**", Action::Deny),
+            Rule::new("shell", "cargo *", Action::Allow),
+            Rule::new("shell", "git status", Action::Allow),
+        ]);
+        let d = |cmd| whitelist.decide(Autonomy::Full, "shell", cmd);
+        assert_eq!(d("cargo test"), Action::Allow);
+        assert_eq!(d("git status"), Action::Allow);
+        assert_eq!(d("git push --force"), Action::Deny);
+        assert_eq!(d("rm -rf /"), Action::Deny);
+        // Other tools are not on the shell's list: full autonomy runs them.
+        assert_eq!(
+            whitelist.decide(Autonomy::Full, "elfiee_code_write", "b1"),
+            Action::Allow
+        );
+    }
+
     #[test]
     fn matching_stays_fast_on_adversarial_patterns() {
         let text = "a".repeat(10_000);

@@ -203,6 +203,17 @@ fn status_patch(status: AgentStatus, ctx: &Ctx) -> Value {
     json!({"contents": {"status": status}, "custom": {key: ctx.now.timestamp_millis()}})
 }
 
+/// Payload of `agent.enable` / `agent.disable` (seed 001 §5.3 `AgentEnablePayload` /
+/// `AgentDisablePayload`). The command targets the agent block already, so the field is
+/// optional here; when given it must name that block.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentStatusPayload {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_block_id: Option<String>,
+}
+
 /// `agent.enable` / `agent.disable`: flip the status; the integration effect does the I/O.
 /// Both are idempotent (seed 001 §11): enabling an enabled agent re-applies the integration,
 /// disabling a disabled one succeeds and changes nothing on disk.
@@ -224,14 +235,20 @@ impl Capability for AgentSetStatus {
         _state: &State,
         ctx: &Ctx,
     ) -> Result<Vec<EventDraft>, CapError> {
-        if !(cmd.payload.is_null()
-            || cmd
-                .payload
-                .as_object()
-                .is_some_and(|o| o.keys().all(|k| k == "agent_block_id")))
-        {
+        let p: AgentStatusPayload = if cmd.payload.is_null() {
+            AgentStatusPayload::default()
+        } else {
+            serde_json::from_value(cmd.payload.clone()).map_err(|e| {
+                CapError::rejected(format!(
+                    "Invalid payload for {}: {e}; expected {{}} or {{\"agent_block_id\": the agent block}}",
+                    self.id()
+                ))
+            })?
+        };
+        let target = cmd.block_id.as_deref().unwrap_or_default();
+        if let Some(named) = p.agent_block_id.as_deref().filter(|n| *n != target) {
             return Err(CapError::rejected(format!(
-                "Invalid payload for {}: expected {{}}",
+                "Invalid payload for {}: agent_block_id '{named}' is not the command's block '{target}'",
                 self.id()
             )));
         }
@@ -519,6 +536,36 @@ mod tests {
         );
     }
 
+    /// Seed 001 §15.1 F1-01: the data types' JSON forms.
+    #[test]
+    fn agent_types_serialize_as_the_seed_says() {
+        use elfiee_model::{AgentContents, AgentStatus};
+        let c = AgentContents {
+            name: "elfiee".into(),
+            target_project_id: Some("dir-1".into()),
+            status: AgentStatus::Enabled,
+            editor_id: "agent-1".into(),
+        };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            v,
+            json!({"name": "elfiee", "target_project_id": "dir-1", "status": "enabled", "editor_id": "agent-1"})
+        );
+        assert_eq!(serde_json::from_value::<AgentContents>(v).unwrap(), c);
+        assert_eq!(json!(AgentStatus::Disabled), json!("disabled"));
+        assert!(serde_json::from_value::<AgentStatus>(json!("Enabled")).is_err());
+        let p: super::AgentCreatePayload =
+            serde_json::from_value(json!({"target_project_id": "dir-1"})).unwrap();
+        assert_eq!(p.name, None, "the handler defaults it to elfiee");
+        let p: super::AgentStatusPayload =
+            serde_json::from_value(json!({"agent_block_id": "a-1"})).unwrap();
+        assert_eq!(json!(p), json!({"agent_block_id": "a-1"}));
+        assert_eq!(json!(super::AgentStatusPayload::default()), json!({}));
+        assert!(
+            serde_json::from_value::<super::AgentStatusPayload>(json!({"agent": "a"})).is_err()
+        );
+    }
+
     #[test]
     fn enable_and_disable_are_idempotent_and_stamp_metadata() {
         let mut k = Kit::new();
@@ -539,7 +586,25 @@ mod tests {
             .custom
             .contains_key("last_disabled_at"));
         k.ok("alice", "agent.enable", Some(&a), json!({}));
-        k.ok("alice", "agent.enable", Some(&a), json!({}));
+        k.ok(
+            "alice",
+            "agent.enable",
+            Some(&a),
+            json!({"agent_block_id": a}),
+        );
+        let e = k.err(
+            "alice",
+            "agent.enable",
+            Some(&a),
+            json!({"agent_block_id": "another"}),
+        );
+        assert!(e.to_string().contains("is not the command's block"), "{e}");
+        let e = k.err("alice", "agent.disable", Some(&a), json!({"force": true}));
+        assert!(
+            e.to_string()
+                .starts_with("Invalid payload for agent.disable"),
+            "{e}"
+        );
         assert_eq!(k.state.blocks[&a].contents["status"], "enabled");
         let md = k.block("markdown", "m");
         assert!(k

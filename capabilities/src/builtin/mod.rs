@@ -29,7 +29,7 @@ mod markdown_read;
 mod markdown_write;
 mod terminal;
 
-pub use agent::{AgentCreatePayload, AGENT_DIRECTORY_GRANTS, AGENT_GRANTS};
+pub use agent::{AgentCreatePayload, AgentStatusPayload, AGENT_DIRECTORY_GRANTS, AGENT_GRANTS};
 pub use agent_llm::{
     proposal, AgentApprovePayload, AgentConfig, AgentConfigurePayload, AgentInvokePayload,
     PROVIDERS,
