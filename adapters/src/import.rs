@@ -60,6 +60,22 @@ pub struct Candidate {
     pub mtime_ns: i128,
 }
 
+/// The walk of a project folder as the importer and the checkpoints see it: hidden files
+/// included, `.gitignore` / `.ignore` / `.git/info/exclude` honoured (not the user's global
+/// ignores, not ignore files above the root), symlinks not followed.
+pub(crate) fn walk_builder(root: &Path) -> ignore::WalkBuilder {
+    let mut wb = ignore::WalkBuilder::new(root);
+    wb.hidden(false)
+        .ignore(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .git_global(false)
+        .parents(false)
+        .require_git(false)
+        .follow_links(false);
+    wb
+}
+
 /// Walks `root` (canonical): the files to read, in path order, and the skips.
 pub fn walk(
     root: &Path,
@@ -72,16 +88,8 @@ pub fn walk(
         return Err(format!("{} is not a folder", root.display()));
     }
     let skipped = Arc::new(Mutex::new(Vec::new()));
-    let mut wb = ignore::WalkBuilder::new(&root);
-    wb.hidden(false)
-        .ignore(true)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(false)
-        .parents(false)
-        .require_git(false)
-        .follow_links(false)
-        .sort_by_file_name(|a, b| a.cmp(b));
+    let mut wb = walk_builder(&root);
+    wb.sort_by_file_name(|a, b| a.cmp(b));
     {
         let (skipped, root) = (skipped.clone(), root.clone());
         wb.filter_entry(move |e| {

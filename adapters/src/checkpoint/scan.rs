@@ -80,21 +80,12 @@ pub fn walk_with(
         return Err(format!("{} is not a folder", root.display()));
     }
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
-    let mut wb = ignore::WalkBuilder::new(root);
-    wb.hidden(false)
-        .ignore(true)
-        .git_ignore(true)
-        .git_exclude(true)
-        .git_global(false)
-        .parents(false)
-        .require_git(false)
-        .follow_links(false)
-        .threads(threads)
-        .filter_entry(|e| {
-            !(e.depth() > 0
-                && e.file_type().is_some_and(|t| t.is_dir())
-                && skipped_dir(&e.file_name().to_string_lossy()))
-        });
+    let mut wb = crate::import::walk_builder(root);
+    wb.threads(threads).filter_entry(|e| {
+        !(e.depth() > 0
+            && e.file_type().is_some_and(|t| t.is_dir())
+            && skipped_dir(&e.file_name().to_string_lossy()))
+    });
     type Found = Vec<(String, PathBuf, std::fs::Metadata)>;
     /// Each thread's finds, handed over when its visitor is dropped.
     struct Collector<'a> {
@@ -147,6 +138,66 @@ pub fn walk_with(
     Ok(out)
 }
 
+/// What a `stat` says of a file, as the cache keeps it.
+struct Stat {
+    len: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+    ino: u64,
+    mode: u32,
+}
+
+impl Stat {
+    fn of(meta: &std::fs::Metadata) -> Stat {
+        Stat {
+            len: meta.len(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+            ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+            ino: meta.ino(),
+            mode: meta.mode() & 0o7777,
+        }
+    }
+
+    /// Whether `cached` (from a scan that started at `scanned_at_ns`) can be trusted for a
+    /// file with this stat: nothing changed, and not racily clean.
+    fn trusts(&self, cached: &FileState, scanned_at_ns: i128) -> bool {
+        cached.len == self.len
+            && cached.mtime_ns == self.mtime_ns
+            && cached.ctime_ns == self.ctime_ns
+            && cached.ino == self.ino
+            && cached.mode == self.mode
+            && self.mtime_ns < scanned_at_ns - RACY_NS
+    }
+}
+
+/// Reads and hashes the file at `path` (`Ok(None)`: gone since its stat), counts it in
+/// `stats` and hands its bytes to `on_new`.
+fn read_new(
+    rel: &str,
+    path: &Path,
+    st: &Stat,
+    stats: &mut ScanStats,
+    on_new: &mut impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+) -> Result<Option<FileState>, String> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    stats.hashed += 1;
+    stats.hashed_bytes += bytes.len() as u64;
+    let state = FileState {
+        hash: blake3::hash(&bytes).to_hex().to_string(),
+        len: bytes.len() as u64,
+        mode: st.mode,
+        mtime_ns: st.mtime_ns,
+        ctime_ns: st.ctime_ns,
+        ino: st.ino,
+    };
+    on_new(rel, &state, &bytes)?;
+    Ok(Some(state))
+}
+
 /// Scans `root`, taking each file's hash from `cache` when its size, times and inode match
 /// and it is not racily clean; `on_new` gets the bytes of every file it hashed (to keep
 /// them). Returns the new manifest and what it cost.
@@ -171,39 +222,14 @@ pub fn scan_with(
     let mut stats = ScanStats::default();
     for (rel, path, meta) in walk_with(root, on_dir)? {
         stats.files += 1;
-        let mtime_ns = i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-        let ctime_ns = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
-        let (len, ino, mode) = (meta.len(), meta.ino(), meta.mode() & 0o7777);
-        let cached = cache.files.get(&rel).filter(|c| {
-            c.len == len
-                && c.mtime_ns == mtime_ns
-                && c.ctime_ns == ctime_ns
-                && c.ino == ino
-                && c.mode == mode
-                && mtime_ns < cache.scanned_at_ns - RACY_NS
-        });
-        let state = match cached {
-            Some(c) => c.clone(),
-            None => {
-                let bytes = match std::fs::read(&path) {
-                    Ok(b) => b,
-                    // Gone (or unreadable) between the walk and the read: not there.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                    Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-                };
-                stats.hashed += 1;
-                stats.hashed_bytes += bytes.len() as u64;
-                let state = FileState {
-                    hash: blake3::hash(&bytes).to_hex().to_string(),
-                    len: bytes.len() as u64,
-                    mode,
-                    mtime_ns,
-                    ctime_ns,
-                    ino,
-                };
-                on_new(&rel, &state, &bytes)?;
-                state
-            }
+        let st = Stat::of(&meta);
+        let state = match cache.files.get(&rel) {
+            Some(c) if st.trusts(c, cache.scanned_at_ns) => c.clone(),
+            // Gone (or unreadable) between the walk and the read: not there.
+            _ => match read_new(&rel, &path, &st, &mut stats, &mut on_new)? {
+                Some(state) => state,
+                None => continue,
+            },
         };
         files.push((rel, state));
     }
@@ -299,41 +325,17 @@ pub fn rescan_paths(
                 if !m.files.contains_key(&rel) && ignored(root, last, &rel) {
                     continue;
                 }
-                let mtime_ns =
-                    i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec());
-                let ctime_ns =
-                    i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
-                let (len, ino, mode) = (meta.len(), meta.ino(), meta.mode() & 0o7777);
-                let same = m.files.get(&rel).is_some_and(|c| {
-                    c.len == len
-                        && c.mtime_ns == mtime_ns
-                        && c.ctime_ns == ctime_ns
-                        && c.ino == ino
-                        && c.mode == mode
-                        && mtime_ns < last.scanned_at_ns - RACY_NS
-                });
-                if same {
+                let st = Stat::of(&meta);
+                if m.files
+                    .get(&rel)
+                    .is_some_and(|c| st.trusts(c, last.scanned_at_ns))
+                {
                     continue;
                 }
-                let bytes = match std::fs::read(p) {
-                    Ok(b) => b,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                        m.files.remove(&rel);
-                        continue;
-                    }
-                    Err(e) => return Err(format!("cannot read {}: {e}", p.display())),
+                let Some(state) = read_new(&rel, p, &st, &mut stats, &mut on_new)? else {
+                    m.files.remove(&rel);
+                    continue;
                 };
-                stats.hashed += 1;
-                stats.hashed_bytes += bytes.len() as u64;
-                let state = FileState {
-                    hash: blake3::hash(&bytes).to_hex().to_string(),
-                    len: bytes.len() as u64,
-                    mode,
-                    mtime_ns,
-                    ctime_ns,
-                    ino,
-                };
-                on_new(&rel, &state, &bytes)?;
                 m.files.insert(rel, state);
             }
             // Gone, or not a regular file (a symlink): not in the folder's files.

@@ -5,7 +5,15 @@ would. The test opens (inits) a document from the page, creates and writes a blo
 committed events reach the page's timeline (forwarded by the host with `tauri::Emitter`),
 creates an LLM agent whose provider is a local Anthropic-compatible server started here, asks it
 for a proposal, approves it from the page, rejects a second one, closes the document, and checks
-the `.elf` with the CLI (`verify`, the blocks' contents, the decisions). Screenshots go to
+the `.elf` with the CLI (`verify`, the blocks' contents, the decisions).
+
+Then agent steps (checkpoints, issue 26): a second document is prepared with the CLI (a project
+folder imported as a directory, an agent that references it) and an agent adds
+`src/from_agent.rs` through `elfiee mcp-server` (raw JSON-RPC over stdio, as Claude Code would):
+that call is step 1 of the server's `mcp-<uuid>` session and the file lands in the folder. The
+page opens the document, picks the session, sees the step and the file it created, undoes it
+(the file leaves the folder; `agent steps` says `undone`), redoes it (the file is back, byte for
+byte), and shows the engine's refusal when the file was changed on disk since. Screenshots go to
 OUT_DIR.
 
 Run it through `scripts/test` (which installs xvfb, webkit2gtk-driver, tauri-driver and
@@ -20,6 +28,7 @@ import faulthandler
 import http.server
 import json
 import os
+import queue
 import shutil
 import socket
 import subprocess
@@ -32,11 +41,12 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.options import ArgOptions
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 KEY_ENV = "ELFIEE_E2E_KEY"
 NOTE = "# Plan\n\nShip the host test.\n"
 AGENT_TEXT = "A summary of the plan, as asked.\n"
+FROM_AGENT = "pub fn from_agent() -> &'static str {\n    \"made over MCP\"\n}\n"
 
 
 def command(cap, block, payload, why):
@@ -120,6 +130,98 @@ def cli(elfiee, elf, *args):
     return json.loads(out.stdout)
 
 
+class McpServer:
+    """`elfiee mcp-server` driven over stdio: newline-delimited JSON-RPC, as an MCP client does."""
+
+    def __init__(self, elfiee, elf, editor, log):
+        env = dict(os.environ, NO_COLOR="1")
+        env.pop("RUST_LOG", None)
+        self.p = subprocess.Popen([elfiee, "--elf", elf, "mcp-server", "--editor", editor],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                  text=True, env=env)
+        self.lines = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.last_id = 0
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, msg):
+        self.p.stdin.write(json.dumps({"jsonrpc": "2.0", **msg}) + "\n")
+        self.p.stdin.flush()
+
+    def request(self, method, params, timeout=60):
+        self.last_id += 1
+        self.send({"id": self.last_id, "method": method, "params": params})
+        end = time.time() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.1, end - time.time()))
+            except queue.Empty:
+                raise AssertionError(f"mcp-server did not answer {method} within {timeout}s")
+            if line is None:
+                raise AssertionError(f"mcp-server exited ({self.p.wait()}) before answering {method}")
+            msg = json.loads(line)
+            if msg.get("id") == self.last_id:
+                assert "error" not in msg, f"{method}: {msg['error']}"
+                return msg["result"]
+
+    def close(self):
+        # End of input is the client going away: the server stops.
+        self.p.stdin.close()
+        try:
+            self.p.wait(30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise AssertionError("mcp-server did not stop within 30 s of its input closing")
+
+
+def prepare_agent_project(elfiee, work, log):
+    """A project folder imported into a new document, an agent referencing it, and one step of
+    that agent over MCP (it adds `src/from_agent.rs`). No model is needed: the MCP client is
+    the agent. Returns the document, the folder, and the MCP session's id."""
+    root = os.path.join(work, "proj")
+    os.makedirs(os.path.join(root, "src"))
+    with open(os.path.join(root, "src", "main.rs"), "w") as f:
+        f.write("fn main() {}\n")
+    elf = os.path.join(work, "project.elf")
+    cli(elfiee, elf, "init", elf, "--owner", "Alice")
+    directory = cli(elfiee, elf, "dir", "import", root)["block_id"]
+    made = cli(elfiee, elf, "agent", "create", "--name", "maker")
+    agent, editor = made["agent_block_id"], made["editor_id"]
+    cli(elfiee, elf, "block", "link", agent, directory, "--relation", "reference")
+    server = McpServer(elfiee, elf, editor, log)
+    try:
+        server.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                      "clientInfo": {"name": "host-e2e", "version": "1"}})
+        server.send({"method": "notifications/initialized"})
+        added = server.request("tools/call", {"name": "elfiee_directory_add", "arguments": {
+            "directory": directory, "path": "src/from_agent.rs", "content": FROM_AGENT}})
+        assert not added.get("isError"), added
+    finally:
+        server.close()
+    assert read_text(os.path.join(root, "src", "from_agent.rs")) == FROM_AGENT, \
+        "the MCP server did not export the agent's file to the project folder"
+    sessions = cli(elfiee, elf, "agent", "sessions", agent)
+    assert len(sessions) == 1 and sessions[0]["session_id"].startswith("mcp-"), sessions
+    session = sessions[0]["session_id"]
+    steps = cli(elfiee, elf, "agent", "steps", session)["steps"]
+    assert [(s["step"], s["status"], s["files_created"]) for s in steps] == \
+        [(1, "done", ["src/from_agent.rs"])], steps
+    return elf, root, session
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def step_status(elfiee, elf, session):
+    return [(s["step"], s["status"]) for s in cli(elfiee, elf, "agent", "steps", session)["steps"]]
+
+
 class Page:
     def __init__(self, driver, out_dir):
         self.d = driver
@@ -131,12 +233,12 @@ class Page:
     def all(self, css):
         return self.d.find_elements(By.CSS_SELECTOR, css)
 
-    def wait(self, what, cond, timeout=30):
+    def wait(self, what, cond, timeout=30, error_expected=False):
         print(f"waiting for {what}", flush=True)
 
         def check(_):
             err = self.all("#error")
-            if err and err[0].is_displayed():
+            if not error_expected and err and err[0].is_displayed():
                 raise AssertionError(f"the page shows an error while waiting for {what}: "
                                      f"{err[0].text}")
             return cond()
@@ -163,6 +265,23 @@ class Page:
         # every event): find it again until one click lands.
         self.wait(f"a click on {css}", lambda: self.find(css).click() or True, timeout=10)
 
+    def error(self):
+        err = self.find("#error")
+        return err.text if err.is_displayed() else None
+
+    def select(self, css, value):
+        # The picker is rebuilt on every event: pick again until the option is there and taken.
+        def pick():
+            Select(self.find(css)).select_by_value(value)
+            return self.find(css).get_attribute("value") == value
+        self.wait(f"{value} picked in {css}", pick, timeout=20)
+
+    def step(self, n):
+        """(status, files created) of step `n` in the steps panel, or None."""
+        for li in self.all(f'#steps li[data-step="{n}"]'):
+            return li.get_attribute("data-status"), li.get_attribute("data-created").split("\n")
+        return None
+
     def timeline(self):
         return [(li.get_attribute("data-cap"), li.get_attribute("data-entity"))
                 for li in self.all("#timeline li")]
@@ -180,6 +299,9 @@ def run(args):
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="elfiee-tauri-e2e-")
     elf = os.path.join(work, "plan.elf")
+    with open(os.path.join(args.out, "mcp-server.log"), "w") as mcp_log:
+        project_elf, project, session = prepare_agent_project(args.elfiee, work, mcp_log)
+    made = os.path.join(project, "src", "from_agent.rs")
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Provider)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -276,10 +398,72 @@ def run(args):
         seen = newest_first[::-1]
         print(f"timeline: {len(seen)} events reached the page")
 
-        # Close the document from the page, then the window.
+        # Close the document from the page.
         page.click("#close")
         page.wait("the document to close",
                   lambda: page.find("#status").get_attribute("data-state") == "closed")
+
+        # Agent steps: open the project's document (it exists: no owner name), pick the agent's
+        # MCP session, see its step and the file it created.
+        page.type("#path", project_elf)
+        page.find("#owner").clear()
+        page.click("#open")
+        page.wait("the project document to open",
+                  lambda: page.find("#status").get_attribute("data-state") == "open"
+                  and project_elf in page.find("#status").text)
+        page.select("#sessions", session)
+        page.wait("step 1, done, with the file it created",
+                  lambda: page.step(1) == ("done", ["src/from_agent.rs"])
+                  and "src/from_agent.rs" in page.find("#steps").text)
+        assert not page.find("#undo-step").get_attribute("disabled")
+        driver.execute_script("document.getElementById('steps-panel').scrollIntoView()")
+        page.shot("agent-steps.png")
+
+        # Undo it from the page: the file leaves the project folder, the step is undone.
+        page.click("#undo-step")
+        page.wait("step 1 undone", lambda: page.step(1) == ("undone", ["src/from_agent.rs"]))
+        note = page.find("#steps-note").text
+        assert note.startswith("undid step 1") and "removed src/from_agent.rs" in note, note
+        assert not os.path.exists(made), "the undone step's file is still in the project folder"
+        assert step_status(args.elfiee, project_elf, session) == [(1, "undone")]
+        page.wait("Redo enabled", lambda: not page.find("#redo-step").get_attribute("disabled"))
+        page.shot("agent-step-undone.png")
+
+        # Redo it: the file is back, byte for byte.
+        page.click("#redo-step")
+        page.wait("step 1 done again", lambda: page.step(1) == ("done", ["src/from_agent.rs"]))
+        note = page.find("#steps-note").text
+        assert note.startswith("redid step 1") and "src/from_agent.rs" in note, note
+        assert os.path.exists(made) and read_text(made) == FROM_AGENT, \
+            "the redone step's file is not back in the project folder"
+        assert step_status(args.elfiee, project_elf, session) == [(1, "done")]
+
+        # The file changed on disk since: the undo is refused, the page says so and why, and
+        # nothing is touched.
+        changed = FROM_AGENT + "// changed by hand\n"
+        with open(made, "w") as f:
+            f.write(changed)
+        page.click("#undo-step")
+        refused = page.wait("the refusal on the page",
+                            lambda: (page.error() or "") if "src/from_agent.rs" in (page.error() or "")
+                            else None, error_expected=True)
+        assert "changed since" in refused, refused
+        print(f"refused as expected: {refused}")
+        note = page.find("#steps-note")
+        assert "src/from_agent.rs" in note.text and "bad" in note.get_attribute("class"), \
+            "the steps panel does not say why the undo was refused"
+        driver.execute_script("document.getElementById('steps-panel').scrollIntoView()")
+        page.shot("agent-undo-refused.png")
+        assert read_text(made) == changed, "a refused undo touched the file"
+        assert page.step(1)[0] == "done"
+        assert step_status(args.elfiee, project_elf, session) == [(1, "done")]
+
+        # Close it (the next call clears the error), then the window.
+        page.find("#close").click()
+        page.wait("the project document to close",
+                  lambda: page.find("#status").get_attribute("data-state") == "closed",
+                  error_expected=True)
+        assert page.error() is None, page.error()
     finally:
         if driver is not None:
             try:
@@ -316,9 +500,29 @@ def run(args):
     assert shown["children"].get("reference") == [block_id], shown
     for cap in ["core.create", "markdown.write", "agent.configure", "agent.approve", "core.link"]:
         assert cap in caps, f"{cap} missing from the log: {caps}"
+
+    # The project's document after the page's undo and redo: sound, the undo and the redo in
+    # its log (as the owner's `core.restore`), the step done, the (hand-changed) file there.
+    verify = cli(args.elfiee, project_elf, "verify")
+    assert verify["ok"] is True, verify
+    restores = [e for e in cli(args.elfiee, project_elf, "log")
+                if e["attribute"].endswith("/core.restore")]
+    commands = {}
+    for e in restores:
+        commands.setdefault(e["cmd_id"], []).append(e["value"])
+    kinds = [sorted({k for v in values for k in v["reason"]}) for values in commands.values()]
+    assert kinds == [["undo"], ["redo"]], kinds
+    # The undo removed the agent's block for the file (one restore to nothing); the redo
+    # brought it back with its text.
+    undo, redo = commands.values()
+    assert sum(v["block"] is None for v in undo) == 1, undo
+    assert [v["block"]["contents"]["text"] for v in redo
+            if v["block"] and v["block"]["name"] == "src/from_agent.rs"] == [FROM_AGENT], redo
+    assert step_status(args.elfiee, project_elf, session) == [(1, "done")]
+    assert read_text(made) == changed
     shutil.rmtree(work, ignore_errors=True)
-    print(f"ok: {verify['events']} events verified; the page saw all {len(seen)} committed "
-          f"after it opened the document")
+    print(f"ok: the page saw all {len(seen)} events committed after it opened the document; "
+          f"an agent's step undone and redone from the page, a changed file's undo refused")
 
 
 def main():

@@ -1,7 +1,7 @@
 //! A Tauri v2 desktop host for Elfiee: the front-end (in `dist/`) opens a `.elf`, submits
-//! commands, lists blocks, and receives every committed event and live LLM text through Tauri
-//! events. Everything here is the public embedding API of the `elfiee` crate; see
-//! `docs/EMBEDDING.md`.
+//! commands, lists blocks, lists an agent session's steps and undoes / redoes them
+//! (checkpoints), and receives every committed event and live LLM text through Tauri events.
+//! Everything here is the public embedding API of the `elfiee` crate; see `docs/EMBEDDING.md`.
 //!
 //! Run it with `cargo run` in this directory (Linux needs WebKitGTK: `libwebkit2gtk-4.1-dev`).
 
@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use elfiee::adapters::agent_loop::AgentSession;
+use elfiee::adapters::checkpoint::{self, History, Selection, StepInfo, UndoReport};
 use elfiee::adapters::{invoke::LiveDelta, service, EffectsConfig, EffectsHandle};
 use elfiee::{Block, Command, Engine, EngineError, Event, FileHandle};
 use serde::Serialize;
@@ -266,6 +268,84 @@ async fn agent_decide(
     )
 }
 
+/// One agent session as `agent_sessions` lists it.
+#[derive(Serialize)]
+struct SessionInfo {
+    session_id: String,
+    title: Option<String>,
+}
+
+/// The editor an undo or redo acts as: the one given, else the file's owner (as the CLI).
+fn editor_or_owner(file: &FileHandle, editor: Option<String>) -> Result<String, HostError> {
+    editor.or_else(|| file.owner()).ok_or_else(|| {
+        HostError::Engine("this document has no owner; say which editor acts".to_owned())
+    })
+}
+
+/// The sessions of one agent block (its loop's, and `mcp-<uuid>` ones of its MCP servers),
+/// oldest first, with their titles.
+#[tauri::command]
+async fn agent_sessions(
+    files: State<'_, OpenFiles>,
+    path: String,
+    agent_block_id: String,
+) -> Result<Vec<SessionInfo>, HostError> {
+    let file = files.get(&path)?;
+    Ok(AgentSession::list(&file, &agent_block_id)?
+        .into_iter()
+        .map(|(session_id, title)| SessionInfo { session_id, title })
+        .collect())
+}
+
+/// The steps (checkpoints) of one agent session, oldest first: status (`done` / `undone`),
+/// the document's seq range, the files created, modified and deleted, the tools called.
+#[tauri::command]
+async fn agent_steps(
+    files: State<'_, OpenFiles>,
+    path: String,
+    session_id: String,
+) -> Result<Vec<StepInfo>, HostError> {
+    let file = files.get(&path)?;
+    Ok(History::load(&file, &session_id)?.infos(&file))
+}
+
+/// Undoes steps of an agent session in the document and on disk: the newest `steps` (default
+/// 1), or every step after `to`. A block or file changed since by someone else refuses the
+/// undo, naming it, unless `force`. `editor` defaults to the file's owner.
+#[tauri::command]
+async fn agent_undo(
+    files: State<'_, OpenFiles>,
+    path: String,
+    session_id: String,
+    steps: Option<u64>,
+    to: Option<u64>,
+    force: bool,
+    editor: Option<String>,
+) -> Result<UndoReport, HostError> {
+    let file = files.get(&path)?;
+    let editor = editor_or_owner(&file, editor)?;
+    let selection = match to {
+        Some(step) => Selection::To(step),
+        None => Selection::Last(steps.unwrap_or(1)),
+    };
+    Ok(checkpoint::undo(&file, &editor, &session_id, selection, force).await?)
+}
+
+/// Redoes the session's newest undo (refused when a step was taken since, or when something
+/// it would overwrite changed, unless `force`). `editor` defaults to the file's owner.
+#[tauri::command]
+async fn agent_redo(
+    files: State<'_, OpenFiles>,
+    path: String,
+    session_id: String,
+    force: bool,
+    editor: Option<String>,
+) -> Result<UndoReport, HostError> {
+    let file = files.get(&path)?;
+    let editor = editor_or_owner(&file, editor)?;
+    Ok(checkpoint::redo(&file, &editor, &session_id, force).await?)
+}
+
 /// Lets running effects finish (up to 30 s), then closes the document.
 #[tauri::command]
 async fn close_elf(files: State<'_, OpenFiles>, path: String) -> Result<(), HostError> {
@@ -336,7 +416,11 @@ fn main() {
             agent_set_enabled,
             agent_invoke,
             agent_proposals,
-            agent_decide
+            agent_decide,
+            agent_sessions,
+            agent_steps,
+            agent_undo,
+            agent_redo
         ])
         .run(tauri::generate_context!())
         .expect("error while running the Elfiee Tauri host");
