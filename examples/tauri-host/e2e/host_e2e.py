@@ -383,6 +383,10 @@ def run(args):
                   lambda: len(page.all("#graph-picture svg")) == 1
                   and "summary" in page.find("#graph-picture").text
                   and "reference" in page.find("#graph-picture").text)
+        # The parents query (seed 002 Ph2.1): the plan is linked from the agent's summary.
+        page.click(f'#blocks li[data-id="{block_id}"]')
+        page.wait("the plan's parents under its name",
+                  lambda: "summary (reference)" in page.find("#parents").text)
 
         # Ask again and reject the second proposal from the page: nothing of it runs.
         page.set_value("#prompt", "Summarise it once more.")

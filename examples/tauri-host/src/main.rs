@@ -166,6 +166,27 @@ async fn read_block(
     Ok(files.get(&path)?.read_block(&editor, &block_id)?)
 }
 
+/// The blocks that link to `block_id` (seed 002 Ph2.1, the parents query): `[{from, name,
+/// relation}]`, from the reverse relation index (no scan).
+#[tauri::command]
+async fn block_parents(
+    files: State<'_, OpenFiles>,
+    path: String,
+    block_id: String,
+) -> Result<Vec<serde_json::Value>, HostError> {
+    Ok(files.get(&path)?.with_state(|s| {
+        s.parents_of(&block_id)
+            .map(|(rel, from)| {
+                serde_json::json!({
+                    "from": from,
+                    "name": s.block(from).map(|b| b.name.clone()),
+                    "relation": rel.as_str(),
+                })
+            })
+            .collect()
+    }))
+}
+
 /// Every agent block with its status (`service::list_agents`).
 #[tauri::command]
 async fn list_agents(
@@ -408,6 +429,7 @@ fn main() {
             submit,
             list_blocks,
             read_block,
+            block_parents,
             close_elf,
             list_agents,
             agent_configure,
