@@ -713,3 +713,62 @@ proptest! {
         rt.block_on(watched_equals_walk(rounds))?;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_too_large_to_keep_is_named_when_an_undo_needs_it_and_nothing_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("big");
+    std::fs::create_dir_all(&root).unwrap();
+    let big = vec![7u8; (checkpoint::MAX_KEPT_BYTES + 1) as usize];
+    std::fs::write(root.join("video.bin"), &big).unwrap();
+    std::fs::write(root.join("notes.txt"), "keep me").unwrap();
+    let engine = Engine::new(EngineConfig::default());
+    let file = engine
+        .init(&tmp.path().join("b.elf"), "Alice")
+        .await
+        .unwrap();
+    let dir = elfiee_adapters::service::import_directory(
+        &file,
+        "alice",
+        &root,
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap()
+    .block_id;
+    let (agent, _) = agent_support::create_agent(&file, "alice", "big").await;
+    file.submit(Command::new(
+        "alice",
+        "core.link",
+        Some(&agent),
+        json!({"to": dir, "relation": "reference"}),
+    ))
+    .await
+    .unwrap();
+    let mut rec = StepRecorder::new(&file, &agent);
+    let start = rec.begin().unwrap();
+    std::fs::remove_file(root.join("video.bin")).unwrap();
+    std::fs::write(root.join("notes.txt"), "changed").unwrap();
+    let mut entry = rec.end(start, 1).unwrap();
+    entry["session_id"] = json!("big-session");
+    file.submit(Command::new("alice", "agent.session", Some(&agent), entry))
+        .await
+        .unwrap();
+    rec.committed();
+    let e = checkpoint::undo(&file, "alice", "big-session", Selection::Last(1), false)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("video.bin") && e.to_string().contains("not kept"),
+        "{e}"
+    );
+    assert!(!root.join("video.bin").exists());
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "changed",
+        "nothing was undone, not even the small file"
+    );
+    file.close().await;
+}

@@ -60,6 +60,11 @@ fn content_ref(v: &Version) -> Result<ContentRef, EngineError> {
     })
 }
 
+/// Files larger than this are tracked by hash but their bytes are not kept in the document
+/// (a video in the project would otherwise be copied into the `.elf` at the first step); an
+/// undo that needs one is refused, naming it.
+pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Tracks one project folder between checkpoints: the last manifest, kept in a cache file
 /// inside the `.elf` (a cache: losing it costs one full rescan, never a wrong answer).
 pub struct FolderTracker {
@@ -104,6 +109,10 @@ impl FolderTracker {
     pub fn scan(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
         let file = self.file.clone();
         let keep = |_: &str, st: &FileState, bytes: &[u8]| {
+            if bytes.len() as u64 > MAX_KEPT_BYTES {
+                // Tracked by hash only: an undo that needs these bytes says so.
+                return Ok(());
+            }
             let r = file.put_bytes(bytes).map_err(|e| e.to_string())?;
             if r.hash.to_hex() != st.hash {
                 return Err("the content store hashed a file differently".to_owned());
@@ -505,18 +514,18 @@ fn on_disk(path: &Path) -> Result<Option<Version>, EngineError> {
     }
 }
 
-/// Writes `v` at `path` (or removes it), atomically: a temporary file renamed over it.
-fn put_file(file: &FileHandle, path: &Path, v: Option<&Version>) -> Result<(), EngineError> {
+/// Writes `bytes` with permission bits `mode` at `path` (or removes it for `None`),
+/// atomically: a temporary file renamed over it.
+fn put_file(path: &Path, content: Option<&(Vec<u8>, u32)>) -> Result<(), EngineError> {
     use std::os::unix::fs::PermissionsExt;
     let io = |e: std::io::Error| storage(format!("cannot write {}: {e}", path.display()));
-    match v {
+    match content {
         None => match std::fs::remove_file(path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io(e)),
         },
-        Some(v) => {
-            let bytes = file.bytes(&content_ref(v)?)?;
+        Some((bytes, mode)) => {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(io)?;
             }
@@ -525,10 +534,21 @@ fn put_file(file: &FileHandle, path: &Path, v: Option<&Version>) -> Result<(), E
                 .map(|n| n.to_string_lossy().to_string())
                 .unwrap_or_default();
             let tmp = path.with_file_name(format!(".{name}.elfiee-undo.tmp"));
-            std::fs::write(&tmp, &bytes).map_err(io)?;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(v.mode)).map_err(io)?;
+            std::fs::write(&tmp, bytes).map_err(io)?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(*mode)).map_err(io)?;
             std::fs::rename(&tmp, path).map_err(io)
         }
+    }
+}
+
+/// The bytes and mode a regular file at `path` holds now (`None`: absent or not a file).
+fn read_now(path: &Path) -> Result<Option<(Vec<u8>, u32)>, EngineError> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => std::fs::read(path)
+            .map(|b| Some((b, m.mode() & 0o7777)))
+            .map_err(|e| storage(format!("cannot read {}: {e}", path.display()))),
+        _ => Ok(None),
     }
 }
 
@@ -588,6 +608,27 @@ async fn revert(
             conflicts.join(", ")
         )));
     }
+    // Everything the files need, read before anything is written: the versions to bring back
+    // (a file too large to keep was tracked by hash only: refused here, nothing changed)
+    // and what each path holds now (put back if a later write fails).
+    let mut wanted: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
+    let mut now_on_disk: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
+    for (path, (before, _)) in &net.files {
+        let bytes = match before {
+            Some(v) => Some((
+                file.bytes(&content_ref(v)?).map_err(|e| {
+                    rejected(format!(
+                        "the earlier version of {path} ({} bytes) was not kept ({e}); nothing was undone",
+                        v.len
+                    ))
+                })?,
+                v.mode,
+            )),
+            None => None,
+        };
+        wanted.insert(path, bytes);
+        now_on_disk.insert(path, read_now(&root.join(path))?);
+    }
     // Files first, each atomically; if one fails, the ones written go back.
     let mut written: Vec<&String> = Vec::new();
     let mut report = UndoReport {
@@ -595,9 +636,9 @@ async fn revert(
         ..UndoReport::default()
     };
     for (path, (before, _)) in &net.files {
-        if let Err(e) = put_file(file, &root.join(path), before.as_ref()) {
+        if let Err(e) = put_file(&root.join(path), wanted[path].as_ref()) {
             for p in written {
-                let _ = put_file(file, &root.join(p), current_files[p].as_ref());
+                let _ = put_file(&root.join(p), now_on_disk[p].as_ref());
             }
             return Err(e);
         }
@@ -630,7 +671,7 @@ async fn revert(
             ),
             Err(e) => {
                 for p in written {
-                    let _ = put_file(file, &root.join(p), current_files[p].as_ref());
+                    let _ = put_file(&root.join(p), now_on_disk[p].as_ref());
                 }
                 return Err(e);
             }
