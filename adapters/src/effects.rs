@@ -658,10 +658,11 @@ async fn pump(sh: Arc<EffectShared>, me: ActorRef<EffectMsg>, checkpoint: u64) {
             return;
         };
         // Another device's event: its effects ran on the device that wrote it (issue 16).
-        let foreign = matches!(sh.cx.file.foreign(event.seq), Ok(Some(_)));
-        let wants = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            !foreign && sh.effect.wants(&event)
-        }));
+        // Asked only of the events the effect wants, so the events it does not want (most
+        // of them) cost no storage read.
+        let wants =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sh.effect.wants(&event)))
+                .map(|w| w && !matches!(sh.cx.file.foreign(event.seq), Ok(Some(_))));
         let wants = match wants {
             Ok(w) => w,
             Err(p) => {

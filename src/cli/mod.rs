@@ -37,13 +37,7 @@ pub use output::CliError;
 /// The `elfiee` binary: [`main_with`] the default engine configuration (the built-in
 /// capabilities).
 pub fn main() -> ExitCode {
-    let mut registry = crate::capabilities::Registry::builtin();
-    // `node.add`: the file owner lets another device write (`elfiee sync add-node`).
-    elfiee_sync::membership::register(&mut registry);
-    main_with(EngineConfig {
-        registry,
-        ..Default::default()
-    })
+    main_with(EngineConfig::default())
 }
 
 /// The whole `elfiee` command line over an engine made with `config` — an embedder's binary
@@ -63,9 +57,16 @@ pub fn main_with(config: EngineConfig) -> ExitCode {
 /// [`main_with`], with the program's own effects run beside the built-in ones by every
 /// command that opens a document (see docs/EMBEDDING.md, "Your own block types").
 pub fn main_with_effects(
-    config: EngineConfig,
+    mut config: EngineConfig,
     effects: crate::adapters::effects::EffectSet,
 ) -> ExitCode {
+    // The command line carries sync (`serve --sync`, `sync add-node`): its capability
+    // (`node.add`, the file owner lets another device write) joins whatever registry the
+    // program built, as the built-in program's does (issue 27: a layer brings its own
+    // capabilities wherever it is switched on).
+    if config.registry.get("node.add").is_none() {
+        elfiee_sync::membership::register(&mut config.registry);
+    }
     let _ = EXTRA_EFFECTS.set(effects);
     let args = Cli::parse();
     let filter =

@@ -81,6 +81,10 @@ pub fn registry() -> Registry {
     r.register(Arc::new(Exported));
     r.declare_body("checklist.notes", &["notes"]);
     r.declare_block_body(BLOCK_TYPE, &["notes"]);
+    // Its documents may be shared between devices (`elfiee-checklist serve --sync`): sync's
+    // own capability belongs in the registry every engine of the program uses, so their
+    // snapshots agree on the folds (the command line adds it when a registry lacks it).
+    elfiee::sync::membership::register(&mut r);
     r
 }
 

@@ -226,9 +226,18 @@ fn the_command_line_drives_a_checklist() {
         "checklist.tick",
         "checklist.notes",
         "core.create",
+        // Sync's own capability comes with the command line that carries sync.
+        "node.add",
     ] {
         assert!(caps.contains(cap), "{caps}");
     }
+    // So the program's owner can let another device write (this failed with "unknown
+    // capability 'node.add'" when only the built-in program registered it).
+    let key = elf.with_extension("node.key");
+    let node = cli_json(&elf, &["sync", "node-id", "--key", key.to_str().unwrap()]);
+    let node_id = node["node_id"].as_str().unwrap_or_else(|| panic!("{node}"));
+    let added = cli_json(&elf, &["sync", "add-node", node_id, "--name", "laptop"]);
+    assert!(added.to_string().contains(node_id), "{added}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
