@@ -296,6 +296,17 @@ impl History {
                     if let Some(c) = change() {
                         h.steps.insert(n, c);
                         last_step = n;
+                        // The tools a step names itself (an MCP server's steps).
+                        if let Some(tools) = e.value.get("tools").and_then(Value::as_array) {
+                            h.tools.insert(
+                                n,
+                                tools
+                                    .iter()
+                                    .filter_map(Value::as_str)
+                                    .map(str::to_owned)
+                                    .collect(),
+                            );
+                        }
                         for (id, _, _) in &h.undos {
                             h.superseded.insert(id.clone());
                         }

@@ -139,6 +139,7 @@ impl ElfieeServer {
         match start.and_then(|s| recorder.end(s, *last + 1)) {
             Ok(mut entry) => {
                 entry["session_id"] = json!(self.inner.session_id);
+                entry["tools"] = json!([name]);
                 let cmd = elfiee_model::Command::new(editor, "agent.session", Some(&agent), entry);
                 match file.submit(cmd).await {
                     Ok(_) => {
