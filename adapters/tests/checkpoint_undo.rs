@@ -101,6 +101,38 @@ async fn check_log(file: &FileHandle) {
     );
 }
 
+/// A document (at `elf`) that imported the folder `root`, with an agent its owner pointed at
+/// the directory: (engine, file, directory block, agent block).
+async fn agent_on_folder(
+    elf: &Path,
+    root: &Path,
+    name: &str,
+) -> (Engine, FileHandle, String, String) {
+    let engine = Engine::new(EngineConfig::default());
+    let file = engine.init(elf, "Alice").await.unwrap();
+    let dir = elfiee_adapters::service::import_directory(
+        &file,
+        "alice",
+        root,
+        None,
+        &Default::default(),
+        |_| {},
+    )
+    .await
+    .unwrap()
+    .block_id;
+    let (agent, _) = agent_support::create_agent(&file, "alice", name).await;
+    file.submit(Command::new(
+        "alice",
+        "core.link",
+        Some(&agent),
+        json!({"to": dir, "relation": "reference"}),
+    ))
+    .await
+    .unwrap();
+    (engine, file, dir, agent)
+}
+
 struct Project {
     _tmp: tempfile::TempDir,
     root: PathBuf,
@@ -127,34 +159,9 @@ async fn project() -> Project {
     git(&root, &["init", "-q"]);
     git(&root, &["add", "-A"]);
     git(&root, &["commit", "-qm", "init"]);
-    let engine = Engine::new(EngineConfig {
-        node_id: "undo".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(&tmp.path().join("a.elf"), "Alice")
-        .await
-        .unwrap();
+    let (engine, file, dir, agent) =
+        agent_on_folder(&tmp.path().join("a.elf"), &root, "builder").await;
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
-    let report = elfiee_adapters::service::import_directory(
-        &file,
-        "alice",
-        &root,
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    let (agent, _) = agent_support::create_agent(&file, "alice", "builder").await;
-    file.submit(Command::new(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": report.block_id, "relation": "reference"}),
-    ))
-    .await
-    .unwrap();
     let notes = file
         .submit(Command::new(
             "alice",
@@ -173,7 +180,7 @@ async fn project() -> Project {
         file,
         _fx: fx,
         agent,
-        dir: report.block_id,
+        dir,
         notes,
     }
 }
@@ -454,31 +461,8 @@ async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let root = tmp.path().join("proj");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("a.txt"), "start").unwrap();
-    let engine = Engine::new(EngineConfig::default());
-    let file = engine
-        .init(&tmp.path().join("p.elf"), "Alice")
-        .await
-        .unwrap();
-    let dir = elfiee_adapters::service::import_directory(
-        &file,
-        "alice",
-        &root,
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap()
-    .block_id;
-    let (agent, _) = agent_support::create_agent(&file, "alice", "prop").await;
-    file.submit(Command::new(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": dir, "relation": "reference"}),
-    ))
-    .await
-    .unwrap();
+    let (_engine, file, _dir, agent) =
+        agent_on_folder(&tmp.path().join("p.elf"), &root, "prop").await;
     let mut md = Vec::new();
     for name in ["m0", "m1"] {
         md.push(
@@ -722,31 +706,8 @@ async fn a_file_too_large_to_keep_is_named_when_an_undo_needs_it_and_nothing_cha
     let big = vec![7u8; (checkpoint::MAX_KEPT_BYTES + 1) as usize];
     std::fs::write(root.join("video.bin"), &big).unwrap();
     std::fs::write(root.join("notes.txt"), "keep me").unwrap();
-    let engine = Engine::new(EngineConfig::default());
-    let file = engine
-        .init(&tmp.path().join("b.elf"), "Alice")
-        .await
-        .unwrap();
-    let dir = elfiee_adapters::service::import_directory(
-        &file,
-        "alice",
-        &root,
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap()
-    .block_id;
-    let (agent, _) = agent_support::create_agent(&file, "alice", "big").await;
-    file.submit(Command::new(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": dir, "relation": "reference"}),
-    ))
-    .await
-    .unwrap();
+    let (_engine, file, _dir, agent) =
+        agent_on_folder(&tmp.path().join("b.elf"), &root, "big").await;
     let mut rec = StepRecorder::new(&file, &agent);
     let start = rec.begin().unwrap();
     std::fs::remove_file(root.join("video.bin")).unwrap();
