@@ -30,7 +30,7 @@ mod payload;
 mod registry;
 
 pub use payload::json_depth;
-pub use registry::{Capability, Registry, Target};
+pub use registry::{Capability, Merge, Registry, Target};
 
 /// Deepest JSON nesting a payload may have (deeper values could not be stored and read back
 /// safely: decoders recurse).

@@ -19,6 +19,24 @@ pub enum Target {
     BlockOrFile,
 }
 
+/// How events of a kind merge when devices write concurrently (sync asks the kind; see
+/// `elfiee_sync::replica`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Merge {
+    /// Folded in the merged order, nothing else (the default).
+    #[default]
+    Fold,
+    /// Changes the block it names: skipped when that block is gone in the merged order.
+    BlockPatch,
+    /// Overwrites the block's content (a body, a name): skipped when the block is gone; of
+    /// concurrent writes the later in the merged order wins, and the block lists the loser
+    /// in `metadata.custom.conflicts` (the loser stays in the log).
+    BlockWrite,
+    /// A relation from the block it names: skipped when that block is gone or when it would
+    /// close a cycle.
+    Link,
+}
+
 /// A pure command handler. Implementations must not do I/O, read the clock or use randomness:
 /// everything they need is in the command, the state and the [`Ctx`].
 pub trait Capability: Send + Sync + 'static {
@@ -39,6 +57,10 @@ pub trait Capability: Send + Sync + 'static {
     /// ([`Registry::register_fold`], which also serves kinds without a command of their own).
     fn fold(&self) -> Option<Arc<dyn Fold>> {
         None
+    }
+    /// How this capability's events (kind = [`Capability::id`]) merge across devices.
+    fn merge(&self) -> Merge {
+        Merge::Fold
     }
 }
 
@@ -113,6 +135,12 @@ impl Registry {
     /// Folds one committed event into `state` ([`Folds::apply`]).
     pub fn apply(&self, state: &mut State, event: &Event) -> Applied {
         self.folds.apply(state, event)
+    }
+
+    /// How events of `kind` merge across devices: what the capability of that id declares
+    /// ([`Merge::Fold`] for a kind without one).
+    pub fn merge_of(&self, kind: &str) -> Merge {
+        self.caps.get(kind).map_or(Merge::Fold, |c| c.merge())
     }
 
     pub fn get(&self, id: &str) -> Option<&Arc<dyn Capability>> {

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use elfiee_capabilities::Registry;
+use elfiee_capabilities::{Merge, Registry};
 use elfiee_model::{Command, Event, Relation};
 use elfiee_projections::State;
 use serde_json::{json, Value};
@@ -67,9 +67,6 @@ struct FoldMemory {
     verdicts: HashMap<uuid::Uuid, bool>,
     last_write: HashMap<String, EventId>,
 }
-
-/// Kinds that overwrite a block's content or name.
-const WRITES: [&str; 3] = ["markdown.write", "code.write", "core.rename"];
 
 impl Replica {
     pub fn new(registry: Registry) -> Replica {
@@ -262,14 +259,15 @@ fn fold_change(
         return;
     }
     let kind = e.cap_id().to_owned();
-    let touches_block = WRITES.contains(&kind.as_str())
-        || matches!(kind.as_str(), "core.link" | "core.update_metadata");
+    // The kind says how it merges (`Capability::merge`): built-ins and an embedder's alike.
+    let merge = registry.merge_of(&kind);
+    let touches_block = matches!(merge, Merge::BlockWrite | Merge::BlockPatch | Merge::Link);
     if touches_block && state.block(&e.entity).is_none() {
         sync_list(state, "skipped")
             .push(json!({"id": id.to_hex(), "reason": "its block was deleted"}));
         return;
     }
-    if kind == "core.link" {
+    if merge == Merge::Link {
         let to = e
             .value
             .get("to")
@@ -287,7 +285,7 @@ fn fold_change(
         }
     }
     registry.apply(state, e);
-    if WRITES.contains(&kind.as_str()) {
+    if merge == Merge::BlockWrite {
         if let Some(loser) = memory.last_write.insert(e.entity.clone(), id) {
             if index.concurrent(&loser, &id) {
                 if let Some(b) = state.blocks.get_mut(&e.entity) {

@@ -335,3 +335,87 @@ fn the_merged_state_counts_every_event_in_its_last_seq() {
     );
     assert_eq!(state.last_seq, nodes[1].replica.len() as u64);
 }
+
+/// An embedder's kind that declares itself a block write (`Capability::merge`) gets conflict
+/// marks like `markdown.write`; the same kind left at the default does not (issue 27: sync
+/// asks the kind instead of a list of built-in names).
+#[test]
+fn an_embedders_write_kind_gets_conflict_marks_when_it_says_it_overwrites() {
+    use std::sync::Arc;
+
+    use elfiee_capabilities::{Capability, Merge, Target};
+    use elfiee_model::{CapError, Ctx, EventDraft};
+    use elfiee_projections::{Fold, State};
+
+    struct Notes(Merge);
+    impl Capability for Notes {
+        fn id(&self) -> &'static str {
+            "notes.write"
+        }
+        fn target(&self) -> Target {
+            Target::Block(Some("markdown"))
+        }
+        fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+            Ok(vec![EventDraft::new(
+                cmd.block_id.clone().unwrap_or_default(),
+                self.id(),
+                json!({"contents": {"notes": cmd.payload["notes"]}}),
+            )])
+        }
+        fn fold(&self) -> Option<Arc<dyn Fold>> {
+            Some(Arc::new(elfiee_projections::fold_patch))
+        }
+        fn merge(&self) -> Merge {
+            self.0
+        }
+    }
+
+    for (merge, marked) in [(Merge::BlockWrite, true), (Merge::Fold, false)] {
+        let mut registry = Registry::builtin();
+        registry.register(Arc::new(Notes(merge)));
+        let mut nodes = nodes(&registry, 2);
+        for cmd in [
+            Command::new("alice", "elf.init", None, json!({"name": "Alice"})),
+            Command::new(
+                "alice",
+                "core.create",
+                None,
+                json!({"name": "x", "block_type": "markdown", "block_id": "x"}),
+            ),
+        ] {
+            nodes[0].run(&registry, cmd);
+        }
+        let shared = nodes[0].log.clone();
+        deliver(&shared, &mut nodes[1]);
+        // Partitioned: both write the notes.
+        for (n, text) in [(0, "from A"), (1, "from B")] {
+            nodes[n].run(
+                &registry,
+                Command::new("alice", "notes.write", Some("x"), json!({"notes": text})),
+            );
+        }
+        let (a, b) = (nodes[0].log.clone(), nodes[1].log.clone());
+        deliver(&b, &mut nodes[0]);
+        deliver(&a, &mut nodes[1]);
+        assert_eq!(nodes[0].replica.digest(), nodes[1].replica.digest());
+        for n in &nodes {
+            let block = &n.replica.state().blocks["x"];
+            let conflicts = block.metadata.custom.get("conflicts");
+            assert_eq!(conflicts.is_some(), marked, "{merge:?}: {block:?}");
+            if marked {
+                let c = &conflicts.unwrap()[0];
+                let winner = c["winner"].as_str().unwrap();
+                let text = a
+                    .iter()
+                    .chain(&b)
+                    .find(|e| e.id.to_hex() == winner)
+                    .map(|e| e.value["contents"]["notes"].clone())
+                    .unwrap();
+                assert_eq!(
+                    block.contents["notes"], text,
+                    "the winner's notes are shown"
+                );
+            }
+        }
+    }
+}

@@ -22,6 +22,9 @@ impl Capability for CodeWrite {
     fn id(&self) -> &'static str {
         "code.write"
     }
+    fn merge(&self) -> crate::Merge {
+        crate::Merge::BlockWrite
+    }
     fn target(&self) -> Target {
         Target::Block(Some("code"))
     }

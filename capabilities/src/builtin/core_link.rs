@@ -39,6 +39,9 @@ impl Capability for CoreLink {
     fn id(&self) -> &'static str {
         "core.link"
     }
+    fn merge(&self) -> crate::Merge {
+        crate::Merge::Link
+    }
     fn target(&self) -> Target {
         Target::Block(None)
     }

@@ -20,6 +20,9 @@ impl Capability for CoreRename {
     fn id(&self) -> &'static str {
         "core.rename"
     }
+    fn merge(&self) -> crate::Merge {
+        crate::Merge::BlockWrite
+    }
     fn target(&self) -> Target {
         Target::Block(None)
     }

@@ -40,6 +40,9 @@ impl Capability for CoreUpdateMetadata {
     fn id(&self) -> &'static str {
         "core.update_metadata"
     }
+    fn merge(&self) -> crate::Merge {
+        crate::Merge::BlockPatch
+    }
     fn target(&self) -> Target {
         Target::Block(None)
     }

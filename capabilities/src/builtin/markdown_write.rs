@@ -20,6 +20,9 @@ impl Capability for MarkdownWrite {
     fn id(&self) -> &'static str {
         "markdown.write"
     }
+    fn merge(&self) -> crate::Merge {
+        crate::Merge::BlockWrite
+    }
     fn target(&self) -> Target {
         Target::Block(Some("markdown"))
     }

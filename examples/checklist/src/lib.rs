@@ -239,6 +239,12 @@ impl Capability for Notes {
     fn fold(&self) -> Option<Arc<dyn Fold>> {
         Some(Arc::new(fold_patch))
     }
+
+    /// Notes are overwritten whole: when two devices write them at once, the later in the
+    /// merged order wins and the block lists the loser in its conflicts, as `markdown.write`.
+    fn merge(&self) -> elfiee::capabilities::Merge {
+        elfiee::capabilities::Merge::BlockWrite
+    }
 }
 
 /// `checklist.export`.
