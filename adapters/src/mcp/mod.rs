@@ -12,6 +12,7 @@
 //! served: the classic `initialize` handshake (2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25)
 //! and the 2026-07-28 style (`server/discover`, per-request `_meta`, `subscriptions/listen`).
 
+pub mod catalogue;
 pub mod proposals;
 pub mod server;
 pub mod stdio;
