@@ -1,0 +1,527 @@
+//! `elfiee agent …`, `elfiee undo` / `redo`: agents, their loop sessions, proposals, steps and
+//! undo, and how the CLI shows them.
+
+use super::*;
+
+pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
+    let show = |r: &service::AgentResult| {
+        let v = serde_json::to_value(r).unwrap_or_default();
+        out.print(&v, || {
+            let mut t = format!(
+                "agent {} ({}) is {}: {}",
+                r.agent_block_id, r.editor_id, r.status, r.message
+            );
+            for w in &r.warnings {
+                t.push_str(&format!("\nwarning: {w}"));
+            }
+            t
+        });
+    };
+    match cmd {
+        AgentCmd::Create { target, name } => {
+            // A target that names no block is the handler's to refuse, in the seed's words
+            // ("Target project block not found: …", seed 001 §12.2).
+            let target = target
+                .as_deref()
+                .map(|t| s.block_id(t).unwrap_or_else(|_| t.to_owned()));
+            let r = service::create_agent(&s.file, &s.editor, target.as_deref(), name.as_deref())
+                .await?;
+            show(&r);
+        }
+        AgentCmd::Enable { id } | AgentCmd::Disable { id } => {
+            let action = if matches!(cmd, AgentCmd::Enable { .. }) {
+                "enable"
+            } else {
+                "disable"
+            };
+            // Seed 001 §12.1: "Block required for agent.{action}".
+            let id = s.block_id(id).map_err(|_| {
+                CliError::failed(
+                    "not_found",
+                    format!(
+                        "Block required for agent.{action}: no block '{id}'; list agents with `elfiee agent list`"
+                    ),
+                )
+            })?;
+            let r = service::set_agent_enabled(
+                &s.file,
+                &s.editor,
+                &id,
+                matches!(cmd, AgentCmd::Enable { .. }),
+            )
+            .await?;
+            show(&r);
+        }
+        AgentCmd::Configure {
+            id,
+            provider,
+            model,
+            api_key_env,
+            system_prompt,
+            max_context_tokens,
+            base_url,
+            temperature,
+            language,
+            rules,
+            knowledge,
+            clear_knowledge,
+        } => {
+            let id = s.block_id(id)?;
+            let mut cfg = serde_json::Map::new();
+            if *clear_knowledge || !knowledge.is_empty() {
+                cfg.insert("knowledge".into(), json!(knowledge));
+            }
+            if let Some(t) = temperature {
+                cfg.insert("temperature".into(), json!(t));
+            }
+            if let Some(l) = language {
+                cfg.insert("language".into(), json!(l));
+            }
+            if let Some(f) = rules {
+                cfg.insert("rules".into(), json!(read_rules(f)?));
+            }
+            for (k, v) in [
+                ("provider", provider),
+                ("model", model),
+                ("api_key_env", api_key_env),
+                ("system_prompt", system_prompt),
+                ("base_url", base_url),
+            ] {
+                if let Some(v) = v {
+                    cfg.insert(k.into(), json!(v));
+                }
+            }
+            if let Some(n) = max_context_tokens {
+                cfg.insert("max_context_tokens".into(), json!(n));
+            }
+            if cfg.is_empty() {
+                return Err(CliError::usage("nothing to configure: give at least one of --provider, --model, --api-key-env, --system-prompt, --max-context-tokens, --base-url, --temperature, --language, --rules, --knowledge, --clear-knowledge"));
+            }
+            let v = service::configure_agent(&s.file, &s.editor, &id, Value::Object(cfg)).await?;
+            out.print(&v, || serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        AgentCmd::Invoke {
+            id,
+            prompt,
+            context,
+        } => {
+            let id = s.block_id(id)?;
+            let context: Vec<String> = context
+                .iter()
+                .map(|c| s.block_id(c))
+                .collect::<Result<_, _>>()?;
+            let json_out = out.json;
+            let p = service::invoke_agent(&s.file, &s.editor, &id, prompt, &context, |d| {
+                use std::io::Write;
+                // The answer as it arrives: on stdout for people, on stderr with --json.
+                if json_out {
+                    eprint!("{d}");
+                    let _ = std::io::stderr().flush();
+                } else {
+                    print!("{d}");
+                    let _ = std::io::stdout().flush();
+                }
+            })
+            .await?;
+            if p["status"] == "failed" {
+                return Err(CliError::failed(
+                    "llm_failed",
+                    format!(
+                        "the model call failed: {}",
+                        p["error"].as_str().unwrap_or("unknown error")
+                    ),
+                ));
+            }
+            out.print(&p, || {
+                let mut t = format!(
+                    "\n\nproposal {} ({}):",
+                    p["proposal_id"].as_str().unwrap_or(""),
+                    p["status"].as_str().unwrap_or("")
+                );
+                for (i, c) in p["proposed_commands"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    t.push_str(&format!(
+                        "\n  {}. {} {} {}",
+                        i + 1,
+                        c["cap_id"].as_str().unwrap_or(""),
+                        c["block_id"].as_str().unwrap_or("*"),
+                        c["description"].as_str().unwrap_or("")
+                    ));
+                }
+                for e in p["parse_errors"].as_array().into_iter().flatten() {
+                    t.push_str(&format!("\n  parse error: {}", e.as_str().unwrap_or("")));
+                }
+                t.push_str(&format!(
+                    "\napprove with `elfiee agent approve {}`",
+                    p["proposal_id"].as_str().unwrap_or("")
+                ));
+                t
+            });
+        }
+        AgentCmd::Chat { id, session, perms } => {
+            use elfiee_adapters::agent_loop::{AgentSession, Confirm};
+            use std::io::{BufRead, Write};
+            let id = s.block_id(id)?;
+            let opts = session_options(s, &id, perms)?;
+            let mut chat = AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
+            eprintln!(
+                "session {} — empty line or Ctrl-D to leave",
+                chat.session_id()
+            );
+            let stdin = std::io::stdin();
+            loop {
+                eprint!("> ");
+                let _ = std::io::stderr().flush();
+                let mut line = String::new();
+                if stdin.lock().read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                    break;
+                }
+                let mut confirm = |tool: &str, input: &Value| {
+                    eprint!("Allow {tool} {input}? [y/N/a] ");
+                    let _ = std::io::stderr().flush();
+                    let mut answer = String::new();
+                    let _ = std::io::stdin().lock().read_line(&mut answer);
+                    match answer.trim() {
+                        "y" | "Y" | "yes" => Confirm::Once,
+                        "a" | "A" | "always" => Confirm::Always,
+                        "" | "n" | "N" | "no" => Confirm::Reject,
+                        other => Confirm::RejectWithFeedback(other.to_owned()),
+                    }
+                };
+                // What happens, as it happens (seed 003's ToolStatus lines), on stderr.
+                let mut steps = Vec::new();
+                let mut show = |e: elfiee_adapters::agent_loop::LoopEvent| {
+                    if let elfiee_adapters::agent_loop::LoopEvent::Step(v) = &e {
+                        steps.extend(v.get("step").and_then(Value::as_u64));
+                    }
+                    if let Some(l) = chat_event_line(&e) {
+                        eprintln!("{l}");
+                    }
+                };
+                let out = chat
+                    .run_turn_with(line.trim(), &mut confirm, &mut show)
+                    .await?;
+                println!("{}", out.text);
+                if out.stop_reason != elfiee_adapters::agent_loop::StopReason::EndTurn {
+                    eprintln!("[{}]", out.stop_reason);
+                }
+                // The turn's steps, as `agent steps` shows them (undo with `agent undo`).
+                if !steps.is_empty() {
+                    if let Ok(h) =
+                        elfiee_adapters::checkpoint::History::load(&s.file, chat.session_id())
+                    {
+                        let turn: Vec<_> = h
+                            .infos(&s.file)
+                            .into_iter()
+                            .filter(|i| steps.contains(&i.step))
+                            .collect();
+                        eprintln!("{}", steps_text(&turn));
+                    }
+                }
+            }
+        }
+        AgentCmd::Run {
+            id,
+            message,
+            session,
+            approve_all,
+            deny_all: _,
+            max_iterations,
+            perms,
+        } => {
+            use elfiee_adapters::agent_loop::{AgentSession, Confirm};
+            let id = s.block_id(id)?;
+            let mut opts = session_options(s, &id, perms)?;
+            if let Some(n) = max_iterations {
+                opts.max_iterations = (*n).max(1);
+            }
+            let mut session =
+                AgentSession::open(&s.file, &s.editor, &id, session.as_deref(), opts)?;
+            let approve = *approve_all;
+            let mut confirm = move |tool: &str, input: &Value| {
+                eprintln!(
+                    "{} {tool} {input}",
+                    if approve {
+                        "approved:"
+                    } else {
+                        "denied (pass --approve-all to allow):"
+                    }
+                );
+                if approve {
+                    Confirm::Once
+                } else {
+                    Confirm::Reject
+                }
+            };
+            let outcome = session.run_turn(message, &mut confirm).await?;
+            let v = json!({"session_id": session.session_id(), "stop_reason": outcome.stop_reason, "text": outcome.text, "tool_calls": outcome.tool_calls});
+            out.print(&v, || {
+                format!(
+                    "{}\n[{} · {} tool call(s) · session {}]",
+                    outcome.text,
+                    outcome.stop_reason,
+                    outcome.tool_calls,
+                    session.session_id()
+                )
+            });
+        }
+        AgentCmd::Proposals { id } => {
+            let id = s.block_id(id)?;
+            let list = service::list_proposals(&s.file, Some(&id));
+            out.print(&json!(list), || {
+                list.iter()
+                    .map(|p| {
+                        let n = p["proposed_commands"].as_array().map(Vec::len).unwrap_or(0);
+                        format!(
+                            "{}  {:<9} {n} command(s)  {}",
+                            p["proposal_id"].as_str().unwrap_or(""),
+                            p["status"].as_str().unwrap_or(""),
+                            p["prompt"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        AgentCmd::Approve { proposal_id } | AgentCmd::Reject { proposal_id, .. } => {
+            let approved = matches!(cmd, AgentCmd::Approve { .. });
+            let feedback = match cmd {
+                AgentCmd::Reject { feedback, .. } => feedback.as_deref(),
+                _ => None,
+            };
+            let ev = service::decide_proposal(&s.file, &s.editor, proposal_id, approved, feedback)
+                .await?;
+            let verb = if approved { "approved" } else { "rejected" };
+            out.print(
+                &json!({"proposal_id": proposal_id, "status": verb, "events": ev.len()}),
+                || format!("{verb} {proposal_id}; {} event(s) committed", ev.len()),
+            );
+        }
+        AgentCmd::Sessions { id } => {
+            let id = s.block_id(id)?;
+            let list = elfiee_adapters::agent_loop::AgentSession::list(&s.file, &id)?;
+            let v: Vec<Value> = list
+                .iter()
+                .map(|(sid, title)| json!({"session_id": sid, "title": title}))
+                .collect();
+            out.print(&json!(v), || {
+                list.iter()
+                    .map(|(sid, t)| format!("{sid}  {}", t.as_deref().unwrap_or("")))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+        AgentCmd::Steps { session } => {
+            let h = elfiee_adapters::checkpoint::History::load(&s.file, session)?;
+            let steps = h.infos(&s.file);
+            out.print(&json!({"session_id": session, "steps": steps}), || {
+                steps_text(&steps)
+            });
+        }
+        AgentCmd::Undo {
+            session,
+            to,
+            steps,
+            force,
+        } => {
+            use elfiee_adapters::checkpoint::{undo, Selection};
+            let sel = match (to, steps) {
+                (Some(t), _) => Selection::To(*t),
+                (None, n) => Selection::Last(n.unwrap_or(1)),
+            };
+            let r = undo(&s.file, &s.editor, session, sel, *force).await?;
+            out.print(&json!(r), || undo_text("undid", &r));
+        }
+        AgentCmd::Redo { session, force } => {
+            let r = elfiee_adapters::checkpoint::redo(&s.file, &s.editor, session, *force).await?;
+            out.print(&json!(r), || undo_text("redid", &r));
+        }
+        AgentCmd::List => {
+            let agents = service::list_agents(&s.file);
+            out.print(&json!(agents), || {
+                agents
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{}  {:<10} {:<8} {}",
+                            a["agent_block_id"].as_str().unwrap_or(""),
+                            a["name"].as_str().unwrap_or(""),
+                            a["status"].as_str().unwrap_or(""),
+                            a["editor_id"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Agent-loop options: the agent's configuration (system prompt, model, temperature, language,
+/// its default rules; provider built now, key from its env var), then the profile, the rules
+/// file and the autonomy given on the command line.
+pub(super) fn session_options(
+    s: &Session,
+    agent: &str,
+    perms: &crate::cli::LoopPermissions,
+) -> Result<elfiee_adapters::agent_loop::SessionOptions, CliError> {
+    use elfiee_adapters::agent_loop::{Autonomy, Profile, SessionOptions, PROFILES};
+    let opts = SessionOptions::for_agent(
+        &s.file,
+        agent,
+        &elfiee_adapters::invoke::default_provider_factory(),
+    )
+    .map_err(|e| CliError::failed("llm", e.to_string()))?;
+    let profile = Profile::builtin(&perms.profile).ok_or_else(|| {
+        CliError::usage(format!(
+            "unknown profile '{}'; use one of {}",
+            perms.profile,
+            PROFILES.join(", ")
+        ))
+    })?;
+    let mut opts = opts.with_profile(&profile);
+    // Titles and memory summaries from a short model call (derived when it fails).
+    opts.model_summaries = true;
+    if let Some(f) = &perms.rules {
+        let extra: Vec<elfiee_adapters::agent_loop::Rule> =
+            serde_json::from_value(Value::Array(read_rules(f)?)).map_err(|e| {
+                CliError::usage(format!("{}: not a list of rules: {e}", f.display()))
+            })?;
+        opts.rules.rules.extend(extra);
+    }
+    if let Some(a) = &perms.autonomy {
+        opts.autonomy = serde_json::from_value::<Autonomy>(json!(a)).map_err(|_| {
+            CliError::usage(format!(
+                "unknown autonomy '{a}'; use read_only, supervised or full"
+            ))
+        })?;
+    }
+    Ok(opts)
+}
+
+/// A rules file: a JSON list of `{"permission", "pattern", "action"}` (or `{"rules": [...]}`).
+pub(super) fn read_rules(path: &Path) -> Result<Vec<Value>, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+    let v: Value = serde_json::from_str(&text)
+        .map_err(|e| CliError::usage(format!("{} is not JSON: {e}", path.display())))?;
+    let list = match v {
+        Value::Array(a) => a,
+        Value::Object(mut o) => match o.remove("rules") {
+            Some(Value::Array(a)) => a,
+            _ => {
+                return Err(CliError::usage(format!(
+                    "{}: expected a list of rules or {{\"rules\": [...]}}",
+                    path.display()
+                )))
+            }
+        },
+        _ => {
+            return Err(CliError::usage(format!(
+                "{}: expected a list of rules",
+                path.display()
+            )))
+        }
+    };
+    Ok(list)
+}
+
+/// The line `agent chat` prints for a loop event (seed 003's ToolStatus): a tool starting,
+/// its success with the first line of its output, its failure with the first three lines of
+/// the error; also the title, retries and compactions. `None` for events it does not show.
+pub(super) fn chat_event_line(e: &elfiee_adapters::agent_loop::LoopEvent) -> Option<String> {
+    use elfiee_adapters::agent_loop::{LoopEvent, SessionStatus};
+    match e {
+        LoopEvent::Title(t) => Some(format!("  [title] {t}")),
+        LoopEvent::ToolRunning { tool, subject, .. } if subject.is_empty() => {
+            Some(format!("  [Running] {tool}"))
+        }
+        LoopEvent::ToolRunning { tool, subject, .. } => {
+            Some(format!("  [Running] {tool} {subject}"))
+        }
+        LoopEvent::ToolSuccess { tool, summary, .. } => {
+            let first = summary.lines().next().unwrap_or_default();
+            Some(format!("  [Success] {tool}: {first}"))
+        }
+        LoopEvent::ToolFailed { tool, error, .. } => {
+            let lines: Vec<String> = error.lines().take(3).map(|l| format!("    {l}")).collect();
+            Some(format!("  [Failed] {tool}\n{}", lines.join("\n")))
+        }
+        LoopEvent::Status(SessionStatus::Retrying { attempt, reason }) => {
+            Some(format!("  [retrying] attempt {attempt}: {reason}"))
+        }
+        LoopEvent::Compacted { summarised } => Some(format!(
+            "  [compacted] {}",
+            if *summarised {
+                "older messages were summarised"
+            } else {
+                "older messages were dropped"
+            }
+        )),
+        _ => None,
+    }
+}
+
+/// `agent steps` as text: one line per step, then its files.
+pub(super) fn steps_text(steps: &[elfiee_adapters::checkpoint::StepInfo]) -> String {
+    if steps.is_empty() {
+        return "no steps recorded yet".into();
+    }
+    let mut out = Vec::new();
+    for st in steps {
+        out.push(format!(
+            "step {:<3} {:<6} seq {}..{}  {} event(s)  {}",
+            st.step,
+            st.status,
+            st.doc_from + 1,
+            st.doc_to,
+            st.events,
+            st.tools.join(", ")
+        ));
+        for (mark, files) in [
+            ("+", &st.files_created),
+            ("~", &st.files_modified),
+            ("-", &st.files_deleted),
+        ] {
+            for f in files {
+                out.push(format!("    {mark} {f}"));
+            }
+        }
+    }
+    out.join("\n")
+}
+
+pub(super) fn undo_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
+    let steps: Vec<String> = r.steps.iter().map(u64::to_string).collect();
+    let mut out = vec![format!(
+        "{verb} step(s) {} of session {}: {} block(s) restored, {} removed; {} file(s) restored, {} removed",
+        steps.join(", "),
+        r.session_id,
+        r.blocks_restored.len(),
+        r.blocks_removed.len(),
+        r.files_restored.len(),
+        r.files_removed.len()
+    )];
+    if !r.forced.is_empty() {
+        out.push(format!("overwritten (--force): {}", r.forced.join(", ")));
+    }
+    out.join("\n")
+}
+
+pub(super) fn edits_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
+    let mut out = vec![format!(
+        "{verb} {} edit(s): {} block(s) restored, {} removed",
+        r.commands.len(),
+        r.blocks_restored.len(),
+        r.blocks_removed.len()
+    )];
+    if !r.forced.is_empty() {
+        out.push(format!("overwritten (--force): {}", r.forced.join(", ")));
+    }
+    out.join("\n")
+}
