@@ -110,7 +110,11 @@ pub(crate) fn gen_json(r: &project_gen::GenReport, secs: f64, factor: u64) -> Va
 
 /// Raw floor of an import: read every text file, blake3 it, insert the bytes into a fresh
 /// sled db (key = relative path) with the engine's sled settings, one `flush`, drop the db.
-pub(crate) fn raw_import_run(tree: &Path, paths: &[String], db: &Path) -> Result<(f64, u64), BoxError> {
+pub(crate) fn raw_import_run(
+    tree: &Path,
+    paths: &[String],
+    db: &Path,
+) -> Result<(f64, u64), BoxError> {
     let _ = std::fs::remove_dir_all(db);
     let t = Instant::now();
     let raw = open_raw(db)?;
@@ -253,7 +257,12 @@ pub(crate) fn create_markdown(cli: &mut Cli, doc: &Path, name: &str) -> Result<S
     }
 }
 
-pub(crate) fn cli_write(cli: &mut Cli, doc: &Path, block: &str, text: &str) -> Result<ChildRun, BoxError> {
+pub(crate) fn cli_write(
+    cli: &mut Cli,
+    doc: &Path,
+    block: &str,
+    text: &str,
+) -> Result<ChildRun, BoxError> {
     cli.run(Some(doc), &["markdown", "write", block, "--text", text])
 }
 

@@ -85,7 +85,11 @@ impl<'a> Iterator for Passes<'a> {
     }
 }
 
-pub(crate) fn sequential_raw(dir: &Path, records: &Records, min: Duration) -> Result<f64, BoxError> {
+pub(crate) fn sequential_raw(
+    dir: &Path,
+    records: &Records,
+    min: Duration,
+) -> Result<f64, BoxError> {
     let db = open_raw(dir)?;
     let tree = db.open_tree("events")?;
     let sync = SledSync::new(dir)?;
@@ -207,7 +211,11 @@ pub(crate) fn for_each_record(
 /// (events, seconds): [`for_each_record`] + decode each record; with `chain` the hash chain
 /// is checked too (as the engine does), with `fold` each event is applied to a
 /// [`elfiee_projections::State`] as well.
-pub(crate) fn raw_replay_variant(log_dir: &Path, chain: bool, fold: bool) -> Result<(u64, f64), BoxError> {
+pub(crate) fn raw_replay_variant(
+    log_dir: &Path,
+    chain: bool,
+    fold: bool,
+) -> Result<(u64, f64), BoxError> {
     let t = Instant::now();
     let mut n = 0u64;
     let mut bytes = 0usize;

@@ -40,7 +40,12 @@ pub(crate) fn context_phase(plan: &Plan) -> Value {
 }
 
 /// Microseconds per durable `markdown.write` of `block`, `n` in a row.
-pub(crate) async fn us_per_write(f: &FileHandle, block: &str, n: u64, tag: &str) -> Result<f64, EngineError> {
+pub(crate) async fn us_per_write(
+    f: &FileHandle,
+    block: &str,
+    n: u64,
+    tag: &str,
+) -> Result<f64, EngineError> {
     let t = Instant::now();
     for i in 0..n {
         f.submit(Command::new(
