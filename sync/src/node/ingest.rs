@@ -1,0 +1,440 @@
+//! Ingest: other devices' events from the stream, their bodies fetched into the content
+//! store, each batch judged (signatures, membership, order) and stored once.
+
+use super::*;
+
+/// Reads a body's chunks from the stream into the content store: chunk by chunk into a file
+/// beside the document, then copied into the store, which checks the hash. Memory holds a
+/// chunk at a time, whatever the body's size.
+pub(super) async fn fetch_body(
+    inner: &Inner,
+    stream: &jetstream::stream::Stream,
+    r: &ContentRef,
+) -> Result<(), String> {
+    use std::io::{Seek, Write};
+    let subject = inner.config.blob_subject(r);
+    let c = stream
+        .create_consumer(consumer::pull::OrderedConfig {
+            filter_subject: subject.clone(),
+            // A few chunks in flight at a time (the client would ask for 500).
+            max_batch: 4,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+    let mut messages = c
+        .messages()
+        .await
+        .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+    let path = inner
+        .file
+        .path()
+        .join(format!("sync-incoming-{}", r.hash.to_hex()));
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let fetched = async {
+        let mut next = 0usize;
+        let mut total = None;
+        while total.is_none_or(|t| next < t) {
+            let m = tokio::time::timeout(inner.config.timeout, messages.next())
+                .await
+                .map_err(|_| format!("body {} is not (yet) on the broker", r.hash))?
+                .ok_or_else(|| format!("body {}: the stream ended", r.hash))?
+                .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+            let header = |name: &str| {
+                m.headers
+                    .as_ref()
+                    .and_then(|h| h.get(name))
+                    .and_then(|v| v.as_str().parse::<usize>().ok())
+            };
+            let (Some(n), Some(t)) = (header("Elf-Chunk"), header("Elf-Chunks")) else {
+                continue;
+            };
+            // Chunks come in order; a second copy of one (stored again after the duplicate
+            // window) is skipped.
+            if n != next {
+                continue;
+            }
+            total = Some(t);
+            file.write_all(&m.payload)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            next += 1;
+        }
+        Ok::<(), String>(())
+    }
+    .await;
+    let stored = fetched.and_then(|()| {
+        file.rewind()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        inner
+            .file
+            .put_content_from(r, std::io::BufReader::new(&file))
+            .map_err(|e| format!("body {}: {e}", r.hash))
+    });
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    stored
+}
+
+/// `SyncIngest`.
+pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
+    let js = inner.js();
+    let name = format!("node-{}", &inner.node.to_hex()[..32]);
+    let mut backoff = Backoff::new(&inner.config);
+    'connect: loop {
+        let stream = inner.stream_when_ready(&js, &mut backoff).await;
+        let ingested = ingested(&inner.file).map_err(|e| e.to_string())?;
+        let config = consumer::pull::Config {
+            durable_name: Some(name.clone()),
+            // One ack per batch: acking its last message settles the ones before it.
+            ack_policy: consumer::AckPolicy::All,
+            ack_wait: Duration::from_secs(30),
+            filter_subject: format!("elf.{}.ev.>", inner.config.doc),
+            // A copied .elf resumes where its ingest checkpoint says.
+            deliver_policy: if ingested > 0 {
+                consumer::DeliverPolicy::ByStartSequence {
+                    start_sequence: ingested + 1,
+                }
+            } else {
+                consumer::DeliverPolicy::All
+            },
+            max_ack_pending: (inner.config.batch * 4) as i64,
+            ..Default::default()
+        };
+        // Read in stream order from the checkpoint: messages a killed ingest left unacked would
+        // otherwise come back after newer ones (and, say, a node's events before its node.add).
+        if let Err(e) = stream.delete_consumer(&name).await {
+            if !e.to_string().contains("not found") {
+                inner.offline(format!("cannot reset the consumer {name}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        }
+        let mut c = match stream.get_or_create_consumer(&name, config).await {
+            Ok(c) => c,
+            Err(e) => {
+                inner.offline(format!("cannot open the consumer {name}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        };
+        inner.online();
+        backoff.reset();
+        loop {
+            // A broker that goes away while nothing is sent shows here at once: a fetch from
+            // a client that lost its connection would only time out. Reconnecting recreates
+            // the consumer, so what this fetch held comes again in stream order.
+            let fetched = tokio::select! {
+                fetched = fetch_batch(&c, &name, inner.config.batch) => fetched,
+                () = inner.disconnected() => Err((
+                    format!("lost the connection to {}; reconnecting", inner.config.url),
+                    Vec::new(),
+                )),
+            };
+            let batch = match fetched {
+                Ok(batch) => batch,
+                // Messages came, then the fetch broke: store those, then read on.
+                Err((why, batch)) if !batch.is_empty() => {
+                    inner.offline(why);
+                    batch
+                }
+                Err((why, _)) => {
+                    inner.offline(why);
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+            };
+            if !batch.is_empty() {
+                if let Err(e) = store_batch(&inner, &stream, batch).await {
+                    inner.offline(e);
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+            }
+            match c.info().await {
+                Ok(info) => {
+                    let pending = info.num_pending;
+                    inner.refresh_status(|s| {
+                        s.online = true;
+                        s.to_ingest = pending;
+                    });
+                    backoff.reset();
+                }
+                Err(e) => inner.offline(format!("cannot ask the broker about {name}: {e}")),
+            }
+        }
+    }
+}
+
+/// Up to `max` messages that are there now (waiting up to 500 ms for the first); on an
+/// error, why, with the messages that came before it.
+pub(super) async fn fetch_batch(
+    c: &consumer::PullConsumer,
+    name: &str,
+    max: usize,
+) -> Result<Vec<jetstream::Message>, (String, Vec<jetstream::Message>)> {
+    let mut messages = c
+        .fetch()
+        .max_messages(max)
+        .expires(Duration::from_millis(500))
+        .messages()
+        .await
+        .map_err(|e| (format!("cannot fetch from {name}: {e}"), Vec::new()))?;
+    let mut batch = Vec::new();
+    while let Some(m) = messages.next().await {
+        match m {
+            Ok(m) => batch.push(m),
+            Err(e) => return Err((format!("fetching from {name}: {e}"), batch)),
+        }
+    }
+    Ok(batch)
+}
+
+/// What to do with one fetched message.
+pub(super) enum Verdict {
+    /// Store it (verified, its history here).
+    Store(Box<SyncEvent>),
+    /// Already here (a redelivery, or this node's own).
+    Skip,
+    /// Forged or broken: never stored.
+    Reject(SyncError),
+}
+
+/// Checks, stores and acknowledges a batch of fetched messages.
+pub(super) async fn store_batch(
+    inner: &Inner,
+    stream: &jetstream::stream::Stream,
+    batch: Vec<jetstream::Message>,
+) -> Result<(), String> {
+    tracing::trace!(messages = batch.len(), "sync: ingest batch");
+    inner.catch_up().map_err(|e| e.to_string())?;
+    let genesis = inner.genesis();
+    let mut members = {
+        let core = inner.lock();
+        crate::membership::members(core.replica.state())
+    };
+    let mut queued: Vec<(SyncEvent, (u64, jetstream::Message))> = Vec::new();
+    // With their stream sequences: the greatest is acked for all.
+    let mut acks: Vec<(u64, jetstream::Message)> = Vec::new();
+    let mut terms: Vec<jetstream::Message> = Vec::new();
+    // Ids and chains of the queued events, on top of what is stored.
+    let mut fresh: HashSet<EventId> = HashSet::new();
+    let mut fresh_chains: HashMap<NodeId, Vec<EventId>> = HashMap::new();
+    let seqs: Vec<u64> = batch
+        .iter()
+        .map(|m| m.info().map_or(0, |i| i.stream_sequence))
+        .collect();
+    let settled = seqs.iter().copied().max().unwrap_or(0);
+    // Decode everything, then check the signatures of what is new in one batch.
+    let decoded: Vec<Result<SyncEvent, Rejection>> = batch
+        .iter()
+        .map(|m| SyncEvent::decode(&m.payload))
+        .collect();
+    let mut signatures: Vec<Option<Result<(), Rejection>>> = vec![None; batch.len()];
+    {
+        let core = inner.lock();
+        let new: Vec<(usize, &SyncEvent)> = decoded
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| d.as_ref().ok().map(|e| (i, e)))
+            .filter(|(_, e)| !core.ids.contains_key(&e.id) && e.origin.node != core.node)
+            .collect();
+        drop(core);
+        let events: Vec<&SyncEvent> = new.iter().map(|(_, e)| *e).collect();
+        let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
+        for ((i, _), r) in new
+            .iter()
+            .zip(crate::identity::verify_members(&events, &mut keys))
+        {
+            signatures[*i] = Some(r);
+        }
+    }
+    for (((m, seq), d), signature) in batch.into_iter().zip(seqs).zip(decoded).zip(signatures) {
+        let verdict = match d {
+            Err(why) => Verdict::Reject(SyncError::Rejected {
+                origin: "?".into(),
+                origin_seq: 0,
+                reason: why,
+            }),
+            Ok(e) => {
+                let core = inner.lock();
+                judge(
+                    &core,
+                    e,
+                    signature.unwrap_or(Ok(())),
+                    genesis.as_ref(),
+                    &members,
+                    &fresh,
+                    &fresh_chains,
+                )
+            }
+        };
+        match verdict {
+            Verdict::Store(e) => {
+                let e = *e;
+                fresh.insert(e.id);
+                fresh_chains.entry(e.origin.node).or_default().push(e.id);
+                if e.cap == "node.add" {
+                    if let Some(n) = e
+                        .value
+                        .get("node_id")
+                        .and_then(|v| v.as_str())
+                        .and_then(NodeId::from_hex)
+                    {
+                        // Folded (and authorized) with the batch; its events may follow in it.
+                        members.insert(n, n.0);
+                    }
+                }
+                queued.push((e, (seq, m)));
+            }
+            Verdict::Skip => acks.push((seq, m)),
+            Verdict::Reject(err) => {
+                tracing::warn!(error = %err, "sync: rejected an event from the broker");
+                {
+                    let mut list = inner.rejected.lock().unwrap_or_else(|p| p.into_inner());
+                    list.push(err.clone());
+                    let n = list.len();
+                    if n > 100 {
+                        list.drain(..n - 100);
+                    }
+                }
+                inner.refresh_status(|s| {
+                    s.rejected.push(err.to_string());
+                    let n = s.rejected.len();
+                    if n > 100 {
+                        s.rejected.drain(..n - 100);
+                    }
+                });
+                terms.push(m);
+            }
+        }
+    }
+    for (e, _) in &queued {
+        for r in elfiee_projections::content::event_refs(&e.value) {
+            if !inner.file.has_content(&r).map_err(|e| e.to_string())? {
+                fetch_body(inner, stream, &r).await?;
+            }
+        }
+    }
+    let events = queued
+        .iter()
+        .map(|(e, _)| (e.to_event(), e.encode()))
+        .collect();
+    // Everything up to the batch's last message is settled (stored, here already, or
+    // refused): a restart reads on from there.
+    let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
+    let stored = inner
+        .file
+        .append_foreign(events, side)
+        .await
+        .map_err(|e| format!("cannot store events from the broker: {e}"))?;
+    // The follower folds them as they are (no reading back).
+    let mut known = BTreeMap::new();
+    for (stored, (e, m)) in stored.iter().zip(queued) {
+        known.insert(stored.seq, e);
+        acks.push(m);
+    }
+    inner.catch_up_with(known).map_err(|e| e.to_string())?;
+    for m in terms {
+        let _ = m.ack_with(AckKind::Term).await;
+    }
+    // The consumer acks all up to a message: the last one stored or skipped settles the batch.
+    if let Some((_, m)) = acks.into_iter().max_by_key(|(seq, _)| *seq) {
+        let _ = m.ack().await;
+    }
+    Ok(())
+}
+
+/// The verdict on one message, against what is stored and what this batch queued.
+pub(super) fn judge(
+    core: &Core,
+    e: SyncEvent,
+    signature: Result<(), Rejection>,
+    genesis: Option<&NodeId>,
+    members: &BTreeMap<NodeId, [u8; 32]>,
+    fresh: &HashSet<EventId>,
+    fresh_chains: &HashMap<NodeId, Vec<EventId>>,
+) -> Verdict {
+    if core.ids.contains_key(&e.id) || fresh.contains(&e.id) || e.origin.node == core.node {
+        return Verdict::Skip;
+    }
+    let reject = |reason| {
+        Verdict::Reject(SyncError::Rejected {
+            origin: e.origin.node.to_hex(),
+            origin_seq: e.origin.seq,
+            reason,
+        })
+    };
+    let node = e.origin.node;
+    if Some(&node) != genesis && !members.contains_key(&node) {
+        return reject(Rejection::UnknownNode(node.to_hex()));
+    }
+    if let Err(why) = signature {
+        return reject(why);
+    }
+    // Its place in its node's history: right after the node's last event here.
+    let stored = core.chains.get(&e.origin.node).map_or(&[][..], |c| c);
+    let queued = fresh_chains.get(&e.origin.node).map_or(&[][..], |c| c);
+    let have = (stored.len() + queued.len()) as u64;
+    let at = |seq: u64| {
+        let i = seq as usize - 1;
+        if i < stored.len() {
+            stored.get(i)
+        } else {
+            queued.get(i - stored.len())
+        }
+    };
+    if e.origin.seq == 0 {
+        return reject(Rejection::BrokenPrev {
+            seq: 0,
+            why: "origin seqs start at 1".into(),
+        });
+    }
+    if e.origin.seq <= have {
+        // Another event already holds this place: a fork.
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: format!(
+                "the node's event {} here is {}",
+                e.origin.seq,
+                at(e.origin.seq).map(|i| i.to_hex()).unwrap_or_default()
+            ),
+        });
+    }
+    // Ingest reads the stream in order from where everything before is settled, and a node
+    // publishes its events in order: a gap means the events before were refused.
+    if e.origin.seq > have + 1 {
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: format!("the node's event {} never arrived", have + 1),
+        });
+    }
+    let prev_here = if have == 0 { None } else { at(have).copied() };
+    if e.origin.prev != prev_here {
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: "its prev is not the node's previous event".into(),
+        });
+    }
+    // What it had seen came before it on the stream (its node ingested it from there).
+    if let Some(d) = e
+        .origin
+        .deps
+        .iter()
+        .find(|d| !core.ids.contains_key(d) && !fresh.contains(d))
+    {
+        return reject(Rejection::BrokenPrev {
+            seq: e.origin.seq,
+            why: format!(
+                "it names event {} that this device never received",
+                d.to_hex()
+            ),
+        });
+    }
+    Verdict::Store(Box::new(e))
+}

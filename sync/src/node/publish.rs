@@ -1,0 +1,277 @@
+//! The node's children: the supervised loops (follower, publisher, ingest) and the publisher,
+//! which sends this device's sealed events and their bodies to the stream.
+
+use super::*;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Role {
+    /// Folds new local events into the merged state (and wakes the publisher).
+    Follower,
+    Publisher,
+    Ingest,
+}
+
+impl Role {
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Role::Follower => "follower",
+            Role::Publisher => "publisher",
+            Role::Ingest => "ingest",
+        }
+    }
+}
+
+/// Runs one role's loop; the loop ending with an error (or a panic) fails the actor, and the
+/// file actor restarts it with backoff.
+pub(super) struct LoopActor;
+
+pub(super) enum LoopMsg {
+    Ended(Result<(), String>),
+}
+
+impl Actor for LoopActor {
+    type Msg = LoopMsg;
+    type State = tokio::task::JoinHandle<()>;
+    type Arguments = (Arc<Inner>, Role);
+
+    async fn pre_start(
+        &self,
+        me: ActorRef<LoopMsg>,
+        (inner, role): (Arc<Inner>, Role),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let work = tokio::spawn(async move {
+            match role {
+                Role::Follower => follow(inner).await,
+                Role::Publisher => publish(inner).await,
+                Role::Ingest => ingest(inner).await,
+            }
+        });
+        Ok(tokio::spawn(async move {
+            let ended = match work.await {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => Err(format!("panicked: {e}")),
+                Err(e) => Err(e.to_string()),
+            };
+            let _ = me.cast(LoopMsg::Ended(ended));
+        }))
+    }
+
+    async fn handle(
+        &self,
+        me: ActorRef<LoopMsg>,
+        msg: LoopMsg,
+        _: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match msg {
+            LoopMsg::Ended(Ok(())) => {
+                me.stop(None);
+                Ok(())
+            }
+            LoopMsg::Ended(Err(e)) => Err(e.into()),
+        }
+    }
+
+    async fn post_stop(
+        &self,
+        _: ActorRef<LoopMsg>,
+        task: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        task.abort();
+        Ok(())
+    }
+}
+
+/// The follower: every committed event, local or not, joins the merged state in log order.
+pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
+    let from = inner.lock().followed + 1;
+    let mut events = inner.file.subscribe_from(from);
+    loop {
+        inner.catch_up().map_err(|e| e.to_string())?;
+        if events.recv().await.is_none() {
+            return Ok(());
+        }
+    }
+}
+
+/// A pause that doubles per failure in a row.
+pub(super) struct Backoff {
+    next: Duration,
+    first: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(c: &SyncConfig) -> Backoff {
+        Backoff {
+            next: c.backoff,
+            first: c.backoff,
+            max: c.max_backoff,
+        }
+    }
+
+    pub(super) async fn wait(&mut self) {
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(self.max);
+    }
+
+    pub(super) fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
+
+/// `SyncPublisher`.
+pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
+    let js = inner.js();
+    let subject = inner.config.events_subject(&inner.node);
+    let mut backoff = Backoff::new(&inner.config);
+    'connect: loop {
+        let stream = inner.stream_when_ready(&js, &mut backoff).await;
+        // Where the broker is: the checkpoint may be behind it (lost, or rolled back).
+        let on_broker = match stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(m) => SyncEvent::decode(&m.payload)
+                .map(|e| e.origin.seq)
+                .map_err(|e| format!("the last message on {subject} does not decode: {e}"))?,
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => 0,
+            Err(e) => {
+                inner.offline(format!("cannot read the last message on {subject}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        };
+        let checkpoint = inner
+            .file
+            .checkpoint(&inner.checkpoint_name)
+            .map_err(|e| e.to_string())?;
+        let mut next = checkpoint.max(on_broker) + 1;
+        if on_broker > checkpoint {
+            set_checkpoint(&inner, on_broker)?;
+        }
+        inner.online();
+        backoff.reset();
+        loop {
+            let batch: Vec<SyncEvent> = {
+                let core = inner.lock();
+                let member = inner.is_member(core.replica.state(), inner.genesis().as_ref());
+                if member {
+                    core.own
+                        .iter()
+                        .skip(next as usize - 1)
+                        .take(inner.config.in_flight)
+                        .cloned()
+                        .collect()
+                } else {
+                    Vec::new()
+                }
+            };
+            if batch.is_empty() {
+                // Wait for new own events (or look again now and then: membership, status).
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(1), inner.wake_publisher.notified())
+                        .await;
+                inner.catch_up().map_err(|e| e.to_string())?;
+                continue;
+            }
+            match publish_batch(&inner, &js, &subject, &batch).await {
+                Ok(()) => {
+                    next += batch.len() as u64;
+                    inner.online();
+                }
+                Err(why) => {
+                    // Acknowledged ones stay acknowledged (the checkpoint moved over them);
+                    // the rest go again after a pause, from a fresh look at the subject.
+                    inner.offline(why);
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+            }
+        }
+    }
+}
+
+pub(super) fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
+    inner
+        .file
+        .set_checkpoint(&inner.checkpoint_name, seq)
+        .map_err(|e| format!("cannot store the publisher's checkpoint: {e}"))
+}
+
+/// Publishes `batch` (consecutive own events): bodies first, then the events, pipelined;
+/// moves the checkpoint over every acknowledged prefix.
+pub(super) async fn publish_batch(
+    inner: &Inner,
+    js: &jetstream::Context,
+    subject: &str,
+    batch: &[SyncEvent],
+) -> Result<(), String> {
+    for e in batch {
+        for r in elfiee_projections::content::event_refs(&e.value) {
+            publish_body(inner, js, &r).await?;
+        }
+    }
+    let mut acks = Vec::with_capacity(batch.len());
+    for e in batch {
+        let msg = PublishMessage::build()
+            .payload(e.encode().into())
+            .message_id(format!("{}:{}", e.origin.node.to_hex(), e.origin.seq));
+        match js.send_publish(subject.to_owned(), msg).await {
+            Ok(ack) => acks.push((e.origin.seq, ack)),
+            Err(err) => return Err(format!("cannot publish: {err}")),
+        }
+    }
+    for (seq, ack) in acks {
+        if crash_before_puback() {
+            // The events reach the broker (which stores them), the checkpoint does not move.
+            let _ = inner.client.flush().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            tracing::warn!("ELFIEE_TEST_CRASH_BEFORE_PUBACK: aborting before the PubAck");
+            std::process::abort();
+        }
+        match ack.await {
+            Ok(_) => set_checkpoint(inner, seq)?,
+            Err(err) => return Err(format!("no PubAck for {subject}:{seq}: {err}")),
+        }
+    }
+    Ok(())
+}
+
+/// `ELFIEE_TEST_CRASH_BEFORE_PUBACK=1`: the process aborts after sending events and before
+/// their PubAck (the "publisher died between commit and PubAck" test).
+pub(super) fn crash_before_puback() -> bool {
+    std::env::var_os("ELFIEE_TEST_CRASH_BEFORE_PUBACK").is_some_and(|v| v == "1")
+}
+
+/// Publishes a body as chunks (skipped when its last chunk is on the broker already).
+pub(super) async fn publish_body(
+    inner: &Inner,
+    js: &jetstream::Context,
+    r: &ContentRef,
+) -> Result<(), String> {
+    let subject = inner.config.blob_subject(r);
+    let text = inner
+        .file
+        .content(r)
+        .map_err(|e| format!("cannot read body {}: {e}", r.hash))?;
+    let bytes = text.as_bytes();
+    let chunks = bytes.len().div_ceil(CHUNK).max(1);
+    let mut acks = Vec::with_capacity(chunks);
+    for n in 0..chunks {
+        let part = &bytes[(n * CHUNK).min(bytes.len())..((n + 1) * CHUNK).min(bytes.len())];
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert("Elf-Chunks", chunks.to_string().as_str());
+        headers.insert("Elf-Chunk", n.to_string().as_str());
+        let msg = PublishMessage::build()
+            .payload(part.to_vec().into())
+            .headers(headers)
+            .message_id(format!("{}:{n}", r.hash.to_hex()));
+        acks.push(
+            js.send_publish(subject.clone(), msg)
+                .await
+                .map_err(|e| format!("cannot publish body {}: {e}", r.hash))?,
+        );
+    }
+    for ack in acks {
+        ack.await
+            .map_err(|e| format!("no PubAck for body {}: {e}", r.hash))?;
+    }
+    Ok(())
+}
