@@ -505,25 +505,31 @@ async fn net_of(file: &FileHandle, changes: &[&Change]) -> Result<Net, EngineErr
     })
 }
 
-/// The version a file on disk holds now (`None`: absent).
-fn on_disk(path: &Path) -> Result<Option<Version>, EngineError> {
+/// The version a file on disk holds now (`None`: absent), and its bytes and mode when it is a
+/// regular file (to put back if a later write fails).
+fn on_disk(path: &Path) -> Result<(Option<Version>, Option<(Vec<u8>, u32)>), EngineError> {
     use std::os::unix::fs::MetadataExt;
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => {
             let bytes = std::fs::read(path)
                 .map_err(|e| storage(format!("cannot read {}: {e}", path.display())))?;
-            Ok(Some(Version {
+            let mode = m.mode() & 0o7777;
+            let version = Version {
                 hash: blake3::hash(&bytes).to_hex().to_string(),
                 len: bytes.len() as u64,
-                mode: m.mode() & 0o7777,
-            }))
+                mode,
+            };
+            Ok((Some(version), Some((bytes, mode))))
         }
-        Ok(_) => Ok(Some(Version {
-            hash: "not a regular file".into(),
-            len: 0,
-            mode: 0,
-        })),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(_) => Ok((
+            Some(Version {
+                hash: "not a regular file".into(),
+                len: 0,
+                mode: 0,
+            }),
+            None,
+        )),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, None)),
         Err(e) => Err(storage(format!("cannot read {}: {e}", path.display()))),
     }
 }
@@ -552,17 +558,6 @@ fn put_file(path: &Path, content: Option<&(Vec<u8>, u32)>) -> Result<(), EngineE
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(*mode)).map_err(io)?;
             std::fs::rename(&tmp, path).map_err(io)
         }
-    }
-}
-
-/// The bytes and mode a regular file at `path` holds now (`None`: absent or not a file).
-fn read_now(path: &Path) -> Result<Option<(Vec<u8>, u32)>, EngineError> {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() => std::fs::read(path)
-            .map(|b| Some((b, m.mode() & 0o7777)))
-            .map_err(|e| storage(format!("cannot read {}: {e}", path.display()))),
-        _ => Ok(None),
     }
 }
 
@@ -605,8 +600,10 @@ async fn revert(
     }
     let root = root.unwrap_or_default();
     let mut current_files = BTreeMap::new();
+    let mut now_on_disk: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
     for (path, (_, expected)) in &net.files {
-        let current = on_disk(&root.join(path))?;
+        let (current, bytes) = on_disk(&root.join(path))?;
+        now_on_disk.insert(path, bytes);
         if &current != expected {
             if force {
                 forced.push(path.clone());
@@ -624,9 +621,8 @@ async fn revert(
     }
     // Everything the files need, read before anything is written: the versions to bring back
     // (a file too large to keep was tracked by hash only: refused here, nothing changed)
-    // and what each path holds now (put back if a later write fails).
+    // (what each path holds now was read above, to put back if a later write fails).
     let mut wanted: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
-    let mut now_on_disk: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
     for (path, (before, _)) in &net.files {
         let bytes = match before {
             Some(v) => Some((
@@ -641,7 +637,6 @@ async fn revert(
             None => None,
         };
         wanted.insert(path, bytes);
-        now_on_disk.insert(path, read_now(&root.join(path))?);
     }
     // Files first, each atomically; if one fails, the ones written go back.
     let mut written: Vec<&String> = Vec::new();
