@@ -2,7 +2,7 @@
 //! agent's system prompt, temperature and language reach the provider; the profile and rules
 //! decide what runs without asking; Chinese replies get Chinese result markers.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{json, Value};
 
@@ -10,19 +10,8 @@ mod common;
 
 const KEY_ENV: &str = "ELFIEE_AGENT_CLI_KEY";
 
-fn elfiee(elf: &Path, args: &[&str]) -> std::process::Output {
-    common::run_elfiee(elf, args, &[(KEY_ENV, "sk-local")])
-}
-
 async fn run(elf: &Path, args: &[&str]) -> std::process::Output {
-    let (elf, args): (PathBuf, Vec<String>) =
-        (elf.to_owned(), args.iter().map(|s| s.to_string()).collect());
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        elfiee(&elf, &args)
-    })
-    .await
-    .unwrap()
+    common::run_elfiee_async(elf, args, &[(KEY_ENV, "sk-local")]).await
 }
 
 fn ok(out: std::process::Output) -> Value {

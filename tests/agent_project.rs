@@ -18,19 +18,8 @@ const MAIN: &str = "mod agent_made;\n\nfn main() {\n    println!(\"{}\", agent_m
 /// The project's own target folder (never ours, whatever the environment says).
 const CARGO_TEST: &str = "CARGO_TARGET_DIR=target cargo test --offline 2>&1";
 
-fn elfiee(elf: &Path, args: &[&str]) -> std::process::Output {
-    common::run_elfiee(elf, args, &[(KEY_ENV, "sk-local")])
-}
-
 async fn run(elf: &Path, args: &[&str]) -> std::process::Output {
-    let (elf, args): (PathBuf, Vec<String>) =
-        (elf.to_owned(), args.iter().map(|s| s.to_string()).collect());
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        elfiee(&elf, &args)
-    })
-    .await
-    .unwrap()
+    common::run_elfiee_async(elf, args, &[(KEY_ENV, "sk-local")]).await
 }
 
 async fn ok(elf: &Path, args: &[&str]) -> Value {

@@ -42,6 +42,24 @@ pub fn run_elfiee(
         .expect("run elfiee")
 }
 
+/// [`run_elfiee`] off the async runtime's threads (a CLI call may wait on a server the test
+/// runs on that runtime).
+pub async fn run_elfiee_async(
+    elf: &std::path::Path,
+    args: &[&str],
+    env: &[(&'static str, &'static str)],
+) -> std::process::Output {
+    let elf = elf.to_owned();
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let env = env.to_vec();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_elfiee(&elf, &args, &env)
+    })
+    .await
+    .expect("the CLI call's thread")
+}
+
 /// The JSON a successful run printed; panics with its stderr when it failed.
 pub fn success_json(args: &[&str], out: &std::process::Output) -> serde_json::Value {
     assert!(
