@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use elfiee_adapters::agent_loop::{AgentSession, Autonomy, Confirm, SessionOptions};
 use elfiee_adapters::checkpoint::{self, Selection, StepRecorder};
-use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_adapters::llm::{LlmResponse, ScriptedProvider};
 use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
 use elfiee_model::{Block, Command};
@@ -19,19 +19,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 fn calls(uses: &[(&str, &str, Value)]) -> LlmResponse {
-    LlmResponse {
-        content: uses
-            .iter()
-            .map(|(id, name, input)| ContentBlock::ToolUse {
-                id: (*id).into(),
-                name: (*name).into(),
-                input: input.clone(),
-            })
-            .collect(),
-        stop_reason: Some("tool_use".into()),
-        usage: Usage::default(),
-        model: "scripted".into(),
-    }
+    agent_support::tool_calls(uses)
 }
 
 fn done(text: &str) -> LlmResponse {

@@ -7,23 +7,14 @@ mod agent_support;
 use std::sync::Arc;
 
 use elfiee_adapters::agent_loop::{AgentSession, Autonomy, Confirm, SessionOptions};
-use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider};
 use elfiee_engine::{Engine, EngineConfig};
 use elfiee_model::Command;
 use elfiee_projections::count_tokens;
 use serde_json::{json, Value};
 
 fn call(id: &str, name: &str, input: Value) -> LlmResponse {
-    LlmResponse {
-        content: vec![ContentBlock::ToolUse {
-            id: id.into(),
-            name: name.into(),
-            input,
-        }],
-        stop_reason: Some("tool_use".into()),
-        usage: Usage::default(),
-        model: "scripted".into(),
-    }
+    agent_support::tool_calls(&[(id, name, input)])
 }
 
 fn no_ask(tool: &str, _: &Value) -> Confirm {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use elfiee_adapters::agent_loop::{AgentSession, Autonomy, DenyAll, SessionOptions};
-use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_adapters::llm::{LlmResponse, ScriptedProvider};
 use elfiee_adapters::mcp::tools::{call, call_in_session, catalogue, ToolError};
 use elfiee_adapters::{attach, service, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
@@ -179,16 +179,7 @@ impl Fx {
 }
 
 fn tool_call(id: &str, name: &str, input: Value) -> LlmResponse {
-    LlmResponse {
-        content: vec![ContentBlock::ToolUse {
-            id: id.into(),
-            name: name.into(),
-            input,
-        }],
-        stop_reason: Some("tool_use".into()),
-        usage: Usage::default(),
-        model: "scripted".into(),
-    }
+    agent_support::tool_calls(&[(id, name, input)])
 }
 
 /// An agent-loop session of two steps: the agent rewrites `req`, then its shell rewrites the

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use elfiee_adapters::llm::{ContentBlock, LlmResponse, Usage};
 use elfiee_engine::FileHandle;
 use elfiee_model::Command;
 use serde_json::json;
@@ -24,4 +25,21 @@ pub async fn create_agent(file: &FileHandle, owner: &str, name: &str) -> (String
         .entity
         .clone();
     (agent, ev[0].entity.clone())
+}
+
+/// A scripted model answer that calls the tools `uses` (`(call id, tool, input)`) in one step.
+pub fn tool_calls(uses: &[(&str, &str, serde_json::Value)]) -> LlmResponse {
+    LlmResponse {
+        content: uses
+            .iter()
+            .map(|(id, name, input)| ContentBlock::ToolUse {
+                id: (*id).into(),
+                name: (*name).into(),
+                input: input.clone(),
+            })
+            .collect(),
+        stop_reason: Some("tool_use".into()),
+        usage: Usage::default(),
+        model: "scripted".into(),
+    }
 }
