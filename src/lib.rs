@@ -24,20 +24,26 @@
 //! ```
 //!
 //! Crates: [`model`] (data types), [`projections`] (pure state + apply), [`capabilities`]
-//! (pure handlers + CBAC), [`engine`] (actor, log, snapshots, subscriptions).
+//! (pure handlers + CBAC), [`engine`] (actor, log, snapshots, subscriptions) — the core, always
+//! in. Layers behind Cargo features (all on by default; `default-features = false` leaves
+//! them out): `agents` (`elfiee::adapters`: effects, LLM proposals, the agent loop,
+//! checkpoints), `mcp` (the MCP server), `sync` (`elfiee::sync`), `graph` (`elfiee::graph`),
+//! `cli` (`elfiee::cli` and the `elfiee` binary, with every layer), `testkit`.
 
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "graph")]
 pub mod graph;
-#[doc(hidden)]
-pub mod project_gen;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 
+#[cfg(feature = "agents")]
 pub use elfiee_adapters as adapters;
 pub use elfiee_capabilities as capabilities;
 pub use elfiee_engine as engine;
 pub use elfiee_model as model;
 pub use elfiee_projections as projections;
+#[cfg(feature = "sync")]
 pub use elfiee_sync as sync;
 
 pub use elfiee_engine::{

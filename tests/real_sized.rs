@@ -9,7 +9,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{run_elfiee, success_json};
-use elfiee::project_gen::{generate, Spec};
+use elfiee_bench::project_gen::{generate, Spec};
 use serde_json::Value;
 
 fn json(elf: &Path, args: &[&str]) -> Value {

@@ -15,7 +15,7 @@
 //!   skipped changes.
 //! - [`membership`]: `node.add` (the file owner adds a device by its key), registered like an
 //!   embedder's capability.
-//! - [`testing`]: a `nats-server` per test (loopback, JetStream in a temporary folder, killed
+//! - `testing` (feature `testing`): a `nats-server` per test (loopback, JetStream in a temporary folder, killed
 //!   when dropped) and a TCP relay a test can cut and restore (partitions).
 
 pub mod identity;
@@ -23,4 +23,5 @@ pub mod membership;
 pub mod merge;
 pub mod node;
 pub mod replica;
+#[cfg(feature = "testing")]
 pub mod testing;

@@ -3,7 +3,7 @@
 //! - [`tools`] — the tool catalogue of DESIGN.md §7 (names, argument schemas, execution as an
 //!   editor through the engine). Protocol-independent, so the agent loop can share it.
 //! - [`proposals`] — the two proposal tools, kept apart until the proposal layer is wired.
-//! - [`server`] — the rmcp handler: tools, the `elfiee://blocks` and `elfiee://block/{id}`
+//! - `server` (feature `mcp`, which brings `rmcp`) — the rmcp handler: tools, the `elfiee://blocks` and `elfiee://block/{id}`
 //!   resources, and `notifications/resources/list_changed` driven by committed events.
 //! - [`stdio`] — bounded line reading, so an oversized message is answered, not dropped.
 //!
@@ -14,48 +14,10 @@
 
 pub mod catalogue;
 pub mod proposals;
+#[cfg(feature = "mcp")]
 pub mod server;
 pub mod stdio;
 pub mod tools;
 
-use elfiee_engine::{EngineError, FileHandle};
-use elfiee_model::CapError;
-use rmcp::service::ServerInitializeError;
-use rmcp::transport::async_rw::AsyncRwTransport;
-use rmcp::ServiceExt;
-
-pub use server::ElfieeServer;
-
-/// Serves MCP over stdin/stdout as `editor` until the client disconnects.
-pub async fn serve_stdio(file: FileHandle, editor: String) -> Result<(), EngineError> {
-    if file.with_state(|s| s.editor(&editor).is_none()) {
-        return Err(EngineError::Rejected(CapError::UnknownEditor(editor)));
-    }
-    let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let (pump_in, rmcp_in) = tokio::io::duplex(1 << 20);
-    let pump = tokio::spawn(stdio::pump(stdin, pump_in, stdio::MAX_MESSAGE_BYTES));
-    // The pump already bounds lines; rmcp's own limit only has to let them through.
-    let transport = AsyncRwTransport::new_server(rmcp_in, stdout)
-        .with_max_line_length(stdio::MAX_MESSAGE_BYTES + 4096);
-
-    let server = ElfieeServer::new(file.clone(), editor.clone());
-    let watcher = tokio::spawn(server.clone().watch_file());
-    tracing::info!(editor = %editor, elf = %file.path().display(), "MCP server listening on stdio");
-    let outcome = match server.clone().serve(transport).await {
-        Ok(running) => {
-            let notifier = tokio::spawn(server.clone().notify_classic(running.peer().clone()));
-            let reason = running.waiting().await;
-            tracing::info!(?reason, "MCP session ended");
-            notifier.abort();
-            Ok(())
-        }
-        // The client went away before (or while) initializing: nothing to serve.
-        Err(ServerInitializeError::ConnectionClosed(_)) => Ok(()),
-        Err(e) => Err(EngineError::Effect(format!(
-            "MCP session could not start: {e}; the first message must be `initialize` or `server/discover`"
-        ))),
-    };
-    watcher.abort();
-    pump.abort();
-    outcome
-}
+#[cfg(feature = "mcp")]
+pub use server::{serve_stdio, ElfieeServer};

@@ -592,3 +592,37 @@ impl ServerHandler for ElfieeServer {
         ))
     }
 }
+
+/// Serves MCP over stdin/stdout as `editor` until the client disconnects.
+pub async fn serve_stdio(file: FileHandle, editor: String) -> Result<(), elfiee_engine::EngineError> {
+    if file.with_state(|s| s.editor(&editor).is_none()) {
+        return Err(elfiee_engine::EngineError::Rejected(CapError::UnknownEditor(editor)));
+    }
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let (pump_in, rmcp_in) = tokio::io::duplex(1 << 20);
+    let pump = tokio::spawn(super::stdio::pump(stdin, pump_in, super::stdio::MAX_MESSAGE_BYTES));
+    // The pump already bounds lines; rmcp's own limit only has to let them through.
+    let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(rmcp_in, stdout)
+        .with_max_line_length(super::stdio::MAX_MESSAGE_BYTES + 4096);
+
+    let server = ElfieeServer::new(file.clone(), editor.clone());
+    let watcher = tokio::spawn(server.clone().watch_file());
+    tracing::info!(editor = %editor, elf = %file.path().display(), "MCP server listening on stdio");
+    let outcome = match rmcp::ServiceExt::serve(server.clone(), transport).await {
+        Ok(running) => {
+            let notifier = tokio::spawn(server.clone().notify_classic(running.peer().clone()));
+            let reason = running.waiting().await;
+            tracing::info!(?reason, "MCP session ended");
+            notifier.abort();
+            Ok(())
+        }
+        // The client went away before (or while) initializing: nothing to serve.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => Ok(()),
+        Err(e) => Err(elfiee_engine::EngineError::Effect(format!(
+            "MCP session could not start: {e}; the first message must be `initialize` or `server/discover`"
+        ))),
+    };
+    watcher.abort();
+    pump.abort();
+    outcome
+}

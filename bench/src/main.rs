@@ -1,7 +1,7 @@
 //! `elfiee-bench`: the engine beside raw sled, on the same event bytes, in one run.
 //!
 //! ```text
-//! cargo run --release --bin elfiee-bench -- [--quick]
+//! cargo build --release -p elfiee -p elfiee-bench && ./target/release/elfiee-bench [--quick]
 //! ```
 //!
 //! Prints ONE JSON object on stdout (progress goes to stderr) with four measurements, each
@@ -33,7 +33,7 @@
 //! `--project-files N --project-bytes B --project-writes W` shrink it (for trying it out).
 //!
 //! `graph` (also in the default run; `--only graph` alone) draws two generated 1,000-block
-//! documents with `elfiee graph`, in this process and as a CLI call (`elfiee-bench/graph.rs`).
+//! documents with `elfiee graph`, in this process and as a CLI call (`bench/src/graph.rs`).
 //!
 //! Options: `--only sequential,concurrent,big` runs a subset (for profiling); `--keep` keeps the
 //! scratch directory; `RUST_LOG=elfiee_engine=trace` prints the engine's group-commit traces.
@@ -44,7 +44,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use elfiee::project_gen;
+use elfiee_bench::project_gen;
 use elfiee_engine::codec::{self, event_key};
 use elfiee_engine::log::SledSync;
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
@@ -166,20 +166,12 @@ macro_rules! info {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-// In a folder of its own: a file beside this one would be taken for another binary.
-#[path = "elfiee-bench/big.rs"]
 mod big;
-#[path = "elfiee-bench/checkpoint.rs"]
 mod checkpoint;
-#[path = "elfiee-bench/commit.rs"]
 mod commit;
-#[path = "elfiee-bench/graph.rs"]
 mod graph;
-#[path = "elfiee-bench/project.rs"]
 mod project;
-#[path = "elfiee-bench/raw.rs"]
 mod raw;
-#[path = "elfiee-bench/surfaces.rs"]
 mod surfaces;
 
 use big::*;
@@ -187,7 +179,6 @@ use commit::*;
 use project::*;
 use raw::*;
 use surfaces::*;
-#[path = "elfiee-bench/sync.rs"]
 mod sync;
 
 /// Called with each record (seq, stored bytes) of a raw layout read.
@@ -211,6 +202,7 @@ fn main() {
     }
     let started = Instant::now();
     let base = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
         .join("target")
         .join("bench-tmp")
         .join(format!("run-{}", std::process::id()));

@@ -20,7 +20,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use elfiee::project_gen;
+use elfiee_bench::project_gen;
 use elfiee_adapters::checkpoint::{scan, FolderTracker, Manifest};
 use elfiee_engine::Engine;
 use serde_json::{json, Value};

@@ -334,7 +334,7 @@ pub(crate) fn project_steps(
     let big_s = t.elapsed().as_secs_f64();
     out["generate"] = json!({
         "small": gen_json(&small, small_s, 1), "big": gen_json(&big, big_s, BIG_FACTOR),
-        "how": "src/project_gen.rs: exactly `files` text files (.rs most, .ts .py .md .json .toml .yaml .txt) in nested folders, log-normal sizes (many of a few hundred bytes to a few KB, tail to ~300 KB) scaled to total_bytes; plus .gitignore (build/, *.log), ignored files under build/ and x.log, binary files with NUL bytes, none counted in text_bytes",
+        "how": "bench/src/project_gen.rs: exactly `files` text files (.rs most, .ts .py .md .json .toml .yaml .txt) in nested folders, log-normal sizes (many of a few hundred bytes to a few KB, tail to ~300 KB) scaled to total_bytes; plus .gitignore (build/, *.log), ignored files under build/ and x.log, binary files with NUL bytes, none counted in text_bytes",
     });
     info!("project: generate: {}", out["generate"]);
 
