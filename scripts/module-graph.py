@@ -64,43 +64,126 @@ def strip(text):
     return "".join(out)
 
 
-def resolve(mods, base):
-    """Longest module prefix of `base` (a tuple) that is a file."""
-    for n in range(len(base), -1, -1):
-        if base[:n] in mods:
-            return base[:n]
-    return None
+def expand(tree):
+    """`a::{b, c::{d, e}}` -> ["a::b", "a::c::d", "a::c::e"] (as lists of segments)."""
+    tree = re.sub(r"\s+as\s+\w+", "", tree)
+    tree = re.sub(r"\s+", "", tree)
+    out = []
+
+    def walk(prefix, t):
+        depth, parts, cur = 0, [], ""
+        for ch in t:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            if ch == "," and depth == 0:
+                parts.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        parts.append(cur)
+        for part in parts:
+            if not part:
+                continue
+            if "{" in part:
+                head, rest = part.split("{", 1)
+                walk(prefix + [x for x in head.split("::") if x], rest[:-1])
+            else:
+                out.append(prefix + [x for x in part.split("::") if x])
+
+    walk([], tree)
+    return out
+
+
+def paths(text, mod):
+    """Every path from `crate`/`super`/`self` in `text`, as absolute module-segment lists."""
+    found = []
+    for m in re.finditer(r"\buse\s+((?:crate|super|self)\s*::[^;]*);", text):
+        for p in expand(m.group(1)):
+            found.append(p)
+    for m in re.finditer(r"\b(crate|super|self)((?:::\w+)+)", text):
+        found.append([m.group(1)] + m.group(2).split("::")[1:])
+    out = []
+    for p in found:
+        head, rest = p[0], p[1:]
+        if head == "crate":
+            base = tuple(rest)
+        elif head == "self":
+            base = mod + tuple(rest)
+        else:
+            up = mod[:-1]
+            while rest and rest[0] == "super":
+                up = up[:-1]
+                rest = rest[1:]
+            base = up + tuple(rest)
+        out.append(base)
+    return out
+
+
+def reexports(mods):
+    """module -> {name: module the name comes from}, from its `pub use` lines."""
+    table = {}
+    for mod, path in mods.items():
+        text = strip(open(path, encoding="utf-8").read())
+        names = {}
+        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]*);", text):
+            for p in expand(m.group(1)):
+                if not p:
+                    continue
+                if p[0] == "crate":
+                    base = tuple(p[1:-1])
+                elif p[0] == "self":
+                    base = mod + tuple(p[1:-1])
+                elif p[0] == "super":
+                    base = mod[:-1] + tuple(p[1:-1])
+                else:
+                    base = mod + tuple(p[:-1])
+                names[p[-1]] = base
+        table[mod] = names
+    return table
+
+
+def resolve(mods, exports, base, depth=0):
+    """The file that defines what `base` names: the longest module prefix, following `pub use`
+    re-exports of the next segment."""
+    cur = ()
+    if () not in mods:
+        return None
+    for i, seg in enumerate(base):
+        if cur + (seg,) in mods:
+            cur = cur + (seg,)
+            continue
+        target = exports.get(cur, {}).get(seg)
+        if target is not None and depth < 8:
+            inner = resolve(mods, exports, target + tuple(base[i + 1:]), depth + 1)
+            if inner is not None:
+                return inner
+        break
+    return cur
 
 
 def arrows(mods):
+    exports = reexports(mods)
     edges = defaultdict(set)
     for mod, path in mods.items():
         text = strip(open(path, encoding="utf-8").read())
-        for m in re.finditer(r"\b(crate|super|self)((?:::\w+)+)", text):
-            head, rest = m.group(1), m.group(2).split("::")[1:]
-            if head == "crate":
-                base = tuple(rest)
-            elif head == "self":
-                base = mod + tuple(rest)
-            else:
-                # `super` counts from the file's module; a file's `super::super` goes up twice.
-                up = mod
-                parts = list(rest)
-                up = up[:-1]
-                while parts and parts[0] == "super":
-                    up = up[:-1]
-                    parts = parts[1:]
-                base = up + tuple(parts)
-            target = resolve(mods, base)
+        for base in paths(text, mod):
+            target = resolve(mods, exports, base)
             if target is not None and target != mod:
                 edges[mod].add(target)
-        # `use child::…` / `child::x` for a child module this file declares.
+        # `child::x` for a child module this file declares (not `pub use child::…`, the index).
+        body = re.sub(r"\bpub(?:\([^)]*\))?\s+use\s+[^;]*;", "", text)
         for child in re.findall(r"\bmod\s+(\w+)\s*;", text):
             cmod = mod + (child,)
-            if cmod in mods and re.search(r"(?<![:\w])" + child + r"::", text):
+            if cmod in mods and re.search(r"(?<![:\w])" + child + r"::", body):
                 edges[mod].add(cmod)
-        # Plain `use name::…` where `name` is a sibling declared by the parent (2018 paths
-        # from a file's own scope go through `crate`/`super`/`self`, so nothing else to do).
+        # A module's `pub use` of its own children is its index, not a dependency; other
+        # re-exports are arrows.
+        for name, src in exports.get(mod, {}).items():
+            t = resolve(mods, exports, src + (name,))
+            if t is not None and t != mod and t[:len(mod)] != mod:
+                edges[mod].add(t)
     return edges
 
 

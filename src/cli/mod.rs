@@ -22,6 +22,7 @@ mod commands;
 mod graph;
 mod output;
 mod resolve;
+mod session;
 mod sync;
 
 use std::path::PathBuf;

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::Graph;
+use super::model::Graph;
 
 /// A DOT quoted string holding `s` as an escString label: `"` and `\` escaped, a newline as `\n`
 /// (a centred line break), other control characters dropped (a NUL ends a string for some
@@ -77,7 +77,7 @@ mod tests {
     };
     use proptest::prelude::*;
 
-    use super::super::{Edge, Graph, Node};
+    use super::super::model::{Edge, Graph, Node};
 
     /// The text a DOT escString label shows: the inverse of `quoted` per the DOT rules.
     fn unquote(id: &Id) -> String {

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use rust_sugiyama::configure::{Config, CrossingMinimization, RankingType};
 
-use super::Graph;
+use super::model::Graph;
 
 /// Height of a block's box.
 pub(super) const NODE_H: f64 = 40.0;
@@ -230,7 +230,7 @@ pub(super) fn layout(g: &Graph) -> Layout {
 pub(super) mod tests {
     use proptest::prelude::*;
 
-    use super::super::{Edge, Graph, Node};
+    use super::super::model::{Edge, Graph, Node};
     use super::*;
 
     pub(crate) fn graph(n: usize, links: &[(usize, usize, &str)]) -> Graph {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::Graph;
+use super::model::Graph;
 
 /// Text safe inside a Mermaid quoted label or edge text: the characters Mermaid would read as
 /// syntax or markup become entity codes (`#quot;`, `#35;` …), a newline becomes `<br/>`, other
@@ -79,7 +79,7 @@ pub(super) fn render(g: &Graph) -> String {
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::{Edge, Graph, Node};
+    use super::super::model::{Edge, Graph, Node};
 
     /// What a Mermaid flowchart says, read line by line: node labels by Mermaid id, edges as
     /// (from, arrow, text, to), and the block id each node's comment names. Panics on any line

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::layout::{layout, short, text_width, Placed, MARGIN, NODE_H};
-use super::Graph;
+use super::model::Graph;
 
 /// Relations get a text label only up to this many (beyond, the legend and `<title>` tell).
 const LABELLED_EDGES: usize = 60;
@@ -248,7 +248,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::layout::tests::graph;
-    use super::super::{Edge, Graph, Node};
+    use super::super::model::{Edge, Graph, Node};
     use super::*;
 
     proptest! {

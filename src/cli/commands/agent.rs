@@ -1,7 +1,14 @@
 //! `elfiee agent …`, `elfiee undo` / `redo`: agents, their loop sessions, proposals, steps and
 //! undo, and how the CLI shows them.
 
-use super::*;
+use std::path::Path;
+
+use elfiee_adapters::service;
+use serde_json::{json, Value};
+
+use crate::cli::output::Out;
+use crate::cli::session::Session;
+use crate::cli::{AgentCmd, CliError};
 
 pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), CliError> {
     let show = |r: &service::AgentResult| {

@@ -1,7 +1,14 @@
 //! `elfiee dir …` and `elfiee terminal …`: folders in and out of the document, commands in
 //! terminals, and the progress bars of long imports.
 
-use super::*;
+use elfiee_adapters::import::{ImportLimits, SyncProgress, MAX_FILE_BYTES_LIMIT};
+use elfiee_adapters::service;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+
+use crate::cli::output::Out;
+use crate::cli::session::{read_text, Session};
+use crate::cli::{CliError, DirCmd, TerminalCmd, TextSource};
 
 pub(super) async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliError> {
     match cmd {
