@@ -30,20 +30,8 @@ fn init(dir: &Path) -> std::path::PathBuf {
 fn a_full_session_through_the_cli_agrees_with_replay_and_verify() {
     let dir = tempfile::tempdir().unwrap();
     let elf = init(dir.path());
-    let spec = json_ok(
-        &elf,
-        &["block", "create", "--type", "markdown", "--name", "Spec"],
-    )["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let code = json_ok(
-        &elf,
-        &["block", "create", "--type", "code", "--name", "impl"],
-    )["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let spec = common::new_block(json_ok, &elf, "markdown", "Spec");
+    let code = common::new_block(json_ok, &elf, "code", "impl");
     json_ok(
         &elf,
         &["block", "link", &code, &spec, "--relation", "implement"],
@@ -103,13 +91,7 @@ fn exit_codes_are_0_done_1_rejected_2_usage() {
     let dir = tempfile::tempdir().unwrap();
     let elf = init(dir.path());
     json_ok(&elf, &["editor", "create", "--name", "Bob", "--id", "bob"]);
-    let id = json_ok(
-        &elf,
-        &["block", "create", "--type", "markdown", "--name", "n"],
-    )["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = common::new_block(json_ok, &elf, "markdown", "n");
 
     let denied = elfiee(
         &elf,

@@ -37,13 +37,7 @@ fn an_editor_undoes_and_redoes_their_own_edits_and_not_someone_elses() {
     let nothing = run(&elf, &["undo"]);
     assert_eq!(nothing.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&nothing.stderr).contains("nothing to undo"));
-    let b = ok(
-        &elf,
-        &["block", "create", "--type", "markdown", "--name", "Notes"],
-    )["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let b = common::new_block(ok, &elf, "markdown", "Notes");
     ok(&elf, &["markdown", "write", &b, "--text", "v1"]);
     ok(&elf, &["markdown", "write", &b, "--text", "v2"]);
     // One edit back, then another.

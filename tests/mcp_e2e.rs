@@ -71,13 +71,7 @@ fn fixture() -> Fixture {
         .unwrap()
         .to_owned();
     assert!(agent.starts_with("agent-"), "{agent}");
-    let spec = json_ok(
-        &elf,
-        &["block", "create", "--type", "markdown", "--name", "Spec"],
-    )["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let spec = common::new_block(json_ok, &elf, "markdown", "Spec");
     json_ok(&elf, &["markdown", "write", &spec, "--text", "# Spec\n"]);
     json_ok(&elf, &["grant", &agent, "core.create", "*"]);
     json_ok(&elf, &["grant", &agent, "markdown.read", &spec]);

@@ -268,3 +268,21 @@ pub async fn llm_turns(turn: Vec<String>, short: String) -> (String, Arc<Mutex<V
     });
     (url, seen)
 }
+
+/// The id of a new block `name` of `block_type`, created with `run` (a test file's JSON
+/// runner: `elfiee --json …` on `elf`, panicking on failure).
+pub fn new_block(
+    run: impl Fn(&std::path::Path, &[&str]) -> serde_json::Value,
+    elf: &std::path::Path,
+    block_type: &str,
+    name: &str,
+) -> String {
+    let v = run(
+        elf,
+        &["block", "create", "--type", block_type, "--name", name],
+    );
+    v["block_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no block_id in {v}"))
+        .to_owned()
+}
