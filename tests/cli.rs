@@ -271,15 +271,10 @@ fn cli_doc_lists_every_subcommand() {
 
 #[test]
 fn completions_are_printed_without_a_document() {
-    let out = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .args(["completions", "bash"])
-        .env_remove("ELFIEE_ELF")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = common::output_ok(
+        Command::new(env!("CARGO_BIN_EXE_elfiee"))
+            .args(["completions", "bash"])
+            .env_remove("ELFIEE_ELF"),
     );
     let script = String::from_utf8_lossy(&out.stdout);
     assert!(

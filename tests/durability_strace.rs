@@ -41,23 +41,18 @@ fn a_cli_write_is_fdatasynced_before_it_is_answered() {
     let block = v["block_id"].as_str().unwrap().to_owned();
 
     let trace = dir.path().join("trace.txt");
-    let out = Command::new("strace")
-        .args(["-f", "-y", "-s", "64", "-o"])
-        .arg(&trace)
-        .args([
-            "-e",
-            "trace=pwrite64,pwritev,pwritev2,write,fdatasync,fsync",
-        ])
-        .arg(env!("CARGO_BIN_EXE_elfiee"))
-        .arg("--elf")
-        .arg(&elf)
-        .args(["markdown", "write", &block, "--text", "durable-text-0123"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    common::output_ok(
+        Command::new("strace")
+            .args(["-f", "-y", "-s", "64", "-o"])
+            .arg(&trace)
+            .args([
+                "-e",
+                "trace=pwrite64,pwritev,pwritev2,write,fdatasync,fsync",
+            ])
+            .arg(env!("CARGO_BIN_EXE_elfiee"))
+            .arg("--elf")
+            .arg(&elf)
+            .args(["markdown", "write", &block, "--text", "durable-text-0123"]),
     );
     let text = std::fs::read_to_string(&trace).unwrap();
     let lines: Vec<&str> = text.lines().collect();

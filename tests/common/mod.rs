@@ -286,3 +286,16 @@ pub fn new_block(
         .unwrap_or_else(|| panic!("no block_id in {v}"))
         .to_owned()
 }
+
+/// Runs `cmd` to the end; panics with its stderr unless it succeeded.
+pub fn output_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?} did not start: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
