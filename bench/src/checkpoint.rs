@@ -20,8 +20,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use elfiee_bench::project_gen;
 use elfiee_adapters::checkpoint::{scan, FolderTracker, Manifest};
+use elfiee_bench::project_gen;
 use elfiee_engine::Engine;
 use serde_json::{json, Value};
 

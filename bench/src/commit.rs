@@ -156,11 +156,23 @@ pub(crate) async fn sequential_window(
         *next += 1;
         n += 1;
     }
+    engine_run("sequential", f, first_seq, n, t)
+}
+
+/// The run of `n` commands from `first_seq` that started at `t`; an error when the log does
+/// not hold exactly one event per command.
+fn engine_run(
+    what: &str,
+    f: &FileHandle,
+    first_seq: u64,
+    n: u64,
+    t: Instant,
+) -> Result<EngineRun, BoxError> {
     let secs = t.elapsed().as_secs_f64();
     let last_seq = f.last_seq();
     if last_seq + 1 - first_seq != n {
         return Err(format!(
-            "sequential: {n} commands but {} events",
+            "{what}: {n} commands but {} events",
             last_seq + 1 - first_seq
         )
         .into());
@@ -200,18 +212,5 @@ pub(crate) async fn concurrent_window(
     for j in joins {
         n += j.await??;
     }
-    let secs = t.elapsed().as_secs_f64();
-    let last_seq = f.last_seq();
-    if last_seq + 1 - first_seq != n {
-        return Err(format!(
-            "concurrent: {n} commands but {} events",
-            last_seq + 1 - first_seq
-        )
-        .into());
-    }
-    Ok(EngineRun {
-        rate: n as f64 / secs,
-        first_seq,
-        last_seq,
-    })
+    engine_run("concurrent", f, first_seq, n, t)
 }

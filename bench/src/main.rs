@@ -122,40 +122,27 @@ struct Plan {
 
 impl Plan {
     fn new(quick: bool) -> Plan {
-        if quick {
-            Plan {
-                mode: "quick",
-                seq_window: Duration::from_millis(800),
-                conc_window: Duration::from_millis(800),
-                warmup: Duration::from_millis(200),
-                raw_min: Duration::from_millis(500),
-                big_events: 200_000,
-                big_blocks: 1_000,
-                build_tasks: 8,
-                build_batch: 1024,
-                // Five alternating engine/raw runs: the median of five resists the
-                // machine's run-to-run swings better than the median of three.
-                commit_runs: 5,
-                replay_runs: 3,
-                open_runs: 5,
-            }
+        let ms = Duration::from_millis;
+        let (mode, seq, conc, warmup, raw_min, big_events) = if quick {
+            ("quick", 800, 800, 200, 500, 200_000)
         } else {
-            Plan {
-                mode: "full",
-                seq_window: Duration::from_millis(1000),
-                conc_window: Duration::from_millis(1200),
-                warmup: Duration::from_millis(300),
-                raw_min: Duration::from_millis(1000),
-                big_events: 1_000_000,
-                big_blocks: 1_000,
-                build_tasks: 8,
-                build_batch: 1024,
-                // Five alternating engine/raw runs: the median of five resists the
-                // machine's run-to-run swings better than the median of three.
-                commit_runs: 5,
-                replay_runs: 3,
-                open_runs: 5,
-            }
+            ("full", 1000, 1200, 300, 1000, 1_000_000)
+        };
+        Plan {
+            mode,
+            seq_window: ms(seq),
+            conc_window: ms(conc),
+            warmup: ms(warmup),
+            raw_min: ms(raw_min),
+            big_events,
+            big_blocks: 1_000,
+            build_tasks: 8,
+            build_batch: 1024,
+            // Five alternating engine/raw runs: the median of five resists the machine's
+            // run-to-run swings better than the median of three.
+            commit_runs: 5,
+            replay_runs: 3,
+            open_runs: 5,
         }
     }
 }
