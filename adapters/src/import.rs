@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use elfiee_engine::{EngineError, FileHandle};
 use elfiee_model::{Command, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
 
-use crate::service::rejected;
+use crate::errors::rejected;
 use elfiee_projections::content::{body_hash, body_keys};
 use serde::{Deserialize, Serialize};
 use serde_json::json;

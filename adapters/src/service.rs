@@ -10,15 +10,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::effects::wait_for_outcome;
+use crate::errors::rejected;
 use crate::import::{import_folder, sync_folder, ImportLimits, SyncProgress, SyncReport};
 
 /// How long an agent enable/disable may take before the caller stops waiting.
 const AGENT_EFFECT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A refusal with a message that says what to do.
-pub(crate) fn rejected(msg: impl Into<String>) -> EngineError {
-    EngineError::Rejected(CapError::rejected(msg))
-}
 
 /// Result of an import: what the sync into the new (or resumed) directory block did.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

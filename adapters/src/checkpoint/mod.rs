@@ -27,15 +27,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use elfiee_engine::{EngineError, FileHandle};
-use elfiee_model::{Block, CapError, Command, ContentRef, EventHash, EXTERNAL_ROOT_PATH};
+use elfiee_model::{Block, Command, ContentRef, EventHash, EXTERNAL_ROOT_PATH};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::errors::rejected;
 pub use scan::{FileChange, FileState, Manifest, ScanStats, Version};
-
-fn rejected(msg: impl Into<String>) -> EngineError {
-    EngineError::Rejected(CapError::rejected(msg))
-}
 
 fn storage(msg: impl Into<String>) -> EngineError {
     EngineError::Storage(msg.into())

@@ -7,7 +7,7 @@ use elfiee_engine::FileHandle;
 use elfiee_model::Command;
 use serde_json::{json, Value};
 
-use super::tools::{engine_error, ProposalListArgs, ProposeArgs, ToolError};
+use super::catalogue::{engine_error, ProposalListArgs, ProposeArgs, ToolError};
 
 /// The agent block whose editor is `editor`.
 pub(super) fn agent_of(file: &FileHandle, editor: &str) -> Option<String> {

@@ -594,13 +594,22 @@ impl ServerHandler for ElfieeServer {
 }
 
 /// Serves MCP over stdin/stdout as `editor` until the client disconnects.
-pub async fn serve_stdio(file: FileHandle, editor: String) -> Result<(), elfiee_engine::EngineError> {
+pub async fn serve_stdio(
+    file: FileHandle,
+    editor: String,
+) -> Result<(), elfiee_engine::EngineError> {
     if file.with_state(|s| s.editor(&editor).is_none()) {
-        return Err(elfiee_engine::EngineError::Rejected(CapError::UnknownEditor(editor)));
+        return Err(elfiee_engine::EngineError::Rejected(
+            CapError::UnknownEditor(editor),
+        ));
     }
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let (pump_in, rmcp_in) = tokio::io::duplex(1 << 20);
-    let pump = tokio::spawn(super::stdio::pump(stdin, pump_in, super::stdio::MAX_MESSAGE_BYTES));
+    let pump = tokio::spawn(super::stdio::pump(
+        stdin,
+        pump_in,
+        super::stdio::MAX_MESSAGE_BYTES,
+    ));
     // The pump already bounds lines; rmcp's own limit only has to let them through.
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(rmcp_in, stdout)
         .with_max_line_length(super::stdio::MAX_MESSAGE_BYTES + 4096);

@@ -1,7 +1,11 @@
 //! The conversation as it is sent: tool calls kept paired with their results, the window of
 //! the newest messages, compaction notes, and the context policy's pruning of tool outputs.
 
-use super::*;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::llm::{ContentBlock, Message, Role};
 
 /// The first `lines` lines of `s`.
 pub(super) fn first_lines(s: &str, lines: usize) -> String {

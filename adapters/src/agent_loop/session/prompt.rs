@@ -1,7 +1,16 @@
 //! What the model is told: the system prompt (seed 003's sections), the folder the shell runs
 //! in, the session title and the short calls that make titles and summaries.
 
-use super::*;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::super::memory::{self, Memory};
+use super::super::permissions::Autonomy;
+use super::history::*;
+use super::state::*;
+use super::tools::Markers;
+use crate::llm::{ContentBlock, LlmRequest, Message, Provider, ToolDef};
 
 /// `YYYY-MM-DD HH:MM UTC` for the system prompt's environment section.
 pub(super) fn utc_now() -> String {

@@ -1,7 +1,16 @@
 //! The tools of a session and how a call runs: the catalogue plus `shell`, `task` and
 //! `self_info`, executed as the agent's editor; results in seed 003's format.
 
-use super::*;
+use elfiee_engine::EngineError;
+use elfiee_model::Command;
+use serde_json::{json, Value};
+
+use super::super::permissions::{Autonomy, Ruleset, READ_ONLY_TOOLS};
+use super::super::profiles::Profile;
+use super::super::types::*;
+use super::history::*;
+use super::state::*;
+use crate::llm::ToolDef;
 
 /// The result of one tool call before it is turned into text for the model.
 pub(super) enum ToolOutcome {
