@@ -48,7 +48,9 @@ def strip(text):
     # Drop comments, strings and inline `#[cfg(test)] mod … { … }` bodies.
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r'r#*"(?:.|\n)*?"#*', '""', text)
+    # Raw strings (`r"…"`, `r#"…"#`, `br"…"`) start at a word boundary: the `r"` at the end
+    # of `"owner"` is not one.
+    text = re.sub(r'\bb?r(#*)"(?:.|\n)*?"\1', '""', text)
     text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
