@@ -8,7 +8,7 @@
 //! ```
 //! use elfiee_capabilities::Registry;
 //! use elfiee_model::{Command, Ctx};
-//! use elfiee_projections::{apply, State};
+//! use elfiee_projections::State;
 //! use serde_json::json;
 //!
 //! let registry = Registry::builtin();
@@ -17,7 +17,7 @@
 //! let init = Command::new("alice", "elf.init", None, json!({"name": "Alice"}));
 //! for (i, mut e) in registry.execute(&init, &state, &ctx).unwrap().into_iter().enumerate() {
 //!     e.seq = i as u64 + 1;
-//!     apply(&mut state, &e);
+//!     registry.apply(&mut state, &e);
 //! }
 //! let create = Command::new("alice", "core.create", None, json!({"name": "notes", "block_type": "markdown"}));
 //! let events = registry.execute(&create, &state, &ctx).unwrap();

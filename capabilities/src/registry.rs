@@ -83,18 +83,6 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The registry with every built-in capability.
-    pub fn builtin() -> Registry {
-        let mut r = Registry {
-            folds: Folds::builtin(),
-            ..Registry::default()
-        };
-        for cap in crate::builtin::all() {
-            r.register(cap);
-        }
-        r
-    }
-
     /// Adds (or replaces) a capability, with its fold ([`Capability::fold`]).
     pub fn register(&mut self, cap: Arc<dyn Capability>) {
         match cap.fold() {
@@ -111,8 +99,8 @@ impl Registry {
             .into();
     }
 
-    /// Sets the fold of events of `kind` (replacing the one there): the same registration the
-    /// built-in kinds get ([`Folds::builtin`]).
+    /// Sets the fold of events of `kind` (replacing the one there), for a kind without a
+    /// command of its own; a capability's kind gets its fold from [`Capability::fold`].
     pub fn register_fold(&mut self, kind: impl Into<String>, fold: impl Fold) {
         self.folds.register(kind, fold);
     }

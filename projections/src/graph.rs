@@ -44,7 +44,7 @@ impl RelationGraph {
     }
 }
 
-impl crate::State {
+impl crate::state::State {
     /// Blocks that `block` links to, with the relation.
     pub fn children_of<'a>(
         &'a self,

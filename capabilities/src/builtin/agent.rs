@@ -5,11 +5,13 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use elfiee_model::{
-    AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant,
-    EXTERNAL_ROOT_PATH,
+    AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, Event, EventDraft,
+    Grant, EXTERNAL_ROOT_PATH,
 };
-use elfiee_projections::State;
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -258,6 +260,9 @@ impl Capability for AgentSetStatus {
             status_patch(self.0, ctx),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
+    }
 }
 
 fn action_cap(cmd: &Command) -> &'static str {
@@ -310,6 +315,9 @@ impl Capability for AgentEffectPlan {
             self.id(),
             json!({"action": p.action, "trigger_seq": p.trigger_seq, "integration": {"artifacts": artifacts}}),
         )])
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_effect_record)
     }
 }
 
@@ -371,8 +379,31 @@ impl Capability for AgentEffectOutcome {
         _state: &State,
         _ctx: &Ctx,
     ) -> Result<Vec<EventDraft>, CapError> {
-        super::effect_record(self.id(), cmd)
+        super::support::effect_record(self.id(), cmd)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_effect_record)
+    }
+}
+
+/// The integration an effect plan or outcome records (null removes it); an outcome is also
+/// kept whole in `metadata.custom.last_effect`.
+fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
+    let outcome = event.cap_id() == "agent.effect_outcome";
+    update_block(state, event, |b, v| {
+        if let Some(integration) = v.get("integration") {
+            if integration.is_null() {
+                b.metadata.custom.remove("integration");
+            } else {
+                b.metadata
+                    .custom
+                    .insert("integration".into(), integration.clone());
+            }
+        }
+        if outcome {
+            b.metadata.custom.insert("last_effect".into(), v.clone());
+        }
+    })
 }
 
 #[cfg(test)]

@@ -5,8 +5,10 @@
 //! the host submits `agent.approve` together with the proposed commands in one `submit_all`
 //! batch, so either the decision and every command commit, or nothing does.
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -253,6 +255,9 @@ impl Capability for AgentConfigure {
             json!({"contents": {"config": cfg}}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
+    }
 }
 
 /// Payload of `agent.invoke`.
@@ -326,7 +331,10 @@ impl Capability for AgentProposal {
         {
             return Err(CapError::payload(self.id(), "expected 'proposal_id'"));
         }
-        super::effect_record(self.id(), cmd)
+        super::support::effect_record(self.id(), cmd)
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_proposal)
     }
 }
 
@@ -399,6 +407,53 @@ impl Capability for AgentApprove {
             json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_decision)
+    }
+}
+
+/// Proposals live in `extensions["proposals"][proposal_id]`.
+fn fold_proposal(state: &mut State, event: &Event) -> Folded {
+    if let Some(id) = event.value.get("proposal_id").and_then(Value::as_str) {
+        let mut p = event.value.clone();
+        if let Value::Object(obj) = &mut p {
+            obj.insert("agent_block_id".into(), Value::String(event.entity.clone()));
+            obj.insert("created_seq".into(), Value::from(event.seq));
+            obj.insert(
+                "editor_id".into(),
+                Value::String(event.editor_id().to_owned()),
+            );
+            obj.entry("status")
+                .or_insert_with(|| Value::String("pending".into()));
+        }
+        state.extension_mut("proposals").insert(id.to_owned(), p);
+    }
+    Folded::Done
+}
+
+/// A decision on a proposal: its status, who decided, when, and the feedback.
+fn fold_decision(state: &mut State, event: &Event) -> Folded {
+    let id = event
+        .value
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(Value::Object(p)) = state.extension_mut("proposals").get_mut(&id) {
+        p.insert(
+            "status".into(),
+            event.value.get("status").cloned().unwrap_or(Value::Null),
+        );
+        p.insert(
+            "decided_by".into(),
+            Value::String(event.editor_id().to_owned()),
+        );
+        p.insert("decided_seq".into(), Value::from(event.seq));
+        if let Some(f) = event.value.get("feedback").filter(|f| !f.is_null()) {
+            p.insert("feedback".into(), f.clone());
+        }
+    }
+    Folded::Done
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
+use std::sync::Arc;
+
 use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use elfiee_projections::{Fold, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -46,6 +48,9 @@ impl Capability for CodeWrite {
             self.id(),
             json!({"contents": contents}),
         )])
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
     }
 }
 

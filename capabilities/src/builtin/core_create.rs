@@ -1,7 +1,9 @@
 use std::collections::BTreeMap;
 
-use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -94,6 +96,22 @@ impl Capability for CoreCreate {
             self.id(),
             serde_json::to_value(&block).unwrap_or_default(),
         )])
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_create)
+    }
+}
+
+/// The new block, its content references moved into `content_refs`.
+fn fold_create(state: &mut State, event: &Event) -> Folded {
+    match Block::deserialize(&event.value) {
+        Ok(mut block) => {
+            block.content_refs.clear();
+            elfiee_projections::content::take_refs(&mut block);
+            state.blocks.insert(block.block_id.clone(), block);
+            Folded::Block
+        }
+        Err(_) => Folded::Done,
     }
 }
 

@@ -1,5 +1,7 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde_json::json;
 
 use crate::{Capability, Target};
@@ -23,10 +25,18 @@ impl Capability for CoreDelete {
     ) -> Result<Vec<EventDraft>, CapError> {
         crate::payload::expect_empty(self.id(), &cmd.payload)?;
         let id = cmd.block_id.as_deref().unwrap_or_default();
-        let mut out = super::detach_block(state, id);
+        let mut out = super::support::detach_block(state, id);
         out.push(EventDraft::new(id, self.id(), json!({})));
         Ok(out)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_delete)
+    }
+}
+
+fn fold_delete(state: &mut State, event: &Event) -> Folded {
+    elfiee_projections::toolkit::delete_block(state, &event.entity);
+    Folded::Done
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft, Relation};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, Relation};
+use elfiee_projections::toolkit::link;
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::payload::parse;
 use crate::{Capability, Target};
@@ -29,6 +32,17 @@ pub(crate) fn parse_link(cap: &str, cmd: &Command) -> Result<(String, Relation),
         )
     })?;
     Ok((p.to, rel))
+}
+
+/// The target and relation of a `core.link` / `core.unlink` event (none if malformed).
+pub(crate) fn link_of(event: &Event) -> Option<(&str, Relation)> {
+    let to = event.value.get("to").and_then(Value::as_str)?;
+    let rel = event.value.get("relation").and_then(Value::as_str)?;
+    Some((to, Relation::parse(rel)?))
+}
+
+fn fold_link(state: &mut State, event: &Event) -> Folded {
+    link_of(event).map_or(Folded::Done, |(to, rel)| link(state, event, to, rel))
 }
 
 /// `core.link`: adds a relation. No self-links, no duplicates, and no cycles: the relation graph
@@ -78,7 +92,7 @@ impl Capability for CoreLink {
                 .block(from)
                 .filter(|b| b.block_type == "agent")
                 .and_then(|b| b.contents.get("editor_id"))
-                .and_then(serde_json::Value::as_str);
+                .and_then(Value::as_str);
             let is_dir = state
                 .block(&to)
                 .is_some_and(|b| b.block_type == "directory");
@@ -87,6 +101,9 @@ impl Capability for CoreLink {
             }
         }
         Ok(out)
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_link)
     }
 }
 

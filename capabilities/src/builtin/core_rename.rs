@@ -1,7 +1,9 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::payload::{check_name, parse};
 use crate::{Capability, Target};
@@ -40,6 +42,17 @@ impl Capability for CoreRename {
             json!({"name": p.name}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_rename)
+    }
+}
+
+fn fold_rename(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Some(name) = v.get("name").and_then(Value::as_str) {
+            b.name = name.to_owned();
+        }
+    })
 }
 
 #[cfg(test)]

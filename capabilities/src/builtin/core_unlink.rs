@@ -1,8 +1,11 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::toolkit::unlink;
+use elfiee_projections::{Fold, Folded, State};
 use serde_json::json;
 
-use super::core_link::parse_link;
+use super::core_link::{link_of, parse_link};
 use crate::{Capability, Target};
 
 /// `core.unlink`: removes an existing relation; unlinking what is not linked is an error.
@@ -34,6 +37,13 @@ impl Capability for CoreUnlink {
             json!({"to": to, "relation": rel}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_unlink)
+    }
+}
+
+fn fold_unlink(state: &mut State, event: &Event) -> Folded {
+    link_of(event).map_or(Folded::Done, |(to, rel)| unlink(state, event, to, rel))
 }
 
 #[cfg(test)]

@@ -1,7 +1,10 @@
 use std::collections::BTreeMap;
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::toolkit::merge_custom;
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -78,6 +81,19 @@ impl Capability for CoreUpdateMetadata {
             Value::Object(value),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_update_metadata)
+    }
+}
+
+/// `description` set (null clears it), `custom` keys merged (null removes one).
+fn fold_update_metadata(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Some(d) = v.get("description") {
+            b.metadata.description = d.as_str().map(str::to_owned);
+        }
+        merge_custom(b, v);
+    })
 }
 
 #[cfg(test)]

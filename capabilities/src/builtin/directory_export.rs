@@ -1,7 +1,10 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft, EXTERNAL_ROOT_PATH};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, EXTERNAL_ROOT_PATH};
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde_json::json;
 
+use super::entries::{entry_path, list_mut, set_disk_hashes, strings};
 use crate::{Capability, Target};
 
 /// `directory.export`: asks the export effect to write the directory's blocks back under its
@@ -71,6 +74,23 @@ impl Capability for DirectoryExportOutcome {
         _state: &State,
         _ctx: &Ctx,
     ) -> Result<Vec<EventDraft>, CapError> {
-        super::effect_record(self.id(), cmd)
+        super::support::effect_record(self.id(), cmd)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_export_outcome)
+    }
+}
+
+/// The disk hashes the export wrote, the pending removals it carried out, and the whole
+/// record in `metadata.custom.last_export`.
+fn fold_export_outcome(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        set_disk_hashes(b, v);
+        for p in strings(v, "removed") {
+            if let Some(list) = list_mut(b, "pending_removals") {
+                list.retain(|e| entry_path(e) != p);
+            }
+        }
+        b.metadata.custom.insert("last_export".into(), v.clone());
+    })
 }

@@ -10,14 +10,17 @@
 //! removal*: the export removes that file, and only if the disk still holds what the document
 //! last read or wrote there.
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft, ImportedFile};
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, ImportedFile};
 use elfiee_projections::content::body_keys;
-use elfiee_projections::State;
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::directory_import::{check_relative_path, file_create};
 use super::directory_sync::{directory_entry, directory_list};
+use super::entries::{put_entry, take_entry};
 use crate::payload::{check_id, parse};
 use crate::{Capability, Target};
 
@@ -200,6 +203,9 @@ impl Capability for DirectoryAdd {
         ));
         Ok(drafts)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_add)
+    }
 }
 
 pub struct DirectoryMove;
@@ -232,6 +238,9 @@ impl Capability for DirectoryMove {
             json!({"from": p.from, "to": p.to, "block_id": block_id}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_move)
+    }
 }
 
 pub struct DirectoryRemove;
@@ -259,11 +268,46 @@ impl Capability for DirectoryRemove {
             json!({"path": p.path, "block_id": block_id, "keep_block": p.keep_block}),
         )];
         if !p.keep_block && state.block(block_id).is_some() {
-            drafts.extend(super::detach_block(state, block_id));
+            drafts.extend(super::support::detach_block(state, block_id));
             drafts.push(EventDraft::new(block_id, "core.delete", json!({})));
         }
         Ok(drafts)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_remove)
+    }
+}
+
+// Files made, moved and removed inside the document (see `directory_status`).
+
+fn fold_add(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let (Some(path), Some(id)) = (str_at(v, "path"), str_at(v, "block_id")) {
+            put_entry(b, path, id);
+        }
+    })
+}
+
+fn fold_move(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let (Some(from), Some(to)) = (str_at(v, "from"), str_at(v, "to")) {
+            if let Some(id) = take_entry(b, from) {
+                put_entry(b, to, &id);
+            }
+        }
+    })
+}
+
+fn fold_remove(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Some(path) = str_at(v, "path") {
+            take_entry(b, path);
+        }
+    })
+}
+
+fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str)
 }
 
 #[cfg(test)]

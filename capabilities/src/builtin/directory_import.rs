@@ -149,10 +149,7 @@ impl Capability for DirectoryImport {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
         if p.pending {
-            custom.insert(
-                elfiee_projections::IMPORT_INCOMPLETE.to_owned(),
-                json!(true),
-            );
+            custom.insert(super::entries::IMPORT_INCOMPLETE.to_owned(), json!(true));
         }
         let dir = new_block(
             &dir_id,

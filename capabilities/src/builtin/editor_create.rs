@@ -1,5 +1,7 @@
-use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{check_id, check_name, parse};
@@ -54,6 +56,16 @@ impl Capability for EditorCreate {
             serde_json::to_value(&editor).unwrap_or_default(),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_editor_create)
+    }
+}
+
+fn fold_editor_create(state: &mut State, event: &Event) -> Folded {
+    if let Ok(editor) = Editor::deserialize(&event.value) {
+        state.editors.insert(editor.editor_id.clone(), editor);
+    }
+    Folded::Done
 }
 
 #[cfg(test)]

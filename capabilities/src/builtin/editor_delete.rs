@@ -1,5 +1,7 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -53,6 +55,14 @@ impl Capability for EditorDelete {
         out.push(EventDraft::new(&p.editor_id, self.id(), json!({})));
         Ok(out)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_editor_delete)
+    }
+}
+
+fn fold_editor_delete(state: &mut State, event: &Event) -> Folded {
+    state.editors.remove(event.entity.as_str());
+    Folded::Done
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
+use std::sync::Arc;
+
 use elfiee_model::{
-    CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, FORMAT_VERSION, WILDCARD,
+    CapError, Command, Ctx, Editor, EditorType, Event, EventDraft, Grant, FORMAT_VERSION, WILDCARD,
 };
-use elfiee_projections::State;
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::payload::{check_id, check_name, parse};
 use crate::{Capability, Target};
@@ -64,6 +66,17 @@ impl Capability for ElfInit {
         }
         Ok(out)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_init)
+    }
+}
+
+/// The file owner is the one who initialized it.
+fn fold_init(state: &mut State, event: &Event) -> Folded {
+    if let Some(owner) = event.value.get("owner").and_then(Value::as_str) {
+        state.file_owner = Some(owner.to_owned());
+    }
+    Folded::Done
 }
 
 #[cfg(test)]

@@ -1,8 +1,15 @@
-//! The built-in capabilities, one file each: payload type, handler, tests.
+//! The built-in capabilities, one file each: payload type, handler, fold, tests.
+//!
+//! Each registers its fold through [`Capability::fold`], as an embedder's capabilities do:
+//! [`Registry::builtin`] is nothing but [`all`] registered one by one, plus the body keys of
+//! the built-in block types. Helpers several capabilities share are in `support` (events) and
+//! `entries` (a directory's entry list); no capability imports this module.
 
 use std::sync::Arc;
 
-use crate::Capability;
+use elfiee_projections::content::body_keys;
+
+use crate::{Capability, Registry};
 
 mod agent;
 mod agent_llm;
@@ -25,8 +32,10 @@ mod directory_sync;
 mod editor_create;
 mod editor_delete;
 mod elf_init;
+mod entries;
 mod markdown_read;
 mod markdown_write;
+mod support;
 mod terminal;
 
 pub use agent::{AgentCreatePayload, AgentStatusPayload, AGENT_DIRECTORY_GRANTS, AGENT_GRANTS};
@@ -52,8 +61,26 @@ pub use directory_sync::{
 pub use editor_create::EditorCreatePayload;
 pub use editor_delete::EditorDeletePayload;
 pub use elf_init::InitPayload;
+pub use entries::{entry_path, IMPORT_INCOMPLETE};
 pub use markdown_write::MarkdownWritePayload;
 pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
+
+impl Registry {
+    /// The registry with every built-in capability, each with its fold, and the body keys of
+    /// the built-in kinds and block types (`markdown`, `code`): the same registration an
+    /// embedder's capabilities get.
+    pub fn builtin() -> Registry {
+        let mut r = Registry::default();
+        for cap in all() {
+            r.register(cap);
+        }
+        for (kind, block_type) in [("markdown.write", "markdown"), ("code.write", "code")] {
+            r.declare_body(kind, body_keys(block_type));
+            r.declare_block_body(block_type, body_keys(block_type));
+        }
+        r
+    }
+}
 
 /// Every built-in capability.
 pub fn all() -> Vec<Arc<dyn Capability>> {
@@ -95,65 +122,6 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(agent_llm::AgentApprove),
         Arc::new(agent_session::AgentSession),
     ]
-}
-
-/// Events that remove every relation touching `block` (both directions) and every grant on it,
-/// in a deterministic order. Used by `core.delete` so the log states each removal explicitly.
-pub(crate) fn detach_block(
-    state: &elfiee_projections::State,
-    block: &str,
-) -> Vec<elfiee_model::EventDraft> {
-    use elfiee_model::EventDraft;
-    use serde_json::json;
-    let mut out = Vec::new();
-    for (rel, child) in state.children_of(block) {
-        out.push(EventDraft::new(
-            block,
-            "core.unlink",
-            json!({"to": child, "relation": rel}),
-        ));
-    }
-    for (rel, parent) in state.parents_of(block) {
-        out.push(EventDraft::new(
-            parent,
-            "core.unlink",
-            json!({"to": block, "relation": rel}),
-        ));
-    }
-    for g in state.grants.iter().filter(|g| g.block_id == block) {
-        out.push(EventDraft::new(
-            &g.editor_id,
-            "core.revoke",
-            serde_json::to_value(g).unwrap_or_default(),
-        ));
-    }
-    out
-}
-
-/// Records of effect outcomes: the payload (an object with `trigger_seq`, the seq of the event
-/// that asked for the effect) becomes the event value as it is.
-pub(crate) fn effect_record(
-    cap: &str,
-    cmd: &elfiee_model::Command,
-) -> Result<Vec<elfiee_model::EventDraft>, elfiee_model::CapError> {
-    use elfiee_model::{CapError, EventDraft};
-    let ok = cmd.payload.is_object()
-        && cmd
-            .payload
-            .get("trigger_seq")
-            .and_then(serde_json::Value::as_u64)
-            .is_some();
-    if !ok {
-        return Err(CapError::payload(
-            cap,
-            "expected an object with a numeric 'trigger_seq'",
-        ));
-    }
-    Ok(vec![EventDraft::new(
-        cmd.block_id.clone().unwrap_or_default(),
-        cap,
-        cmd.payload.clone(),
-    )])
 }
 
 #[cfg(test)]

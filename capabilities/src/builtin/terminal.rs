@@ -1,9 +1,11 @@
 use std::collections::BTreeMap;
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft, TerminalContents};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, TerminalContents};
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::directory_import::new_block;
 use crate::payload::{check_name, parse};
@@ -148,8 +150,20 @@ impl Capability for TerminalOutput {
         _state: &State,
         _ctx: &Ctx,
     ) -> Result<Vec<EventDraft>, CapError> {
-        super::effect_record(self.id(), cmd)
+        super::support::effect_record(self.id(), cmd)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_output)
+    }
+}
+
+/// An effect record: the whole value is kept under one key of the block.
+fn fold_output(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Value::Object(obj) = &mut b.contents {
+            obj.insert("last_output".into(), v.clone());
+        }
+    })
 }
 
 #[cfg(test)]
