@@ -155,12 +155,12 @@ impl Registry {
             .get(&cmd.cap_id)
             .ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
         let depth = crate::payload::json_depth(&cmd.payload);
-        if depth > crate::MAX_PAYLOAD_DEPTH {
+        if depth > crate::payload::MAX_PAYLOAD_DEPTH {
             return Err(CapError::payload(
                 &cmd.cap_id,
                 format!(
                     "the payload is nested {depth} levels deep; the limit is {}",
-                    crate::MAX_PAYLOAD_DEPTH
+                    crate::payload::MAX_PAYLOAD_DEPTH
                 ),
             ));
         }
