@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::directory_import::new_block;
+use super::support::EffectRecord;
 use crate::payload::{check_name, parse};
 use crate::{Capability, Target};
 
@@ -361,30 +362,13 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
 
 /// `agent.effect_outcome`: the result of one enable/disable effect run (ok, warnings,
 /// needs_restart, message, and what is still installed).
-pub struct AgentEffectOutcome;
-
-impl Capability for AgentEffectOutcome {
-    fn id(&self) -> &'static str {
-        "agent.effect_outcome"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn authorized_by(&self, cmd: &Command) -> &'static str {
-        action_cap(cmd)
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        super::support::effect_record(self.id(), cmd)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_effect_record)
-    }
-}
+pub(crate) const EFFECT_OUTCOME: EffectRecord = EffectRecord {
+    id: "agent.effect_outcome",
+    block_type: "agent",
+    authorized_by: action_cap,
+    requires: None,
+    fold: fold_effect_record,
+};
 
 /// The integration an effect plan or outcome records (null removes it); an outcome is also
 /// kept whole in `metadata.custom.last_effect`.

@@ -12,6 +12,7 @@ use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::support::EffectRecord;
 use crate::payload::parse;
 use crate::{Capability, Target};
 
@@ -305,38 +306,13 @@ impl Capability for AgentInvoke {
 /// `agent.proposal`: the LLM effect's record of one invocation: `{trigger_seq, proposal_id,
 /// status: "pending" | "failed", proposed_commands, prompt, raw_response, usage, parse_errors,
 /// error?}`. Authorized by `agent.invoke`.
-pub struct AgentProposal;
-
-impl Capability for AgentProposal {
-    fn id(&self) -> &'static str {
-        "agent.proposal"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "agent.invoke"
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        if cmd
-            .payload
-            .get("proposal_id")
-            .and_then(Value::as_str)
-            .is_none()
-        {
-            return Err(CapError::payload(self.id(), "expected 'proposal_id'"));
-        }
-        super::support::effect_record(self.id(), cmd)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_proposal)
-    }
-}
+pub(crate) const PROPOSAL: EffectRecord = EffectRecord {
+    id: "agent.proposal",
+    block_type: "agent",
+    authorized_by: |_| "agent.invoke",
+    requires: Some("proposal_id"),
+    fold: fold_proposal,
+};
 
 /// Payload of `agent.approve`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

@@ -1,10 +1,9 @@
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, EXTERNAL_ROOT_PATH};
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde_json::json;
 
 use super::entries::{entry_path, list_mut, set_disk_hashes, strings};
+use super::support::EffectRecord;
 use crate::{Capability, Target};
 
 /// `directory.export`: asks the export effect to write the directory's blocks back under its
@@ -56,30 +55,13 @@ impl Capability for DirectoryExport {
 
 /// `directory.export_outcome`: what the export effect wrote and refused. Authorized by
 /// `directory.export`.
-pub struct DirectoryExportOutcome;
-
-impl Capability for DirectoryExportOutcome {
-    fn id(&self) -> &'static str {
-        "directory.export_outcome"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "directory.export"
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        super::support::effect_record(self.id(), cmd)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_export_outcome)
-    }
-}
+pub(crate) const OUTCOME: EffectRecord = EffectRecord {
+    id: "directory.export_outcome",
+    block_type: "directory",
+    authorized_by: |_| "directory.export",
+    requires: None,
+    fold: fold_export_outcome,
+};
 
 /// The disk hashes the export wrote, the pending removals it carried out, and the whole
 /// record in `metadata.custom.last_export`.

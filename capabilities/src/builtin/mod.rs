@@ -14,7 +14,7 @@ use crate::{Capability, Registry};
 mod agent;
 mod agent_llm;
 mod agent_session;
-mod code_read;
+mod block_read;
 mod code_write;
 mod core_create;
 mod core_delete;
@@ -33,7 +33,6 @@ mod editor_create;
 mod editor_delete;
 mod elf_init;
 mod entries;
-mod markdown_read;
 mod markdown_write;
 mod support;
 mod terminal;
@@ -100,27 +99,27 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         Arc::new(editor_create::EditorCreate),
         Arc::new(editor_delete::EditorDelete),
         Arc::new(markdown_write::MarkdownWrite),
-        Arc::new(markdown_read::MarkdownRead),
+        Arc::new(block_read::MARKDOWN_READ),
         Arc::new(code_write::CodeWrite),
-        Arc::new(code_read::CodeRead),
+        Arc::new(block_read::CODE_READ),
         Arc::new(directory_import::DirectoryImport),
         Arc::new(directory_sync::DirectorySync),
         Arc::new(directory_files::DirectoryAdd),
         Arc::new(directory_files::DirectoryMove),
         Arc::new(directory_files::DirectoryRemove),
         Arc::new(directory_export::DirectoryExport),
-        Arc::new(directory_export::DirectoryExportOutcome),
+        Arc::new(directory_export::OUTCOME),
         Arc::new(terminal::TerminalCreate),
         Arc::new(terminal::TerminalExecute),
-        Arc::new(terminal::TerminalOutput),
+        Arc::new(terminal::OUTPUT),
         Arc::new(agent::AgentCreate),
         Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Enabled)),
         Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Disabled)),
         Arc::new(agent::AgentEffectPlan),
-        Arc::new(agent::AgentEffectOutcome),
+        Arc::new(agent::EFFECT_OUTCOME),
         Arc::new(agent_llm::AgentConfigure),
         Arc::new(agent_llm::AgentInvoke),
-        Arc::new(agent_llm::AgentProposal),
+        Arc::new(agent_llm::PROPOSAL),
         Arc::new(agent_llm::AgentApprove),
         Arc::new(agent_session::AgentSession),
     ]

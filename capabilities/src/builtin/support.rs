@@ -3,9 +3,11 @@
 
 use std::sync::Arc;
 
-use elfiee_model::{CapError, Command, EventDraft};
-use elfiee_projections::{Fold, State};
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde_json::{json, Value};
+
+use crate::{Capability, Target};
 
 /// What [`crate::Capability::fold`] returns for a fold function.
 pub(crate) fn fold(f: impl Fold) -> Option<Arc<dyn Fold>> {
@@ -45,6 +47,63 @@ pub(crate) fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
         ));
     }
     out
+}
+
+/// A record an effect writes about one run on a block of `block_type` (`terminal.output`,
+/// `directory.export_outcome`, `agent.effect_outcome`, `agent.proposal`): the payload, with
+/// the `trigger_seq` of the event that asked for the run, becomes the event value as it is.
+/// CBAC checks the capability that asked for the run (`authorized_by`), not the record's.
+pub(crate) struct EffectRecord {
+    pub id: &'static str,
+    pub block_type: &'static str,
+    pub authorized_by: fn(&Command) -> &'static str,
+    /// A string the payload must hold besides `trigger_seq` (e.g. `proposal_id`).
+    pub requires: Option<&'static str>,
+    pub fold: fn(&mut State, &Event) -> Folded,
+}
+
+impl Capability for EffectRecord {
+    fn id(&self) -> &'static str {
+        self.id
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some(self.block_type))
+    }
+    fn authorized_by(&self, cmd: &Command) -> &'static str {
+        (self.authorized_by)(cmd)
+    }
+    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        if let Some(key) = self.requires {
+            if cmd.payload.get(key).and_then(Value::as_str).is_none() {
+                return Err(CapError::payload(self.id, format!("expected '{key}'")));
+            }
+        }
+        effect_record(self.id, cmd)
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        fold(self.fold)
+    }
+}
+
+/// A read of one block of `block_type` (`markdown.read`, `code.read`): checked like any
+/// command (the block exists, is of that type, the editor may read it), commits no events.
+/// The engine's read API runs this check and then returns the block.
+pub(crate) struct BlockRead {
+    pub id: &'static str,
+    pub block_type: &'static str,
+}
+
+impl Capability for BlockRead {
+    fn id(&self) -> &'static str {
+        self.id
+    }
+    fn target(&self) -> Target {
+        Target::Block(Some(self.block_type))
+    }
+    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        crate::payload::expect_empty(self.id, &cmd.payload)?;
+        Ok(Vec::new())
+    }
 }
 
 /// Records of effect outcomes: the payload (an object with `trigger_seq`, the seq of the event

@@ -1,13 +1,12 @@
 use std::collections::BTreeMap;
 
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, TerminalContents};
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::directory_import::new_block;
+use super::support::EffectRecord;
 use crate::payload::{check_name, parse};
 use crate::{Capability, Target};
 
@@ -132,30 +131,13 @@ impl Capability for TerminalExecute {
 
 /// `terminal.output`: the terminal effect's record of one run (stdout, stderr, exit code,
 /// truncation and timeout flags). Authorized by `terminal.execute`.
-pub struct TerminalOutput;
-
-impl Capability for TerminalOutput {
-    fn id(&self) -> &'static str {
-        "terminal.output"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("terminal"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "terminal.execute"
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        super::support::effect_record(self.id(), cmd)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_output)
-    }
-}
+pub(crate) const OUTPUT: EffectRecord = EffectRecord {
+    id: "terminal.output",
+    block_type: "terminal",
+    authorized_by: |_| "terminal.execute",
+    requires: None,
+    fold: fold_output,
+};
 
 /// An effect record: the whole value is kept under one key of the block.
 fn fold_output(state: &mut State, event: &Event) -> Folded {
