@@ -30,4 +30,4 @@ mod payload;
 mod registry;
 
 pub use payload::{json_depth, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
-pub use registry::{Capability, Merge, Registry, Target};
+pub use registry::{Capability, Handled, Merge, Registry, Target};

@@ -37,6 +37,10 @@ pub enum Merge {
     Link,
 }
 
+/// What a handler returns: the events to commit (possibly none), or why the command is
+/// refused.
+pub type Handled = Result<Vec<EventDraft>, CapError>;
+
 /// A pure command handler. Implementations must not do I/O, read the clock or use randomness:
 /// everything they need is in the command, the state and the [`Ctx`].
 pub trait Capability: Send + Sync + 'static {
@@ -45,7 +49,7 @@ pub trait Capability: Send + Sync + 'static {
     /// What the command targets; checked before the handler runs.
     fn target(&self) -> Target;
     /// Validates the command against the state and returns the events to commit (possibly none).
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError>;
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled;
     /// The capability CBAC checks for this one. Effect outcomes (e.g. `terminal.output`) are
     /// authorized by the capability that triggered the effect (`terminal.execute`).
     fn authorized_by(&self, _cmd: &Command) -> &'static str {

@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::support::EffectRecord;
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Providers `agent.configure` accepts.
 pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
@@ -135,12 +135,7 @@ impl Capability for AgentConfigure {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         if cmd.payload.get("editor_id").is_some() {
             return Err(CapError::rejected("an agent's editor_id cannot be changed"));
         }
@@ -283,7 +278,7 @@ impl Capability for AgentInvoke {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: AgentInvokePayload = parse(self.id(), &cmd.payload)?;
         if p.prompt.trim().is_empty() {
             return Err(CapError::payload(self.id(), "'prompt' must not be empty"));
@@ -341,12 +336,7 @@ impl Capability for AgentApprove {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: AgentApprovePayload = parse(self.id(), &cmd.payload)?;
         let agent = cmd.block_id.clone().unwrap_or_default();
         let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
@@ -438,9 +428,7 @@ mod tests {
     use serde_json::json;
 
     fn llm_agent(k: &mut Kit) -> String {
-        k.ok("alice", "agent.create", None, json!({"name": "writer"}))[1]
-            .entity
-            .clone()
+        k.agent(json!({"name": "writer"}))
     }
 
     #[test]
@@ -469,15 +457,13 @@ mod tests {
             cfg["provider"], "anthropic",
             "defaults fill what was never set"
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"editor_id": "x"})
-            )
-            .to_string()
-            .contains("cannot be changed"));
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"editor_id": "x"}),
+            "cannot be changed",
+        );
         k.err(
             "alice",
             "agent.configure",
@@ -527,36 +513,27 @@ mod tests {
         let too_many: Vec<String> = (0..=super::MAX_KNOWLEDGE)
             .map(|i| format!("fact {i}"))
             .collect();
-        let e = k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"knowledge": too_many}),
-            )
-            .to_string();
-        assert!(e.contains("at most 32 entries (got 33)"), "{e}");
-        let e = k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
-            )
-            .to_string();
-        assert!(
-            e.contains("knowledge entry 2 is 1001 characters; at most 1000"),
-            "{e}"
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": too_many}),
+            "at most 32 entries (got 33)",
         );
-        let e = k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"knowledge": ["  "]}),
-            )
-            .to_string();
-        assert!(e.contains("knowledge entry 1 is empty"), "{e}");
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
+            "knowledge entry 2 is 1001 characters; at most 1000",
+        );
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": ["  "]}),
+            "knowledge entry 1 is empty",
+        );
         k.err(
             "alice",
             "agent.configure",
@@ -598,15 +575,13 @@ mod tests {
             Some(&a),
             json!({"prompt": "x", "context_block_ids": ["ghost"]}),
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": pid, "approved": true})
-            )
-            .to_string()
-            .contains("not found"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": true}),
+            "not found",
+        );
         k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
         assert_eq!(
             crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
@@ -622,24 +597,20 @@ mod tests {
             crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
             "approved"
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": pid, "approved": true})
-            )
-            .to_string()
-            .contains("already approved"));
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": pid, "approved": false})
-            )
-            .to_string()
-            .contains("already approved"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": true}),
+            "already approved",
+        );
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": false}),
+            "already approved",
+        );
     }
 
     #[test]
@@ -663,29 +634,25 @@ mod tests {
             (p["status"].as_str(), p["feedback"].as_str()),
             (Some("rejected"), Some("no"))
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": "p1", "approved": true})
-            )
-            .to_string()
-            .contains("already rejected"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": "p1", "approved": true}),
+            "already rejected",
+        );
         k.ok(
             "alice",
             "agent.proposal",
             Some(&a),
             json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}),
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": "p2", "approved": true})
-            )
-            .to_string()
-            .contains("already failed"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": "p2", "approved": true}),
+            "already failed",
+        );
     }
 }

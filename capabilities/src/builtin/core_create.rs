@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.create`: a new block owned by the commanding editor. The event value is the whole
 /// initial block.
@@ -37,7 +37,7 @@ impl Capability for CoreCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: CoreCreatePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         let type_ok = !p.block_type.is_empty()
@@ -177,13 +177,13 @@ mod tests {
             None,
             json!({"name": "x", "block_type": "code", "block_id": "fixed"}),
         );
-        let e = k.err(
+        k.err_contains(
             "alice",
             "core.create",
             None,
             json!({"name": "y", "block_type": "code", "block_id": "fixed"}),
+            "already exists",
         );
-        assert!(e.to_string().contains("already exists"));
     }
 
     #[test]

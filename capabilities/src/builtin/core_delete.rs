@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_model::{Command, Ctx, Event, EventDraft};
 use elfiee_projections::{Fold, Folded, State};
 use serde_json::json;
 
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.delete`: removes a block. The log first records every relation and grant that goes
 /// with it (`core.unlink`, `core.revoke` events), then the delete, all in one atomic batch.
@@ -17,12 +17,7 @@ impl Capability for CoreDelete {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         crate::payload::expect_empty(self.id(), &cmd.payload)?;
         let id = cmd.block_id.as_deref().unwrap_or_default();
         let mut out = super::support::detach_block(state, id);
@@ -85,7 +80,6 @@ mod tests {
     #[test]
     fn delete_of_a_missing_block_is_not_found() {
         let mut k = Kit::new();
-        let e = k.err("alice", "core.delete", Some("nope"), json!({}));
-        assert!(e.to_string().contains("not found"));
+        k.err_contains("alice", "core.delete", Some("nope"), json!({}), "not found");
     }
 }

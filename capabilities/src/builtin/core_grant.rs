@@ -5,7 +5,7 @@ use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Payload of `core.grant` / `core.revoke`; the command's block (or `*`) is the grant's block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -40,7 +40,7 @@ impl Capability for CoreGrant {
     fn target(&self) -> Target {
         Target::BlockOrFile
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         grant_event(self.id(), cmd, state, ctx, |g| {
             match state.grants.contains(g) {
                 true => Err(format!(
@@ -64,7 +64,7 @@ pub(crate) fn grant_event(
     state: &State,
     ctx: &Ctx,
     check: impl FnOnce(&Grant) -> Result<(), String>,
-) -> Result<Vec<EventDraft>, CapError> {
+) -> Handled {
     let g = grant_of(cap, cmd, state, ctx)?;
     check(&g).map_err(CapError::rejected)?;
     Ok(vec![EventDraft::new(
@@ -103,15 +103,13 @@ mod tests {
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
         );
         assert!(k.state.has_grant("bob", "markdown.write", &a));
-        assert!(k
-            .err(
-                "alice",
-                "core.grant",
-                Some(&a),
-                json!({"editor_id": "bob", "cap_id": "markdown.write"})
-            )
-            .to_string()
-            .contains("already"));
+        k.err_contains(
+            "alice",
+            "core.grant",
+            Some(&a),
+            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+            "already",
+        );
         assert!(matches!(
             k.err(
                 "alice",

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Payload of `core.link` and `core.unlink`: the command's block is the source.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -59,7 +59,7 @@ impl Capability for CoreLink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if from == to {
@@ -141,45 +141,39 @@ mod tests {
             k.block("markdown", "b"),
             k.block("markdown", "c"),
         );
-        assert!(k
-            .err(
-                "alice",
-                "core.link",
-                Some(&a),
-                json!({"to": a, "relation": "reference"})
-            )
-            .to_string()
-            .contains("itself"));
+        k.err_contains(
+            "alice",
+            "core.link",
+            Some(&a),
+            json!({"to": a, "relation": "reference"}),
+            "itself",
+        );
         k.ok(
             "alice",
             "core.link",
             Some(&a),
             json!({"to": b, "relation": "reference"}),
         );
-        assert!(k
-            .err(
-                "alice",
-                "core.link",
-                Some(&a),
-                json!({"to": b, "relation": "reference"})
-            )
-            .to_string()
-            .contains("already"));
+        k.err_contains(
+            "alice",
+            "core.link",
+            Some(&a),
+            json!({"to": b, "relation": "reference"}),
+            "already",
+        );
         k.ok(
             "alice",
             "core.link",
             Some(&b),
             json!({"to": c, "relation": "implement"}),
         );
-        assert!(k
-            .err(
-                "alice",
-                "core.link",
-                Some(&c),
-                json!({"to": a, "relation": "reference"})
-            )
-            .to_string()
-            .contains("cycle"));
+        k.err_contains(
+            "alice",
+            "core.link",
+            Some(&c),
+            json!({"to": a, "relation": "reference"}),
+            "cycle",
+        );
         assert!(matches!(
             k.err(
                 "alice",

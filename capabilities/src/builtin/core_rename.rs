@@ -1,12 +1,12 @@
 use std::sync::Arc;
 
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_model::{Command, Ctx, Event};
 use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::payload::{check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.rename`: sets a block's display name.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -28,19 +28,10 @@ impl Capability for CoreRename {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: RenamePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
-        Ok(vec![EventDraft::new(
-            cmd.block_id.clone().unwrap_or_default(),
-            self.id(),
-            json!({"name": p.name}),
-        )])
+        super::support::on_block(cmd, self.id(), json!({"name": p.name}))
     }
     fn fold(&self) -> Option<Arc<dyn Fold>> {
         super::support::fold(fold_rename)

@@ -1,10 +1,10 @@
 use std::sync::Arc;
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft, WILDCARD};
+use elfiee_model::{Command, Ctx, WILDCARD};
 use elfiee_projections::{Fold, State};
 
 use super::core_grant::{fold_grant, grant_event};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.revoke`: removes a grant that exists (exact match; revoking `*` does not touch
 /// per-editor grants).
@@ -17,7 +17,7 @@ impl Capability for CoreRevoke {
     fn target(&self) -> Target {
         Target::BlockOrFile
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         grant_event(self.id(), cmd, state, ctx, |g| {
             if state.file_owner.as_deref() == Some(g.editor_id.as_str()) && g.block_id == WILDCARD {
                 return Err(format!(

@@ -6,7 +6,7 @@ use elfiee_projections::{Fold, Folded, State};
 use serde_json::json;
 
 use super::core_link::{link_of, parse_link};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.unlink`: removes an existing relation; unlinking what is not linked is an error.
 pub struct CoreUnlink;
@@ -18,12 +18,7 @@ impl Capability for CoreUnlink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if !state.children_of(from).any(|(r, c)| r == rel && c == to) {

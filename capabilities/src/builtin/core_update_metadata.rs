@@ -2,14 +2,14 @@ use std::collections::BTreeMap;
 
 use std::sync::Arc;
 
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_model::{CapError, Command, Ctx, Event};
 use elfiee_projections::toolkit::merge_custom;
 use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.update_metadata`: sets or clears the description and merges `custom` keys
 /// (a `null` value removes a key).
@@ -49,12 +49,7 @@ impl Capability for CoreUpdateMetadata {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: UpdateMetadataPayload = parse(self.id(), &cmd.payload)?;
         if p.description.is_none() && p.custom.is_empty() {
             return Err(CapError::payload(
@@ -75,11 +70,7 @@ impl Capability for CoreUpdateMetadata {
                 Value::Object(p.custom.into_iter().collect()),
             );
         }
-        Ok(vec![EventDraft::new(
-            cmd.block_id.clone().unwrap_or_default(),
-            self.id(),
-            Value::Object(value),
-        )])
+        super::support::on_block(cmd, self.id(), Value::Object(value))
     }
     fn fold(&self) -> Option<Arc<dyn Fold>> {
         super::support::fold(fold_update_metadata)

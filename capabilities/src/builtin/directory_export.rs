@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::entries::{entry_path, list_mut, set_disk_hashes, strings};
 use super::support::EffectRecord;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `directory.export`: asks the export effect to write the directory's blocks back under its
 /// `external_root_path`. The event is only the request; the effect does the writing (never
@@ -18,12 +18,7 @@ impl Capability for DirectoryExport {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let id = cmd.block_id.as_deref().unwrap_or_default();
         let root = state
             .block(id)

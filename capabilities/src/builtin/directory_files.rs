@@ -22,7 +22,7 @@ use super::directory_import::{check_relative_path, file_create};
 use super::directory_sync::{directory_entry, directory_list};
 use super::entries::{put_entry, take_entry};
 use crate::payload::{check_id, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `directory.add` payload.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -147,7 +147,7 @@ impl Capability for DirectoryAdd {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: DirectoryAddPayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.path)?;
@@ -217,12 +217,7 @@ impl Capability for DirectoryMove {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: DirectoryMovePayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.from)?;
@@ -252,12 +247,7 @@ impl Capability for DirectoryRemove {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: DirectoryRemovePayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.path)?;
@@ -316,14 +306,7 @@ mod tests {
     use serde_json::json;
 
     fn project(k: &mut Kit) -> String {
-        k.ok(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": "/tmp/proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]}),
-        )[0]
-        .entity
-        .clone()
+        k.project(json!([{"path": "src/main.rs", "content": "fn main() {}"}]))
     }
 
     fn entries(k: &Kit, dir: &str) -> Vec<(String, bool)> {
@@ -430,33 +413,33 @@ mod tests {
                 json!({"from": "src/main.rs", "to": bad}),
             );
         }
-        let e = k.err(
+        k.err_contains(
             "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "src/main.rs"}),
+            "already has",
         );
-        assert!(e.to_string().contains("already has"), "{e}");
-        let e = k.err(
+        k.err_contains(
             "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "nope.rs", "to": "x.rs"}),
+            "has no 'nope.rs'",
         );
-        assert!(e.to_string().contains("has no 'nope.rs'"), "{e}");
         k.ok(
             "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "b.rs"}),
         );
-        let e = k.err(
+        k.err_contains(
             "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "b.rs", "to": "src/main.rs"}),
+            "already has",
         );
-        assert!(e.to_string().contains("already has"), "{e}");
         k.err(
             "alice",
             "directory.remove",
@@ -464,7 +447,12 @@ mod tests {
             json!({"path": "nope.rs"}),
         );
         // Another editor without a grant on the directory is refused by CBAC.
-        let e = k.err("bob", "directory.add", Some(&dir), json!({"path": "c.rs"}));
-        assert!(e.to_string().contains("bob"), "{e}");
+        k.err_contains(
+            "bob",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "c.rs"}),
+            "bob",
+        );
     }
 }

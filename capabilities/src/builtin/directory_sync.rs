@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::directory_import::{check_relative_path, file_create};
 use super::entries::{entry_path, set_disk_hashes, sync_entries, IMPORT_INCOMPLETE};
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `directory.sync`: brings a directory block up to date with what the adapter found on disk
 /// (a rescan, or one chunk of a streaming import). Files whose text equals the block's are
@@ -83,7 +83,7 @@ impl Capability for DirectorySync {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: DirectorySyncPayload = parse(self.id(), &cmd.payload)?;
         let dir_id = cmd.block_id.clone().unwrap_or_default();
         let dir = state
@@ -268,7 +268,6 @@ mod tests {
             json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}),
         );
         let md = k.block("markdown", "m");
-        let e = k.err("alice", "directory.sync", Some(&md), json!({}));
-        assert!(e.to_string().contains("directory"), "{e}");
+        k.err_contains("alice", "directory.sync", Some(&md), json!({}), "directory");
     }
 }

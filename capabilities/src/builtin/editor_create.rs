@@ -5,7 +5,7 @@ use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `editor.create`: a new identity. Agents get ids `agent-<uuid>`; humans a UUID, unless the
 /// payload names an id.
@@ -29,7 +29,7 @@ impl Capability for EditorCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: EditorCreatePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         let editor_id = match (p.editor_id, p.editor_type) {
@@ -83,13 +83,13 @@ mod tests {
             json!({"name": "Helper", "editor_type": "agent"}),
         );
         assert!(ev[0].entity.starts_with("agent-"), "{}", ev[0].entity);
-        let e = k.err(
+        k.err_contains(
             "alice",
             "editor.create",
             None,
             json!({"name": "Bob again", "editor_id": "bob"}),
+            "already exists",
         );
-        assert!(e.to_string().contains("already exists"));
         k.err(
             "alice",
             "editor.create",

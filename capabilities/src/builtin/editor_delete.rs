@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `editor.delete`: removes an identity and, first, every grant it holds. A deleted editor has
 /// no rights, not even on the blocks it owns. The file owner cannot be deleted.
@@ -26,12 +26,7 @@ impl Capability for EditorDelete {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: EditorDeletePayload = parse(self.id(), &cmd.payload)?;
         if state.editor(&p.editor_id).is_none() {
             return Err(CapError::UnknownEditor(p.editor_id));
@@ -106,15 +101,13 @@ mod tests {
     #[test]
     fn the_file_owner_cannot_be_deleted() {
         let mut k = Kit::new();
-        assert!(k
-            .err(
-                "alice",
-                "editor.delete",
-                None,
-                json!({"editor_id": "alice"})
-            )
-            .to_string()
-            .contains("owns this file"));
+        k.err_contains(
+            "alice",
+            "editor.delete",
+            None,
+            json!({"editor_id": "alice"}),
+            "owns this file",
+        );
         assert!(matches!(
             k.err(
                 "alice",

@@ -7,7 +7,7 @@ use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
 use elfiee_projections::{Fold, Folded, State};
 use serde_json::{json, Value};
 
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// What [`crate::Capability::fold`] returns for a fold function.
 pub(crate) fn fold(f: impl Fold) -> Option<Arc<dyn Fold>> {
@@ -72,7 +72,7 @@ impl Capability for EffectRecord {
     fn authorized_by(&self, cmd: &Command) -> &'static str {
         (self.authorized_by)(cmd)
     }
-    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Handled {
         if let Some(key) = self.requires {
             if cmd.payload.get(key).and_then(Value::as_str).is_none() {
                 return Err(CapError::payload(self.id, format!("expected '{key}'")));
@@ -100,15 +100,24 @@ impl Capability for BlockRead {
     fn target(&self) -> Target {
         Target::Block(Some(self.block_type))
     }
-    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Handled {
         crate::payload::expect_empty(self.id, &cmd.payload)?;
         Ok(Vec::new())
     }
 }
 
+/// The one event of a command on its own block (`cmd.block_id`): of kind `kind`, with `value`.
+pub(crate) fn on_block(cmd: &Command, kind: &str, value: Value) -> Handled {
+    Ok(vec![EventDraft::new(
+        cmd.block_id.clone().unwrap_or_default(),
+        kind,
+        value,
+    )])
+}
+
 /// Records of effect outcomes: the payload (an object with `trigger_seq`, the seq of the event
 /// that asked for the effect) becomes the event value as it is.
-pub(crate) fn effect_record(cap: &str, cmd: &Command) -> Result<Vec<EventDraft>, CapError> {
+pub(crate) fn effect_record(cap: &str, cmd: &Command) -> Handled {
     let ok = cmd.payload.is_object()
         && cmd
             .payload
@@ -121,9 +130,5 @@ pub(crate) fn effect_record(cap: &str, cmd: &Command) -> Result<Vec<EventDraft>,
             "expected an object with a numeric 'trigger_seq'",
         ));
     }
-    Ok(vec![EventDraft::new(
-        cmd.block_id.clone().unwrap_or_default(),
-        cap,
-        cmd.payload.clone(),
-    )])
+    on_block(cmd, cap, cmd.payload.clone())
 }

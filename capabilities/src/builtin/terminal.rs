@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use super::directory_import::new_block;
 use super::support::EffectRecord;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Payload of `terminal.create`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -36,7 +36,7 @@ impl Capability for TerminalCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: TerminalCreatePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         if let Some(dir) = &p.linked_directory_id {
@@ -103,12 +103,7 @@ impl Capability for TerminalExecute {
     fn target(&self) -> Target {
         Target::Block(Some("terminal"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: TerminalExecutePayload = parse(self.id(), &cmd.payload)?;
         if p.command.trim().is_empty() {
             return Err(CapError::payload(self.id(), "'command' must not be empty"));

@@ -86,6 +86,39 @@ impl Kit {
         e
     }
 
+    /// Runs a command that must be rejected with a message containing `part` (and must leave
+    /// the state as it was, as [`Kit::err`] checks).
+    pub fn err_contains(
+        &mut self,
+        editor: &str,
+        cap: &str,
+        block: Option<&str>,
+        payload: Value,
+        part: &str,
+    ) {
+        let e = self.err(editor, cap, block, payload).to_string();
+        assert!(e.contains(part), "expected {part:?} in: {e}");
+    }
+
+    /// Imports a project folder holding `files` (`directory.import` at `/tmp/proj`) as alice
+    /// and returns the directory block's id.
+    pub fn project(&mut self, files: Value) -> String {
+        let ev = self.ok(
+            "alice",
+            "directory.import",
+            None,
+            json!({"root": "/tmp/proj", "files": files}),
+        );
+        ev[0].entity.clone()
+    }
+
+    /// Creates an agent (`agent.create` with `payload`) as alice and returns its block id.
+    pub fn agent(&mut self, payload: Value) -> String {
+        self.ok("alice", "agent.create", None, payload)[1]
+            .entity
+            .clone()
+    }
+
     /// Creates a block as alice and returns its id.
     pub fn block(&mut self, ty: &str, name: &str) -> String {
         let ev = self.ok(
