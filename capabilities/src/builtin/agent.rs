@@ -435,12 +435,7 @@ mod tests {
             json!({"to": dir, "relation": "reference"}),
         );
         // Its owner points it at the directory: it may add, move and remove files there.
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&agent),
-            json!({"to": dir, "relation": "reference"}),
-        );
+        k.link(&agent, &dir, "reference");
         k.ok(
             &editor,
             "directory.add",
@@ -592,12 +587,7 @@ mod tests {
             "not found",
         );
         k.err_contains("bob", "agent.enable", Some(&a), json!({}), "may not run");
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&a),
-            json!({"editor_id": "bob", "cap_id": "agent.enable"}),
-        );
+        k.grant("bob", "agent.enable", Some(&a));
         k.ok("bob", "agent.enable", Some(&a), json!({}));
     }
 

@@ -26,12 +26,7 @@ mod tests {
             .ok("alice", "markdown.read", Some(&md), json!({}))
             .is_empty());
         k.err("bob", "markdown.read", Some(&md), json!({}));
-        k.ok(
-            "alice",
-            "core.grant",
-            None,
-            json!({"editor_id": "*", "cap_id": "markdown.read"}),
-        );
+        k.grant("*", "markdown.read", None);
         assert!(k
             .ok("bob", "markdown.read", Some(&md), json!({}))
             .is_empty());

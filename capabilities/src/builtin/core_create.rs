@@ -140,37 +140,15 @@ mod tests {
     #[test]
     fn create_rejects_bad_names_types_and_taken_ids() {
         let mut k = Kit::new();
-        assert!(matches!(
-            k.err(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": " ", "block_type": "markdown"})
-            ),
-            CapError::InvalidPayload { .. }
-        ));
-        assert!(matches!(
-            k.err(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": "x", "block_type": "Mark Down"})
-            ),
-            CapError::InvalidPayload { .. }
-        ));
-        assert!(matches!(
-            k.err("alice", "core.create", None, json!({"name": "x"})),
-            CapError::InvalidPayload { .. }
-        ));
-        assert!(matches!(
-            k.err(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": "x", "block_type": "code", "nmae": 1})
-            ),
-            CapError::InvalidPayload { .. }
-        ));
+        for bad in [
+            json!({"name": " ", "block_type": "markdown"}),
+            json!({"name": "x", "block_type": "Mark Down"}),
+            json!({"name": "x"}),
+            json!({"name": "x", "block_type": "code", "nmae": 1}),
+        ] {
+            let e = k.err("alice", "core.create", None, bad.clone());
+            assert!(matches!(e, CapError::InvalidPayload { .. }), "{bad}: {e}");
+        }
         k.ok(
             "alice",
             "core.create",

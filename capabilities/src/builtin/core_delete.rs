@@ -47,24 +47,9 @@ mod tests {
             k.block("markdown", "b"),
             k.block("code", "c"),
         );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": c, "relation": "implement"}),
-        );
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&b),
-            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
-        );
+        k.link(&a, &b, "reference");
+        k.link(&b, &c, "implement");
+        k.grant("bob", "markdown.write", Some(&b));
         let ev = k.ok("alice", "core.delete", Some(&b), json!({}));
         let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
         assert_eq!(

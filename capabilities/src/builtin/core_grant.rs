@@ -96,12 +96,7 @@ mod tests {
     fn grant_validates_editor_capability_and_duplicates() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&a),
-            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
-        );
+        k.grant("bob", "markdown.write", Some(&a));
         assert!(k.state.has_grant("bob", "markdown.write", &a));
         k.err_contains(
             "alice",

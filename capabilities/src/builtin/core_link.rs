@@ -117,12 +117,7 @@ mod tests {
     fn link_records_both_directions() {
         let mut k = Kit::new();
         let (a, b) = (k.block("markdown", "req"), k.block("code", "impl"));
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": a, "relation": "implement"}),
-        );
+        k.link(&b, &a, "implement");
         assert_eq!(k.state.blocks[&b].children["implement"], vec![a.clone()]);
         assert_eq!(
             k.state
@@ -148,12 +143,7 @@ mod tests {
             json!({"to": a, "relation": "reference"}),
             "itself",
         );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
+        k.link(&a, &b, "reference");
         k.err_contains(
             "alice",
             "core.link",
@@ -161,12 +151,7 @@ mod tests {
             json!({"to": b, "relation": "reference"}),
             "already",
         );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": c, "relation": "implement"}),
-        );
+        k.link(&b, &c, "implement");
         k.err_contains(
             "alice",
             "core.link",

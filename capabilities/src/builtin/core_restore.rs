@@ -161,19 +161,9 @@ mod tests {
             Some(&a),
             json!({"markdown": "v2"}),
         );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "implement"}),
-        );
+        k.link(&a, &b, "implement");
         let c = k.block("code", "c");
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": c, "relation": "reference"}),
-        );
+        k.link(&b, &c, "reference");
         let b_before = before.blocks[&b].clone();
         k.ok(
             "alice",
@@ -219,12 +209,7 @@ mod tests {
             "twice",
         );
         let b = k.block("markdown", "b");
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
+        k.link(&a, &b, "reference");
         let linked = k.state.blocks[&a].clone();
         k.err_contains(
             "alice",

@@ -54,12 +54,7 @@ mod tests {
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
         );
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&a),
-            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
-        );
+        k.grant("bob", "markdown.write", Some(&a));
         k.ok(
             "alice",
             "core.revoke",

@@ -50,12 +50,7 @@ mod tests {
     fn unlink_removes_the_edge_and_rejects_missing_ones() {
         let mut k = Kit::new();
         let (a, b) = (k.block("markdown", "a"), k.block("markdown", "b"));
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
+        k.link(&a, &b, "reference");
         k.err(
             "alice",
             "core.unlink",

@@ -69,12 +69,7 @@ mod tests {
     #[test]
     fn deleted_editor_loses_grants_and_owner_rights() {
         let mut k = Kit::new();
-        k.ok(
-            "alice",
-            "core.grant",
-            None,
-            json!({"editor_id": "bob", "cap_id": "core.create"}),
-        );
+        k.grant("bob", "core.create", None);
         let ev = k.ok(
             "bob",
             "core.create",

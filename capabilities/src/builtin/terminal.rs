@@ -206,12 +206,7 @@ mod tests {
             Some(&t),
             json!({"trigger_seq": 1}),
         );
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&t),
-            json!({"editor_id": "bob", "cap_id": "terminal.execute"}),
-        );
+        k.grant("bob", "terminal.execute", Some(&t));
         k.ok(
             "bob",
             "terminal.output",

@@ -119,6 +119,26 @@ impl Kit {
             .clone()
     }
 
+    /// Links `from` to `to` with `relation` as alice.
+    pub fn link(&mut self, from: &str, to: &str, relation: &str) {
+        self.ok(
+            "alice",
+            "core.link",
+            Some(from),
+            json!({"to": to, "relation": relation}),
+        );
+    }
+
+    /// Grants `cap` on `block` (`None`: on `*`) to `editor` as alice.
+    pub fn grant(&mut self, editor: &str, cap: &str, block: Option<&str>) {
+        self.ok(
+            "alice",
+            "core.grant",
+            block,
+            json!({"editor_id": editor, "cap_id": cap}),
+        );
+    }
+
     /// Creates a block as alice and returns its id.
     pub fn block(&mut self, ty: &str, name: &str) -> String {
         let ev = self.ok(
