@@ -187,3 +187,14 @@ fn body_keys_follow_the_event_kind() {
     assert_eq!(folds.body_keys("code.write", &json!({})), &["text"]);
     assert!(folds.body_keys("core.rename", &json!({})).is_empty());
 }
+
+#[test]
+fn every_builtin_registry_shares_the_same_folds() {
+    // `elfiee::testkit` tells a built-in fold from an embedder's by pointer.
+    let (a, b) = (Registry::builtin(), Registry::builtin());
+    for kind in a.folds().kinds() {
+        let same =
+            std::sync::Arc::ptr_eq(a.folds().get(kind).unwrap(), b.folds().get(kind).unwrap());
+        assert!(same, "{kind}");
+    }
+}

@@ -5,7 +5,7 @@
 //! the built-in block types. Helpers several capabilities share are in `support` (events) and
 //! `entries` (a directory's entry list); no capability imports this module.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use elfiee_projections::content::body_keys;
 
@@ -71,15 +71,22 @@ impl Registry {
     /// the built-in kinds and block types (`markdown`, `code`): the same registration an
     /// embedder's capabilities get.
     pub fn builtin() -> Registry {
-        let mut r = Registry::default();
-        for cap in all() {
-            r.register(cap);
-        }
-        for (kind, block_type) in [("markdown.write", "markdown"), ("code.write", "code")] {
-            r.declare_body(kind, body_keys(block_type));
-            r.declare_block_body(block_type, body_keys(block_type));
-        }
-        r
+        // Built once: every registry made from it shares the same folds (`Arc`s), which is
+        // how `elfiee::testkit` tells a built-in fold from an embedder's.
+        static BUILTIN: OnceLock<Registry> = OnceLock::new();
+        BUILTIN
+            .get_or_init(|| {
+                let mut r = Registry::default();
+                for cap in all() {
+                    r.register(cap);
+                }
+                for (kind, block_type) in [("markdown.write", "markdown"), ("code.write", "code")] {
+                    r.declare_body(kind, body_keys(block_type));
+                    r.declare_block_body(block_type, body_keys(block_type));
+                }
+                r
+            })
+            .clone()
     }
 }
 
