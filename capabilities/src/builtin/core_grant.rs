@@ -42,13 +42,13 @@ impl Capability for CoreGrant {
     }
     fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         grant_event(self.id(), cmd, state, ctx, |g| {
-            match state.grants.contains(g) {
-                true => Err(format!(
+            if state.grants.contains(g) {
+                return Err(format!(
                     "'{}' already holds '{}' on '{}'",
                     g.editor_id, g.cap_id, g.block_id
-                )),
-                false => Ok(()),
+                ));
             }
+            Ok(())
         })
     }
     fn fold(&self) -> Option<Arc<dyn Fold>> {
