@@ -5,10 +5,12 @@
 //! kind by name: the built-in kinds bring their folds with their capabilities
 //! (`elfiee_capabilities::Registry::builtin().folds()`), exactly as an embedder's kinds do
 //! (`Capability::fold`, or `Registry::register_fold`); there is no closed list that custom
-//! kinds cannot join. The shapes folds share are in [`crate::toolkit`]. [`Folds::apply`] does the bookkeeping every event
-//! gets (`last_seq`, the vector clock, the block's seq when the fold says it touched its block),
-//! and records the kinds it has no fold for in [`State::unknown_kinds`], so a document written
-//! by a program that knew more kinds still opens, and says what it could not give a meaning.
+//! kinds cannot join. The shapes folds share are in [`crate::toolkit`].
+//!
+//! [`Folds::apply`] does the bookkeeping every event gets (`last_seq`, the vector clock, the
+//! block's seq when the fold says it touched its block), and records the kinds it has no fold
+//! for in [`State::unknown_kinds`], so a document written by a program that knew more kinds
+//! still opens, and says what it could not give a meaning.
 //!
 //! ```
 //! use elfiee_projections::{Folded, Folds, State};
