@@ -579,7 +579,7 @@ pub async fn import_folder(
                         == Some(root_s.as_str())
                     && b.metadata
                         .custom
-                        .contains_key(elfiee_projections::IMPORT_INCOMPLETE)
+                        .contains_key(elfiee_capabilities::builtin::IMPORT_INCOMPLETE)
             })
             .map(|b| b.block_id.clone())
     });

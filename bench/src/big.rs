@@ -70,7 +70,7 @@ pub(crate) fn big_phase(
                 "layout_raw_decode": round(n0 as f64 / s0, 0),
                 "layout_raw_decode_and_chain_check": round(n1 as f64 / s1, 0),
                 "layout_raw_decode_chain_check_and_apply": round(n2 as f64 / s2, 0),
-                "is": "the raw loop over the engine's own files (sled keys + events.pack groups, one positioned read per group, no blake3), then plus the blake3 chain check (codec::open with the previous hash), then plus elfiee_projections::apply into a State: what the engine's replay does, minus the group blake3, its per-record copy and iterator plumbing",
+                "is": "the raw loop over the engine's own files (sled keys + events.pack groups, one positioned read per group, no blake3), then plus the blake3 chain check (codec::open with the previous hash), then plus the built-in folds (Registry::builtin().folds().apply) into a State: what the engine's replay does, minus the group blake3, its per-record copy and iterator plumbing",
             },
             "target": "ratio >= 0.5",
             "how": "engine: elfiee_engine::replay(path) timed around the call (sled open, hash-chain check, decode, apply, final state digest); raw: the same records copied (untimed) into a sled database of their own as plain e‖seq keys, as the engine stored every event before bulk commands went to events.pack; sled open + iterate the events tree + codec::open(seq, bytes, None) per record (decode only, no chain check, no apply) + close; both timed from before the open to after the database is dropped; runs alternate raw/engine",

@@ -216,6 +216,7 @@ pub(crate) fn raw_replay_variant(
     chain: bool,
     fold: bool,
 ) -> Result<(u64, f64), BoxError> {
+    let folds = elfiee_capabilities::Registry::builtin().folds().clone();
     let t = Instant::now();
     let mut n = 0u64;
     let mut bytes = 0usize;
@@ -225,7 +226,7 @@ pub(crate) fn raw_replay_variant(
         let e = codec::open(seq, v, chain.then_some(&prev))?;
         prev = e.hash;
         if fold {
-            elfiee_projections::apply(&mut state, &e);
+            folds.apply(&mut state, &e);
         }
         bytes += e.entity.len();
         n += 1;

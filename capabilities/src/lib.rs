@@ -8,7 +8,7 @@
 //! ```
 //! use elfiee_capabilities::Registry;
 //! use elfiee_model::{Command, Ctx};
-//! use elfiee_projections::{apply, State};
+//! use elfiee_projections::State;
 //! use serde_json::json;
 //!
 //! let registry = Registry::builtin();
@@ -17,7 +17,7 @@
 //! let init = Command::new("alice", "elf.init", None, json!({"name": "Alice"}));
 //! for (i, mut e) in registry.execute(&init, &state, &ctx).unwrap().into_iter().enumerate() {
 //!     e.seq = i as u64 + 1;
-//!     apply(&mut state, &e);
+//!     registry.apply(&mut state, &e);
 //! }
 //! let create = Command::new("alice", "core.create", None, json!({"name": "notes", "block_type": "markdown"}));
 //! let events = registry.execute(&create, &state, &ctx).unwrap();
@@ -29,12 +29,5 @@ pub mod cbac;
 mod payload;
 mod registry;
 
-pub use payload::json_depth;
-pub use registry::{Capability, Merge, Registry, Target};
-
-/// Deepest JSON nesting a payload may have (deeper values could not be stored and read back
-/// safely: decoders recurse).
-pub const MAX_PAYLOAD_DEPTH: usize = 128;
-
-/// Largest accepted command payload, in bytes of its JSON encoding (16 MiB).
-pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
+pub use payload::{json_depth, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use registry::{Capability, Handled, Merge, Registry, Target};

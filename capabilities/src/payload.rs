@@ -2,6 +2,13 @@ use elfiee_model::CapError;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// Deepest JSON nesting a payload may have (deeper values could not be stored and read back
+/// safely: decoders recurse).
+pub const MAX_PAYLOAD_DEPTH: usize = 128;
+
+/// Largest accepted command payload, in bytes of its JSON encoding (16 MiB).
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
+
 /// Parses a command payload into its typed form; `null` counts as `{}`.
 pub(crate) fn parse<T: DeserializeOwned>(cap: &str, payload: &Value) -> Result<T, CapError> {
     let empty = Value::Object(Default::default());

@@ -37,6 +37,10 @@ pub enum Merge {
     Link,
 }
 
+/// What a handler returns: the events to commit (possibly none), or why the command is
+/// refused.
+pub type Handled = Result<Vec<EventDraft>, CapError>;
+
 /// A pure command handler. Implementations must not do I/O, read the clock or use randomness:
 /// everything they need is in the command, the state and the [`Ctx`].
 pub trait Capability: Send + Sync + 'static {
@@ -45,7 +49,7 @@ pub trait Capability: Send + Sync + 'static {
     /// What the command targets; checked before the handler runs.
     fn target(&self) -> Target;
     /// Validates the command against the state and returns the events to commit (possibly none).
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError>;
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled;
     /// The capability CBAC checks for this one. Effect outcomes (e.g. `terminal.output`) are
     /// authorized by the capability that triggered the effect (`terminal.execute`).
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
@@ -83,18 +87,6 @@ impl std::fmt::Debug for Registry {
 }
 
 impl Registry {
-    /// The registry with every built-in capability.
-    pub fn builtin() -> Registry {
-        let mut r = Registry {
-            folds: Folds::builtin(),
-            ..Registry::default()
-        };
-        for cap in crate::builtin::all() {
-            r.register(cap);
-        }
-        r
-    }
-
     /// Adds (or replaces) a capability, with its fold ([`Capability::fold`]).
     pub fn register(&mut self, cap: Arc<dyn Capability>) {
         match cap.fold() {
@@ -111,8 +103,8 @@ impl Registry {
             .into();
     }
 
-    /// Sets the fold of events of `kind` (replacing the one there): the same registration the
-    /// built-in kinds get ([`Folds::builtin`]).
+    /// Sets the fold of events of `kind` (replacing the one there), for a kind without a
+    /// command of its own; a capability's kind gets its fold from [`Capability::fold`].
     pub fn register_fold(&mut self, kind: impl Into<String>, fold: impl Fold) {
         self.folds.register(kind, fold);
     }
@@ -167,12 +159,12 @@ impl Registry {
             .get(&cmd.cap_id)
             .ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
         let depth = crate::payload::json_depth(&cmd.payload);
-        if depth > crate::MAX_PAYLOAD_DEPTH {
+        if depth > crate::payload::MAX_PAYLOAD_DEPTH {
             return Err(CapError::payload(
                 &cmd.cap_id,
                 format!(
                     "the payload is nested {depth} levels deep; the limit is {}",
-                    crate::MAX_PAYLOAD_DEPTH
+                    crate::payload::MAX_PAYLOAD_DEPTH
                 ),
             ));
         }

@@ -316,13 +316,19 @@ pub fn describe_kinds(kinds: &std::collections::BTreeMap<String, u64>) -> String
 /// Start of the reason a snapshot made by other folds is not used.
 const OTHER_FOLDS: &str = "it was made by other folds";
 
+/// The fingerprint of the folds that made a snapshot that does not say: the built-in folds
+/// of the time (the 35 built-in kinds before `core.restore`, all at version 1), which were
+/// all there was. Kept as a constant since the built-in folds moved beside their
+/// capabilities; `unrecorded_folds_are_the_builtin_kinds_before_core_restore` checks it.
+pub(crate) const UNRECORDED_FOLDS: &str = "507377cdf707157a";
+
 /// Whether `snap` was folded by `folds` (a snapshot that does not say was made by the
 /// built-in ones: they were all there was).
 fn same_folds(snap: &Snapshot, folds: &Folds) -> bool {
     let made_by = if snap.folds.is_empty() {
-        Folds::builtin().fingerprint().to_owned()
+        UNRECORDED_FOLDS
     } else {
-        snap.folds.clone()
+        snap.folds.as_str()
     };
     made_by == folds.fingerprint()
 }
@@ -775,4 +781,60 @@ pub fn verify_log(
         problems,
         unknown_kinds: state.unknown_kinds,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unrecorded_folds_are_the_builtin_kinds_before_core_restore() {
+        // The kinds `Folds::builtin()` registered before snapshots recorded their folds.
+        const THEN: &[&str] = &[
+            "agent.approve",
+            "agent.configure",
+            "agent.create",
+            "agent.disable",
+            "agent.effect_outcome",
+            "agent.effect_plan",
+            "agent.enable",
+            "agent.invoke",
+            "agent.proposal",
+            "agent.session",
+            "code.read",
+            "code.write",
+            "core.create",
+            "core.delete",
+            "core.grant",
+            "core.link",
+            "core.rename",
+            "core.revoke",
+            "core.unlink",
+            "core.update_metadata",
+            "directory.add",
+            "directory.export",
+            "directory.export_outcome",
+            "directory.import",
+            "directory.move",
+            "directory.remove",
+            "directory.sync",
+            "editor.create",
+            "editor.delete",
+            "elf.init",
+            "markdown.read",
+            "markdown.write",
+            "terminal.create",
+            "terminal.execute",
+            "terminal.output",
+        ];
+        let mut then = Folds::default();
+        for kind in THEN {
+            then.register_noop(*kind);
+        }
+        assert_eq!(then.fingerprint(), UNRECORDED_FOLDS);
+        // Today's built-in folds are those and `core.restore`: a snapshot that names no folds
+        // is not used with them (as before), it is replayed.
+        let builtin = elfiee_capabilities::Registry::builtin();
+        assert_ne!(builtin.folds().fingerprint(), UNRECORDED_FOLDS);
+    }
 }

@@ -22,7 +22,7 @@ use elfiee_capabilities::Registry;
 use elfiee_engine::codec;
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::{CapError, Command, Event, EventHash};
-use elfiee_projections::{apply, State};
+use elfiee_projections::{Folds, State};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::TestCaseError;
@@ -555,6 +555,14 @@ fn snapshot_seq(bytes: &[u8]) -> u64 {
     elfiee_engine::replay::Snapshot::decode(bytes.to_vec())
         .expect("the engine's snapshot decodes")
         .seq
+}
+
+/// Folds one event with the built-in folds (those `Registry::builtin()` registers).
+fn apply(state: &mut State, e: &Event) {
+    static FOLDS: std::sync::OnceLock<Folds> = std::sync::OnceLock::new();
+    FOLDS
+        .get_or_init(|| Registry::builtin().folds().clone())
+        .apply(state, e);
 }
 
 fn apply_all(state: &State, events: &[Event]) -> State {

@@ -3,7 +3,7 @@
 //! A large body — the `markdown` of a markdown block, the `text` of a code block — is written
 //! by the engine into the document's content store, and the event that sets it carries a
 //! reference instead of the bytes: `{"$content": "<blake3 hex>", "len": N}` at the body's key
-//! under `value.contents`. [`crate::apply`] moves such references into
+//! under `value.contents`. The folds move such references into
 //! [`Block::content_refs`], so the state (and every snapshot) grows with the number of blocks,
 //! not with their bytes. Small bodies stay inline in the event and the state, as before.
 //!
@@ -34,7 +34,7 @@ pub fn body_keys(block_type: &str) -> &'static [&'static str] {
 /// The engine runs this on every event before sealing it; `elfiee::testkit` runs it with a
 /// store in memory, so both commit the same events.
 pub fn externalize<E: From<CapError>>(
-    folds: &crate::Folds,
+    folds: &crate::fold::Folds,
     e: &mut Event,
     mut put: impl FnMut(&str) -> Result<ContentRef, E>,
 ) -> Result<(), E> {
@@ -112,8 +112,8 @@ pub fn body_hash(block: &Block, key: &str) -> Option<String> {
 }
 
 /// Moves reference objects found among the top-level `contents` of `block` into
-/// `content_refs` (used when a block is created from an event).
-pub(crate) fn take_refs(block: &mut Block) {
+/// `content_refs` (used when a block is created from an event, as `core.create` folds).
+pub fn take_refs(block: &mut Block) {
     let Value::Object(obj) = &mut block.contents else {
         return;
     };
@@ -188,16 +188,5 @@ mod tests {
         assert!(ref_of(&json!({"$content": "zz", "len": 5})).is_none());
         assert!(ref_of(&json!("text")).is_none());
         assert!(looks_like_ref(&json!({"$content": 3})));
-    }
-
-    #[test]
-    fn body_keys_follow_the_event_kind() {
-        assert_eq!(
-            crate::Folds::builtin().body_keys("core.create", &json!({"block_type": "code"})),
-            &["text"]
-        );
-        let folds = crate::Folds::builtin();
-        assert_eq!(folds.body_keys("markdown.write", &json!({})), &["markdown"]);
-        assert!(folds.body_keys("core.rename", &json!({})).is_empty());
     }
 }

@@ -155,14 +155,18 @@ pub fn count_tokens(text: &str) -> usize {
 
 /// Collects the context reachable from `roots` (unknown ids are skipped) within the budget.
 /// Bodies kept in the content store count as empty; see [`collect_context_with`].
-pub fn collect_context(state: &crate::State, roots: &[String], opts: &ContextOptions) -> Context {
+pub fn collect_context(
+    state: &crate::state::State,
+    roots: &[String],
+    opts: &ContextOptions,
+) -> Context {
     collect_context_with(state, roots, opts, &|_| None)
 }
 
 /// [`collect_context`] with `fetch` reading the bodies kept in the content store (a body it
 /// cannot read counts as empty).
 pub fn collect_context_with(
-    state: &crate::State,
+    state: &crate::state::State,
     roots: &[String],
     opts: &ContextOptions,
     fetch: &dyn Fn(&elfiee_model::ContentRef) -> Option<String>,
@@ -291,7 +295,7 @@ pub fn keywords(text: &str) -> std::collections::BTreeSet<String> {
 /// The walk's blocks (plus the roots' `implement` neighbours and, when asked, the files of
 /// the directories reached) in the order the budget keeps them (see the module docs).
 fn rank<'a>(
-    state: &'a crate::State,
+    state: &'a crate::state::State,
     reached: Vec<(&'a Block, usize)>,
     opts: &ContextOptions,
 ) -> Vec<(&'a Block, usize, Rank)> {
@@ -506,16 +510,16 @@ impl Body {
 /// A synthetic state of `n` blocks (markdown and code with mixed-script text), `b0` linking to
 /// about √n blocks that each link to about √n more: the benchmark's input.
 #[doc(hidden)]
-pub fn synthetic_state(n: usize) -> crate::State {
+pub fn synthetic_state(n: usize) -> crate::state::State {
     bench_state(n)
 }
 
-fn bench_state(n: usize) -> crate::State {
+fn bench_state(n: usize) -> crate::state::State {
     use std::collections::BTreeMap;
 
     let fanout = ((n.max(2) - 1) as f64).sqrt().ceil() as usize;
     let epoch = chrono::DateTime::from_timestamp_millis(0).unwrap_or_default();
-    let mut state = crate::State::default();
+    let mut state = crate::state::State::default();
     for i in 0..n {
         let (block_type, contents) = if i % 3 == 2 {
             (

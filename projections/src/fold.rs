@@ -1,13 +1,16 @@
 //! The extension point of the projection: which pure function folds each event kind into the
 //! [`State`].
 //!
-//! Every event kind has at most one [`Fold`], kept in a [`Folds`] table. The built-in kinds are
-//! registered in [`Folds::builtin`] exactly as an embedder registers its own (through
-//! `Registry::register_fold` of `elfiee-capabilities`, or `Capability::fold`); there is no
-//! closed list that custom kinds cannot join. [`Folds::apply`] does the bookkeeping every event
-//! gets (`last_seq`, the vector clock, the block's seq when the fold says it touched its block),
-//! and records the kinds it has no fold for in [`State::unknown_kinds`], so a document written
-//! by a program that knew more kinds still opens, and says what it could not give a meaning.
+//! Every event kind has at most one [`Fold`], kept in a [`Folds`] table. This crate knows no
+//! kind by name: the built-in kinds bring their folds with their capabilities
+//! (`elfiee_capabilities::Registry::builtin().folds()`), exactly as an embedder's kinds do
+//! (`Capability::fold`, or `Registry::register_fold`); there is no closed list that custom
+//! kinds cannot join. The shapes folds share are in [`crate::toolkit`].
+//!
+//! [`Folds::apply`] does the bookkeeping every event gets (`last_seq`, the vector clock, the
+//! block's seq when the fold says it touched its block), and records the kinds it has no fold
+//! for in [`State::unknown_kinds`], so a document written by a program that knew more kinds
+//! still opens, and says what it could not give a meaning.
 //!
 //! ```
 //! use elfiee_projections::{Folded, Folds, State};
@@ -19,9 +22,9 @@
 //!     *n = (n.as_u64().unwrap_or(0) + 1).into();
 //!     Folded::Done
 //! }
-//! let mut folds = Folds::builtin();
+//! let mut folds = Folds::default();
 //! folds.register("counter.bump", bump);
-//! assert!(folds.knows("counter.bump") && folds.knows("core.create"));
+//! assert!(folds.knows("counter.bump") && !folds.knows("core.create"));
 //! ```
 
 use std::collections::BTreeMap;
@@ -30,7 +33,7 @@ use std::sync::Arc;
 
 use elfiee_model::Event;
 
-use crate::State;
+use crate::state::State;
 
 /// What a fold did with its event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,11 +101,6 @@ impl std::fmt::Debug for Folds {
 }
 
 impl Folds {
-    /// The folds of the built-in event kinds (see `apply.rs`).
-    pub fn builtin() -> Folds {
-        crate::apply::builtin().clone()
-    }
-
     /// Sets the fold of `kind` (replacing one registered before).
     pub fn register(&mut self, kind: impl Into<String>, fold: impl Fold) {
         self.register_arc(kind, Arc::new(fold));
@@ -122,7 +120,7 @@ impl Folds {
 
     /// Declares that events of `kind` may carry large bodies at `value.contents.<key>` for
     /// each of `keys`: the engine stores a body of 256 bytes or more in the document's content
-    /// store and the event carries a reference, which [`crate::fold_patch`] (or a fold that
+    /// store and the event carries a reference, which [`crate::toolkit::fold_patch`] (or a fold that
     /// calls [`crate::content::take_refs`]) moves into the block's `content_refs`.
     pub fn declare_body(&mut self, kind: impl Into<String>, keys: &[&str]) {
         self.bodies

@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
 use elfiee_model::Relation;
 use serde::{Deserialize, Serialize};
@@ -41,41 +41,5 @@ impl RelationGraph {
             .get(block)
             .into_iter()
             .flat_map(|s| s.iter().map(|(r, p)| (*r, p.as_str())))
-    }
-}
-
-impl crate::State {
-    /// Blocks that `block` links to, with the relation.
-    pub fn children_of<'a>(
-        &'a self,
-        block: &str,
-    ) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
-        self.blocks.get(block).into_iter().flat_map(|b| {
-            b.children
-                .iter()
-                .filter_map(|(r, ids)| Relation::parse(r).map(|r| (r, ids)))
-                .flat_map(|(r, ids)| ids.iter().map(move |id| (r, id.as_str())))
-        })
-    }
-
-    /// Blocks that link to `block`.
-    pub fn parents_of<'a>(&'a self, block: &str) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
-        self.graph.parents_of(block)
-    }
-
-    /// Whether `to` can be reached from `from` by following links of any relation.
-    pub fn reaches(&self, from: &str, to: &str) -> bool {
-        let mut seen = BTreeSet::new();
-        let mut queue = VecDeque::from([from]);
-        while let Some(cur) = queue.pop_front() {
-            if cur == to {
-                return true;
-            }
-            if !seen.insert(cur) {
-                continue;
-            }
-            queue.extend(self.children_of(cur).map(|(_, c)| c));
-        }
-        false
     }
 }

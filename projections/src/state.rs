@@ -1,7 +1,7 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use elfiee_model::{Block, Editor, EditorId, Grant, WILDCARD};
+use elfiee_model::{Block, Editor, EditorId, Grant, Relation, WILDCARD};
 use serde::{Deserialize, Serialize};
 
 use crate::graph::RelationGraph;
@@ -187,4 +187,42 @@ struct Head {
     extensions: BTreeMap<String, serde_json::Value>,
     #[serde(default)]
     unknown_kinds: BTreeMap<String, u64>,
+}
+
+/// The relation graph, read from the state: forward edges from the blocks, backward ones from
+/// the reverse index.
+impl State {
+    /// Blocks that `block` links to, with the relation.
+    pub fn children_of<'a>(
+        &'a self,
+        block: &str,
+    ) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
+        self.blocks.get(block).into_iter().flat_map(|b| {
+            b.children
+                .iter()
+                .filter_map(|(r, ids)| Relation::parse(r).map(|r| (r, ids)))
+                .flat_map(|(r, ids)| ids.iter().map(move |id| (r, id.as_str())))
+        })
+    }
+
+    /// Blocks that link to `block`.
+    pub fn parents_of<'a>(&'a self, block: &str) -> impl Iterator<Item = (Relation, &'a str)> + 'a {
+        self.graph.parents_of(block)
+    }
+
+    /// Whether `to` can be reached from `from` by following links of any relation.
+    pub fn reaches(&self, from: &str, to: &str) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut queue = VecDeque::from([from]);
+        while let Some(cur) = queue.pop_front() {
+            if cur == to {
+                return true;
+            }
+            if !seen.insert(cur) {
+                continue;
+            }
+            queue.extend(self.children_of(cur).map(|(_, c)| c));
+        }
+        false
+    }
 }

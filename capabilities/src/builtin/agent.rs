@@ -5,17 +5,20 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use elfiee_model::{
-    AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant,
-    EXTERNAL_ROOT_PATH,
+    AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, Event, EventDraft,
+    Grant, EXTERNAL_ROOT_PATH,
 };
-use elfiee_projections::State;
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::directory_import::new_block;
+use super::support::EffectRecord;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Capabilities an agent editor receives on `*` when created.
 pub const AGENT_GRANTS: &[&str] = &[
@@ -84,7 +87,7 @@ impl Capability for AgentCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: AgentCreatePayload = parse(self.id(), &cmd.payload)
             .map_err(|e| CapError::rejected(format!("Invalid payload for agent.create: {e}")))?;
         let name = p.name.unwrap_or_else(|| "elfiee".into());
@@ -229,12 +232,7 @@ impl Capability for AgentSetStatus {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
         let p: AgentStatusPayload = if cmd.payload.is_null() {
             AgentStatusPayload::default()
         } else {
@@ -252,11 +250,10 @@ impl Capability for AgentSetStatus {
                 self.id()
             )));
         }
-        Ok(vec![EventDraft::new(
-            cmd.block_id.clone().unwrap_or_default(),
-            self.id(),
-            status_patch(self.0, ctx),
-        )])
+        super::support::on_block(cmd, self.id(), status_patch(self.0, ctx))
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
     }
 }
 
@@ -282,12 +279,7 @@ impl Capability for AgentEffectPlan {
     fn authorized_by(&self, cmd: &Command) -> &'static str {
         action_cap(cmd)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Plan {
@@ -310,6 +302,9 @@ impl Capability for AgentEffectPlan {
             self.id(),
             json!({"action": p.action, "trigger_seq": p.trigger_seq, "integration": {"artifacts": artifacts}}),
         )])
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_effect_record)
     }
 }
 
@@ -353,26 +348,32 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
 
 /// `agent.effect_outcome`: the result of one enable/disable effect run (ok, warnings,
 /// needs_restart, message, and what is still installed).
-pub struct AgentEffectOutcome;
+pub(crate) const EFFECT_OUTCOME: EffectRecord = EffectRecord {
+    id: "agent.effect_outcome",
+    block_type: "agent",
+    authorized_by: action_cap,
+    requires: None,
+    fold: fold_effect_record,
+};
 
-impl Capability for AgentEffectOutcome {
-    fn id(&self) -> &'static str {
-        "agent.effect_outcome"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn authorized_by(&self, cmd: &Command) -> &'static str {
-        action_cap(cmd)
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        super::effect_record(self.id(), cmd)
-    }
+/// The integration an effect plan or outcome records (null removes it); an outcome is also
+/// kept whole in `metadata.custom.last_effect`.
+fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
+    let outcome = event.cap_id() == "agent.effect_outcome";
+    update_block(state, event, |b, v| {
+        if let Some(integration) = v.get("integration") {
+            if integration.is_null() {
+                b.metadata.custom.remove("integration");
+            } else {
+                b.metadata
+                    .custom
+                    .insert("integration".into(), integration.clone());
+            }
+        }
+        if outcome {
+            b.metadata.custom.insert("last_effect".into(), v.clone());
+        }
+    })
 }
 
 #[cfg(test)]
@@ -380,21 +381,10 @@ mod tests {
     use crate::builtin::testkit::Kit;
     use serde_json::json;
 
-    fn project(k: &mut Kit) -> String {
-        k.ok(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": "/tmp/proj", "files": []}),
-        )[0]
-        .entity
-        .clone()
-    }
-
     #[test]
     fn create_makes_block_editor_grants_and_enables() {
         let mut k = Kit::new();
-        let dir = project(&mut k);
+        let dir = k.project(json!([]));
         let ev = k.ok(
             "alice",
             "agent.create",
@@ -423,7 +413,7 @@ mod tests {
     #[test]
     fn an_agent_pointed_at_a_directory_may_add_files_there_but_cannot_point_itself() {
         let mut k = Kit::new();
-        let dir = project(&mut k);
+        let dir = k.project(json!([]));
         let ev = k.ok("alice", "agent.create", None, json!({"name": "llm"}));
         let agent = ev[1].entity.clone();
         let editor = k.state.blocks[&agent].contents["editor_id"]
@@ -445,12 +435,7 @@ mod tests {
             json!({"to": dir, "relation": "reference"}),
         );
         // Its owner points it at the directory: it may add, move and remove files there.
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&agent),
-            json!({"to": dir, "relation": "reference"}),
-        );
+        k.link(&agent, &dir, "reference");
         k.ok(
             &editor,
             "directory.add",
@@ -481,43 +466,30 @@ mod tests {
     #[test]
     fn create_checks_target_and_uniqueness_with_the_seed_messages() {
         let mut k = Kit::new();
-        let dir = project(&mut k);
+        let dir = k.project(json!([]));
         let md = k.block("markdown", "m");
-        assert!(k
-            .err(
-                "alice",
-                "agent.create",
-                None,
-                json!({"target_project_id": ""})
-            )
-            .to_string()
-            .contains("target_project_id cannot be empty"));
-        assert!(k
-            .err(
-                "alice",
-                "agent.create",
-                None,
-                json!({"target_project_id": "nope"})
-            )
-            .to_string()
-            .contains("Target project block not found: nope"));
-        assert!(k
-            .err(
-                "alice",
-                "agent.create",
-                None,
-                json!({"target_project_id": md})
-            )
-            .to_string()
-            .contains("Expected block_type 'directory'"));
-        let first = k.ok(
+        k.err_contains(
             "alice",
             "agent.create",
             None,
-            json!({"target_project_id": dir, "name": "helper"}),
-        )[1]
-        .entity
-        .clone();
+            json!({"target_project_id": ""}),
+            "target_project_id cannot be empty",
+        );
+        k.err_contains(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": "nope"}),
+            "Target project block not found: nope",
+        );
+        k.err_contains(
+            "alice",
+            "agent.create",
+            None,
+            json!({"target_project_id": md}),
+            "Expected block_type 'directory'",
+        );
+        let first = k.agent(json!({"target_project_id": dir, "name": "helper"}));
         let e = k.err(
             "alice",
             "agent.create",
@@ -569,15 +541,8 @@ mod tests {
     #[test]
     fn enable_and_disable_are_idempotent_and_stamp_metadata() {
         let mut k = Kit::new();
-        let dir = project(&mut k);
-        let a = k.ok(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": dir}),
-        )[1]
-        .entity
-        .clone();
+        let dir = k.project(json!([]));
+        let a = k.agent(json!({"target_project_id": dir}));
         k.ok("alice", "agent.disable", Some(&a), json!({}));
         k.ok("alice", "agent.disable", Some(&a), json!({}));
         assert_eq!(k.state.blocks[&a].contents["status"], "disabled");
@@ -592,13 +557,13 @@ mod tests {
             Some(&a),
             json!({"agent_block_id": a}),
         );
-        let e = k.err(
+        k.err_contains(
             "alice",
             "agent.enable",
             Some(&a),
             json!({"agent_block_id": "another"}),
+            "is not the command's block",
         );
-        assert!(e.to_string().contains("is not the command's block"), "{e}");
         let e = k.err("alice", "agent.disable", Some(&a), json!({"force": true}));
         assert!(
             e.to_string()
@@ -607,39 +572,30 @@ mod tests {
         );
         assert_eq!(k.state.blocks[&a].contents["status"], "enabled");
         let md = k.block("markdown", "m");
-        assert!(k
-            .err("alice", "agent.enable", Some(&md), json!({}))
-            .to_string()
-            .contains("agent blocks"));
-        assert!(k
-            .err("alice", "agent.enable", Some("ghost"), json!({}))
-            .to_string()
-            .contains("not found"));
-        assert!(k
-            .err("bob", "agent.enable", Some(&a), json!({}))
-            .to_string()
-            .contains("may not run"));
-        k.ok(
+        k.err_contains(
             "alice",
-            "core.grant",
-            Some(&a),
-            json!({"editor_id": "bob", "cap_id": "agent.enable"}),
+            "agent.enable",
+            Some(&md),
+            json!({}),
+            "agent blocks",
         );
+        k.err_contains(
+            "alice",
+            "agent.enable",
+            Some("ghost"),
+            json!({}),
+            "not found",
+        );
+        k.err_contains("bob", "agent.enable", Some(&a), json!({}), "may not run");
+        k.grant("bob", "agent.enable", Some(&a));
         k.ok("bob", "agent.enable", Some(&a), json!({}));
     }
 
     #[test]
     fn plans_merge_so_disable_knows_what_any_enable_created() {
         let mut k = Kit::new();
-        let dir = project(&mut k);
-        let a = k.ok(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": dir}),
-        )[1]
-        .entity
-        .clone();
+        let dir = k.project(json!([]));
+        let a = k.agent(json!({"target_project_id": dir}));
         k.ok(
             "alice",
             "agent.effect_plan",

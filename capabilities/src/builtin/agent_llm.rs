@@ -5,13 +5,16 @@
 //! the host submits `agent.approve` together with the proposed commands in one `submit_all`
 //! batch, so either the decision and every command commit, or nothing does.
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::support::EffectRecord;
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Providers `agent.configure` accepts.
 pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
@@ -132,12 +135,7 @@ impl Capability for AgentConfigure {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         if cmd.payload.get("editor_id").is_some() {
             return Err(CapError::rejected("an agent's editor_id cannot be changed"));
         }
@@ -253,6 +251,9 @@ impl Capability for AgentConfigure {
             json!({"contents": {"config": cfg}}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
+    }
 }
 
 /// Payload of `agent.invoke`.
@@ -277,7 +278,7 @@ impl Capability for AgentInvoke {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: AgentInvokePayload = parse(self.id(), &cmd.payload)?;
         if p.prompt.trim().is_empty() {
             return Err(CapError::payload(self.id(), "'prompt' must not be empty"));
@@ -300,35 +301,13 @@ impl Capability for AgentInvoke {
 /// `agent.proposal`: the LLM effect's record of one invocation: `{trigger_seq, proposal_id,
 /// status: "pending" | "failed", proposed_commands, prompt, raw_response, usage, parse_errors,
 /// error?}`. Authorized by `agent.invoke`.
-pub struct AgentProposal;
-
-impl Capability for AgentProposal {
-    fn id(&self) -> &'static str {
-        "agent.proposal"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "agent.invoke"
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        if cmd
-            .payload
-            .get("proposal_id")
-            .and_then(Value::as_str)
-            .is_none()
-        {
-            return Err(CapError::payload(self.id(), "expected 'proposal_id'"));
-        }
-        super::effect_record(self.id(), cmd)
-    }
-}
+pub(crate) const PROPOSAL: EffectRecord = EffectRecord {
+    id: "agent.proposal",
+    block_type: "agent",
+    authorized_by: |_| "agent.invoke",
+    requires: Some("proposal_id"),
+    fold: fold_proposal,
+};
 
 /// Payload of `agent.approve`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -357,12 +336,7 @@ impl Capability for AgentApprove {
     fn target(&self) -> Target {
         Target::Block(Some("agent"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: AgentApprovePayload = parse(self.id(), &cmd.payload)?;
         let agent = cmd.block_id.clone().unwrap_or_default();
         let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
@@ -399,6 +373,53 @@ impl Capability for AgentApprove {
             json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_decision)
+    }
+}
+
+/// Proposals live in `extensions["proposals"][proposal_id]`.
+fn fold_proposal(state: &mut State, event: &Event) -> Folded {
+    if let Some(id) = event.value.get("proposal_id").and_then(Value::as_str) {
+        let mut p = event.value.clone();
+        if let Value::Object(obj) = &mut p {
+            obj.insert("agent_block_id".into(), Value::String(event.entity.clone()));
+            obj.insert("created_seq".into(), Value::from(event.seq));
+            obj.insert(
+                "editor_id".into(),
+                Value::String(event.editor_id().to_owned()),
+            );
+            obj.entry("status")
+                .or_insert_with(|| Value::String("pending".into()));
+        }
+        state.extension_mut("proposals").insert(id.to_owned(), p);
+    }
+    Folded::Done
+}
+
+/// A decision on a proposal: its status, who decided, when, and the feedback.
+fn fold_decision(state: &mut State, event: &Event) -> Folded {
+    let id = event
+        .value
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if let Some(Value::Object(p)) = state.extension_mut("proposals").get_mut(&id) {
+        p.insert(
+            "status".into(),
+            event.value.get("status").cloned().unwrap_or(Value::Null),
+        );
+        p.insert(
+            "decided_by".into(),
+            Value::String(event.editor_id().to_owned()),
+        );
+        p.insert("decided_seq".into(), Value::from(event.seq));
+        if let Some(f) = event.value.get("feedback").filter(|f| !f.is_null()) {
+            p.insert("feedback".into(), f.clone());
+        }
+    }
+    Folded::Done
 }
 
 #[cfg(test)]
@@ -407,9 +428,7 @@ mod tests {
     use serde_json::json;
 
     fn llm_agent(k: &mut Kit) -> String {
-        k.ok("alice", "agent.create", None, json!({"name": "writer"}))[1]
-            .entity
-            .clone()
+        k.agent(json!({"name": "writer"}))
     }
 
     #[test]
@@ -438,15 +457,13 @@ mod tests {
             cfg["provider"], "anthropic",
             "defaults fill what was never set"
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"editor_id": "x"})
-            )
-            .to_string()
-            .contains("cannot be changed"));
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"editor_id": "x"}),
+            "cannot be changed",
+        );
         k.err(
             "alice",
             "agent.configure",
@@ -496,36 +513,27 @@ mod tests {
         let too_many: Vec<String> = (0..=super::MAX_KNOWLEDGE)
             .map(|i| format!("fact {i}"))
             .collect();
-        let e = k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"knowledge": too_many}),
-            )
-            .to_string();
-        assert!(e.contains("at most 32 entries (got 33)"), "{e}");
-        let e = k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
-            )
-            .to_string();
-        assert!(
-            e.contains("knowledge entry 2 is 1001 characters; at most 1000"),
-            "{e}"
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": too_many}),
+            "at most 32 entries (got 33)",
         );
-        let e = k
-            .err(
-                "alice",
-                "agent.configure",
-                Some(&a),
-                json!({"knowledge": ["  "]}),
-            )
-            .to_string();
-        assert!(e.contains("knowledge entry 1 is empty"), "{e}");
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
+            "knowledge entry 2 is 1001 characters; at most 1000",
+        );
+        k.err_contains(
+            "alice",
+            "agent.configure",
+            Some(&a),
+            json!({"knowledge": ["  "]}),
+            "knowledge entry 1 is empty",
+        );
         k.err(
             "alice",
             "agent.configure",
@@ -567,15 +575,13 @@ mod tests {
             Some(&a),
             json!({"prompt": "x", "context_block_ids": ["ghost"]}),
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": pid, "approved": true})
-            )
-            .to_string()
-            .contains("not found"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": true}),
+            "not found",
+        );
         k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
         assert_eq!(
             crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
@@ -591,24 +597,20 @@ mod tests {
             crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
             "approved"
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": pid, "approved": true})
-            )
-            .to_string()
-            .contains("already approved"));
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": pid, "approved": false})
-            )
-            .to_string()
-            .contains("already approved"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": true}),
+            "already approved",
+        );
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": pid, "approved": false}),
+            "already approved",
+        );
     }
 
     #[test]
@@ -632,29 +634,25 @@ mod tests {
             (p["status"].as_str(), p["feedback"].as_str()),
             (Some("rejected"), Some("no"))
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": "p1", "approved": true})
-            )
-            .to_string()
-            .contains("already rejected"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": "p1", "approved": true}),
+            "already rejected",
+        );
         k.ok(
             "alice",
             "agent.proposal",
             Some(&a),
             json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}),
         );
-        assert!(k
-            .err(
-                "alice",
-                "agent.approve",
-                Some(&a),
-                json!({"proposal_id": "p2", "approved": true})
-            )
-            .to_string()
-            .contains("already failed"));
+        k.err_contains(
+            "alice",
+            "agent.approve",
+            Some(&a),
+            json!({"proposal_id": "p2", "approved": true}),
+            "already failed",
+        );
     }
 }

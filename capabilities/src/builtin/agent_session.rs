@@ -19,11 +19,11 @@
 //! agent's own editor, hold it). The loop records the user's input (messages, answers, rules,
 //! title) as the user's editor and everything the agent produces as the agent's editor.
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_model::{CapError, Command, Ctx};
 use elfiee_projections::State;
 use serde_json::Value;
 
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// The entries the agent loop records.
 pub const ENTRIES: &[&str] = &[
@@ -52,12 +52,7 @@ impl Capability for AgentSession {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         "agent.invoke"
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let ok = cmd
             .payload
             .get("session_id")
@@ -71,10 +66,6 @@ impl Capability for AgentSession {
         if !ok {
             return Err(CapError::payload(self.id(), "expected {\"session_id\": string, \"entry\": \"message\" | \"title\" | \"memory\" | \"approval\" | \"approval_answer\" | \"rule\" | \"compaction\" | \"stop\" | \"step\" | \"undo\" | \"redo\", …}"));
         }
-        Ok(vec![EventDraft::new(
-            cmd.block_id.clone().unwrap_or_default(),
-            self.id(),
-            cmd.payload.clone(),
-        )])
+        super::support::on_block(cmd, self.id(), cmd.payload.clone())
     }
 }

@@ -1,10 +1,12 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{Command, Ctx, EventDraft};
+use elfiee_projections::{Fold, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `code.write`: replaces the text (and optionally the language) of a code block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -28,12 +30,7 @@ impl Capability for CodeWrite {
     fn target(&self) -> Target {
         Target::Block(Some("code"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: CodeWritePayload = parse(self.id(), &cmd.payload)?;
         let mut contents = Map::new();
         contents.insert("text".into(), Value::String(p.text));
@@ -46,6 +43,9 @@ impl Capability for CodeWrite {
             self.id(),
             json!({"contents": contents}),
         )])
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
     }
 }
 

@@ -1,12 +1,14 @@
 use std::collections::BTreeMap;
 
-use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.create`: a new block owned by the commanding editor. The event value is the whole
 /// initial block.
@@ -35,7 +37,7 @@ impl Capability for CoreCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: CoreCreatePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         let type_ok = !p.block_type.is_empty()
@@ -95,6 +97,22 @@ impl Capability for CoreCreate {
             serde_json::to_value(&block).unwrap_or_default(),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_create)
+    }
+}
+
+/// The new block, its content references moved into `content_refs`.
+fn fold_create(state: &mut State, event: &Event) -> Folded {
+    match Block::deserialize(&event.value) {
+        Ok(mut block) => {
+            block.content_refs.clear();
+            elfiee_projections::content::take_refs(&mut block);
+            state.blocks.insert(block.block_id.clone(), block);
+            Folded::Block
+        }
+        Err(_) => Folded::Done,
+    }
 }
 
 #[cfg(test)]
@@ -122,50 +140,28 @@ mod tests {
     #[test]
     fn create_rejects_bad_names_types_and_taken_ids() {
         let mut k = Kit::new();
-        assert!(matches!(
-            k.err(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": " ", "block_type": "markdown"})
-            ),
-            CapError::InvalidPayload { .. }
-        ));
-        assert!(matches!(
-            k.err(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": "x", "block_type": "Mark Down"})
-            ),
-            CapError::InvalidPayload { .. }
-        ));
-        assert!(matches!(
-            k.err("alice", "core.create", None, json!({"name": "x"})),
-            CapError::InvalidPayload { .. }
-        ));
-        assert!(matches!(
-            k.err(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": "x", "block_type": "code", "nmae": 1})
-            ),
-            CapError::InvalidPayload { .. }
-        ));
+        for bad in [
+            json!({"name": " ", "block_type": "markdown"}),
+            json!({"name": "x", "block_type": "Mark Down"}),
+            json!({"name": "x"}),
+            json!({"name": "x", "block_type": "code", "nmae": 1}),
+        ] {
+            let e = k.err("alice", "core.create", None, bad.clone());
+            assert!(matches!(e, CapError::InvalidPayload { .. }), "{bad}: {e}");
+        }
         k.ok(
             "alice",
             "core.create",
             None,
             json!({"name": "x", "block_type": "code", "block_id": "fixed"}),
         );
-        let e = k.err(
+        k.err_contains(
             "alice",
             "core.create",
             None,
             json!({"name": "y", "block_type": "code", "block_id": "fixed"}),
+            "already exists",
         );
-        assert!(e.to_string().contains("already exists"));
     }
 
     #[test]

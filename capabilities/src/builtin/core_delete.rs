@@ -1,8 +1,10 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde_json::json;
 
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.delete`: removes a block. The log first records every relation and grant that goes
 /// with it (`core.unlink`, `core.revoke` events), then the delete, all in one atomic batch.
@@ -15,18 +17,21 @@ impl Capability for CoreDelete {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         crate::payload::expect_empty(self.id(), &cmd.payload)?;
         let id = cmd.block_id.as_deref().unwrap_or_default();
-        let mut out = super::detach_block(state, id);
+        let mut out = super::support::detach_block(state, id);
         out.push(EventDraft::new(id, self.id(), json!({})));
         Ok(out)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_delete)
+    }
+}
+
+fn fold_delete(state: &mut State, event: &Event) -> Folded {
+    elfiee_projections::toolkit::delete_block(state, &event.entity);
+    Folded::Done
 }
 
 #[cfg(test)]
@@ -42,24 +47,9 @@ mod tests {
             k.block("markdown", "b"),
             k.block("code", "c"),
         );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": c, "relation": "implement"}),
-        );
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&b),
-            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
-        );
+        k.link(&a, &b, "reference");
+        k.link(&b, &c, "implement");
+        k.grant("bob", "markdown.write", Some(&b));
         let ev = k.ok("alice", "core.delete", Some(&b), json!({}));
         let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
         assert_eq!(
@@ -75,7 +65,6 @@ mod tests {
     #[test]
     fn delete_of_a_missing_block_is_not_found() {
         let mut k = Kit::new();
-        let e = k.err("alice", "core.delete", Some("nope"), json!({}));
-        assert!(e.to_string().contains("not found"));
+        k.err_contains("alice", "core.delete", Some("nope"), json!({}), "not found");
     }
 }

@@ -1,9 +1,11 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft, Grant, WILDCARD};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, Grant, WILDCARD};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Payload of `core.grant` / `core.revoke`; the command's block (or `*`) is the grant's block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -16,12 +18,7 @@ pub struct GrantPayload {
 }
 
 /// Parses the payload into the grant it names, checking the editor and capability exist.
-pub(crate) fn grant_of(
-    cap: &str,
-    cmd: &Command,
-    state: &State,
-    ctx: &Ctx,
-) -> Result<Grant, CapError> {
+fn grant_of(cap: &str, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Grant, CapError> {
     let p: GrantPayload = parse(cap, &cmd.payload)?;
     if p.editor_id != WILDCARD && state.editor(&p.editor_id).is_none() {
         return Err(CapError::UnknownEditor(p.editor_id));
@@ -43,20 +40,50 @@ impl Capability for CoreGrant {
     fn target(&self) -> Target {
         Target::BlockOrFile
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
-        let g = grant_of(self.id(), cmd, state, ctx)?;
-        if state.grants.contains(&g) {
-            return Err(CapError::rejected(format!(
-                "'{}' already holds '{}' on '{}'",
-                g.editor_id, g.cap_id, g.block_id
-            )));
-        }
-        Ok(vec![EventDraft::new(
-            &g.editor_id,
-            self.id(),
-            serde_json::to_value(&g).unwrap_or_default(),
-        )])
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+        grant_event(self.id(), cmd, state, ctx, |g| {
+            if state.grants.contains(g) {
+                return Err(format!(
+                    "'{}' already holds '{}' on '{}'",
+                    g.editor_id, g.cap_id, g.block_id
+                ));
+            }
+            Ok(())
+        })
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_grant)
+    }
+}
+
+/// The event of `core.grant` / `core.revoke` (`cap`): the grant the payload names, once
+/// `check` (what the state must say about it) passes; its message becomes the rejection.
+pub(crate) fn grant_event(
+    cap: &str,
+    cmd: &Command,
+    state: &State,
+    ctx: &Ctx,
+    check: impl FnOnce(&Grant) -> Result<(), String>,
+) -> Handled {
+    let g = grant_of(cap, cmd, state, ctx)?;
+    check(&g).map_err(CapError::rejected)?;
+    Ok(vec![EventDraft::new(
+        &g.editor_id,
+        cap,
+        serde_json::to_value(&g).unwrap_or_default(),
+    )])
+}
+
+/// The fold of `core.grant` (the grant joins) and `core.revoke` (it leaves).
+pub(crate) fn fold_grant(state: &mut State, event: &Event) -> Folded {
+    if let Ok(g) = Grant::deserialize(&event.value) {
+        if event.cap_id() == "core.grant" {
+            state.grants.insert(g);
+        } else {
+            state.grants.remove(&g);
+        }
+    }
+    Folded::Done
 }
 
 #[cfg(test)]
@@ -69,22 +96,15 @@ mod tests {
     fn grant_validates_editor_capability_and_duplicates() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        k.ok(
+        k.grant("bob", "markdown.write", Some(&a));
+        assert!(k.state.has_grant("bob", "markdown.write", &a));
+        k.err_contains(
             "alice",
             "core.grant",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
+            "already",
         );
-        assert!(k.state.has_grant("bob", "markdown.write", &a));
-        assert!(k
-            .err(
-                "alice",
-                "core.grant",
-                Some(&a),
-                json!({"editor_id": "bob", "cap_id": "markdown.write"})
-            )
-            .to_string()
-            .contains("already"));
         assert!(matches!(
             k.err(
                 "alice",

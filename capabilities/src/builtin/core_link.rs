@@ -1,10 +1,13 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft, Relation};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, Relation};
+use elfiee_projections::toolkit::link;
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Payload of `core.link` and `core.unlink`: the command's block is the source.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -31,6 +34,17 @@ pub(crate) fn parse_link(cap: &str, cmd: &Command) -> Result<(String, Relation),
     Ok((p.to, rel))
 }
 
+/// The target and relation of a `core.link` / `core.unlink` event (none if malformed).
+pub(crate) fn link_of(event: &Event) -> Option<(&str, Relation)> {
+    let to = event.value.get("to").and_then(Value::as_str)?;
+    let rel = event.value.get("relation").and_then(Value::as_str)?;
+    Some((to, Relation::parse(rel)?))
+}
+
+fn fold_link(state: &mut State, event: &Event) -> Folded {
+    link_of(event).map_or(Folded::Done, |(to, rel)| link(state, event, to, rel))
+}
+
 /// `core.link`: adds a relation. No self-links, no duplicates, and no cycles: the relation graph
 /// (all relations together) stays acyclic, so context walks always end.
 pub struct CoreLink;
@@ -45,7 +59,7 @@ impl Capability for CoreLink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if from == to {
@@ -78,7 +92,7 @@ impl Capability for CoreLink {
                 .block(from)
                 .filter(|b| b.block_type == "agent")
                 .and_then(|b| b.contents.get("editor_id"))
-                .and_then(serde_json::Value::as_str);
+                .and_then(Value::as_str);
             let is_dir = state
                 .block(&to)
                 .is_some_and(|b| b.block_type == "directory");
@@ -87,6 +101,9 @@ impl Capability for CoreLink {
             }
         }
         Ok(out)
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_link)
     }
 }
 
@@ -100,12 +117,7 @@ mod tests {
     fn link_records_both_directions() {
         let mut k = Kit::new();
         let (a, b) = (k.block("markdown", "req"), k.block("code", "impl"));
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": a, "relation": "implement"}),
-        );
+        k.link(&b, &a, "implement");
         assert_eq!(k.state.blocks[&b].children["implement"], vec![a.clone()]);
         assert_eq!(
             k.state
@@ -124,45 +136,29 @@ mod tests {
             k.block("markdown", "b"),
             k.block("markdown", "c"),
         );
-        assert!(k
-            .err(
-                "alice",
-                "core.link",
-                Some(&a),
-                json!({"to": a, "relation": "reference"})
-            )
-            .to_string()
-            .contains("itself"));
-        k.ok(
+        k.err_contains(
+            "alice",
+            "core.link",
+            Some(&a),
+            json!({"to": a, "relation": "reference"}),
+            "itself",
+        );
+        k.link(&a, &b, "reference");
+        k.err_contains(
             "alice",
             "core.link",
             Some(&a),
             json!({"to": b, "relation": "reference"}),
+            "already",
         );
-        assert!(k
-            .err(
-                "alice",
-                "core.link",
-                Some(&a),
-                json!({"to": b, "relation": "reference"})
-            )
-            .to_string()
-            .contains("already"));
-        k.ok(
+        k.link(&b, &c, "implement");
+        k.err_contains(
             "alice",
             "core.link",
-            Some(&b),
-            json!({"to": c, "relation": "implement"}),
+            Some(&c),
+            json!({"to": a, "relation": "reference"}),
+            "cycle",
         );
-        assert!(k
-            .err(
-                "alice",
-                "core.link",
-                Some(&c),
-                json!({"to": a, "relation": "reference"})
-            )
-            .to_string()
-            .contains("cycle"));
         assert!(matches!(
             k.err(
                 "alice",

@@ -1,10 +1,12 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{Command, Ctx, Event};
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::payload::{check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.rename`: sets a block's display name.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -26,20 +28,22 @@ impl Capability for CoreRename {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: RenamePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
-        Ok(vec![EventDraft::new(
-            cmd.block_id.clone().unwrap_or_default(),
-            self.id(),
-            json!({"name": p.name}),
-        )])
+        super::support::on_block(cmd, self.id(), json!({"name": p.name}))
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_rename)
+    }
+}
+
+fn fold_rename(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Some(name) = v.get("name").and_then(Value::as_str) {
+            b.name = name.to_owned();
+        }
+    })
 }
 
 #[cfg(test)]

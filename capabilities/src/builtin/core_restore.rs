@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::payload::{check_id, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// One block to restore.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -53,12 +53,7 @@ impl Capability for CoreRestore {
     fn authorized_by(&self, _cmd: &Command) -> &'static str {
         "core.grant"
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: RestorePayload = parse(self.id(), &cmd.payload)?;
         let mut seen = std::collections::BTreeSet::new();
         let mut out = Vec::with_capacity(p.blocks.len());
@@ -166,19 +161,9 @@ mod tests {
             Some(&a),
             json!({"markdown": "v2"}),
         );
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "implement"}),
-        );
+        k.link(&a, &b, "implement");
         let c = k.block("code", "c");
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&b),
-            json!({"to": c, "relation": "reference"}),
-        );
+        k.link(&b, &c, "reference");
         let b_before = before.blocks[&b].clone();
         k.ok(
             "alice",
@@ -202,42 +187,37 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         let img = k.state.blocks[&a].clone();
-        let e = k.err(
+        k.err_contains(
             "bob",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": img}]}),
+            "core.grant",
         );
-        assert!(e.to_string().contains("core.grant"), "{e}");
-        let e = k.err(
+        k.err_contains(
             "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": "other", "block": img}]}),
+            "names another block",
         );
-        assert!(e.to_string().contains("names another block"), "{e}");
-        let e = k.err(
+        k.err_contains(
             "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": null}, {"block_id": a, "block": null}]}),
+            "twice",
         );
-        assert!(e.to_string().contains("twice"), "{e}");
         let b = k.block("markdown", "b");
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
+        k.link(&a, &b, "reference");
         let linked = k.state.blocks[&a].clone();
-        let e = k.err(
+        k.err_contains(
             "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": linked}, {"block_id": b, "block": null}]}),
+            "would not exist",
         );
-        assert!(e.to_string().contains("would not exist"), "{e}");
         // Removing what is not there is no event at all.
         assert!(k
             .ok(

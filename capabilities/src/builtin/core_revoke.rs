@@ -1,8 +1,10 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
 
-use super::core_grant::grant_of;
-use crate::{Capability, Target};
+use elfiee_model::{Command, Ctx, WILDCARD};
+use elfiee_projections::{Fold, State};
+
+use super::core_grant::{fold_grant, grant_event};
+use crate::{Capability, Handled, Target};
 
 /// `core.revoke`: removes a grant that exists (exact match; revoking `*` does not touch
 /// per-editor grants).
@@ -15,27 +17,25 @@ impl Capability for CoreRevoke {
     fn target(&self) -> Target {
         Target::BlockOrFile
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
-        let g = grant_of(self.id(), cmd, state, ctx)?;
-        if state.file_owner.as_deref() == Some(g.editor_id.as_str())
-            && g.block_id == elfiee_model::WILDCARD
-        {
-            return Err(CapError::rejected(format!(
-                "the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')",
-                g.editor_id, g.cap_id
-            )));
-        }
-        if !state.grants.contains(&g) {
-            return Err(CapError::rejected(format!(
-                "'{}' holds no grant '{}' on '{}' to revoke",
-                g.editor_id, g.cap_id, g.block_id
-            )));
-        }
-        Ok(vec![EventDraft::new(
-            &g.editor_id,
-            self.id(),
-            serde_json::to_value(&g).unwrap_or_default(),
-        )])
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+        grant_event(self.id(), cmd, state, ctx, |g| {
+            if state.file_owner.as_deref() == Some(g.editor_id.as_str()) && g.block_id == WILDCARD {
+                return Err(format!(
+                    "the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')",
+                    g.editor_id, g.cap_id
+                ));
+            }
+            if !state.grants.contains(g) {
+                return Err(format!(
+                    "'{}' holds no grant '{}' on '{}' to revoke",
+                    g.editor_id, g.cap_id, g.block_id
+                ));
+            }
+            Ok(())
+        })
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_grant)
     }
 }
 
@@ -54,12 +54,7 @@ mod tests {
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
         );
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&a),
-            json!({"editor_id": "bob", "cap_id": "markdown.write"}),
-        );
+        k.grant("bob", "markdown.write", Some(&a));
         k.ok(
             "alice",
             "core.revoke",

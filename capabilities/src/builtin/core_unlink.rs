@@ -1,9 +1,12 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::toolkit::unlink;
+use elfiee_projections::{Fold, Folded, State};
 use serde_json::json;
 
-use super::core_link::parse_link;
-use crate::{Capability, Target};
+use super::core_link::{link_of, parse_link};
+use crate::{Capability, Handled, Target};
 
 /// `core.unlink`: removes an existing relation; unlinking what is not linked is an error.
 pub struct CoreUnlink;
@@ -15,12 +18,7 @@ impl Capability for CoreUnlink {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let from = cmd.block_id.as_deref().unwrap_or_default();
         let (to, rel) = parse_link(self.id(), cmd)?;
         if !state.children_of(from).any(|(r, c)| r == rel && c == to) {
@@ -34,6 +32,13 @@ impl Capability for CoreUnlink {
             json!({"to": to, "relation": rel}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_unlink)
+    }
+}
+
+fn fold_unlink(state: &mut State, event: &Event) -> Folded {
+    link_of(event).map_or(Folded::Done, |(to, rel)| unlink(state, event, to, rel))
 }
 
 #[cfg(test)]
@@ -45,12 +50,7 @@ mod tests {
     fn unlink_removes_the_edge_and_rejects_missing_ones() {
         let mut k = Kit::new();
         let (a, b) = (k.block("markdown", "a"), k.block("markdown", "b"));
-        k.ok(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-        );
+        k.link(&a, &b, "reference");
         k.err(
             "alice",
             "core.unlink",

@@ -1,12 +1,15 @@
 use std::collections::BTreeMap;
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event};
+use elfiee_projections::toolkit::merge_custom;
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `core.update_metadata`: sets or clears the description and merges `custom` keys
 /// (a `null` value removes a key).
@@ -46,12 +49,7 @@ impl Capability for CoreUpdateMetadata {
     fn target(&self) -> Target {
         Target::Block(None)
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: UpdateMetadataPayload = parse(self.id(), &cmd.payload)?;
         if p.description.is_none() && p.custom.is_empty() {
             return Err(CapError::payload(
@@ -72,12 +70,21 @@ impl Capability for CoreUpdateMetadata {
                 Value::Object(p.custom.into_iter().collect()),
             );
         }
-        Ok(vec![EventDraft::new(
-            cmd.block_id.clone().unwrap_or_default(),
-            self.id(),
-            Value::Object(value),
-        )])
+        super::support::on_block(cmd, self.id(), Value::Object(value))
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_update_metadata)
+    }
+}
+
+/// `description` set (null clears it), `custom` keys merged (null removes one).
+fn fold_update_metadata(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Some(d) = v.get("description") {
+            b.metadata.description = d.as_str().map(str::to_owned);
+        }
+        merge_custom(b, v);
+    })
 }
 
 #[cfg(test)]

@@ -1,8 +1,10 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft, EXTERNAL_ROOT_PATH};
-use elfiee_projections::State;
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, EXTERNAL_ROOT_PATH};
+use elfiee_projections::{update_block, Folded, State};
 use serde_json::json;
 
-use crate::{Capability, Target};
+use super::entries::{entry_path, list_mut, set_disk_hashes, strings};
+use super::support::EffectRecord;
+use crate::{Capability, Handled, Target};
 
 /// `directory.export`: asks the export effect to write the directory's blocks back under its
 /// `external_root_path`. The event is only the request; the effect does the writing (never
@@ -16,12 +18,7 @@ impl Capability for DirectoryExport {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let id = cmd.block_id.as_deref().unwrap_or_default();
         let root = state
             .block(id)
@@ -53,24 +50,24 @@ impl Capability for DirectoryExport {
 
 /// `directory.export_outcome`: what the export effect wrote and refused. Authorized by
 /// `directory.export`.
-pub struct DirectoryExportOutcome;
+pub(crate) const OUTCOME: EffectRecord = EffectRecord {
+    id: "directory.export_outcome",
+    block_type: "directory",
+    authorized_by: |_| "directory.export",
+    requires: None,
+    fold: fold_export_outcome,
+};
 
-impl Capability for DirectoryExportOutcome {
-    fn id(&self) -> &'static str {
-        "directory.export_outcome"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "directory.export"
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        super::effect_record(self.id(), cmd)
-    }
+/// The disk hashes the export wrote, the pending removals it carried out, and the whole
+/// record in `metadata.custom.last_export`.
+fn fold_export_outcome(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        set_disk_hashes(b, v);
+        for p in strings(v, "removed") {
+            if let Some(list) = list_mut(b, "pending_removals") {
+                list.retain(|e| entry_path(e) != p);
+            }
+        }
+        b.metadata.custom.insert("last_export".into(), v.clone());
+    })
 }

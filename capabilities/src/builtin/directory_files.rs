@@ -10,16 +10,19 @@
 //! removal*: the export removes that file, and only if the disk still holds what the document
 //! last read or wrote there.
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft, ImportedFile};
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, ImportedFile};
 use elfiee_projections::content::body_keys;
-use elfiee_projections::State;
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::directory_import::{check_relative_path, file_create};
 use super::directory_sync::{directory_entry, directory_list};
+use super::entries::{put_entry, take_entry};
 use crate::payload::{check_id, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `directory.add` payload.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -144,7 +147,7 @@ impl Capability for DirectoryAdd {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: DirectoryAddPayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.path)?;
@@ -200,6 +203,9 @@ impl Capability for DirectoryAdd {
         ));
         Ok(drafts)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_add)
+    }
 }
 
 pub struct DirectoryMove;
@@ -211,12 +217,7 @@ impl Capability for DirectoryMove {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: DirectoryMovePayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.from)?;
@@ -232,6 +233,9 @@ impl Capability for DirectoryMove {
             json!({"from": p.from, "to": p.to, "block_id": block_id}),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_move)
+    }
 }
 
 pub struct DirectoryRemove;
@@ -243,12 +247,7 @@ impl Capability for DirectoryRemove {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: DirectoryRemovePayload = parse(self.id(), &cmd.payload)?;
         let dir = directory(self.id(), cmd, state)?;
         path_ok(self.id(), &p.path)?;
@@ -259,11 +258,46 @@ impl Capability for DirectoryRemove {
             json!({"path": p.path, "block_id": block_id, "keep_block": p.keep_block}),
         )];
         if !p.keep_block && state.block(block_id).is_some() {
-            drafts.extend(super::detach_block(state, block_id));
+            drafts.extend(super::support::detach_block(state, block_id));
             drafts.push(EventDraft::new(block_id, "core.delete", json!({})));
         }
         Ok(drafts)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_remove)
+    }
+}
+
+// Files made, moved and removed inside the document (see `directory_status`).
+
+fn fold_add(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let (Some(path), Some(id)) = (str_at(v, "path"), str_at(v, "block_id")) {
+            put_entry(b, path, id);
+        }
+    })
+}
+
+fn fold_move(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let (Some(from), Some(to)) = (str_at(v, "from"), str_at(v, "to")) {
+            if let Some(id) = take_entry(b, from) {
+                put_entry(b, to, &id);
+            }
+        }
+    })
+}
+
+fn fold_remove(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Some(path) = str_at(v, "path") {
+            take_entry(b, path);
+        }
+    })
+}
+
+fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str)
 }
 
 #[cfg(test)]
@@ -272,14 +306,7 @@ mod tests {
     use serde_json::json;
 
     fn project(k: &mut Kit) -> String {
-        k.ok(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": "/tmp/proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]}),
-        )[0]
-        .entity
-        .clone()
+        k.project(json!([{"path": "src/main.rs", "content": "fn main() {}"}]))
     }
 
     fn entries(k: &Kit, dir: &str) -> Vec<(String, bool)> {
@@ -386,33 +413,33 @@ mod tests {
                 json!({"from": "src/main.rs", "to": bad}),
             );
         }
-        let e = k.err(
+        k.err_contains(
             "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "src/main.rs"}),
+            "already has",
         );
-        assert!(e.to_string().contains("already has"), "{e}");
-        let e = k.err(
+        k.err_contains(
             "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "nope.rs", "to": "x.rs"}),
+            "has no 'nope.rs'",
         );
-        assert!(e.to_string().contains("has no 'nope.rs'"), "{e}");
         k.ok(
             "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "b.rs"}),
         );
-        let e = k.err(
+        k.err_contains(
             "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "b.rs", "to": "src/main.rs"}),
+            "already has",
         );
-        assert!(e.to_string().contains("already has"), "{e}");
         k.err(
             "alice",
             "directory.remove",
@@ -420,7 +447,12 @@ mod tests {
             json!({"path": "nope.rs"}),
         );
         // Another editor without a grant on the directory is refused by CBAC.
-        let e = k.err("bob", "directory.add", Some(&dir), json!({"path": "c.rs"}));
-        assert!(e.to_string().contains("bob"), "{e}");
+        k.err_contains(
+            "bob",
+            "directory.add",
+            Some(&dir),
+            json!({"path": "c.rs"}),
+            "bob",
+        );
     }
 }

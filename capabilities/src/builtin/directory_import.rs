@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::payload::{check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `directory.import`: the adapter has read a folder; the command carries its files, so this
 /// handler stays pure. Creates one `directory` block (with `external_root_path`) and one block
@@ -99,12 +99,7 @@ impl Capability for DirectoryImport {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
         let p: DirectoryImportPayload = parse(self.id(), &cmd.payload)?;
         let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
         if !absolute {
@@ -149,10 +144,7 @@ impl Capability for DirectoryImport {
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
         if p.pending {
-            custom.insert(
-                elfiee_projections::IMPORT_INCOMPLETE.to_owned(),
-                json!(true),
-            );
+            custom.insert(super::entries::IMPORT_INCOMPLETE.to_owned(), json!(true));
         }
         let dir = new_block(
             &dir_id,

@@ -1,14 +1,18 @@
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use elfiee_model::{CapError, Command, Ctx, DirectoryEntry, EventDraft, ImportedFile, SkippedFile};
+use elfiee_model::{
+    CapError, Command, Ctx, DirectoryEntry, Event, EventDraft, ImportedFile, SkippedFile,
+};
 use elfiee_projections::content::{body_hash, body_keys};
-use elfiee_projections::{State, IMPORT_INCOMPLETE};
+use elfiee_projections::{update_block, Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::directory_import::{check_relative_path, file_create};
+use super::entries::{entry_path, set_disk_hashes, sync_entries, IMPORT_INCOMPLETE};
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `directory.sync`: brings a directory block up to date with what the adapter found on disk
 /// (a rescan, or one chunk of a streaming import). Files whose text equals the block's are
@@ -45,9 +49,7 @@ pub fn directory_entry_disk<'a>(dir: &'a elfiee_model::Block, path: &str) -> Opt
 /// A string field of the entry at `path` (entries are kept in path order).
 fn entry_field<'a>(dir: &'a elfiee_model::Block, path: &str, field: &str) -> Option<&'a str> {
     let list = dir.contents.get("entries")?.as_array()?;
-    let i = list
-        .binary_search_by(|e| elfiee_projections::entry_path(e).cmp(path))
-        .ok()?;
+    let i = list.binary_search_by(|e| entry_path(e).cmp(path)).ok()?;
     list[i].get(field)?.as_str()
 }
 
@@ -81,7 +83,7 @@ impl Capability for DirectorySync {
     fn target(&self) -> Target {
         Target::Block(Some("directory"))
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: DirectorySyncPayload = parse(self.id(), &cmd.payload)?;
         let dir_id = cmd.block_id.clone().unwrap_or_default();
         let dir = state
@@ -139,7 +141,7 @@ impl Capability for DirectorySync {
                 continue;
             };
             if state.block(id).is_some() {
-                drafts.extend(super::detach_block(state, id));
+                drafts.extend(super::support::detach_block(state, id));
                 drafts.push(EventDraft::new(id, "core.delete", json!({})));
             }
             removed.push(path);
@@ -167,6 +169,21 @@ impl Capability for DirectorySync {
         ));
         Ok(drafts)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_sync)
+    }
+}
+
+/// A directory's entries change: `added` entries join (replacing one at the same path),
+/// `removed` paths leave; the last chunk of an import (`done`) completes it.
+fn fold_sync(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        sync_entries(b, v);
+        set_disk_hashes(b, v);
+        if v.get("done").and_then(Value::as_bool) == Some(true) {
+            b.metadata.custom.remove(IMPORT_INCOMPLETE);
+        }
+    })
 }
 
 #[cfg(test)]
@@ -251,7 +268,6 @@ mod tests {
             json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}),
         );
         let md = k.block("markdown", "m");
-        let e = k.err("alice", "directory.sync", Some(&md), json!({}));
-        assert!(e.to_string().contains("directory"), "{e}");
+        k.err_contains("alice", "directory.sync", Some(&md), json!({}), "directory");
     }
 }

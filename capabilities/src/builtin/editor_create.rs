@@ -1,9 +1,11 @@
-use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `editor.create`: a new identity. Agents get ids `agent-<uuid>`; humans a UUID, unless the
 /// payload names an id.
@@ -27,7 +29,7 @@ impl Capability for EditorCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: EditorCreatePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         let editor_id = match (p.editor_id, p.editor_type) {
@@ -54,6 +56,16 @@ impl Capability for EditorCreate {
             serde_json::to_value(&editor).unwrap_or_default(),
         )])
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_editor_create)
+    }
+}
+
+fn fold_editor_create(state: &mut State, event: &Event) -> Folded {
+    if let Ok(editor) = Editor::deserialize(&event.value) {
+        state.editors.insert(editor.editor_id.clone(), editor);
+    }
+    Folded::Done
 }
 
 #[cfg(test)]
@@ -71,13 +83,13 @@ mod tests {
             json!({"name": "Helper", "editor_type": "agent"}),
         );
         assert!(ev[0].entity.starts_with("agent-"), "{}", ev[0].entity);
-        let e = k.err(
+        k.err_contains(
             "alice",
             "editor.create",
             None,
             json!({"name": "Bob again", "editor_id": "bob"}),
+            "already exists",
         );
-        assert!(e.to_string().contains("already exists"));
         k.err(
             "alice",
             "editor.create",

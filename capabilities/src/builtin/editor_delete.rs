@@ -1,10 +1,12 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `editor.delete`: removes an identity and, first, every grant it holds. A deleted editor has
 /// no rights, not even on the blocks it owns. The file owner cannot be deleted.
@@ -24,12 +26,7 @@ impl Capability for EditorDelete {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         let p: EditorDeletePayload = parse(self.id(), &cmd.payload)?;
         if state.editor(&p.editor_id).is_none() {
             return Err(CapError::UnknownEditor(p.editor_id));
@@ -53,6 +50,14 @@ impl Capability for EditorDelete {
         out.push(EventDraft::new(&p.editor_id, self.id(), json!({})));
         Ok(out)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_editor_delete)
+    }
+}
+
+fn fold_editor_delete(state: &mut State, event: &Event) -> Folded {
+    state.editors.remove(event.entity.as_str());
+    Folded::Done
 }
 
 #[cfg(test)]
@@ -64,12 +69,7 @@ mod tests {
     #[test]
     fn deleted_editor_loses_grants_and_owner_rights() {
         let mut k = Kit::new();
-        k.ok(
-            "alice",
-            "core.grant",
-            None,
-            json!({"editor_id": "bob", "cap_id": "core.create"}),
-        );
+        k.grant("bob", "core.create", None);
         let ev = k.ok(
             "bob",
             "core.create",
@@ -96,15 +96,13 @@ mod tests {
     #[test]
     fn the_file_owner_cannot_be_deleted() {
         let mut k = Kit::new();
-        assert!(k
-            .err(
-                "alice",
-                "editor.delete",
-                None,
-                json!({"editor_id": "alice"})
-            )
-            .to_string()
-            .contains("owns this file"));
+        k.err_contains(
+            "alice",
+            "editor.delete",
+            None,
+            json!({"editor_id": "alice"}),
+            "owns this file",
+        );
         assert!(matches!(
             k.err(
                 "alice",

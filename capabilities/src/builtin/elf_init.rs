@@ -1,12 +1,14 @@
+use std::sync::Arc;
+
 use elfiee_model::{
-    CapError, Command, Ctx, Editor, EditorType, EventDraft, Grant, FORMAT_VERSION, WILDCARD,
+    Command, Ctx, Editor, EditorType, Event, EventDraft, Grant, FORMAT_VERSION, WILDCARD,
 };
-use elfiee_projections::State;
+use elfiee_projections::{Fold, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `elf.init`: the first command of every file. The command's `editor_id` becomes the file
 /// owner, who is granted every known capability on `*`.
@@ -27,12 +29,7 @@ impl Capability for ElfInit {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
         let p: InitPayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         check_id(self.id(), "editor_id", &cmd.editor_id)?;
@@ -64,6 +61,17 @@ impl Capability for ElfInit {
         }
         Ok(out)
     }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::fold(fold_init)
+    }
+}
+
+/// The file owner is the one who initialized it.
+fn fold_init(state: &mut State, event: &Event) -> Folded {
+    if let Some(owner) = event.value.get("owner").and_then(Value::as_str) {
+        state.file_owner = Some(owner.to_owned());
+    }
+    Folded::Done
 }
 
 #[cfg(test)]
@@ -83,7 +91,12 @@ mod tests {
     #[test]
     fn init_runs_only_once() {
         let mut k = Kit::new();
-        let e = k.err("mallory", "elf.init", None, json!({"name": "M"}));
-        assert!(e.to_string().contains("already initialized"), "{e}");
+        k.err_contains(
+            "mallory",
+            "elf.init",
+            None,
+            json!({"name": "M"}),
+            "already initialized",
+        );
     }
 }

@@ -1,10 +1,12 @@
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
-use elfiee_projections::State;
+use std::sync::Arc;
+
+use elfiee_model::{Command, Ctx, EventDraft};
+use elfiee_projections::{Fold, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::payload::parse;
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// `markdown.write`: replaces the markdown text of a markdown block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -26,12 +28,7 @@ impl Capability for MarkdownWrite {
     fn target(&self) -> Target {
         Target::Block(Some("markdown"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: MarkdownWritePayload = parse(self.id(), &cmd.payload)?;
         let block = cmd.block_id.clone().unwrap_or_default();
         Ok(vec![EventDraft::new(
@@ -39,6 +36,9 @@ impl Capability for MarkdownWrite {
             self.id(),
             json!({"contents": {"markdown": p.markdown}}),
         )])
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        super::support::patch_fold()
     }
 }
 
@@ -59,15 +59,13 @@ mod tests {
             json!({"markdown": "# Títle ✓"}),
         );
         assert_eq!(k.state.blocks[&md].contents["markdown"], "# Títle ✓");
-        assert!(k
-            .err(
-                "alice",
-                "markdown.write",
-                Some(&code),
-                json!({"markdown": "x"})
-            )
-            .to_string()
-            .contains("markdown blocks"));
+        k.err_contains(
+            "alice",
+            "markdown.write",
+            Some(&code),
+            json!({"markdown": "x"}),
+            "markdown blocks",
+        );
         assert!(matches!(
             k.err("bob", "markdown.write", Some(&md), json!({"markdown": "x"})),
             CapError::Unauthorized { .. }

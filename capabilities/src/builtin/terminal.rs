@@ -1,13 +1,14 @@
 use std::collections::BTreeMap;
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft, TerminalContents};
-use elfiee_projections::State;
+use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, TerminalContents};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::directory_import::new_block;
+use super::support::EffectRecord;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Target};
+use crate::{Capability, Handled, Target};
 
 /// Payload of `terminal.create`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -35,7 +36,7 @@ impl Capability for TerminalCreate {
     fn target(&self) -> Target {
         Target::File
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         let p: TerminalCreatePayload = parse(self.id(), &cmd.payload)?;
         check_name(self.id(), "name", &p.name)?;
         if let Some(dir) = &p.linked_directory_id {
@@ -102,12 +103,7 @@ impl Capability for TerminalExecute {
     fn target(&self) -> Target {
         Target::Block(Some("terminal"))
     }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
+    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
         let p: TerminalExecutePayload = parse(self.id(), &cmd.payload)?;
         if p.command.trim().is_empty() {
             return Err(CapError::payload(self.id(), "'command' must not be empty"));
@@ -130,26 +126,21 @@ impl Capability for TerminalExecute {
 
 /// `terminal.output`: the terminal effect's record of one run (stdout, stderr, exit code,
 /// truncation and timeout flags). Authorized by `terminal.execute`.
-pub struct TerminalOutput;
+pub(crate) const OUTPUT: EffectRecord = EffectRecord {
+    id: "terminal.output",
+    block_type: "terminal",
+    authorized_by: |_| "terminal.execute",
+    requires: None,
+    fold: fold_output,
+};
 
-impl Capability for TerminalOutput {
-    fn id(&self) -> &'static str {
-        "terminal.output"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("terminal"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "terminal.execute"
-    }
-    fn handle(
-        &self,
-        cmd: &Command,
-        _state: &State,
-        _ctx: &Ctx,
-    ) -> Result<Vec<EventDraft>, CapError> {
-        super::effect_record(self.id(), cmd)
-    }
+/// An effect record: the whole value is kept under one key of the block.
+fn fold_output(state: &mut State, event: &Event) -> Folded {
+    update_block(state, event, |b, v| {
+        if let Value::Object(obj) = &mut b.contents {
+            obj.insert("last_output".into(), v.clone());
+        }
+    })
 }
 
 #[cfg(test)]
@@ -215,12 +206,7 @@ mod tests {
             Some(&t),
             json!({"trigger_seq": 1}),
         );
-        k.ok(
-            "alice",
-            "core.grant",
-            Some(&t),
-            json!({"editor_id": "bob", "cap_id": "terminal.execute"}),
-        );
+        k.grant("bob", "terminal.execute", Some(&t));
         k.ok(
             "bob",
             "terminal.output",
