@@ -48,7 +48,9 @@ def strip(text):
     # Drop comments, strings and inline `#[cfg(test)] mod … { … }` bodies.
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r'r#*"(?:.|\n)*?"#*', '""', text)
+    # Raw strings (`r"…"`, `r#"…"#`, `br"…"`) start at a word boundary: the `r"` at the end
+    # of `"owner"` is not one.
+    text = re.sub(r'\bb?r(#*)"(?:.|\n)*?"\1', '""', text)
     text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
@@ -72,10 +74,61 @@ def resolve(mods, base):
     return None
 
 
+def reexports(mods, texts):
+    """Maps (module, name) -> the path (tuple, from the crate root) a `pub use` in that module
+    re-exports as `name`, so `crate::Name` counts as an arrow to the module defining `Name`
+    rather than to the facade that re-exports it."""
+    out = {}
+    for mod, text in texts.items():
+        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", text):
+            body = re.sub(r"\s+", "", m.group(1))
+            prefix, _, group = body.partition("::{")
+            items = group.rstrip("}").split(",") if group else [None]
+            for item in items:
+                full = prefix if item is None else prefix + "::" + item
+                if not full or full.endswith("*"):
+                    continue
+                path, _, alias = full.partition("as")
+                parts = [p for p in path.split("::") if p]
+                if not parts:
+                    continue
+                name = alias or parts[-1]
+                if parts[0] == "crate":
+                    base = tuple(parts[1:])
+                elif parts[0] == "self":
+                    base = mod + tuple(parts[1:])
+                elif parts[0] == "super":
+                    up, rest = mod[:-1], parts[1:]
+                    while rest and rest[0] == "super":
+                        up, rest = up[:-1], rest[1:]
+                    base = up + tuple(rest)
+                elif mod + (parts[0],) in mods:
+                    base = mod + tuple(parts)  # a child module's item
+                else:
+                    continue  # another crate's item
+                out[(mod, name)] = base
+    return out
+
+
+def resolve_through(mods, reexp, base):
+    """Like `resolve`, then follows `pub use` re-exports of the item named after the module."""
+    for _ in range(8):
+        target = resolve(mods, base)
+        if target is None or len(target) >= len(base):
+            return target
+        nxt = reexp.get((target, base[len(target)]))
+        if nxt is None or nxt == base:
+            return target
+        base = nxt + base[len(target) + 1:]
+    return resolve(mods, base)
+
+
 def arrows(mods):
     edges = defaultdict(set)
+    texts = {mod: strip(open(path, encoding="utf-8").read()) for mod, path in mods.items()}
+    reexp = reexports(mods, texts)
     for mod, path in mods.items():
-        text = strip(open(path, encoding="utf-8").read())
+        text = texts[mod]
         for m in re.finditer(r"\b(crate|super|self)((?:::\w+)+)", text):
             head, rest = m.group(1), m.group(2).split("::")[1:]
             if head == "crate":
@@ -91,7 +144,7 @@ def arrows(mods):
                     up = up[:-1]
                     parts = parts[1:]
                 base = up + tuple(parts)
-            target = resolve(mods, base)
+            target = resolve_through(mods, reexp, base)
             if target is not None and target != mod:
                 edges[mod].add(target)
         # `use child::…` / `child::x` for a child module this file declares.
