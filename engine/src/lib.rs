@@ -1,5 +1,6 @@
-//! The imperative shell around the pure core: one [`FileHandle`] (a sequencer shared with a
-//! ractor actor, a flusher thread and a snapshot thread) per open `.elf`, an append-only sled
+//! The imperative shell around the pure core: one [`FileHandle`] (the file's shared core and
+//! its role here: owner — sequencer, flusher and snapshot threads, a ractor actor for its
+//! lifecycle — or client of the owner process) per open `.elf`, an append-only sled
 //! [`log`], group commit, the [`cmd_index`], snapshots and subscriptions.
 //!
 //! Pipeline of one command (see docs/ARCHITECTURE.md): under the sequencer lock, on the
@@ -25,13 +26,16 @@
 //! # Ok(()) }
 //! ```
 
-mod actor;
+mod children;
 pub mod cmd_index;
 pub mod codec;
 pub mod commit_queue;
+mod config;
 pub mod content;
 mod engine;
 mod error;
+mod file;
+pub mod foreign;
 mod handle;
 pub mod layout;
 pub mod log;
@@ -42,15 +46,16 @@ mod subscription;
 mod sync;
 pub mod tree;
 
+pub use children::{ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild};
+pub use config::{EngineConfig, FixedCtx};
 pub use content::ContentStore;
-pub use engine::{Engine, EngineConfig, FixedCtx};
+pub use engine::Engine;
 pub use error::EngineError;
-pub use handle::{FileHandle, StateView};
+pub use file::core::{Committed, Origin, StateView};
+pub use foreign::ForeignLog;
+pub use handle::{FileHandle, TakeoverHook};
 pub use replay::{
     describe_kinds, replay, replay_log, replay_with, stored_snapshots, verify, verify_log,
     verify_with, ReplayReport, VerifyInputs, VerifyReport,
 };
 pub use subscription::Subscription;
-pub use tree::{
-    ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild, TakeoverHook,
-};

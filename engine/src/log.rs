@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use elfiee_model::{Event, EventHash};
 
 use crate::codec::{self, event_key};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Side records live in the `events` tree beside the events, under their own first byte, so
 /// they are written in the same atomic batch as the events they belong to and never met by
@@ -488,6 +488,15 @@ impl SledEventLog {
             .next_back()
             .transpose()?
             .map(|(k, v)| (k.to_vec(), v.to_vec())))
+    }
+
+    /// The keys of the side records in `from..=to` (one range scan; values are not read).
+    pub fn side_keys(&self, from: &[u8], to: &[u8]) -> Result<Vec<Vec<u8>>, EngineError> {
+        self.events
+            .range(from..=to)
+            .keys()
+            .map(|k| Ok(k?.to_vec()))
+            .collect()
     }
 
     /// The underlying database (for benchmarks and tools).
