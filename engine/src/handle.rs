@@ -415,6 +415,17 @@ impl FileHandle {
         }
     }
 
+    /// Reads of side records (another device's origins, sync's records) since this process
+    /// opened the file; `None` for a handle that talks to the owner process. A test hook:
+    /// effects learn an event's origin from [`crate::Committed::origin`], not from storage.
+    #[doc(hidden)]
+    pub fn side_reads(&self) -> Option<u64> {
+        match self.link.mode() {
+            Mode::Owner { owned, .. } => owned.log().ok().map(|l| l.side_reads()),
+            _ => None,
+        }
+    }
+
     /// Digest of the committed state.
     pub fn state_digest(&self) -> String {
         self.with_state(State::digest)

@@ -59,7 +59,10 @@ async fn a_client_writes_through_the_owner_and_takes_over_when_it_closes() {
     let earlier = client.state_at(1).await.unwrap();
     assert_eq!(earlier.last_seq, 1);
     assert!(client.verify().await.unwrap().ok);
-    assert!(client.foreign_log().is_err(), "only the owner takes foreign events");
+    assert!(
+        client.foreign_log().is_err(),
+        "only the owner takes foreign events"
+    );
 
     // The owner goes away: the client becomes the owner and keeps its history.
     owner.close().await;
@@ -72,4 +75,42 @@ async fn a_client_writes_through_the_owner_and_takes_over_when_it_closes() {
     assert_eq!(ev[0].seq, seq + 2);
     assert!(client.durability().is_some());
     client.close().await;
+}
+
+/// An event appended through the foreign seam reaches subscribers marked foreign, live and
+/// from the log, and the seam keeps its origin bytes and side records beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_events_carry_their_origin_live_and_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = engine()
+        .init(dir.path().join("f.elf"), "Alice")
+        .await
+        .unwrap();
+    let local = file.submit(create("mine")).await.unwrap().remove(0);
+    let mut live = file.subscribe();
+    let mut theirs = local.clone();
+    theirs.value = json!({"name": "theirs", "block_type": "markdown", "block_id": "theirs"});
+    let seam = file.foreign_log().unwrap();
+    let appended = seam
+        .append(
+            vec![(theirs, b"their-origin".to_vec())],
+            vec![(b"k".to_vec(), b"v".to_vec())],
+        )
+        .await
+        .unwrap();
+    let seq = appended[0].seq;
+    let got = live.recv_committed().await.unwrap();
+    assert_eq!((got.event.seq, got.origin), (seq, Origin::Foreign));
+    let mut from_log = file.subscribe_from(local.seq);
+    let a = from_log.recv_committed().await.unwrap();
+    let b = from_log.recv_committed().await.unwrap();
+    assert_eq!((a.event.seq, a.origin), (local.seq, Origin::Local));
+    assert_eq!((b.event.seq, b.origin), (seq, Origin::Foreign));
+    assert_eq!(
+        seam.origin(seq).unwrap().as_deref(),
+        Some(&b"their-origin"[..])
+    );
+    assert_eq!(seam.origin(local.seq).unwrap(), None);
+    assert_eq!(seam.side(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+    file.close().await;
 }
