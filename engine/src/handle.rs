@@ -13,7 +13,7 @@ use ractor::ActorRef;
 
 use crate::children::{BoxFuture, ChildSpec, ChildStatus};
 use crate::error::EngineError;
-use crate::file::core::{Committed, FileCore, StateView};
+use crate::file::core::{Committed, FileCore};
 use crate::file::owned::{Owned, Submission};
 use crate::remote::client::{wait_for_seq, RemoteClient};
 use crate::remote::wire::{Request, Response};
@@ -283,18 +283,10 @@ impl FileHandle {
     }
 
     /// Runs `f` on the committed state (everything durable so far) — or, when a view is set
-    /// ([`FileHandle::set_view`]), on the state that view shows (a synced document's merged
+    /// ([`crate::ForeignLog::set_view`]), on the state that view shows (a synced document's merged
     /// state).
     pub fn with_state<R>(&self, f: impl FnOnce(&State) -> R) -> R {
         self.core.with_state(f)
-    }
-
-    /// Shows readers of this handle ([`FileHandle::with_state`], `state`, `block`, …, and
-    /// the processes that reach this one through its owner socket) the state `view` gives
-    /// instead of the committed one, which stays what commands are checked against and what
-    /// snapshots and `replay` hold. Sync sets its merged state here; `None` removes it.
-    pub fn set_view(&self, view: Option<Arc<dyn StateView>>) {
-        self.core.set_view(view);
     }
 
     /// A copy of the committed state.

@@ -29,13 +29,8 @@ use crate::error::EngineError;
 
 /// Side records live in the `events` tree beside the events, under their own first byte, so
 /// they are written in the same atomic batch as the events they belong to and never met by
-/// the event ranges (`e‖seq`, `g‖seq`):
-/// - `m‖first_seq` — the commands of a submission (capability and target each, with their
-///   event counts), when the file records them ([`crate::FileHandle::record_commands`]);
-/// - `f‖seq` — an event that came from another device ([`crate::FileHandle::append_foreign`])
-///   and the bytes its sender keeps with it (its origin);
-/// - `x‖key` — whatever the caller of `append_foreign` keeps beside them (a checkpoint, an
-///   id map).
+/// the event ranges (`e‖seq`, `g‖seq`). Which first bytes exist and what they hold is the
+/// foreign seam's business (`file::foreign`, behind [`crate::foreign`]).
 pub fn side_key(prefix: u8, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + rest.len());
     k.push(prefix);

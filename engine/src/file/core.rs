@@ -15,7 +15,7 @@ use crate::content::ContentStore;
 use crate::error::EngineError;
 use crate::layout::ElfPaths;
 
-/// Another state to show readers of a file (see [`crate::FileHandle::set_view`]).
+/// Another state to show readers of a file (see [`crate::ForeignLog::set_view`]).
 pub trait StateView: Send + Sync {
     /// Calls `f` once with the state to show (not calling it shows the committed state).
     fn view(&self, f: &mut dyn FnMut(&State));
@@ -61,7 +61,7 @@ pub(crate) struct FileCore {
     /// Block bodies kept out of the log's values and the state (read here by the owner;
     /// clients ask the owner).
     pub content: ContentStore,
-    /// What readers see instead of `committed` (see [`crate::FileHandle::set_view`]).
+    /// What readers see instead of `committed` (see [`crate::ForeignLog::set_view`]).
     view: RwLock<Option<Arc<dyn StateView>>>,
 }
 
