@@ -29,7 +29,7 @@ pub mod cbac;
 mod payload;
 mod registry;
 
-pub use payload::json_depth;
+pub use payload::{json_depth, too_deep};
 pub use registry::{Capability, Merge, Registry, Target};
 
 /// Deepest JSON nesting a payload may have (deeper values could not be stored and read back

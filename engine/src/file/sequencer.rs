@@ -99,19 +99,15 @@ impl Sequencer {
             return Ok(Prepared::Done(Vec::new()));
         };
         for cmd in cmds {
-            // Depth before size: a payload both too deep and too large is refused for its depth
-            // (the registry checks depth too, for callers that run it without the engine).
-            let depth = elfiee_capabilities::json_depth(&cmd.payload);
+            // One pass measures both; depth before size: a payload both too deep and too large
+            // is refused for its depth. The registry then runs without checking depth again.
+            let (size, depth) = measure(&cmd.payload);
             if depth > elfiee_capabilities::MAX_PAYLOAD_DEPTH {
-                return Err(EngineError::Rejected(elfiee_model::CapError::payload(
+                return Err(EngineError::Rejected(elfiee_capabilities::too_deep(
                     &cmd.cap_id,
-                    format!(
-                        "the payload is nested {depth} levels deep; the limit is {}",
-                        elfiee_capabilities::MAX_PAYLOAD_DEPTH
-                    ),
+                    depth,
                 )));
             }
-            let size = json_size(&cmd.payload);
             let limit = shared.config.max_payload_bytes;
             if size > limit {
                 return Err(EngineError::PayloadTooLarge { size, limit });
@@ -246,7 +242,7 @@ impl Sequencer {
                 }
             };
             let handler_started = Instant::now();
-            let executed = self.registry.execute(cmd, state, &ctx);
+            let executed = self.registry.execute_depth_checked(cmd, state, &ctx);
             self.handler_time += handler_started.elapsed();
             let mut events = executed.map_err(|e| {
                 if cmds.len() > 1 {
@@ -282,9 +278,10 @@ impl Sequencer {
     }
 }
 
-/// Bytes of the compact JSON encoding of `v` (what `serde_json::to_vec` would produce),
-/// computed without serializing and without recursion.
-fn json_size(v: &serde_json::Value) -> usize {
+/// Bytes of the compact JSON encoding of `v` (what `serde_json::to_vec` would produce) and
+/// its deepest nesting of arrays/objects (as [`elfiee_capabilities::json_depth`] counts it),
+/// in one pass, without serializing and without recursion.
+fn measure(v: &serde_json::Value) -> (usize, usize) {
     /// `"` and `\\` and the short control escapes (`\b \f \n \r \t`) add 1 byte, other
     /// control characters 5 (`\u00XX`). Counted in simple passes the compiler vectorizes
     /// (payloads of many megabytes go through here).
@@ -298,25 +295,26 @@ fn json_size(v: &serde_json::Value) -> usize {
         let short_controls = short - b.iter().filter(|&&c| c == b'"' || c == b'\\').count();
         s.len() + 2 + short + 5 * (controls - short_controls)
     }
-    let mut total = 0usize;
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
+    let (mut total, mut deepest) = (0usize, 0usize);
+    let mut stack = vec![(v, 1usize)];
+    while let Some((v, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
         total += match v {
             serde_json::Value::Null | serde_json::Value::Bool(true) => 4,
             serde_json::Value::Bool(false) => 5,
             serde_json::Value::Number(n) => n.to_string().len(),
             serde_json::Value::String(s) => string_len(s),
             serde_json::Value::Array(a) => {
-                stack.extend(a.iter());
+                stack.extend(a.iter().map(|x| (x, depth + 1)));
                 2 + a.len().saturating_sub(1)
             }
             serde_json::Value::Object(o) => {
-                stack.extend(o.values());
+                stack.extend(o.values().map(|x| (x, depth + 1)));
                 2 + o.len().saturating_sub(1) + o.keys().map(|k| string_len(k) + 1).sum::<usize>()
             }
         };
     }
-    total
+    (total, deepest)
 }
 
 /// Drops a JSON value without recursion.
@@ -344,7 +342,7 @@ pub(crate) enum Prepared {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn json_size_matches_serde_json() {
+    fn measure_matches_serde_json_and_json_depth() {
         let samples = [
             serde_json::json!({"markdown": "x\"y\\z\n\u{1}é", "n": [1, -2.5, null, true, false, {}], "e": []}),
             serde_json::json!("plain"),
@@ -352,8 +350,11 @@ mod tests {
         ];
         for v in samples {
             assert_eq!(
-                super::json_size(&v),
-                serde_json::to_vec(&v).unwrap().len(),
+                super::measure(&v),
+                (
+                    serde_json::to_vec(&v).unwrap().len(),
+                    elfiee_capabilities::json_depth(&v)
+                ),
                 "{v}"
             );
         }
