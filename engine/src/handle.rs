@@ -80,6 +80,15 @@ impl Link {
         *self.mode.write().unwrap_or_else(|p| p.into_inner()) = mode;
     }
 
+    /// The owner's half, when this process owns the file (a clone of one `Arc`: the submit
+    /// path's only cost for finding its role).
+    pub(crate) fn owner(&self) -> Option<Arc<Owned>> {
+        match &*self.mode.read().unwrap_or_else(|p| p.into_inner()) {
+            Mode::Owner { owned, .. } => Some(owned.clone()),
+            _ => None,
+        }
+    }
+
     pub(crate) fn remote(&self) -> Option<Arc<RemoteClient>> {
         match &*self.mode.read().unwrap_or_else(|p| p.into_inner()) {
             Mode::Client(c) => Some(c.clone()),
@@ -137,11 +146,12 @@ impl FileHandle {
         // file for one command): hand over as often as it takes, for up to `handover_wait`.
         let deadline = std::time::Instant::now() + self.core.config.handover_wait;
         loop {
-            let remote = match self.link.mode() {
-                // The one door: sequenced on this task, under the owner's sequencer lock.
-                Mode::Owner { owned, .. } => return owned.submit(Submission::Local(cmds)).await,
-                Mode::Unopened => return Err(EngineError::Closed),
-                Mode::Client(remote) => remote,
+            // The one door: sequenced on this task, under the owner's sequencer lock.
+            if let Some(owned) = self.link.owner() {
+                return owned.submit(Submission::Local(cmds)).await;
+            }
+            let Some(remote) = self.link.remote() else {
+                return Err(EngineError::Closed);
             };
             // Another process owns the file: send the commands to it (the request comes back
             // with the answer, to be sent again after a hand-over).

@@ -28,7 +28,7 @@ use crate::file::owned::Owned;
 
 /// Messages of the file actor: its children (the commands of every writer go to
 /// [`Owned`]'s `submit`, not through this mailbox).
-pub enum FileMsg {
+pub(crate) enum FileMsg {
     /// Start a child and keep it running (restart with backoff when it fails).
     Supervise(ChildSpec, Option<RpcReplyPort<Result<(), String>>>),
     /// The status of every supervised child.

@@ -67,7 +67,7 @@ pub(crate) struct Cursor {
 /// snapshot to the snapshot thread when one is due. The caller holds the cursor, so groups
 /// commit in seq order.
 pub(crate) fn commit_group(
-    shared: &CommitPath,
+    path: &CommitPath,
     log: &SledEventLog,
     mut cursor: std::sync::MutexGuard<'_, Cursor>,
     batch: Vec<Pending>,
@@ -90,7 +90,7 @@ pub(crate) fn commit_group(
         .collect();
     let n = batch.len();
     // Bodies first: a durable event never refers to bytes that are not.
-    let written = shared
+    let written = path
         .core
         .content
         .sync()
@@ -99,16 +99,16 @@ pub(crate) fn commit_group(
     if let Err(e) = written {
         let why = format!("{e} (the commands in this flush were not acknowledged)");
         tracing::error!(error = %why, "flush failed; refusing further commands");
-        shared.core.set_poisoned(Some(why));
+        path.core.set_poisoned(Some(why));
         for p in batch {
             let _ = p.reply.send(Err(e.clone()));
         }
-        shared.in_progress.fetch_sub(n, Ordering::AcqRel);
+        path.in_progress.fetch_sub(n, Ordering::AcqRel);
         return;
     }
     let flush_us = t.elapsed().as_micros() as u64;
     {
-        let mut state = shared
+        let mut state = path
             .core
             .committed
             .write()
@@ -117,7 +117,7 @@ pub(crate) fn commit_group(
             if let Work::Fresh(events, _, _) = &p.work {
                 let applied = Instant::now();
                 for e in events {
-                    shared.core.config.registry.apply(&mut state, e);
+                    path.core.config.registry.apply(&mut state, e);
                 }
                 tracing::debug!(
                     parent: &p.span,
@@ -145,18 +145,17 @@ pub(crate) fn commit_group(
                                 _ => cursor.to_index.push((e.cmd_id, e.seq, 1)),
                             }
                             let (c, s, n) = *cursor.to_index.last().expect("pushed above");
-                            shared.commands.insert(c, (s, n));
+                            path.commands.insert(c, (s, n));
                         }
                     }
                 }
             }
         }
-        shared
-            .core
+        path.core
             .committed_seq
             .store(state.last_seq, Ordering::Release);
     }
-    let tx = shared.core.listened();
+    let tx = path.core.listened();
     for p in batch {
         let answer = match p.work {
             Work::Fresh(events, _, _) => {
@@ -176,41 +175,39 @@ pub(crate) fn commit_group(
         };
         let _ = p.reply.send(answer);
     }
-    shared.in_progress.fetch_sub(n, Ordering::AcqRel);
+    path.in_progress.fetch_sub(n, Ordering::AcqRel);
     tracing::trace!(commands = n, flush_us, "group committed");
-    if snapshot_due(shared, &cursor) {
-        hand_off_snapshot(shared, &mut cursor);
+    if snapshot_due(path, &cursor) {
+        hand_off_snapshot(path, &mut cursor);
     }
 }
 
 /// A snapshot pays when the tail an open would replay is long (in events) or large (in
 /// bytes); never just because a process ends (a short-lived process costs what it changed),
 /// unless what it changed was a bulk command (see [`Cursor::tail_bulk`] and `run_flusher`).
-fn snapshot_due(shared: &CommitPath, cursor: &Cursor) -> bool {
-    let seq = shared.core.committed_seq.load(Ordering::Acquire);
+fn snapshot_due(path: &CommitPath, cursor: &Cursor) -> bool {
+    let seq = path.core.committed_seq.load(Ordering::Acquire);
     seq > cursor.last_snapshot
-        && (seq - cursor.last_snapshot >= shared.core.config.snapshot_every
-            || cursor.tail_bytes >= shared.core.config.snapshot_tail_bytes)
+        && (seq - cursor.last_snapshot >= path.core.config.snapshot_every
+            || cursor.tail_bytes >= path.core.config.snapshot_tail_bytes)
 }
 
 /// The flusher thread: one write + flush per round for everything queued (group commit).
-pub(crate) fn run_flusher(shared: Arc<CommitPath>, log: Arc<SledEventLog>) {
-    while let Some(batch) = shared.queue.take_all() {
-        let cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
-        commit_group(&shared, &log, cursor, batch);
+pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
+    while let Some(batch) = path.queue.take_all() {
+        let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        commit_group(&path, &log, cursor, batch);
     }
     // Closing: a snapshot only when the tail is worth it (`snapshot_at_close_after`, or a
     // bulk command in it); the next open replays the short tail and indexes its commands.
-    let mut cursor = shared.cursor.lock().unwrap_or_else(|p| p.into_inner());
-    let seq = shared.core.committed_seq.load(Ordering::Acquire);
-    let at_close = shared.core.config.snapshot_at_close_after.max(1);
-    if snapshot_due(&shared, &cursor) || seq >= cursor.last_snapshot + at_close || cursor.tail_bulk
-    {
-        hand_off_snapshot(&shared, &mut cursor);
+    let mut cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
+    let seq = path.core.committed_seq.load(Ordering::Acquire);
+    let at_close = path.core.config.snapshot_at_close_after.max(1);
+    if snapshot_due(&path, &cursor) || seq >= cursor.last_snapshot + at_close || cursor.tail_bulk {
+        hand_off_snapshot(&path, &mut cursor);
     }
     // Dropping the sender lets the snapshot thread finish the jobs it has and stop.
-    shared
-        .snapshots
+    path.snapshots
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
@@ -218,9 +215,9 @@ pub(crate) fn run_flusher(shared: Arc<CommitPath>, log: Arc<SledEventLog>) {
 
 /// Encodes the committed state (the caller holds the cursor, so no commit moves it) and hands
 /// it, with the pending index entries, to the snapshot thread.
-fn hand_off_snapshot(shared: &CommitPath, cursor: &mut Cursor) {
+fn hand_off_snapshot(path: &CommitPath, cursor: &mut Cursor) {
     let (seq, bytes) = {
-        let state = shared
+        let state = path
             .core
             .committed
             .read()
@@ -230,7 +227,7 @@ fn hand_off_snapshot(shared: &CommitPath, cursor: &mut Cursor) {
             crate::replay::encode_snapshot(
                 state.last_seq,
                 cursor.last_hash,
-                shared.core.config.registry.folds().fingerprint(),
+                path.core.config.registry.folds().fingerprint(),
                 &state,
             ),
         )
@@ -244,7 +241,7 @@ fn hand_off_snapshot(shared: &CommitPath, cursor: &mut Cursor) {
     cursor.last_snapshot = seq;
     cursor.tail_bytes = 0;
     cursor.tail_bulk = false;
-    let tx = shared.snapshots.lock().unwrap_or_else(|p| p.into_inner());
+    let tx = path.snapshots.lock().unwrap_or_else(|p| p.into_inner());
     match tx.as_ref().map(|tx| tx.send(job)) {
         Some(Ok(())) => {}
         // No snapshot thread (closing): the entries stay in memory; the next open replays

@@ -93,8 +93,8 @@ impl Sequencer {
         inp: &Inputs<'_>,
         cmds: &[Command],
     ) -> Result<Prepared, EngineError> {
-        let shared = inp.core;
-        shared.check_poisoned()?;
+        let core = inp.core;
+        core.check_poisoned()?;
         let Some(first) = cmds.first() else {
             return Ok(Prepared::Done(Vec::new()));
         };
@@ -108,7 +108,7 @@ impl Sequencer {
                     depth,
                 )));
             }
-            let limit = shared.config.max_payload_bytes;
+            let limit = core.config.max_payload_bytes;
             if size > limit {
                 return Err(EngineError::PayloadTooLarge { size, limit });
             }
@@ -119,7 +119,7 @@ impl Sequencer {
         }
         // The state the pipeline validates against: the committed one when everything accepted
         // is committed (no copy), else the working state (made now if needed).
-        let committed = shared.committed.read().unwrap_or_else(|p| p.into_inner());
+        let committed = core.committed.read().unwrap_or_else(|p| p.into_inner());
         if committed.last_seq >= self.last_seq {
             self.unapplied.clear();
         } else if self.working.is_none() {
@@ -132,7 +132,7 @@ impl Sequencer {
             self.working = Some(w);
         }
         let working = self.working.take();
-        let outcome = self.run_handlers(shared, cmds, working.as_ref().unwrap_or(&committed));
+        let outcome = self.run_handlers(core, cmds, working.as_ref().unwrap_or(&committed));
         self.working = working;
         drop(committed);
         let mut all = outcome?;
@@ -141,8 +141,8 @@ impl Sequencer {
         }
         for e in &mut all {
             // Large bodies go to the content store (DESIGN §3: content is not state).
-            elfiee_projections::content::externalize(shared.config.registry.folds(), e, |t| {
-                shared.content.put(t)
+            elfiee_projections::content::externalize(core.config.registry.folds(), e, |t| {
+                core.content.put(t)
             })?;
         }
         let mut prev = self.prev_hash;
@@ -182,11 +182,11 @@ impl Sequencer {
     /// and hash chain, an `f‖seq` side record with each one's `origin` bytes, and `side`.
     pub(crate) fn prepare_foreign(
         &mut self,
-        shared: &FileCore,
+        core: &FileCore,
         foreign: Vec<(Event, Vec<u8>)>,
         mut side: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<Prepared, EngineError> {
-        shared.check_poisoned()?;
+        core.check_poisoned()?;
         let mut prev = self.prev_hash;
         let mut records = Vec::with_capacity(foreign.len());
         let mut all = Vec::with_capacity(foreign.len());
@@ -210,7 +210,7 @@ impl Sequencer {
     /// ones before it); the events, or the refusal.
     fn run_handlers(
         &mut self,
-        shared: &FileCore,
+        core: &FileCore,
         cmds: &[Command],
         base: &State,
     ) -> Result<Vec<Event>, EngineError> {
@@ -225,10 +225,10 @@ impl Sequencer {
         let mut all = Vec::new();
         for (i, cmd) in cmds.iter().enumerate() {
             let state = scratch.as_ref().unwrap_or(base);
-            let ctx = match &shared.config.fixed_ctx {
+            let ctx = match &core.config.fixed_ctx {
                 Some(fixed) => self.registry.ctx(
                     fixed.now,
-                    &shared.config.node_id,
+                    &core.config.node_id,
                     elfiee_model::Ctx::command_seed(&fixed.id_base, state.last_seq, i as u32),
                 ),
                 None => {
@@ -238,7 +238,7 @@ impl Sequencer {
                         .iter_mut()
                         .zip(self.id_counter.to_le_bytes())
                         .for_each(|(b, c)| *b ^= c);
-                    self.registry.ctx(Utc::now(), &shared.config.node_id, seed)
+                    self.registry.ctx(Utc::now(), &core.config.node_id, seed)
                 }
             };
             let handler_started = Instant::now();
