@@ -29,12 +29,5 @@ pub mod cbac;
 mod payload;
 mod registry;
 
-pub use payload::{json_depth, too_deep};
+pub use payload::{json_depth, too_deep, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 pub use registry::{Capability, Merge, Registry, Target};
-
-/// Deepest JSON nesting a payload may have (deeper values could not be stored and read back
-/// safely: decoders recurse).
-pub const MAX_PAYLOAD_DEPTH: usize = 128;
-
-/// Largest accepted command payload, in bytes of its JSON encoding (16 MiB).
-pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;

@@ -2,6 +2,13 @@ use elfiee_model::CapError;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+/// Deepest JSON nesting a payload may have (deeper values could not be stored and read back
+/// safely: decoders recurse).
+pub const MAX_PAYLOAD_DEPTH: usize = 128;
+
+/// Largest accepted command payload, in bytes of its JSON encoding (16 MiB).
+pub const MAX_PAYLOAD_BYTES: usize = 16 * 1024 * 1024;
+
 /// Parses a command payload into its typed form; `null` counts as `{}`.
 pub(crate) fn parse<T: DeserializeOwned>(cap: &str, payload: &Value) -> Result<T, CapError> {
     let empty = Value::Object(Default::default());
@@ -29,14 +36,11 @@ pub(crate) fn expect_empty(cap: &str, payload: &Value) -> Result<(), CapError> {
     }
 }
 
-/// The refusal of a payload nested `depth` levels deep (over [`crate::MAX_PAYLOAD_DEPTH`]).
+/// The refusal of a payload nested `depth` levels deep (over [`MAX_PAYLOAD_DEPTH`]).
 pub fn too_deep(cap: &str, depth: usize) -> CapError {
     CapError::payload(
         cap,
-        format!(
-            "the payload is nested {depth} levels deep; the limit is {}",
-            crate::MAX_PAYLOAD_DEPTH
-        ),
+        format!("the payload is nested {depth} levels deep; the limit is {MAX_PAYLOAD_DEPTH}"),
     )
 }
 

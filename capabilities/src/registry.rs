@@ -191,7 +191,7 @@ impl Registry {
             .ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
         if check_depth {
             let depth = crate::payload::json_depth(&cmd.payload);
-            if depth > crate::MAX_PAYLOAD_DEPTH {
+            if depth > crate::payload::MAX_PAYLOAD_DEPTH {
                 return Err(crate::payload::too_deep(&cmd.cap_id, depth));
             }
         }
