@@ -29,9 +29,9 @@ pub(crate) struct Inputs<'a> {
 }
 
 /// The sequencing half of the pipeline: the working state (committed + accepted, not yet
-/// durable), the hash chain head and the id seeds. It lives behind a mutex in [`super::owned::Owned`] so a
-/// submit can run the pipeline on the caller's task when nobody else holds it, instead of
-/// paying two task hand-offs through the actor's mailbox (see docs/ARCHITECTURE.md).
+/// durable), the hash chain head and the id seeds. It lives behind a mutex in
+/// [`super::owned::Owned`], so every writer runs the pipeline on its own task, with no task
+/// hand-off (see docs/ARCHITECTURE.md).
 pub(crate) struct Sequencer {
     log: Arc<SledEventLog>,
     registry: Registry,
