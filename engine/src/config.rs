@@ -22,7 +22,7 @@ pub struct EngineConfig {
     pub channel_capacity: usize,
     /// How long an open waits for a file locked by another process: it tries the owner's
     /// socket and the lock in turn (the owner may be starting, or closing and about to let
-    /// go), then gives up with [`EngineError::Locked`]'s explanation (default 10 s).
+    /// go), then gives up with [`crate::EngineError::Locked`]'s explanation (default 10 s).
     pub handover_wait: std::time::Duration,
     /// The capabilities and the folds of every event kind (built-in ones, plus an embedder's).
     pub registry: Registry,

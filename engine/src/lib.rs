@@ -3,13 +3,15 @@
 //! lifecycle — or client of the owner process) per open `.elf`, an append-only sled
 //! [`log`], group commit, the [`cmd_index`], snapshots and subscriptions.
 //!
-//! Pipeline of one command (see docs/ARCHITECTURE.md): under the sequencer lock, on the
-//! caller's task, the engine checks idempotency, runs
-//! [`elfiee_capabilities::Registry::execute`] against the working state and seals the events
-//! into the hash chain. A command alone is then written and flushed right there; otherwise it
+//! Pipeline of one command (see docs/ARCHITECTURE.md): every write enters through the owner's
+//! one door (`file::owned::Owned::submit`: this process's commands, the owner socket's, and
+//! another device's events through [`foreign::ForeignLog`]). Under the sequencer lock, on the
+//! caller's task, the engine measures the payload (size and depth, one pass), checks
+//! idempotency, runs [`elfiee_capabilities::Registry::execute_depth_checked`] against the
+//! working state and seals the events into the hash chain. A command alone is then written and flushed right there; otherwise it
 //! goes to the [`commit_queue::CommitQueue`] and the flusher thread writes and flushes
 //! everything queued in one `fsync` (group commit). Either way the events are applied to the
-//! committed state and published before the caller is answered.
+//! committed state and published, each with its [`Origin`], before the caller is answered.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), elfiee_engine::EngineError> {

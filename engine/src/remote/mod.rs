@@ -8,7 +8,7 @@
 //! becomes the owner.
 //!
 //! Three parts: the wire format ([`wire`]), the owner socket (`server`: it hands commands to
-//! the owner's one door for writes, [`crate::file`]'s `Owned::submit`), and the client
+//! the owner's one door for writes, `file::owned::Owned::submit`), and the client
 //! (`client`: the replica of the owner's committed state, and the requests to the owner).
 
 pub(crate) mod client;
