@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use elfiee_engine::{ChildSpec, ChildState, EngineError, FileHandle, RestartPolicy};
+use elfiee_engine::{ChildSpec, ChildState, Committed, EngineError, FileHandle, RestartPolicy};
 use elfiee_model::{Command, Event};
 use ractor::{Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde::Serialize;
@@ -653,16 +653,15 @@ async fn pump(sh: Arc<EffectShared>, me: ActorRef<EffectMsg>, checkpoint: u64) {
             }
             told = looked;
         }
-        let Some(event) = events.recv().await else {
+        let Some(Committed { event, origin }) = events.recv_committed().await else {
             let _ = me.cast(EffectMsg::StreamEnded);
             return;
         };
         // Another device's event: its effects ran on the device that wrote it (issue 16).
-        // Asked only of the events the effect wants, so the events it does not want (most
-        // of them) cost no storage read.
+        // Its origin comes with it, so no event costs a storage read here.
         let wants =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sh.effect.wants(&event)))
-                .map(|w| w && !matches!(sh.cx.file.foreign(event.seq), Ok(Some(_))));
+                .map(|w| w && !origin.is_foreign());
         let wants = match wants {
             Ok(w) => w,
             Err(p) => {

@@ -484,3 +484,62 @@ async fn effects_refuse_to_attach_twice_and_on_a_closed_file() {
     let closed = attach(&file, EffectsConfig::default()).await;
     assert!(closed.is_err());
 }
+
+/// Effects skip another device's events by the origin that comes with each committed event:
+/// with sync off, reading the events (the backlog from the log, then live) costs no storage
+/// read per event to learn where it came from; a foreign event is never run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn effects_learn_an_events_origin_without_a_storage_read_per_event() {
+    let (_tmp, _engine, file) = doc().await;
+    create(&file, "note", "markdown").await;
+    // A backlog the effect catches up on from the log, then live events.
+    let mut triggers = Vec::new();
+    for i in 0..20 {
+        triggers.push(write(&file, "note", &format!("before {i}")).await);
+    }
+    let reads = file.side_reads().expect("this process owns the file");
+    let flaky = Flaky::new(0);
+    let fx = attach_effects(&file, runtime(50), with_flaky(&flaky))
+        .await
+        .unwrap();
+    for i in 0..20 {
+        triggers.push(write(&file, "note", &format!("after {i}")).await);
+    }
+    for t in &triggers {
+        elfiee_adapters::effects::wait_for_outcome(&file, "flaky", t, Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+    fx.settle(&file, Duration::from_secs(10)).await.unwrap();
+    let read = file.side_reads().unwrap() - reads;
+    // The effects (five of them) caught up from the log once each at most, one range scan
+    // per catch-up, whatever the number of events; never one read per event.
+    assert!(
+        read < triggers.len() as u64,
+        "{read} side-record reads for {} wanted events",
+        triggers.len()
+    );
+
+    // Another device's write of the same kind: appended through the foreign seam, seen by
+    // the effect's `wants`, never run.
+    let mut foreign = triggers[0].clone();
+    foreign.value = json!({"contents": {"markdown": "from elsewhere"}});
+    let appended = file
+        .foreign_log()
+        .unwrap()
+        .append(vec![(foreign, b"origin".to_vec())], Vec::new())
+        .await
+        .unwrap();
+    let after = write(&file, "note", "after the foreign one").await;
+    elfiee_adapters::effects::wait_for_outcome(&file, "flaky", &after, Duration::from_secs(10))
+        .await
+        .unwrap();
+    fx.settle(&file, Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        flaky.attempts(appended[0].seq),
+        0,
+        "a foreign event is not run"
+    );
+    assert_eq!(flaky.attempts(after.seq), 1);
+    file.close().await;
+}

@@ -29,5 +29,5 @@ pub mod cbac;
 mod payload;
 mod registry;
 
-pub use payload::{json_depth, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
+pub use payload::{json_depth, too_deep, MAX_PAYLOAD_BYTES, MAX_PAYLOAD_DEPTH};
 pub use registry::{Capability, Handled, Merge, Registry, Target};

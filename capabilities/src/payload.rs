@@ -36,6 +36,14 @@ pub(crate) fn expect_empty(cap: &str, payload: &Value) -> Result<(), CapError> {
     }
 }
 
+/// The refusal of a payload nested `depth` levels deep (over [`MAX_PAYLOAD_DEPTH`]).
+pub fn too_deep(cap: &str, depth: usize) -> CapError {
+    CapError::payload(
+        cap,
+        format!("the payload is nested {depth} levels deep; the limit is {MAX_PAYLOAD_DEPTH}"),
+    )
+}
+
 /// Deepest nesting of arrays/objects in `v`, counted without recursion.
 pub fn json_depth(v: &Value) -> usize {
     let mut max = 0;

@@ -153,20 +153,39 @@ impl Registry {
 
     /// The pure pipeline for one command: lookup, target check, CBAC, handler, optimistic
     /// concurrency, then events with ids, attribute, clock and time filled in. `seq` and `hash`
-    /// are left at zero for the log to assign.
+    /// are left at zero for the log to assign. A payload nested deeper than
+    /// [`crate::MAX_PAYLOAD_DEPTH`] is refused before any handler sees it.
     pub fn execute(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<Event>, CapError> {
+        self.run(cmd, state, ctx, true)
+    }
+
+    /// [`Registry::execute`] for a caller that has refused payloads deeper than
+    /// [`crate::MAX_PAYLOAD_DEPTH`] itself (the engine measures depth and size in one pass),
+    /// so the depth is checked once.
+    pub fn execute_depth_checked(
+        &self,
+        cmd: &Command,
+        state: &State,
+        ctx: &Ctx,
+    ) -> Result<Vec<Event>, CapError> {
+        self.run(cmd, state, ctx, false)
+    }
+
+    fn run(
+        &self,
+        cmd: &Command,
+        state: &State,
+        ctx: &Ctx,
+        check_depth: bool,
+    ) -> Result<Vec<Event>, CapError> {
         let cap = self
             .get(&cmd.cap_id)
             .ok_or_else(|| CapError::UnknownCapability(cmd.cap_id.clone()))?;
-        let depth = crate::payload::json_depth(&cmd.payload);
-        if depth > crate::payload::MAX_PAYLOAD_DEPTH {
-            return Err(CapError::payload(
-                &cmd.cap_id,
-                format!(
-                    "the payload is nested {depth} levels deep; the limit is {}",
-                    crate::payload::MAX_PAYLOAD_DEPTH
-                ),
-            ));
+        if check_depth {
+            let depth = crate::payload::json_depth(&cmd.payload);
+            if depth > crate::payload::MAX_PAYLOAD_DEPTH {
+                return Err(crate::payload::too_deep(&cmd.cap_id, depth));
+            }
         }
         let block = resolve_target(cap.as_ref(), cmd, state)?;
         cbac::authorize(state, &cmd.editor_id, cap.authorized_by(cmd), block)?;

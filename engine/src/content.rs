@@ -22,7 +22,7 @@ use std::sync::Mutex;
 
 use elfiee_model::ContentRef;
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 const INDEX_RECORD: usize = 48;
 const PACK_HEADER: u64 = 40;

@@ -1,72 +1,23 @@
+//! [`Engine`]: the open files of a process, and the making and ending of their roles — own
+//! the file (start its file actor, which opens it, and serve the owner socket) or connect to
+//! the process that owns it; take it over when that owner goes away; close it.
+
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
-use elfiee_capabilities::Registry;
 use elfiee_model::Command;
 use ractor::{Actor, ActorRef};
 use tokio::sync::OnceCell;
 
-use crate::actor::{run_flusher, run_snapshots, Sequencer, Shared};
+use crate::children::BoxFuture;
+use crate::config::EngineConfig;
+use crate::error::EngineError;
+use crate::file::core::FileCore;
+use crate::file::owned::Owned;
+use crate::handle::{FileHandle, Lifecycle, Link, Mode};
 use crate::layout::ElfPaths;
-use crate::log::SledEventLog;
-use crate::tree::{CloseParts, EngineMsg, EngineSupervisor, FileActor, FileArgs, SharedParts};
-use crate::{EngineError, FileHandle};
-
-/// Settings shared by every file an [`Engine`] opens.
-#[derive(Clone, Debug)]
-pub struct EngineConfig {
-    /// First half of vector-clock keys; see [`crate::node::node_id`].
-    pub node_id: String,
-    /// Write a snapshot once this many events came after the last one (default 1000).
-    pub snapshot_every: u64,
-    /// ... or once the events after the last one take this many stored bytes (default 4 MiB).
-    pub snapshot_tail_bytes: u64,
-    /// At close, write one if at least this many events came after the last one (default
-    /// 100, so a process that made a few changes — a CLI call, an MCP tool call — closes
-    /// without writing the whole state, and the next open replays at most about this many
-    /// events; 1 writes one at every close that changed something).
-    pub snapshot_at_close_after: u64,
-    /// Largest accepted payload, in bytes of JSON (default 16 MiB).
-    pub max_payload_bytes: usize,
-    /// Live events buffered per subscriber before it has to catch up from the log.
-    pub channel_capacity: usize,
-    /// How long an open waits for a file locked by another process: it tries the owner's
-    /// socket and the lock in turn (the owner may be starting, or closing and about to let
-    /// go), then gives up with [`EngineError::Locked`]'s explanation (default 10 s).
-    pub handover_wait: std::time::Duration,
-    /// The capabilities and the folds of every event kind (built-in ones, plus an embedder's).
-    pub registry: Registry,
-    /// For tests: run every command at a fixed time with ids from a fixed base instead of the
-    /// clock and a random seed, so the same commands give the same events as the pure
-    /// pipeline ([`FixedCtx`]). `None` (the default) in real use.
-    pub fixed_ctx: Option<FixedCtx>,
-}
-
-/// A fixed handler context: commands run at `now`, and the id seed of the `i`-th command of a
-/// batch on a state whose last event is `last_seq` is
-/// [`elfiee_model::Ctx::command_seed`]`(id_base, last_seq, i)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FixedCtx {
-    pub now: chrono::DateTime<chrono::Utc>,
-    pub id_base: [u8; 16],
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            node_id: crate::node::node_id(),
-            snapshot_every: 1000,
-            snapshot_tail_bytes: 4 * 1024 * 1024,
-            snapshot_at_close_after: 100,
-            max_payload_bytes: elfiee_capabilities::MAX_PAYLOAD_BYTES,
-            channel_capacity: 4096,
-            handover_wait: std::time::Duration::from_secs(10),
-            registry: Registry::builtin(),
-            fixed_ctx: None,
-        }
-    }
-}
+use crate::tree::{EngineMsg, EngineSupervisor, FileActor, FileArgs, FileMsg};
 
 pub(crate) type Slot = Arc<OnceCell<FileHandle>>;
 
@@ -100,7 +51,7 @@ impl Engine {
                 return Ok(s.clone());
             }
         }
-        let (s, _) = Actor::spawn(None, EngineSupervisor, self.files.clone())
+        let (s, _) = Actor::spawn(None, EngineSupervisor, ())
             .await
             .map_err(|e| {
                 EngineError::Storage(format!("cannot start the engine supervisor: {e}"))
@@ -203,14 +154,10 @@ impl Engine {
 
     /// Opens the file here, or, when another process holds it, through that owner.
     async fn start(&self, paths: ElfPaths) -> Result<FileHandle, EngineError> {
-        let shared = Arc::new(Shared::new(paths, self.config.clone()));
-        let closer = Arc::new(Closer {
-            parts: Arc::new(Mutex::new(None)),
-            engine: self.clone(),
-            shared: shared.clone(),
-            files: self.files.clone(),
-        });
-        let handle = FileHandle { shared, closer };
+        let handle = FileHandle {
+            core: Arc::new(FileCore::new(paths, self.config.clone())),
+            link: Arc::new(Link::new(Arc::new(self.clone()))),
+        };
         self.own_or_connect(&handle).await?;
         Ok(handle)
     }
@@ -221,7 +168,7 @@ impl Engine {
     /// until `handover_wait` has passed. Used to open a file, and to take over when the owner
     /// went away (see [`Engine::take_over`]).
     async fn own_or_connect(&self, handle: &FileHandle) -> Result<(), EngineError> {
-        let paths = handle.shared.paths.clone();
+        let root = handle.core.paths.root.clone();
         let deadline = std::time::Instant::now() + self.config.handover_wait;
         let mut pause = std::time::Duration::from_millis(5);
         loop {
@@ -229,14 +176,26 @@ impl Engine {
                 Err(EngineError::Locked(_)) => {}
                 other => return other,
             }
-            let config = self.config.clone();
-            let shared = handle.shared.clone();
+            let core = handle.core.clone();
+            let link = Arc::downgrade(&handle.link);
+            // When the owner's stream ends: end a closing handle's subscriptions, and wake
+            // the watcher (which takes the file over).
+            let lost = Box::new(move |core: &FileCore| {
+                if let Some(link) = link.upgrade() {
+                    if link.closing.load(std::sync::atomic::Ordering::Acquire) {
+                        core.end_stream();
+                    }
+                    link.owner_lost.notify_waiters();
+                }
+            });
             let connected =
-                tokio::task::spawn_blocking(move || crate::remote::connect(&shared, &config))
+                tokio::task::spawn_blocking(move || crate::remote::client::connect(&core, lost))
                     .await
                     .map_err(|e| EngineError::Storage(format!("connecting task failed: {e}")))?;
             match connected {
-                Ok(()) => {
+                Ok(client) => {
+                    handle.link.set_mode(Mode::Client(client));
+                    handle.core.applied.notify_waiters();
                     self.watch_owner(handle);
                     return Ok(());
                 }
@@ -247,7 +206,7 @@ impl Engine {
                     )))
                 }
                 Err(e) => {
-                    tracing::debug!(path = %paths.root.display(), error = %e, ?pause, "file locked and its owner does not answer; trying again");
+                    tracing::debug!(path = %root.display(), error = %e, ?pause, "file locked and its owner does not answer; trying again");
                     tokio::time::sleep(pause).await;
                     pause = (pause * 2).min(std::time::Duration::from_millis(100));
                 }
@@ -259,24 +218,23 @@ impl Engine {
     /// to the process that did. Concurrent calls for one file do it once. Commands in flight
     /// are then resubmitted with their `cmd_id` by [`FileHandle::submit`], so they get their
     /// true result (idempotency).
-    pub(crate) async fn take_over(&self, handle: &FileHandle) -> Result<(), EngineError> {
-        let shared = &handle.shared;
-        let _one = shared.handover.lock().await;
-        if shared.closing.load(std::sync::atomic::Ordering::Acquire) {
+    async fn take_over_file(&self, handle: &FileHandle) -> Result<(), EngineError> {
+        let (core, link) = (&handle.core, &handle.link);
+        let _one = link.handover.lock().await;
+        if link.closing.load(std::sync::atomic::Ordering::Acquire) {
             return Err(EngineError::Closed);
         }
-        match shared.remote() {
+        match link.remote() {
             // Done already (by another caller, or the owner is back).
             None => return Ok(()),
             Some(r) if !r.is_closed() => return Ok(()),
             Some(r) => {
-                tracing::info!(path = %shared.paths.root.display(), old_owner = r.owner_pid, "the owner went away; taking over")
+                tracing::info!(path = %core.paths.root.display(), old_owner = r.owner_pid, "the owner went away; taking over")
             }
         }
         let taken = self.own_or_connect(handle).await;
         if taken.is_ok() && !handle.is_remote() {
-            let hooks = handle
-                .shared
+            let hooks = link
                 .takeover_hooks
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -287,14 +245,10 @@ impl Engine {
         }
         if let Err(e) = &taken {
             // Nobody can be reached: end the replica's subscriptions with the reason.
-            tracing::error!(path = %shared.paths.root.display(), error = %e, "hand-over failed");
-            *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
-            shared
-                .events_tx
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
-            shared.applied.notify_waiters();
+            tracing::error!(path = %core.paths.root.display(), error = %e, "hand-over failed");
+            core.set_poisoned(Some(e.to_string()));
+            core.end_stream();
+            core.applied.notify_waiters();
         }
         taken
     }
@@ -304,48 +258,55 @@ impl Engine {
     /// subscriptions go on and its next command needs no wait.
     fn watch_owner(&self, handle: &FileHandle) {
         let engine = self.clone();
-        let (shared, closer) = (
-            Arc::downgrade(&handle.shared),
-            Arc::downgrade(&handle.closer),
-        );
+        let (core, link) = (Arc::downgrade(&handle.core), Arc::downgrade(&handle.link));
         tokio::spawn(async move {
             {
-                let Some(s) = shared.upgrade() else { return };
-                let notify = s.owner_lost.clone();
+                let Some(l) = link.upgrade() else { return };
+                let notify = l.owner_lost.clone();
                 let lost = notify.notified();
                 tokio::pin!(lost);
                 lost.as_mut().enable();
-                let gone = s.remote().is_none_or(|r| r.is_closed());
-                drop(s);
+                let gone = l.remote().is_none_or(|r| r.is_closed());
+                drop(l);
                 if !gone {
                     lost.await;
                 }
             }
-            let (Some(shared), Some(closer)) = (shared.upgrade(), closer.upgrade()) else {
+            let (Some(core), Some(link)) = (core.upgrade(), link.upgrade()) else {
                 return;
             };
-            if shared.closing.load(std::sync::atomic::Ordering::Acquire) {
+            if link.closing.load(std::sync::atomic::Ordering::Acquire) {
                 return;
             }
             // Connected to a new owner, a new watcher follows that one.
-            let _ = engine.take_over(&FileHandle { shared, closer }).await;
+            let _ = engine.take_over_file(&FileHandle { core, link }).await;
         });
     }
 
     /// Makes `handle` the owner of its file: starts its file actor under the engine
-    /// supervisor, whose `pre_start` opens the file ([`open_here`]). `Locked` when another
-    /// process holds the file.
+    /// supervisor, whose `pre_start` opens the file ([`Owned::open`]) and serves the owner
+    /// socket. `Locked` when another process holds the file.
     async fn own(&self, handle: &FileHandle) -> Result<(), EngineError> {
         let supervisor = self.supervisor().await?;
-        let spawned = Actor::spawn_linked(
-            None,
-            FileActor,
-            FileArgs {
-                handle: handle.clone(),
-            },
-            supervisor.get_cell(),
-        )
-        .await;
+        let core = handle.core.clone();
+        let opened: Arc<std::sync::Mutex<Option<Arc<Owned>>>> = Arc::default();
+        let slot = opened.clone();
+        let open = Box::new(move |_me: ActorRef<FileMsg>| -> BoxFuture<'static, _> {
+            Box::pin(async move {
+                let owned = Owned::open(core).await?;
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(owned.clone());
+                // Serve other processes (CLI, MCP servers, the desktop app).
+                match crate::remote::server::serve(owned.clone()) {
+                    Ok(stop) => owned.on_close(stop),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile")
+                    }
+                }
+                Ok(owned)
+            })
+        });
+        let spawned =
+            Actor::spawn_linked(None, FileActor, FileArgs { open }, supervisor.get_cell()).await;
         let actor = match spawned {
             Ok((actor, _)) => actor,
             Err(ractor::SpawnErr::StartupFailed(e)) => {
@@ -360,144 +321,67 @@ impl Engine {
                 )))
             }
         };
+        // The actor started, so its `pre_start` opened the file.
+        let owned = opened
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or(EngineError::Closed)?;
+        // From here on commands run here, not at the (former) owner.
+        handle.link.set_mode(Mode::Owner {
+            owned: owned.clone(),
+            actor: actor.clone(),
+        });
         let _ = supervisor.cast(EngineMsg::Watch {
             actor,
-            shared: handle.shared.clone(),
-            parts: handle.closer.parts.clone(),
+            owned,
+            forget: self.forgetter(&handle.core),
         });
         Ok(())
     }
+
+    /// Removes the file of `core` from the open files (if it is still that one).
+    fn forgetter(&self, core: &Arc<FileCore>) -> Box<dyn FnOnce() + Send + Sync> {
+        let (files, core) = (self.files.clone(), Arc::downgrade(core));
+        Box::new(move || {
+            let Some(core) = core.upgrade() else { return };
+            files.remove_if(&core.paths.root, |_, s| {
+                s.get().is_some_and(|h| Arc::ptr_eq(&h.core, &core))
+            });
+        })
+    }
+
+    async fn close_file(&self, handle: &FileHandle) {
+        let link = &handle.link;
+        link.closing
+            .store(true, std::sync::atomic::Ordering::Release);
+        // Not while a hand-over is making this process the owner.
+        let _one = link.handover.lock().await;
+        match link.mode() {
+            Mode::Client(remote) => {
+                remote.close();
+                handle.core.end_stream();
+            }
+            Mode::Owner { owned, actor } => {
+                // The file actor's post_stop stops its children and then the file; if the
+                // actor had failed, the engine supervisor may not have cleaned up yet.
+                let _ = actor.stop_and_wait(None, None).await;
+                owned.shut_down().await;
+            }
+            Mode::Unopened => {}
+        }
+        self.forgetter(&handle.core)();
+    }
 }
 
-/// The file actor's start: opens the file's log here and makes `handle` its owner (loads the
-/// state, starts the flusher and snapshot threads and the owner socket). `Locked` when
-/// another process holds the file; then nothing has changed.
-pub(crate) async fn open_here(
-    handle: &FileHandle,
-    actor: ActorRef<crate::actor::FileMsg>,
-) -> Result<(), EngineError> {
-    let paths = handle.shared.paths.clone();
-    let folds = handle.shared.config.registry.folds().clone();
-    let (log, opened) = tokio::task::spawn_blocking({
-        let paths = paths.clone();
-        move || -> Result<_, EngineError> {
-            // Decode the newest snapshot while sled opens the log (two independent reads).
-            let (log, predecoded) = std::thread::scope(|scope| {
-                let decoding = std::thread::Builder::new()
-                    .name("elfiee-snapshot-decode".into())
-                    .spawn_scoped(scope, || crate::replay::decode_newest(&paths));
-                let t0 = std::time::Instant::now();
-                let log = SledEventLog::open(&paths.log_dir(), &paths.root);
-                let sled_us = t0.elapsed().as_micros() as u64;
-                let predecoded = match decoding {
-                    Ok(h) => h.join().unwrap_or(None),
-                    Err(_) => None,
-                };
-                tracing::debug!(
-                    sled_us,
-                    both_us = t0.elapsed().as_micros() as u64,
-                    "log and newest snapshot opened"
-                );
-                (log, predecoded)
-            });
-            let log = Arc::new(log?);
-            start_writeback(&paths.log_dir().join("db"));
-            let loading = std::time::Instant::now();
-            let opened = crate::replay::load_state(log.as_ref(), &paths, predecoded, &folds)?;
-            tracing::debug!(us = loading.elapsed().as_micros() as u64, "state loaded");
-            if !opened.state.unknown_kinds.is_empty() {
-                // Info, not a warning: the caller decides how to tell its user
-                // (`FileHandle::unknown_kinds`; the CLI prints one line).
-                tracing::info!(
-                    kinds = %crate::replay::describe_kinds(&opened.state.unknown_kinds),
-                    "this document holds events of kinds this program has no fold for; their meaning is missing from the state"
-                );
-            }
-            Ok((log, opened))
-        }
-    })
-    .await
-    .map_err(|e| EngineError::Storage(format!("opening task failed: {e}")))??;
-    let crate::replay::Opened {
-        state,
-        hash: prev_hash,
-        snapshot_seq,
-        commands,
-        unsaved,
-    } = opened;
-    let last_seq = state.last_seq;
-    let shared = &handle.shared;
-    let (snapshot_tx, snapshot_rx) = std::sync::mpsc::channel();
-    *shared.log.write().unwrap_or_else(|p| p.into_inner()) = Some(log.clone());
-    {
-        let mut committed = shared.committed.write().unwrap_or_else(|p| p.into_inner());
-        *committed = state;
-        shared
-            .committed_seq
-            .store(last_seq, std::sync::atomic::Ordering::Release);
+impl Lifecycle for Engine {
+    fn take_over<'a>(&'a self, file: &'a FileHandle) -> BoxFuture<'a, Result<(), EngineError>> {
+        Box::pin(self.take_over_file(file))
     }
-    shared.commands.clear();
-    for (cmd_id, first, count) in commands {
-        shared.commands.insert(cmd_id, (first, count));
+
+    fn close<'a>(&'a self, file: &'a FileHandle) -> BoxFuture<'a, ()> {
+        Box::pin(self.close_file(file))
     }
-    *shared.cursor.lock().unwrap_or_else(|p| p.into_inner()) = crate::actor::Cursor {
-        last_hash: prev_hash,
-        // The next snapshot is due `snapshot_every` events after the one loaded.
-        last_snapshot: snapshot_seq,
-        tail_bytes: 0,
-        tail_bulk: false,
-        to_index: unsaved,
-    };
-    *shared.snapshots.lock().unwrap_or_else(|p| p.into_inner()) = Some(snapshot_tx);
-    *shared.sequencer.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sequencer::new(
-        log.clone(),
-        shared.config.registry.clone(),
-        last_seq,
-        prev_hash,
-    ));
-    *shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = None;
-    // From here on commands run here, not at the (former) owner.
-    shared
-        .remote
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
-    // A replica's subscribers wait for events; wake them to read what they missed.
-    shared.applied.notify_waiters();
-    let snapshotter = std::thread::Builder::new()
-        .name("elfiee-snapshots".into())
-        .spawn({
-            let shared = shared.clone();
-            move || run_snapshots(shared, snapshot_rx)
-        })
-        .map_err(|e| EngineError::Storage(format!("cannot start the snapshot thread: {e}")))?;
-    let flusher = std::thread::Builder::new()
-        .name("elfiee-flusher".into())
-        .spawn({
-            let shared = shared.clone();
-            move || run_flusher(shared, log)
-        })
-        .map_err(|e| EngineError::Storage(format!("cannot start the flusher thread: {e}")))?;
-    let parts: SharedParts = handle.closer.parts.clone();
-    *parts.lock().unwrap_or_else(|p| p.into_inner()) = Some(CloseParts {
-        flusher,
-        snapshotter,
-        server: None,
-    });
-    *shared.actor.lock().unwrap_or_else(|p| p.into_inner()) = Some(actor);
-    tracing::info!(path = %paths.root.display(), seq = last_seq, "opened");
-    // Serve other processes (CLI, MCP servers, the desktop app) through our actor.
-    match crate::remote::serve(handle.clone()) {
-        Ok(server) => {
-            if let Some(p) = parts.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-                p.server = Some(server);
-            }
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot serve the owner socket; other processes cannot open this file meanwhile")
-        }
-    }
-    Ok(())
 }
 
 /// `Alice Smith` → `alice-smith`; `owner` when nothing usable is left.
@@ -520,69 +404,6 @@ fn owner_id_for(name: &str) -> String {
     } else {
         id
     }
-}
-
-pub(crate) struct Closer {
-    /// What the file actor owns besides its state (empty while this process is a client).
-    pub(crate) parts: SharedParts,
-    /// The engine that opened the file (to take it over when its owner goes away).
-    pub(crate) engine: Engine,
-    shared: Arc<Shared>,
-    files: Arc<DashMap<PathBuf, Slot>>,
-}
-
-impl Closer {
-    fn forget(&self) {
-        let root = &self.shared.paths.root;
-        self.files.remove_if(root, |_, s| {
-            s.get()
-                .is_some_and(|h| Arc::ptr_eq(&h.shared, &self.shared))
-        });
-    }
-
-    pub(crate) async fn close(&self) {
-        self.shared
-            .closing
-            .store(true, std::sync::atomic::Ordering::Release);
-        // Not while a hand-over is making this process the owner.
-        let _one = self.shared.handover.lock().await;
-        if let Some(remote) = self.shared.remote() {
-            remote.close();
-            self.shared
-                .events_tx
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
-            self.forget();
-            return;
-        }
-        // The file actor's post_stop stops its children and then the file (see
-        // `tree::shut_down`); commands still in its mailbox are answered `Closed`.
-        if let Some(actor) = self.shared.actor() {
-            let _ = actor.stop_and_wait(None, None).await;
-        }
-        // If the actor had failed, the engine supervisor may not have cleaned up yet.
-        crate::tree::shut_down(&self.shared, &self.parts).await;
-        self.forget();
-    }
-}
-
-/// sled rewrites every free segment of its file when it opens (512 KiB of marker bytes each; a
-/// document that took a large import keeps a few), and its close waits for them with an
-/// fsync. Starting their write-back now, without waiting (`SYNC_FILE_RANGE_WRITE`), lets the
-/// disk work while the open is used, so the close does not pay for it; unlike an fdatasync it
-/// does not stand in front of the commits' own flushes.
-fn start_writeback(db: &std::path::Path) {
-    #[cfg(target_os = "linux")]
-    if let Ok(f) = std::fs::File::open(db) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a plain syscall on a descriptor this function owns for the call's duration.
-        unsafe {
-            libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = db;
 }
 
 #[cfg(test)]

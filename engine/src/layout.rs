@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::EngineError;
+use crate::error::EngineError;
 
 pub const MARKER: &str = "ELFIEE";
 

@@ -1,14 +1,17 @@
-//! The imperative shell around the pure core: one [`FileHandle`] (a sequencer shared with a
-//! ractor actor, a flusher thread and a snapshot thread) per open `.elf`, an append-only sled
+//! The imperative shell around the pure core: one [`FileHandle`] (the file's shared core and
+//! its role here: owner — sequencer, flusher and snapshot threads, a ractor actor for its
+//! lifecycle — or client of the owner process) per open `.elf`, an append-only sled
 //! [`log`], group commit, the [`cmd_index`], snapshots and subscriptions.
 //!
-//! Pipeline of one command (see docs/ARCHITECTURE.md): under the sequencer lock, on the
-//! caller's task, the engine checks idempotency, runs
-//! [`elfiee_capabilities::Registry::execute`] against the working state and seals the events
-//! into the hash chain. A command alone is then written and flushed right there; otherwise it
+//! Pipeline of one command (see docs/ARCHITECTURE.md): every write enters through the owner's
+//! one door (`file::owned::Owned::submit`: this process's commands, the owner socket's, and
+//! another device's events through [`foreign::ForeignLog`]). Under the sequencer lock, on the
+//! caller's task, the engine measures the payload (size and depth, one pass), checks
+//! idempotency, runs [`elfiee_capabilities::Registry::execute_depth_checked`] against the
+//! working state and seals the events into the hash chain. A command alone is then written and flushed right there; otherwise it
 //! goes to the [`commit_queue::CommitQueue`] and the flusher thread writes and flushes
 //! everything queued in one `fsync` (group commit). Either way the events are applied to the
-//! committed state and published before the caller is answered.
+//! committed state and published, each with its [`Origin`], before the caller is answered.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), elfiee_engine::EngineError> {
@@ -25,13 +28,16 @@
 //! # Ok(()) }
 //! ```
 
-mod actor;
+mod children;
 pub mod cmd_index;
 pub mod codec;
 pub mod commit_queue;
+mod config;
 pub mod content;
 mod engine;
 mod error;
+mod file;
+pub mod foreign;
 mod handle;
 pub mod layout;
 pub mod log;
@@ -42,15 +48,16 @@ mod subscription;
 mod sync;
 pub mod tree;
 
+pub use children::{ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild};
+pub use config::{EngineConfig, FixedCtx};
 pub use content::ContentStore;
-pub use engine::{Engine, EngineConfig, FixedCtx};
+pub use engine::Engine;
 pub use error::EngineError;
-pub use handle::{FileHandle, StateView};
+pub use file::core::{Committed, Origin, StateView};
+pub use foreign::ForeignLog;
+pub use handle::{FileHandle, TakeoverHook};
 pub use replay::{
     describe_kinds, replay, replay_log, replay_with, stored_snapshots, verify, verify_log,
     verify_with, ReplayReport, VerifyInputs, VerifyReport,
 };
 pub use subscription::Subscription;
-pub use tree::{
-    ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild, TakeoverHook,
-};

@@ -25,17 +25,12 @@ use std::sync::Mutex;
 use elfiee_model::{Event, EventHash};
 
 use crate::codec::{self, event_key};
-use crate::EngineError;
+use crate::error::EngineError;
 
 /// Side records live in the `events` tree beside the events, under their own first byte, so
 /// they are written in the same atomic batch as the events they belong to and never met by
-/// the event ranges (`e‖seq`, `g‖seq`):
-/// - `m‖first_seq` — the commands of a submission (capability and target each, with their
-///   event counts), when the file records them ([`crate::FileHandle::record_commands`]);
-/// - `f‖seq` — an event that came from another device ([`crate::FileHandle::append_foreign`])
-///   and the bytes its sender keeps with it (its origin);
-/// - `x‖key` — whatever the caller of `append_foreign` keeps beside them (a checkpoint, an
-///   id map).
+/// the event ranges (`e‖seq`, `g‖seq`). Which first bytes exist and what they hold is the
+/// foreign seam's business (`file::foreign`, behind [`crate::foreign`]).
 pub fn side_key(prefix: u8, rest: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(1 + rest.len());
     k.push(prefix);
@@ -128,6 +123,8 @@ pub struct SledEventLog {
     sync: SledSync,
     /// Highest seq handed to [`EventLog::write_group`].
     written_seq: AtomicU64,
+    /// Reads of side records since the log was opened ([`SledEventLog::side_reads`]).
+    side_reads: AtomicU64,
     /// `events.pack`, opened when a group is first written or read.
     pack: GroupPack,
 }
@@ -471,23 +468,43 @@ impl SledEventLog {
             events,
             sync,
             written_seq: AtomicU64::new(0),
+            side_reads: AtomicU64::new(0),
             pack,
         })
     }
 
     /// A record kept beside the events ([`side_key`]).
     pub fn side(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.side_reads.fetch_add(1, Ordering::Relaxed);
         Ok(self.events.get(key)?.map(|v| v.to_vec()))
     }
 
     /// The side record with the greatest key in `from..=to`.
     pub fn side_before(&self, from: &[u8], to: &[u8]) -> Result<Option<SideRecord>, EngineError> {
+        self.side_reads.fetch_add(1, Ordering::Relaxed);
         Ok(self
             .events
             .range(from..=to)
             .next_back()
             .transpose()?
             .map(|(k, v)| (k.to_vec(), v.to_vec())))
+    }
+
+    /// The keys of the side records in `from..=to` (one range scan; values are not read).
+    pub fn side_keys(&self, from: &[u8], to: &[u8]) -> Result<Vec<Vec<u8>>, EngineError> {
+        self.side_reads.fetch_add(1, Ordering::Relaxed);
+        self.events
+            .range(from..=to)
+            .keys()
+            .map(|k| Ok(k?.to_vec()))
+            .collect()
+    }
+
+    /// Side-record reads ([`SledEventLog::side`], `side_before`, `side_keys`) since the log was
+    /// opened: the test hook that shows a reader of committed events (an effect) costs no
+    /// storage read per event to learn where an event came from.
+    pub fn side_reads(&self) -> u64 {
+        self.side_reads.load(Ordering::Relaxed)
     }
 
     /// The underlying database (for benchmarks and tools).

@@ -11,9 +11,9 @@ use elfiee_projections::{Folds, Image, State};
 use serde::{Deserialize, Serialize};
 
 use crate::cmd_index;
+use crate::error::EngineError;
 use crate::layout::ElfPaths;
 use crate::log::{read_events, EventLog, SledEventLog};
-use crate::EngineError;
 
 /// How many snapshot files are kept (older ones are deleted after a new one is stored).
 pub const KEEP_SNAPSHOTS: usize = 3;

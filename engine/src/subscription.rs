@@ -1,12 +1,18 @@
 use std::collections::VecDeque;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use elfiee_model::Event;
 use tokio::sync::broadcast::{self, error::RecvError};
 
-use crate::actor::Shared;
-use crate::EngineError;
+use crate::error::EngineError;
+use crate::file::core::{Committed, FileCore};
+
+/// Where a subscription reads the committed events it missed: the owner's log, or the owner
+/// process.
+pub(crate) trait EventSource: Send + Sync {
+    /// Committed events `from..=to` with their origins.
+    fn read_committed(&self, from: u64, to: u64) -> Result<Vec<Committed>, EngineError>;
+}
 
 /// A stream of committed events, in seq order, with no gaps and no repeats.
 ///
@@ -14,35 +20,31 @@ use crate::EngineError;
 /// never silently dropped: when the channel reports a lag (or a gap), the subscription reads
 /// the missing events from the log and then continues live.
 pub struct Subscription {
-    rx: broadcast::Receiver<Arc<Event>>,
+    rx: broadcast::Receiver<Arc<Committed>>,
     next: u64,
-    shared: Arc<Shared>,
-    backlog: VecDeque<Event>,
+    core: Arc<FileCore>,
+    source: Arc<dyn EventSource>,
+    backlog: VecDeque<Committed>,
     /// How many times this subscriber had to catch up from the log.
     pub catch_ups: u64,
 }
 
 impl Subscription {
-    pub(crate) fn new(shared: Arc<Shared>, from: Option<u64>) -> Subscription {
-        let rx = match shared
-            .events_tx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            Some(tx) => tx.subscribe(),
-            // Closed file: a receiver that reports `Closed` at once, so `recv` drains the log.
-            None => broadcast::channel(1).1,
-        };
+    pub(crate) fn new(
+        core: Arc<FileCore>,
+        source: Arc<dyn EventSource>,
+        from: Option<u64>,
+    ) -> Subscription {
+        // A closed file gives a receiver that reports `Closed` at once: `recv` drains the log.
+        let rx = core.receiver();
         // Subscribe first, then read the watermark: anything published in between has a seq at
         // or below the watermark and is skipped, anything later is received.
-        let next = from
-            .unwrap_or_else(|| shared.committed_seq.load(Ordering::Acquire) + 1)
-            .max(1);
+        let next = from.unwrap_or_else(|| core.last_seq() + 1).max(1);
         Subscription {
             rx,
             next,
-            shared,
+            core,
+            source,
             backlog: VecDeque::new(),
             catch_ups: 0,
         }
@@ -57,12 +59,19 @@ impl Subscription {
     /// or when the log can no longer be read (a subscription that was behind when the file
     /// closed: effects get those events again on the next open, from their checkpoints).
     pub async fn recv(&mut self) -> Option<Event> {
+        self.recv_committed().await.map(|c| c.event)
+    }
+
+    /// Like [`Subscription::recv`], with where the event was decided ([`Committed::origin`]):
+    /// known without reading storage for live events, and with one range scan per catch-up
+    /// from the log.
+    pub async fn recv_committed(&mut self) -> Option<Committed> {
         loop {
-            if let Some(e) = self.backlog.pop_front() {
-                self.next = e.seq + 1;
-                return Some(e);
+            if let Some(c) = self.backlog.pop_front() {
+                self.next = c.event.seq + 1;
+                return Some(c);
             }
-            let committed = self.shared.committed_seq.load(Ordering::Acquire);
+            let committed = self.core.last_seq();
             if committed >= self.next && self.rx.is_empty() {
                 // Older events than the channel holds (subscribed from an earlier seq).
                 if !self.fill_from_log(committed)? {
@@ -71,14 +80,14 @@ impl Subscription {
                 // Nothing could be read yet: wait for the channel rather than ask again.
             }
             match self.rx.recv().await {
-                Ok(e) if e.seq < self.next => continue,
-                Ok(e) if e.seq == self.next => {
+                Ok(c) if c.event.seq < self.next => continue,
+                Ok(c) if c.event.seq == self.next => {
                     self.next += 1;
-                    return Some((*e).clone());
+                    return Some((*c).clone());
                 }
-                Ok(e) => {
-                    self.fill_from_log(e.seq - 1)?;
-                    self.backlog.push_back((*e).clone());
+                Ok(c) => {
+                    self.fill_from_log(c.event.seq - 1)?;
+                    self.backlog.push_back((*c).clone());
                 }
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!(
@@ -86,11 +95,11 @@ impl Subscription {
                         next = self.next,
                         "subscriber lagged; catching up from the log"
                     );
-                    let committed = self.shared.committed_seq.load(Ordering::Acquire);
+                    let committed = self.core.last_seq();
                     self.fill_from_log(committed)?;
                 }
                 Err(RecvError::Closed) => {
-                    let committed = self.shared.committed_seq.load(Ordering::Acquire);
+                    let committed = self.core.last_seq();
                     if committed >= self.next {
                         self.fill_from_log(committed)?;
                         if !self.backlog.is_empty() {
@@ -112,7 +121,7 @@ impl Subscription {
             return Some(true);
         }
         self.catch_ups += 1;
-        match self.shared.read_events(self.next, to) {
+        match self.source.read_committed(self.next, to) {
             Ok(events) => {
                 let empty = events.is_empty();
                 self.backlog.extend(events);

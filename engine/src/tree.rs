@@ -2,147 +2,39 @@
 //!
 //! ```text
 //! EngineSupervisor            one per Engine; cleans up after a file actor that failed
-//!  └─ FileActor               one per .elf this process owns; owns the file's life, serializes
-//!      │                      the commands of other processes, restarts its children
+//!  └─ FileActor               one per .elf this process owns; owns the file's life (its
+//!      │                      close) and restarts its children
 //!      └─ children            registered by the host with FileHandle::supervise (the effect
 //!                             actors of elfiee-adapters); the engine knows none by name
 //! ```
 //!
-//! Commands of this process take a fast path that stays the file actor's own: the actor's
-//! sequencing state lives behind a mutex ([`crate::actor::Sequencer`]) that a local submitter
-//! takes on its own task, exactly as the actor does for the commands in its mailbox (see
-//! docs/ARCHITECTURE.md, "The commit path").
+//! Commands do not pass through these actors: every writer (this process, the owner socket,
+//! sync) calls the owner's one door, `file::owned::Owned::submit`, which sequences on the
+//! writer's own task under a lock (see docs/ARCHITECTURE.md, "The commit path").
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::path::PathBuf;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ractor::{
     Actor, ActorCell, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort, SupervisionEvent,
 };
-use serde::Serialize;
 
-use crate::actor::{FileMsg, Shared};
+pub use crate::children::{
+    BoxFuture, ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild,
+};
+use crate::error::EngineError;
+use crate::file::owned::Owned;
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Starts (or restarts) a child linked to the given supervisor (the file actor's cell).
-pub type StartChild =
-    Arc<dyn Fn(ActorCell) -> BoxFuture<'static, Result<ActorCell, String>> + Send + Sync>;
-
-/// Called with the handle when this process took its file over from an owner that went away
-/// (see [`crate::FileHandle::on_takeover`]).
-pub type TakeoverHook = Arc<dyn Fn(crate::FileHandle) -> BoxFuture<'static, ()> + Send + Sync>;
-
-/// A child the file actor keeps running: started at once, restarted with backoff when it fails.
-#[derive(Clone)]
-pub struct ChildSpec {
-    /// Unique per file (a second spec with the same name replaces nothing and is refused).
-    pub name: String,
-    pub start: StartChild,
-    pub restart: RestartPolicy,
-}
-
-/// How a failed child is restarted.
-#[derive(Clone, Debug)]
-pub struct RestartPolicy {
-    /// Pause before the first restart; it doubles with each failure in a row, up to
-    /// `max_backoff`.
-    pub backoff: Duration,
-    pub max_backoff: Duration,
-    /// Failures in a row after which the child is left stopped ([`ChildState::GaveUp`]).
-    pub max_failures: u32,
-    /// A child that ran this long before failing starts a new series of failures.
-    pub stable_after: Duration,
-}
-
-impl Default for RestartPolicy {
-    fn default() -> Self {
-        RestartPolicy {
-            backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(5),
-            max_failures: 10,
-            stable_after: Duration::from_secs(30),
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChildState {
-    Running,
-    /// Failed; restarts after its backoff.
-    Restarting,
-    /// Ended by itself (or the file is closing).
-    Stopped,
-    /// Failed `max_failures` times in a row; left stopped.
-    GaveUp,
-}
-
-/// What a host can read about a supervised child ([`crate::FileHandle::children`]).
-#[derive(Clone, Debug, Serialize)]
-pub struct ChildStatus {
-    pub name: String,
-    pub state: ChildState,
-    /// Times it was restarted after a failure.
-    pub restarts: u32,
-    pub last_error: Option<String>,
-}
-
-/// One open file as the engine supervisor reports it ([`crate::Engine::status`]).
-#[derive(Clone, Debug, Serialize)]
-pub struct FileStatus {
-    pub path: PathBuf,
-    pub last_seq: u64,
-    pub children: Vec<ChildStatus>,
-}
-
-/// What the file actor owns besides its state: joined (threads) or aborted (the socket task)
-/// when the file closes, by the file actor's `post_stop`, or by the engine supervisor when the
-/// file actor failed.
-pub(crate) struct CloseParts {
-    pub flusher: std::thread::JoinHandle<()>,
-    pub snapshotter: std::thread::JoinHandle<()>,
-    pub server: Option<tokio::task::JoinHandle<()>>,
-}
-
-pub(crate) type SharedParts = Arc<Mutex<Option<CloseParts>>>;
-
-/// Stops what [`CloseParts`] holds, in order: no more requests from other processes, no more
-/// commands, the queued ones committed (the flusher's last round), the last snapshot written,
-/// the log released.
-pub(crate) async fn shut_down(shared: &Arc<Shared>, parts: &SharedParts) {
-    let Some(parts) = parts.lock().unwrap_or_else(|p| p.into_inner()).take() else {
-        return;
-    };
-    if let Some(server) = &parts.server {
-        server.abort();
-        let _ = std::fs::remove_file(crate::remote::socket_path(&shared.paths));
-    }
-    // Refuse further submits (they answer `Closed`); one being sequenced finishes first.
-    shared
-        .sequencer
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
-    shared.queue.close();
-    // The flusher commits what is queued, hands its last snapshot to the snapshot thread and
-    // drops the sender; the snapshot thread then writes what it has and stops.
-    let _ = tokio::task::spawn_blocking(move || {
-        let _ = parts.flusher.join();
-        let _ = parts.snapshotter.join();
-    })
-    .await;
-    shared
-        .events_tx
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .take();
-    shared.log.write().unwrap_or_else(|p| p.into_inner()).take();
-    tracing::info!(path = %shared.paths.root.display(), "closed");
+/// Messages of the file actor: its children (the commands of every writer go to
+/// [`Owned`]'s `submit`, not through this mailbox).
+pub(crate) enum FileMsg {
+    /// Start a child and keep it running (restart with backoff when it fails).
+    Supervise(ChildSpec, Option<RpcReplyPort<Result<(), String>>>),
+    /// The status of every supervised child.
+    Children(RpcReplyPort<Vec<ChildStatus>>),
+    /// A failed child's backoff is over (ignored unless `generation` is still its current one).
+    Restart { name: String, generation: u64 },
 }
 
 // ------------------------------------------------------------------ the file actor
@@ -150,14 +42,17 @@ pub(crate) async fn shut_down(shared: &Arc<Shared>, parts: &SharedParts) {
 /// The file actor: see the module docs.
 pub(crate) struct FileActor;
 
+/// Opens the file here (the actor's own reference given), as the actor starts.
+pub(crate) type OpenFile = Box<
+    dyn FnOnce(ActorRef<FileMsg>) -> BoxFuture<'static, Result<Arc<Owned>, EngineError>> + Send,
+>;
+
 pub(crate) struct FileArgs {
-    /// The handle whose file this actor opens and owns.
-    pub handle: crate::FileHandle,
+    pub open: OpenFile,
 }
 
 pub(crate) struct FileState {
-    shared: Arc<Shared>,
-    parts: SharedParts,
+    owned: Arc<Owned>,
     children: BTreeMap<String, Child>,
     /// Live child actor → its name.
     by_id: HashMap<ActorId, String>,
@@ -178,18 +73,15 @@ impl Actor for FileActor {
     type State = FileState;
     type Arguments = FileArgs;
 
-    /// Opens the file (see [`crate::engine::open_here`]); an error (e.g. `Locked`) is the
-    /// spawn's error.
+    /// Opens the file ([`FileArgs::open`]); an error (e.g. `Locked`) is the spawn's error.
     async fn pre_start(
         &self,
         me: ActorRef<FileMsg>,
         args: FileArgs,
     ) -> Result<FileState, ActorProcessingErr> {
-        let handle = args.handle;
-        crate::engine::open_here(&handle, me).await?;
+        let owned = (args.open)(me).await?;
         Ok(FileState {
-            shared: handle.shared.clone(),
-            parts: handle.closer.parts.clone(),
+            owned,
             children: BTreeMap::new(),
             by_id: HashMap::new(),
         })
@@ -202,10 +94,6 @@ impl Actor for FileActor {
         st: &mut FileState,
     ) -> Result<(), ActorProcessingErr> {
         match msg {
-            // From the owner socket: always through the flusher, so the commands of many
-            // client processes share flushes.
-            FileMsg::Submit(cmd, reply) => st.shared.submit(vec![cmd], reply, false),
-            FileMsg::SubmitAll(cmds, reply) => st.shared.submit(cmds, reply, false),
             FileMsg::Supervise(spec, reply) => {
                 if st.children.contains_key(&spec.name) {
                     let why = format!(
@@ -296,7 +184,7 @@ impl Actor for FileActor {
         st.by_id.clear();
         me.stop_children_and_wait(Some("file closed".into()), Some(Duration::from_secs(10)))
             .await;
-        shut_down(&st.shared, &st.parts).await;
+        st.owned.shut_down().await;
         Ok(())
     }
 }
@@ -354,8 +242,9 @@ pub(crate) enum EngineMsg {
     /// A file actor started under this supervisor, and what to clean up if it fails.
     Watch {
         actor: ActorRef<FileMsg>,
-        shared: Arc<Shared>,
-        parts: SharedParts,
+        owned: Arc<Owned>,
+        /// Removes the file from the engine's open files (if it is still this one).
+        forget: Box<dyn FnOnce() + Send + Sync>,
     },
     /// Every file open here, with its children.
     Status(RpcReplyPort<Vec<FileStatus>>),
@@ -363,29 +252,26 @@ pub(crate) enum EngineMsg {
 
 pub(crate) struct Watched {
     actor: ActorRef<FileMsg>,
-    shared: Arc<Shared>,
-    parts: SharedParts,
+    owned: Arc<Owned>,
+    forget: Box<dyn FnOnce() + Send + Sync>,
 }
 
 pub(crate) struct EngineState {
     files: HashMap<ActorId, Watched>,
-    /// The engine's registry of open files, to forget one whose actor failed.
-    registry: Arc<dashmap::DashMap<PathBuf, crate::engine::Slot>>,
 }
 
 impl Actor for EngineSupervisor {
     type Msg = EngineMsg;
     type State = EngineState;
-    type Arguments = Arc<dashmap::DashMap<PathBuf, crate::engine::Slot>>;
+    type Arguments = ();
 
     async fn pre_start(
         &self,
         _me: ActorRef<EngineMsg>,
-        registry: Self::Arguments,
+        _: (),
     ) -> Result<EngineState, ActorProcessingErr> {
         Ok(EngineState {
             files: HashMap::new(),
-            registry,
         })
     }
 
@@ -398,15 +284,15 @@ impl Actor for EngineSupervisor {
         match msg {
             EngineMsg::Watch {
                 actor,
-                shared,
-                parts,
+                owned,
+                forget,
             } => {
                 st.files.insert(
                     actor.get_id(),
                     Watched {
                         actor,
-                        shared,
-                        parts,
+                        owned,
+                        forget,
                     },
                 );
             }
@@ -416,11 +302,8 @@ impl Actor for EngineSupervisor {
                     let children =
                         ractor::call_t!(w.actor, FileMsg::Children, 5_000).unwrap_or_default();
                     out.push(FileStatus {
-                        path: w.shared.paths.root.clone(),
-                        last_seq: w
-                            .shared
-                            .committed_seq
-                            .load(std::sync::atomic::Ordering::Acquire),
+                        path: w.owned.core.paths.root.clone(),
+                        last_seq: w.owned.core.last_seq(),
                         children,
                     });
                 }
@@ -450,20 +333,16 @@ impl Actor for EngineSupervisor {
         // A file actor that closed its file took its parts; one that failed or was killed
         // did not run its post_stop: stop its children, refuse further commands with the
         // reason, commit what was queued, release the file and forget it.
-        let unclosed = w.parts.lock().unwrap_or_else(|p| p.into_inner()).is_some();
-        if !unclosed {
+        if !w.owned.is_running() {
             return Ok(());
         }
         let why = format!("the file's actor ended ({why}); open the file again");
-        tracing::error!(path = %w.shared.paths.root.display(), error = %why, "closing the file its actor left open");
-        *w.shared.poisoned.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        tracing::error!(path = %w.owned.core.paths.root.display(), error = %why, "closing the file its actor left open");
+        w.owned.core.set_poisoned(Some(why));
         cell.stop_children_and_wait(Some("file actor ended".into()), None)
             .await;
-        shut_down(&w.shared, &w.parts).await;
-        let root = w.shared.paths.root.clone();
-        st.registry.remove_if(&root, |_, s| {
-            s.get().is_some_and(|h| Arc::ptr_eq(&h.shared, &w.shared))
-        });
+        w.owned.shut_down().await;
+        (w.forget)();
         drop(w.actor);
         Ok(())
     }
@@ -482,7 +361,7 @@ mod tests {
         let engine = Engine::new(EngineConfig::default());
         let file = engine.init(&path, "Alice").await.unwrap();
         assert_eq!(engine.status().await.len(), 1);
-        let actor = file.shared.actor().unwrap();
+        let actor = file.actor().unwrap();
         actor.kill();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while !engine.open_files().is_empty() && std::time::Instant::now() < deadline {

@@ -90,7 +90,10 @@ pub async fn join(
     let node = load_or_make_key(key)?.node();
     let file = Engine::global().create_empty(path).await?;
     let side = elfiee_sync::node::join_records(&node, broker, doc);
-    let stored = file.append_foreign(Vec::new(), side).await;
+    let stored = match file.foreign_log() {
+        Ok(seam) => seam.append(Vec::new(), side).await,
+        Err(e) => Err(e),
+    };
     let elf = file.path().display().to_string();
     file.close().await;
     stored?;

@@ -2,8 +2,9 @@
 //! supervised children of the file actor that move events through JetStream.
 //!
 //! - **The local log** keeps arrival order. This device's commands commit through the engine
-//!   as always (with their command recorded beside them, [`FileHandle::record_commands`]);
-//!   another device's events are appended by ingest ([`FileHandle::append_foreign`]) with
+//!   as always (with their command recorded beside them, [`elfiee_engine::ForeignLog::record_commands`]);
+//!   another device's events are appended by ingest ([`elfiee_engine::ForeignLog::append`], the engine's
+//!   seam for them) with
 //!   their origin kept beside them, the ingest checkpoint in the same atomic batch. `verify`
 //!   holds: it is one hash chain.
 //! - **The follower** ([`SyncNode`]'s `catch_up`) reads the log in seq order. It seals each
@@ -71,7 +72,11 @@ const CONFIG_SIDE: &[u8] = b"sync.config";
 /// The node id a side record holds (`NODE_SIDE`: this device's, `GENESIS_SIDE`: the
 /// stream's first).
 fn side_node(file: &FileHandle, key: &[u8]) -> Result<Option<NodeId>, SyncError> {
-    Ok(file.side(key)?.and_then(|b| b.try_into().ok()).map(NodeId))
+    Ok(file
+        .foreign_log()?
+        .side(key)?
+        .and_then(|b| b.try_into().ok())
+        .map(NodeId))
 }
 
 fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
@@ -81,6 +86,7 @@ fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
 /// The ingest checkpoint: the stream sequence up to which every message is settled.
 fn ingested(file: &FileHandle) -> Result<u64, SyncError> {
     Ok(file
+        .foreign_log()?
         .side(INGEST_SIDE)?
         .and_then(|b| b.try_into().ok())
         .map(u64::from_be_bytes)
@@ -89,6 +95,7 @@ fn ingested(file: &FileHandle) -> Result<u64, SyncError> {
 
 fn adopted(file: &FileHandle) -> Result<Vec<(NodeId, u64)>, SyncError> {
     Ok(file
+        .foreign_log()?
         .side(ADOPTED_SIDE)?
         .and_then(|b| rmp_serde::from_slice(&b).ok())
         .unwrap_or_default())
@@ -101,7 +108,7 @@ pub fn synced_state(file: &FileHandle, registry: Registry) -> Result<Option<Stat
 }
 
 /// The side records a device that joins a document starts with (its node, the broker and
-/// the document's name), for [`FileHandle::append_foreign`] on an empty file.
+/// the document's name), for [`elfiee_engine::ForeignLog::append`] on an empty file.
 pub fn join_records(node: &NodeId, url: &str, doc: &str) -> Vec<(Vec<u8>, Vec<u8>)> {
     vec![
         (NODE_SIDE.to_vec(), node.0.to_vec()),
@@ -117,6 +124,7 @@ fn config_record(url: &str, doc: &str) -> Vec<u8> {
 /// The broker URL and document name a file was last synced with (`None`: never).
 pub fn recorded_config(file: &FileHandle) -> Result<Option<(String, String)>, SyncError> {
     Ok(file
+        .foreign_log()?
         .side(CONFIG_SIDE)?
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .map(|v| {
@@ -370,7 +378,7 @@ impl Core {
     /// foreign one, else sealed here (by this node, or by the node a copied file adopted).
     fn read_sealed(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
         let seq = e.seq;
-        match file.foreign(seq)? {
+        match file.foreign_log()?.origin(seq)? {
             Some(bytes) => SyncEvent::decode(&bytes)
                 .map_err(|r| SyncError::Engine(format!("the origin kept with event {seq}: {r}"))),
             None => {
@@ -390,6 +398,7 @@ impl Core {
     fn seal(&self, file: &FileHandle, e: &Event, author: NodeId) -> Result<SyncEvent, SyncError> {
         // Events from before the file recorded commands: the event's kind on its entity.
         let (cap, target) = file
+            .foreign_log()?
             .command_of(e.seq)?
             .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
         let chain = self.chains.get(&author).map_or(&[][..], |c| c);
@@ -448,7 +457,7 @@ impl SyncNode {
         if !valid_doc_name(&config.doc) {
             return Err(SyncError::BadName(config.doc.clone()));
         }
-        file.record_commands(true);
+        file.foreign_log()?.record_commands(true);
         let key = NodeKey::from_seed(config.key_seed);
         let node = key.node();
         // Which node this file is synced as; a copy from another device adopts that node's
@@ -470,11 +479,11 @@ impl SyncNode {
             }
         }
         let recorded = config_record(&config.url, &config.doc);
-        if file.side(CONFIG_SIDE)?.as_deref() != Some(&recorded[..]) {
+        if file.foreign_log()?.side(CONFIG_SIDE)?.as_deref() != Some(&recorded[..]) {
             side.push((CONFIG_SIDE.to_vec(), recorded));
         }
         if !side.is_empty() {
-            file.append_foreign(Vec::new(), side).await?;
+            file.foreign_log()?.append(Vec::new(), side).await?;
         }
         let mut core = Core::new(registry, node, Some(key));
         core.adopted = adopted;
@@ -521,7 +530,8 @@ impl SyncNode {
         });
         inner.refresh_status(|_| {});
         // Readers of the file see the merged state.
-        file.set_view(Some(Arc::new(MergedView(Arc::downgrade(&inner)))));
+        file.foreign_log()?
+            .set_view(Some(Arc::new(MergedView(Arc::downgrade(&inner)))));
         for role in [Role::Follower, Role::Publisher, Role::Ingest] {
             let inner = inner.clone();
             let spec = elfiee_engine::tree::ChildSpec {
@@ -752,7 +762,9 @@ impl Inner {
                 .and_then(NodeId::from_hex)
                 .ok_or_else(|| format!("the stream {name} does not name its first device"))?;
             self.file
-                .append_foreign(
+                .foreign_log()
+                .map_err(|e| e.to_string())?
+                .append(
                     Vec::new(),
                     vec![(GENESIS_SIDE.to_vec(), genesis.0.to_vec())],
                 )
@@ -764,7 +776,7 @@ impl Inner {
     }
 }
 
-/// The merged state as the file's readers' view ([`FileHandle::set_view`]).
+/// The merged state as the file's readers' view ([`elfiee_engine::ForeignLog::set_view`]).
 struct MergedView(std::sync::Weak<Inner>);
 
 impl elfiee_engine::StateView for MergedView {

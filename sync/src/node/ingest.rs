@@ -73,7 +73,8 @@ pub(super) async fn fetch_body(
             .map_err(|e| format!("{}: {e}", path.display()))?;
         inner
             .file
-            .put_content_from(r, std::io::BufReader::new(&file))
+            .foreign_log()
+            .and_then(|f| f.put_content_from(r, std::io::BufReader::new(&file)))
             .map_err(|e| format!("body {}: {e}", r.hash))
     });
     drop(file);
@@ -316,7 +317,8 @@ pub(super) async fn store_batch(
     }
     for (e, _) in &queued {
         for r in elfiee_projections::content::event_refs(&e.value) {
-            if !inner.file.has_content(&r).map_err(|e| e.to_string())? {
+            let has = inner.file.foreign_log().and_then(|f| f.has_content(&r));
+            if !has.map_err(|e| e.to_string())? {
                 fetch_body(inner, stream, &r).await?;
             }
         }
@@ -330,7 +332,9 @@ pub(super) async fn store_batch(
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
     let stored = inner
         .file
-        .append_foreign(events, side)
+        .foreign_log()
+        .map_err(|e| format!("cannot store events from the broker: {e}"))?
+        .append(events, side)
         .await
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;
     // The follower folds them as they are (no reading back).

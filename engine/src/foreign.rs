@@ -1,0 +1,127 @@
+//! The engine's one seam for events decided on another device (what sync uses; the rest of
+//! the engine knows nothing of sync).
+//!
+//! [`FileHandle::foreign_log`] gives a [`ForeignLog`] in the process that owns the file. With
+//! it a synchronizer:
+//! - appends another device's events ([`ForeignLog::append`]): each gets the next local seq
+//!   and joins the hash chain, through the same door as every other write (the owner's
+//!   `submit`), with no handler run and no command indexed — the sender decided them. The
+//!   bytes it keeps with each (its origin) are stored beside the event, and subscribers get
+//!   the event marked [`Origin::Foreign`], so effects skip it without a storage read;
+//! - keeps its own records beside them, in the same atomic batch ([`ForeignLog::side`]);
+//! - asks which command a local event came from ([`ForeignLog::record_commands`],
+//!   [`ForeignLog::command_of`]), to seal local events with it;
+//! - stores bodies that arrived from another device in the content store
+//!   ([`ForeignLog::put_content_from`]);
+//! - shows readers its merged state instead of the committed one ([`ForeignLog::set_view`]).
+//!
+//! How these are stored (the `m‖`, `f‖` and `x‖` side records) is `file::foreign`'s business.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use elfiee_model::{ContentRef, Event};
+
+use crate::error::EngineError;
+pub use crate::file::core::{Committed, Origin, StateView};
+use crate::file::foreign as keys;
+use crate::file::owned::{Owned, Submission};
+use crate::handle::FileHandle;
+
+/// Another device's events, and what a synchronizer keeps beside them (see the module docs).
+/// Only in the process that owns the file; dropped with its role (a client that takes the
+/// file over asks for a new one).
+#[derive(Clone)]
+pub struct ForeignLog {
+    owned: Arc<Owned>,
+}
+
+impl FileHandle {
+    /// The seam for another device's events ([`ForeignLog`]); an error when another process
+    /// owns the file, or it is closed.
+    pub fn foreign_log(&self) -> Result<ForeignLog, EngineError> {
+        Ok(ForeignLog {
+            owned: self.owned()?,
+        })
+    }
+}
+
+impl ForeignLog {
+    /// Appends events decided on another device, in one atomic batch with `side` records
+    /// (`(key, value)`; read them with [`ForeignLog::side`]). Each event gets the next local
+    /// seq and joins the hash chain; `origin` is kept beside it ([`ForeignLog::origin`]).
+    /// Answers once they are durable.
+    pub async fn append(
+        &self,
+        events: Vec<(Event, Vec<u8>)>,
+        side: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Vec<Event>, EngineError> {
+        self.owned.log()?;
+        let side = side
+            .into_iter()
+            .map(|(k, v)| (keys::side_record_key(&k), v))
+            .collect();
+        self.owned.submit(Submission::Foreign(events, side)).await
+    }
+
+    /// The `origin` bytes kept with event `seq` when it came from another device
+    /// ([`ForeignLog::append`]); `None` for this file's own events. A storage read: a
+    /// subscriber that only needs to know whether an event is foreign reads
+    /// [`Committed::origin`] instead.
+    pub fn origin(&self, seq: u64) -> Result<Option<Vec<u8>>, EngineError> {
+        self.owned.log()?.side(&keys::origin_key(seq))
+    }
+
+    /// A side record stored by [`ForeignLog::append`].
+    pub fn side(&self, key: &[u8]) -> Result<Option<Vec<u8>>, EngineError> {
+        self.owned.log()?.side(&keys::side_record_key(key))
+    }
+
+    /// Keeps each submission's commands (capability and target) beside its events from now
+    /// on, so [`ForeignLog::command_of`] can name the command an event came from. Off by
+    /// default: it costs one more record per submission.
+    pub fn record_commands(&self, on: bool) {
+        self.owned.record_commands.store(on, Ordering::Release);
+    }
+
+    /// The command (capability, target block) event `seq` came from, when this file recorded
+    /// it ([`ForeignLog::record_commands`]); `None` for an event from before that, or from
+    /// another device.
+    pub fn command_of(&self, seq: u64) -> Result<Option<(String, Option<String>)>, EngineError> {
+        let log = self.owned.log()?;
+        keys::command_of(&log, seq)
+    }
+
+    /// Whether this file's content store holds the body `r` refers to.
+    pub fn has_content(&self, r: &ContentRef) -> Result<bool, EngineError> {
+        self.owned.log()?;
+        self.owned.core.content.contains(r)
+    }
+
+    /// Stores a body that arrived from another device; durable with the next commit (the
+    /// content store is synced before the events that name it).
+    pub fn put_content(&self, text: &str) -> Result<ContentRef, EngineError> {
+        self.owned.log()?;
+        self.owned.core.content.put(text)
+    }
+
+    /// Stores a body from `reader` (exactly `r.len` bytes, hashed on the way; a mismatch
+    /// stores nothing), copied piece by piece: the body is never whole in memory. Durable
+    /// with the next commit.
+    pub fn put_content_from(
+        &self,
+        r: &ContentRef,
+        reader: impl std::io::Read,
+    ) -> Result<(), EngineError> {
+        self.owned.log()?;
+        self.owned.core.content.put_reader(r, reader)
+    }
+
+    /// Shows readers of the file (every handle's `with_state`, `state`, `block`, …, and the
+    /// processes that reach this one through its owner socket) the state `view` gives instead
+    /// of the committed one, which stays what commands are checked against and what
+    /// snapshots and `replay` hold. Sync sets its merged state here; `None` removes it.
+    pub fn set_view(&self, view: Option<Arc<dyn StateView>>) {
+        self.owned.core.set_view(view);
+    }
+}

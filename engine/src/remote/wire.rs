@@ -1,0 +1,148 @@
+//! The owner socket's wire format: frames of a 4-byte big-endian length followed by a
+//! MessagePack body ([`Request`] → [`Response`]), i.e. tokio-util's `LengthDelimitedCodec`
+//! framing. A request connection answers one response per request; a connection that sends
+//! `Subscribe` becomes a one-way stream of `Response::Event`.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream as StdStream;
+use std::path::PathBuf;
+
+use elfiee_model::{Command, Event};
+use serde::{Deserialize, Serialize};
+
+use crate::error::EngineError;
+use crate::file::core::Origin;
+use crate::layout::ElfPaths;
+
+pub const SOCKET_NAME: &str = "owner.sock";
+pub(crate) const MAX_FRAME: usize = 512 * 1024 * 1024;
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Request {
+    Hello,
+    Submit(Command),
+    SubmitAll(Vec<Command>),
+    Events {
+        from: u64,
+        to: u64,
+    },
+    CommandEvents(uuid::Uuid),
+    State,
+    Subscribe {
+        from: u64,
+    },
+    /// Committed events with their origins, as [`Response::Committed`].
+    Committed {
+        from: u64,
+        to: u64,
+    },
+    GetCheckpoint(String),
+    SetCheckpoint(String, u64),
+    Replay,
+    Verify,
+    /// A body from the content store.
+    Content(elfiee_model::ContentRef),
+    /// The state as of a seq (time travel), as [`Response::State`].
+    StateAt(u64),
+    /// Stores bytes in the content store, answered with [`Response::Stored`].
+    PutBytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
+    /// Bytes from the content store, as [`Response::Bytes`].
+    Bytes(elfiee_model::ContentRef),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Response {
+    Hello {
+        pid: u32,
+        last_seq: u64,
+    },
+    Events(Vec<Event>),
+    MaybeEvents(Option<Vec<Event>>),
+    State {
+        seq: u64,
+        state: Vec<u8>,
+    },
+    /// One event of a `Subscribe` stream, and where it was decided.
+    Event(Event, Origin),
+    Committed(Vec<(Event, Origin)>),
+    Checkpoint(u64),
+    Replayed(crate::replay::ReplayReport),
+    Verified(crate::replay::VerifyReport),
+    Content(String),
+    Stored(elfiee_model::ContentRef),
+    Bytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
+    Done,
+    Error(EngineError),
+}
+
+/// Byte vectors as MessagePack binary (not an array of numbers, 1–2 bytes per byte).
+mod serde_bytes_vec {
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Vec<u8>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("bytes")
+            }
+            fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+                Ok(v.to_vec())
+            }
+            fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+                Ok(v)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Vec<u8>, A::Error> {
+                let mut out = Vec::new();
+                while let Some(b) = a.next_element::<u8>()? {
+                    out.push(b);
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_byte_buf(V)
+    }
+}
+
+pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    rmp_serde::to_vec_named(v).unwrap_or_default()
+}
+
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, EngineError> {
+    rmp_serde::from_slice(b)
+        .map_err(|e| EngineError::Storage(format!("bad message from the owner process: {e}")))
+}
+
+pub fn socket_path(paths: &ElfPaths) -> PathBuf {
+    paths.root.join(SOCKET_NAME)
+}
+
+pub(crate) fn write_frame(s: &mut StdStream, body: &[u8]) -> std::io::Result<()> {
+    s.write_all(&(body.len() as u32).to_be_bytes())?;
+    s.write_all(body)
+}
+
+pub(crate) fn read_frame(s: &mut StdStream) -> std::io::Result<Vec<u8>> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)?;
+    let len = u32::from_be_bytes(len) as usize;
+    if len > MAX_FRAME {
+        return Err(std::io::Error::other("frame too large"));
+    }
+    let mut body = vec![0u8; len];
+    s.read_exact(&mut body)?;
+    Ok(body)
+}
+
+pub(crate) fn round_trip(s: &mut StdStream, req: &Request) -> Result<Response, EngineError> {
+    write_frame(s, &encode(req)).map_err(|e| EngineError::Storage(e.to_string()))?;
+    let body = read_frame(s).map_err(|e| EngineError::Storage(e.to_string()))?;
+    decode(&body)
+}
