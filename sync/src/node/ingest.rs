@@ -1,7 +1,19 @@
 //! Ingest: other devices' events from the stream, their bodies fetched into the content
 //! store, each batch judged (signatures, membership, order) and stored once.
 
-use super::*;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, AckKind};
+use elfiee_model::ContentRef;
+use futures_util::StreamExt;
+
+use crate::identity::{EventId, NodeId, Rejection, SyncEvent};
+
+use super::inner::*;
+use super::records::*;
+use super::types::*;
 
 /// Reads a body's chunks from the stream into the content store: chunk by chunk into a file
 /// beside the document, then copied into the store, which checks the hash. Memory holds a

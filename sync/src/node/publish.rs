@@ -1,7 +1,19 @@
 //! The node's children: the supervised loops (follower, publisher, ingest) and the publisher,
 //! which sends this device's sealed events and their bodies to the stream.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, message::PublishMessage};
+use elfiee_model::ContentRef;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+
+use crate::identity::SyncEvent;
+
+use super::ingest::*;
+use super::inner::*;
+use super::records::*;
+use super::types::*;
 
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Role {
@@ -90,32 +102,6 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
         if events.recv().await.is_none() {
             return Ok(());
         }
-    }
-}
-
-/// A pause that doubles per failure in a row.
-pub(super) struct Backoff {
-    next: Duration,
-    first: Duration,
-    max: Duration,
-}
-
-impl Backoff {
-    pub(super) fn new(c: &SyncConfig) -> Backoff {
-        Backoff {
-            next: c.backoff,
-            first: c.backoff,
-            max: c.max_backoff,
-        }
-    }
-
-    pub(super) async fn wait(&mut self) {
-        tokio::time::sleep(self.next).await;
-        self.next = (self.next * 2).min(self.max);
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.next = self.first;
     }
 }
 

@@ -1,0 +1,378 @@
+//! What the node's handle and its two children share: the merged state and what the
+//! follower remembers ([`Core`]), and [`Inner`] (the file, the broker client, the status).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_nats::jetstream::{self};
+use elfiee_capabilities::Registry;
+use elfiee_engine::FileHandle;
+use elfiee_model::Event;
+use elfiee_projections::State;
+use tokio::sync::{watch, Notify};
+
+use crate::identity::{EventId, Keys, NodeId, NodeKey, Origin, SyncEvent};
+use crate::replica::Replica;
+
+use super::records::*;
+use super::types::*;
+
+/// The merged state and what the follower remembers.
+pub(super) struct Core {
+    pub(super) replica: Replica,
+    /// This node, and its key when this is the live node (`replay` seals without one).
+    pub(super) node: NodeId,
+    pub(super) key: Option<NodeKey>,
+    /// Last local seq folded in.
+    pub(super) followed: u64,
+    /// This node's sealed events, by origin seq - 1.
+    pub(super) own: Vec<SyncEvent>,
+    /// Per other node, its latest event in log order.
+    pub(super) heads: BTreeMap<NodeId, EventId>,
+    /// Per node, its events' ids by origin seq - 1 (stored or about to be).
+    pub(super) chains: HashMap<NodeId, Vec<EventId>>,
+    /// Event id → local seq.
+    pub(super) ids: HashMap<EventId, u64>,
+    /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
+    /// events up to each `through` seq are that node's.
+    pub(super) adopted: Vec<(NodeId, u64)>,
+}
+
+impl Core {
+    pub(super) fn new(registry: Registry, node: NodeId, key: Option<NodeKey>) -> Core {
+        Core {
+            replica: Replica::new(registry),
+            node,
+            key,
+            followed: 0,
+            own: Vec::new(),
+            heads: BTreeMap::new(),
+            chains: HashMap::new(),
+            ids: HashMap::new(),
+            adopted: Vec::new(),
+        }
+    }
+
+    /// The merged state as a fresh node over `file`'s log would fold it (for `replay`: no key
+    /// needed, ids and merge order do not depend on signatures).
+    pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+        let Some(node) = recorded_node(file)? else {
+            return Ok(None);
+        };
+        let mut core = Core::new(registry, node, None);
+        core.adopted = adopted(file)?;
+        core.catch_up(file)?;
+        Ok(Some(core.replica.state().clone()))
+    }
+
+    /// Folds the log's events after `followed` into the merged state.
+    pub(super) fn catch_up(&mut self, file: &FileHandle) -> Result<bool, SyncError> {
+        self.catch_up_with(file, BTreeMap::new())
+    }
+
+    /// [`Core::catch_up`] told the foreign events just appended (by local seq), which then
+    /// need not be read back and decoded; when they are all that is new, the log is not read.
+    pub(super) fn catch_up_with(
+        &mut self,
+        file: &FileHandle,
+        mut known: BTreeMap<u64, SyncEvent>,
+    ) -> Result<bool, SyncError> {
+        let last = file.last_seq();
+        if last <= self.followed {
+            return Ok(false);
+        }
+        known.retain(|seq, _| *seq > self.followed);
+        let mut batch = Vec::new();
+        if known.len() as u64 == last - self.followed {
+            for (seq, sealed) in known {
+                self.follow(seq, sealed, &mut batch);
+            }
+        } else {
+            for e in file.events(self.followed + 1)? {
+                let sealed = match known.remove(&e.seq) {
+                    Some(s) => s,
+                    None => self.read_sealed(file, &e)?,
+                };
+                self.follow(e.seq, sealed, &mut batch);
+            }
+        }
+        // One fold for the lot (one rollback at most when some sort before applied ones).
+        if let Err(why) = self.replica.add_many(&batch) {
+            // Ingest stores an event only after what it names, so this is a damaged log.
+            return Err(SyncError::Engine(format!(
+                "the log's events {}..={} cannot join the merge: {why:?}",
+                batch.first().map_or(0, |e| self.ids[&e.id]),
+                self.followed
+            )));
+        }
+        Ok(true)
+    }
+
+    /// Takes local event `seq`, sealed, into the follower's books and `batch`; another node's
+    /// becomes that node's head (what the next own event depends on).
+    pub(super) fn follow(&mut self, seq: u64, sealed: SyncEvent, batch: &mut Vec<SyncEvent>) {
+        if sealed.origin.node != self.node {
+            self.heads.insert(sealed.origin.node, sealed.id);
+        }
+        self.chains
+            .entry(sealed.origin.node)
+            .or_default()
+            .push(sealed.id);
+        self.ids.insert(sealed.id, seq);
+        if sealed.origin.node == self.node {
+            self.own.push(sealed.clone());
+        }
+        batch.push(sealed);
+        self.followed = seq;
+    }
+
+    /// The sealed form of local event `e` as read from the log: the origin kept with a
+    /// foreign one, else sealed here (by this node, or by the node a copied file adopted).
+    pub(super) fn read_sealed(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
+        let seq = e.seq;
+        match file.foreign_log()?.origin(seq)? {
+            Some(bytes) => SyncEvent::decode(&bytes)
+                .map_err(|r| SyncError::Engine(format!("the origin kept with event {seq}: {r}"))),
+            None => {
+                let author = self
+                    .adopted
+                    .iter()
+                    .find(|(_, through)| seq <= *through)
+                    .map_or(self.node, |(n, _)| *n);
+                self.seal(file, e, author)
+            }
+        }
+    }
+
+    /// Seals an event written on this device (see the module docs): by this node, or by the
+    /// node the file was synced as before it was copied here (`author`, unsigned: that node
+    /// published it).
+    pub(super) fn seal(
+        &self,
+        file: &FileHandle,
+        e: &Event,
+        author: NodeId,
+    ) -> Result<SyncEvent, SyncError> {
+        // Events from before the file recorded commands: the event's kind on its entity.
+        let (cap, target) = file
+            .foreign_log()?
+            .command_of(e.seq)?
+            .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
+        let chain = self.chains.get(&author).map_or(&[][..], |c| c);
+        let origin = Origin {
+            node: author,
+            seq: chain.len() as u64 + 1,
+            prev: chain.last().copied(),
+            deps: self
+                .heads
+                .iter()
+                .filter(|(n, _)| **n != author)
+                .map(|(_, id)| *id)
+                .collect(),
+        };
+        let key = self.key.as_ref().filter(|_| author == self.node);
+        Ok(SyncEvent::seal_parts(key, origin, cap, target, e))
+    }
+}
+
+/// Shared by the handle and the two children.
+pub(super) struct Inner {
+    pub(super) file: FileHandle,
+    pub(super) config: SyncConfig,
+    pub(super) node: NodeId,
+    pub(super) core: Mutex<Core>,
+    /// New own events to publish, or a new member list.
+    pub(super) wake_publisher: Notify,
+    pub(super) status: watch::Sender<SyncStatus>,
+    pub(super) client: async_nats::Client,
+    /// Changes when the client connects or loses its connection.
+    pub(super) connection_events: watch::Receiver<u64>,
+    /// Events ingest refused, newest last (at most 100 kept).
+    pub(super) rejected: Mutex<Vec<SyncError>>,
+    /// The publisher's checkpoint ([`publish_checkpoint`]).
+    pub(super) checkpoint_name: String,
+    /// Members' decoded keys.
+    pub(super) keys: Mutex<Keys>,
+}
+
+impl Inner {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn catch_up(&self) -> Result<(), SyncError> {
+        self.catch_up_with(BTreeMap::new())
+    }
+
+    pub(super) fn catch_up_with(&self, known: BTreeMap<u64, SyncEvent>) -> Result<(), SyncError> {
+        let moved = self.lock().catch_up_with(&self.file, known)?;
+        if moved {
+            self.wake_publisher.notify_one();
+            self.refresh_status(|_| {});
+        }
+        Ok(())
+    }
+
+    /// Recomputes the counts in the status, applies `change`, and tells subscribers when
+    /// something moved.
+    pub(super) fn refresh_status(&self, change: impl FnOnce(&mut SyncStatus)) {
+        let (own, events, member, genesis) = {
+            let core = self.lock();
+            let genesis = self.genesis();
+            (
+                core.own.len() as u64,
+                core.replica.len() as u64,
+                self.is_member(core.replica.state(), genesis.as_ref()),
+                genesis,
+            )
+        };
+        let published = self.file.checkpoint(&self.checkpoint_name).unwrap_or(0);
+        let ingested = ingested(&self.file).unwrap_or(0);
+        self.status.send_if_modified(|s| {
+            let before = s.clone();
+            s.own_events = own;
+            s.published = published.min(own);
+            s.to_publish = own.saturating_sub(published);
+            s.ingested = ingested;
+            s.events = events;
+            s.member = member;
+            s.genesis = genesis.map(|g| g.to_hex());
+            change(s);
+            *s != before
+        });
+    }
+
+    pub(super) fn genesis(&self) -> Option<NodeId> {
+        side_node(&self.file, GENESIS_SIDE).ok().flatten()
+    }
+
+    pub(super) fn is_member(&self, state: &State, genesis: Option<&NodeId>) -> bool {
+        genesis == Some(&self.node) || crate::membership::members(state).contains_key(&self.node)
+    }
+
+    pub(super) fn js(&self) -> jetstream::Context {
+        jetstream::context::ContextBuilder::new()
+            .timeout(self.config.timeout)
+            .build(self.client.clone())
+    }
+
+    /// Returns once the client is not connected (at once if it is not now). The client
+    /// queues its event before it updates its state, so the state is looked at again after
+    /// each event and every second.
+    pub(super) async fn disconnected(&self) {
+        let mut events = self.connection_events.clone();
+        while self.client.connection_state() == async_nats::connection::State::Connected {
+            let _ = tokio::time::timeout(Duration::from_secs(1), events.changed()).await;
+        }
+    }
+
+    pub(super) fn offline(&self, why: String) {
+        tracing::debug!(node = %self.node, error = %why, "sync: broker unreachable; retrying");
+        self.refresh_status(|s| {
+            s.online = false;
+            s.last_error = Some(why);
+        });
+    }
+
+    pub(super) fn online(&self) {
+        self.refresh_status(|s| s.online = true);
+    }
+
+    /// The document's stream, waiting (status offline, with backoff) until the broker and the
+    /// stream are there.
+    pub(super) async fn stream_when_ready(
+        &self,
+        js: &jetstream::Context,
+        backoff: &mut Backoff,
+    ) -> jetstream::stream::Stream {
+        loop {
+            match self.stream(js).await {
+                Ok(s) => return s,
+                Err(e) => {
+                    self.offline(e);
+                    backoff.wait().await;
+                }
+            }
+        }
+    }
+
+    /// The document's stream, made by the first node (a document with events of its own and
+    /// none from elsewhere), which records itself as the genesis in the stream's description.
+    /// A node that joins waits until the stream exists and records its genesis.
+    pub(super) async fn stream(
+        &self,
+        js: &jetstream::Context,
+    ) -> Result<jetstream::stream::Stream, String> {
+        let name = self.config.stream();
+        let mut stream = match js.get_stream(&name).await {
+            Ok(s) => s,
+            Err(e)
+                if matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
+            {
+                let founder = {
+                    let core = self.lock();
+                    !core.own.is_empty() && core.own.len() == core.replica.len()
+                };
+                if !founder {
+                    return Err(format!(
+                        "the document's stream {name} does not exist yet; waiting for its first device"
+                    ));
+                }
+                js.get_or_create_stream(jetstream::stream::Config {
+                    name: name.clone(),
+                    subjects: vec![format!("elf.{}.>", self.config.doc)],
+                    duplicate_window: self.config.duplicate_window,
+                    description: Some(format!("elfiee genesis={}", self.node.to_hex())),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| format!("cannot create the stream {name}: {e}"))?
+            }
+            Err(e) => return Err(format!("cannot reach the stream {name}: {e}")),
+        };
+        if self.genesis().is_none() {
+            let info = stream.info().await.map_err(|e| e.to_string())?;
+            let genesis = info
+                .config
+                .description
+                .as_deref()
+                .and_then(|d| d.strip_prefix("elfiee genesis="))
+                .and_then(NodeId::from_hex)
+                .ok_or_else(|| format!("the stream {name} does not name its first device"))?;
+            self.file
+                .foreign_log()
+                .map_err(|e| e.to_string())?
+                .append(
+                    Vec::new(),
+                    vec![(GENESIS_SIDE.to_vec(), genesis.0.to_vec())],
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            self.wake_publisher.notify_one();
+        }
+        Ok(stream)
+    }
+}
+
+/// The merged state as the file's readers' view ([`elfiee_engine::ForeignLog::set_view`]).
+pub(super) struct MergedView(pub(super) std::sync::Weak<Inner>);
+
+impl elfiee_engine::StateView for MergedView {
+    fn view(&self, f: &mut dyn FnMut(&State)) {
+        if let Some(inner) = self.0.upgrade() {
+            let mut core = inner.lock();
+            if let Err(e) = core.catch_up(&inner.file) {
+                tracing::warn!(error = %e, "sync: the merged state could not catch up");
+            }
+            f(core.replica.state());
+        }
+    }
+}
+
+/// The merged state of a synced file, folded from its log alone (what `elfiee replay` shows
+/// for it); `None` for a file that was never synced.
+pub fn synced_state(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+    Core::replay(file, registry)
+}

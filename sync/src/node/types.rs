@@ -1,0 +1,140 @@
+//! How to reach the broker ([`SyncConfig`]), what can go wrong ([`SyncError`]) and what a
+//! device tells about its sync ([`SyncStatus`]).
+
+use std::time::Duration;
+
+use elfiee_engine::EngineError;
+use elfiee_model::ContentRef;
+use serde::Serialize;
+
+use crate::identity::{NodeId, Rejection};
+
+/// How to reach the broker, and as whom.
+#[derive(Clone)]
+pub struct SyncConfig {
+    /// `nats://HOST:PORT`.
+    pub url: String,
+    /// The document's name on the broker: stream `ELF_<doc>`, subjects `elf.<doc>.…`.
+    /// Letters, digits, `-` and `_`.
+    pub doc: String,
+    /// This device's key seed (32 bytes; see [`NodeKey::from_seed`]).
+    pub key_seed: [u8; 32],
+    /// The stream's duplicate window (when this node creates the stream).
+    pub duplicate_window: Duration,
+    /// Most messages ingest fetches and stores in one batch.
+    pub batch: usize,
+    /// Most events the publisher has in flight (published, not yet acknowledged).
+    pub in_flight: usize,
+    /// First pause after the broker failed; doubles up to `max_backoff`.
+    pub backoff: Duration,
+    pub max_backoff: Duration,
+    /// How long a request to the broker may take.
+    pub timeout: Duration,
+}
+
+impl SyncConfig {
+    pub fn new(url: impl Into<String>, doc: impl Into<String>, key_seed: [u8; 32]) -> SyncConfig {
+        SyncConfig {
+            url: url.into(),
+            doc: doc.into(),
+            key_seed,
+            duplicate_window: Duration::from_secs(120),
+            batch: 512,
+            in_flight: 256,
+            backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    pub(super) fn stream(&self) -> String {
+        format!("ELF_{}", self.doc)
+    }
+
+    pub(super) fn events_subject(&self, node: &NodeId) -> String {
+        format!("elf.{}.ev.{}", self.doc, node.to_hex())
+    }
+
+    pub(super) fn blob_subject(&self, r: &ContentRef) -> String {
+        format!("elf.{}.blob.{}", self.doc, r.hash.to_hex())
+    }
+}
+
+/// What went wrong in sync. None of it is an error of a local command.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SyncError {
+    #[error("event {origin}:{origin_seq} from the broker was rejected: {reason}")]
+    Rejected {
+        origin: String,
+        origin_seq: u64,
+        reason: Rejection,
+    },
+    #[error("the document name '{0}' may only hold letters, digits, '-' and '_'")]
+    BadName(String),
+    #[error("{0}")]
+    Engine(String),
+}
+
+impl From<EngineError> for SyncError {
+    fn from(e: EngineError) -> SyncError {
+        SyncError::Engine(e.to_string())
+    }
+}
+
+/// How far this device is in step with the broker.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SyncStatus {
+    /// This device's node id.
+    pub node: String,
+    pub doc: String,
+    pub broker: String,
+    /// The broker answered the last request.
+    pub online: bool,
+    /// The document's first node, once known.
+    pub genesis: Option<String>,
+    /// This node may publish (it is the first node, or the owner added it).
+    pub member: bool,
+    /// This device's own events, sealed.
+    pub own_events: u64,
+    /// Own events the broker acknowledged.
+    pub published: u64,
+    /// Own events not yet acknowledged.
+    pub to_publish: u64,
+    /// Stream sequence of the last message ingest stored.
+    pub ingested: u64,
+    /// Messages on the consumer not yet delivered to ingest (as of its last look).
+    pub to_ingest: u64,
+    /// Events in the merged state (every node's).
+    pub events: u64,
+    /// The merged state's digest.
+    pub digest: String,
+    /// Events ingest refused, newest last (at most 100 kept).
+    pub rejected: Vec<String>,
+    pub last_error: Option<String>,
+}
+
+/// A pause that doubles per failure in a row.
+pub(super) struct Backoff {
+    next: Duration,
+    first: Duration,
+    max: Duration,
+}
+
+impl Backoff {
+    pub(super) fn new(c: &SyncConfig) -> Backoff {
+        Backoff {
+            next: c.backoff,
+            first: c.backoff,
+            max: c.max_backoff,
+        }
+    }
+
+    pub(super) async fn wait(&mut self) {
+        tokio::time::sleep(self.next).await;
+        self.next = (self.next * 2).min(self.max);
+    }
+
+    pub(super) fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
