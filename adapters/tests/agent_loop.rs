@@ -1,6 +1,6 @@
 //! The agent loop with a scripted provider over the real engine.
 
-mod agent_support;
+mod support;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
@@ -12,8 +12,7 @@ use elfiee_adapters::llm::{
     ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, ScriptedProvider, StreamEvent, Usage,
 };
 use elfiee_adapters::{attach, EffectsConfig};
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
-use elfiee_model::Command;
+use elfiee_engine::{Engine, FileHandle};
 use serde_json::{json, Value};
 
 fn tool(id: &str, name: &str, input: Value) -> LlmResponse {
@@ -46,13 +45,12 @@ struct Doc {
 }
 
 async fn doc() -> Doc {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a.elf");
-    let engine = Engine::new(EngineConfig {
-        node_id: "loop".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine.init(&path, "Alice").await.unwrap();
+    let support::Fresh {
+        dir,
+        path,
+        engine,
+        file,
+    } = support::fresh_doc("loop", "a.elf").await;
     for (cap, block, payload) in [
         (
             "core.create",
@@ -70,11 +68,9 @@ async fn doc() -> Doc {
             json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"}),
         ),
     ] {
-        file.submit(Command::new("alice", cap, block, payload))
-            .await
-            .unwrap();
+        support::alice(&file, cap, block, payload).await;
     }
-    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "builder").await;
+    let (agent, agent_editor) = support::create_agent(&file, "alice", "builder").await;
     Doc {
         _dir: dir,
         path,
@@ -482,15 +478,13 @@ async fn a_failed_compaction_falls_back_to_truncation_and_the_session_goes_on() 
 #[tokio::test]
 async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
     let d = doc().await;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "markdown.write",
-            Some("req"),
-            json!({"markdown": "word ".repeat(400)}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "markdown.write",
+        Some("req"),
+        json!({"markdown": "word ".repeat(400)}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
         tool("t2", "elfiee_block_get", json!({"block_id": "impl"})),
@@ -752,25 +746,20 @@ async fn a_broken_terminal_is_a_system_error() {
     let d = doc().await;
     let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
     let name = format!("shell: {}", d.agent_editor);
-    let ev = d
-        .file
-        .submit(Command::new(
-            "alice",
-            "terminal.create",
-            None,
-            json!({"name": name, "shell": "/nonexistent/shell"}),
-        ))
-        .await
-        .unwrap();
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.grant",
-            Some(&ev[0].entity),
-            json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}),
-        ))
-        .await
-        .unwrap();
+    let ev = support::alice(
+        &d.file,
+        "terminal.create",
+        None,
+        json!({"name": name, "shell": "/nonexistent/shell"}),
+    )
+    .await;
+    support::alice(
+        &d.file,
+        "core.grant",
+        Some(&ev[0].entity),
+        json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "shell", json!({"command": "ls"})),
         done("ok"),
@@ -1014,15 +1003,13 @@ async fn approve_all_and_deny_all_answer_asks_but_never_override_deny_rules() {
 #[tokio::test]
 async fn options_come_from_the_agent_config_through_a_provider_factory() {
     let d = doc().await;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "agent.configure",
-            Some(&d.agent),
-            json!({"model": "m-1", "system_prompt": "Be terse."}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "agent.configure",
+        Some(&d.agent),
+        json!({"model": "m-1", "system_prompt": "Be terse."}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([done("hi")]));
     let shared = p.clone();
     let factory: elfiee_adapters::invoke::ProviderFactory = Arc::new(move |cfg| {
@@ -1062,25 +1049,21 @@ async fn the_agents_shell_runs_in_the_referenced_project_after_exporting() {
     .await
     .unwrap();
     let dir = report.block_id;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.link",
-            Some(&d.agent),
-            json!({"to": dir, "relation": "reference"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "core.link",
+        Some(&d.agent),
+        json!({"to": dir, "relation": "reference"}),
+    )
+    .await;
     // A file made in the document, not exported yet.
-    d.file
-        .submit(Command::new(
-            "alice",
-            "directory.add",
-            Some(&dir),
-            json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}\n"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "directory.add",
+        Some(&dir),
+        json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}\n"}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([
         tool(
             "t1",
@@ -1343,15 +1326,13 @@ async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
     )
     .await
     .unwrap();
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.link",
-            Some(&d.agent),
-            json!({"to": report.block_id, "relation": "reference"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "core.link",
+        Some(&d.agent),
+        json!({"to": report.block_id, "relation": "reference"}),
+    )
+    .await;
     s.run_turn("and in the project?", &mut no_ask)
         .await
         .unwrap();
@@ -1383,15 +1364,7 @@ async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
 #[tokio::test]
 async fn knowledge_seeds_are_always_recalled_before_earlier_sessions() {
     let d = doc().await;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "agent.configure",
-            Some(&d.agent),
-            json!({"knowledge": ["The parser lives in src/parser.rs", "Run cargo test before saying done"]}),
-        ))
-        .await
-        .unwrap();
+    support::alice(&d.file, "agent.configure", Some(&d.agent), json!({"knowledge": ["The parser lives in src/parser.rs", "Run cargo test before saying done"]})).await;
     let p = Arc::new(ScriptedProvider::new([
         done("The parser requirement is in block req."),
         done("extended"),

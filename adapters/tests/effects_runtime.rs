@@ -2,8 +2,8 @@
 //! runs are retried and end as failed outcomes, failed effect actors are restarted by the file
 //! actor, and every outcome is recorded exactly once.
 
-mod agent_support;
 mod llm_support;
+mod support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,47 +16,31 @@ use elfiee_adapters::effects::{
 };
 use elfiee_adapters::service::{invoke_agent, run_terminal};
 use elfiee_adapters::{attach, builtin_effects, EffectsConfig};
-use elfiee_engine::{ChildState, Engine, EngineConfig, EngineError, FileHandle, RestartPolicy};
-use elfiee_model::{Command, Event};
+use elfiee_engine::{ChildState, Engine, EngineError, FileHandle, RestartPolicy};
+use elfiee_model::Event;
 use llm_support::{answer_stream, MockServer, Reply};
 use serde_json::json;
 
 async fn doc() -> (tempfile::TempDir, Engine, FileHandle) {
-    let tmp = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "fx".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(tmp.path().join("fx.elf"), "Alice")
-        .await
-        .unwrap();
-    (tmp, engine, file)
+    let d = support::fresh_doc("fx", "fx.elf").await;
+    (d.dir, d.engine, d.file)
 }
 
 /// A terminal block named `name`; its id.
 async fn terminal(file: &FileHandle, name: &str) -> String {
-    file.submit(Command::new(
-        "alice",
-        "terminal.create",
-        None,
-        json!({ "name": name }),
-    ))
-    .await
-    .unwrap()[0]
+    support::alice(&file, "terminal.create", None, json!({ "name": name })).await[0]
         .entity
         .clone()
 }
 
 async fn create(file: &FileHandle, id: &str, block_type: &str) {
-    file.submit(Command::new(
-        "alice",
+    support::alice(
+        &file,
         "core.create",
         None,
         json!({"name": id, "block_type": block_type, "block_id": id}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,15 +53,8 @@ async fn two_invokes_of_two_agents_against_a_1s_provider_finish_within_1_6s_toge
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     let mut agents = Vec::new();
     for name in ["first", "second"] {
-        let (agent, _) = agent_support::create_agent(&file, "alice", name).await;
-        file.submit(Command::new(
-            "alice",
-            "agent.configure",
-            Some(&agent),
-            json!({"base_url": server.base_url, "api_key_env": "ELFIEE_FX_TEST_KEY", "model": "claude-test"}),
-        ))
-        .await
-        .unwrap();
+        let (agent, _) = support::create_agent(&file, "alice", name).await;
+        support::alice(&file, "agent.configure", Some(&agent), json!({"base_url": server.base_url, "api_key_env": "ELFIEE_FX_TEST_KEY", "model": "claude-test"})).await;
         agents.push(agent);
     }
     let started = Instant::now();
@@ -152,15 +129,13 @@ async fn runs_of_two_terminals_overlap_and_runs_of_one_terminal_stay_in_order() 
     std::fs::remove_file(&log).unwrap();
     let mut triggers = Vec::new();
     for label in ["x", "y", "z"] {
-        let ev = file
-            .submit(Command::new(
-                "alice",
-                "terminal.execute",
-                Some(&t1),
-                json!({"command": timed(&log, label, "0.2"), "timeout_secs": 20}),
-            ))
-            .await
-            .unwrap();
+        let ev = support::alice(
+            &file,
+            "terminal.execute",
+            Some(&t1),
+            json!({"command": timed(&log, label, "0.2"), "timeout_secs": 20}),
+        )
+        .await;
         triggers.push(ev[0].clone());
     }
     for t in &triggers {
@@ -297,14 +272,13 @@ fn with_flaky(flaky: &Arc<Flaky>) -> EffectSet {
 }
 
 async fn write(file: &FileHandle, block: &str, text: &str) -> Event {
-    file.submit(Command::new(
-        "alice",
+    support::alice(
+        &file,
         "markdown.write",
         Some(block),
         json!({"markdown": text}),
-    ))
+    )
     .await
-    .unwrap()
     .remove(0)
 }
 

@@ -4,7 +4,7 @@
 //! row fails the test, so a new tool cannot ship with an unchecked description; so does a
 //! description that says the tool is not available.
 
-mod agent_support;
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -79,7 +79,7 @@ async fn fixture() -> Fx {
         service::import_directory(&file, "alice", &proj, None, &Default::default(), |_| {})
             .await
             .unwrap();
-    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "builder").await;
+    let (agent, agent_editor) = support::create_agent(&file, "alice", "builder").await;
     submit(
         "alice",
         "core.link",
@@ -179,7 +179,7 @@ impl Fx {
 }
 
 fn tool_call(id: &str, name: &str, input: Value) -> LlmResponse {
-    agent_support::tool_calls(&[(id, name, input)])
+    support::tool_calls(&[(id, name, input)])
 }
 
 /// An agent-loop session of two steps: the agent rewrites `req`, then its shell rewrites the
@@ -813,7 +813,7 @@ async fn row(tool: &str) -> bool {
                     "proposal_id, prompt and proposed_commands",
                 ],
             );
-            let (_, other) = agent_support::create_agent(&fx.file, "alice", "other").await;
+            let (_, other) = support::create_agent(&fx.file, "alice", "other").await;
             let propose = |who: String, what: &'static str| {
                 let fx = &fx;
                 async move {
