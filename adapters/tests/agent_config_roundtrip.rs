@@ -4,6 +4,7 @@
 //! and folders that did not exist do not exist after. Generated over formattings and contents,
 //! through the real effect code (engine + effects + a project folder on disk).
 
+mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -457,11 +458,7 @@ async fn create_enable_disable(
         "{}",
         off.message
     );
-    fx.settle(&file, std::time::Duration::from_secs(30))
-        .await
-        .unwrap();
-    file.close().await;
-    fx.join().await;
+    support::settle_and_close(&file, fx).await;
     enabled
 }
 

@@ -334,11 +334,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
         4,
         "user, assistant (tool call), tool result, assistant"
     );
-    fx.settle(&d.file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    d.file.close().await;
-    fx.join().await;
+    support::settle_and_close(&d.file, fx).await;
     let ran = std::fs::read_dir(d.path.join("terminals"))
         .unwrap()
         .next()
@@ -369,11 +365,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
         5,
         "the resumed history went to the model"
     );
-    fx.settle(&file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    file.close().await;
-    fx.join().await;
+    support::settle_and_close(&file, fx).await;
     assert_eq!(
         p.requests().len(),
         2,
@@ -703,16 +695,9 @@ async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error()
     ]));
     let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     s.run_turn("try things", &mut no_ask).await.unwrap();
-    let results: Vec<(String, bool)> = s
-        .history()
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            ContentBlock::ToolResult {
-                content, is_error, ..
-            } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
+    let results: Vec<(String, bool)> = support::tool_results(s.history())
+        .into_iter()
+        .map(|(is_error, content)| (content, is_error))
         .collect();
     assert!(
         results[0].1 && results[0].0.starts_with("[failed] exit code 3: oops"),
@@ -734,11 +719,7 @@ async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error()
         "success is the output itself, no prefix: {:?}",
         results[2]
     );
-    fx.settle(&d.file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    d.file.close().await;
-    fx.join().await;
+    support::settle_and_close(&d.file, fx).await;
 }
 
 #[tokio::test]
@@ -768,11 +749,7 @@ async fn a_broken_terminal_is_a_system_error() {
     s.run_turn("ls", &mut no_ask).await.unwrap();
     let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
     assert!(sent.contains("[error] cannot start"), "{sent}");
-    fx.settle(&d.file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    d.file.close().await;
-    fx.join().await;
+    support::settle_and_close(&d.file, fx).await;
 }
 
 #[tokio::test]

@@ -96,17 +96,7 @@ async fn run_fixture(path: &std::path::Path) {
         if let Some(text) = expect.get("text") {
             assert_eq!(out.text, text.as_str().unwrap(), "{name}: final text");
         }
-        let results: Vec<(bool, String)> = session
-            .history()
-            .iter()
-            .flat_map(|m| m.content.iter())
-            .filter_map(|b| match b {
-                ContentBlock::ToolResult {
-                    content, is_error, ..
-                } => Some((*is_error, content.clone())),
-                _ => None,
-            })
-            .collect();
+        let results = support::tool_results(session.history());
         let wanted = expect["tool_results"].as_array().unwrap();
         assert_eq!(
             results.len(),

@@ -149,15 +149,7 @@ async fn project() -> Project {
     let (engine, file, dir, agent) =
         agent_on_folder(&tmp.path().join("a.elf"), &root, "builder").await;
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
-    let notes = support::alice(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "Notes", "block_type": "markdown"}),
-    )
-    .await[0]
-        .entity
-        .clone();
+    let notes = support::create_block(&file, "Notes", "markdown").await;
     Project {
         _tmp: tmp,
         root,
@@ -448,17 +440,7 @@ async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
         agent_on_folder(&tmp.path().join("p.elf"), &root, "prop").await;
     let mut md = Vec::new();
     for name in ["m0", "m1"] {
-        md.push(
-            support::alice(
-                &file,
-                "core.create",
-                None,
-                json!({"name": name, "block_type": "markdown"}),
-            )
-            .await[0]
-                .entity
-                .clone(),
-        );
+        md.push(support::create_block(&file, name, "markdown").await);
     }
     let sid = "prop-session";
     // Each step: (before, after) snapshots; the model's done stack and redo groups.

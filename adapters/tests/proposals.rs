@@ -54,15 +54,7 @@ async fn approving_runs_the_commands_as_the_agent_editor() {
 #[tokio::test]
 async fn an_approval_with_one_unauthorized_command_changes_nothing() {
     let (_d, file, agent, _editor) = setup().await;
-    let owned = support::alice(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "mine", "block_type": "markdown"}),
-    )
-    .await[0]
-        .entity
-        .clone();
+    let owned = support::create_block(&file, "mine", "markdown").await;
     propose(&file, &agent, "p2", json!([
         {"cap_id": "core.create", "payload": {"name": "ok", "block_type": "markdown", "block_id": "ok"}},
         {"cap_id": "core.delete", "block_id": owned, "payload": {}}

@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use elfiee_adapters::llm::{ContentBlock, LlmResponse, Usage};
+use elfiee_adapters::llm::{ContentBlock, LlmResponse, Message, Usage};
+use elfiee_adapters::EffectsHandle;
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
 use elfiee_model::{Command, Event};
 use serde_json::{json, Value};
@@ -96,4 +97,28 @@ pub fn tool_calls(uses: &[(&str, &str, serde_json::Value)]) -> LlmResponse {
         usage: Usage::default(),
         model: "scripted".into(),
     }
+}
+
+/// Every tool result in `history`, in order: `(is_error, content)`.
+pub fn tool_results(history: &[Message]) -> Vec<(bool, String)> {
+    history
+        .iter()
+        .flat_map(|m| m.content.iter())
+        .filter_map(|b| match b {
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => Some((*is_error, content.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Waits (30 s at most) until the effects have handled every committed event, then closes the
+/// document and its effects.
+pub async fn settle_and_close(file: &FileHandle, fx: EffectsHandle) {
+    fx.settle(file, std::time::Duration::from_secs(30))
+        .await
+        .unwrap();
+    file.close().await;
+    fx.join().await;
 }
