@@ -8,7 +8,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use elfiee_adapters::service::{create_agent, import_directory, set_agent_enabled};
+use elfiee_adapters::service::{create_agent, set_agent_enabled};
 use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig};
 use proptest::prelude::*;
@@ -438,10 +438,7 @@ async fn create_enable_disable(
     )
     .await
     .unwrap();
-    let dir = import_directory(&file, "alice", &p.root, None, &Default::default(), |_| {})
-        .await
-        .unwrap()
-        .block_id;
+    let dir = support::import_folder(&file, &p.root).await;
     let on = create_agent(&file, "alice", Some(&dir), None)
         .await
         .unwrap();

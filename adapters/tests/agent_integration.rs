@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
 use std::sync::{Arc, Mutex};
 
-use elfiee_adapters::service::{create_agent, import_directory, set_agent_enabled, AgentResult};
+use elfiee_adapters::service::{create_agent, set_agent_enabled, AgentResult};
 use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::Command;
@@ -107,10 +107,7 @@ async fn open(f: &Fixture, init: bool) -> (FileHandle, EffectsHandle) {
 }
 
 async fn project_dir(f: &Fixture, file: &FileHandle) -> String {
-    import_directory(file, "alice", &f.project, None, &Default::default(), |_| {})
-        .await
-        .unwrap()
-        .block_id
+    support::import_folder(file, &f.project).await
 }
 
 /// A new document with the fixture's project imported: the file, its effects and the

@@ -51,25 +51,9 @@ async fn doc() -> Doc {
         engine,
         file,
     } = support::fresh_doc("loop", "a.elf").await;
-    for (cap, block, payload) in [
-        (
-            "core.create",
-            None,
-            json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
-        ),
-        (
-            "markdown.write",
-            Some("req"),
-            json!({"markdown": "Parse <command> blocks."}),
-        ),
-        (
-            "core.create",
-            None,
-            json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"}),
-        ),
-    ] {
-        support::alice(&file, cap, block, payload).await;
-    }
+    support::requirement(&file, "Parse <command> blocks.").await;
+    let create = json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"});
+    support::alice(&file, "core.create", None, create).await;
     let (agent, agent_editor) = support::create_agent(&file, "alice", "builder").await;
     Doc {
         _dir: dir,
@@ -1015,24 +999,8 @@ async fn the_agents_shell_runs_in_the_referenced_project_after_exporting() {
     let proj = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(proj.path().join("src")).unwrap();
     std::fs::write(proj.path().join("src/main.rs"), "fn main() {}\n").unwrap();
-    let report = elfiee_adapters::service::import_directory(
-        &d.file,
-        "alice",
-        proj.path(),
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    let dir = report.block_id;
-    support::alice(
-        &d.file,
-        "core.link",
-        Some(&d.agent),
-        json!({"to": dir, "relation": "reference"}),
-    )
-    .await;
+    let dir = support::import_folder(&d.file, proj.path()).await;
+    support::reference(&d.file, &d.agent, &dir).await;
     // A file made in the document, not exported yet.
     support::alice(
         &d.file,
@@ -1293,29 +1261,14 @@ async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
     // A referenced directory: its project folder.
     let proj = tempfile::tempdir().unwrap();
     std::fs::write(proj.path().join("README.md"), "# p\n").unwrap();
-    let report = elfiee_adapters::service::import_directory(
-        &d.file,
-        "alice",
-        proj.path(),
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    support::alice(
-        &d.file,
-        "core.link",
-        Some(&d.agent),
-        json!({"to": report.block_id, "relation": "reference"}),
-    )
-    .await;
+    let dir = support::import_folder(&d.file, proj.path()).await;
+    support::reference(&d.file, &d.agent, &dir).await;
     s.run_turn("and in the project?", &mut no_ask)
         .await
         .unwrap();
     let third = working_directory(&p.requests()[3].system);
     let root = d.file.with_state(|st| {
-        st.block(&report.block_id).unwrap().metadata.custom[elfiee_model::EXTERNAL_ROOT_PATH]
+        st.block(&dir).unwrap().metadata.custom[elfiee_model::EXTERNAL_ROOT_PATH]
             .as_str()
             .unwrap()
             .to_owned()

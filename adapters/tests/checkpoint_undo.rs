@@ -98,25 +98,9 @@ async fn agent_on_folder(
 ) -> (Engine, FileHandle, String, String) {
     let engine = Engine::new(EngineConfig::default());
     let file = engine.init(elf, "Alice").await.unwrap();
-    let dir = elfiee_adapters::service::import_directory(
-        &file,
-        "alice",
-        root,
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap()
-    .block_id;
+    let dir = support::import_folder(&file, root).await;
     let (agent, _) = support::create_agent(&file, "alice", name).await;
-    support::alice(
-        &file,
-        "core.link",
-        Some(&agent),
-        json!({"to": dir, "relation": "reference"}),
-    )
-    .await;
+    support::reference(&file, &agent, &dir).await;
     (engine, file, dir, agent)
 }
 

@@ -31,28 +31,9 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
     });
     let file = engine.init(&path, "Alice").await.unwrap();
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
-    support::alice(
-        &file,
-        "core.create",
-        None,
-        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
-    )
-    .await;
-    support::alice(
-        &file,
-        "markdown.write",
-        Some("req"),
-        json!({"markdown": "The parser must accept <command> blocks."}),
-    )
-    .await;
+    support::requirement(&file, "The parser must accept <command> blocks.").await;
     let (agent, agent_editor) = support::create_agent(&file, "alice", "writer").await;
-    support::alice(
-        &file,
-        "core.link",
-        Some(&agent),
-        json!({"to": "req", "relation": "reference"}),
-    )
-    .await;
+    support::reference(&file, &agent, "req").await;
     support::alice(&file, "agent.configure", Some(&agent), json!({"base_url": server.base_url, "api_key_env": "ELFIEE_INVOKE_TEST_KEY", "model": "claude-test"})).await;
 
     let streamed = Arc::new(Mutex::new(String::new()));
@@ -172,15 +153,8 @@ async fn invoke_sends_the_configured_temperature_and_reply_language() {
     let shared = scripted.clone();
     let factory: elfiee_adapters::invoke::ProviderFactory =
         Arc::new(move |_| Ok(shared.clone() as Arc<dyn Provider>));
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "t".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(&dir.path().join("t.elf"), "Alice")
-        .await
-        .unwrap();
+    let doc = support::fresh_doc("t", "t.elf").await;
+    let file = doc.file.clone();
     let fx = attach(
         &file,
         EffectsConfig {

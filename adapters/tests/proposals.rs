@@ -140,13 +140,7 @@ async fn approving_places_a_created_file_in_the_agents_directory() {
     let dir = support::alice(&file, "directory.import", None, json!({"root": "/tmp/story-proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]})).await[0]
         .entity
         .clone();
-    support::alice(
-        &file,
-        "core.link",
-        Some(&agent),
-        json!({"to": dir, "relation": "reference"}),
-    )
-    .await;
+    support::reference(&file, &agent, &dir).await;
     propose(
         &file,
         &agent,

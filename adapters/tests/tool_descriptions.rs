@@ -14,8 +14,7 @@ use elfiee_adapters::agent_loop::{AgentSession, Autonomy, DenyAll, SessionOption
 use elfiee_adapters::llm::{LlmResponse, ScriptedProvider};
 use elfiee_adapters::mcp::tools::{call, call_in_session, catalogue, ToolError};
 use elfiee_adapters::{attach, service, EffectsConfig, EffectsHandle};
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
-use elfiee_model::Command;
+use elfiee_engine::{Engine, FileHandle};
 use serde_json::{json, Value};
 
 struct Fx {
@@ -36,37 +35,13 @@ const REQ: &str = "Parse <command> blocks.";
 /// references an imported project folder (README.md, src/main.rs), and an editor `bob`
 /// without grants. Each row gets its own.
 async fn fixture() -> Fx {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "tools".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(&dir.path().join("a.elf"), "Alice")
-        .await
-        .unwrap();
+    let support::Fresh {
+        dir, engine, file, ..
+    } = support::fresh_doc("tools", "a.elf").await;
     let effects = attach(&file, EffectsConfig::default()).await.unwrap();
-    let submit = |editor: &str, cap: &str, block: Option<&str>, payload: Value| {
-        let file = file.clone();
-        let cmd = Command::new(editor, cap, block, payload);
-        async move { file.submit(cmd).await.unwrap() }
-    };
-    submit(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
-    )
-    .await;
-    submit(
-        "alice",
-        "markdown.write",
-        Some("req"),
-        json!({"markdown": REQ}),
-    )
-    .await;
-    submit(
-        "alice",
+    support::requirement(&file, REQ).await;
+    support::alice(
+        &file,
         "editor.create",
         None,
         json!({"name": "Bob", "editor_id": "bob"}),
@@ -75,25 +50,16 @@ async fn fixture() -> Fx {
     let proj = dir.path().join("project");
     write(&proj.join("README.md"), "# Demo\n");
     write(&proj.join("src/main.rs"), "fn main() {}\n");
-    let report =
-        service::import_directory(&file, "alice", &proj, None, &Default::default(), |_| {})
-            .await
-            .unwrap();
+    let project = support::import_folder(&file, &proj).await;
     let (agent, agent_editor) = support::create_agent(&file, "alice", "builder").await;
-    submit(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": report.block_id, "relation": "reference"}),
-    )
-    .await;
+    support::reference(&file, &agent, &project).await;
     Fx {
         _dir: dir,
         _engine: engine,
         file,
         effects,
         proj,
-        dir: report.block_id,
+        dir: project,
         agent,
         agent_editor,
     }

@@ -3,9 +3,10 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use elfiee_adapters::llm::{ContentBlock, LlmResponse, Message, Usage};
+use elfiee_adapters::service::import_directory;
 use elfiee_adapters::EffectsHandle;
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
 use elfiee_model::{Command, Event};
@@ -121,4 +122,36 @@ pub async fn settle_and_close(file: &FileHandle, fx: EffectsHandle) {
         .unwrap();
     file.close().await;
     fx.join().await;
+}
+
+/// Alice imports the folder `root` (default limits); the directory block's id.
+pub async fn import_folder(file: &FileHandle, root: &Path) -> String {
+    import_directory(file, "alice", root, None, &Default::default(), |_| {})
+        .await
+        .unwrap()
+        .block_id
+}
+
+/// Alice links `from` to `to` as a reference.
+pub async fn reference(file: &FileHandle, from: &str, to: &str) {
+    alice(
+        file,
+        "core.link",
+        Some(from),
+        json!({ "to": to, "relation": "reference" }),
+    )
+    .await;
+}
+
+/// Alice's markdown block `req` ("Requirement") holding `text`.
+pub async fn requirement(file: &FileHandle, text: &str) {
+    let create = json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"});
+    alice(file, "core.create", None, create).await;
+    alice(
+        file,
+        "markdown.write",
+        Some("req"),
+        json!({ "markdown": text }),
+    )
+    .await;
 }
