@@ -3,28 +3,15 @@
 //! verify, `events`, the command index — sees the same events as before, in seq order, and a
 //! changed byte in the pack is reported, never served.
 
+mod common;
+use common::{create, engine};
+
 use std::path::Path;
 
 use elfiee_engine::log::GROUP_MIN_EVENTS;
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use elfiee_engine::FileHandle;
 use elfiee_model::Command;
 use serde_json::json;
-
-fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        node_id: "test-node".into(),
-        ..EngineConfig::default()
-    })
-}
-
-fn create(name: &str) -> Command {
-    Command::new(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": name, "block_type": "markdown"}),
-    )
-}
 
 /// One `directory.import` command with `n` files (more than `n` events).
 fn import(n: usize, tag: &str) -> Command {
@@ -42,14 +29,16 @@ fn import(n: usize, tag: &str) -> Command {
 /// Single events, a group, singles, a second group, singles.
 async fn mixed(path: &Path) -> FileHandle {
     let f = engine().init(path, "Alice").await.unwrap();
-    f.submit(create("before")).await.unwrap();
+    f.submit(create("alice", "before")).await.unwrap();
     let g1 = f.submit(import(GROUP_MIN_EVENTS + 36, "a")).await.unwrap();
     assert!(g1.len() > GROUP_MIN_EVENTS, "{} events", g1.len());
     for i in 0..3 {
-        f.submit(create(&format!("between{i}"))).await.unwrap();
+        f.submit(create("alice", &format!("between{i}")))
+            .await
+            .unwrap();
     }
     f.submit(import(GROUP_MIN_EVENTS * 2, "b")).await.unwrap();
-    f.submit(create("after")).await.unwrap();
+    f.submit(create("alice", "after")).await.unwrap();
     f
 }
 
@@ -99,7 +88,7 @@ async fn grouped_and_single_events_read_back_in_order_after_reopen_and_replay() 
     assert!(expected.len() > GROUP_MIN_EVENTS);
     assert_eq!(by_cmd, expected);
     // And new commands chain on the group's last hash.
-    again.submit(create("later")).await.unwrap();
+    again.submit(create("alice", "later")).await.unwrap();
     let report = again.verify().await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     again.close().await;
@@ -219,13 +208,13 @@ async fn a_process_that_committed_a_bulk_command_snapshots_before_it_closes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
     let f = engine().init(&path, "Alice").await.unwrap();
-    f.submit(create("small")).await.unwrap();
+    f.submit(create("alice", "small")).await.unwrap();
     f.close().await;
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     let before = elfiee_engine::stored_snapshots(&paths);
 
     let f = engine().open(&path).await.unwrap();
-    f.submit(create("one more")).await.unwrap();
+    f.submit(create("alice", "one more")).await.unwrap();
     f.close().await;
     assert_eq!(
         elfiee_engine::stored_snapshots(&paths),
