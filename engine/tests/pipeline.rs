@@ -292,8 +292,7 @@ async fn concurrent_submitters_all_commit_without_gaps() {
         replayed.state_digest, digest,
         "live state == replay of the log"
     );
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }
 
 /// A closed file (snapshots every 10 events) with 25 created blocks: the engine, each command
@@ -343,19 +342,13 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     for (_, file) in &elfiee_engine::stored_snapshots(&paths) {
         std::fs::write(file, b"garbage").unwrap();
     }
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    let report = common::verify_names(&path, "snapshot");
     assert!(!report.ok, "verify flags the bad snapshot");
-    assert!(
-        report.problems.iter().any(|p| p.contains("snapshot")),
-        "{:?}",
-        report.problems
-    );
     let f = e.open(&path).await.unwrap();
     assert_eq!(f.state_digest(), digest);
     f.close().await;
     // The full replay made a snapshot due: closing wrote a good one (and the index) again.
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }
 
 /// Opening from a snapshot decodes only the blocks something reads (issue 11: a CLI call on a
@@ -394,10 +387,7 @@ async fn an_open_decodes_only_the_blocks_it_reads_and_a_flipped_snapshot_byte_is
     f.close().await;
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     let newest = elfiee_engine::stored_snapshots(&paths)[0].1.clone();
-    let mut bytes = std::fs::read(&newest).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x20;
-    std::fs::write(&newest, &bytes).unwrap();
+    common::flip_byte(&newest, |len| len / 2);
     let f = e.open(&path).await.unwrap();
     assert_eq!(
         f.state_digest(),
@@ -435,8 +425,7 @@ async fn a_short_lived_open_costs_what_it_changed_not_a_snapshot() {
         );
         f.close().await;
     }
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }
 
 #[tokio::test]
@@ -548,7 +537,7 @@ async fn a_lost_or_damaged_command_index_is_rebuilt_from_the_log() {
     let (e, sent, _) = file_with_25_blocks(&path).await;
     let index = path.join("commands.idx");
     assert!(index.exists(), "closing stores the command index");
-    assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+    common::verify_ok(&path);
 
     // Resubmitting must stay idempotent whatever happened to the file.
     let resubmit_all = |sent: Vec<(Command, Vec<elfiee_model::Event>)>| {
@@ -567,23 +556,12 @@ async fn a_lost_or_damaged_command_index_is_rebuilt_from_the_log() {
     };
 
     std::fs::remove_file(&index).unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(
-        report.problems.iter().any(|p| p.contains("no index entry")),
-        "verify notices the missing index: {:?}",
-        report.problems
-    );
+    common::verify_names(&path, "no index entry");
     resubmit_all(sent.clone()).await;
-    assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+    common::verify_ok(&path);
 
     std::fs::write(&index, b"garbage, not an index").unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(
-        report.problems.iter().any(|p| p.contains("command index")),
-        "{:?}",
-        report.problems
-    );
+    common::verify_names(&path, "command index");
     resubmit_all(sent).await;
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }

@@ -3,7 +3,9 @@
 
 #![allow(dead_code)]
 
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use std::path::Path;
+
+use elfiee_engine::{Engine, EngineConfig, FileHandle, VerifyReport};
 use elfiee_model::{Command, Event};
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -67,4 +69,31 @@ pub fn run_child(name: &str, env: &[(&str, &str)]) -> (std::process::ExitStatus,
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status, text)
+}
+
+/// Runs `verify` on the document at `path` and checks it found nothing wrong; the report.
+pub fn verify_ok(path: &Path) -> VerifyReport {
+    let report = elfiee_engine::verify(path, |_, _| {}).unwrap();
+    assert!(report.ok, "{:?}", report.problems);
+    report
+}
+
+/// Runs `verify` on the document at `path` and checks one of its problems mentions `needle`;
+/// the report.
+pub fn verify_names(path: &Path, needle: &str) -> VerifyReport {
+    let report = elfiee_engine::verify(path, |_, _| {}).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains(needle)),
+        "verify names {needle:?}: {:?}",
+        report.problems
+    );
+    report
+}
+
+/// Flips one bit (0x20) of the file at `path`, in the byte at `at(file length)`.
+pub fn flip_byte(path: &Path, at: impl FnOnce(usize) -> usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let i = at(bytes.len());
+    bytes[i] ^= 0x20;
+    std::fs::write(path, &bytes).unwrap();
 }
