@@ -15,7 +15,7 @@ use elfiee_adapters::effects::{
     RuntimeConfig,
 };
 use elfiee_adapters::service::{invoke_agent, run_terminal};
-use elfiee_adapters::{attach, builtin_effects, EffectsConfig};
+use elfiee_adapters::{attach, builtin_effects, EffectsConfig, EffectsHandle};
 use elfiee_engine::{ChildState, Engine, EngineError, FileHandle, RestartPolicy};
 use elfiee_model::Event;
 use llm_support::{answer_stream, MockServer, Reply};
@@ -265,6 +265,13 @@ fn runtime(backoff_ms: u64) -> RuntimeConfig {
 }
 
 /// The built-in effects plus `flaky`.
+/// The built-in effects and `flaky` attached to `file`, retrying after `backoff_ms`.
+async fn attach_flaky(file: &FileHandle, flaky: &Arc<Flaky>, backoff_ms: u64) -> EffectsHandle {
+    attach_effects(file, runtime(backoff_ms), with_flaky(flaky))
+        .await
+        .unwrap()
+}
+
 fn with_flaky(flaky: &Arc<Flaky>) -> EffectSet {
     let mut set = builtin_effects(&EffectsConfig::default());
     set.register(Shared(flaky.clone()));
@@ -297,9 +304,7 @@ async fn a_run_that_panics_twice_is_retried_records_once_and_other_effects_keep_
     create(&file, "note", "markdown").await;
     let t = terminal(&file, "t").await;
     let flaky = Flaky::new(2);
-    let fx = attach_effects(&file, runtime(400), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 400).await;
     let trigger = write(&file, "note", "flaky").await;
     // While `flaky` waits for its retries (0.4 s, then 0.8 s), the terminal effect works.
     let out = run_terminal(&file, "alice", &t, "echo meanwhile", Some(10))
@@ -341,9 +346,7 @@ async fn a_trigger_that_always_panics_ends_as_a_failed_outcome_and_the_effect_go
     let (_tmp, _engine, file) = doc().await;
     create(&file, "note", "markdown").await;
     let flaky = Flaky::new(0);
-    let fx = attach_effects(&file, runtime(10), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 10).await;
     let bad = write(&file, "note", "always").await;
     let good = write(&file, "note", "fine").await;
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
@@ -376,9 +379,7 @@ async fn a_failed_effect_actor_is_restarted_from_its_checkpoint_and_the_host_see
     create(&file, "note", "markdown").await;
     let flaky = Flaky::new(0);
     flaky.wants_panics_once.store(true, Ordering::SeqCst);
-    let fx = attach_effects(&file, runtime(10), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 10).await;
     let trigger = write(&file, "note", "fine").await;
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
     assert_eq!(outcomes(&file, &trigger), 1);
@@ -423,9 +424,7 @@ async fn a_trigger_interrupted_by_close_is_finished_once_after_reopen() {
     let (tmp, engine, file) = doc().await;
     create(&file, "note", "markdown").await;
     let flaky = Flaky::new(1);
-    let _fx = attach_effects(&file, runtime(5_000), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let _fx = attach_flaky(&file, &flaky, 5_000).await;
     let trigger = write(&file, "note", "flaky").await;
     // First attempt panics; the retry is 5 s away when the file closes.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -435,9 +434,7 @@ async fn a_trigger_interrupted_by_close_is_finished_once_after_reopen() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     file.close().await;
     let file = engine.open(tmp.path().join("fx.elf")).await.unwrap();
-    let fx = attach_effects(&file, runtime(10), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 10).await;
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
     assert_eq!(outcomes(&file, &trigger), 1);
     assert_eq!(flaky.attempts(trigger.seq), 2);

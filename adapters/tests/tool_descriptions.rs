@@ -14,7 +14,8 @@ use elfiee_adapters::agent_loop::{AgentSession, Autonomy, DenyAll, SessionOption
 use elfiee_adapters::llm::{LlmResponse, ScriptedProvider};
 use elfiee_adapters::mcp::tools::{call, call_in_session, catalogue, ToolError};
 use elfiee_adapters::{attach, service, EffectsConfig, EffectsHandle};
-use elfiee_engine::{Engine, FileHandle};
+use elfiee_engine::{Engine, EngineError, FileHandle};
+use elfiee_model::Event;
 use serde_json::{json, Value};
 
 struct Fx {
@@ -71,6 +72,12 @@ fn write(path: &Path, text: &str) {
 }
 
 impl Fx {
+    /// `editor` approves the proposal a tool call answered with.
+    async fn approve(&self, editor: &str, v: &Value) -> Result<Vec<Event>, EngineError> {
+        let id = v["proposal_id"].as_str().unwrap();
+        service::decide_proposal(&self.file, editor, id, true, None).await
+    }
+
     async fn ok(&self, editor: &str, tool: &str, args: Value) -> Value {
         call(&self.file, editor, tool, args.clone())
             .await
@@ -846,15 +853,7 @@ async fn row(tool: &str) -> bool {
                 Some(REQ),
                 "nothing ran yet"
             );
-            service::decide_proposal(
-                &fx.file,
-                alice,
-                v["proposal_id"].as_str().unwrap(),
-                true,
-                None,
-            )
-            .await
-            .unwrap();
+            fx.approve(alice, &v).await.unwrap();
             assert_eq!(fx.text("req", "markdown").as_deref(), Some("proposed"));
             let by = fx
                 .ok(alice, "elfiee_block_history", json!({"block_id": "req"}))
@@ -867,27 +866,11 @@ async fn row(tool: &str) -> bool {
             assert_eq!(by, json!(agent), "ran as the agent");
             // All or nothing: the second command fails, so the first does not run either.
             let v = fx.ok(&agent, tool, json!({"commands": [cmd("req", "half"), cmd("ghost", "x")], "description": "d"})).await;
-            service::decide_proposal(
-                &fx.file,
-                alice,
-                v["proposal_id"].as_str().unwrap(),
-                true,
-                None,
-            )
-            .await
-            .unwrap_err();
+            fx.approve(alice, &v).await.unwrap_err();
             assert_eq!(fx.text("req", "markdown").as_deref(), Some("proposed"));
             // Checked against the agent's grants: it holds no core.delete on alice's block.
             let v = fx.ok(&agent, tool, json!({"commands": [{"cap_id": "core.delete", "block_id": "req", "payload": {}}], "description": "d"})).await;
-            service::decide_proposal(
-                &fx.file,
-                alice,
-                v["proposal_id"].as_str().unwrap(),
-                true,
-                None,
-            )
-            .await
-            .unwrap_err();
+            fx.approve(alice, &v).await.unwrap_err();
             assert!(fx.block("req").is_some());
         }
         "elfiee_exec" => {
