@@ -28,14 +28,14 @@ async fn doc() -> (tempfile::TempDir, Engine, FileHandle) {
 
 /// A terminal block named `name`; its id.
 async fn terminal(file: &FileHandle, name: &str) -> String {
-    support::alice(&file, "terminal.create", None, json!({ "name": name })).await[0]
+    support::alice(file, "terminal.create", None, json!({ "name": name })).await[0]
         .entity
         .clone()
 }
 
 async fn create(file: &FileHandle, id: &str, block_type: &str) {
     support::alice(
-        &file,
+        file,
         "core.create",
         None,
         json!({"name": id, "block_type": block_type, "block_id": id}),
@@ -280,7 +280,7 @@ fn with_flaky(flaky: &Arc<Flaky>) -> EffectSet {
 
 async fn write(file: &FileHandle, block: &str, text: &str) -> Event {
     support::alice(
-        &file,
+        file,
         "markdown.write",
         Some(block),
         json!({"markdown": text}),

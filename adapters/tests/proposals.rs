@@ -12,7 +12,7 @@ async fn setup() -> (tempfile::TempDir, FileHandle, String, String) {
 }
 
 async fn propose(file: &FileHandle, agent: &str, id: &str, commands: Value) {
-    support::alice(&file, "agent.proposal", Some(agent), json!({
+    support::alice(file, "agent.proposal", Some(agent), json!({
         "trigger_seq": 1, "proposal_id": id, "status": "pending", "prompt": "p", "proposed_commands": commands
     })).await;
 }

@@ -44,7 +44,7 @@ fn actionable(msg: &str) -> bool {
 }
 
 async fn fresh(engine: &Engine, dir: &tempfile::TempDir) -> FileHandle {
-    let f = common::init(&engine, &dir).await;
+    let f = common::init(engine, dir).await;
     common::add_bob(&f).await;
     for (id, ty) in [("doc", "markdown"), ("src", "code")] {
         common::alice(

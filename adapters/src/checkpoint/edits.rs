@@ -100,8 +100,8 @@ pub(super) fn edits_of(file: &FileHandle, editor: &str) -> Result<Edits, EngineE
             files: Vec::new(),
         };
         if let Some(u) = reason.get("undo") {
-            let id = str_field(&u, "undo_id");
-            let commands = str_list(&u, "commands");
+            let id = str_field(u, "undo_id");
+            let commands = str_list(u, "commands");
             e.undos.push((id, commands, range));
         } else if let Some(r) = reason.get("redo") {
             if let Some(id) = r.get("undo_id").and_then(Value::as_str) {
