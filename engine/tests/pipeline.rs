@@ -322,9 +322,7 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
     let (e, _, digest) = file_with_25_blocks(&path).await;
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(f.state_digest(), digest);
-    f.close().await;
+    common::assert_reopens_to(&e, &path, &digest, "reopened from the newest snapshot").await;
     // At most three snapshots stay on disk (written every 10 events: 26 events → 2 here).
     let snaps =
         elfiee_engine::stored_snapshots(&elfiee_engine::layout::ElfPaths::existing(&path).unwrap());
@@ -334,9 +332,13 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     );
     // Damage the newest one: open falls back to an older one (or the log) with the same state.
     std::fs::write(&snaps[0].1, b"garbage").unwrap();
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(f.state_digest(), digest);
-    f.close().await;
+    common::assert_reopens_to(
+        &e,
+        &path,
+        &digest,
+        "an older snapshot or the log stands in for the damaged newest one",
+    )
+    .await;
     // Damage every snapshot: open must ignore them all and replay the full log.
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     for (_, file) in &elfiee_engine::stored_snapshots(&paths) {
@@ -344,9 +346,13 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     }
     let report = common::verify_names(&path, "snapshot");
     assert!(!report.ok, "verify flags the bad snapshot");
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(f.state_digest(), digest);
-    f.close().await;
+    common::assert_reopens_to(
+        &e,
+        &path,
+        &digest,
+        "the full log stands in for the damaged snapshots",
+    )
+    .await;
     // The full replay made a snapshot due: closing wrote a good one (and the index) again.
     common::verify_ok(&path);
 }
@@ -388,13 +394,7 @@ async fn an_open_decodes_only_the_blocks_it_reads_and_a_flipped_snapshot_byte_is
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     let newest = elfiee_engine::stored_snapshots(&paths)[0].1.clone();
     common::flip_byte(&newest, |len| len / 2);
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(
-        f.state_digest(),
-        written,
-        "the damaged snapshot was not used"
-    );
-    f.close().await;
+    common::assert_reopens_to(&e, &path, &written, "the damaged snapshot was not used").await;
 }
 
 #[tokio::test]
@@ -417,13 +417,13 @@ async fn a_short_lived_open_costs_what_it_changed_not_a_snapshot() {
             before,
             "session {i}"
         );
-        let f = e.open(&path).await.unwrap();
-        assert_eq!(
-            f.state_digest(),
-            digest,
-            "snapshot + tail after session {i}"
-        );
-        f.close().await;
+        common::assert_reopens_to(
+            &e,
+            &path,
+            &digest,
+            &format!("snapshot + tail after session {i}"),
+        )
+        .await;
     }
     common::verify_ok(&path);
 }

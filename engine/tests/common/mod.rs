@@ -97,3 +97,11 @@ pub fn flip_byte(path: &Path, at: impl FnOnce(usize) -> usize) {
     bytes[i] ^= 0x20;
     std::fs::write(path, &bytes).unwrap();
 }
+
+/// Opens the document at `path` on `engine`, checks its state digest is `digest` (`why`
+/// otherwise), and closes it.
+pub async fn assert_reopens_to(engine: &Engine, path: &Path, digest: &str, why: &str) {
+    let f = engine.open(path).await.unwrap();
+    assert_eq!(f.state_digest(), digest, "{why}");
+    f.close().await;
+}
