@@ -14,7 +14,7 @@ use elfiee_engine::EngineError;
 use elfiee_model::Event;
 use elfiee_projections::context::{collect_context_with, ContextOptions};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::broadcast;
 
 use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
@@ -22,6 +22,7 @@ use crate::llm::{
     parse_structured_output, AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest,
     Message, OpenAiProvider, Provider, ProviderConfig, Role, StreamEvent,
 };
+use crate::payload::{str_field, str_list};
 
 /// Builds the provider for an agent's configuration.
 pub type ProviderFactory =
@@ -108,11 +109,7 @@ pub struct InvokeEffect {
 }
 
 fn proposal_id(e: &Event) -> String {
-    e.value
-        .get("proposal_id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    str_field(&e.value, "proposal_id")
 }
 
 impl Effect for InvokeEffect {
@@ -140,24 +137,9 @@ impl Effect for InvokeEffect {
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
             let agent_id = e.entity.clone();
-            let prompt = e
-                .value
-                .get("prompt")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+            let prompt = str_field(&e.value, "prompt");
             let proposal_id = proposal_id(e);
-            let extra: Vec<String> = e
-                .value
-                .get("context_block_ids")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let extra: Vec<String> = str_list(&e.value, "context_block_ids");
             // Everything the model sees comes from the committed state: pure, repeatable.
             let (cfg, context, targets) = cx.file.with_state(|s| {
                 let cfg = s

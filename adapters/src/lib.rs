@@ -30,6 +30,7 @@ pub mod invoke;
 pub mod json_file;
 pub mod llm;
 pub mod mcp;
+mod payload;
 pub mod service;
 pub mod terminal;
 

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use crate::effects::wait_for_outcome;
 use crate::errors::rejected;
 use crate::import::{import_folder, sync_folder, ImportLimits, SyncProgress, SyncReport};
+use crate::payload::{str_field, str_list};
 
 /// How long an agent enable/disable may take before the caller stops waiting.
 const AGENT_EFFECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -82,16 +83,7 @@ fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> A
             .block(agent_id)
             .map(|b| b.contents.clone())
             .unwrap_or_default();
-        (
-            c.get("editor_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-            c.get("status")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
-        )
+        (str_field(&c, "editor_id"), str_field(&c, "status"))
     });
     let v = outcome.map(|e| e.value.clone()).unwrap_or_else(
         || json!({"needs_restart": false, "message": "LLM-only agent created", "warnings": []}),
@@ -104,21 +96,8 @@ fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> A
             .get("needs_restart")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        message: v
-            .get("message")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned(),
-        warnings: v
-            .get("warnings")
-            .and_then(Value::as_array)
-            .map(|w| {
-                w.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        message: str_field(&v, "message"),
+        warnings: str_list(&v, "warnings"),
     }
 }
 
@@ -646,12 +625,7 @@ pub async fn invoke_agent(
         ))
         .await?;
     let trigger = events[0].clone();
-    let proposal_id = trigger
-        .value
-        .get("proposal_id")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    let proposal_id = str_field(&trigger.value, "proposal_id");
     let wait = wait_for_outcome(file, "llm", &trigger, Duration::from_secs(900));
     tokio::pin!(wait);
     let outcome = loop {

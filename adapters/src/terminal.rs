@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
+use crate::payload::str_field;
 
 /// The terminal effect; `output_limit`: bytes of stdout / stderr kept per run (the rest is
 /// cut with a note).
@@ -61,12 +62,7 @@ impl Effect for TerminalEffect {
     }
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
-            let command = e
-                .value
-                .get("command")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+            let command = str_field(&e.value, "command");
             let timeout = Duration::from_secs(
                 e.value
                     .get("timeout_secs")

@@ -4,10 +4,11 @@
 //! and folders that did not exist do not exist after. Generated over formattings and contents,
 //! through the real effect code (engine + effects + a project folder on disk).
 
+mod support;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use elfiee_adapters::service::{create_agent, import_directory, set_agent_enabled};
+use elfiee_adapters::service::{create_agent, set_agent_enabled};
 use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig};
 use proptest::prelude::*;
@@ -437,10 +438,7 @@ async fn create_enable_disable(
     )
     .await
     .unwrap();
-    let dir = import_directory(&file, "alice", &p.root, None, &Default::default(), |_| {})
-        .await
-        .unwrap()
-        .block_id;
+    let dir = support::import_folder(&file, &p.root).await;
     let on = create_agent(&file, "alice", Some(&dir), None)
         .await
         .unwrap();
@@ -457,11 +455,7 @@ async fn create_enable_disable(
         "{}",
         off.message
     );
-    fx.settle(&file, std::time::Duration::from_secs(30))
-        .await
-        .unwrap();
-    file.close().await;
-    fx.join().await;
+    support::settle_and_close(&file, fx).await;
     enabled
 }
 

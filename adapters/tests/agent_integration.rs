@@ -1,10 +1,11 @@
 //! The Claude Code integration against real project folders (seed 001 §15, DESIGN.md §7).
 
+mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command as Proc;
 use std::sync::{Arc, Mutex};
 
-use elfiee_adapters::service::{create_agent, import_directory, set_agent_enabled};
+use elfiee_adapters::service::{create_agent, set_agent_enabled, AgentResult};
 use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::Command;
@@ -105,19 +106,21 @@ async fn open(f: &Fixture, init: bool) -> (FileHandle, EffectsHandle) {
     (file, fx)
 }
 
-async fn close(file: FileHandle, fx: EffectsHandle) {
-    fx.settle(&file, std::time::Duration::from_secs(30))
-        .await
-        .unwrap();
-    file.close().await;
-    fx.join().await;
+async fn project_dir(f: &Fixture, file: &FileHandle) -> String {
+    support::import_folder(file, &f.project).await
 }
 
-async fn project_dir(f: &Fixture, file: &FileHandle) -> String {
-    import_directory(file, "alice", &f.project, None, &Default::default(), |_| {})
-        .await
-        .unwrap()
-        .block_id
+/// A new document with the fixture's project imported: the file, its effects and the
+/// directory block's id.
+async fn with_project(f: &Fixture) -> (FileHandle, EffectsHandle, String) {
+    let (file, fx) = open(f, true).await;
+    let dir = project_dir(f, &file).await;
+    (file, fx, dir)
+}
+
+/// Alice creates an agent on the directory block `dir`.
+async fn agent_for(file: &FileHandle, dir: &str) -> AgentResult {
+    create_agent(file, "alice", Some(dir), None).await.unwrap()
 }
 
 fn read_json(p: &Path) -> Value {
@@ -128,11 +131,8 @@ fn read_json(p: &Path) -> Value {
 async fn create_enable_enable_disable_leaves_git_status_exactly_as_before() {
     let f = fixture(true);
     let before = git(&f.project, &["status", "--porcelain", "--ignored"]);
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None)
-        .await
-        .unwrap();
+    let (file, fx, dir) = with_project(&f).await;
+    let r = agent_for(&file, &dir).await;
     assert_eq!((r.status.as_str(), r.needs_restart), ("enabled", true));
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 
@@ -202,14 +202,13 @@ async fn create_enable_enable_disable_leaves_git_status_exactly_as_before() {
         git(&f.project, &["status", "--porcelain", "--ignored"]),
         before
     );
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
 }
 
 #[tokio::test]
 async fn a_project_without_mcp_json_or_skills_has_none_after_disable() {
     let f = fixture(false);
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
+    let (file, fx, dir) = with_project(&f).await;
     let r = create_agent(&file, "alice", Some(&dir), Some("helper"))
         .await
         .unwrap();
@@ -230,24 +229,21 @@ async fn a_project_without_mcp_json_or_skills_has_none_after_disable() {
     }
     assert!(f.project.join(".claude/keep.txt").exists());
     assert_eq!(git(&f.project, &["status", "--porcelain", "--ignored"]), "");
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
 }
 
 #[tokio::test]
 async fn reopening_or_replaying_after_a_manual_delete_does_not_redo_io() {
     let f = fixture(false);
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
-    create_agent(&file, "alice", Some(&dir), None)
-        .await
-        .unwrap();
-    close(file, fx).await;
+    let (file, fx, dir) = with_project(&f).await;
+    agent_for(&file, &dir).await;
+    support::settle_and_close(&file, fx).await;
     std::fs::remove_file(f.project.join(".mcp.json")).unwrap();
 
     let runs = Arc::new(Mutex::new(Vec::new()));
     let file = f.engine.open(&f.elf).await.unwrap();
     let fx = attach(&file, config(Some(runs.clone()))).await.unwrap();
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
     assert!(
         runs.lock().unwrap().is_empty(),
         "no effect ran on reopen: {:?}",
@@ -265,8 +261,7 @@ async fn reopening_or_replaying_after_a_manual_delete_does_not_redo_io() {
 async fn missing_claude_dir_is_refused_before_anything_is_committed() {
     let f = fixture(false);
     std::fs::remove_dir_all(f.project.join(".claude")).unwrap();
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
+    let (file, fx, dir) = with_project(&f).await;
     let seq = file.last_seq();
     let err = create_agent(&file, "alice", Some(&dir), None)
         .await
@@ -279,17 +274,14 @@ async fn missing_claude_dir_is_refused_before_anything_is_committed() {
         )
     );
     assert_eq!(file.last_seq(), seq);
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
 }
 
 #[tokio::test]
 async fn a_duplicate_agent_for_one_project_is_refused() {
     let f = fixture(false);
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
-    let first = create_agent(&file, "alice", Some(&dir), None)
-        .await
-        .unwrap();
+    let (file, fx, dir) = with_project(&f).await;
+    let first = agent_for(&file, &dir).await;
     let err = create_agent(&file, "alice", Some(&dir), None)
         .await
         .unwrap_err();
@@ -300,18 +292,15 @@ async fn a_duplicate_agent_for_one_project_is_refused() {
         )),
         "{err}"
     );
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
 }
 
 #[tokio::test]
 async fn invalid_json_is_a_warning_and_the_file_is_left_untouched() {
     let f = fixture(false);
     std::fs::write(f.project.join(".mcp.json"), "{ broken").unwrap();
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None)
-        .await
-        .unwrap();
+    let (file, fx, dir) = with_project(&f).await;
+    let r = agent_for(&file, &dir).await;
     assert!(
         r.warnings
             .iter()
@@ -335,7 +324,7 @@ async fn invalid_json_is_a_warning_and_the_file_is_left_untouched() {
         "{ broken"
     );
     assert!(!f.project.join(".claude/mcp.json").exists());
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
 }
 
 #[tokio::test]
@@ -351,11 +340,8 @@ async fn a_foreign_symlink_or_real_directory_is_never_removed() {
         } else {
             std::os::unix::fs::symlink(&f.project, &link).unwrap();
         }
-        let (file, fx) = open(&f, true).await;
-        let dir = project_dir(&f, &file).await;
-        let r = create_agent(&file, "alice", Some(&dir), None)
-            .await
-            .unwrap();
+        let (file, fx, dir) = with_project(&f).await;
+        let r = agent_for(&file, &dir).await;
         assert!(
             r.warnings.iter().any(|w| w.contains("left alone")),
             "{:?}",
@@ -372,7 +358,7 @@ async fn a_foreign_symlink_or_real_directory_is_never_removed() {
         } else {
             assert_eq!(std::fs::read_link(&link).unwrap(), f.project);
         }
-        close(file, fx).await;
+        support::settle_and_close(&file, fx).await;
     }
 }
 
@@ -389,9 +375,7 @@ async fn enabling_needs_ownership_or_a_grant() {
     .await
     .unwrap();
     let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None)
-        .await
-        .unwrap();
+    let r = agent_for(&file, &dir).await;
     let err = set_agent_enabled(&file, "bob", &r.agent_block_id, false)
         .await
         .unwrap_err();
@@ -420,25 +404,22 @@ async fn enabling_needs_ownership_or_a_grant() {
         "bob",
         "the outcome is attributed to the editor who asked"
     );
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
 }
 
 #[tokio::test]
 async fn every_outcome_is_committed_once_per_trigger() {
     let f = fixture(false);
-    let (file, fx) = open(&f, true).await;
-    let dir = project_dir(&f, &file).await;
-    let r = create_agent(&file, "alice", Some(&dir), None)
-        .await
-        .unwrap();
+    let (file, fx, dir) = with_project(&f).await;
+    let r = agent_for(&file, &dir).await;
     for on in [true, false, true] {
         set_agent_enabled(&file, "alice", &r.agent_block_id, on)
             .await
             .unwrap();
     }
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
     let (file, fx) = open(&f, false).await;
-    close(file, fx).await;
+    support::settle_and_close(&file, fx).await;
     let file = f.engine.open(&f.elf).await.unwrap();
     let events = file.events(1).unwrap();
     let triggers = events

@@ -1,15 +1,18 @@
 //! The agent loop with a scripted provider over the real engine.
 
-mod agent_support;
+mod support;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 
 use elfiee_adapters::agent_loop::{
     Action, AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions, StopReason,
 };
-use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
+use elfiee_adapters::effects::BoxFuture;
+use elfiee_adapters::llm::{
+    ContentBlock, LlmError, LlmRequest, LlmResponse, Provider, ScriptedProvider, StreamEvent, Usage,
+};
 use elfiee_adapters::{attach, EffectsConfig};
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
-use elfiee_model::Command;
+use elfiee_engine::{Engine, FileHandle};
 use serde_json::{json, Value};
 
 fn tool(id: &str, name: &str, input: Value) -> LlmResponse {
@@ -42,38 +45,16 @@ struct Doc {
 }
 
 async fn doc() -> Doc {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("a.elf");
-    let engine = Engine::new(EngineConfig {
-        node_id: "loop".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine.init(&path, "Alice").await.unwrap();
-    file.submit(Command::new(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
-    ))
-    .await
-    .unwrap();
-    file.submit(Command::new(
-        "alice",
-        "markdown.write",
-        Some("req"),
-        json!({"markdown": "Parse <command> blocks."}),
-    ))
-    .await
-    .unwrap();
-    file.submit(Command::new(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"}),
-    ))
-    .await
-    .unwrap();
-    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "builder").await;
+    let support::Fresh {
+        dir,
+        path,
+        engine,
+        file,
+    } = support::fresh_doc("loop", "a.elf").await;
+    support::requirement(&file, "Parse <command> blocks.").await;
+    let create = json!({"name": "parser.rs", "block_type": "code", "block_id": "impl"});
+    support::alice(&file, "core.create", None, create).await;
+    let (agent, agent_editor) = support::create_agent(&file, "alice", "builder").await;
     Doc {
         _dir: dir,
         path,
@@ -82,6 +63,23 @@ async fn doc() -> Doc {
         agent,
         agent_editor,
     }
+}
+
+impl Doc {
+    /// A new session of the document's agent, talking to alice.
+    fn session(&self, o: SessionOptions) -> AgentSession {
+        open_session(&self.file, &self.agent, None, o)
+    }
+}
+
+/// Alice's session `id` (a new one with `None`) with `agent` on `file`.
+fn open_session(
+    file: &FileHandle,
+    agent: &str,
+    id: Option<&str>,
+    o: SessionOptions,
+) -> AgentSession {
+    AgentSession::open(file, "alice", agent, id, o).unwrap()
 }
 
 fn options(p: &Arc<ScriptedProvider>, autonomy: Autonomy, rules: Vec<Rule>) -> SessionOptions {
@@ -93,6 +91,32 @@ fn options(p: &Arc<ScriptedProvider>, autonomy: Autonomy, rules: Vec<Rule>) -> S
 
 fn no_ask(tool: &str, _: &Value) -> Confirm {
     panic!("unexpected confirmation for {tool}")
+}
+
+/// A provider's answer to one call.
+type Answer = BoxFuture<'static, Result<LlmResponse, LlmError>>;
+
+/// A scripted provider with a hook that sees every request first and answers it itself
+/// (`Some`) or leaves it to the script (`None`).
+struct Hooked<F> {
+    script: ScriptedProvider,
+    hook: F,
+}
+
+impl<F: Fn(&LlmRequest) -> Option<Answer> + Send + Sync> Provider for Hooked<F> {
+    fn name(&self) -> &'static str {
+        "hooked"
+    }
+    fn complete<'a>(
+        &'a self,
+        req: &'a LlmRequest,
+        on_event: &'a mut (dyn FnMut(StreamEvent) + Send),
+    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+        match (self.hook)(req) {
+            Some(answer) => answer,
+            None => self.script.complete(req, on_event),
+        }
+    }
 }
 
 #[tokio::test]
@@ -112,14 +136,7 @@ async fn the_agent_reads_a_requirement_writes_code_and_links_it_as_itself() {
         ),
         done("Implemented and linked."),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     let out = s
         .run_turn("Implement the requirement", &mut no_ask)
         .await
@@ -171,7 +188,7 @@ async fn the_iteration_cap_stops_the_turn_with_a_visible_reason() {
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.max_iterations = 3;
     o.doom_loop_threshold = 100;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     let out = s.run_turn("loop forever", &mut no_ask).await.unwrap();
     assert_eq!(out.stop_reason, StopReason::IterationCap { limit: 3 });
     assert!(out.stop_reason.to_string().contains("iteration cap"));
@@ -190,14 +207,7 @@ async fn a_deny_rule_blocks_shell_rm_and_the_model_is_told() {
         Rule::new("shell", "*", Action::Allow),
         Rule::new("shell", "rm *", Action::Deny),
     ];
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, rules),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, rules));
     s.run_turn("clean up", &mut no_ask).await.unwrap();
     let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
     assert!(
@@ -246,14 +256,7 @@ async fn ask_once_always_and_reject_with_feedback() {
             _ => Confirm::RejectWithFeedback("use markdown, not code".into()),
         }
     };
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, vec![]));
     s.run_turn("edit", &mut answer).await.unwrap();
     assert_eq!(
         asked,
@@ -287,14 +290,7 @@ async fn the_doom_loop_guard_asks_on_the_third_identical_call() {
         done("stopped"),
     ]));
     let mut asked = 0;
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     s.run_turn("list", &mut |_: &str, _: &Value| {
         asked += 1;
         Confirm::Reject
@@ -314,14 +310,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
         done("first turn done"),
     ]));
     let rules = vec![Rule::new("shell", "echo *", Action::Allow)];
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, rules),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, rules));
     s.run_turn("say hi", &mut no_ask).await.unwrap();
     let (id, history) = (s.session_id().to_owned(), s.history().to_vec());
     assert_eq!(
@@ -329,11 +318,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
         4,
         "user, assistant (tool call), tool result, assistant"
     );
-    fx.settle(&d.file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    d.file.close().await;
-    fx.join().await;
+    support::settle_and_close(&d.file, fx).await;
     let ran = std::fs::read_dir(d.path.join("terminals"))
         .unwrap()
         .next()
@@ -347,14 +332,12 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
     let file = d.engine.open(&d.path).await.unwrap();
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     let p2 = Arc::new(ScriptedProvider::new([done("second turn")]));
-    let mut s = AgentSession::open(
+    let mut s = open_session(
         &file,
-        "alice",
         &d.agent,
         Some(&id),
         options(&p2, Autonomy::Supervised, vec![]),
-    )
-    .unwrap();
+    );
     assert_eq!(
         s.history(),
         history.as_slice(),
@@ -366,11 +349,7 @@ async fn a_session_resumes_after_reopen_and_replay_calls_nothing() {
         5,
         "the resumed history went to the model"
     );
-    fx.settle(&file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    file.close().await;
-    fx.join().await;
+    support::settle_and_close(&file, fx).await;
     assert_eq!(
         p.requests().len(),
         2,
@@ -403,7 +382,7 @@ async fn compaction_summarises_near_the_context_limit_and_survives_reopen() {
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.context_limit = 1000;
     o.compaction_buffer = 100;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     let out = s.run_turn("start", &mut no_ask).await.unwrap();
     assert_eq!(out.text, "continuing after compaction");
     let reqs = p.requests();
@@ -432,14 +411,12 @@ async fn compaction_summarises_near_the_context_limit_and_survives_reopen() {
     let history = s.history().to_vec();
     d.file.close().await;
     let file = d.engine.open(&d.path).await.unwrap();
-    let again = AgentSession::open(
+    let again = open_session(
         &file,
-        "alice",
         &d.agent,
         Some(&id),
         options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    );
     assert_eq!(
         again.history(),
         history.as_slice(),
@@ -453,14 +430,12 @@ async fn a_failed_compaction_falls_back_to_truncation_and_the_session_goes_on() 
     let d = doc().await;
     let p = Arc::new(ScriptedProvider::with_results([
         Ok(tool_with_usage("t1", "elfiee_block_list", json!({}), 5000)),
-        Err(elfiee_adapters::llm::LlmError::Malformed(
-            "summary call broke".into(),
-        )),
+        Err(LlmError::Malformed("summary call broke".into())),
         Ok(done("still here")),
     ]));
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.context_limit = 1000;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     let out = s.run_turn("go", &mut no_ask).await.unwrap();
     assert_eq!(
         (out.stop_reason, out.text.as_str()),
@@ -479,15 +454,13 @@ async fn a_failed_compaction_falls_back_to_truncation_and_the_session_goes_on() 
 #[tokio::test]
 async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
     let d = doc().await;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "markdown.write",
-            Some("req"),
-            json!({"markdown": "word ".repeat(400)}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "markdown.write",
+        Some("req"),
+        json!({"markdown": "word ".repeat(400)}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "elfiee_block_get", json!({"block_id": "req"})),
         tool("t2", "elfiee_block_get", json!({"block_id": "impl"})),
@@ -495,7 +468,7 @@ async fn old_tool_outputs_are_pruned_to_a_marker_but_kept_in_the_log() {
     ]));
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.prune_tool_tokens = 300;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     s.run_turn("read both", &mut no_ask).await.unwrap();
     let last = serde_json::to_string(&p.requests()[2].messages).unwrap();
     assert!(
@@ -526,14 +499,7 @@ async fn the_task_tool_runs_a_read_only_sub_agent_and_returns_its_answer() {
         done("the requirement is req"),
         done("parent done"),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     let out = s.run_turn("delegate", &mut no_ask).await.unwrap();
     assert_eq!(out.text, "parent done");
     assert_eq!(
@@ -562,60 +528,35 @@ async fn the_task_tool_runs_a_read_only_sub_agent_and_returns_its_answer() {
     d.file.close().await;
 }
 
-/// A provider that raises the cancel flag during its `at`-th call.
-struct CancelOnCall {
-    inner: ScriptedProvider,
-    flag: Arc<std::sync::atomic::AtomicBool>,
-    calls: std::sync::atomic::AtomicUsize,
-    at: usize,
-}
-
-impl elfiee_adapters::llm::Provider for CancelOnCall {
-    fn name(&self) -> &'static str {
-        "cancel-on-call"
-    }
-    fn complete<'a>(
-        &'a self,
-        req: &'a elfiee_adapters::llm::LlmRequest,
-        on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>>
-                + Send
-                + 'a,
-        >,
-    > {
-        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        if n == self.at {
-            self.flag.store(true, std::sync::atomic::Ordering::SeqCst);
-        }
-        self.inner.complete(req, on_event)
-    }
-}
-
 #[tokio::test]
 async fn cancelling_the_parent_cancels_the_child() {
     let d = doc().await;
-    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let provider = Arc::new(CancelOnCall {
-        inner: ScriptedProvider::new([
+    let flag = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (raise, count) = (flag.clone(), calls.clone());
+    let provider = Arc::new(Hooked {
+        script: ScriptedProvider::new([
             tool("t1", "task", json!({"prompt": "explore"})),
             tool("c1", "elfiee_block_list", json!({})),
             done("never reached"),
             done("never reached either"),
         ]),
-        flag: flag.clone(),
-        calls: Default::default(),
-        at: 2, // the child's first call
+        // Raises the cancel flag during the second call: the child's first.
+        hook: move |_: &LlmRequest| {
+            if count.fetch_add(1, SeqCst) + 1 == 2 {
+                raise.store(true, SeqCst);
+            }
+            None
+        },
     });
     let mut o = SessionOptions::new(provider.clone(), "scripted");
     o.autonomy = Autonomy::Full;
     o.cancel = flag;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     let out = s.run_turn("go", &mut no_ask).await.unwrap();
     assert_eq!(out.stop_reason, StopReason::Cancelled);
     assert_eq!(
-        provider.calls.load(std::sync::atomic::Ordering::SeqCst),
+        calls.load(SeqCst),
         2,
         "neither the child nor the parent called again"
     );
@@ -666,14 +607,7 @@ async fn approvals_are_events_answered_by_the_user_and_always_rules_are_recorded
         ),
         done("done"),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, vec![]));
     let mut answers = vec![
         Confirm::RejectWithFeedback("no code".into()),
         Confirm::Always,
@@ -743,25 +677,11 @@ async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error()
         tool("t3", "shell", json!({"command": "echo fine"})),
         done("ok"),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     s.run_turn("try things", &mut no_ask).await.unwrap();
-    let results: Vec<(String, bool)> = s
-        .history()
-        .iter()
-        .flat_map(|m| m.content.iter())
-        .filter_map(|b| match b {
-            ContentBlock::ToolResult {
-                content, is_error, ..
-            } => Some((content.clone(), *is_error)),
-            _ => None,
-        })
+    let results: Vec<(String, bool)> = support::tool_results(s.history())
+        .into_iter()
+        .map(|(is_error, content)| (content, is_error))
         .collect();
     assert!(
         results[0].1 && results[0].0.starts_with("[failed] exit code 3: oops"),
@@ -783,11 +703,7 @@ async fn tool_results_use_the_seed_format_failed_with_partial_output_and_error()
         "success is the output itself, no prefix: {:?}",
         results[2]
     );
-    fx.settle(&d.file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    d.file.close().await;
-    fx.join().await;
+    support::settle_and_close(&d.file, fx).await;
 }
 
 #[tokio::test]
@@ -795,45 +711,29 @@ async fn a_broken_terminal_is_a_system_error() {
     let d = doc().await;
     let fx = attach(&d.file, EffectsConfig::default()).await.unwrap();
     let name = format!("shell: {}", d.agent_editor);
-    let ev = d
-        .file
-        .submit(Command::new(
-            "alice",
-            "terminal.create",
-            None,
-            json!({"name": name, "shell": "/nonexistent/shell"}),
-        ))
-        .await
-        .unwrap();
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.grant",
-            Some(&ev[0].entity),
-            json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}),
-        ))
-        .await
-        .unwrap();
+    let ev = support::alice(
+        &d.file,
+        "terminal.create",
+        None,
+        json!({"name": name, "shell": "/nonexistent/shell"}),
+    )
+    .await;
+    support::alice(
+        &d.file,
+        "core.grant",
+        Some(&ev[0].entity),
+        json!({"editor_id": d.agent_editor, "cap_id": "terminal.execute"}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([
         tool("t1", "shell", json!({"command": "ls"})),
         done("ok"),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     s.run_turn("ls", &mut no_ask).await.unwrap();
     let sent = serde_json::to_string(&p.requests()[1].messages).unwrap();
     assert!(sent.contains("[error] cannot start"), "{sent}");
-    fx.settle(&d.file, std::time::Duration::from_secs(10))
-        .await
-        .unwrap();
-    d.file.close().await;
-    fx.join().await;
+    support::settle_and_close(&d.file, fx).await;
 }
 
 #[tokio::test]
@@ -844,14 +744,7 @@ async fn an_earlier_sessions_summary_is_recalled_into_the_system_prompt() {
         done("The parser requirement is in block req."),
         done("second session answer"),
     ]));
-    let mut first = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut first = d.session(options(&p, Autonomy::Full, vec![]));
     first
         .run_turn("Where is the parser requirement?", &mut no_ask)
         .await
@@ -863,14 +756,7 @@ async fn an_earlier_sessions_summary_is_recalled_into_the_system_prompt() {
         .as_str()
         .unwrap()
         .contains("elfiee_block_get"));
-    let mut second = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut second = d.session(options(&p, Autonomy::Full, vec![]));
     second
         .run_turn("Now extend the parser", &mut no_ask)
         .await
@@ -880,14 +766,7 @@ async fn an_earlier_sessions_summary_is_recalled_into_the_system_prompt() {
         system.contains("# Memory") && system.contains("The parser requirement is in block req."),
         "{system}"
     );
-    let mut third = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut third = d.session(options(&p, Autonomy::Full, vec![]));
     p.push(Ok(done("x")));
     third.run_turn("zebra giraffe", &mut no_ask).await.unwrap();
     assert!(
@@ -904,14 +783,7 @@ async fn a_new_session_gets_a_title_and_publishes_its_status_and_tool_events() {
         tool("t1", "elfiee_block_list", json!({})),
         done("two blocks"),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     let status = s.status();
     let mut seen = Vec::new();
     s.run_turn_with(
@@ -942,14 +814,12 @@ async fn a_new_session_gets_a_title_and_publishes_its_status_and_tool_events() {
         )]
     );
     let id = s.session_id().to_owned();
-    let again = AgentSession::open(
+    let again = open_session(
         &d.file,
-        "alice",
         &d.agent,
         Some(&id),
         options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    );
     assert_eq!(
         again.title(),
         s.title(),
@@ -971,7 +841,7 @@ async fn the_plan_profile_is_read_only_and_offers_only_reading_tools() {
     ]));
     let opts =
         SessionOptions::new(p.clone(), "scripted").with_profile(&Profile::builtin("plan").unwrap());
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, opts).unwrap();
+    let mut s = d.session(opts);
     s.run_turn("plan the work", &mut DenyAll).await.unwrap();
     let req = &p.requests()[0];
     let names: Vec<&str> = req.tools.iter().map(|t| t.name.as_str()).collect();
@@ -1013,7 +883,7 @@ async fn the_history_cap_keeps_tool_calls_paired_and_starts_with_a_user_message(
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.max_history = 4;
     o.doom_loop_threshold = 100;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     s.run_turn("read a lot", &mut no_ask).await.unwrap();
     for req in p.requests() {
         assert!(
@@ -1073,14 +943,7 @@ async fn approve_all_and_deny_all_answer_asks_but_never_override_deny_rules() {
         done("done"),
     ]));
     let rules = vec![Rule::new("elfiee_block_delete", "**", Action::Deny)];
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, rules.clone()),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, rules.clone()));
     s.run_turn("go", &mut ApproveAll).await.unwrap();
     assert_eq!(
         d.file.block("req").unwrap().contents["markdown"],
@@ -1101,15 +964,13 @@ async fn approve_all_and_deny_all_answer_asks_but_never_override_deny_rules() {
 #[tokio::test]
 async fn options_come_from_the_agent_config_through_a_provider_factory() {
     let d = doc().await;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "agent.configure",
-            Some(&d.agent),
-            json!({"model": "m-1", "system_prompt": "Be terse."}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "agent.configure",
+        Some(&d.agent),
+        json!({"model": "m-1", "system_prompt": "Be terse."}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([done("hi")]));
     let shared = p.clone();
     let factory: elfiee_adapters::invoke::ProviderFactory = Arc::new(move |cfg| {
@@ -1117,7 +978,7 @@ async fn options_come_from_the_agent_config_through_a_provider_factory() {
         Ok(shared.clone() as Arc<dyn elfiee_adapters::llm::Provider>)
     });
     let opts = SessionOptions::for_agent(&d.file, &d.agent, &factory).unwrap();
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, opts).unwrap();
+    let mut s = d.session(opts);
     s.run_turn("hello", &mut DenyAll).await.unwrap();
     let req = &p.requests()[0];
     assert_eq!(req.model, "m-1");
@@ -1138,36 +999,16 @@ async fn the_agents_shell_runs_in_the_referenced_project_after_exporting() {
     let proj = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(proj.path().join("src")).unwrap();
     std::fs::write(proj.path().join("src/main.rs"), "fn main() {}\n").unwrap();
-    let report = elfiee_adapters::service::import_directory(
-        &d.file,
-        "alice",
-        proj.path(),
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    let dir = report.block_id;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.link",
-            Some(&d.agent),
-            json!({"to": dir, "relation": "reference"}),
-        ))
-        .await
-        .unwrap();
+    let dir = support::import_folder(&d.file, proj.path()).await;
+    support::reference(&d.file, &d.agent, &dir).await;
     // A file made in the document, not exported yet.
-    d.file
-        .submit(Command::new(
-            "alice",
-            "directory.add",
-            Some(&dir),
-            json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}\n"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "directory.add",
+        Some(&dir),
+        json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}\n"}),
+    )
+    .await;
     let p = Arc::new(ScriptedProvider::new([
         tool(
             "t1",
@@ -1177,14 +1018,7 @@ async fn the_agents_shell_runs_in_the_referenced_project_after_exporting() {
         done("looked"),
     ]));
     let rules = vec![Rule::new("shell", "*", Action::Allow)];
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, rules),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, rules));
     s.run_turn("where are you?", &mut no_ask).await.unwrap();
     let root = proj.path().canonicalize().unwrap();
     let where_ = std::fs::read_to_string(root.join("where.txt")).unwrap();
@@ -1217,14 +1051,7 @@ async fn a_block_the_agent_creates_is_linked_from_the_agent() {
         ),
         done("made it"),
     ]));
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Full, vec![]));
     s.run_turn("make pdf.rs", &mut no_ask).await.unwrap();
     let (created, linked) = d.file.with_state(|st| {
         let created = st
@@ -1269,14 +1096,7 @@ async fn the_task_tool_starts_a_general_sub_agent_and_resumes_it_by_id() {
         Rule::new("task", "**", Action::Allow),
         Rule::new("elfiee_markdown_write", "*", Action::Allow),
     ];
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, rules.clone()),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, rules.clone()));
     s.run_turn("delegate", &mut no_ask).await.unwrap();
     assert_eq!(
         d.file.block("req").unwrap().contents["markdown"],
@@ -1300,14 +1120,12 @@ async fn the_task_tool_starts_a_general_sub_agent_and_resumes_it_by_id() {
         done("I rewrote req"),
         done("second turn done"),
     ]));
-    let mut s2 = AgentSession::open(
+    let mut s2 = open_session(
         &d.file,
-        "alice",
         &d.agent,
         Some(s.session_id()),
         options(&p2, Autonomy::Supervised, rules),
-    )
-    .unwrap();
+    );
     s2.run_turn("ask the child", &mut no_ask).await.unwrap();
     let child_saw = serde_json::to_string(&p2.requests()[1].messages).unwrap();
     assert!(
@@ -1324,46 +1142,12 @@ async fn the_task_tool_starts_a_general_sub_agent_and_resumes_it_by_id() {
         tool("t4", "task", json!({"prompt": "x", "agent": "root"})),
         done("ok"),
     ]));
-    let mut s3 = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p3, Autonomy::Full, vec![]),
-    )
-    .unwrap();
+    let mut s3 = d.session(options(&p3, Autonomy::Full, vec![]));
     s3.run_turn("try", &mut no_ask).await.unwrap();
     let saw = serde_json::to_string(&p3.requests()[2].messages).unwrap();
     assert!(saw.contains("is not a child session"), "{saw}");
     assert!(saw.contains("unknown sub-agent"), "{saw}");
     d.file.close().await;
-}
-
-/// Fails the short calls (titles, summaries: 64 tokens) and serves the others.
-struct FailShortCalls(ScriptedProvider);
-
-impl elfiee_adapters::llm::Provider for FailShortCalls {
-    fn name(&self) -> &'static str {
-        "fail-short-calls"
-    }
-    fn complete<'a>(
-        &'a self,
-        req: &'a elfiee_adapters::llm::LlmRequest,
-        on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>>
-                + Send
-                + 'a,
-        >,
-    > {
-        if req.max_tokens <= 64 {
-            return Box::pin(async {
-                Err(elfiee_adapters::llm::LlmError::Network("no route".into()))
-            });
-        }
-        self.0.complete(req, on_event)
-    }
 }
 
 /// Seed 004 §1: the title and the per-turn memory summary come from a short model call, and
@@ -1378,7 +1162,7 @@ async fn titles_and_summaries_come_from_a_short_model_call_or_are_derived() {
     ]));
     let mut o = options(&p, Autonomy::Full, vec![]);
     o.model_summaries = true;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     let out = s
         .run_turn("does req need changes?", &mut no_ask)
         .await
@@ -1397,11 +1181,18 @@ async fn titles_and_summaries_come_from_a_short_model_call_or_are_derived() {
     );
 
     // A failing short call: the derived title and summary.
-    let p2 = Arc::new(FailShortCalls(ScriptedProvider::new([done("ok")])));
+    let p2 = Arc::new(Hooked {
+        script: ScriptedProvider::new([done("ok")]),
+        // Fails the short calls (titles, summaries: 64 tokens).
+        hook: |req: &LlmRequest| -> Option<Answer> {
+            (req.max_tokens <= 64)
+                .then(|| Box::pin(async { Err(LlmError::Network("no route".into())) }) as Answer)
+        },
+    });
     let mut o = SessionOptions::new(p2.clone(), "scripted");
     o.autonomy = Autonomy::Full;
     o.model_summaries = true;
-    let mut s2 = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s2 = d.session(o);
     s2.run_turn("list every block please", &mut no_ask)
         .await
         .unwrap();
@@ -1448,14 +1239,7 @@ async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
         done("in the project"),
     ]));
     let rules = vec![Rule::new("shell", "*", Action::Allow)];
-    let mut s = AgentSession::open(
-        &d.file,
-        "alice",
-        &d.agent,
-        None,
-        options(&p, Autonomy::Supervised, rules),
-    )
-    .unwrap();
+    let mut s = d.session(options(&p, Autonomy::Supervised, rules));
     let host = std::env::current_dir().unwrap().display().to_string();
     // No directory: the agent's own terminal, inside the document.
     s.run_turn("where are you?", &mut no_ask).await.unwrap();
@@ -1477,31 +1261,14 @@ async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
     // A referenced directory: its project folder.
     let proj = tempfile::tempdir().unwrap();
     std::fs::write(proj.path().join("README.md"), "# p\n").unwrap();
-    let report = elfiee_adapters::service::import_directory(
-        &d.file,
-        "alice",
-        proj.path(),
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.link",
-            Some(&d.agent),
-            json!({"to": report.block_id, "relation": "reference"}),
-        ))
-        .await
-        .unwrap();
+    let dir = support::import_folder(&d.file, proj.path()).await;
+    support::reference(&d.file, &d.agent, &dir).await;
     s.run_turn("and in the project?", &mut no_ask)
         .await
         .unwrap();
     let third = working_directory(&p.requests()[3].system);
     let root = d.file.with_state(|st| {
-        st.block(&report.block_id).unwrap().metadata.custom[elfiee_model::EXTERNAL_ROOT_PATH]
+        st.block(&dir).unwrap().metadata.custom[elfiee_model::EXTERNAL_ROOT_PATH]
             .as_str()
             .unwrap()
             .to_owned()
@@ -1527,28 +1294,13 @@ async fn the_system_prompt_names_the_folder_the_shell_runs_in() {
 #[tokio::test]
 async fn knowledge_seeds_are_always_recalled_before_earlier_sessions() {
     let d = doc().await;
-    d.file
-        .submit(Command::new(
-            "alice",
-            "agent.configure",
-            Some(&d.agent),
-            json!({"knowledge": ["The parser lives in src/parser.rs", "Run cargo test before saying done"]}),
-        ))
-        .await
-        .unwrap();
+    support::alice(&d.file, "agent.configure", Some(&d.agent), json!({"knowledge": ["The parser lives in src/parser.rs", "Run cargo test before saying done"]})).await;
     let p = Arc::new(ScriptedProvider::new([
         done("The parser requirement is in block req."),
         done("extended"),
     ]));
     for message in ["Where is the parser requirement?", "Now extend the parser"] {
-        let mut s = AgentSession::open(
-            &d.file,
-            "alice",
-            &d.agent,
-            None,
-            options(&p, Autonomy::Full, vec![]),
-        )
-        .unwrap();
+        let mut s = d.session(options(&p, Autonomy::Full, vec![]));
         s.run_turn(message, &mut no_ask).await.unwrap();
     }
     let alone = &p.requests()[0].system;
@@ -1572,75 +1324,57 @@ async fn knowledge_seeds_are_always_recalled_before_earlier_sessions() {
     d.file.close().await;
 }
 
-/// A provider whose title call answers only after the first step's request was sent (or
-/// fails after 5 s, which a title call that blocks the first step would hit).
-struct SlowTitle {
-    steps: ScriptedProvider,
-    titles: std::sync::Mutex<Vec<elfiee_adapters::llm::LlmRequest>>,
-    step_sent: tokio::sync::Notify,
-    log: std::sync::Mutex<Vec<&'static str>>,
-}
-
-impl elfiee_adapters::llm::Provider for SlowTitle {
-    fn name(&self) -> &'static str {
-        "slow-title"
-    }
-    fn complete<'a>(
-        &'a self,
-        req: &'a elfiee_adapters::llm::LlmRequest,
-        on_event: &'a mut (dyn FnMut(elfiee_adapters::llm::StreamEvent) + Send),
-    ) -> std::pin::Pin<
-        Box<
-            dyn std::future::Future<Output = Result<LlmResponse, elfiee_adapters::llm::LlmError>>
-                + Send
-                + 'a,
-        >,
-    > {
-        if req.system.starts_with("Name this conversation") {
-            return Box::pin(async move {
-                self.titles.lock().unwrap().push(req.clone());
-                self.log.lock().unwrap().push("title sent");
-                let waited = tokio::time::timeout(
-                    std::time::Duration::from_secs(5),
-                    self.step_sent.notified(),
-                )
-                .await;
-                self.log.lock().unwrap().push("title answered");
-                match waited {
-                    Ok(()) => Ok(done("\"Parser work plan\"")),
-                    Err(_) => Err(elfiee_adapters::llm::LlmError::Network(
-                        "the first step was not sent while the title call ran".into(),
-                    )),
-                }
-            });
-        }
-        self.log.lock().unwrap().push("step sent");
-        self.step_sent.notify_one();
-        self.steps.complete(req, on_event)
-    }
-}
-
 /// Seed 004: the title is generated in the background (the first step does not wait for it),
 /// asks for 3–6 words at a low temperature, and is recorded as an event before the turn ends.
 #[tokio::test]
 async fn the_title_is_made_in_the_background_with_few_words_and_a_low_temperature() {
     let d = doc().await;
-    let p = Arc::new(SlowTitle {
-        steps: ScriptedProvider::new([done("looked"), done("Looked at the parser.")]),
-        titles: Default::default(),
-        step_sent: tokio::sync::Notify::new(),
-        log: Default::default(),
+    // The title call answers only after the first step's request was sent (or fails after
+    // 5 s, which a title call that blocks the first step would hit).
+    let titles = Arc::new(std::sync::Mutex::new(Vec::<LlmRequest>::new()));
+    let log = Arc::new(std::sync::Mutex::new(Vec::<&'static str>::new()));
+    let step_sent = Arc::new(tokio::sync::Notify::new());
+    let (titles_seen, logged) = (titles.clone(), log.clone());
+    let p = Arc::new(Hooked {
+        script: ScriptedProvider::new([done("looked"), done("Looked at the parser.")]),
+        hook: move |req: &LlmRequest| -> Option<Answer> {
+            if !req.system.starts_with("Name this conversation") {
+                logged.lock().unwrap().push("step sent");
+                step_sent.notify_one();
+                return None;
+            }
+            let (req, titles, log, step_sent) = (
+                req.clone(),
+                titles_seen.clone(),
+                logged.clone(),
+                step_sent.clone(),
+            );
+            Some(Box::pin(async move {
+                titles.lock().unwrap().push(req);
+                log.lock().unwrap().push("title sent");
+                let waited =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), step_sent.notified())
+                        .await;
+                log.lock().unwrap().push("title answered");
+                match waited {
+                    Ok(()) => Ok(done("\"Parser work plan\"")),
+                    Err(_) => Err(LlmError::Network(
+                        "the first step was not sent while the title call ran".into(),
+                    )),
+                }
+            }))
+        },
     });
     let mut o = SessionOptions::new(p.clone(), "scripted");
     o.autonomy = Autonomy::Full;
     o.model_summaries = true;
-    let mut s = AgentSession::open(&d.file, "alice", &d.agent, None, o).unwrap();
+    let mut s = d.session(o);
     let mut seen = Vec::new();
     s.run_turn_with("look at the parser", &mut no_ask, &mut |e| seen.push(e))
         .await
         .unwrap();
     assert_eq!(
-        p.log.lock().unwrap()[..3],
+        log.lock().unwrap()[..3],
         ["title sent", "step sent", "title answered"],
         "the first step went out while the title call was pending"
     );
@@ -1648,7 +1382,7 @@ async fn the_title_is_made_in_the_background_with_few_words_and_a_low_temperatur
     assert!(seen
         .iter()
         .any(|e| matches!(e, LoopEvent::Title(t) if t == "Parser work plan")));
-    let titles = p.titles.lock().unwrap().clone();
+    let titles = titles.lock().unwrap().clone();
     assert_eq!(titles.len(), 1);
     assert_eq!(titles[0].temperature, Some(0.2), "a low temperature");
     assert!(
@@ -1664,14 +1398,12 @@ async fn the_title_is_made_in_the_background_with_few_words_and_a_low_temperatur
     let stop_seq = session_entries(&d.file, "stop")[0].seq;
     assert!(recorded[0].seq < stop_seq, "recorded before the turn ended");
     let id = s.session_id().to_owned();
-    let again = AgentSession::open(
+    let again = open_session(
         &d.file,
-        "alice",
         &d.agent,
         Some(&id),
         SessionOptions::new(p.clone(), "scripted"),
-    )
-    .unwrap();
+    );
     assert_eq!(
         again.title(),
         Some("Parser work plan"),

@@ -2,13 +2,11 @@
 //! turns → scripted model responses → expected confirmations, tool results, events and stop
 //! reasons, over the real engine.
 
-mod agent_support;
+mod support;
 use std::sync::{Arc, Mutex};
 
 use elfiee_adapters::agent_loop::{AgentSession, Autonomy, Confirm, Rule, Ruleset, SessionOptions};
 use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider, Usage};
-use elfiee_engine::{Engine, EngineConfig};
-use elfiee_model::Command;
 use serde_json::{json, Value};
 
 fn response(r: &Value, i: usize) -> LlmResponse {
@@ -31,26 +29,13 @@ fn response(r: &Value, i: usize) -> LlmResponse {
 async fn run_fixture(path: &std::path::Path) {
     let fx: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     let name = path.file_name().unwrap().to_string_lossy().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "fixture".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(dir.path().join("f.elf"), "Alice")
-        .await
-        .unwrap();
+    let d = support::fresh_doc("fixture", "f.elf").await;
+    let file = d.file.clone();
     for (id, ty) in [("req", "markdown"), ("impl", "code")] {
-        file.submit(Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": id, "block_type": ty, "block_id": id}),
-        ))
-        .await
-        .unwrap();
+        let payload = json!({"name": id, "block_type": ty, "block_id": id});
+        support::alice(&file, "core.create", None, payload).await;
     }
-    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "fixture-agent").await;
+    let (agent, agent_editor) = support::create_agent(&file, "alice", "fixture-agent").await;
     let autonomy: Autonomy = serde_json::from_value(fx["autonomy"].clone()).unwrap();
     let rules: Vec<Rule> = serde_json::from_value(fx["rules"].clone()).unwrap();
     for turn in fx["turns"].as_array().unwrap() {
@@ -111,17 +96,7 @@ async fn run_fixture(path: &std::path::Path) {
         if let Some(text) = expect.get("text") {
             assert_eq!(out.text, text.as_str().unwrap(), "{name}: final text");
         }
-        let results: Vec<(bool, String)> = session
-            .history()
-            .iter()
-            .flat_map(|m| m.content.iter())
-            .filter_map(|b| match b {
-                ContentBlock::ToolResult {
-                    content, is_error, ..
-                } => Some((*is_error, content.clone())),
-                _ => None,
-            })
-            .collect();
+        let results = support::tool_results(session.history());
         let wanted = expect["tool_results"].as_array().unwrap();
         assert_eq!(
             results.len(),

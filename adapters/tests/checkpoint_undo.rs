@@ -3,7 +3,7 @@
 //! `git status --porcelain`). Driven through the agent loop with a scripted provider, and by a
 //! property test over random steps and undo / redo orders.
 
-mod agent_support;
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use proptest::prelude::*;
 use serde_json::{json, Value};
 
 fn calls(uses: &[(&str, &str, Value)]) -> LlmResponse {
-    agent_support::tool_calls(uses)
+    support::tool_calls(uses)
 }
 
 fn done(text: &str) -> LlmResponse {
@@ -98,26 +98,9 @@ async fn agent_on_folder(
 ) -> (Engine, FileHandle, String, String) {
     let engine = Engine::new(EngineConfig::default());
     let file = engine.init(elf, "Alice").await.unwrap();
-    let dir = elfiee_adapters::service::import_directory(
-        &file,
-        "alice",
-        root,
-        None,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap()
-    .block_id;
-    let (agent, _) = agent_support::create_agent(&file, "alice", name).await;
-    file.submit(Command::new(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": dir, "relation": "reference"}),
-    ))
-    .await
-    .unwrap();
+    let dir = support::import_folder(&file, root).await;
+    let (agent, _) = support::create_agent(&file, "alice", name).await;
+    support::reference(&file, &agent, &dir).await;
     (engine, file, dir, agent)
 }
 
@@ -150,17 +133,7 @@ async fn project() -> Project {
     let (engine, file, dir, agent) =
         agent_on_folder(&tmp.path().join("a.elf"), &root, "builder").await;
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
-    let notes = file
-        .submit(Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": "Notes", "block_type": "markdown"}),
-        ))
-        .await
-        .unwrap()[0]
-        .entity
-        .clone();
+    let notes = support::create_block(&file, "Notes", "markdown").await;
     Project {
         _tmp: tmp,
         root,
@@ -332,15 +305,13 @@ async fn a_block_changed_after_the_step_by_someone_else_is_named_and_left_alone(
     let mut s = AgentSession::open(&p.file, "alice", &p.agent, None, opts).unwrap();
     let sid = s.session_id().to_owned();
     s.run_turn("write", &mut no_ask).await.unwrap();
-    p.file
-        .submit(Command::new(
-            "alice",
-            "markdown.write",
-            Some(&p.notes),
-            json!({"markdown": "alice's text"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &p.file,
+        "markdown.write",
+        Some(&p.notes),
+        json!({"markdown": "alice's text"}),
+    )
+    .await;
     let e = checkpoint::undo(&p.file, "alice", &sid, Selection::Last(1), false)
         .await
         .unwrap_err();
@@ -453,18 +424,7 @@ async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
         agent_on_folder(&tmp.path().join("p.elf"), &root, "prop").await;
     let mut md = Vec::new();
     for name in ["m0", "m1"] {
-        md.push(
-            file.submit(Command::new(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": name, "block_type": "markdown"}),
-            ))
-            .await
-            .unwrap()[0]
-                .entity
-                .clone(),
-        );
+        md.push(support::create_block(&file, name, "markdown").await);
     }
     let sid = "prop-session";
     // Each step: (before, after) snapshots; the model's done stack and redo groups.
@@ -475,14 +435,13 @@ async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut recorder = StepRecorder::new(&file, &agent);
     let snap = |file: &FileHandle| (files(&root), blocks(file));
     // The session exists once it has an entry.
-    file.submit(Command::new(
-        "alice",
+    support::alice(
+        &file,
         "agent.session",
         Some(&agent),
         json!({"session_id": sid, "entry": "title", "title": "prop"}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
     for op in ops {
         match op {
             Op::Step(fs, doc) => {
@@ -511,9 +470,7 @@ async fn run_ops(ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let n = snaps.len() as u64 + 1;
                 let mut entry = recorder.end(start, n).unwrap();
                 entry["session_id"] = json!(sid);
-                file.submit(Command::new("alice", "agent.session", Some(&agent), entry))
-                    .await
-                    .unwrap();
+                support::alice(&file, "agent.session", Some(&agent), entry).await;
                 recorder.committed();
                 snaps.push((before, snap(&file)));
                 done_steps.push(snaps.len() - 1);
@@ -702,9 +659,7 @@ async fn a_file_too_large_to_keep_is_named_when_an_undo_needs_it_and_nothing_cha
     std::fs::write(root.join("notes.txt"), "changed").unwrap();
     let mut entry = rec.end(start, 1).unwrap();
     entry["session_id"] = json!("big-session");
-    file.submit(Command::new("alice", "agent.session", Some(&agent), entry))
-        .await
-        .unwrap();
+    support::alice(&file, "agent.session", Some(&agent), entry).await;
     rec.committed();
     let e = checkpoint::undo(&file, "alice", "big-session", Selection::Last(1), false)
         .await

@@ -2,19 +2,18 @@
 //! chosen by the log, not by position — a block read again later loses its older reads first,
 //! and a re-read of a block the conversation already shows at its current version is a line.
 
-mod agent_support;
+mod support;
 
 use std::sync::Arc;
 
 use elfiee_adapters::agent_loop::{AgentSession, Autonomy, Confirm, SessionOptions};
 use elfiee_adapters::llm::{ContentBlock, LlmResponse, ScriptedProvider};
 use elfiee_engine::{Engine, EngineConfig};
-use elfiee_model::Command;
 use elfiee_projections::count_tokens;
 use serde_json::{json, Value};
 
 fn call(id: &str, name: &str, input: Value) -> LlmResponse {
-    agent_support::tool_calls(&[(id, name, input)])
+    support::tool_calls(&[(id, name, input)])
 }
 
 fn no_ask(tool: &str, _: &Value) -> Confirm {
@@ -50,24 +49,16 @@ async fn older_versions_go_first_and_an_unchanged_reread_is_one_line() {
         ("spec", "The parser reads <command> blocks. ".repeat(40)),
         ("notes", "Notes on error handling and retries. ".repeat(40)),
     ] {
-        file.submit(Command::new(
-            "alice",
+        support::alice(
+            &file,
             "core.create",
             None,
             json!({"name": id, "block_type": "markdown", "block_id": id}),
-        ))
-        .await
-        .unwrap();
-        file.submit(Command::new(
-            "alice",
-            "markdown.write",
-            Some(id),
-            json!({"markdown": text}),
-        ))
-        .await
-        .unwrap();
+        )
+        .await;
+        support::alice(&file, "markdown.write", Some(id), json!({"markdown": text})).await;
     }
-    let (agent, _) = agent_support::create_agent(&file, "alice", "reader").await;
+    let (agent, _) = support::create_agent(&file, "alice", "reader").await;
     let v2 = "The parser reads <command> blocks and reports malformed ones. ".repeat(40);
     let p = Arc::new(ScriptedProvider::new([
         call("r1", "elfiee_block_get", json!({"block_id": "spec"})),

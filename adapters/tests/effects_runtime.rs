@@ -2,8 +2,8 @@
 //! runs are retried and end as failed outcomes, failed effect actors are restarted by the file
 //! actor, and every outcome is recorded exactly once.
 
-mod agent_support;
 mod llm_support;
+mod support;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,48 +15,32 @@ use elfiee_adapters::effects::{
     RuntimeConfig,
 };
 use elfiee_adapters::service::{invoke_agent, run_terminal};
-use elfiee_adapters::{attach, builtin_effects, EffectsConfig};
-use elfiee_engine::{ChildState, Engine, EngineConfig, EngineError, FileHandle, RestartPolicy};
-use elfiee_model::{Command, Event};
+use elfiee_adapters::{attach, builtin_effects, EffectsConfig, EffectsHandle};
+use elfiee_engine::{ChildState, Engine, EngineError, FileHandle, RestartPolicy};
+use elfiee_model::Event;
 use llm_support::{answer_stream, MockServer, Reply};
 use serde_json::json;
 
 async fn doc() -> (tempfile::TempDir, Engine, FileHandle) {
-    let tmp = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "fx".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(tmp.path().join("fx.elf"), "Alice")
-        .await
-        .unwrap();
-    (tmp, engine, file)
+    let d = support::fresh_doc("fx", "fx.elf").await;
+    (d.dir, d.engine, d.file)
 }
 
 /// A terminal block named `name`; its id.
 async fn terminal(file: &FileHandle, name: &str) -> String {
-    file.submit(Command::new(
-        "alice",
-        "terminal.create",
-        None,
-        json!({ "name": name }),
-    ))
-    .await
-    .unwrap()[0]
+    support::alice(file, "terminal.create", None, json!({ "name": name })).await[0]
         .entity
         .clone()
 }
 
 async fn create(file: &FileHandle, id: &str, block_type: &str) {
-    file.submit(Command::new(
-        "alice",
+    support::alice(
+        file,
         "core.create",
         None,
         json!({"name": id, "block_type": block_type, "block_id": id}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,15 +53,8 @@ async fn two_invokes_of_two_agents_against_a_1s_provider_finish_within_1_6s_toge
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
     let mut agents = Vec::new();
     for name in ["first", "second"] {
-        let (agent, _) = agent_support::create_agent(&file, "alice", name).await;
-        file.submit(Command::new(
-            "alice",
-            "agent.configure",
-            Some(&agent),
-            json!({"base_url": server.base_url, "api_key_env": "ELFIEE_FX_TEST_KEY", "model": "claude-test"}),
-        ))
-        .await
-        .unwrap();
+        let (agent, _) = support::create_agent(&file, "alice", name).await;
+        support::alice(&file, "agent.configure", Some(&agent), json!({"base_url": server.base_url, "api_key_env": "ELFIEE_FX_TEST_KEY", "model": "claude-test"})).await;
         agents.push(agent);
     }
     let started = Instant::now();
@@ -152,15 +129,13 @@ async fn runs_of_two_terminals_overlap_and_runs_of_one_terminal_stay_in_order() 
     std::fs::remove_file(&log).unwrap();
     let mut triggers = Vec::new();
     for label in ["x", "y", "z"] {
-        let ev = file
-            .submit(Command::new(
-                "alice",
-                "terminal.execute",
-                Some(&t1),
-                json!({"command": timed(&log, label, "0.2"), "timeout_secs": 20}),
-            ))
-            .await
-            .unwrap();
+        let ev = support::alice(
+            &file,
+            "terminal.execute",
+            Some(&t1),
+            json!({"command": timed(&log, label, "0.2"), "timeout_secs": 20}),
+        )
+        .await;
         triggers.push(ev[0].clone());
     }
     for t in &triggers {
@@ -290,6 +265,13 @@ fn runtime(backoff_ms: u64) -> RuntimeConfig {
 }
 
 /// The built-in effects plus `flaky`.
+/// The built-in effects and `flaky` attached to `file`, retrying after `backoff_ms`.
+async fn attach_flaky(file: &FileHandle, flaky: &Arc<Flaky>, backoff_ms: u64) -> EffectsHandle {
+    attach_effects(file, runtime(backoff_ms), with_flaky(flaky))
+        .await
+        .unwrap()
+}
+
 fn with_flaky(flaky: &Arc<Flaky>) -> EffectSet {
     let mut set = builtin_effects(&EffectsConfig::default());
     set.register(Shared(flaky.clone()));
@@ -297,14 +279,13 @@ fn with_flaky(flaky: &Arc<Flaky>) -> EffectSet {
 }
 
 async fn write(file: &FileHandle, block: &str, text: &str) -> Event {
-    file.submit(Command::new(
-        "alice",
+    support::alice(
+        file,
         "markdown.write",
         Some(block),
         json!({"markdown": text}),
-    ))
+    )
     .await
-    .unwrap()
     .remove(0)
 }
 
@@ -323,9 +304,7 @@ async fn a_run_that_panics_twice_is_retried_records_once_and_other_effects_keep_
     create(&file, "note", "markdown").await;
     let t = terminal(&file, "t").await;
     let flaky = Flaky::new(2);
-    let fx = attach_effects(&file, runtime(400), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 400).await;
     let trigger = write(&file, "note", "flaky").await;
     // While `flaky` waits for its retries (0.4 s, then 0.8 s), the terminal effect works.
     let out = run_terminal(&file, "alice", &t, "echo meanwhile", Some(10))
@@ -367,9 +346,7 @@ async fn a_trigger_that_always_panics_ends_as_a_failed_outcome_and_the_effect_go
     let (_tmp, _engine, file) = doc().await;
     create(&file, "note", "markdown").await;
     let flaky = Flaky::new(0);
-    let fx = attach_effects(&file, runtime(10), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 10).await;
     let bad = write(&file, "note", "always").await;
     let good = write(&file, "note", "fine").await;
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
@@ -402,9 +379,7 @@ async fn a_failed_effect_actor_is_restarted_from_its_checkpoint_and_the_host_see
     create(&file, "note", "markdown").await;
     let flaky = Flaky::new(0);
     flaky.wants_panics_once.store(true, Ordering::SeqCst);
-    let fx = attach_effects(&file, runtime(10), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 10).await;
     let trigger = write(&file, "note", "fine").await;
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
     assert_eq!(outcomes(&file, &trigger), 1);
@@ -449,9 +424,7 @@ async fn a_trigger_interrupted_by_close_is_finished_once_after_reopen() {
     let (tmp, engine, file) = doc().await;
     create(&file, "note", "markdown").await;
     let flaky = Flaky::new(1);
-    let _fx = attach_effects(&file, runtime(5_000), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let _fx = attach_flaky(&file, &flaky, 5_000).await;
     let trigger = write(&file, "note", "flaky").await;
     // First attempt panics; the retry is 5 s away when the file closes.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -461,9 +434,7 @@ async fn a_trigger_interrupted_by_close_is_finished_once_after_reopen() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     file.close().await;
     let file = engine.open(tmp.path().join("fx.elf")).await.unwrap();
-    let fx = attach_effects(&file, runtime(10), with_flaky(&flaky))
-        .await
-        .unwrap();
+    let fx = attach_flaky(&file, &flaky, 10).await;
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
     assert_eq!(outcomes(&file, &trigger), 1);
     assert_eq!(flaky.attempts(trigger.seq), 2);

@@ -1,8 +1,8 @@
 //! `agent.invoke` → pending proposal → `agent.approve`, against a local server speaking the
 //! Anthropic Messages API (SSE). Replaying or reopening afterwards makes no HTTP request.
 
-mod agent_support;
 mod llm_support;
+mod support;
 
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +11,6 @@ use elfiee_adapters::service::{
 };
 use elfiee_adapters::{attach, EffectsConfig};
 use elfiee_engine::{Engine, EngineConfig};
-use elfiee_model::Command;
 use llm_support::{answer_stream, MockServer, Reply};
 use serde_json::json;
 
@@ -32,32 +31,10 @@ async fn invoke_proposes_approve_applies_as_the_agent_and_replay_calls_nothing()
     });
     let file = engine.init(&path, "Alice").await.unwrap();
     let fx = attach(&file, EffectsConfig::default()).await.unwrap();
-    file.submit(Command::new(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
-    ))
-    .await
-    .unwrap();
-    file.submit(Command::new(
-        "alice",
-        "markdown.write",
-        Some("req"),
-        json!({"markdown": "The parser must accept <command> blocks."}),
-    ))
-    .await
-    .unwrap();
-    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "writer").await;
-    file.submit(Command::new(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": "req", "relation": "reference"}),
-    ))
-    .await
-    .unwrap();
-    file.submit(Command::new("alice", "agent.configure", Some(&agent), json!({"base_url": server.base_url, "api_key_env": "ELFIEE_INVOKE_TEST_KEY", "model": "claude-test"}))).await.unwrap();
+    support::requirement(&file, "The parser must accept <command> blocks.").await;
+    let (agent, agent_editor) = support::create_agent(&file, "alice", "writer").await;
+    support::reference(&file, &agent, "req").await;
+    support::alice(&file, "agent.configure", Some(&agent), json!({"base_url": server.base_url, "api_key_env": "ELFIEE_INVOKE_TEST_KEY", "model": "claude-test"})).await;
 
     let streamed = Arc::new(Mutex::new(String::new()));
     let sink = streamed.clone();
@@ -176,15 +153,8 @@ async fn invoke_sends_the_configured_temperature_and_reply_language() {
     let shared = scripted.clone();
     let factory: elfiee_adapters::invoke::ProviderFactory =
         Arc::new(move |_| Ok(shared.clone() as Arc<dyn Provider>));
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "t".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(&dir.path().join("t.elf"), "Alice")
-        .await
-        .unwrap();
+    let doc = support::fresh_doc("t", "t.elf").await;
+    let file = doc.file.clone();
     let fx = attach(
         &file,
         EffectsConfig {
@@ -194,18 +164,17 @@ async fn invoke_sends_the_configured_temperature_and_reply_language() {
     )
     .await
     .unwrap();
-    let (agent, _) = agent_support::create_agent(&file, "alice", "writer").await;
+    let (agent, _) = support::create_agent(&file, "alice", "writer").await;
     invoke_agent(&file, "alice", &agent, "plain", &[], |_| {})
         .await
         .unwrap();
-    file.submit(Command::new(
-        "alice",
+    support::alice(
+        &file,
         "agent.configure",
         Some(&agent),
         json!({"temperature": 0.4, "language": "zh"}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
     let p = invoke_agent(&file, "alice", &agent, "写一个需求", &[], |_| {})
         .await
         .unwrap();

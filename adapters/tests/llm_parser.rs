@@ -25,6 +25,13 @@ const SEED_EXAMPLE: &str = r##"
 </command>
 "##;
 
+/// `text` yields no command, and its first error mentions `why`.
+fn assert_refused(text: &str, why: &str) {
+    let r = parse_structured_output(text);
+    assert!(r.commands.is_empty(), "{:?}", r.commands);
+    assert!(r.errors[0].contains(why), "{:?}", r.errors);
+}
+
 #[test]
 fn seed_example_yields_both_commands_in_order() {
     let r = parse_structured_output(SEED_EXAMPLE);
@@ -104,13 +111,9 @@ fn malformed_payload_json_is_reported_by_index_and_the_rest_still_parse() {
 
 #[test]
 fn payload_that_is_not_an_object_is_an_error() {
-    let r =
-        parse_structured_output("<command><cap_id>a.b</cap_id><payload>[1, 2]</payload></command>");
-    assert!(r.commands.is_empty());
-    assert!(
-        r.errors[0].contains("must be a JSON object"),
-        "{:?}",
-        r.errors
+    assert_refused(
+        "<command><cap_id>a.b</cap_id><payload>[1, 2]</payload></command>",
+        "must be a JSON object",
     );
 }
 
@@ -126,9 +129,10 @@ fn missing_cap_id_is_reported_and_others_kept() {
 
 #[test]
 fn cap_id_with_spaces_is_rejected() {
-    let r = parse_structured_output("<command><cap_id>write the file</cap_id></command>");
-    assert!(r.commands.is_empty());
-    assert!(r.errors[0].contains("not a capability id"));
+    assert_refused(
+        "<command><cap_id>write the file</cap_id></command>",
+        "not a capability id",
+    );
 }
 
 #[test]
@@ -161,20 +165,18 @@ fn unclosed_last_command_is_reported() {
 
 #[test]
 fn unclosed_field_tag_is_reported() {
-    let r = parse_structured_output("<command><cap_id>a.b</cap_id><block_id>b1</command>");
-    assert!(r.commands.is_empty());
-    assert!(
-        r.errors[0].contains("<block_id> is not closed"),
-        "{:?}",
-        r.errors
+    assert_refused(
+        "<command><cap_id>a.b</cap_id><block_id>b1</command>",
+        "<block_id> is not closed",
     );
 }
 
 #[test]
 fn duplicate_field_is_reported() {
-    let r = parse_structured_output("<command><cap_id>a.b</cap_id><cap_id>c.d</cap_id></command>");
-    assert!(r.commands.is_empty());
-    assert!(r.errors[0].contains("more than one <cap_id>"));
+    assert_refused(
+        "<command><cap_id>a.b</cap_id><cap_id>c.d</cap_id></command>",
+        "more than one <cap_id>",
+    );
 }
 
 #[test]

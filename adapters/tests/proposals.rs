@@ -1,31 +1,20 @@
 //! Deciding proposals: approve runs every proposed command as the agent's editor, atomically.
 
-mod agent_support;
+mod support;
 use elfiee_adapters::service::{decide_proposal, list_proposals};
-use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
-use elfiee_model::Command;
+use elfiee_engine::{EngineError, FileHandle};
 use serde_json::{json, Value};
 
 async fn setup() -> (tempfile::TempDir, FileHandle, String, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "p".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(dir.path().join("p.elf"), "Alice")
-        .await
-        .unwrap();
-    let (agent, editor) = agent_support::create_agent(&file, "alice", "writer").await;
-    (dir, file, agent, editor)
+    let d = support::fresh_doc("p", "p.elf").await;
+    let (agent, editor) = support::create_agent(&d.file, "alice", "writer").await;
+    (d.dir, d.file, agent, editor)
 }
 
 async fn propose(file: &FileHandle, agent: &str, id: &str, commands: Value) {
-    file.submit(Command::new("alice", "agent.proposal", Some(agent), json!({
+    support::alice(file, "agent.proposal", Some(agent), json!({
         "trigger_seq": 1, "proposal_id": id, "status": "pending", "prompt": "p", "proposed_commands": commands
-    })))
-    .await
-    .unwrap();
+    })).await;
 }
 
 #[tokio::test]
@@ -65,17 +54,7 @@ async fn approving_runs_the_commands_as_the_agent_editor() {
 #[tokio::test]
 async fn an_approval_with_one_unauthorized_command_changes_nothing() {
     let (_d, file, agent, _editor) = setup().await;
-    let owned = file
-        .submit(Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": "mine", "block_type": "markdown"}),
-        ))
-        .await
-        .unwrap()[0]
-        .entity
-        .clone();
+    let owned = support::create_block(&file, "mine", "markdown").await;
     propose(&file, &agent, "p2", json!([
         {"cap_id": "core.create", "payload": {"name": "ok", "block_type": "markdown", "block_id": "ok"}},
         {"cap_id": "core.delete", "block_id": owned, "payload": {}}
@@ -158,25 +137,10 @@ async fn an_agent_proposes_over_mcp_and_a_human_approves() {
 #[tokio::test]
 async fn approving_places_a_created_file_in_the_agents_directory() {
     let (_d, file, agent, _editor) = setup().await;
-    let dir = file
-        .submit(Command::new(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": "/tmp/story-proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]}),
-        ))
-        .await
-        .unwrap()[0]
+    let dir = support::alice(&file, "directory.import", None, json!({"root": "/tmp/story-proj", "files": [{"path": "src/main.rs", "content": "fn main() {}"}]})).await[0]
         .entity
         .clone();
-    file.submit(Command::new(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": dir, "relation": "reference"}),
-    ))
-    .await
-    .unwrap();
+    support::reference(&file, &agent, &dir).await;
     propose(
         &file,
         &agent,

@@ -1,15 +1,19 @@
 //! The terminal, directory import and directory export effects end to end: a real `.elf` on
 //! sled, the built-in effects attached, and the host operations of `service`.
 
+mod support;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use elfiee_adapters::effects::{Observer, RuntimeConfig};
-use elfiee_adapters::service::{export_directory, import_directory, run_terminal, ImportReport};
+use elfiee_adapters::import::SyncReport;
+use elfiee_adapters::service::{
+    export_directory, import_directory, run_terminal, sync_directory, ImportReport,
+};
 use elfiee_adapters::{attach, EffectsConfig, EffectsHandle};
 use elfiee_engine::{Engine, EngineConfig, FileHandle};
-use elfiee_model::{Command, EXTERNAL_ROOT_PATH};
+use elfiee_model::EXTERNAL_ROOT_PATH;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 
@@ -73,11 +77,7 @@ impl Doc {
     }
 
     async fn terminal(&self, payload: Value) -> String {
-        let ev = self
-            .file
-            .submit(Command::new("alice", "terminal.create", None, payload))
-            .await
-            .unwrap();
+        let ev = support::alice(&self.file, "terminal.create", None, payload).await;
         ev[0].entity.clone()
     }
 
@@ -98,6 +98,18 @@ impl Doc {
         )
         .await
         .unwrap()
+    }
+
+    /// Alice exports the directory block `dir` to its folder; the outcome.
+    async fn export(&self, dir: &str) -> Value {
+        export_directory(&self.file, "alice", dir).await.unwrap()
+    }
+
+    /// Alice rescans the directory block `dir` (default limits).
+    async fn rescan(&self, dir: &str) -> SyncReport {
+        sync_directory(&self.file, "alice", dir, &Default::default(), |_| {})
+            .await
+            .unwrap()
     }
 
     /// `path` → block id of the directory block's entries.
@@ -131,6 +143,15 @@ fn text(v: &Value, key: &str) -> String {
         .as_str()
         .unwrap_or_else(|| panic!("no string '{key}' in {v}"))
         .to_owned()
+}
+
+/// The strings of the JSON array `v`.
+fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect()
 }
 
 fn write(path: &Path, contents: impl AsRef<[u8]>) {
@@ -658,18 +679,14 @@ async fn export_writes_an_edited_markdown_block_back_to_its_file() {
     let proj = project();
     let r = d.import(proj.path()).await;
     let readme = d.entry(&r.block_id, "README.md");
-    d.file
-        .submit(Command::new(
-            "alice",
-            "markdown.write",
-            Some(&readme),
-            json!({"markdown": "# Changed in elfiee\n"}),
-        ))
-        .await
-        .unwrap();
-    let out = export_directory(&d.file, "alice", &r.block_id)
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "markdown.write",
+        Some(&readme),
+        json!({"markdown": "# Changed in elfiee\n"}),
+    )
+    .await;
+    let out = d.export(&r.block_id).await;
     assert_eq!(
         std::fs::read_to_string(proj.path().join("README.md")).unwrap(),
         "# Changed in elfiee\n"
@@ -678,12 +695,7 @@ async fn export_writes_an_edited_markdown_block_back_to_its_file() {
         std::fs::read_to_string(proj.path().join("src/main.rs")).unwrap(),
         "fn main() {}\n"
     );
-    let mut written: Vec<&str> = out["written"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let mut written: Vec<&str> = strings(&out["written"]);
     written.sort();
     assert_eq!(
         written,
@@ -721,23 +733,19 @@ async fn export_refuses_a_path_that_escapes_through_a_symlink_made_after_import(
     let outside = tempfile::tempdir().unwrap();
     let r = d.import(proj.path()).await;
     let guide = d.entry(&r.block_id, "docs/guide.md");
-    d.file
-        .submit(Command::new(
-            "alice",
-            "markdown.write",
-            Some(&guide),
-            json!({"markdown": "ESCAPED\n"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "markdown.write",
+        Some(&guide),
+        json!({"markdown": "ESCAPED\n"}),
+    )
+    .await;
 
     // Replace the imported subfolder by a symlink to a folder outside the root.
     std::fs::remove_dir_all(proj.path().join("docs")).unwrap();
     std::os::unix::fs::symlink(outside.path(), proj.path().join("docs")).unwrap();
 
-    let out = export_directory(&d.file, "alice", &r.block_id)
-        .await
-        .unwrap();
+    let out = d.export(&r.block_id).await;
     assert!(
         !outside.path().join("guide.md").exists(),
         "written outside the root: {out}"
@@ -756,12 +764,7 @@ async fn export_refuses_a_path_that_escapes_through_a_symlink_made_after_import(
         entry["reason"].as_str().unwrap().contains("symlink"),
         "{entry}"
     );
-    let written: Vec<&str> = out["written"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_str().unwrap())
-        .collect();
+    let written: Vec<&str> = strings(&out["written"]);
     assert!(!written.contains(&"docs/guide.md"), "{out}");
     d.close().await;
 }
@@ -773,9 +776,7 @@ async fn export_of_a_directory_whose_root_was_deleted_reports_a_refusal() {
     let root = proj.path().canonicalize().unwrap();
     let r = d.import(&root).await;
     std::fs::remove_dir_all(&root).unwrap();
-    let out = export_directory(&d.file, "alice", &r.block_id)
-        .await
-        .unwrap();
+    let out = d.export(&r.block_id).await;
     assert_eq!(out["written"], json!([]), "{out}");
     let refused = out["refused"].as_array().unwrap();
     assert_eq!(refused.len(), 1, "{out}");
@@ -856,9 +857,7 @@ async fn export_refuses_when_the_root_folder_itself_became_a_symlink() {
     let r = d.import(&root).await;
     std::fs::remove_dir_all(&root).unwrap();
     std::os::unix::fs::symlink(outside.path(), &root).unwrap();
-    let out = export_directory(&d.file, "alice", &r.block_id)
-        .await
-        .unwrap();
+    let out = d.export(&r.block_id).await;
     d.close().await;
     assert!(
         !outside.path().join("a.md").exists(),
@@ -1035,15 +1034,13 @@ async fn rescan_writes_exactly_the_modified_added_and_deleted_files() {
     // The deleted file's block is linked: its relations go with it.
     let gone = d.entry(&r.block_id, "lib/f3.rs");
     let readme = d.entry(&r.block_id, "README.md");
-    d.file
-        .submit(Command::new(
-            "alice",
-            "core.link",
-            Some(&readme),
-            json!({"to": gone, "relation": "reference"}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "core.link",
+        Some(&readme),
+        json!({"to": gone, "relation": "reference"}),
+    )
+    .await;
     let before = d.file.last_seq();
     write(&p.join("lib/f1.rs"), body(101, 3_000)); // changed, longer
     write(
@@ -1053,15 +1050,7 @@ async fn rescan_writes_exactly_the_modified_added_and_deleted_files() {
     write(&p.join("lib/f5.rs"), body(5, 2_050)); // rewritten with the same bytes: unchanged
     write(&p.join("lib/new.rs"), "fn new() {}\n"); // added
     std::fs::remove_file(p.join("lib/f3.rs")).unwrap(); // deleted
-    let s = elfiee_adapters::service::sync_directory(
-        &d.file,
-        "alice",
-        &r.block_id,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
+    let s = d.rescan(&r.block_id).await;
     assert_eq!((s.changed, s.added, s.deleted, s.unchanged), (2, 1, 1, 19));
     let kinds: Vec<String> = d
         .file
@@ -1082,15 +1071,7 @@ async fn rescan_writes_exactly_the_modified_added_and_deleted_files() {
     assert_blocks_equal_files(&d, &r.block_id, p);
     // Nothing changed since: a second rescan writes no event at all.
     let seq = d.file.last_seq();
-    let again = elfiee_adapters::service::sync_directory(
-        &d.file,
-        "alice",
-        &r.block_id,
-        &Default::default(),
-        |_| {},
-    )
-    .await
-    .unwrap();
+    let again = d.rescan(&r.block_id).await;
     assert_eq!((again.changed, again.added, again.deleted), (0, 0, 0));
     assert_eq!(d.file.last_seq(), seq);
     d.close().await;
@@ -1105,26 +1086,21 @@ async fn importing_the_same_folder_again_resumes_an_interrupted_import() {
     }
     let root = proj.path().canonicalize().unwrap();
     // What an import killed after its first chunk leaves behind.
-    let ev = d
-        .file
-        .submit(Command::new(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": root.to_str().unwrap(), "files": [], "pending": true}),
-        ))
-        .await
-        .unwrap();
+    let ev = support::alice(
+        &d.file,
+        "directory.import",
+        None,
+        json!({"root": root.to_str().unwrap(), "files": [], "pending": true}),
+    )
+    .await;
     let dir = ev[0].entity.clone();
-    d.file
-        .submit(Command::new(
-            "alice",
-            "directory.sync",
-            Some(&dir),
-            json!({"files": [{"path": "f0.md", "content": body(0, 1_500)}]}),
-        ))
-        .await
-        .unwrap();
+    support::alice(
+        &d.file,
+        "directory.sync",
+        Some(&dir),
+        json!({"files": [{"path": "f0.md", "content": body(0, 1_500)}]}),
+    )
+    .await;
     assert!(d
         .file
         .block(&dir)
@@ -1188,8 +1164,7 @@ async fn rescan_skips_files_whose_size_and_mtime_are_unchanged_and_reads_the_res
     std::fs::write(p.join("f2.rs"), &same_size).unwrap();
     set_mtime("f2.rs", past);
     let limits = elfiee_adapters::import::ImportLimits::default();
-    let sync =
-        || elfiee_adapters::service::sync_directory(&d.file, "alice", &r.block_id, &limits, |_| {});
+    let sync = || sync_directory(&d.file, "alice", &r.block_id, &limits, |_| {});
     let s = sync().await.unwrap();
     assert_eq!(
         (s.changed, s.unchanged),

@@ -4,7 +4,7 @@
 //! row fails the test, so a new tool cannot ship with an unchecked description; so does a
 //! description that says the tool is not available.
 
-mod agent_support;
+mod support;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,8 +14,8 @@ use elfiee_adapters::agent_loop::{AgentSession, Autonomy, DenyAll, SessionOption
 use elfiee_adapters::llm::{LlmResponse, ScriptedProvider};
 use elfiee_adapters::mcp::tools::{call, call_in_session, catalogue, ToolError};
 use elfiee_adapters::{attach, service, EffectsConfig, EffectsHandle};
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
-use elfiee_model::Command;
+use elfiee_engine::{Engine, EngineError, FileHandle};
+use elfiee_model::Event;
 use serde_json::{json, Value};
 
 struct Fx {
@@ -36,37 +36,13 @@ const REQ: &str = "Parse <command> blocks.";
 /// references an imported project folder (README.md, src/main.rs), and an editor `bob`
 /// without grants. Each row gets its own.
 async fn fixture() -> Fx {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::new(EngineConfig {
-        node_id: "tools".into(),
-        ..EngineConfig::default()
-    });
-    let file = engine
-        .init(&dir.path().join("a.elf"), "Alice")
-        .await
-        .unwrap();
+    let support::Fresh {
+        dir, engine, file, ..
+    } = support::fresh_doc("tools", "a.elf").await;
     let effects = attach(&file, EffectsConfig::default()).await.unwrap();
-    let submit = |editor: &str, cap: &str, block: Option<&str>, payload: Value| {
-        let file = file.clone();
-        let cmd = Command::new(editor, cap, block, payload);
-        async move { file.submit(cmd).await.unwrap() }
-    };
-    submit(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": "Requirement", "block_type": "markdown", "block_id": "req"}),
-    )
-    .await;
-    submit(
-        "alice",
-        "markdown.write",
-        Some("req"),
-        json!({"markdown": REQ}),
-    )
-    .await;
-    submit(
-        "alice",
+    support::requirement(&file, REQ).await;
+    support::alice(
+        &file,
         "editor.create",
         None,
         json!({"name": "Bob", "editor_id": "bob"}),
@@ -75,25 +51,16 @@ async fn fixture() -> Fx {
     let proj = dir.path().join("project");
     write(&proj.join("README.md"), "# Demo\n");
     write(&proj.join("src/main.rs"), "fn main() {}\n");
-    let report =
-        service::import_directory(&file, "alice", &proj, None, &Default::default(), |_| {})
-            .await
-            .unwrap();
-    let (agent, agent_editor) = agent_support::create_agent(&file, "alice", "builder").await;
-    submit(
-        "alice",
-        "core.link",
-        Some(&agent),
-        json!({"to": report.block_id, "relation": "reference"}),
-    )
-    .await;
+    let project = support::import_folder(&file, &proj).await;
+    let (agent, agent_editor) = support::create_agent(&file, "alice", "builder").await;
+    support::reference(&file, &agent, &project).await;
     Fx {
         _dir: dir,
         _engine: engine,
         file,
         effects,
         proj,
-        dir: report.block_id,
+        dir: project,
         agent,
         agent_editor,
     }
@@ -105,6 +72,12 @@ fn write(path: &Path, text: &str) {
 }
 
 impl Fx {
+    /// `editor` approves the proposal a tool call answered with.
+    async fn approve(&self, editor: &str, v: &Value) -> Result<Vec<Event>, EngineError> {
+        let id = v["proposal_id"].as_str().unwrap();
+        service::decide_proposal(&self.file, editor, id, true, None).await
+    }
+
     async fn ok(&self, editor: &str, tool: &str, args: Value) -> Value {
         call(&self.file, editor, tool, args.clone())
             .await
@@ -179,7 +152,7 @@ impl Fx {
 }
 
 fn tool_call(id: &str, name: &str, input: Value) -> LlmResponse {
-    agent_support::tool_calls(&[(id, name, input)])
+    support::tool_calls(&[(id, name, input)])
 }
 
 /// An agent-loop session of two steps: the agent rewrites `req`, then its shell rewrites the
@@ -813,7 +786,7 @@ async fn row(tool: &str) -> bool {
                     "proposal_id, prompt and proposed_commands",
                 ],
             );
-            let (_, other) = agent_support::create_agent(&fx.file, "alice", "other").await;
+            let (_, other) = support::create_agent(&fx.file, "alice", "other").await;
             let propose = |who: String, what: &'static str| {
                 let fx = &fx;
                 async move {
@@ -880,15 +853,7 @@ async fn row(tool: &str) -> bool {
                 Some(REQ),
                 "nothing ran yet"
             );
-            service::decide_proposal(
-                &fx.file,
-                alice,
-                v["proposal_id"].as_str().unwrap(),
-                true,
-                None,
-            )
-            .await
-            .unwrap();
+            fx.approve(alice, &v).await.unwrap();
             assert_eq!(fx.text("req", "markdown").as_deref(), Some("proposed"));
             let by = fx
                 .ok(alice, "elfiee_block_history", json!({"block_id": "req"}))
@@ -901,27 +866,11 @@ async fn row(tool: &str) -> bool {
             assert_eq!(by, json!(agent), "ran as the agent");
             // All or nothing: the second command fails, so the first does not run either.
             let v = fx.ok(&agent, tool, json!({"commands": [cmd("req", "half"), cmd("ghost", "x")], "description": "d"})).await;
-            service::decide_proposal(
-                &fx.file,
-                alice,
-                v["proposal_id"].as_str().unwrap(),
-                true,
-                None,
-            )
-            .await
-            .unwrap_err();
+            fx.approve(alice, &v).await.unwrap_err();
             assert_eq!(fx.text("req", "markdown").as_deref(), Some("proposed"));
             // Checked against the agent's grants: it holds no core.delete on alice's block.
             let v = fx.ok(&agent, tool, json!({"commands": [{"cap_id": "core.delete", "block_id": "req", "payload": {}}], "description": "d"})).await;
-            service::decide_proposal(
-                &fx.file,
-                alice,
-                v["proposal_id"].as_str().unwrap(),
-                true,
-                None,
-            )
-            .await
-            .unwrap_err();
+            fx.approve(alice, &v).await.unwrap_err();
             assert!(fx.block("req").is_some());
         }
         "elfiee_exec" => {

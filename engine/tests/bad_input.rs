@@ -6,6 +6,8 @@
 //! reported with a clear, actionable error (never a panic, never silent loss), and nothing that
 //! was acknowledged is lost.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use elfiee_engine::codec::event_key;
@@ -42,27 +44,16 @@ fn actionable(msg: &str) -> bool {
 }
 
 async fn fresh(engine: &Engine, dir: &tempfile::TempDir) -> FileHandle {
-    let f = engine
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
-    f.submit(Command::new(
-        "alice",
-        "editor.create",
-        None,
-        json!({"name": "Bob", "editor_id": "bob"}),
-    ))
-    .await
-    .unwrap();
+    let f = common::init(engine, dir).await;
+    common::add_bob(&f).await;
     for (id, ty) in [("doc", "markdown"), ("src", "code")] {
-        f.submit(Command::new(
-            "alice",
+        common::alice(
+            &f,
             "core.create",
             None,
             json!({"name": id, "block_type": ty, "block_id": id}),
-        ))
-        .await
-        .unwrap();
+        )
+        .await;
     }
     f
 }
@@ -471,14 +462,7 @@ async fn payloads_above_max_payload_bytes_are_refused_before_anything_runs() {
     assert_eq!((f.last_seq(), f.state_digest()), (seq, digest));
     // exactly at the limit is fine
     let text = "x".repeat(4096 - r#"{"markdown":""}"#.len());
-    f.submit(Command::new(
-        "alice",
-        "markdown.write",
-        Some("doc"),
-        json!({"markdown": text}),
-    ))
-    .await
-    .unwrap();
+    common::alice(&f, "markdown.write", Some("doc"), json!({"markdown": text})).await;
     f.close().await;
 }
 
@@ -512,14 +496,13 @@ async fn moderately_nested_contents_commit_and_survive_reopen() {
     let e = engine();
     let f = fresh(&e, &dir).await;
     let contents = json!({"tree": nested_object(64), "list": nested_array(64)});
-    f.submit(Command::new(
-        "alice",
+    common::alice(
+        &f,
         "core.create",
         None,
         json!({"name": "deep", "block_type": "json", "block_id": "deep", "contents": contents}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
     let digest = f.state_digest();
     f.close().await;
     let f = e.open(&path).await.unwrap();
@@ -585,27 +568,15 @@ async fn deep_payload_child() {
 #[test]
 fn deeply_nested_payloads_are_refused_or_survive_reopen() {
     for depth in [1100, 5000] {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "deep_payload_child",
-                "--ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("ELFIEE_DEEP_CHILD", depth.to_string())
-            .env("RUST_BACKTRACE", "0")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let depth = depth.to_string();
+        let env = [
+            ("ELFIEE_DEEP_CHILD", depth.as_str()),
+            ("RUST_BACKTRACE", "0"),
+        ];
+        let (status, text) = common::run_child("deep_payload_child", &env);
         assert!(
-            out.status.success() && text.contains("CHILD-OK"),
-            "depth {depth}: child failed ({}):\n{text}",
-            out.status
+            status.success() && text.contains("CHILD-OK"),
+            "depth {depth}: child failed ({status}):\n{text}"
         );
     }
 }
@@ -633,63 +604,49 @@ async fn baseline(e: &Engine) -> Baseline {
             // A value large enough that sled stores the record as a blob file
             // (log/blobs/<lsn>): the contents of a block type without a body kept in the
             // content store stay in the event.
-            f.submit(Command::new(
-                "alice",
-                "core.create",
-                None,
-                json!({"name": "big", "block_type": "sheet", "contents": {"cells": "big ".repeat(150_000)}}),
-            ))
-            .await
-            .unwrap();
+            common::alice(&f, "core.create", None, json!({"name": "big", "block_type": "sheet", "contents": {"cells": "big ".repeat(150_000)}})).await;
             // A body that goes to the content store (content/pack).
-            f.submit(Command::new(
-                "alice",
+            common::alice(
+                &f,
                 "markdown.write",
                 Some("doc"),
                 json!({"markdown": "big ".repeat(1_000)}),
-            ))
-            .await
-            .unwrap();
+            )
+            .await;
         }
-        f.submit(Command::new(
-            "alice",
+        common::alice(
+            &f,
             "core.create",
             None,
             json!({"name": format!("name-{id}"), "block_type": "markdown", "block_id": id}),
-        ))
-        .await
-        .unwrap();
-        f.submit(Command::new(
-            "alice",
+        )
+        .await;
+        common::alice(
+            &f,
             "markdown.write",
             Some(&id),
             json!({"markdown": format!("text of {id}")}),
-        ))
-        .await
-        .unwrap();
+        )
+        .await;
         if i > 0 {
             let prev = format!("b{:02}", i - 1);
-            f.submit(Command::new(
-                "alice",
+            common::alice(
+                &f,
                 "core.link",
                 Some(&id),
                 json!({"to": prev, "relation": "reference"}),
-            ))
-            .await
-            .unwrap();
+            )
+            .await;
         }
     }
-    f.submit(Command::new(
-        "alice",
+    common::alice(
+        &f,
         "core.grant",
         Some("b03"),
         json!({"editor_id": "bob", "cap_id": "markdown.write"}),
-    ))
-    .await
-    .unwrap();
-    f.submit(Command::new("alice", "core.delete", Some("b05"), json!({})))
-        .await
-        .unwrap();
+    )
+    .await;
+    common::alice(&f, "core.delete", Some("b05"), json!({})).await;
     let events = f.events(1).unwrap();
     let digest = f.state_digest();
     assert_eq!(events.len() as u64, f.last_seq());
@@ -834,7 +791,7 @@ async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
         assert_eq!(f.state_digest(), base.digest, "case {i}");
         assert_eq!(f.events(1).unwrap(), base.events);
         f.close().await;
-        assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+        common::verify_ok(&path);
     }
 }
 

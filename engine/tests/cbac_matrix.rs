@@ -6,6 +6,8 @@
 //! and `other`. A row runs its setup commands (each must succeed), then one action, and checks
 //! the exact outcome. A refused action must leave the log and the state untouched.
 
+mod common;
+
 use elfiee_engine::{Engine, EngineConfig, EngineError, FileHandle};
 use elfiee_model::{CapError, Command};
 use serde_json::{json, Value};
@@ -93,24 +95,22 @@ async fn fixture(engine: &Engine, dir: &tempfile::TempDir) -> FileHandle {
         .await
         .unwrap();
     for (id, name) in [("bob", "Bob"), ("carol", "Carol")] {
-        f.submit(Command::new(
-            "alice",
+        common::alice(
+            &f,
             "editor.create",
             None,
             json!({"name": name, "editor_id": id}),
-        ))
-        .await
-        .unwrap();
+        )
+        .await;
     }
     for id in ["doc", "other"] {
-        f.submit(Command::new(
-            "alice",
+        common::alice(
+            &f,
             "core.create",
             None,
             json!({"name": id, "block_type": "markdown", "block_id": id}),
-        ))
-        .await
-        .unwrap();
+        )
+        .await;
     }
     f
 }

@@ -12,6 +12,8 @@
 //! Set `ELFIEE_CRASH_SEED` to replay a failing run; set `ELFIEE_CRASH_ITERATIONS` to change the
 //! number of kills (default 25).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
@@ -419,14 +421,7 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
 
     let preexisting: BTreeSet<Uuid> = rt.block_on(async {
         let f = engine.init(&path, "Alice").await.unwrap();
-        f.submit(Command::new(
-            "alice",
-            "editor.create",
-            None,
-            json!({"name": "Bob", "editor_id": "bob"}),
-        ))
-        .await
-        .unwrap();
+        common::add_bob(&f).await;
         let ids = f.events(1).unwrap().iter().map(|e| e.cmd_id).collect();
         f.close().await;
         ids

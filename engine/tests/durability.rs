@@ -2,37 +2,17 @@
 //! [`FileHandle::durability`]); `tests/durability_strace.rs` checks the same against the
 //! system calls of a real CLI process.
 
-use elfiee_engine::{Engine, EngineConfig};
-use elfiee_model::Command;
-use serde_json::json;
-
-fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        node_id: "test-node".into(),
-        ..EngineConfig::default()
-    })
-}
-
-fn create(name: &str) -> Command {
-    Command::new(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": name, "block_type": "markdown"}),
-    )
-}
+mod common;
+use common::{create, engine};
 
 #[tokio::test]
 async fn each_acknowledged_command_was_synced_before_its_answer() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let f = common::init(&engine(), &dir).await;
     let mut before = f.durability().expect("this process owns the file");
     assert!(before.syncs >= 1, "init's commit was synced: {before:?}");
     for i in 0..20 {
-        let ev = f.submit(create(&format!("b{i}"))).await.unwrap();
+        let ev = f.submit(create("alice", &format!("b{i}"))).await.unwrap();
         let now = f.durability().unwrap();
         assert!(
             now.synced_seq >= ev.last().unwrap().seq,
@@ -43,7 +23,7 @@ async fn each_acknowledged_command_was_synced_before_its_answer() {
         before = now;
     }
     // A resubmission writes nothing and needs no new sync.
-    let cmd = create("again");
+    let cmd = create("alice", "again");
     f.submit(cmd.clone()).await.unwrap();
     let after_first = f.durability().unwrap();
     f.submit(cmd).await.unwrap();
@@ -54,16 +34,16 @@ async fn each_acknowledged_command_was_synced_before_its_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_commits_are_synced_before_any_of_them_is_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let f = common::init(&engine(), &dir).await;
     let tasks: Vec<_> = (0..32)
         .map(|t| {
             let f = f.clone();
             tokio::spawn(async move {
                 for i in 0..10 {
-                    let ev = f.submit(create(&format!("t{t}-{i}"))).await.unwrap();
+                    let ev = f
+                        .submit(create("alice", &format!("t{t}-{i}")))
+                        .await
+                        .unwrap();
                     let seq = ev.last().unwrap().seq;
                     let d = f.durability().unwrap();
                     assert!(d.synced_seq >= seq, "answered {seq}, synced {d:?}");

@@ -3,28 +3,15 @@
 //! verify, `events`, the command index — sees the same events as before, in seq order, and a
 //! changed byte in the pack is reported, never served.
 
+mod common;
+use common::{create, engine};
+
 use std::path::Path;
 
 use elfiee_engine::log::GROUP_MIN_EVENTS;
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use elfiee_engine::FileHandle;
 use elfiee_model::Command;
 use serde_json::json;
-
-fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        node_id: "test-node".into(),
-        ..EngineConfig::default()
-    })
-}
-
-fn create(name: &str) -> Command {
-    Command::new(
-        "alice",
-        "core.create",
-        None,
-        json!({"name": name, "block_type": "markdown"}),
-    )
-}
 
 /// One `directory.import` command with `n` files (more than `n` events).
 fn import(n: usize, tag: &str) -> Command {
@@ -42,14 +29,16 @@ fn import(n: usize, tag: &str) -> Command {
 /// Single events, a group, singles, a second group, singles.
 async fn mixed(path: &Path) -> FileHandle {
     let f = engine().init(path, "Alice").await.unwrap();
-    f.submit(create("before")).await.unwrap();
+    f.submit(create("alice", "before")).await.unwrap();
     let g1 = f.submit(import(GROUP_MIN_EVENTS + 36, "a")).await.unwrap();
     assert!(g1.len() > GROUP_MIN_EVENTS, "{} events", g1.len());
     for i in 0..3 {
-        f.submit(create(&format!("between{i}"))).await.unwrap();
+        f.submit(create("alice", &format!("between{i}")))
+            .await
+            .unwrap();
     }
     f.submit(import(GROUP_MIN_EVENTS * 2, "b")).await.unwrap();
-    f.submit(create("after")).await.unwrap();
+    f.submit(create("alice", "after")).await.unwrap();
     f
 }
 
@@ -99,12 +88,11 @@ async fn grouped_and_single_events_read_back_in_order_after_reopen_and_replay() 
     assert!(expected.len() > GROUP_MIN_EVENTS);
     assert_eq!(by_cmd, expected);
     // And new commands chain on the group's last hash.
-    again.submit(create("later")).await.unwrap();
+    again.submit(create("alice", "later")).await.unwrap();
     let report = again.verify().await.unwrap();
     assert!(report.ok, "{:?}", report.problems);
     again.close().await;
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    let report = common::verify_ok(&path);
     assert_eq!(report.events, last + 1);
 }
 
@@ -114,17 +102,9 @@ async fn a_changed_byte_in_the_event_pack_is_reported_by_verify() {
     let path = dir.path().join("x.elf");
     mixed(&path).await.close().await;
     let pack = path.join("events.pack");
-    let mut bytes = std::fs::read(&pack).unwrap();
-    let mid = bytes.len() / 3;
-    bytes[mid] ^= 0x20;
-    std::fs::write(&pack, &bytes).unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    common::flip_byte(&pack, |len| len / 3);
+    let report = common::verify_names(&path, "events.pack");
     assert!(!report.ok, "a flipped byte in events.pack must fail verify");
-    assert!(
-        report.problems.iter().any(|p| p.contains("events.pack")),
-        "the problem names the pack: {:?}",
-        report.problems
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,27 +120,11 @@ async fn a_cut_short_or_missing_event_pack_is_reported_by_verify() {
         .unwrap()
         .set_len(len / 2)
         .unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    let report = common::verify_names(&path, "past the end of events.pack");
     assert!(!report.ok);
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| p.contains("past the end of events.pack")),
-        "{:?}",
-        report.problems
-    );
     std::fs::remove_file(&pack).unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    let report = common::verify_names(&path, "events.pack is missing");
     assert!(!report.ok, "a missing pack is reported");
-    assert!(
-        report
-            .problems
-            .iter()
-            .any(|p| p.contains("events.pack is missing")),
-        "{:?}",
-        report.problems
-    );
     assert!(!pack.exists(), "verify does not make an empty pack");
 }
 
@@ -183,11 +147,8 @@ async fn bytes_a_crash_left_after_the_last_group_are_overwritten_not_read() {
     assert_eq!(f.last_seq(), last + ev.len() as u64);
     let digest = f.state_digest();
     f.close().await;
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
-    let again = engine().open(&path).await.unwrap();
-    assert_eq!(again.state_digest(), digest);
-    again.close().await;
+    common::verify_ok(&path);
+    common::assert_reopens_to(&engine(), &path, &digest, "reopened past the crash bytes").await;
     assert!(std::fs::metadata(&pack).unwrap().len() >= before);
 }
 
@@ -219,13 +180,13 @@ async fn a_process_that_committed_a_bulk_command_snapshots_before_it_closes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
     let f = engine().init(&path, "Alice").await.unwrap();
-    f.submit(create("small")).await.unwrap();
+    f.submit(create("alice", "small")).await.unwrap();
     f.close().await;
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     let before = elfiee_engine::stored_snapshots(&paths);
 
     let f = engine().open(&path).await.unwrap();
-    f.submit(create("one more")).await.unwrap();
+    f.submit(create("alice", "one more")).await.unwrap();
     f.close().await;
     assert_eq!(
         elfiee_engine::stored_snapshots(&paths),

@@ -8,6 +8,8 @@
 //! The last test runs the same model against a deliberately broken queue (lost wake-up) and
 //! expects loom to catch it, so these models are known to have teeth.
 
+mod common;
+
 #[path = "../src/commit_queue.rs"]
 #[allow(dead_code)]
 mod commit_queue;
@@ -202,25 +204,10 @@ fn broken_queue_child() {
 
 #[test]
 fn the_model_catches_a_lost_wakeup_in_a_broken_queue() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "broken_queue_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env("RUST_BACKTRACE", "0")
-        .env("ELFIEE_LOOM_CHILD", "1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let env = [("RUST_BACKTRACE", "0"), ("ELFIEE_LOOM_CHILD", "1")];
+    let (status, text) = common::run_child("broken_queue_child", &env);
     assert!(
-        !out.status.success(),
+        !status.success(),
         "loom must reject the lossy queue:\n{text}"
     );
     assert!(

@@ -1,6 +1,9 @@
 //! The command pipeline end to end on a real sled log: durability, idempotency, rejection,
 //! snapshots, subscriptions, group commit, handler panics, bad input.
 
+mod common;
+use common::{create, engine};
+
 use std::sync::Arc;
 
 use elfiee_capabilities::{Capability, Registry, Target};
@@ -9,27 +12,11 @@ use elfiee_model::{CapError, Command, Ctx, EventDraft};
 use elfiee_projections::State;
 use serde_json::json;
 
-fn engine() -> Engine {
-    Engine::new(EngineConfig {
-        node_id: "test-node".into(),
-        ..EngineConfig::default()
-    })
-}
-
-fn create(owner: &str, name: &str) -> Command {
-    Command::new(
-        owner,
-        "core.create",
-        None,
-        json!({"name": name, "block_type": "markdown"}),
-    )
-}
-
 #[tokio::test]
 async fn opening_the_same_path_twice_returns_the_same_actor() {
     let dir = tempfile::tempdir().unwrap();
     let e = engine();
-    let a = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let a = common::init(&e, &dir).await;
     let b = e.open(dir.path().join("x.elf")).await.unwrap();
     let c = e.open(dir.path().join("./x.elf")).await.unwrap();
     let ev = b.submit(create("alice", "n")).await.unwrap();
@@ -76,10 +63,7 @@ async fn committed_events_survive_reopen_and_resubmission_is_idempotent() {
 #[tokio::test]
 async fn a_rejected_command_writes_nothing_and_leaves_state_unchanged() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let f = common::init(&engine(), &dir).await;
     let (seq, digest) = (f.last_seq(), f.state_digest());
     let bad = [
         Command::new("alice", "core.nope", None, json!({})),
@@ -117,7 +101,7 @@ async fn oversize_payloads_are_refused_with_the_limit() {
         max_payload_bytes: 1000,
         ..EngineConfig::default()
     });
-    let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let f = common::init(&e, &dir).await;
     let ev = f.submit(create("alice", "n")).await.unwrap();
     let seq = f.last_seq();
     let big = "x".repeat(2000);
@@ -141,10 +125,7 @@ async fn oversize_payloads_are_refused_with_the_limit() {
 #[tokio::test]
 async fn expected_seq_detects_a_concurrent_change() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let f = common::init(&engine(), &dir).await;
     let id = f.submit(create("alice", "n")).await.unwrap()[0]
         .entity
         .clone();
@@ -203,7 +184,7 @@ async fn a_handler_panic_becomes_an_error_and_the_actor_keeps_serving() {
         registry,
         ..EngineConfig::default()
     });
-    let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let f = common::init(&e, &dir).await;
     let err = f
         .submit(Command::new("alice", "test.panic", None, json!({})))
         .await
@@ -220,10 +201,7 @@ async fn a_handler_panic_becomes_an_error_and_the_actor_keeps_serving() {
 #[tokio::test]
 async fn submit_all_commits_everything_or_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let f = common::init(&engine(), &dir).await;
     let seq = f.last_seq();
     let ok = Command::new(
         "alice",
@@ -314,8 +292,7 @@ async fn concurrent_submitters_all_commit_without_gaps() {
         replayed.state_digest, digest,
         "live state == replay of the log"
     );
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }
 
 /// A closed file (snapshots every 10 events) with 25 created blocks: the engine, each command
@@ -345,9 +322,7 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
     let (e, _, digest) = file_with_25_blocks(&path).await;
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(f.state_digest(), digest);
-    f.close().await;
+    common::assert_reopens_to(&e, &path, &digest, "reopened from the newest snapshot").await;
     // At most three snapshots stay on disk (written every 10 events: 26 events → 2 here).
     let snaps =
         elfiee_engine::stored_snapshots(&elfiee_engine::layout::ElfPaths::existing(&path).unwrap());
@@ -357,27 +332,29 @@ async fn snapshots_are_written_and_used_and_a_bad_one_is_ignored() {
     );
     // Damage the newest one: open falls back to an older one (or the log) with the same state.
     std::fs::write(&snaps[0].1, b"garbage").unwrap();
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(f.state_digest(), digest);
-    f.close().await;
+    common::assert_reopens_to(
+        &e,
+        &path,
+        &digest,
+        "an older snapshot or the log stands in for the damaged newest one",
+    )
+    .await;
     // Damage every snapshot: open must ignore them all and replay the full log.
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     for (_, file) in &elfiee_engine::stored_snapshots(&paths) {
         std::fs::write(file, b"garbage").unwrap();
     }
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
+    let report = common::verify_names(&path, "snapshot");
     assert!(!report.ok, "verify flags the bad snapshot");
-    assert!(
-        report.problems.iter().any(|p| p.contains("snapshot")),
-        "{:?}",
-        report.problems
-    );
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(f.state_digest(), digest);
-    f.close().await;
+    common::assert_reopens_to(
+        &e,
+        &path,
+        &digest,
+        "the full log stands in for the damaged snapshots",
+    )
+    .await;
     // The full replay made a snapshot due: closing wrote a good one (and the index) again.
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }
 
 /// Opening from a snapshot decodes only the blocks something reads (issue 11: a CLI call on a
@@ -397,14 +374,13 @@ async fn an_open_decodes_only_the_blocks_it_reads_and_a_flipped_snapshot_byte_is
         "{encoded} of {in_snapshot} blocks still encoded after open"
     );
     let target = sent[0].1[0].entity.clone();
-    f.submit(Command::new(
-        "alice",
+    common::alice(
+        &f,
         "markdown.write",
         Some(&target),
         serde_json::json!({"markdown": "# one block"}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
     let after = f.with_state(|s| s.blocks.encoded());
     assert!(
         after + 2 >= encoded,
@@ -417,17 +393,8 @@ async fn an_open_decodes_only_the_blocks_it_reads_and_a_flipped_snapshot_byte_is
     f.close().await;
     let paths = elfiee_engine::layout::ElfPaths::existing(&path).unwrap();
     let newest = elfiee_engine::stored_snapshots(&paths)[0].1.clone();
-    let mut bytes = std::fs::read(&newest).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x20;
-    std::fs::write(&newest, &bytes).unwrap();
-    let f = e.open(&path).await.unwrap();
-    assert_eq!(
-        f.state_digest(),
-        written,
-        "the damaged snapshot was not used"
-    );
-    f.close().await;
+    common::flip_byte(&newest, |len| len / 2);
+    common::assert_reopens_to(&e, &path, &written, "the damaged snapshot was not used").await;
 }
 
 #[tokio::test]
@@ -450,16 +417,15 @@ async fn a_short_lived_open_costs_what_it_changed_not_a_snapshot() {
             before,
             "session {i}"
         );
-        let f = e.open(&path).await.unwrap();
-        assert_eq!(
-            f.state_digest(),
-            digest,
-            "snapshot + tail after session {i}"
-        );
-        f.close().await;
+        common::assert_reopens_to(
+            &e,
+            &path,
+            &digest,
+            &format!("snapshot + tail after session {i}"),
+        )
+        .await;
     }
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }
 
 #[tokio::test]
@@ -470,7 +436,7 @@ async fn a_slow_subscriber_catches_up_from_the_log_and_misses_nothing() {
         channel_capacity: 4,
         ..EngineConfig::default()
     });
-    let f = e.init(dir.path().join("x.elf"), "Alice").await.unwrap();
+    let f = common::init(&e, &dir).await;
     let mut sub = f.subscribe();
     let from = sub.next_seq();
     for i in 0..100 {
@@ -501,10 +467,7 @@ async fn a_subscription_left_behind_when_the_file_closes_ends_instead_of_spinnin
     // Its channel is empty and closed, events it has not read are committed, and the log is
     // gone: `recv` used to ask the log again and again without ever waiting (CI hung on it).
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
+    let f = common::init(&engine(), &dir).await;
     for i in 0..3 {
         f.submit(create("alice", &format!("b{i}"))).await.unwrap();
     }
@@ -546,18 +509,8 @@ async fn opening_a_non_elf_or_reinitializing_gives_clear_errors() {
 #[tokio::test]
 async fn read_block_checks_the_read_capability() {
     let dir = tempfile::tempdir().unwrap();
-    let f = engine()
-        .init(dir.path().join("x.elf"), "Alice")
-        .await
-        .unwrap();
-    f.submit(Command::new(
-        "alice",
-        "editor.create",
-        None,
-        json!({"name": "Bob", "editor_id": "bob"}),
-    ))
-    .await
-    .unwrap();
+    let f = common::init(&engine(), &dir).await;
+    common::add_bob(&f).await;
     let id = f.submit(create("alice", "n")).await.unwrap()[0]
         .entity
         .clone();
@@ -566,14 +519,13 @@ async fn read_block_checks_the_read_capability() {
         f.read_block("bob", &id),
         Err(EngineError::Rejected(CapError::Unauthorized { .. }))
     ));
-    f.submit(Command::new(
-        "alice",
+    common::alice(
+        &f,
         "core.grant",
         Some(&id),
         json!({"editor_id": "bob", "cap_id": "markdown.read"}),
-    ))
-    .await
-    .unwrap();
+    )
+    .await;
     assert!(f.read_block("bob", &id).is_ok());
     f.close().await;
 }
@@ -585,7 +537,7 @@ async fn a_lost_or_damaged_command_index_is_rebuilt_from_the_log() {
     let (e, sent, _) = file_with_25_blocks(&path).await;
     let index = path.join("commands.idx");
     assert!(index.exists(), "closing stores the command index");
-    assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+    common::verify_ok(&path);
 
     // Resubmitting must stay idempotent whatever happened to the file.
     let resubmit_all = |sent: Vec<(Command, Vec<elfiee_model::Event>)>| {
@@ -604,23 +556,12 @@ async fn a_lost_or_damaged_command_index_is_rebuilt_from_the_log() {
     };
 
     std::fs::remove_file(&index).unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(
-        report.problems.iter().any(|p| p.contains("no index entry")),
-        "verify notices the missing index: {:?}",
-        report.problems
-    );
+    common::verify_names(&path, "no index entry");
     resubmit_all(sent.clone()).await;
-    assert!(elfiee_engine::verify(&path, |_, _| {}).unwrap().ok);
+    common::verify_ok(&path);
 
     std::fs::write(&index, b"garbage, not an index").unwrap();
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(
-        report.problems.iter().any(|p| p.contains("command index")),
-        "{:?}",
-        report.problems
-    );
+    common::verify_names(&path, "command index");
     resubmit_all(sent).await;
-    let report = elfiee_engine::verify(&path, |_, _| {}).unwrap();
-    assert!(report.ok, "{:?}", report.problems);
+    common::verify_ok(&path);
 }

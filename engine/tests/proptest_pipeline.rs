@@ -15,6 +15,8 @@
 //! editors, block ids and JSON payloads: deterministic for the same `Ctx`, never panics (not even
 //! inside a handler), leaves the state alone, and its events survive the storage codec unchanged.
 
+mod common;
+
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -842,13 +844,13 @@ async fn run_engine_case(steps: &[Step], reopen_at: &[usize]) {
             v.snapshot.as_deref(),
             Some(format!("valid at seq {seq}").as_str())
         );
-        let g = engine.open(&path).await.unwrap();
-        assert_eq!(
-            g.state_digest(),
-            live,
-            "snapshot at {seq} + tail up to {last} equals the live state"
-        );
-        g.close().await;
+        common::assert_reopens_to(
+            &engine,
+            &path,
+            &live,
+            &format!("snapshot at {seq} + tail up to {last} equals the live state"),
+        )
+        .await;
     }
 }
 

@@ -57,8 +57,13 @@ fn roots(r: &[&str]) -> Vec<String> {
 }
 
 fn big() -> ContextOptions {
+    budget_of(1_000_000)
+}
+
+/// The default options with a budget of `max_tokens`.
+fn budget_of(max_tokens: usize) -> ContextOptions {
     ContextOptions {
-        max_tokens: 1_000_000,
+        max_tokens,
         ..ContextOptions::default()
     }
 }
@@ -89,23 +94,12 @@ fn walk_stops_at_max_depth() {
         ctx.items.iter().map(|i| i.depth).collect::<Vec<_>>(),
         [0, 1, 2]
     );
-    let ctx = collect_context(
-        &s,
-        &roots(&["a"]),
-        &ContextOptions {
-            max_depth: 0,
-            ..big()
-        },
-    );
-    assert_eq!(ids(&ctx), ["a"]);
-    let ctx = collect_context(
-        &s,
-        &roots(&["a"]),
-        &ContextOptions {
-            max_depth: 10,
-            ..big()
-        },
-    );
+    let to_depth = |max_depth| {
+        let opts = ContextOptions { max_depth, ..big() };
+        collect_context(&s, &roots(&["a"]), &opts)
+    };
+    assert_eq!(ids(&to_depth(0)), ["a"]);
+    let ctx = to_depth(10);
     assert_eq!(ids(&ctx), ["a", "b", "c", "d"]);
     assert!(ctx.dropped.is_empty() && ctx.truncated.is_none());
 }
@@ -224,14 +218,7 @@ fn deepest_blocks_are_dropped_first_then_the_last_kept_is_cut() {
 
     // Room for everything but the grandchild: it alone goes, nothing is cut.
     let budget = t[0] + t[1] + t[2];
-    let ctx = collect_context(
-        &s,
-        &roots(&["root"]),
-        &ContextOptions {
-            max_tokens: budget,
-            ..big()
-        },
-    );
+    let ctx = collect_context(&s, &roots(&["root"]), &budget_of(budget));
     assert_eq!(ids(&ctx), ["root", "c1", "c2"]);
     assert_eq!(ctx.dropped, ["g1"]);
     assert_eq!(ctx.truncated, None);
@@ -239,14 +226,7 @@ fn deepest_blocks_are_dropped_first_then_the_last_kept_is_cut() {
 
     // Half of c2's share left: g1 dropped, c2 cut and marked, filled close to the budget.
     let budget = t[0] + t[1] + t[2] / 2;
-    let ctx = collect_context(
-        &s,
-        &roots(&["root"]),
-        &ContextOptions {
-            max_tokens: budget,
-            ..big()
-        },
-    );
+    let ctx = collect_context(&s, &roots(&["root"]), &budget_of(budget));
     assert_eq!(ids(&ctx), ["root", "c1", "c2"]);
     assert_eq!(ctx.dropped, ["g1"]);
     assert_eq!(ctx.truncated.as_deref(), Some("c2"));
@@ -264,28 +244,14 @@ fn deepest_blocks_are_dropped_first_then_the_last_kept_is_cut() {
     );
 
     // Less than the root: the root itself is cut, everything else dropped.
-    let ctx = collect_context(
-        &s,
-        &roots(&["root"]),
-        &ContextOptions {
-            max_tokens: 40,
-            ..big()
-        },
-    );
+    let ctx = collect_context(&s, &roots(&["root"]), &budget_of(40));
     assert_eq!(ids(&ctx), ["root"]);
     assert_eq!(ctx.truncated.as_deref(), Some("root"));
     assert_eq!(ctx.dropped, ["c1", "c2", "g1"]);
     assert!(ctx.total_tokens <= 40);
 
     // Not even the header fits: nothing at all.
-    let ctx = collect_context(
-        &s,
-        &roots(&["root"]),
-        &ContextOptions {
-            max_tokens: 3,
-            ..big()
-        },
-    );
+    let ctx = collect_context(&s, &roots(&["root"]), &budget_of(3));
     assert!(ctx.items.is_empty());
     assert_eq!(ctx.dropped, ["root", "c1", "c2", "g1"]);
     assert_eq!(ctx.total_tokens, 0);
@@ -300,14 +266,7 @@ fn cut_code_keeps_its_fence_closed() {
         json!({"text": code, "language": "rust"}),
         &[],
     )]);
-    let ctx = collect_context(
-        &s,
-        &roots(&["c"]),
-        &ContextOptions {
-            max_tokens: 60,
-            ..big()
-        },
-    );
+    let ctx = collect_context(&s, &roots(&["c"]), &budget_of(60));
     let text = &ctx.items[0].text;
     assert!(
         text.starts_with("```rust\n") && text.ends_with(&format!("\n```\n{TRUNCATION_MARKER}")),
@@ -520,14 +479,7 @@ fn a_short_budget_keeps_the_referenced_and_implement_blocks_and_drops_the_rest_f
     assert_eq!(all.items.len(), 9, "{:?}", ids(&all));
     // Room for about half of the nine.
     let budget = all.total_tokens / 2;
-    let ctx = collect_context(
-        &s,
-        &roots(&["req"]),
-        &ContextOptions {
-            max_tokens: budget,
-            ..big()
-        },
-    );
+    let ctx = collect_context(&s, &roots(&["req"]), &budget_of(budget));
     let kept = ids(&ctx);
     assert_eq!(&kept[..3], ["req", "spec", "code"], "{kept:?}");
     assert_eq!(ctx.items[1].rank, elfiee_projections::Rank::Implement);

@@ -14,6 +14,16 @@ use futures_util::StreamExt;
 
 const SUBJECT: &str = "elf.doc.ev.n1";
 
+/// Up to five messages from the pull consumer `c`, waiting 2 s at most.
+async fn fetch_five(c: &consumer::PullConsumer) -> consumer::pull::Batch {
+    c.fetch()
+        .max_messages(5)
+        .expires(Duration::from_secs(2))
+        .messages()
+        .await
+        .unwrap()
+}
+
 async fn stream(js: &jetstream::Context, window: Duration) -> jetstream::stream::Stream {
     js.create_stream(jetstream::stream::Config {
         name: "ELF_doc".into(),
@@ -25,17 +35,24 @@ async fn stream(js: &jetstream::Context, window: Duration) -> jetstream::stream:
     .expect("create the stream")
 }
 
-async fn publish(js: &jetstream::Context, id: &str, body: &str) -> jetstream::publish::PublishAck {
+/// Publishes `body` with the message id `id` and waits for the stream's acknowledgement.
+async fn try_publish(
+    js: &jetstream::Context,
+    id: &str,
+    body: &str,
+) -> Result<jetstream::publish::PublishAck, jetstream::context::PublishError> {
     js.send_publish(
         SUBJECT,
         PublishMessage::build()
             .payload(body.to_owned().into())
             .message_id(id),
     )
+    .await?
     .await
-    .expect("publish")
-    .await
-    .expect("pub ack")
+}
+
+async fn publish(js: &jetstream::Context, id: &str, body: &str) -> jetstream::publish::PublishAck {
+    try_publish(js, id, body).await.expect("publish")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -109,13 +126,7 @@ async fn a_durable_pull_consumer_redelivers_what_was_not_acked_and_drops_what_wa
         .get_or_create_consumer("n2", config.clone())
         .await
         .unwrap();
-    let mut got = c
-        .fetch()
-        .max_messages(5)
-        .expires(Duration::from_secs(2))
-        .messages()
-        .await
-        .unwrap();
+    let mut got = fetch_five(&c).await;
     let mut seen = Vec::new();
     while let Some(m) = got.next().await {
         let m = m.unwrap();
@@ -137,13 +148,7 @@ async fn a_durable_pull_consumer_redelivers_what_was_not_acked_and_drops_what_wa
     // message comes again, after the ack wait; the terminated one never does.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let c = s.get_or_create_consumer("n2", config).await.unwrap();
-    let mut again = c
-        .fetch()
-        .max_messages(5)
-        .expires(Duration::from_secs(2))
-        .messages()
-        .await
-        .unwrap();
+    let mut again = fetch_five(&c).await;
     let mut redelivered = Vec::new();
     while let Some(m) = again.next().await {
         let m = m.unwrap();
@@ -169,17 +174,7 @@ async fn a_client_behind_a_cut_relay_fails_to_publish_then_recovers_when_it_heal
     publish(&js, "n1:1", "before").await;
 
     relay.cut();
-    let during = async {
-        js.send_publish(
-            SUBJECT,
-            PublishMessage::build()
-                .payload("during".into())
-                .message_id("n1:2"),
-        )
-        .await?
-        .await
-    }
-    .await;
+    let during = try_publish(&js, "n1:2", "during").await;
     assert!(
         during.is_err(),
         "a publish across a partition is not acknowledged"
@@ -189,17 +184,7 @@ async fn a_client_behind_a_cut_relay_fails_to_publish_then_recovers_when_it_heal
     // The client reconnects by itself; the publisher retries the same id until acked.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     let ack = loop {
-        let tried = async {
-            js.send_publish(
-                SUBJECT,
-                PublishMessage::build()
-                    .payload("during".into())
-                    .message_id("n1:2"),
-            )
-            .await?
-            .await
-        }
-        .await;
+        let tried = try_publish(&js, "n1:2", "during").await;
         match tried {
             Ok(ack) => break ack,
             Err(e) if tokio::time::Instant::now() < deadline => {

@@ -5,18 +5,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{admit, converge, Device};
+use common::{converge, three_devices, Device};
 use elfiee_sync::testing::NatsServer;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_devices_share_one_document() {
     let server = NatsServer::start().unwrap();
-    let a = Device::genesis(&server, "doc", 1).await;
-    let b = Device::join(&server, "doc", 2, "bob").await;
-    let c = Device::join(&server, "doc", 3, "carol").await;
-    admit(&a, &b).await;
-    admit(&a, &c).await;
+    let (a, b, c) = three_devices(&server, "doc", 1).await;
     converge(&[&a, &b, &c], Duration::from_secs(20)).await;
     let made = b
         .run(
@@ -40,8 +36,7 @@ async fn three_devices_share_one_document() {
     let state = a.node.state().unwrap();
     assert_eq!(state.blocks["n1"].contents["markdown"], "carol was here");
     for d in [&a, &b, &c] {
-        let report = d.file.verify().await.unwrap();
-        assert!(report.ok, "{report:?}");
+        d.assert_verifies().await;
     }
 }
 
@@ -51,11 +46,7 @@ async fn three_devices_share_one_document() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_heals_to_one_winner_the_same_conflicts_and_the_same_flags() {
     let server = NatsServer::start().unwrap();
-    let a = Device::genesis(&server, "part", 11).await;
-    let b = Device::join(&server, "part", 12, "bob").await;
-    let c = Device::join(&server, "part", 13, "carol").await;
-    admit(&a, &b).await;
-    admit(&a, &c).await;
+    let (a, b, c) = three_devices(&server, "part", 11).await;
     a.run(
         "core.create",
         None,
@@ -163,11 +154,7 @@ async fn forged_events_are_rejected_and_valid_ones_still_flow() {
     use elfiee_sync::node::SyncError;
 
     let server = NatsServer::start().unwrap();
-    let a = Device::genesis(&server, "forge", 21).await;
-    let b = Device::join(&server, "forge", 22, "bob").await;
-    let c = Device::join(&server, "forge", 23, "carol").await;
-    admit(&a, &b).await;
-    admit(&a, &c).await;
+    let (a, b, c) = three_devices(&server, "forge", 21).await;
     let before = converge(&[&a, &b, &c], Duration::from_secs(20)).await;
 
     let js = jetstream::new(async_nats::connect(server.url()).await.unwrap());
@@ -367,8 +354,7 @@ async fn bodies_travel_in_chunks_to_a_fresh_device() {
     assert_eq!(got.contents["markdown"].as_str().unwrap(), big);
     let small = b.file.resolve(&state.blocks["small"]).unwrap();
     assert_eq!(small.contents["markdown"], "");
-    let report = b.file.verify().await.unwrap();
-    assert!(report.ok, "{report:?}");
+    b.assert_verifies().await;
 }
 
 /// A broker that goes away while the device sends nothing shows in its status (not only once

@@ -1,6 +1,8 @@
 //! The merge order is the same on every node whatever order events arrive in, it extends the
 //! causal order, and "happened before" agrees with reachability through prev and deps.
 
+mod common;
+
 use std::collections::{HashMap, HashSet};
 
 use elfiee_sync::identity::{EventId, NodeId, Origin, Rejection};
@@ -72,13 +74,9 @@ proptest! {
         }
         // Heal: everyone gets everything, each in its own arrival order.
         for _ in 0..2 {
-            for from in 0..3 {
-                for to in 0..3 {
-                    if from != to {
-                        let log = nodes[from].log.clone();
-                        deliver(&log, &mut nodes[to]);
-                    }
-                }
+            for (from, to) in common::ordered_pairs(3) {
+                let log = nodes[from].log.clone();
+                deliver(&log, &mut nodes[to]);
             }
         }
         let order: Vec<_> = nodes[0].index.order().copied().collect();

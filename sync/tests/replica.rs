@@ -2,6 +2,8 @@
 //! orders: after everyone has everything, all digests are equal, equal to a fold from
 //! scratch in merge order, and equal to a fresh node that ingests every event.
 
+mod common;
+
 use elfiee_capabilities::Registry;
 use elfiee_model::Command;
 use elfiee_sync::identity::{NodeKey, SyncEvent};
@@ -133,13 +135,9 @@ proptest! {
             }
         }
         for _ in 0..2 {
-            for a in 0..3 {
-                for b in 0..3 {
-                    if a != b {
-                        let log = nodes[a].log.clone();
-                        deliver(&log, &mut nodes[b]);
-                    }
-                }
+            for (a, b) in common::ordered_pairs(3) {
+                let log = nodes[a].log.clone();
+                deliver(&log, &mut nodes[b]);
             }
         }
         let digest = nodes[0].replica.digest();

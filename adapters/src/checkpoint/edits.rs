@@ -2,6 +2,7 @@
 //! agent steps, one command a step, the document only.
 
 use super::*;
+use crate::payload::{str_field, str_list};
 
 // A human's own edits (`elfiee undo` / `redo`): the same mechanism, one command per step and
 // the document only. The records are the `reason` of the `core.restore` events themselves
@@ -99,21 +100,8 @@ pub(super) fn edits_of(file: &FileHandle, editor: &str) -> Result<Edits, EngineE
             files: Vec::new(),
         };
         if let Some(u) = reason.get("undo") {
-            let id = u
-                .get("undo_id")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_owned();
-            let commands = u
-                .get("commands")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default();
+            let id = str_field(u, "undo_id");
+            let commands = str_list(u, "commands");
             e.undos.push((id, commands, range));
         } else if let Some(r) = reason.get("redo") {
             if let Some(id) = r.get("undo_id").and_then(Value::as_str) {

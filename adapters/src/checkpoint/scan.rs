@@ -7,6 +7,7 @@
 //! mtime is too close to the previous scan is hashed again ("racily clean": it may have
 //! changed within the clock's granularity after the scan read it).
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -384,44 +385,37 @@ pub fn diff(a: &Manifest, b: &Manifest) -> Vec<FileChange> {
     let mut ai = a.files.iter().peekable();
     let mut bi = b.files.iter().peekable();
     loop {
-        let change = match (ai.peek(), bi.peek()) {
+        // Which side holds the next path: only `a` (deleted), only `b` (created), or both.
+        let order = match (ai.peek(), bi.peek()) {
             (None, None) => break,
-            (Some((pa, sa)), Some((pb, sb))) if pa == pb => {
-                let c = (!sa.same_content(sb)).then(|| FileChange {
-                    path: (*pa).clone(),
-                    before: Some(Version::from(*sa)),
-                    after: Some(Version::from(*sb)),
-                });
-                ai.next();
-                bi.next();
-                c
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((pa, _)), Some((pb, _))) => pa.cmp(pb),
+        };
+        let change = match order {
+            Ordering::Equal => {
+                let ((path, sa), (_, sb)) = (ai.next().unwrap(), bi.next().unwrap());
+                (!sa.same_content(sb)).then(|| FileChange {
+                    path: path.clone(),
+                    before: Some(Version::from(sa)),
+                    after: Some(Version::from(sb)),
+                })
             }
-            (Some((pa, sa)), Some((pb, _))) if pa < pb => {
-                let c = FileChange {
-                    path: (*pa).clone(),
-                    before: Some(Version::from(*sa)),
+            Ordering::Less => {
+                let (path, sa) = ai.next().unwrap();
+                Some(FileChange {
+                    path: path.clone(),
+                    before: Some(Version::from(sa)),
                     after: None,
-                };
-                ai.next();
-                Some(c)
+                })
             }
-            (Some((pa, sa)), None) => {
-                let c = FileChange {
-                    path: (*pa).clone(),
-                    before: Some(Version::from(*sa)),
-                    after: None,
-                };
-                ai.next();
-                Some(c)
-            }
-            (_, Some((pb, sb))) => {
-                let c = FileChange {
-                    path: (*pb).clone(),
+            Ordering::Greater => {
+                let (path, sb) = bi.next().unwrap();
+                Some(FileChange {
+                    path: path.clone(),
                     before: None,
-                    after: Some(Version::from(*sb)),
-                };
-                bi.next();
-                Some(c)
+                    after: Some(Version::from(sb)),
+                })
             }
         };
         out.extend(change);

@@ -14,11 +14,10 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{json, Map, Value};
 
 use super::error::shorten;
-use super::http::{post_for_stream, read_events, secret_header, ProviderConfig};
-use super::retry::{Attempt, Emitter, RetryPolicy};
+use super::http::{secret_header, Assembler, Endpoint, ProviderConfig, Wire};
+use super::retry::Emitter;
 use super::sse::SseEvent;
 use super::{ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, StreamEvent, Usage};
-use crate::effects::BoxFuture;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const BASE_URL_ENV: &str = "ANTHROPIC_BASE_URL";
@@ -26,10 +25,8 @@ pub const API_VERSION: &str = "2023-06-01";
 
 /// A client of the Anthropic Messages API. `Debug` never shows the key.
 pub struct AnthropicProvider {
-    client: reqwest::Client,
-    base_url: String,
+    endpoint: Endpoint,
     api_key: ApiKey,
-    config: ProviderConfig,
 }
 
 impl AnthropicProvider {
@@ -37,17 +34,14 @@ impl AnthropicProvider {
     /// [`ApiKey::from_env`]); the base URL from `config`, else `ANTHROPIC_BASE_URL`, else the
     /// public API.
     pub fn new(api_key: ApiKey, config: ProviderConfig) -> Result<Self, LlmError> {
-        let base_url = config.resolve_base_url(BASE_URL_ENV, DEFAULT_BASE_URL);
         Ok(AnthropicProvider {
-            client: config.build_client(&base_url)?,
-            base_url,
+            endpoint: Endpoint::new(config, BASE_URL_ENV, DEFAULT_BASE_URL)?,
             api_key,
-            config,
         })
     }
 
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        &self.endpoint.base_url
     }
 
     /// The JSON body sent for `req` (streaming on).
@@ -98,39 +92,26 @@ fn block_json(b: &ContentBlock) -> Value {
 
 impl fmt::Debug for AnthropicProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicProvider")
-            .field("base_url", &self.base_url)
-            .field("api_key", &"<redacted>")
-            .field("config", &self.config)
-            .finish()
+        self.endpoint.debug(f, "AnthropicProvider", &"<redacted>")
     }
 }
 
-impl Attempt for AnthropicProvider {
-    fn provider_name(&self) -> &'static str {
-        "anthropic"
+impl Wire for AnthropicProvider {
+    const NAME: &'static str = "anthropic";
+    const PATH: &'static str = "/v1/messages";
+    const UNAUTHORIZED_HINT: &'static str = "check the environment variable named in the agent's api_key_env: it must hold a valid Anthropic API key";
+    type Assembler = StreamAssembler;
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
-    fn policy(&self) -> &RetryPolicy {
-        &self.config.retry
+    fn headers(&self) -> Result<HeaderMap, LlmError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-api-key", secret_header(self.api_key.expose())?);
+        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        Ok(headers)
     }
-    fn attempt<'a>(
-        &'a self,
-        req: &'a LlmRequest,
-        emit: &'a mut Emitter<'_>,
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async move {
-            let mut headers = HeaderMap::new();
-            headers.insert("x-api-key", secret_header(self.api_key.expose())?);
-            headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
-            let body =
-                serde_json::to_vec(&AnthropicProvider::request_body(req)).unwrap_or_default();
-            let url = format!("{}/v1/messages", self.base_url);
-            let hint = "check the environment variable named in the agent's api_key_env: it must hold a valid Anthropic API key";
-            let resp = post_for_stream(&self.client, &url, headers, body, hint).await?;
-            let mut asm = StreamAssembler::new(&req.model);
-            read_events(resp, |ev| asm.on_event(&ev, emit)).await?;
-            asm.finish()
-        })
+    fn body(req: &LlmRequest) -> Value {
+        AnthropicProvider::request_body(req)
     }
 }
 
@@ -157,8 +138,8 @@ enum Partial {
     Other,
 }
 
-impl StreamAssembler {
-    pub fn new(model: &str) -> Self {
+impl Assembler for StreamAssembler {
+    fn new(model: &str) -> Self {
         StreamAssembler {
             model: model.to_owned(),
             ..Default::default()
@@ -166,7 +147,7 @@ impl StreamAssembler {
     }
 
     /// Handles one SSE event; returns `true` once `message_stop` arrived.
-    pub fn on_event(&mut self, ev: &SseEvent, emit: &mut Emitter<'_>) -> Result<bool, LlmError> {
+    fn on_event(&mut self, ev: &SseEvent, emit: &mut Emitter<'_>) -> Result<bool, LlmError> {
         let name = ev.event.as_deref();
         // The event name and the data's `type` agree on the real API; either is enough.
         let kind_of = |v: &Value| v.get("type").and_then(Value::as_str).map(str::to_owned);
@@ -322,17 +303,8 @@ impl StreamAssembler {
         Ok(false)
     }
 
-    fn read_usage(&mut self, u: &Value) {
-        if let Some(n) = u.get("input_tokens").and_then(Value::as_u64) {
-            self.usage.input_tokens = n;
-        }
-        if let Some(n) = u.get("output_tokens").and_then(Value::as_u64) {
-            self.usage.output_tokens = n;
-        }
-    }
-
     /// The assembled response; an error if the stream ended before `message_stop`.
-    pub fn finish(self) -> Result<LlmResponse, LlmError> {
+    fn finish(self) -> Result<LlmResponse, LlmError> {
         if !self.done {
             return Err(LlmError::Network(
                 "the stream ended before message_stop (connection cut?)".into(),
@@ -369,6 +341,17 @@ impl StreamAssembler {
             usage: self.usage,
             model: self.model,
         })
+    }
+}
+
+impl StreamAssembler {
+    fn read_usage(&mut self, u: &Value) {
+        if let Some(n) = u.get("input_tokens").and_then(Value::as_u64) {
+            self.usage.input_tokens = n;
+        }
+        if let Some(n) = u.get("output_tokens").and_then(Value::as_u64) {
+            self.usage.output_tokens = n;
+        }
     }
 }
 

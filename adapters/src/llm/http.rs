@@ -5,9 +5,13 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, USER_AGENT};
 
+use serde_json::Value;
+
 use super::error::shorten;
+use super::retry::{Attempt, Emitter};
 use super::sse::{SseEvent, SseParser};
-use super::{LlmError, RetryPolicy};
+use super::{LlmError, LlmRequest, LlmResponse, RetryPolicy};
+use crate::effects::BoxFuture;
 
 /// Settings common to every provider.
 #[derive(Debug, Clone)]
@@ -202,4 +206,103 @@ pub(crate) async fn read_events(
         }
     }
     Ok(false)
+}
+
+/// What an HTTP provider keeps: the client, the resolved base URL and its settings.
+pub(crate) struct Endpoint {
+    client: reqwest::Client,
+    pub(crate) base_url: String,
+    pub(crate) config: ProviderConfig,
+}
+
+impl Endpoint {
+    /// The base URL comes from `config`, else `$env_var`, else `default`.
+    pub(crate) fn new(
+        config: ProviderConfig,
+        env_var: &str,
+        default: &str,
+    ) -> Result<Self, LlmError> {
+        let base_url = config.resolve_base_url(env_var, default);
+        Ok(Endpoint {
+            client: config.build_client(&base_url)?,
+            base_url,
+            config,
+        })
+    }
+
+    /// `Debug` of the provider `name` holding this endpoint; `api_key` shows how its key is
+    /// printed (never the key itself).
+    pub(crate) fn debug(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        name: &str,
+        api_key: &dyn std::fmt::Debug,
+    ) -> std::fmt::Result {
+        f.debug_struct(name)
+            .field("base_url", &self.base_url)
+            .field("api_key", api_key)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// Folds one provider's stream events into an [`LlmResponse`], forwarding deltas as they come
+/// (Anthropic's [`super::anthropic::StreamAssembler`], OpenAI's
+/// [`super::openai::ChunkAssembler`]).
+pub trait Assembler: Send + Sized {
+    /// An empty answer from `model`.
+    fn new(model: &str) -> Self;
+    /// Handles one SSE event; returns `true` once the stream says it is complete.
+    fn on_event(&mut self, ev: &SseEvent, emit: &mut Emitter<'_>) -> Result<bool, LlmError>;
+    /// The whole answer, or why the stream did not make one.
+    fn finish(self) -> Result<LlmResponse, LlmError>;
+}
+
+/// What differs between the HTTP providers: where a request goes, how it is authorized and
+/// written, and how the streamed answer is read. One attempt of a call is the same for all
+/// (see the [`Attempt`] implementation below), retries are [`super::retry`]'s.
+pub(crate) trait Wire: Sync + Send {
+    /// Short name for logs (`anthropic`, `openai`).
+    const NAME: &'static str;
+    /// The path under the base URL (`/v1/messages`).
+    const PATH: &'static str;
+    /// What to check when the server answers 401.
+    const UNAUTHORIZED_HINT: &'static str;
+    type Assembler: Assembler;
+    fn endpoint(&self) -> &Endpoint;
+    /// The authorization (and version) headers.
+    fn headers(&self) -> Result<HeaderMap, LlmError>;
+    /// The JSON body sent for `req` (streaming on).
+    fn body(req: &LlmRequest) -> Value;
+}
+
+impl<W: Wire> Attempt for W {
+    fn provider_name(&self) -> &'static str {
+        W::NAME
+    }
+    fn policy(&self) -> &RetryPolicy {
+        &self.endpoint().config.retry
+    }
+    fn attempt<'a>(
+        &'a self,
+        req: &'a LlmRequest,
+        emit: &'a mut Emitter<'_>,
+    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
+        Box::pin(async move {
+            let endpoint = self.endpoint();
+            let url = format!("{}{}", endpoint.base_url, W::PATH);
+            let body = serde_json::to_vec(&W::body(req)).unwrap_or_default();
+            let resp = post_for_stream(
+                &endpoint.client,
+                &url,
+                self.headers()?,
+                body,
+                W::UNAUTHORIZED_HINT,
+            )
+            .await?;
+            let mut asm = W::Assembler::new(&req.model);
+            read_events(resp, |ev| asm.on_event(&ev, emit)).await?;
+            asm.finish()
+        })
+    }
 }

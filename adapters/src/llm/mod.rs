@@ -26,7 +26,7 @@ pub mod types;
 
 pub use anthropic::AnthropicProvider;
 pub use error::LlmError;
-pub use http::ProviderConfig;
+pub use http::{Assembler, ProviderConfig};
 pub use openai::OpenAiProvider;
 pub use parser::{parse_structured_output, ParseResult, ProposedCommand};
 pub use retry::RetryPolicy;

@@ -15,38 +15,32 @@ use reqwest::header::{HeaderMap, AUTHORIZATION};
 use serde_json::{json, Map, Value};
 
 use super::error::shorten;
-use super::http::{post_for_stream, read_events, secret_header, ProviderConfig};
-use super::retry::{Attempt, Emitter, RetryPolicy};
+use super::http::{secret_header, Assembler, Endpoint, ProviderConfig, Wire};
+use super::retry::Emitter;
 use super::sse::SseEvent;
 use super::{ApiKey, ContentBlock, LlmError, LlmRequest, LlmResponse, Role, StreamEvent, Usage};
-use crate::effects::BoxFuture;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com";
 pub const BASE_URL_ENV: &str = "OPENAI_BASE_URL";
 
 /// A client of an OpenAI-compatible chat-completions endpoint. `Debug` never shows the key.
 pub struct OpenAiProvider {
-    client: reqwest::Client,
-    base_url: String,
+    endpoint: Endpoint,
     api_key: Option<ApiKey>,
-    config: ProviderConfig,
 }
 
 impl OpenAiProvider {
     /// `api_key` may be `None` for local servers that want no `Authorization` header. The base
     /// URL comes from `config`, else `OPENAI_BASE_URL`, else the public API.
     pub fn new(api_key: Option<ApiKey>, config: ProviderConfig) -> Result<Self, LlmError> {
-        let base_url = config.resolve_base_url(BASE_URL_ENV, DEFAULT_BASE_URL);
         Ok(OpenAiProvider {
-            client: config.build_client(&base_url)?,
-            base_url,
+            endpoint: Endpoint::new(config, BASE_URL_ENV, DEFAULT_BASE_URL)?,
             api_key,
-            config,
         })
     }
 
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        &self.endpoint.base_url
     }
 
     /// The JSON body sent for `req` (streaming on, usage requested).
@@ -138,42 +132,29 @@ impl OpenAiProvider {
 
 impl fmt::Debug for OpenAiProvider {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("OpenAiProvider")
-            .field("base_url", &self.base_url)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("config", &self.config)
-            .finish()
+        let key = self.api_key.as_ref().map(|_| "<redacted>");
+        self.endpoint.debug(f, "OpenAiProvider", &key)
     }
 }
 
-impl Attempt for OpenAiProvider {
-    fn provider_name(&self) -> &'static str {
-        "openai"
+impl Wire for OpenAiProvider {
+    const NAME: &'static str = "openai";
+    const PATH: &'static str = "/v1/chat/completions";
+    const UNAUTHORIZED_HINT: &'static str = "check the environment variable named in the agent's api_key_env: it must hold a valid key for this server";
+    type Assembler = ChunkAssembler;
+    fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
     }
-    fn policy(&self) -> &RetryPolicy {
-        &self.config.retry
+    fn headers(&self) -> Result<HeaderMap, LlmError> {
+        let mut headers = HeaderMap::new();
+        if let Some(key) = &self.api_key {
+            let bearer = secret_header(&format!("Bearer {}", key.expose()))?;
+            headers.insert(AUTHORIZATION, bearer);
+        }
+        Ok(headers)
     }
-    fn attempt<'a>(
-        &'a self,
-        req: &'a LlmRequest,
-        emit: &'a mut Emitter<'_>,
-    ) -> BoxFuture<'a, Result<LlmResponse, LlmError>> {
-        Box::pin(async move {
-            let mut headers = HeaderMap::new();
-            if let Some(key) = &self.api_key {
-                headers.insert(
-                    AUTHORIZATION,
-                    secret_header(&format!("Bearer {}", key.expose()))?,
-                );
-            }
-            let body = serde_json::to_vec(&OpenAiProvider::request_body(req)).unwrap_or_default();
-            let url = format!("{}/v1/chat/completions", self.base_url);
-            let hint = "check the environment variable named in the agent's api_key_env: it must hold a valid key for this server";
-            let resp = post_for_stream(&self.client, &url, headers, body, hint).await?;
-            let mut asm = ChunkAssembler::new(&req.model);
-            read_events(resp, |ev| asm.on_event(&ev, emit)).await?;
-            asm.finish()
-        })
+    fn body(req: &LlmRequest) -> Value {
+        OpenAiProvider::request_body(req)
     }
 }
 
@@ -195,8 +176,8 @@ struct Call {
     arguments: String,
 }
 
-impl ChunkAssembler {
-    pub fn new(model: &str) -> Self {
+impl Assembler for ChunkAssembler {
+    fn new(model: &str) -> Self {
         ChunkAssembler {
             model: model.to_owned(),
             ..Default::default()
@@ -204,7 +185,7 @@ impl ChunkAssembler {
     }
 
     /// Handles one SSE event; returns `true` at `data: [DONE]`.
-    pub fn on_event(&mut self, ev: &SseEvent, emit: &mut Emitter<'_>) -> Result<bool, LlmError> {
+    fn on_event(&mut self, ev: &SseEvent, emit: &mut Emitter<'_>) -> Result<bool, LlmError> {
         let data = ev.data.trim();
         if data == "[DONE]" {
             self.done = true;
@@ -309,7 +290,7 @@ impl ChunkAssembler {
 
     /// The assembled response. A stream without `[DONE]` is accepted if a `finish_reason`
     /// arrived (some local servers omit the marker).
-    pub fn finish(self) -> Result<LlmResponse, LlmError> {
+    fn finish(self) -> Result<LlmResponse, LlmError> {
         if !self.done && self.finish_reason.is_none() {
             return Err(LlmError::Network(
                 "the stream ended before [DONE] (connection cut?)".into(),

@@ -117,6 +117,12 @@ impl Device {
     pub fn node_hex(&self) -> String {
         self.node.node().to_hex()
     }
+
+    /// Checks the device's document verifies.
+    pub async fn assert_verifies(&self) {
+        let report = self.file.verify().await.unwrap();
+        assert!(report.ok, "{report:?}");
+    }
 }
 
 /// The owner (on `owner`) adds `device`'s node and makes its editor, with rights to create
@@ -178,4 +184,21 @@ pub async fn converge(devices: &[&Device], within: Duration) -> String {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Alice's document `doc` on its first device and on the devices of bob and carol, both
+/// admitted (node seeds `seed`, `seed + 1`, `seed + 2`).
+pub async fn three_devices(server: &NatsServer, doc: &str, seed: u8) -> (Device, Device, Device) {
+    let a = Device::genesis(server, doc, seed).await;
+    let b = Device::join(server, doc, seed + 1, "bob").await;
+    let c = Device::join(server, doc, seed + 2, "carol").await;
+    admit(&a, &b).await;
+    admit(&a, &c).await;
+    (a, b, c)
+}
+
+/// Every ordered pair of distinct indexes below `n`: who delivers to whom when a partition
+/// heals.
+pub fn ordered_pairs(n: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..n).flat_map(move |a| (0..n).filter(move |b| *b != a).map(move |b| (a, b)))
 }
