@@ -5,16 +5,16 @@
 //! the host submits `agent.approve` together with the proposed commands in one `submit_all`
 //! batch, so either the decision and every command commit, or nothing does.
 
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::support::EffectRecord;
+use super::spec::Builtin;
+use super::support::record;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
+use elfiee_projections::fold_patch;
 
 /// Providers `agent.configure` accepts.
 pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
@@ -126,134 +126,138 @@ impl AgentConfig {
     }
 }
 
-pub struct AgentConfigure;
+const CONFIGURE: &str = "agent.configure";
+const INVOKE: &str = "agent.invoke";
+const PROPOSAL: &str = "agent.proposal";
+const APPROVE: &str = "agent.approve";
 
-impl Capability for AgentConfigure {
-    fn id(&self) -> &'static str {
-        "agent.configure"
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new(CONFIGURE, Target::Block(Some("agent")), handle_configure).fold(fold_patch),
+    Builtin::new(INVOKE, Target::Block(Some("agent")), handle_invoke),
+    Builtin::new(PROPOSAL, Target::Block(Some("agent")), handle_proposal)
+        .authorized_by(|_| INVOKE)
+        .fold(fold_proposal),
+    Builtin::new(APPROVE, Target::Block(Some("agent")), handle_approve).fold(fold_decision),
+];
+
+fn handle_configure(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    if cmd.payload.get("editor_id").is_some() {
+        return Err(CapError::rejected("an agent's editor_id cannot be changed"));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        if cmd.payload.get("editor_id").is_some() {
-            return Err(CapError::rejected("an agent's editor_id cannot be changed"));
+    let p: AgentConfigurePayload = parse(CONFIGURE, &cmd.payload)?;
+    let id = cmd.block_id.clone().unwrap_or_default();
+    let mut cfg = state
+        .block(&id)
+        .map(|b| AgentConfig::of(&b.contents))
+        .unwrap_or_default();
+    if let Some(v) = p.provider {
+        if !PROVIDERS.contains(&v.as_str()) {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!(
+                    "unknown provider '{v}'; use one of {}",
+                    PROVIDERS.join(", ")
+                ),
+            ));
         }
-        let p: AgentConfigurePayload = parse(self.id(), &cmd.payload)?;
-        let id = cmd.block_id.clone().unwrap_or_default();
-        let mut cfg = state
-            .block(&id)
-            .map(|b| AgentConfig::of(&b.contents))
-            .unwrap_or_default();
-        if let Some(v) = p.provider {
-            if !PROVIDERS.contains(&v.as_str()) {
+        cfg.provider = v;
+    }
+    if let Some(v) = p.model {
+        if v.trim().is_empty() {
+            return Err(CapError::payload(CONFIGURE, "'model' must not be empty"));
+        }
+        cfg.model = v;
+    }
+    if let Some(v) = p.api_key_env {
+        let ok = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(CapError::payload(CONFIGURE, format!("'api_key_env' must name an environment variable (letters, digits, '_'), got {v:?}")));
+        }
+        cfg.api_key_env = v;
+    }
+    if let Some(v) = p.system_prompt {
+        cfg.system_prompt = Some(v).filter(|s| !s.is_empty());
+    }
+    if let Some(v) = p.max_context_tokens {
+        if !(256..=2_000_000).contains(&v) {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!("'max_context_tokens' must be 256-2000000 (got {v})"),
+            ));
+        }
+        cfg.max_context_tokens = v;
+    }
+    if let Some(v) = p.base_url {
+        cfg.base_url = Some(v).filter(|s| !s.is_empty());
+    }
+    if let Some(t) = p.temperature {
+        if t > 2.0 || t.is_nan() {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!("'temperature' must be 0-2 (got {t}); a negative value clears it"),
+            ));
+        }
+        cfg.temperature = (t >= 0.0).then_some(t);
+    }
+    if let Some(l) = p.language {
+        if l.chars().count() > 32 {
+            return Err(CapError::payload(
+                CONFIGURE,
+                "'language' must be at most 32 characters (e.g. zh, en, Chinese)",
+            ));
+        }
+        cfg.language = Some(l.trim().to_owned()).filter(|s| !s.is_empty());
+    }
+    if let Some(rules) = p.rules {
+        for (i, r) in rules.iter().enumerate() {
+            let text = |k: &str| r.get(k).and_then(Value::as_str);
+            let ok = text("permission").is_some_and(|s| !s.is_empty())
+                && text("pattern").is_some()
+                && matches!(text("action"), Some("allow" | "deny" | "ask"));
+            if !ok {
                 return Err(CapError::payload(
-                    self.id(),
+                    CONFIGURE,
+                    format!("rule {} must be {{\"permission\", \"pattern\", \"action\": \"allow\" | \"deny\" | \"ask\"}} (got {r})", i + 1),
+                ));
+            }
+        }
+        cfg.rules = rules;
+    }
+    if let Some(knowledge) = p.knowledge {
+        if knowledge.len() > MAX_KNOWLEDGE {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!("'knowledge' holds at most {MAX_KNOWLEDGE} entries (got {}); merge related facts or drop old ones", knowledge.len()),
+            ));
+        }
+        let mut kept = Vec::with_capacity(knowledge.len());
+        for (i, k) in knowledge.iter().enumerate() {
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(CapError::payload(
+                    CONFIGURE,
                     format!(
-                        "unknown provider '{v}'; use one of {}",
-                        PROVIDERS.join(", ")
+                        "knowledge entry {} is empty; give a fact, or pass [] to clear the list",
+                        i + 1
                     ),
                 ));
             }
-            cfg.provider = v;
-        }
-        if let Some(v) = p.model {
-            if v.trim().is_empty() {
-                return Err(CapError::payload(self.id(), "'model' must not be empty"));
-            }
-            cfg.model = v;
-        }
-        if let Some(v) = p.api_key_env {
-            let ok = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ok {
-                return Err(CapError::payload(self.id(), format!("'api_key_env' must name an environment variable (letters, digits, '_'), got {v:?}")));
-            }
-            cfg.api_key_env = v;
-        }
-        if let Some(v) = p.system_prompt {
-            cfg.system_prompt = Some(v).filter(|s| !s.is_empty());
-        }
-        if let Some(v) = p.max_context_tokens {
-            if !(256..=2_000_000).contains(&v) {
+            let n = k.chars().count();
+            if n > MAX_KNOWLEDGE_CHARS {
                 return Err(CapError::payload(
-                    self.id(),
-                    format!("'max_context_tokens' must be 256-2000000 (got {v})"),
+                    CONFIGURE,
+                    format!("knowledge entry {} is {n} characters; at most {MAX_KNOWLEDGE_CHARS} (split it, or keep long material in a block the agent references)", i + 1),
                 ));
             }
-            cfg.max_context_tokens = v;
+            kept.push(k.to_owned());
         }
-        if let Some(v) = p.base_url {
-            cfg.base_url = Some(v).filter(|s| !s.is_empty());
-        }
-        if let Some(t) = p.temperature {
-            if t > 2.0 || t.is_nan() {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'temperature' must be 0-2 (got {t}); a negative value clears it"),
-                ));
-            }
-            cfg.temperature = (t >= 0.0).then_some(t);
-        }
-        if let Some(l) = p.language {
-            if l.chars().count() > 32 {
-                return Err(CapError::payload(
-                    self.id(),
-                    "'language' must be at most 32 characters (e.g. zh, en, Chinese)",
-                ));
-            }
-            cfg.language = Some(l.trim().to_owned()).filter(|s| !s.is_empty());
-        }
-        if let Some(rules) = p.rules {
-            for (i, r) in rules.iter().enumerate() {
-                let text = |k: &str| r.get(k).and_then(Value::as_str);
-                let ok = text("permission").is_some_and(|s| !s.is_empty())
-                    && text("pattern").is_some()
-                    && matches!(text("action"), Some("allow" | "deny" | "ask"));
-                if !ok {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!("rule {} must be {{\"permission\", \"pattern\", \"action\": \"allow\" | \"deny\" | \"ask\"}} (got {r})", i + 1),
-                    ));
-                }
-            }
-            cfg.rules = rules;
-        }
-        if let Some(knowledge) = p.knowledge {
-            if knowledge.len() > MAX_KNOWLEDGE {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'knowledge' holds at most {MAX_KNOWLEDGE} entries (got {}); merge related facts or drop old ones", knowledge.len()),
-                ));
-            }
-            let mut kept = Vec::with_capacity(knowledge.len());
-            for (i, k) in knowledge.iter().enumerate() {
-                let k = k.trim();
-                if k.is_empty() {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!("knowledge entry {} is empty; give a fact, or pass [] to clear the list", i + 1),
-                    ));
-                }
-                let n = k.chars().count();
-                if n > MAX_KNOWLEDGE_CHARS {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!("knowledge entry {} is {n} characters; at most {MAX_KNOWLEDGE_CHARS} (split it, or keep long material in a block the agent references)", i + 1),
-                    ));
-                }
-                kept.push(k.to_owned());
-            }
-            cfg.knowledge = kept;
-        }
-        Ok(vec![EventDraft::new(
-            id,
-            self.id(),
-            json!({"contents": {"config": cfg}}),
-        )])
+        cfg.knowledge = kept;
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::patch_fold()
-    }
+    Ok(vec![EventDraft::new(
+        id,
+        CONFIGURE,
+        json!({"contents": {"config": cfg}}),
+    )])
 }
 
 /// Payload of `agent.invoke`.
@@ -269,45 +273,39 @@ pub struct AgentInvokePayload {
 
 /// `agent.invoke`: records the request; the LLM effect calls the model and records exactly one
 /// `agent.proposal` (or a failure) for it.
-pub struct AgentInvoke;
-
-impl Capability for AgentInvoke {
-    fn id(&self) -> &'static str {
-        "agent.invoke"
+fn handle_invoke(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: AgentInvokePayload = parse(INVOKE, &cmd.payload)?;
+    if p.prompt.trim().is_empty() {
+        return Err(CapError::payload(INVOKE, "'prompt' must not be empty"));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: AgentInvokePayload = parse(self.id(), &cmd.payload)?;
-        if p.prompt.trim().is_empty() {
-            return Err(CapError::payload(self.id(), "'prompt' must not be empty"));
+    for b in &p.context_block_ids {
+        if !state.blocks.contains_key(b) {
+            return Err(CapError::BlockNotFound(b.clone()));
         }
-        for b in &p.context_block_ids {
-            if !state.blocks.contains_key(b) {
-                return Err(CapError::BlockNotFound(b.clone()));
-            }
-        }
-        let id = cmd.block_id.clone().unwrap_or_default();
-        let proposal_id = ctx.new_id(0).to_string();
-        Ok(vec![EventDraft::new(
-            id,
-            self.id(),
-            json!({"prompt": p.prompt, "context_block_ids": p.context_block_ids, "proposal_id": proposal_id}),
-        )])
     }
+    let id = cmd.block_id.clone().unwrap_or_default();
+    let proposal_id = ctx.new_id(0).to_string();
+    Ok(vec![EventDraft::new(
+        id,
+        INVOKE,
+        json!({"prompt": p.prompt, "context_block_ids": p.context_block_ids, "proposal_id": proposal_id}),
+    )])
 }
 
 /// `agent.proposal`: the LLM effect's record of one invocation: `{trigger_seq, proposal_id,
 /// status: "pending" | "failed", proposed_commands, prompt, raw_response, usage, parse_errors,
 /// error?}`. Authorized by `agent.invoke`.
-pub(crate) const PROPOSAL: EffectRecord = EffectRecord {
-    id: "agent.proposal",
-    block_type: "agent",
-    authorized_by: |_| "agent.invoke",
-    requires: Some("proposal_id"),
-    fold: fold_proposal,
-};
+fn handle_proposal(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    if cmd
+        .payload
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .is_none()
+    {
+        return Err(CapError::payload(PROPOSAL, "expected 'proposal_id'"));
+    }
+    record(cmd, state, ctx)
+}
 
 /// Payload of `agent.approve`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -327,55 +325,42 @@ pub fn proposal<'s>(state: &'s State, id: &str) -> Option<&'s Map<String, Value>
 
 /// `agent.approve`: the decision on a pending proposal. Approving a proposal twice, or deciding
 /// on a rejected or failed one, is an error.
-pub struct AgentApprove;
-
-impl Capability for AgentApprove {
-    fn id(&self) -> &'static str {
-        "agent.approve"
+fn handle_approve(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let p: AgentApprovePayload = parse(APPROVE, &cmd.payload)?;
+    let agent = cmd.block_id.clone().unwrap_or_default();
+    let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
+        CapError::rejected(format!(
+            "proposal '{}' not found; list them with `elfiee agent proposals`",
+            p.proposal_id
+        ))
+    })?;
+    if prop.get("agent_block_id").and_then(Value::as_str) != Some(agent.as_str()) {
+        return Err(CapError::rejected(format!(
+            "proposal '{}' belongs to another agent",
+            p.proposal_id
+        )));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let p: AgentApprovePayload = parse(self.id(), &cmd.payload)?;
-        let agent = cmd.block_id.clone().unwrap_or_default();
-        let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
-            CapError::rejected(format!(
-                "proposal '{}' not found; list them with `elfiee agent proposals`",
-                p.proposal_id
-            ))
-        })?;
-        if prop.get("agent_block_id").and_then(Value::as_str) != Some(agent.as_str()) {
+    match prop.get("status").and_then(Value::as_str) {
+        Some("pending") => {}
+        Some(other) => {
             return Err(CapError::rejected(format!(
-                "proposal '{}' belongs to another agent",
+                "proposal '{}' is already {other}; only pending proposals can be decided",
                 p.proposal_id
-            )));
+            )))
         }
-        match prop.get("status").and_then(Value::as_str) {
-            Some("pending") => {}
-            Some(other) => {
-                return Err(CapError::rejected(format!(
-                    "proposal '{}' is already {other}; only pending proposals can be decided",
-                    p.proposal_id
-                )))
-            }
-            None => {
-                return Err(CapError::rejected(format!(
-                    "proposal '{}' has no status",
-                    p.proposal_id
-                )))
-            }
+        None => {
+            return Err(CapError::rejected(format!(
+                "proposal '{}' has no status",
+                p.proposal_id
+            )))
         }
-        let status = if p.approved { "approved" } else { "rejected" };
-        Ok(vec![EventDraft::new(
-            agent,
-            self.id(),
-            json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
-        )])
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_decision)
-    }
+    let status = if p.approved { "approved" } else { "rejected" };
+    Ok(vec![EventDraft::new(
+        agent,
+        APPROVE,
+        json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
+    )])
 }
 
 /// Proposals live in `extensions["proposals"][proposal_id]`.

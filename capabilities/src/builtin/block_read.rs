@@ -1,17 +1,14 @@
 //! `markdown.read` and `code.read`: authorize reading a block of their type; commit no
 //! events. The engine's read API runs this check and then returns the block.
 
-use super::support::BlockRead;
+use super::spec::Builtin;
+use super::support::read;
+use crate::Target;
 
-pub(crate) const MARKDOWN_READ: BlockRead = BlockRead {
-    id: "markdown.read",
-    block_type: "markdown",
-};
-
-pub(crate) const CODE_READ: BlockRead = BlockRead {
-    id: "code.read",
-    block_type: "code",
-};
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new("markdown.read", Target::Block(Some("markdown")), read),
+    Builtin::new("code.read", Target::Block(Some("code")), read),
+];
 
 #[cfg(test)]
 mod tests {

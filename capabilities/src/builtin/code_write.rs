@@ -1,12 +1,12 @@
-use std::sync::Arc;
-
 use elfiee_model::{Command, Ctx, EventDraft};
-use elfiee_projections::{Fold, State};
+use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Merge, Target};
+use elfiee_projections::fold_patch;
 
 /// `code.write`: replaces the text (and optionally the language) of a code block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -18,35 +18,26 @@ pub struct CodeWritePayload {
     pub language: Option<String>,
 }
 
-pub struct CodeWrite;
+const ID: &str = "code.write";
 
-impl Capability for CodeWrite {
-    fn id(&self) -> &'static str {
-        "code.write"
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(Some("code")), handle)
+        .merge(Merge::BlockWrite)
+        .fold(fold_patch)];
+
+fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let p: CodeWritePayload = parse(ID, &cmd.payload)?;
+    let mut contents = Map::new();
+    contents.insert("text".into(), Value::String(p.text));
+    if let Some(lang) = p.language {
+        contents.insert("language".into(), Value::String(lang));
     }
-    fn merge(&self) -> crate::Merge {
-        crate::Merge::BlockWrite
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("code"))
-    }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let p: CodeWritePayload = parse(self.id(), &cmd.payload)?;
-        let mut contents = Map::new();
-        contents.insert("text".into(), Value::String(p.text));
-        if let Some(lang) = p.language {
-            contents.insert("language".into(), Value::String(lang));
-        }
-        let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(
-            block,
-            self.id(),
-            json!({"contents": contents}),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::patch_fold()
-    }
+    let block = cmd.block_id.clone().unwrap_or_default();
+    Ok(vec![EventDraft::new(
+        block,
+        ID,
+        json!({"contents": contents}),
+    )])
 }
 
 #[cfg(test)]

@@ -1,32 +1,23 @@
-use std::sync::Arc;
-
 use elfiee_model::{Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde_json::json;
 
-use crate::{Capability, Handled, Target};
+use super::spec::Builtin;
+use crate::{Handled, Target};
+
+const ID: &str = "core.delete";
+
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(None), handle).fold(fold_delete)];
 
 /// `core.delete`: removes a block. The log first records every relation and grant that goes
 /// with it (`core.unlink`, `core.revoke` events), then the delete, all in one atomic batch.
-pub struct CoreDelete;
-
-impl Capability for CoreDelete {
-    fn id(&self) -> &'static str {
-        "core.delete"
-    }
-    fn target(&self) -> Target {
-        Target::Block(None)
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        crate::payload::expect_empty(self.id(), &cmd.payload)?;
-        let id = cmd.block_id.as_deref().unwrap_or_default();
-        let mut out = super::support::detach_block(state, id);
-        out.push(EventDraft::new(id, self.id(), json!({})));
-        Ok(out)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_delete)
-    }
+fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    crate::payload::expect_empty(ID, &cmd.payload)?;
+    let id = cmd.block_id.as_deref().unwrap_or_default();
+    let mut out = super::support::detach_block(state, id);
+    out.push(EventDraft::new(id, ID, json!({})));
+    Ok(out)
 }
 
 fn fold_delete(state: &mut State, event: &Event) -> Folded {

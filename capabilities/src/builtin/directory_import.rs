@@ -8,8 +8,9 @@ use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::spec::Builtin;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `directory.import`: the adapter has read a folder; the command carries its files, so this
 /// handler stays pure. Creates one `directory` block (with `external_root_path`) and one block
@@ -90,86 +91,77 @@ fn file_block(path: &str, content: String) -> (&'static str, Value) {
     }
 }
 
-pub struct DirectoryImport;
+const ID: &str = "directory.import";
 
-impl Capability for DirectoryImport {
-    fn id(&self) -> &'static str {
-        "directory.import"
-    }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
-        let p: DirectoryImportPayload = parse(self.id(), &cmd.payload)?;
-        let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
-        if !absolute {
-            return Err(CapError::payload(
-                self.id(),
-                format!("'root' must be an absolute path (got {:?})", p.root),
-            ));
-        }
-        let name = p.name.clone().unwrap_or_else(|| {
-            p.root
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .filter(|s| !s.is_empty())
-                .unwrap_or("root")
-                .to_owned()
-        });
-        check_name(self.id(), "name", &name)?;
-        let mut seen = BTreeSet::new();
-        for f in &p.files {
-            check_relative_path(&f.path).map_err(|e| CapError::payload(self.id(), e))?;
-            if !seen.insert(f.path.as_str()) {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'{}' appears twice", f.path),
-                ));
-            }
-        }
-        let dir_id = ctx.new_id(0).to_string();
-        let mut drafts = Vec::with_capacity(p.files.len() + 2);
-        let mut entries = Vec::with_capacity(p.files.len());
-        for (i, f) in p.files.into_iter().enumerate() {
-            let id = ctx.new_id(i as u32 + 1).to_string();
-            entries.push(DirectoryEntry {
-                path: f.path.clone(),
-                block_id: id.clone(),
-                disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
-            });
-            drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
-        }
-        // Entries are kept in path order (lookups binary-search them).
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
-        if p.pending {
-            custom.insert(super::entries::IMPORT_INCOMPLETE.to_owned(), json!(true));
-        }
-        let dir = new_block(
-            &dir_id,
-            &name,
-            "directory",
-            json!({"entries": entries}),
-            &cmd.editor_id,
-            ctx,
-            custom,
-        );
-        drafts.insert(
-            0,
-            EventDraft::new(
-                &dir_id,
-                "core.create",
-                serde_json::to_value(&dir).unwrap_or_default(),
-            ),
-        );
-        drafts.push(EventDraft::new(
-            &dir_id,
-            self.id(),
-            json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::new(ID, Target::File, handle)];
+
+fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
+    let p: DirectoryImportPayload = parse(ID, &cmd.payload)?;
+    let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
+    if !absolute {
+        return Err(CapError::payload(
+            ID,
+            format!("'root' must be an absolute path (got {:?})", p.root),
         ));
-        Ok(drafts)
     }
+    let name = p.name.clone().unwrap_or_else(|| {
+        p.root
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("root")
+            .to_owned()
+    });
+    check_name(ID, "name", &name)?;
+    let mut seen = BTreeSet::new();
+    for f in &p.files {
+        check_relative_path(&f.path).map_err(|e| CapError::payload(ID, e))?;
+        if !seen.insert(f.path.as_str()) {
+            return Err(CapError::payload(ID, format!("'{}' appears twice", f.path)));
+        }
+    }
+    let dir_id = ctx.new_id(0).to_string();
+    let mut drafts = Vec::with_capacity(p.files.len() + 2);
+    let mut entries = Vec::with_capacity(p.files.len());
+    for (i, f) in p.files.into_iter().enumerate() {
+        let id = ctx.new_id(i as u32 + 1).to_string();
+        entries.push(DirectoryEntry {
+            path: f.path.clone(),
+            block_id: id.clone(),
+            disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
+        });
+        drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
+    }
+    // Entries are kept in path order (lookups binary-search them).
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
+    if p.pending {
+        custom.insert(super::entries::IMPORT_INCOMPLETE.to_owned(), json!(true));
+    }
+    let dir = new_block(
+        &dir_id,
+        &name,
+        "directory",
+        json!({"entries": entries}),
+        &cmd.editor_id,
+        ctx,
+        custom,
+    );
+    drafts.insert(
+        0,
+        EventDraft::new(
+            &dir_id,
+            "core.create",
+            serde_json::to_value(&dir).unwrap_or_default(),
+        ),
+    );
+    drafts.push(EventDraft::new(
+        &dir_id,
+        ID,
+        json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
+    ));
+    Ok(drafts)
 }
 
 /// The `core.create` of the block holding an imported file.

@@ -1,12 +1,12 @@
-use std::sync::Arc;
-
 use elfiee_model::{Command, Ctx, EventDraft};
-use elfiee_projections::{Fold, State};
+use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Merge, Target};
+use elfiee_projections::fold_patch;
 
 /// `markdown.write`: replaces the markdown text of a markdown block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -16,30 +16,21 @@ pub struct MarkdownWritePayload {
     pub markdown: String,
 }
 
-pub struct MarkdownWrite;
+const ID: &str = "markdown.write";
 
-impl Capability for MarkdownWrite {
-    fn id(&self) -> &'static str {
-        "markdown.write"
-    }
-    fn merge(&self) -> crate::Merge {
-        crate::Merge::BlockWrite
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("markdown"))
-    }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let p: MarkdownWritePayload = parse(self.id(), &cmd.payload)?;
-        let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(
-            block,
-            self.id(),
-            json!({"contents": {"markdown": p.markdown}}),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::patch_fold()
-    }
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(Some("markdown")), handle)
+        .merge(Merge::BlockWrite)
+        .fold(fold_patch)];
+
+fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let p: MarkdownWritePayload = parse(ID, &cmd.payload)?;
+    let block = cmd.block_id.clone().unwrap_or_default();
+    Ok(vec![EventDraft::new(
+        block,
+        ID,
+        json!({"contents": {"markdown": p.markdown}}),
+    )])
 }
 
 #[cfg(test)]

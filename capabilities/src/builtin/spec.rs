@@ -1,0 +1,85 @@
+//! [`Builtin`]: a capability declared as data — its id, target, how it merges, who authorizes
+//! it, its handler and its fold, the last two plain functions. Every built-in is one such
+//! value in its file (`CAPABILITIES`), so a file says only what makes its kinds differ.
+
+use std::sync::Arc;
+
+use elfiee_model::{Command, Ctx, Event};
+use elfiee_projections::{Fold, Folded, State};
+
+use crate::{Capability, Handled, Merge, Target};
+
+/// A pure command handler as a plain function ([`Capability::handle`]).
+pub type Handler = fn(&Command, &State, &Ctx) -> Handled;
+
+/// A fold as a plain function ([`Capability::fold`]; version 1).
+pub type FoldFn = fn(&mut State, &Event) -> Folded;
+
+/// A [`Capability`] from plain data:
+/// `Builtin::new("core.rename", Target::Block(None), handle).merge(Merge::BlockWrite).fold(fold_rename)`.
+/// What is not given takes the trait's default: [`Merge::Fold`], authorized by its own id,
+/// no fold (the kind is known and leaves the state alone).
+#[derive(Clone, Copy)]
+pub struct Builtin {
+    id: &'static str,
+    target: Target,
+    handle: Handler,
+    merge: Merge,
+    authorized_by: Option<fn(&Command) -> &'static str>,
+    fold: Option<FoldFn>,
+}
+
+impl Builtin {
+    pub const fn new(id: &'static str, target: Target, handle: Handler) -> Builtin {
+        Builtin {
+            id,
+            target,
+            handle,
+            merge: Merge::Fold,
+            authorized_by: None,
+            fold: None,
+        }
+    }
+
+    /// How its events merge across devices ([`Capability::merge`]).
+    pub const fn merge(self, merge: Merge) -> Builtin {
+        Builtin { merge, ..self }
+    }
+
+    /// The capability CBAC checks instead of its own id ([`Capability::authorized_by`]).
+    pub const fn authorized_by(self, by: fn(&Command) -> &'static str) -> Builtin {
+        Builtin {
+            authorized_by: Some(by),
+            ..self
+        }
+    }
+
+    /// How its events fold into the state ([`Capability::fold`]).
+    pub const fn fold(self, fold: FoldFn) -> Builtin {
+        Builtin {
+            fold: Some(fold),
+            ..self
+        }
+    }
+}
+
+impl Capability for Builtin {
+    fn id(&self) -> &'static str {
+        self.id
+    }
+    fn target(&self) -> Target {
+        self.target
+    }
+    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+        (self.handle)(cmd, state, ctx)
+    }
+    fn authorized_by(&self, cmd: &Command) -> &'static str {
+        self.authorized_by.map_or(self.id, |by| by(cmd))
+    }
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        self.fold.map(|f| Arc::new(f) as Arc<dyn Fold>)
+    }
+    fn merge(&self) -> Merge {
+        self.merge
+    }
+}
