@@ -362,12 +362,7 @@ mod tests {
     fn create_makes_block_editor_grants_and_enables() {
         let mut k = Kit::new();
         let dir = k.project(json!([]));
-        let ev = k.ok(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": dir}),
-        );
+        let ev = k.ok("agent.create", None, json!({"target_project_id": dir}));
         let kinds: Vec<&str> = ev.iter().map(|e| e.cap_id()).collect();
         assert_eq!(kinds.first(), Some(&"editor.create"));
         assert_eq!(kinds.last(), Some(&"agent.enable"));
@@ -391,21 +386,21 @@ mod tests {
     fn an_agent_pointed_at_a_directory_may_add_files_there_but_cannot_point_itself() {
         let mut k = Kit::new();
         let dir = k.project(json!([]));
-        let ev = k.ok("alice", "agent.create", None, json!({"name": "llm"}));
+        let ev = k.ok("agent.create", None, json!({"name": "llm"}));
         let agent = ev[1].entity.clone();
         let editor = k.state.blocks[&agent].contents["editor_id"]
             .as_str()
             .unwrap()
             .to_owned();
         // The agent links itself to the directory: a link, no rights.
-        k.ok(
+        k.ok_by(
             &editor,
             "core.link",
             Some(&agent),
             json!({"to": dir, "relation": "reference"}),
         );
         assert!(!k.state.has_grant(&editor, "directory.add", &dir));
-        k.ok(
+        k.ok_by(
             &editor,
             "core.unlink",
             Some(&agent),
@@ -413,13 +408,13 @@ mod tests {
         );
         // Its owner points it at the directory: it may add, move and remove files there.
         k.link(&agent, &dir, "reference");
-        k.ok(
+        k.ok_by(
             &editor,
             "directory.add",
             Some(&dir),
             json!({"path": "src/agent_made.rs", "content": "pub fn f() {}"}),
         );
-        k.ok(
+        k.ok_by(
             &editor,
             "directory.move",
             Some(&dir),
@@ -427,12 +422,11 @@ mod tests {
         );
         // Revocable like any grant.
         k.ok(
-            "alice",
             "core.revoke",
             Some(&dir),
             json!({"editor_id": editor, "cap_id": "directory.remove"}),
         );
-        k.err(
+        k.err_by(
             &editor,
             "directory.remove",
             Some(&dir),
@@ -446,43 +440,30 @@ mod tests {
         let dir = k.project(json!([]));
         let md = k.block("markdown", "m");
         k.err_contains(
-            "alice",
             "agent.create",
             None,
             json!({"target_project_id": ""}),
             "target_project_id cannot be empty",
         );
         k.err_contains(
-            "alice",
             "agent.create",
             None,
             json!({"target_project_id": "nope"}),
             "Target project block not found: nope",
         );
         k.err_contains(
-            "alice",
             "agent.create",
             None,
             json!({"target_project_id": md}),
             "Expected block_type 'directory'",
         );
         let first = k.agent(json!({"target_project_id": dir, "name": "helper"}));
-        let e = k.err(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": dir}),
-        );
+        let e = k.err("agent.create", None, json!({"target_project_id": dir}));
         assert_eq!(
             e.to_string(),
             format!("Agent already exists for project: proj (block_id: {first})")
         );
-        k.err(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": 5}),
-        );
+        k.err("agent.create", None, json!({"target_project_id": 5}));
     }
 
     /// Seed 001 §15.1 F1-01: the data types' JSON forms.
@@ -520,28 +501,22 @@ mod tests {
         let mut k = Kit::new();
         let dir = k.project(json!([]));
         let a = k.agent(json!({"target_project_id": dir}));
-        k.ok("alice", "agent.disable", Some(&a), json!({}));
-        k.ok("alice", "agent.disable", Some(&a), json!({}));
+        k.ok("agent.disable", Some(&a), json!({}));
+        k.ok("agent.disable", Some(&a), json!({}));
         assert_eq!(k.state.blocks[&a].contents["status"], "disabled");
         assert!(k.state.blocks[&a]
             .metadata
             .custom
             .contains_key("last_disabled_at"));
-        k.ok("alice", "agent.enable", Some(&a), json!({}));
-        k.ok(
-            "alice",
-            "agent.enable",
-            Some(&a),
-            json!({"agent_block_id": a}),
-        );
+        k.ok("agent.enable", Some(&a), json!({}));
+        k.ok("agent.enable", Some(&a), json!({"agent_block_id": a}));
         k.err_contains(
-            "alice",
             "agent.enable",
             Some(&a),
             json!({"agent_block_id": "another"}),
             "is not the command's block",
         );
-        let e = k.err("alice", "agent.disable", Some(&a), json!({"force": true}));
+        let e = k.err("agent.disable", Some(&a), json!({"force": true}));
         assert!(
             e.to_string()
                 .starts_with("Invalid payload for agent.disable"),
@@ -549,23 +524,11 @@ mod tests {
         );
         assert_eq!(k.state.blocks[&a].contents["status"], "enabled");
         let md = k.block("markdown", "m");
-        k.err_contains(
-            "alice",
-            "agent.enable",
-            Some(&md),
-            json!({}),
-            "agent blocks",
-        );
-        k.err_contains(
-            "alice",
-            "agent.enable",
-            Some("ghost"),
-            json!({}),
-            "not found",
-        );
-        k.err_contains("bob", "agent.enable", Some(&a), json!({}), "may not run");
+        k.err_contains("agent.enable", Some(&md), json!({}), "agent blocks");
+        k.err_contains("agent.enable", Some("ghost"), json!({}), "not found");
+        k.err_contains_by("bob", "agent.enable", Some(&a), json!({}), "may not run");
         k.grant("bob", "agent.enable", Some(&a));
-        k.ok("bob", "agent.enable", Some(&a), json!({}));
+        k.ok_by("bob", "agent.enable", Some(&a), json!({}));
     }
 
     #[test]
@@ -574,16 +537,14 @@ mod tests {
         let dir = k.project(json!([]));
         let a = k.agent(json!({"target_project_id": dir}));
         k.ok(
-            "alice",
             "agent.effect_plan",
             Some(&a),
             json!({"action": "enable", "trigger_seq": 1,
             "artifacts": [{"path": "/p/.mcp.json", "created": true, "added": ["mcpServers"]}]}),
         );
-        k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
+        k.ok("agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
             "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": ["mcpServers.elfiee"], "edit": {"at": 1}}]}));
         k.ok(
-            "alice",
             "agent.effect_plan",
             Some(&a),
             json!({"action": "enable", "trigger_seq": 3,
@@ -594,7 +555,6 @@ mod tests {
         assert_eq!(rec["added"], json!(["mcpServers", "mcpServers.elfiee"]));
         assert_eq!(rec["edit"], json!({"at": 1}), "the newest edit stays");
         k.ok(
-            "alice",
             "agent.effect_outcome",
             Some(&a),
             json!({"action": "disable", "trigger_seq": 4, "ok": true, "integration": null}),

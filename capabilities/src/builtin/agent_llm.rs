@@ -421,13 +421,11 @@ mod tests {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
         k.ok(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"model": "m1", "api_key_env": "MY_KEY"}),
         );
         k.ok(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"system_prompt": "be brief"}),
@@ -443,32 +441,19 @@ mod tests {
             "defaults fill what was never set"
         );
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"editor_id": "x"}),
             "cannot be changed",
         );
+        k.err("agent.configure", Some(&a), json!({"api_key": "sk-secret"}));
+        k.err("agent.configure", Some(&a), json!({"provider": "nope"}));
         k.err(
-            "alice",
-            "agent.configure",
-            Some(&a),
-            json!({"api_key": "sk-secret"}),
-        );
-        k.err(
-            "alice",
-            "agent.configure",
-            Some(&a),
-            json!({"provider": "nope"}),
-        );
-        k.err(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"api_key_env": "NOT VALID"}),
         );
         k.err(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"max_context_tokens": 1}),
@@ -480,7 +465,6 @@ mod tests {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
         k.ok(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": [" The API is in src/api.rs ", "Use tabs"]}),
@@ -489,7 +473,7 @@ mod tests {
             k.state.blocks[&a].contents["config"]["knowledge"],
             json!(["The API is in src/api.rs", "Use tabs"])
         );
-        k.ok("alice", "agent.configure", Some(&a), json!({"model": "m2"}));
+        k.ok("agent.configure", Some(&a), json!({"model": "m2"}));
         assert_eq!(
             k.state.blocks[&a].contents["config"]["knowledge"],
             json!(["The API is in src/api.rs", "Use tabs"]),
@@ -499,38 +483,29 @@ mod tests {
             .map(|i| format!("fact {i}"))
             .collect();
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": too_many}),
             "at most 32 entries (got 33)",
         );
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
             "knowledge entry 2 is 1001 characters; at most 1000",
         );
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": ["  "]}),
             "knowledge entry 1 is empty",
         );
         k.err(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": "one string"}),
         );
-        k.ok(
-            "alice",
-            "agent.configure",
-            Some(&a),
-            json!({"knowledge": []}),
-        );
+        k.ok("agent.configure", Some(&a), json!({"knowledge": []}));
         assert!(
             k.state.blocks[&a].contents["config"]
                 .get("knowledge")
@@ -546,34 +521,26 @@ mod tests {
     fn proposals_are_decided_once() {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
-        let inv = k.ok(
-            "alice",
-            "agent.invoke",
-            Some(&a),
-            json!({"prompt": "write a spec"}),
-        );
+        let inv = k.ok("agent.invoke", Some(&a), json!({"prompt": "write a spec"}));
         let pid = inv[0].value["proposal_id"].as_str().unwrap().to_owned();
-        k.err("alice", "agent.invoke", Some(&a), json!({"prompt": " "}));
+        k.err("agent.invoke", Some(&a), json!({"prompt": " "}));
         k.err(
-            "alice",
             "agent.invoke",
             Some(&a),
             json!({"prompt": "x", "context_block_ids": ["ghost"]}),
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": true}),
             "not found",
         );
-        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
+        k.ok("agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
         assert_eq!(
             crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
             "pending"
         );
         k.ok(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": true}),
@@ -583,14 +550,12 @@ mod tests {
             "approved"
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": true}),
             "already approved",
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": false}),
@@ -603,13 +568,11 @@ mod tests {
         let mut k = Kit::new();
         let a = llm_agent(&mut k);
         k.ok(
-            "alice",
             "agent.proposal",
             Some(&a),
             json!({"trigger_seq": 1, "proposal_id": "p1", "proposed_commands": []}),
         );
         k.ok(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": "p1", "approved": false, "feedback": "no"}),
@@ -620,20 +583,17 @@ mod tests {
             (Some("rejected"), Some("no"))
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": "p1", "approved": true}),
             "already rejected",
         );
         k.ok(
-            "alice",
             "agent.proposal",
             Some(&a),
             json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}),
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": "p2", "approved": true}),

@@ -19,21 +19,17 @@ mod tests {
     fn read_is_checked_but_writes_nothing() {
         let mut k = Kit::new();
         let md = k.block("markdown", "m");
-        assert!(k
-            .ok("alice", "markdown.read", Some(&md), json!({}))
-            .is_empty());
-        k.err("bob", "markdown.read", Some(&md), json!({}));
+        assert!(k.ok("markdown.read", Some(&md), json!({})).is_empty());
+        k.err_by("bob", "markdown.read", Some(&md), json!({}));
         k.grant("*", "markdown.read", None);
         assert!(k
-            .ok("bob", "markdown.read", Some(&md), json!({}))
+            .ok_by("bob", "markdown.read", Some(&md), json!({}))
             .is_empty());
         // Each read is for blocks of its own type.
         let code = k.block("code", "c");
-        assert!(k
-            .ok("alice", "code.read", Some(&code), json!({}))
-            .is_empty());
-        k.err("alice", "code.read", Some(&md), json!({}));
-        k.err("alice", "markdown.read", Some(&code), json!({}));
-        k.err("alice", "code.read", Some(&code), json!({"x": 1}));
+        assert!(k.ok("code.read", Some(&code), json!({})).is_empty());
+        k.err("code.read", Some(&md), json!({}));
+        k.err("markdown.read", Some(&code), json!({}));
+        k.err("code.read", Some(&code), json!({"x": 1}));
     }
 }

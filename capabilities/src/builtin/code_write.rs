@@ -50,17 +50,11 @@ mod tests {
         let mut k = Kit::new();
         let c = k.block("code", "c");
         k.ok(
-            "alice",
             "code.write",
             Some(&c),
             json!({"text": "fn main() {}", "language": "rust"}),
         );
-        k.ok(
-            "alice",
-            "code.write",
-            Some(&c),
-            json!({"text": "fn main() { }"}),
-        );
+        k.ok("code.write", Some(&c), json!({"text": "fn main() { }"}));
         assert_eq!(
             k.state.blocks[&c].contents,
             json!({"text": "fn main() { }", "language": "rust"})

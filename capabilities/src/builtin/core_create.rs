@@ -111,7 +111,6 @@ mod tests {
     fn create_event_holds_the_whole_initial_block() {
         let mut k = Kit::new();
         let ev = k.ok(
-            "alice",
             "core.create",
             None,
             json!({"name": "Spec", "block_type": "markdown", "description": "d"}),
@@ -132,17 +131,15 @@ mod tests {
             json!({"name": "x"}),
             json!({"name": "x", "block_type": "code", "nmae": 1}),
         ] {
-            let e = k.err("alice", "core.create", None, bad.clone());
+            let e = k.err("core.create", None, bad.clone());
             assert!(matches!(e, CapError::InvalidPayload { .. }), "{bad}: {e}");
         }
         k.ok(
-            "alice",
             "core.create",
             None,
             json!({"name": "x", "block_type": "code", "block_id": "fixed"}),
         );
         k.err_contains(
-            "alice",
             "core.create",
             None,
             json!({"name": "y", "block_type": "code", "block_id": "fixed"}),
@@ -154,7 +151,7 @@ mod tests {
     fn create_needs_a_star_grant() {
         let mut k = Kit::new();
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "core.create",
                 None,

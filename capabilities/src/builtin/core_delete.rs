@@ -41,7 +41,7 @@ mod tests {
         k.link(&a, &b, "reference");
         k.link(&b, &c, "implement");
         k.grant("bob", "markdown.write", Some(&b));
-        let ev = k.ok("alice", "core.delete", Some(&b), json!({}));
+        let ev = k.ok("core.delete", Some(&b), json!({}));
         let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
         assert_eq!(
             kinds,
@@ -56,6 +56,6 @@ mod tests {
     #[test]
     fn delete_of_a_missing_block_is_not_found() {
         let mut k = Kit::new();
-        k.err_contains("alice", "core.delete", Some("nope"), json!({}), "not found");
+        k.err_contains("core.delete", Some("nope"), json!({}), "not found");
     }
 }

@@ -90,7 +90,6 @@ mod tests {
         k.grant("bob", "markdown.write", Some(&a));
         assert!(k.state.has_grant("bob", "markdown.write", &a));
         k.err_contains(
-            "alice",
             "core.grant",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
@@ -98,7 +97,6 @@ mod tests {
         );
         assert!(matches!(
             k.err(
-                "alice",
                 "core.grant",
                 Some(&a),
                 json!({"editor_id": "ghost", "cap_id": "markdown.write"})
@@ -107,7 +105,6 @@ mod tests {
         ));
         assert!(matches!(
             k.err(
-                "alice",
                 "core.grant",
                 Some(&a),
                 json!({"editor_id": "bob", "cap_id": "markdown.wirte"})
@@ -121,7 +118,7 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "core.grant",
                 Some(&a),
@@ -130,7 +127,7 @@ mod tests {
             CapError::Unauthorized { .. }
         ));
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "core.grant",
                 None,

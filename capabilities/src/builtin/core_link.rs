@@ -126,7 +126,6 @@ mod tests {
             k.block("markdown", "c"),
         );
         k.err_contains(
-            "alice",
             "core.link",
             Some(&a),
             json!({"to": a, "relation": "reference"}),
@@ -134,7 +133,6 @@ mod tests {
         );
         k.link(&a, &b, "reference");
         k.err_contains(
-            "alice",
             "core.link",
             Some(&a),
             json!({"to": b, "relation": "reference"}),
@@ -142,24 +140,17 @@ mod tests {
         );
         k.link(&b, &c, "implement");
         k.err_contains(
-            "alice",
             "core.link",
             Some(&c),
             json!({"to": a, "relation": "reference"}),
             "cycle",
         );
         assert!(matches!(
-            k.err(
-                "alice",
-                "core.link",
-                Some(&a),
-                json!({"to": c, "relation": "likes"})
-            ),
+            k.err("core.link", Some(&a), json!({"to": c, "relation": "likes"})),
             CapError::InvalidPayload { .. }
         ));
         assert!(matches!(
             k.err(
-                "alice",
                 "core.link",
                 Some(&a),
                 json!({"to": "ghost", "relation": "reference"})

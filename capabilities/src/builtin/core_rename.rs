@@ -44,9 +44,9 @@ mod tests {
     fn rename_sets_the_name_and_rejects_empty_ones() {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
-        k.ok("alice", "core.rename", Some(&a), json!({"name": "Alpha"}));
+        k.ok("core.rename", Some(&a), json!({"name": "Alpha"}));
         assert_eq!(k.state.blocks[&a].name, "Alpha");
-        k.err("alice", "core.rename", Some(&a), json!({"name": ""}));
-        k.err("alice", "core.rename", Some(&a), json!({"name": 5}));
+        k.err("core.rename", Some(&a), json!({"name": ""}));
+        k.err("core.rename", Some(&a), json!({"name": 5}));
     }
 }

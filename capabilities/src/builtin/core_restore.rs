@@ -134,26 +134,15 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         let b = k.block("markdown", "b");
-        k.ok(
-            "alice",
-            "markdown.write",
-            Some(&a),
-            json!({"markdown": "v1"}),
-        );
+        k.ok("markdown.write", Some(&a), json!({"markdown": "v1"}));
         let before = k.state.clone();
         let a_before = k.state.blocks[&a].clone();
-        k.ok(
-            "alice",
-            "markdown.write",
-            Some(&a),
-            json!({"markdown": "v2"}),
-        );
+        k.ok("markdown.write", Some(&a), json!({"markdown": "v2"}));
         k.link(&a, &b, "implement");
         let c = k.block("code", "c");
         k.link(&b, &c, "reference");
         let b_before = before.blocks[&b].clone();
         k.ok(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [
@@ -174,7 +163,7 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         let img = k.state.blocks[&a].clone();
-        k.err_contains(
+        k.err_contains_by(
             "bob",
             "core.restore",
             None,
@@ -182,14 +171,12 @@ mod tests {
             "core.grant",
         );
         k.err_contains(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": "other", "block": img}]}),
             "names another block",
         );
         k.err_contains(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": null}, {"block_id": a, "block": null}]}),
@@ -199,7 +186,6 @@ mod tests {
         k.link(&a, &b, "reference");
         let linked = k.state.blocks[&a].clone();
         k.err_contains(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": linked}, {"block_id": b, "block": null}]}),
@@ -208,7 +194,6 @@ mod tests {
         // Removing what is not there is no event at all.
         assert!(k
             .ok(
-                "alice",
                 "core.restore",
                 None,
                 json!({"blocks": [{"block_id": "gone", "block": null}]})

@@ -40,14 +40,12 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         k.err(
-            "alice",
             "core.revoke",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
         );
         k.grant("bob", "markdown.write", Some(&a));
         k.ok(
-            "alice",
             "core.revoke",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),

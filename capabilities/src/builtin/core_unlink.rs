@@ -43,13 +43,11 @@ mod tests {
         let (a, b) = (k.block("markdown", "a"), k.block("markdown", "b"));
         k.link(&a, &b, "reference");
         k.err(
-            "alice",
             "core.unlink",
             Some(&a),
             json!({"to": b, "relation": "implement"}),
         );
         k.ok(
-            "alice",
             "core.unlink",
             Some(&a),
             json!({"to": b, "relation": "reference"}),
@@ -57,7 +55,6 @@ mod tests {
         assert!(k.state.blocks[&a].children.is_empty());
         assert_eq!(k.state.parents_of(&b).count(), 0);
         k.err(
-            "alice",
             "core.unlink",
             Some(&a),
             json!({"to": b, "relation": "reference"}),

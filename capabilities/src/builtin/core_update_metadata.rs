@@ -86,13 +86,11 @@ mod tests {
         let mut k = Kit::new();
         let a = k.block("markdown", "a");
         k.ok(
-            "alice",
             "core.update_metadata",
             Some(&a),
             json!({"description": "d", "custom": {"x": 1, "y": 2}}),
         );
         k.ok(
-            "alice",
             "core.update_metadata",
             Some(&a),
             json!({"custom": {"x": null}}),
@@ -101,12 +99,11 @@ mod tests {
         assert_eq!(m.description.as_deref(), Some("d"));
         assert_eq!(m.custom.keys().collect::<Vec<_>>(), ["y"]);
         k.ok(
-            "alice",
             "core.update_metadata",
             Some(&a),
             json!({"description": null}),
         );
         assert_eq!(k.state.blocks[&a].metadata.description, None);
-        k.err("alice", "core.update_metadata", Some(&a), json!({}));
+        k.err("core.update_metadata", Some(&a), json!({}));
     }
 }

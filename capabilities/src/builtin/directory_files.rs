@@ -298,7 +298,6 @@ mod tests {
         let mut k = Kit::new();
         let dir = project(&mut k);
         let ev = k.ok(
-            "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}"}),
@@ -313,7 +312,6 @@ mod tests {
         );
         // Moving a file that is on disk leaves a pending removal at the old path.
         k.ok(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "src/main.rs", "to": "src/bin/main.rs"}),
@@ -329,7 +327,6 @@ mod tests {
         assert_eq!(pending[0]["path"], "src/main.rs");
         // Moving it back takes the file on disk back.
         k.ok(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "src/bin/main.rs", "to": "src/main.rs"}),
@@ -338,7 +335,6 @@ mod tests {
         assert_eq!(k.state.blocks[&dir].contents["pending_removals"], json!([]));
         // Removing deletes the block unless asked to keep it.
         k.ok(
-            "alice",
             "directory.remove",
             Some(&dir),
             json!({"path": "src/pdf.rs"}),
@@ -349,7 +345,6 @@ mod tests {
             .unwrap()
             .to_owned();
         k.ok(
-            "alice",
             "directory.remove",
             Some(&dir),
             json!({"path": "src/main.rs", "keep_block": true}),
@@ -361,7 +356,6 @@ mod tests {
         );
         // An existing block can be placed in the directory.
         k.ok(
-            "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "lib/main.rs", "block_id": main}),
@@ -374,50 +368,36 @@ mod tests {
         let mut k = Kit::new();
         let dir = project(&mut k);
         for bad in ["../x", "/etc/passwd", "a//b", "", "a/./b"] {
-            let e = k.err("alice", "directory.add", Some(&dir), json!({"path": bad}));
+            let e = k.err("directory.add", Some(&dir), json!({"path": bad}));
             assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
             k.err(
-                "alice",
                 "directory.move",
                 Some(&dir),
                 json!({"from": "src/main.rs", "to": bad}),
             );
         }
         k.err_contains(
-            "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "src/main.rs"}),
             "already has",
         );
         k.err_contains(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "nope.rs", "to": "x.rs"}),
             "has no 'nope.rs'",
         );
-        k.ok(
-            "alice",
-            "directory.add",
-            Some(&dir),
-            json!({"path": "b.rs"}),
-        );
+        k.ok("directory.add", Some(&dir), json!({"path": "b.rs"}));
         k.err_contains(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "b.rs", "to": "src/main.rs"}),
             "already has",
         );
-        k.err(
-            "alice",
-            "directory.remove",
-            Some(&dir),
-            json!({"path": "nope.rs"}),
-        );
+        k.err("directory.remove", Some(&dir), json!({"path": "nope.rs"}));
         // Another editor without a grant on the directory is refused by CBAC.
-        k.err_contains(
+        k.err_contains_by(
             "bob",
             "directory.add",
             Some(&dir),

@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn import_creates_a_directory_block_and_one_block_per_file() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "directory.import", None, json!({
+        let ev = k.ok("directory.import", None, json!({
             "root": "/tmp/proj",
             "files": [{"path": "README.md", "content": "# hi"}, {"path": "src/main.rs", "content": "fn main() {}"}],
             "skipped": [{"path": "logo.png", "reason": "binary"}]
@@ -247,7 +247,6 @@ mod tests {
             "",
         ] {
             let e = k.err(
-                "alice",
                 "directory.import",
                 None,
                 json!({"root": "/tmp/p", "files": [{"path": bad, "content": ""}]}),
@@ -255,11 +254,10 @@ mod tests {
             assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
         }
         k.err(
-            "alice",
             "directory.import",
             None,
             json!({"root": "relative/root", "files": []}),
         );
-        k.err("alice", "directory.import", None, json!({"root": "/p", "files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}));
+        k.err("directory.import", None, json!({"root": "/p", "files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}));
     }
 }

@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn sync_writes_only_what_changed_and_tracks_entries() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "directory.import", None, json!({
+        let ev = k.ok("directory.import", None, json!({
             "root": "/tmp/proj", "pending": true,
             "files": [{"path": "a.md", "content": "# a"}, {"path": "src/b.rs", "content": "fn b() {}"}]
         }));
@@ -194,7 +194,6 @@ mod tests {
         );
         // Unchanged files write nothing at all.
         let none = k.ok(
-            "alice",
             "directory.sync",
             Some(&dir),
             json!({
@@ -202,7 +201,7 @@ mod tests {
             }),
         );
         assert!(none.is_empty());
-        let ev = k.ok("alice", "directory.sync", Some(&dir), json!({
+        let ev = k.ok("directory.sync", Some(&dir), json!({
             "files": [{"path": "a.md", "content": "# a, changed"}, {"path": "c.txt", "content": "new"}],
             "deleted": ["src/b.rs", "not/there"],
             "done": true
@@ -235,28 +234,21 @@ mod tests {
     #[test]
     fn sync_refuses_escaping_or_repeated_paths_and_other_block_types() {
         let mut k = Kit::new();
-        let ev = k.ok(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": "/p", "files": []}),
-        );
+        let ev = k.ok("directory.import", None, json!({"root": "/p", "files": []}));
         let dir = ev[0].entity.clone();
         for bad in ["../x", "/abs", "a//b"] {
             k.err(
-                "alice",
                 "directory.sync",
                 Some(&dir),
                 json!({"files": [{"path": bad, "content": ""}]}),
             );
         }
         k.err(
-            "alice",
             "directory.sync",
             Some(&dir),
             json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}),
         );
         let md = k.block("markdown", "m");
-        k.err_contains("alice", "directory.sync", Some(&md), json!({}), "directory");
+        k.err_contains("directory.sync", Some(&md), json!({}), "directory");
     }
 }

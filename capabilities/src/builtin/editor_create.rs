@@ -68,21 +68,18 @@ mod tests {
     fn agents_get_agent_prefixed_ids_and_ids_are_unique() {
         let mut k = Kit::new();
         let ev = k.ok(
-            "alice",
             "editor.create",
             None,
             json!({"name": "Helper", "editor_type": "agent"}),
         );
         assert!(ev[0].entity.starts_with("agent-"), "{}", ev[0].entity);
         k.err_contains(
-            "alice",
             "editor.create",
             None,
             json!({"name": "Bob again", "editor_id": "bob"}),
             "already exists",
         );
         k.err(
-            "alice",
             "editor.create",
             None,
             json!({"name": "x", "editor_type": "robot"}),

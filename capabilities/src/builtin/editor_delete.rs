@@ -61,20 +61,20 @@ mod tests {
     fn deleted_editor_loses_grants_and_owner_rights() {
         let mut k = Kit::new();
         k.grant("bob", "core.create", None);
-        let ev = k.ok(
+        let ev = k.ok_by(
             "bob",
             "core.create",
             None,
             json!({"name": "mine", "block_type": "markdown"}),
         );
         let mine = ev[0].entity.clone();
-        let ev = k.ok("alice", "editor.delete", None, json!({"editor_id": "bob"}));
+        let ev = k.ok("editor.delete", None, json!({"editor_id": "bob"}));
         assert_eq!(
             ev.iter().map(|e| e.cap_id()).collect::<Vec<_>>(),
             ["core.revoke", "editor.delete"]
         );
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "markdown.write",
                 Some(&mine),
@@ -88,19 +88,13 @@ mod tests {
     fn the_file_owner_cannot_be_deleted() {
         let mut k = Kit::new();
         k.err_contains(
-            "alice",
             "editor.delete",
             None,
             json!({"editor_id": "alice"}),
             "owns this file",
         );
         assert!(matches!(
-            k.err(
-                "alice",
-                "editor.delete",
-                None,
-                json!({"editor_id": "nobody"})
-            ),
+            k.err("editor.delete", None, json!({"editor_id": "nobody"})),
             CapError::UnknownEditor(_)
         ));
     }

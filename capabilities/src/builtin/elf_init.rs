@@ -82,7 +82,7 @@ mod tests {
     #[test]
     fn init_runs_only_once() {
         let mut k = Kit::new();
-        k.err_contains(
+        k.err_contains_by(
             "mallory",
             "elf.init",
             None,

@@ -44,29 +44,27 @@ mod tests {
         let mut k = Kit::new();
         let (md, code) = (k.block("markdown", "m"), k.block("code", "c"));
         k.ok(
-            "alice",
             "markdown.write",
             Some(&md),
             json!({"markdown": "# Títle ✓"}),
         );
         assert_eq!(k.state.blocks[&md].contents["markdown"], "# Títle ✓");
         k.err_contains(
-            "alice",
             "markdown.write",
             Some(&code),
             json!({"markdown": "x"}),
             "markdown blocks",
         );
         assert!(matches!(
-            k.err("bob", "markdown.write", Some(&md), json!({"markdown": "x"})),
+            k.err_by("bob", "markdown.write", Some(&md), json!({"markdown": "x"})),
             CapError::Unauthorized { .. }
         ));
         assert!(matches!(
-            k.err("alice", "markdown.write", Some(&md), json!({"text": "x"})),
+            k.err("markdown.write", Some(&md), json!({"text": "x"})),
             CapError::InvalidPayload { .. }
         ));
         assert!(matches!(
-            k.err("alice", "markdown.write", None, json!({"markdown": "x"})),
+            k.err("markdown.write", None, json!({"markdown": "x"})),
             CapError::InvalidPayload { .. }
         ));
     }

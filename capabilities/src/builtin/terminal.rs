@@ -135,43 +135,25 @@ mod tests {
     #[test]
     fn terminal_create_execute_and_output() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "terminal.create", None, json!({"name": "sh"}));
+        let ev = k.ok("terminal.create", None, json!({"name": "sh"}));
         let t = ev[0].entity.clone();
         assert_eq!(k.state.blocks[&t].contents["shell"], "sh");
-        let ev = k.ok(
-            "alice",
-            "terminal.execute",
-            Some(&t),
-            json!({"command": "echo hi"}),
-        );
+        let ev = k.ok("terminal.execute", Some(&t), json!({"command": "echo hi"}));
         assert_eq!(ev[0].value["timeout_secs"], 120);
+        k.err("terminal.execute", Some(&t), json!({"command": " "}));
         k.err(
-            "alice",
-            "terminal.execute",
-            Some(&t),
-            json!({"command": " "}),
-        );
-        k.err(
-            "alice",
             "terminal.execute",
             Some(&t),
             json!({"command": "x", "timeout_secs": 0}),
         );
         k.ok(
-            "alice",
             "terminal.output",
             Some(&t),
             json!({"trigger_seq": 5, "stdout": "hi\n", "exit_code": 0}),
         );
         assert_eq!(k.state.blocks[&t].contents["last_output"]["stdout"], "hi\n");
+        k.err("terminal.output", Some(&t), json!({"stdout": "no trigger"}));
         k.err(
-            "alice",
-            "terminal.output",
-            Some(&t),
-            json!({"stdout": "no trigger"}),
-        );
-        k.err(
-            "alice",
             "terminal.create",
             None,
             json!({"name": "x", "linked_directory_id": t}),
@@ -181,17 +163,17 @@ mod tests {
     #[test]
     fn output_is_authorized_by_execute() {
         let mut k = Kit::new();
-        let t = k.ok("alice", "terminal.create", None, json!({"name": "sh"}))[0]
+        let t = k.ok("terminal.create", None, json!({"name": "sh"}))[0]
             .entity
             .clone();
-        k.err(
+        k.err_by(
             "bob",
             "terminal.output",
             Some(&t),
             json!({"trigger_seq": 1}),
         );
         k.grant("bob", "terminal.execute", Some(&t));
-        k.ok(
+        k.ok_by(
             "bob",
             "terminal.output",
             Some(&t),
