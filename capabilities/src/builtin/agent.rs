@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::directory_import::new_block;
 use super::spec::Builtin;
+use super::support::on_block;
 use super::support::record;
 use crate::payload::{check_name, parse};
 use crate::{Handled, Target};
@@ -67,14 +68,12 @@ pub(crate) fn directory_grants(
 
 /// Payload of `agent.create` (seed 001 `AgentCreateV2Payload`).
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentCreatePayload {
     /// Directory block of the project to integrate with; absent for an LLM-only agent.
-    #[serde(default)]
     pub target_project_id: Option<String>,
     /// Default `elfiee`.
-    #[serde(default)]
     pub name: Option<String>,
 }
 
@@ -257,7 +256,7 @@ fn set_status(cap: &str, status: AgentStatus, cmd: &Command, ctx: &Ctx) -> Handl
             "Invalid payload for {cap}: agent_block_id '{named}' is not the command's block '{target}'"
         )));
     }
-    super::support::on_block(cmd, cap, status_patch(status, ctx))
+    on_block(cmd, cap, status_patch(status, ctx))
 }
 
 fn action_cap(cmd: &Command) -> &'static str {
@@ -288,11 +287,11 @@ fn handle_effect_plan(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         .cloned()
         .unwrap_or_default();
     let artifacts = merge_artifacts(previous, p.artifacts);
-    Ok(vec![EventDraft::new(
-        id,
+    on_block(
+        cmd,
         EFFECT_PLAN,
         json!({"action": p.action, "trigger_seq": p.trigger_seq, "integration": {"artifacts": artifacts}}),
-    )])
+    )
 }
 
 /// Union by `path`: an artifact stays `created` if any enable created it; `added` entries are

@@ -5,12 +5,13 @@
 //! the host submits `agent.approve` together with the proposed commands in one `submit_all`
 //! batch, so either the decision and every command commit, or nothing does.
 
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_model::{CapError, Command, Ctx, Event};
 use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::spec::Builtin;
+use super::support::on_block;
 use super::support::record;
 use crate::payload::parse;
 use crate::{Handled, Target};
@@ -23,29 +24,20 @@ pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
 /// never stored: only the name of the environment variable that holds it.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentConfigurePayload {
-    #[serde(default)]
     pub provider: Option<String>,
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub api_key_env: Option<String>,
-    #[serde(default)]
     pub system_prompt: Option<String>,
-    #[serde(default)]
     pub max_context_tokens: Option<u64>,
-    #[serde(default)]
     pub base_url: Option<String>,
     /// Sampling temperature, 0–2; a negative value clears it (the provider's default).
-    #[serde(default)]
     pub temperature: Option<f64>,
     /// Reply language (`zh`, `en`, or a name like `Chinese`); empty clears it.
-    #[serde(default)]
     pub language: Option<String>,
     /// Default permission rules of the agent loop: `[{"permission", "pattern", "action":
     /// "allow" | "deny" | "ask"}]`, later rules winning; `[]` clears them.
-    #[serde(default)]
     #[cfg_attr(
         feature = "ts",
         ts(
@@ -56,7 +48,6 @@ pub struct AgentConfigurePayload {
     /// Knowledge seeds (seed 003 §4): standing facts the agent loop always recalls into the
     /// system prompt's memory section; replaces the list, `[]` clears it. At most
     /// [`MAX_KNOWLEDGE`] entries of at most [`MAX_KNOWLEDGE_CHARS`] characters each.
-    #[serde(default)]
     pub knowledge: Option<Vec<String>>,
 }
 
@@ -253,11 +244,7 @@ fn handle_configure(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         }
         cfg.knowledge = kept;
     }
-    Ok(vec![EventDraft::new(
-        id,
-        CONFIGURE,
-        json!({"contents": {"config": cfg}}),
-    )])
+    on_block(cmd, CONFIGURE, json!({"contents": {"config": cfg}}))
 }
 
 /// Payload of `agent.invoke`.
@@ -283,13 +270,12 @@ fn handle_invoke(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
             return Err(CapError::BlockNotFound(b.clone()));
         }
     }
-    let id = cmd.block_id.clone().unwrap_or_default();
     let proposal_id = ctx.new_id(0).to_string();
-    Ok(vec![EventDraft::new(
-        id,
+    on_block(
+        cmd,
         INVOKE,
         json!({"prompt": p.prompt, "context_block_ids": p.context_block_ids, "proposal_id": proposal_id}),
-    )])
+    )
 }
 
 /// `agent.proposal`: the LLM effect's record of one invocation: `{trigger_seq, proposal_id,
@@ -356,11 +342,11 @@ fn handle_approve(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         }
     }
     let status = if p.approved { "approved" } else { "rejected" };
-    Ok(vec![EventDraft::new(
-        agent,
+    on_block(
+        cmd,
         APPROVE,
         json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
-    )])
+    )
 }
 
 /// Proposals live in `extensions["proposals"][proposal_id]`.

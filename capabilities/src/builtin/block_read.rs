@@ -17,8 +17,7 @@ mod tests {
 
     #[test]
     fn read_is_checked_but_writes_nothing() {
-        let mut k = Kit::new();
-        let md = k.block("markdown", "m");
+        let (mut k, md) = Kit::with_block("markdown", "m");
         assert!(k.ok("markdown.read", Some(&md), json!({})).is_empty());
         k.err_by("bob", "markdown.read", Some(&md), json!({}));
         k.grant("*", "markdown.read", None);

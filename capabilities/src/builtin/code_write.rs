@@ -1,9 +1,10 @@
-use elfiee_model::{Command, Ctx, EventDraft};
+use elfiee_model::{Command, Ctx};
 use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::spec::Builtin;
+use super::support::on_block;
 use crate::payload::parse;
 use crate::{Handled, Merge, Target};
 use elfiee_projections::fold_patch;
@@ -32,12 +33,7 @@ fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
     if let Some(lang) = p.language {
         contents.insert("language".into(), Value::String(lang));
     }
-    let block = cmd.block_id.clone().unwrap_or_default();
-    Ok(vec![EventDraft::new(
-        block,
-        ID,
-        json!({"contents": contents}),
-    )])
+    on_block(cmd, ID, json!({"contents": contents}))
 }
 
 #[cfg(test)]
@@ -47,8 +43,7 @@ mod tests {
 
     #[test]
     fn write_sets_text_and_keeps_language_when_absent() {
-        let mut k = Kit::new();
-        let c = k.block("code", "c");
+        let (mut k, c) = Kit::with_block("code", "c");
         k.ok(
             "code.write",
             Some(&c),

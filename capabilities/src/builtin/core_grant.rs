@@ -85,8 +85,7 @@ mod tests {
 
     #[test]
     fn grant_validates_editor_capability_and_duplicates() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.grant("bob", "markdown.write", Some(&a));
         assert!(k.state.has_grant("bob", "markdown.write", &a));
         k.err_contains(
@@ -115,8 +114,7 @@ mod tests {
 
     #[test]
     fn only_owner_or_grant_holder_may_grant() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         assert!(matches!(
             k.err_by(
                 "bob",

@@ -42,8 +42,7 @@ mod tests {
 
     #[test]
     fn rename_sets_the_name_and_rejects_empty_ones() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.ok("core.rename", Some(&a), json!({"name": "Alpha"}));
         assert_eq!(k.state.blocks[&a].name, "Alpha");
         k.err("core.rename", Some(&a), json!({"name": ""}));

@@ -131,8 +131,7 @@ mod tests {
 
     #[test]
     fn restore_sets_images_removes_blocks_and_keeps_the_relation_index() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         let b = k.block("markdown", "b");
         k.ok("markdown.write", Some(&a), json!({"markdown": "v1"}));
         let before = k.state.clone();
@@ -160,8 +159,7 @@ mod tests {
 
     #[test]
     fn restore_refuses_what_it_cannot_do_and_needs_the_owners_rights() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         let img = k.state.blocks[&a].clone();
         k.err_contains_by(
             "bob",

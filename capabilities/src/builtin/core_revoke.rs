@@ -37,8 +37,7 @@ mod tests {
 
     #[test]
     fn revoke_removes_an_existing_grant_only() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.err(
             "core.revoke",
             Some(&a),

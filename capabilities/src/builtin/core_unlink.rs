@@ -1,10 +1,11 @@
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_model::{CapError, Command, Ctx, Event};
 use elfiee_projections::toolkit::unlink;
 use elfiee_projections::{Folded, State};
 use serde_json::json;
 
 use super::core_link::{link_of, parse_link};
 use super::spec::Builtin;
+use super::support::on_block;
 use crate::{Handled, Target};
 
 const ID: &str = "core.unlink";
@@ -21,11 +22,7 @@ fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
             "'{from}' has no '{rel}' link to '{to}'; see `elfiee block show {from}`"
         )));
     }
-    Ok(vec![EventDraft::new(
-        from,
-        ID,
-        json!({"to": to, "relation": rel}),
-    )])
+    on_block(cmd, ID, json!({"to": to, "relation": rel}))
 }
 
 fn fold_unlink(state: &mut State, event: &Event) -> Folded {

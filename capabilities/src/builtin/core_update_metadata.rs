@@ -83,8 +83,7 @@ mod tests {
 
     #[test]
     fn metadata_merges_custom_and_clears_with_null() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.ok(
             "core.update_metadata",
             Some(&a),

@@ -1,9 +1,10 @@
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, EXTERNAL_ROOT_PATH};
+use elfiee_model::{CapError, Command, Ctx, Event, EXTERNAL_ROOT_PATH};
 use elfiee_projections::{update_block, Folded, State};
 use serde_json::json;
 
 use super::entries::{entry_path, list_mut, set_disk_hashes, strings};
 use super::spec::Builtin;
+use super::support::on_block;
 use super::support::record;
 use crate::{Handled, Target};
 
@@ -41,11 +42,7 @@ fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         Some(serde_json::Value::Bool(b)) => *b,
         Some(_) => return Err(CapError::payload(ID, "'force' must be true or false")),
     };
-    Ok(vec![EventDraft::new(
-        id,
-        ID,
-        json!({"root": root, "force": force}),
-    )])
+    on_block(cmd, ID, json!({"root": root, "force": force}))
 }
 
 /// The disk hashes the export wrote, the pending removals it carried out, and the whole

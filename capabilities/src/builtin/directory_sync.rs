@@ -20,19 +20,15 @@ use crate::{Handled, Target};
 /// ones are deleted (relations and grants first, as `core.delete` does). One `directory.sync`
 /// event on the directory records the entries added and removed.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DirectorySyncPayload {
     /// New or changed files (unchanged ones may be sent too: they write nothing).
-    #[serde(default)]
     pub files: Vec<ImportedFile>,
     /// Paths gone from disk.
-    #[serde(default)]
     pub deleted: Vec<String>,
-    #[serde(default)]
     pub skipped: Vec<SkippedFile>,
     /// The last chunk: clears `import_incomplete`.
-    #[serde(default)]
     pub done: bool,
 }
 

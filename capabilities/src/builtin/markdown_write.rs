@@ -1,9 +1,10 @@
-use elfiee_model::{Command, Ctx, EventDraft};
+use elfiee_model::{Command, Ctx};
 use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::spec::Builtin;
+use super::support::on_block;
 use crate::payload::parse;
 use crate::{Handled, Merge, Target};
 use elfiee_projections::fold_patch;
@@ -25,12 +26,7 @@ pub(crate) const CAPABILITIES: &[Builtin] =
 
 fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
     let p: MarkdownWritePayload = parse(ID, &cmd.payload)?;
-    let block = cmd.block_id.clone().unwrap_or_default();
-    Ok(vec![EventDraft::new(
-        block,
-        ID,
-        json!({"contents": {"markdown": p.markdown}}),
-    )])
+    on_block(cmd, ID, json!({"contents": {"markdown": p.markdown}}))
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 
 use super::directory_import::new_block;
 use super::spec::Builtin;
+use super::support::on_block;
 use super::support::record;
 use crate::payload::{check_name, parse};
 use crate::{Handled, Target};
@@ -110,12 +111,11 @@ fn handle_execute(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
             format!("'timeout_secs' must be 1-3600 (got {timeout})"),
         ));
     }
-    let block = cmd.block_id.clone().unwrap_or_default();
-    Ok(vec![EventDraft::new(
-        block,
+    on_block(
+        cmd,
         EXECUTE,
         json!({"command": p.command, "timeout_secs": timeout}),
-    )])
+    )
 }
 
 /// An effect record: the whole value is kept under one key of the block.

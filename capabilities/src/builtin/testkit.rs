@@ -36,6 +36,13 @@ impl Kit {
         kit
     }
 
+    /// A [`Kit::new`] file with one block of type `ty` named `name`, and that block's id.
+    pub fn with_block(ty: &str, name: &str) -> (Kit, String) {
+        let mut kit = Kit::new();
+        let id = kit.block(ty, name);
+        (kit, id)
+    }
+
     pub fn run(
         &mut self,
         editor: &str,
