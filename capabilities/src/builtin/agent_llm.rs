@@ -432,18 +432,14 @@ mod tests {
             json!({"editor_id": "x"}),
             "cannot be changed",
         );
-        k.err("agent.configure", Some(&a), json!({"api_key": "sk-secret"}));
-        k.err("agent.configure", Some(&a), json!({"provider": "nope"}));
-        k.err(
-            "agent.configure",
-            Some(&a),
+        for bad in [
+            json!({"api_key": "sk-secret"}),
+            json!({"provider": "nope"}),
             json!({"api_key_env": "NOT VALID"}),
-        );
-        k.err(
-            "agent.configure",
-            Some(&a),
             json!({"max_context_tokens": 1}),
-        );
+        ] {
+            k.err("agent.configure", Some(&a), bad);
+        }
     }
 
     #[test]
