@@ -16,7 +16,7 @@ use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::directory_import::{check_relative_path, file_create};
+use super::directory_import::{check_path, file_create};
 use super::directory_sync::{directory_entry, directory_list};
 use super::entries::{put_entry, take_entry};
 use super::spec::Builtin;
@@ -68,10 +68,6 @@ fn directory<'a>(
         .block(id)
         .filter(|b| b.block_type == "directory")
         .ok_or_else(|| CapError::rejected(format!("{cap}: '{id}' is not a directory block")))
-}
-
-fn path_ok(cap: &str, path: &str) -> Result<(), CapError> {
-    check_relative_path(path).map_err(|e| CapError::payload(cap, e))
 }
 
 /// The block of the entry at `path`, or a refusal naming the path.
@@ -150,7 +146,7 @@ pub(crate) const CAPABILITIES: &[Builtin] = &[
 fn handle_add(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
     let p: DirectoryAddPayload = parse(ADD, &cmd.payload)?;
     let dir = directory(ADD, cmd, state)?;
-    path_ok(ADD, &p.path)?;
+    check_path(ADD, &p.path)?;
     free(ADD, dir, &p.path)?;
     let mut drafts = Vec::new();
     let block_id = match p.block_id {
@@ -207,8 +203,8 @@ fn handle_add(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
 fn handle_move(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
     let p: DirectoryMovePayload = parse(MOVE, &cmd.payload)?;
     let dir = directory(MOVE, cmd, state)?;
-    path_ok(MOVE, &p.from)?;
-    path_ok(MOVE, &p.to)?;
+    check_path(MOVE, &p.from)?;
+    check_path(MOVE, &p.to)?;
     let block_id = existing(MOVE, dir, &p.from)?;
     if p.from == p.to {
         return Ok(Vec::new());
@@ -224,7 +220,7 @@ fn handle_move(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
 fn handle_remove(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
     let p: DirectoryRemovePayload = parse(REMOVE, &cmd.payload)?;
     let dir = directory(REMOVE, cmd, state)?;
-    path_ok(REMOVE, &p.path)?;
+    check_path(REMOVE, &p.path)?;
     let block_id = existing(REMOVE, dir, &p.path)?;
     let mut drafts = vec![EventDraft::new(
         &dir.block_id,

@@ -60,6 +60,26 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// [`check_relative_path`] as a refused payload of `cap`.
+pub(crate) fn check_path(cap: &str, path: &str) -> Result<(), CapError> {
+    check_relative_path(path).map_err(|e| CapError::payload(cap, e))
+}
+
+/// Every path of a command checked ([`check_path`]), none twice.
+pub(crate) fn check_paths<'p>(
+    cap: &str,
+    paths: impl IntoIterator<Item = &'p String>,
+) -> Result<(), CapError> {
+    let mut seen = BTreeSet::new();
+    for path in paths {
+        check_path(cap, path)?;
+        if !seen.insert(path) {
+            return Err(CapError::payload(cap, format!("'{path}' appears twice")));
+        }
+    }
+    Ok(())
+}
+
 /// Block type and contents for a file, by extension.
 fn file_block(path: &str, content: String) -> (&'static str, Value) {
     let ext = path
@@ -114,13 +134,7 @@ fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
             .to_owned()
     });
     check_name(ID, "name", &name)?;
-    let mut seen = BTreeSet::new();
-    for f in &p.files {
-        check_relative_path(&f.path).map_err(|e| CapError::payload(ID, e))?;
-        if !seen.insert(f.path.as_str()) {
-            return Err(CapError::payload(ID, format!("'{}' appears twice", f.path)));
-        }
-    }
+    check_paths(ID, p.files.iter().map(|f| &f.path))?;
     let dir_id = ctx.new_id(0).to_string();
     let mut drafts = Vec::with_capacity(p.files.len() + 2);
     let mut entries = Vec::with_capacity(p.files.len());

@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use elfiee_model::{
     CapError, Command, Ctx, DirectoryEntry, Event, EventDraft, ImportedFile, SkippedFile,
@@ -8,7 +8,7 @@ use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::directory_import::{check_relative_path, file_create};
+use super::directory_import::{check_paths, file_create};
 use super::entries::{entry_path, set_disk_hashes, sync_entries, IMPORT_INCOMPLETE};
 use super::spec::Builtin;
 use crate::payload::parse;
@@ -81,13 +81,7 @@ fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
     let dir = state
         .block(&dir_id)
         .ok_or_else(|| CapError::BlockNotFound(dir_id.clone()))?;
-    let mut seen = BTreeSet::new();
-    for path in p.files.iter().map(|f| &f.path).chain(&p.deleted) {
-        check_relative_path(path).map_err(|e| CapError::payload(ID, e))?;
-        if !seen.insert(path.as_str()) {
-            return Err(CapError::payload(ID, format!("'{path}' appears twice")));
-        }
-    }
+    check_paths(ID, p.files.iter().map(|f| &f.path).chain(&p.deleted))?;
     let mut drafts = Vec::new();
     let (mut added, mut changed, mut removed) = (Vec::new(), Vec::new(), Vec::new());
     // What the disk holds now, for entries whose recorded disk hash this changes.
