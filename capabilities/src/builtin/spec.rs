@@ -18,7 +18,26 @@ pub type FoldFn = fn(&mut State, &Event) -> Folded;
 /// A [`Capability`] from plain data:
 /// `Builtin::new("core.rename", Target::Block(None), handle).merge(Merge::BlockWrite).fold(fold_rename)`.
 /// What is not given takes the trait's default: [`Merge::Fold`], authorized by its own id,
-/// no fold (the kind is known and leaves the state alone).
+/// no fold (the kind is known and leaves the state alone). An embedder may declare its own
+/// capabilities the same way, or implement [`Capability`] itself.
+///
+/// ```
+/// use std::sync::Arc;
+/// use elfiee_capabilities::builtin::Builtin;
+/// use elfiee_capabilities::{Handled, Registry, Target};
+/// use elfiee_model::{Command, Ctx, EventDraft};
+/// use elfiee_projections::State;
+///
+/// fn add(cmd: &Command, _: &State, _: &Ctx) -> Handled {
+///     let block = cmd.block_id.clone().unwrap_or_default();
+///     Ok(vec![EventDraft::new(block, "note.add", cmd.payload.clone())])
+/// }
+///
+/// let mut registry = Registry::builtin();
+/// registry.register(Arc::new(Builtin::new("note.add", Target::Block(None), add)));
+/// assert!(registry.ids().iter().any(|id| id == "note.add"));
+/// assert!(registry.folds().knows("note.add"));
+/// ```
 #[derive(Clone, Copy)]
 pub struct Builtin {
     id: &'static str,
