@@ -398,14 +398,16 @@ mod tests {
     use crate::builtin::testkit::Kit;
     use serde_json::json;
 
-    fn llm_agent(k: &mut Kit) -> String {
-        k.agent(json!({"name": "writer"}))
+    /// A file with one LLM agent (no project), and the agent's block id.
+    fn llm_agent() -> (Kit, String) {
+        let mut k = Kit::new();
+        let a = k.agent(json!({"name": "writer"}));
+        (k, a)
     }
 
     #[test]
     fn configure_is_a_partial_update_and_keeps_no_secret() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         k.ok(
             "agent.configure",
             Some(&a),
@@ -444,8 +446,7 @@ mod tests {
 
     #[test]
     fn knowledge_seeds_are_set_replaced_cleared_and_bounded() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         k.ok(
             "agent.configure",
             Some(&a),
@@ -501,8 +502,7 @@ mod tests {
 
     #[test]
     fn proposals_are_decided_once() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         let inv = k.ok("agent.invoke", Some(&a), json!({"prompt": "write a spec"}));
         let pid = inv[0].value["proposal_id"].as_str().unwrap().to_owned();
         k.err("agent.invoke", Some(&a), json!({"prompt": " "}));
@@ -547,8 +547,7 @@ mod tests {
 
     #[test]
     fn a_rejected_proposal_cannot_be_approved_later() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         k.ok(
             "agent.proposal",
             Some(&a),

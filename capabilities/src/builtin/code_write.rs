@@ -6,8 +6,7 @@ use serde_json::{json, Map, Value};
 use super::spec::Builtin;
 use super::support::on_block;
 use crate::payload::parse;
-use crate::{Handled, Merge, Target};
-use elfiee_projections::fold_patch;
+use crate::Handled;
 
 /// `code.write`: replaces the text (and optionally the language) of a code block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -21,10 +20,7 @@ pub struct CodeWritePayload {
 
 const ID: &str = "code.write";
 
-pub(crate) const CAPABILITIES: &[Builtin] =
-    &[Builtin::new(ID, Target::Block(Some("code")), handle)
-        .merge(Merge::BlockWrite)
-        .fold(fold_patch)];
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::body_write(ID, "code", handle)];
 
 fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
     let p: CodeWritePayload = parse(ID, &cmd.payload)?;

@@ -6,8 +6,7 @@ use serde_json::json;
 use super::spec::Builtin;
 use super::support::on_block;
 use crate::payload::parse;
-use crate::{Handled, Merge, Target};
-use elfiee_projections::fold_patch;
+use crate::Handled;
 
 /// `markdown.write`: replaces the markdown text of a markdown block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -19,10 +18,7 @@ pub struct MarkdownWritePayload {
 
 const ID: &str = "markdown.write";
 
-pub(crate) const CAPABILITIES: &[Builtin] =
-    &[Builtin::new(ID, Target::Block(Some("markdown")), handle)
-        .merge(Merge::BlockWrite)
-        .fold(fold_patch)];
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::body_write(ID, "markdown", handle)];
 
 fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
     let p: MarkdownWritePayload = parse(ID, &cmd.payload)?;

@@ -60,6 +60,19 @@ impl Builtin {
         }
     }
 
+    /// A write to the body of a block of `block_type` (`markdown.write`, `code.write`): it
+    /// targets such a block, its event is a block patch ([`elfiee_projections::fold_patch`])
+    /// and concurrent writes merge as [`Merge::BlockWrite`] (one winner, a conflict mark).
+    pub const fn body_write(
+        id: &'static str,
+        block_type: &'static str,
+        handle: Handler,
+    ) -> Builtin {
+        Builtin::new(id, Target::Block(Some(block_type)), handle)
+            .merge(Merge::BlockWrite)
+            .fold(elfiee_projections::fold_patch)
+    }
+
     /// How its events merge across devices ([`Capability::merge`]).
     pub const fn merge(self, merge: Merge) -> Builtin {
         Builtin { merge, ..self }
