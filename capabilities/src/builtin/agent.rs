@@ -5,20 +5,21 @@
 
 use std::collections::BTreeMap;
 
-use std::sync::Arc;
-
 use elfiee_model::{
     AgentContents, AgentStatus, CapError, Command, Ctx, Editor, EditorType, Event, EventDraft,
     Grant, EXTERNAL_ROOT_PATH,
 };
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::directory_import::new_block;
-use super::support::EffectRecord;
+use super::spec::Builtin;
+use super::support::on_block;
+use super::support::record;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
+use elfiee_projections::fold_patch;
 
 /// Capabilities an agent editor receives on `*` when created.
 pub const AGENT_GRANTS: &[&str] = &[
@@ -67,135 +68,146 @@ pub(crate) fn directory_grants(
 
 /// Payload of `agent.create` (seed 001 `AgentCreateV2Payload`).
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentCreatePayload {
     /// Directory block of the project to integrate with; absent for an LLM-only agent.
-    #[serde(default)]
     pub target_project_id: Option<String>,
     /// Default `elfiee`.
-    #[serde(default)]
     pub name: Option<String>,
 }
 
-pub struct AgentCreate;
+const CREATE: &str = "agent.create";
+const ENABLE: &str = "agent.enable";
+const DISABLE: &str = "agent.disable";
+const EFFECT_PLAN: &str = "agent.effect_plan";
 
-impl Capability for AgentCreate {
-    fn id(&self) -> &'static str {
-        "agent.create"
-    }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: AgentCreatePayload = parse(self.id(), &cmd.payload)
-            .map_err(|e| CapError::rejected(format!("Invalid payload for agent.create: {e}")))?;
-        let name = p.name.unwrap_or_else(|| "elfiee".into());
-        check_name(self.id(), "name", &name)?;
-        if let Some(target) = &p.target_project_id {
-            if target.is_empty() {
-                return Err(CapError::rejected("target_project_id cannot be empty"));
-            }
-            let dir = state.block(target).ok_or_else(|| {
-                CapError::rejected(format!("Target project block not found: {target}"))
-            })?;
-            if dir.block_type != "directory" {
-                return Err(CapError::rejected(format!(
-                    "Expected block_type 'directory', got '{}'",
-                    dir.block_type
-                )));
-            }
-            if !dir
-                .metadata
-                .custom
-                .get(EXTERNAL_ROOT_PATH)
-                .is_some_and(Value::is_string)
-            {
-                return Err(CapError::rejected("Target project has no external path"));
-            }
-            let existing = state.blocks.values().find(|b| {
-                b.block_type == "agent"
-                    && b.contents.get("target_project_id").and_then(Value::as_str) == Some(target)
-            });
-            if let Some(a) = existing {
-                return Err(CapError::rejected(format!(
-                    "Agent already exists for project: {} (block_id: {})",
-                    dir.name, a.block_id
-                )));
-            }
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new(CREATE, Target::File, handle_create),
+    Builtin::new(ENABLE, Target::Block(Some("agent")), handle_enable).fold(fold_patch),
+    Builtin::new(DISABLE, Target::Block(Some("agent")), handle_disable).fold(fold_patch),
+    Builtin::new(
+        EFFECT_PLAN,
+        Target::Block(Some("agent")),
+        handle_effect_plan,
+    )
+    .authorized_by(action_cap)
+    .fold(fold_effect_record),
+    // The result of one enable/disable effect run (ok, warnings, needs_restart, message, and
+    // what is still installed).
+    Builtin::new("agent.effect_outcome", Target::Block(Some("agent")), record)
+        .authorized_by(action_cap)
+        .fold(fold_effect_record),
+];
+
+fn handle_create(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: AgentCreatePayload = parse(CREATE, &cmd.payload)
+        .map_err(|e| CapError::rejected(format!("Invalid payload for agent.create: {e}")))?;
+    let name = p.name.unwrap_or_else(|| "elfiee".into());
+    check_name(CREATE, "name", &name)?;
+    if let Some(target) = &p.target_project_id {
+        if target.is_empty() {
+            return Err(CapError::rejected("target_project_id cannot be empty"));
         }
-        let agent_id = ctx.new_id(0).to_string();
-        let editor_id = format!("agent-{}", ctx.new_id(1));
-        let editor = Editor {
-            editor_id: editor_id.clone(),
-            name: name.clone(),
-            editor_type: EditorType::Agent,
-        };
-        let contents = AgentContents {
-            name: name.clone(),
-            target_project_id: p.target_project_id.clone(),
-            status: AgentStatus::Enabled,
-            editor_id: editor_id.clone(),
-        };
-        let mut block = new_block(
-            &agent_id,
-            &name,
-            "agent",
-            serde_json::to_value(&contents).unwrap_or_default(),
-            &cmd.editor_id,
-            ctx,
-            BTreeMap::new(),
-        );
-        if let Some(target) = &p.target_project_id {
-            let project = state
-                .block(target)
-                .map(|b| b.name.clone())
-                .unwrap_or_default();
-            block.metadata.description = Some(format!("Agent for project: {project}"));
+        let dir = state.block(target).ok_or_else(|| {
+            CapError::rejected(format!("Target project block not found: {target}"))
+        })?;
+        if dir.block_type != "directory" {
+            return Err(CapError::rejected(format!(
+                "Expected block_type 'directory', got '{}'",
+                dir.block_type
+            )));
         }
-        let mut out = vec![
-            EventDraft::new(
-                &editor_id,
-                "editor.create",
-                serde_json::to_value(&editor).unwrap_or_default(),
-            ),
-            EventDraft::new(
-                &agent_id,
-                "core.create",
-                serde_json::to_value(&block).unwrap_or_default(),
-            ),
-        ];
-        for cap in AGENT_GRANTS
-            .iter()
-            .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
+        if !dir
+            .metadata
+            .custom
+            .get(EXTERNAL_ROOT_PATH)
+            .is_some_and(Value::is_string)
         {
-            let g = Grant::new(&editor_id, *cap, "*");
-            out.push(EventDraft::new(
-                &editor_id,
-                "core.grant",
-                serde_json::to_value(&g).unwrap_or_default(),
-            ));
+            return Err(CapError::rejected("Target project has no external path"));
         }
-        // The agent may invoke itself and record proposals (e.g. through MCP).
-        let own = Grant::new(&editor_id, "agent.invoke", &agent_id);
+        let existing = state.blocks.values().find(|b| {
+            b.block_type == "agent"
+                && b.contents.get("target_project_id").and_then(Value::as_str) == Some(target)
+        });
+        if let Some(a) = existing {
+            return Err(CapError::rejected(format!(
+                "Agent already exists for project: {} (block_id: {})",
+                dir.name, a.block_id
+            )));
+        }
+    }
+    let agent_id = ctx.new_id(0).to_string();
+    let editor_id = format!("agent-{}", ctx.new_id(1));
+    let editor = Editor {
+        editor_id: editor_id.clone(),
+        name: name.clone(),
+        editor_type: EditorType::Agent,
+    };
+    let contents = AgentContents {
+        name: name.clone(),
+        target_project_id: p.target_project_id.clone(),
+        status: AgentStatus::Enabled,
+        editor_id: editor_id.clone(),
+    };
+    let mut block = new_block(
+        &agent_id,
+        &name,
+        "agent",
+        serde_json::to_value(&contents).unwrap_or_default(),
+        &cmd.editor_id,
+        ctx,
+        BTreeMap::new(),
+    );
+    if let Some(target) = &p.target_project_id {
+        let project = state
+            .block(target)
+            .map(|b| b.name.clone())
+            .unwrap_or_default();
+        block.metadata.description = Some(format!("Agent for project: {project}"));
+    }
+    let mut out = vec![
+        EventDraft::new(
+            &editor_id,
+            "editor.create",
+            serde_json::to_value(&editor).unwrap_or_default(),
+        ),
+        EventDraft::new(
+            &agent_id,
+            "core.create",
+            serde_json::to_value(&block).unwrap_or_default(),
+        ),
+    ];
+    for cap in AGENT_GRANTS
+        .iter()
+        .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
+    {
+        let g = Grant::new(&editor_id, *cap, "*");
         out.push(EventDraft::new(
             &editor_id,
             "core.grant",
-            serde_json::to_value(&own).unwrap_or_default(),
+            serde_json::to_value(&g).unwrap_or_default(),
         ));
-        if let Some(dir) = &p.target_project_id {
-            out.extend(directory_grants(state, ctx, &editor_id, dir));
-        }
-        if p.target_project_id.is_some() {
-            // Creating an agent for a project enables it (seed 001 §7): the effect integrates.
-            out.push(EventDraft::new(
-                &agent_id,
-                "agent.enable",
-                status_patch(AgentStatus::Enabled, ctx),
-            ));
-        }
-        Ok(out)
     }
+    // The agent may invoke itself and record proposals (e.g. through MCP).
+    let own = Grant::new(&editor_id, "agent.invoke", &agent_id);
+    out.push(EventDraft::new(
+        &editor_id,
+        "core.grant",
+        serde_json::to_value(&own).unwrap_or_default(),
+    ));
+    if let Some(dir) = &p.target_project_id {
+        out.extend(directory_grants(state, ctx, &editor_id, dir));
+    }
+    if p.target_project_id.is_some() {
+        // Creating an agent for a project enables it (seed 001 §7): the effect integrates.
+        out.push(EventDraft::new(
+            &agent_id,
+            "agent.enable",
+            status_patch(AgentStatus::Enabled, ctx),
+        ));
+    }
+    Ok(out)
 }
 
 fn status_patch(status: AgentStatus, ctx: &Ctx) -> Value {
@@ -220,41 +232,31 @@ pub struct AgentStatusPayload {
 /// `agent.enable` / `agent.disable`: flip the status; the integration effect does the I/O.
 /// Both are idempotent (seed 001 §11): enabling an enabled agent re-applies the integration,
 /// disabling a disabled one succeeds and changes nothing on disk.
-pub struct AgentSetStatus(pub AgentStatus);
+fn handle_enable(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
+    set_status(ENABLE, AgentStatus::Enabled, cmd, ctx)
+}
 
-impl Capability for AgentSetStatus {
-    fn id(&self) -> &'static str {
-        match self.0 {
-            AgentStatus::Enabled => "agent.enable",
-            AgentStatus::Disabled => "agent.disable",
-        }
+fn handle_disable(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
+    set_status(DISABLE, AgentStatus::Disabled, cmd, ctx)
+}
+
+fn set_status(cap: &str, status: AgentStatus, cmd: &Command, ctx: &Ctx) -> Handled {
+    let p: AgentStatusPayload = if cmd.payload.is_null() {
+        AgentStatusPayload::default()
+    } else {
+        serde_json::from_value(cmd.payload.clone()).map_err(|e| {
+            CapError::rejected(format!(
+                "Invalid payload for {cap}: {e}; expected {{}} or {{\"agent_block_id\": the agent block}}"
+            ))
+        })?
+    };
+    let target = cmd.block_id.as_deref().unwrap_or_default();
+    if let Some(named) = p.agent_block_id.as_deref().filter(|n| *n != target) {
+        return Err(CapError::rejected(format!(
+            "Invalid payload for {cap}: agent_block_id '{named}' is not the command's block '{target}'"
+        )));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
-        let p: AgentStatusPayload = if cmd.payload.is_null() {
-            AgentStatusPayload::default()
-        } else {
-            serde_json::from_value(cmd.payload.clone()).map_err(|e| {
-                CapError::rejected(format!(
-                    "Invalid payload for {}: {e}; expected {{}} or {{\"agent_block_id\": the agent block}}",
-                    self.id()
-                ))
-            })?
-        };
-        let target = cmd.block_id.as_deref().unwrap_or_default();
-        if let Some(named) = p.agent_block_id.as_deref().filter(|n| *n != target) {
-            return Err(CapError::rejected(format!(
-                "Invalid payload for {}: agent_block_id '{named}' is not the command's block '{target}'",
-                self.id()
-            )));
-        }
-        super::support::on_block(cmd, self.id(), status_patch(self.0, ctx))
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::patch_fold()
-    }
+    on_block(cmd, cap, status_patch(status, ctx))
 }
 
 fn action_cap(cmd: &Command) -> &'static str {
@@ -267,45 +269,29 @@ fn action_cap(cmd: &Command) -> &'static str {
 /// `agent.effect_plan`: before touching the project, the enable effect records what it found
 /// (which files and entries existed). Merged with the record of earlier enables, this is how
 /// disable knows exactly what enable created — even if the effect crashed and ran again.
-pub struct AgentEffectPlan;
-
-impl Capability for AgentEffectPlan {
-    fn id(&self) -> &'static str {
-        "agent.effect_plan"
+fn handle_effect_plan(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Plan {
+        action: String,
+        trigger_seq: u64,
+        artifacts: Vec<Value>,
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn authorized_by(&self, cmd: &Command) -> &'static str {
-        action_cap(cmd)
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Plan {
-            action: String,
-            trigger_seq: u64,
-            artifacts: Vec<Value>,
-        }
-        let p: Plan = parse(self.id(), &cmd.payload)?;
-        let id = cmd.block_id.clone().unwrap_or_default();
-        let previous = state
-            .block(&id)
-            .and_then(|b| b.metadata.custom.get("integration"))
-            .and_then(|i| i.get("artifacts"))
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let artifacts = merge_artifacts(previous, p.artifacts);
-        Ok(vec![EventDraft::new(
-            id,
-            self.id(),
-            json!({"action": p.action, "trigger_seq": p.trigger_seq, "integration": {"artifacts": artifacts}}),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_effect_record)
-    }
+    let p: Plan = parse(EFFECT_PLAN, &cmd.payload)?;
+    let id = cmd.block_id.clone().unwrap_or_default();
+    let previous = state
+        .block(&id)
+        .and_then(|b| b.metadata.custom.get("integration"))
+        .and_then(|i| i.get("artifacts"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let artifacts = merge_artifacts(previous, p.artifacts);
+    on_block(
+        cmd,
+        EFFECT_PLAN,
+        json!({"action": p.action, "trigger_seq": p.trigger_seq, "integration": {"artifacts": artifacts}}),
+    )
 }
 
 /// Union by `path`: an artifact stays `created` if any enable created it; `added` entries are
@@ -346,16 +332,6 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
     out
 }
 
-/// `agent.effect_outcome`: the result of one enable/disable effect run (ok, warnings,
-/// needs_restart, message, and what is still installed).
-pub(crate) const EFFECT_OUTCOME: EffectRecord = EffectRecord {
-    id: "agent.effect_outcome",
-    block_type: "agent",
-    authorized_by: action_cap,
-    requires: None,
-    fold: fold_effect_record,
-};
-
 /// The integration an effect plan or outcome records (null removes it); an outcome is also
 /// kept whole in `metadata.custom.last_effect`.
 fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
@@ -385,12 +361,7 @@ mod tests {
     fn create_makes_block_editor_grants_and_enables() {
         let mut k = Kit::new();
         let dir = k.project(json!([]));
-        let ev = k.ok(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": dir}),
-        );
+        let ev = k.ok("agent.create", None, json!({"target_project_id": dir}));
         let kinds: Vec<&str> = ev.iter().map(|e| e.cap_id()).collect();
         assert_eq!(kinds.first(), Some(&"editor.create"));
         assert_eq!(kinds.last(), Some(&"agent.enable"));
@@ -414,21 +385,21 @@ mod tests {
     fn an_agent_pointed_at_a_directory_may_add_files_there_but_cannot_point_itself() {
         let mut k = Kit::new();
         let dir = k.project(json!([]));
-        let ev = k.ok("alice", "agent.create", None, json!({"name": "llm"}));
+        let ev = k.ok("agent.create", None, json!({"name": "llm"}));
         let agent = ev[1].entity.clone();
         let editor = k.state.blocks[&agent].contents["editor_id"]
             .as_str()
             .unwrap()
             .to_owned();
         // The agent links itself to the directory: a link, no rights.
-        k.ok(
+        k.ok_by(
             &editor,
             "core.link",
             Some(&agent),
             json!({"to": dir, "relation": "reference"}),
         );
         assert!(!k.state.has_grant(&editor, "directory.add", &dir));
-        k.ok(
+        k.ok_by(
             &editor,
             "core.unlink",
             Some(&agent),
@@ -436,13 +407,13 @@ mod tests {
         );
         // Its owner points it at the directory: it may add, move and remove files there.
         k.link(&agent, &dir, "reference");
-        k.ok(
+        k.ok_by(
             &editor,
             "directory.add",
             Some(&dir),
             json!({"path": "src/agent_made.rs", "content": "pub fn f() {}"}),
         );
-        k.ok(
+        k.ok_by(
             &editor,
             "directory.move",
             Some(&dir),
@@ -450,12 +421,11 @@ mod tests {
         );
         // Revocable like any grant.
         k.ok(
-            "alice",
             "core.revoke",
             Some(&dir),
             json!({"editor_id": editor, "cap_id": "directory.remove"}),
         );
-        k.err(
+        k.err_by(
             &editor,
             "directory.remove",
             Some(&dir),
@@ -469,43 +439,30 @@ mod tests {
         let dir = k.project(json!([]));
         let md = k.block("markdown", "m");
         k.err_contains(
-            "alice",
             "agent.create",
             None,
             json!({"target_project_id": ""}),
             "target_project_id cannot be empty",
         );
         k.err_contains(
-            "alice",
             "agent.create",
             None,
             json!({"target_project_id": "nope"}),
             "Target project block not found: nope",
         );
         k.err_contains(
-            "alice",
             "agent.create",
             None,
             json!({"target_project_id": md}),
             "Expected block_type 'directory'",
         );
         let first = k.agent(json!({"target_project_id": dir, "name": "helper"}));
-        let e = k.err(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": dir}),
-        );
+        let e = k.err("agent.create", None, json!({"target_project_id": dir}));
         assert_eq!(
             e.to_string(),
             format!("Agent already exists for project: proj (block_id: {first})")
         );
-        k.err(
-            "alice",
-            "agent.create",
-            None,
-            json!({"target_project_id": 5}),
-        );
+        k.err("agent.create", None, json!({"target_project_id": 5}));
     }
 
     /// Seed 001 §15.1 F1-01: the data types' JSON forms.
@@ -543,28 +500,22 @@ mod tests {
         let mut k = Kit::new();
         let dir = k.project(json!([]));
         let a = k.agent(json!({"target_project_id": dir}));
-        k.ok("alice", "agent.disable", Some(&a), json!({}));
-        k.ok("alice", "agent.disable", Some(&a), json!({}));
+        k.ok("agent.disable", Some(&a), json!({}));
+        k.ok("agent.disable", Some(&a), json!({}));
         assert_eq!(k.state.blocks[&a].contents["status"], "disabled");
         assert!(k.state.blocks[&a]
             .metadata
             .custom
             .contains_key("last_disabled_at"));
-        k.ok("alice", "agent.enable", Some(&a), json!({}));
-        k.ok(
-            "alice",
-            "agent.enable",
-            Some(&a),
-            json!({"agent_block_id": a}),
-        );
+        k.ok("agent.enable", Some(&a), json!({}));
+        k.ok("agent.enable", Some(&a), json!({"agent_block_id": a}));
         k.err_contains(
-            "alice",
             "agent.enable",
             Some(&a),
             json!({"agent_block_id": "another"}),
             "is not the command's block",
         );
-        let e = k.err("alice", "agent.disable", Some(&a), json!({"force": true}));
+        let e = k.err("agent.disable", Some(&a), json!({"force": true}));
         assert!(
             e.to_string()
                 .starts_with("Invalid payload for agent.disable"),
@@ -572,23 +523,11 @@ mod tests {
         );
         assert_eq!(k.state.blocks[&a].contents["status"], "enabled");
         let md = k.block("markdown", "m");
-        k.err_contains(
-            "alice",
-            "agent.enable",
-            Some(&md),
-            json!({}),
-            "agent blocks",
-        );
-        k.err_contains(
-            "alice",
-            "agent.enable",
-            Some("ghost"),
-            json!({}),
-            "not found",
-        );
-        k.err_contains("bob", "agent.enable", Some(&a), json!({}), "may not run");
+        k.err_contains("agent.enable", Some(&md), json!({}), "agent blocks");
+        k.err_contains("agent.enable", Some("ghost"), json!({}), "not found");
+        k.err_contains_by("bob", "agent.enable", Some(&a), json!({}), "may not run");
         k.grant("bob", "agent.enable", Some(&a));
-        k.ok("bob", "agent.enable", Some(&a), json!({}));
+        k.ok_by("bob", "agent.enable", Some(&a), json!({}));
     }
 
     #[test]
@@ -597,16 +536,14 @@ mod tests {
         let dir = k.project(json!([]));
         let a = k.agent(json!({"target_project_id": dir}));
         k.ok(
-            "alice",
             "agent.effect_plan",
             Some(&a),
             json!({"action": "enable", "trigger_seq": 1,
             "artifacts": [{"path": "/p/.mcp.json", "created": true, "added": ["mcpServers"]}]}),
         );
-        k.ok("alice", "agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
+        k.ok("agent.effect_plan", Some(&a), json!({"action": "enable", "trigger_seq": 2,
             "artifacts": [{"path": "/p/.mcp.json", "created": false, "added": ["mcpServers.elfiee"], "edit": {"at": 1}}]}));
         k.ok(
-            "alice",
             "agent.effect_plan",
             Some(&a),
             json!({"action": "enable", "trigger_seq": 3,
@@ -617,7 +554,6 @@ mod tests {
         assert_eq!(rec["added"], json!(["mcpServers", "mcpServers.elfiee"]));
         assert_eq!(rec["edit"], json!({"at": 1}), "the newest edit stays");
         k.ok(
-            "alice",
             "agent.effect_outcome",
             Some(&a),
             json!({"action": "disable", "trigger_seq": 4, "ok": true, "integration": null}),

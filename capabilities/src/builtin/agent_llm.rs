@@ -5,16 +5,17 @@
 //! the host submits `agent.approve` together with the proposed commands in one `submit_all`
 //! batch, so either the decision and every command commit, or nothing does.
 
-use std::sync::Arc;
-
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_model::{CapError, Command, Ctx, Event};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::support::EffectRecord;
+use super::spec::Builtin;
+use super::support::on_block;
+use super::support::record;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
+use elfiee_projections::fold_patch;
 
 /// Providers `agent.configure` accepts.
 pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
@@ -23,29 +24,20 @@ pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
 /// never stored: only the name of the environment variable that holds it.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct AgentConfigurePayload {
-    #[serde(default)]
     pub provider: Option<String>,
-    #[serde(default)]
     pub model: Option<String>,
-    #[serde(default)]
     pub api_key_env: Option<String>,
-    #[serde(default)]
     pub system_prompt: Option<String>,
-    #[serde(default)]
     pub max_context_tokens: Option<u64>,
-    #[serde(default)]
     pub base_url: Option<String>,
     /// Sampling temperature, 0–2; a negative value clears it (the provider's default).
-    #[serde(default)]
     pub temperature: Option<f64>,
     /// Reply language (`zh`, `en`, or a name like `Chinese`); empty clears it.
-    #[serde(default)]
     pub language: Option<String>,
     /// Default permission rules of the agent loop: `[{"permission", "pattern", "action":
     /// "allow" | "deny" | "ask"}]`, later rules winning; `[]` clears them.
-    #[serde(default)]
     #[cfg_attr(
         feature = "ts",
         ts(
@@ -56,7 +48,6 @@ pub struct AgentConfigurePayload {
     /// Knowledge seeds (seed 003 §4): standing facts the agent loop always recalls into the
     /// system prompt's memory section; replaces the list, `[]` clears it. At most
     /// [`MAX_KNOWLEDGE`] entries of at most [`MAX_KNOWLEDGE_CHARS`] characters each.
-    #[serde(default)]
     pub knowledge: Option<Vec<String>>,
 }
 
@@ -126,134 +117,134 @@ impl AgentConfig {
     }
 }
 
-pub struct AgentConfigure;
+const CONFIGURE: &str = "agent.configure";
+const INVOKE: &str = "agent.invoke";
+const PROPOSAL: &str = "agent.proposal";
+const APPROVE: &str = "agent.approve";
 
-impl Capability for AgentConfigure {
-    fn id(&self) -> &'static str {
-        "agent.configure"
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new(CONFIGURE, Target::Block(Some("agent")), handle_configure).fold(fold_patch),
+    Builtin::new(INVOKE, Target::Block(Some("agent")), handle_invoke),
+    Builtin::new(PROPOSAL, Target::Block(Some("agent")), handle_proposal)
+        .authorized_by(|_| INVOKE)
+        .fold(fold_proposal),
+    Builtin::new(APPROVE, Target::Block(Some("agent")), handle_approve).fold(fold_decision),
+];
+
+fn handle_configure(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    if cmd.payload.get("editor_id").is_some() {
+        return Err(CapError::rejected("an agent's editor_id cannot be changed"));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        if cmd.payload.get("editor_id").is_some() {
-            return Err(CapError::rejected("an agent's editor_id cannot be changed"));
+    let p: AgentConfigurePayload = parse(CONFIGURE, &cmd.payload)?;
+    let id = cmd.block_id.clone().unwrap_or_default();
+    let mut cfg = state
+        .block(&id)
+        .map(|b| AgentConfig::of(&b.contents))
+        .unwrap_or_default();
+    if let Some(v) = p.provider {
+        if !PROVIDERS.contains(&v.as_str()) {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!(
+                    "unknown provider '{v}'; use one of {}",
+                    PROVIDERS.join(", ")
+                ),
+            ));
         }
-        let p: AgentConfigurePayload = parse(self.id(), &cmd.payload)?;
-        let id = cmd.block_id.clone().unwrap_or_default();
-        let mut cfg = state
-            .block(&id)
-            .map(|b| AgentConfig::of(&b.contents))
-            .unwrap_or_default();
-        if let Some(v) = p.provider {
-            if !PROVIDERS.contains(&v.as_str()) {
+        cfg.provider = v;
+    }
+    if let Some(v) = p.model {
+        if v.trim().is_empty() {
+            return Err(CapError::payload(CONFIGURE, "'model' must not be empty"));
+        }
+        cfg.model = v;
+    }
+    if let Some(v) = p.api_key_env {
+        let ok = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            return Err(CapError::payload(CONFIGURE, format!("'api_key_env' must name an environment variable (letters, digits, '_'), got {v:?}")));
+        }
+        cfg.api_key_env = v;
+    }
+    if let Some(v) = p.system_prompt {
+        cfg.system_prompt = Some(v).filter(|s| !s.is_empty());
+    }
+    if let Some(v) = p.max_context_tokens {
+        if !(256..=2_000_000).contains(&v) {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!("'max_context_tokens' must be 256-2000000 (got {v})"),
+            ));
+        }
+        cfg.max_context_tokens = v;
+    }
+    if let Some(v) = p.base_url {
+        cfg.base_url = Some(v).filter(|s| !s.is_empty());
+    }
+    if let Some(t) = p.temperature {
+        if t > 2.0 || t.is_nan() {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!("'temperature' must be 0-2 (got {t}); a negative value clears it"),
+            ));
+        }
+        cfg.temperature = (t >= 0.0).then_some(t);
+    }
+    if let Some(l) = p.language {
+        if l.chars().count() > 32 {
+            return Err(CapError::payload(
+                CONFIGURE,
+                "'language' must be at most 32 characters (e.g. zh, en, Chinese)",
+            ));
+        }
+        cfg.language = Some(l.trim().to_owned()).filter(|s| !s.is_empty());
+    }
+    if let Some(rules) = p.rules {
+        for (i, r) in rules.iter().enumerate() {
+            let text = |k: &str| r.get(k).and_then(Value::as_str);
+            let ok = text("permission").is_some_and(|s| !s.is_empty())
+                && text("pattern").is_some()
+                && matches!(text("action"), Some("allow" | "deny" | "ask"));
+            if !ok {
                 return Err(CapError::payload(
-                    self.id(),
+                    CONFIGURE,
+                    format!("rule {} must be {{\"permission\", \"pattern\", \"action\": \"allow\" | \"deny\" | \"ask\"}} (got {r})", i + 1),
+                ));
+            }
+        }
+        cfg.rules = rules;
+    }
+    if let Some(knowledge) = p.knowledge {
+        if knowledge.len() > MAX_KNOWLEDGE {
+            return Err(CapError::payload(
+                CONFIGURE,
+                format!("'knowledge' holds at most {MAX_KNOWLEDGE} entries (got {}); merge related facts or drop old ones", knowledge.len()),
+            ));
+        }
+        let mut kept = Vec::with_capacity(knowledge.len());
+        for (i, k) in knowledge.iter().enumerate() {
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(CapError::payload(
+                    CONFIGURE,
                     format!(
-                        "unknown provider '{v}'; use one of {}",
-                        PROVIDERS.join(", ")
+                        "knowledge entry {} is empty; give a fact, or pass [] to clear the list",
+                        i + 1
                     ),
                 ));
             }
-            cfg.provider = v;
-        }
-        if let Some(v) = p.model {
-            if v.trim().is_empty() {
-                return Err(CapError::payload(self.id(), "'model' must not be empty"));
-            }
-            cfg.model = v;
-        }
-        if let Some(v) = p.api_key_env {
-            let ok = !v.is_empty() && v.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !ok {
-                return Err(CapError::payload(self.id(), format!("'api_key_env' must name an environment variable (letters, digits, '_'), got {v:?}")));
-            }
-            cfg.api_key_env = v;
-        }
-        if let Some(v) = p.system_prompt {
-            cfg.system_prompt = Some(v).filter(|s| !s.is_empty());
-        }
-        if let Some(v) = p.max_context_tokens {
-            if !(256..=2_000_000).contains(&v) {
+            let n = k.chars().count();
+            if n > MAX_KNOWLEDGE_CHARS {
                 return Err(CapError::payload(
-                    self.id(),
-                    format!("'max_context_tokens' must be 256-2000000 (got {v})"),
+                    CONFIGURE,
+                    format!("knowledge entry {} is {n} characters; at most {MAX_KNOWLEDGE_CHARS} (split it, or keep long material in a block the agent references)", i + 1),
                 ));
             }
-            cfg.max_context_tokens = v;
+            kept.push(k.to_owned());
         }
-        if let Some(v) = p.base_url {
-            cfg.base_url = Some(v).filter(|s| !s.is_empty());
-        }
-        if let Some(t) = p.temperature {
-            if t > 2.0 || t.is_nan() {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'temperature' must be 0-2 (got {t}); a negative value clears it"),
-                ));
-            }
-            cfg.temperature = (t >= 0.0).then_some(t);
-        }
-        if let Some(l) = p.language {
-            if l.chars().count() > 32 {
-                return Err(CapError::payload(
-                    self.id(),
-                    "'language' must be at most 32 characters (e.g. zh, en, Chinese)",
-                ));
-            }
-            cfg.language = Some(l.trim().to_owned()).filter(|s| !s.is_empty());
-        }
-        if let Some(rules) = p.rules {
-            for (i, r) in rules.iter().enumerate() {
-                let text = |k: &str| r.get(k).and_then(Value::as_str);
-                let ok = text("permission").is_some_and(|s| !s.is_empty())
-                    && text("pattern").is_some()
-                    && matches!(text("action"), Some("allow" | "deny" | "ask"));
-                if !ok {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!("rule {} must be {{\"permission\", \"pattern\", \"action\": \"allow\" | \"deny\" | \"ask\"}} (got {r})", i + 1),
-                    ));
-                }
-            }
-            cfg.rules = rules;
-        }
-        if let Some(knowledge) = p.knowledge {
-            if knowledge.len() > MAX_KNOWLEDGE {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'knowledge' holds at most {MAX_KNOWLEDGE} entries (got {}); merge related facts or drop old ones", knowledge.len()),
-                ));
-            }
-            let mut kept = Vec::with_capacity(knowledge.len());
-            for (i, k) in knowledge.iter().enumerate() {
-                let k = k.trim();
-                if k.is_empty() {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!("knowledge entry {} is empty; give a fact, or pass [] to clear the list", i + 1),
-                    ));
-                }
-                let n = k.chars().count();
-                if n > MAX_KNOWLEDGE_CHARS {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!("knowledge entry {} is {n} characters; at most {MAX_KNOWLEDGE_CHARS} (split it, or keep long material in a block the agent references)", i + 1),
-                    ));
-                }
-                kept.push(k.to_owned());
-            }
-            cfg.knowledge = kept;
-        }
-        Ok(vec![EventDraft::new(
-            id,
-            self.id(),
-            json!({"contents": {"config": cfg}}),
-        )])
+        cfg.knowledge = kept;
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::patch_fold()
-    }
+    on_block(cmd, CONFIGURE, json!({"contents": {"config": cfg}}))
 }
 
 /// Payload of `agent.invoke`.
@@ -269,45 +260,38 @@ pub struct AgentInvokePayload {
 
 /// `agent.invoke`: records the request; the LLM effect calls the model and records exactly one
 /// `agent.proposal` (or a failure) for it.
-pub struct AgentInvoke;
-
-impl Capability for AgentInvoke {
-    fn id(&self) -> &'static str {
-        "agent.invoke"
+fn handle_invoke(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: AgentInvokePayload = parse(INVOKE, &cmd.payload)?;
+    if p.prompt.trim().is_empty() {
+        return Err(CapError::payload(INVOKE, "'prompt' must not be empty"));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: AgentInvokePayload = parse(self.id(), &cmd.payload)?;
-        if p.prompt.trim().is_empty() {
-            return Err(CapError::payload(self.id(), "'prompt' must not be empty"));
+    for b in &p.context_block_ids {
+        if !state.blocks.contains_key(b) {
+            return Err(CapError::BlockNotFound(b.clone()));
         }
-        for b in &p.context_block_ids {
-            if !state.blocks.contains_key(b) {
-                return Err(CapError::BlockNotFound(b.clone()));
-            }
-        }
-        let id = cmd.block_id.clone().unwrap_or_default();
-        let proposal_id = ctx.new_id(0).to_string();
-        Ok(vec![EventDraft::new(
-            id,
-            self.id(),
-            json!({"prompt": p.prompt, "context_block_ids": p.context_block_ids, "proposal_id": proposal_id}),
-        )])
     }
+    let proposal_id = ctx.new_id(0).to_string();
+    on_block(
+        cmd,
+        INVOKE,
+        json!({"prompt": p.prompt, "context_block_ids": p.context_block_ids, "proposal_id": proposal_id}),
+    )
 }
 
 /// `agent.proposal`: the LLM effect's record of one invocation: `{trigger_seq, proposal_id,
 /// status: "pending" | "failed", proposed_commands, prompt, raw_response, usage, parse_errors,
 /// error?}`. Authorized by `agent.invoke`.
-pub(crate) const PROPOSAL: EffectRecord = EffectRecord {
-    id: "agent.proposal",
-    block_type: "agent",
-    authorized_by: |_| "agent.invoke",
-    requires: Some("proposal_id"),
-    fold: fold_proposal,
-};
+fn handle_proposal(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    if cmd
+        .payload
+        .get("proposal_id")
+        .and_then(Value::as_str)
+        .is_none()
+    {
+        return Err(CapError::payload(PROPOSAL, "expected 'proposal_id'"));
+    }
+    record(cmd, state, ctx)
+}
 
 /// Payload of `agent.approve`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -327,55 +311,42 @@ pub fn proposal<'s>(state: &'s State, id: &str) -> Option<&'s Map<String, Value>
 
 /// `agent.approve`: the decision on a pending proposal. Approving a proposal twice, or deciding
 /// on a rejected or failed one, is an error.
-pub struct AgentApprove;
-
-impl Capability for AgentApprove {
-    fn id(&self) -> &'static str {
-        "agent.approve"
+fn handle_approve(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let p: AgentApprovePayload = parse(APPROVE, &cmd.payload)?;
+    let agent = cmd.block_id.clone().unwrap_or_default();
+    let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
+        CapError::rejected(format!(
+            "proposal '{}' not found; list them with `elfiee agent proposals`",
+            p.proposal_id
+        ))
+    })?;
+    if prop.get("agent_block_id").and_then(Value::as_str) != Some(agent.as_str()) {
+        return Err(CapError::rejected(format!(
+            "proposal '{}' belongs to another agent",
+            p.proposal_id
+        )));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let p: AgentApprovePayload = parse(self.id(), &cmd.payload)?;
-        let agent = cmd.block_id.clone().unwrap_or_default();
-        let prop = proposal(state, &p.proposal_id).ok_or_else(|| {
-            CapError::rejected(format!(
-                "proposal '{}' not found; list them with `elfiee agent proposals`",
-                p.proposal_id
-            ))
-        })?;
-        if prop.get("agent_block_id").and_then(Value::as_str) != Some(agent.as_str()) {
+    match prop.get("status").and_then(Value::as_str) {
+        Some("pending") => {}
+        Some(other) => {
             return Err(CapError::rejected(format!(
-                "proposal '{}' belongs to another agent",
+                "proposal '{}' is already {other}; only pending proposals can be decided",
                 p.proposal_id
-            )));
+            )))
         }
-        match prop.get("status").and_then(Value::as_str) {
-            Some("pending") => {}
-            Some(other) => {
-                return Err(CapError::rejected(format!(
-                    "proposal '{}' is already {other}; only pending proposals can be decided",
-                    p.proposal_id
-                )))
-            }
-            None => {
-                return Err(CapError::rejected(format!(
-                    "proposal '{}' has no status",
-                    p.proposal_id
-                )))
-            }
+        None => {
+            return Err(CapError::rejected(format!(
+                "proposal '{}' has no status",
+                p.proposal_id
+            )))
         }
-        let status = if p.approved { "approved" } else { "rejected" };
-        Ok(vec![EventDraft::new(
-            agent,
-            self.id(),
-            json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
-        )])
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_decision)
-    }
+    let status = if p.approved { "approved" } else { "rejected" };
+    on_block(
+        cmd,
+        APPROVE,
+        json!({"proposal_id": p.proposal_id, "status": status, "feedback": p.feedback}),
+    )
 }
 
 /// Proposals live in `extensions["proposals"][proposal_id]`.
@@ -427,22 +398,22 @@ mod tests {
     use crate::builtin::testkit::Kit;
     use serde_json::json;
 
-    fn llm_agent(k: &mut Kit) -> String {
-        k.agent(json!({"name": "writer"}))
+    /// A file with one LLM agent (no project), and the agent's block id.
+    fn llm_agent() -> (Kit, String) {
+        let mut k = Kit::new();
+        let a = k.agent(json!({"name": "writer"}));
+        (k, a)
     }
 
     #[test]
     fn configure_is_a_partial_update_and_keeps_no_secret() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         k.ok(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"model": "m1", "api_key_env": "MY_KEY"}),
         );
         k.ok(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"system_prompt": "be brief"}),
@@ -458,44 +429,25 @@ mod tests {
             "defaults fill what was never set"
         );
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"editor_id": "x"}),
             "cannot be changed",
         );
-        k.err(
-            "alice",
-            "agent.configure",
-            Some(&a),
+        for bad in [
             json!({"api_key": "sk-secret"}),
-        );
-        k.err(
-            "alice",
-            "agent.configure",
-            Some(&a),
             json!({"provider": "nope"}),
-        );
-        k.err(
-            "alice",
-            "agent.configure",
-            Some(&a),
             json!({"api_key_env": "NOT VALID"}),
-        );
-        k.err(
-            "alice",
-            "agent.configure",
-            Some(&a),
             json!({"max_context_tokens": 1}),
-        );
+        ] {
+            k.err("agent.configure", Some(&a), bad);
+        }
     }
 
     #[test]
     fn knowledge_seeds_are_set_replaced_cleared_and_bounded() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         k.ok(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": [" The API is in src/api.rs ", "Use tabs"]}),
@@ -504,7 +456,7 @@ mod tests {
             k.state.blocks[&a].contents["config"]["knowledge"],
             json!(["The API is in src/api.rs", "Use tabs"])
         );
-        k.ok("alice", "agent.configure", Some(&a), json!({"model": "m2"}));
+        k.ok("agent.configure", Some(&a), json!({"model": "m2"}));
         assert_eq!(
             k.state.blocks[&a].contents["config"]["knowledge"],
             json!(["The API is in src/api.rs", "Use tabs"]),
@@ -514,38 +466,29 @@ mod tests {
             .map(|i| format!("fact {i}"))
             .collect();
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": too_many}),
             "at most 32 entries (got 33)",
         );
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": ["ok", "x".repeat(super::MAX_KNOWLEDGE_CHARS + 1)]}),
             "knowledge entry 2 is 1001 characters; at most 1000",
         );
         k.err_contains(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": ["  "]}),
             "knowledge entry 1 is empty",
         );
         k.err(
-            "alice",
             "agent.configure",
             Some(&a),
             json!({"knowledge": "one string"}),
         );
-        k.ok(
-            "alice",
-            "agent.configure",
-            Some(&a),
-            json!({"knowledge": []}),
-        );
+        k.ok("agent.configure", Some(&a), json!({"knowledge": []}));
         assert!(
             k.state.blocks[&a].contents["config"]
                 .get("knowledge")
@@ -559,36 +502,27 @@ mod tests {
 
     #[test]
     fn proposals_are_decided_once() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
-        let inv = k.ok(
-            "alice",
-            "agent.invoke",
-            Some(&a),
-            json!({"prompt": "write a spec"}),
-        );
+        let (mut k, a) = llm_agent();
+        let inv = k.ok("agent.invoke", Some(&a), json!({"prompt": "write a spec"}));
         let pid = inv[0].value["proposal_id"].as_str().unwrap().to_owned();
-        k.err("alice", "agent.invoke", Some(&a), json!({"prompt": " "}));
+        k.err("agent.invoke", Some(&a), json!({"prompt": " "}));
         k.err(
-            "alice",
             "agent.invoke",
             Some(&a),
             json!({"prompt": "x", "context_block_ids": ["ghost"]}),
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": true}),
             "not found",
         );
-        k.ok("alice", "agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
+        k.ok("agent.proposal", Some(&a), json!({"trigger_seq": inv[0].seq, "proposal_id": pid, "status": "pending", "proposed_commands": []}));
         assert_eq!(
             crate::builtin::proposal(&k.state, &pid).unwrap()["status"],
             "pending"
         );
         k.ok(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": true}),
@@ -598,14 +532,12 @@ mod tests {
             "approved"
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": true}),
             "already approved",
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": pid, "approved": false}),
@@ -615,16 +547,13 @@ mod tests {
 
     #[test]
     fn a_rejected_proposal_cannot_be_approved_later() {
-        let mut k = Kit::new();
-        let a = llm_agent(&mut k);
+        let (mut k, a) = llm_agent();
         k.ok(
-            "alice",
             "agent.proposal",
             Some(&a),
             json!({"trigger_seq": 1, "proposal_id": "p1", "proposed_commands": []}),
         );
         k.ok(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": "p1", "approved": false, "feedback": "no"}),
@@ -635,20 +564,17 @@ mod tests {
             (Some("rejected"), Some("no"))
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": "p1", "approved": true}),
             "already rejected",
         );
         k.ok(
-            "alice",
             "agent.proposal",
             Some(&a),
             json!({"trigger_seq": 2, "proposal_id": "p2", "status": "failed", "error": "401"}),
         );
         k.err_contains(
-            "alice",
             "agent.approve",
             Some(&a),
             json!({"proposal_id": "p2", "approved": true}),

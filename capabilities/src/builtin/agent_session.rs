@@ -23,7 +23,8 @@ use elfiee_model::{CapError, Command, Ctx};
 use elfiee_projections::State;
 use serde_json::Value;
 
-use crate::{Capability, Handled, Target};
+use super::spec::Builtin;
+use crate::{Handled, Target};
 
 /// The entries the agent loop records.
 pub const ENTRIES: &[&str] = &[
@@ -40,32 +41,24 @@ pub const ENTRIES: &[&str] = &[
     "redo",
 ];
 
-pub struct AgentSession;
+const ID: &str = "agent.session";
 
-impl Capability for AgentSession {
-    fn id(&self) -> &'static str {
-        "agent.session"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("agent"))
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "agent.invoke"
-    }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let ok = cmd
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(Some("agent")), handle).authorized_by(|_| "agent.invoke")];
+
+fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let ok = cmd
+        .payload
+        .get("session_id")
+        .and_then(Value::as_str)
+        .is_some_and(|s| !s.is_empty())
+        && cmd
             .payload
-            .get("session_id")
+            .get("entry")
             .and_then(Value::as_str)
-            .is_some_and(|s| !s.is_empty())
-            && cmd
-                .payload
-                .get("entry")
-                .and_then(Value::as_str)
-                .is_some_and(|e| ENTRIES.contains(&e));
-        if !ok {
-            return Err(CapError::payload(self.id(), "expected {\"session_id\": string, \"entry\": \"message\" | \"title\" | \"memory\" | \"approval\" | \"approval_answer\" | \"rule\" | \"compaction\" | \"stop\" | \"step\" | \"undo\" | \"redo\", …}"));
-        }
-        super::support::on_block(cmd, self.id(), cmd.payload.clone())
+            .is_some_and(|e| ENTRIES.contains(&e));
+    if !ok {
+        return Err(CapError::payload(ID, "expected {\"session_id\": string, \"entry\": \"message\" | \"title\" | \"memory\" | \"approval\" | \"approval_answer\" | \"rule\" | \"compaction\" | \"stop\" | \"step\" | \"undo\" | \"redo\", …}"));
     }
+    super::support::on_block(cmd, ID, cmd.payload.clone())
 }

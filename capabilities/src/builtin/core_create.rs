@@ -1,14 +1,13 @@
 use std::collections::BTreeMap;
 
-use std::sync::Arc;
-
 use elfiee_model::{Block, BlockMetadata, CapError, Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::spec::Builtin;
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `core.create`: a new block owned by the commanding editor. The event value is the whole
 /// initial block.
@@ -28,78 +27,65 @@ pub struct CoreCreatePayload {
     pub block_id: Option<String>,
 }
 
-pub struct CoreCreate;
+const ID: &str = "core.create";
 
-impl Capability for CoreCreate {
-    fn id(&self) -> &'static str {
-        "core.create"
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::File, handle).fold(fold_create)];
+
+fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: CoreCreatePayload = parse(ID, &cmd.payload)?;
+    check_name(ID, "name", &p.name)?;
+    let type_ok = !p.block_type.is_empty()
+        && p.block_type.len() <= 64
+        && p.block_type
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.'));
+    if !type_ok {
+        return Err(CapError::payload(
+            ID,
+            format!(
+                "'block_type' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (got {:?})",
+                p.block_type
+            ),
+        ));
     }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: CoreCreatePayload = parse(self.id(), &cmd.payload)?;
-        check_name(self.id(), "name", &p.name)?;
-        let type_ok = !p.block_type.is_empty()
-            && p.block_type.len() <= 64
-            && p.block_type.chars().all(|c| {
-                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.')
-            });
-        if !type_ok {
-            return Err(CapError::payload(
-                self.id(),
-                format!(
-                    "'block_type' must be 1-64 characters of a-z, 0-9, '_', '-', '.' (got {:?})",
-                    p.block_type
-                ),
-            ));
+    let block_id = match p.block_id {
+        Some(id) => {
+            check_id(ID, "block_id", &id)?;
+            if state.blocks.contains_key(&id) {
+                return Err(CapError::rejected(format!(
+                    "a block with id '{id}' already exists; omit 'block_id' to get a fresh one"
+                )));
+            }
+            id
         }
-        let block_id = match p.block_id {
-            Some(id) => {
-                check_id(self.id(), "block_id", &id)?;
-                if state.blocks.contains_key(&id) {
-                    return Err(CapError::rejected(format!(
-                        "a block with id '{id}' already exists; omit 'block_id' to get a fresh one"
-                    )));
-                }
-                id
-            }
-            None => ctx.new_id(0).to_string(),
-        };
-        let contents = match p.contents {
-            None | Some(Value::Null) => Value::Object(Default::default()),
-            Some(v @ Value::Object(_)) => v,
-            Some(_) => {
-                return Err(CapError::payload(
-                    self.id(),
-                    "'contents' must be a JSON object",
-                ))
-            }
-        };
-        let block = Block {
-            block_id: block_id.clone(),
-            name: p.name,
-            block_type: p.block_type,
-            contents,
-            content_refs: Default::default(),
-            children: BTreeMap::new(),
-            owner: cmd.editor_id.clone(),
-            metadata: BlockMetadata {
-                description: p.description,
-                created_at: ctx.now,
-                updated_at: ctx.now,
-                custom: BTreeMap::new(),
-            },
-        };
-        Ok(vec![EventDraft::new(
-            block_id,
-            self.id(),
-            serde_json::to_value(&block).unwrap_or_default(),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_create)
-    }
+        None => ctx.new_id(0).to_string(),
+    };
+    let contents = match p.contents {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => return Err(CapError::payload(ID, "'contents' must be a JSON object")),
+    };
+    let block = Block {
+        block_id: block_id.clone(),
+        name: p.name,
+        block_type: p.block_type,
+        contents,
+        content_refs: Default::default(),
+        children: BTreeMap::new(),
+        owner: cmd.editor_id.clone(),
+        metadata: BlockMetadata {
+            description: p.description,
+            created_at: ctx.now,
+            updated_at: ctx.now,
+            custom: BTreeMap::new(),
+        },
+    };
+    Ok(vec![EventDraft::new(
+        block_id,
+        ID,
+        serde_json::to_value(&block).unwrap_or_default(),
+    )])
 }
 
 /// The new block, its content references moved into `content_refs`.
@@ -125,7 +111,6 @@ mod tests {
     fn create_event_holds_the_whole_initial_block() {
         let mut k = Kit::new();
         let ev = k.ok(
-            "alice",
             "core.create",
             None,
             json!({"name": "Spec", "block_type": "markdown", "description": "d"}),
@@ -146,17 +131,15 @@ mod tests {
             json!({"name": "x"}),
             json!({"name": "x", "block_type": "code", "nmae": 1}),
         ] {
-            let e = k.err("alice", "core.create", None, bad.clone());
+            let e = k.err("core.create", None, bad.clone());
             assert!(matches!(e, CapError::InvalidPayload { .. }), "{bad}: {e}");
         }
         k.ok(
-            "alice",
             "core.create",
             None,
             json!({"name": "x", "block_type": "code", "block_id": "fixed"}),
         );
         k.err_contains(
-            "alice",
             "core.create",
             None,
             json!({"name": "y", "block_type": "code", "block_id": "fixed"}),
@@ -168,7 +151,7 @@ mod tests {
     fn create_needs_a_star_grant() {
         let mut k = Kit::new();
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "core.create",
                 None,

@@ -1,32 +1,23 @@
-use std::sync::Arc;
-
 use elfiee_model::{Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde_json::json;
 
-use crate::{Capability, Handled, Target};
+use super::spec::Builtin;
+use crate::{Handled, Target};
+
+const ID: &str = "core.delete";
+
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(None), handle).fold(fold_delete)];
 
 /// `core.delete`: removes a block. The log first records every relation and grant that goes
 /// with it (`core.unlink`, `core.revoke` events), then the delete, all in one atomic batch.
-pub struct CoreDelete;
-
-impl Capability for CoreDelete {
-    fn id(&self) -> &'static str {
-        "core.delete"
-    }
-    fn target(&self) -> Target {
-        Target::Block(None)
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        crate::payload::expect_empty(self.id(), &cmd.payload)?;
-        let id = cmd.block_id.as_deref().unwrap_or_default();
-        let mut out = super::support::detach_block(state, id);
-        out.push(EventDraft::new(id, self.id(), json!({})));
-        Ok(out)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_delete)
-    }
+fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    crate::payload::expect_empty(ID, &cmd.payload)?;
+    let id = cmd.block_id.as_deref().unwrap_or_default();
+    let mut out = super::support::detach_block(state, id);
+    out.push(EventDraft::new(id, ID, json!({})));
+    Ok(out)
 }
 
 fn fold_delete(state: &mut State, event: &Event) -> Folded {
@@ -50,7 +41,7 @@ mod tests {
         k.link(&a, &b, "reference");
         k.link(&b, &c, "implement");
         k.grant("bob", "markdown.write", Some(&b));
-        let ev = k.ok("alice", "core.delete", Some(&b), json!({}));
+        let ev = k.ok("core.delete", Some(&b), json!({}));
         let kinds: Vec<_> = ev.iter().map(|e| e.cap_id().to_owned()).collect();
         assert_eq!(
             kinds,
@@ -65,6 +56,6 @@ mod tests {
     #[test]
     fn delete_of_a_missing_block_is_not_found() {
         let mut k = Kit::new();
-        k.err_contains("alice", "core.delete", Some("nope"), json!({}), "not found");
+        k.err_contains("core.delete", Some("nope"), json!({}), "not found");
     }
 }

@@ -1,11 +1,10 @@
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, Grant, WILDCARD};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// Payload of `core.grant` / `core.revoke`; the command's block (or `*`) is the grant's block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -30,30 +29,22 @@ fn grant_of(cap: &str, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Grant,
     Ok(Grant::new(p.editor_id, p.cap_id, block))
 }
 
-/// `core.grant`: lets an editor (or `*`) run a capability on a block (or `*`).
-pub struct CoreGrant;
+const ID: &str = "core.grant";
 
-impl Capability for CoreGrant {
-    fn id(&self) -> &'static str {
-        "core.grant"
-    }
-    fn target(&self) -> Target {
-        Target::BlockOrFile
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        grant_event(self.id(), cmd, state, ctx, |g| {
-            if state.grants.contains(g) {
-                return Err(format!(
-                    "'{}' already holds '{}' on '{}'",
-                    g.editor_id, g.cap_id, g.block_id
-                ));
-            }
-            Ok(())
-        })
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_grant)
-    }
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::BlockOrFile, handle).fold(fold_grant)];
+
+/// `core.grant`: lets an editor (or `*`) run a capability on a block (or `*`).
+fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    grant_event(ID, cmd, state, ctx, |g| {
+        if state.grants.contains(g) {
+            return Err(format!(
+                "'{}' already holds '{}' on '{}'",
+                g.editor_id, g.cap_id, g.block_id
+            ));
+        }
+        Ok(())
+    })
 }
 
 /// The event of `core.grant` / `core.revoke` (`cap`): the grant the payload names, once
@@ -94,12 +85,10 @@ mod tests {
 
     #[test]
     fn grant_validates_editor_capability_and_duplicates() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.grant("bob", "markdown.write", Some(&a));
         assert!(k.state.has_grant("bob", "markdown.write", &a));
         k.err_contains(
-            "alice",
             "core.grant",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
@@ -107,7 +96,6 @@ mod tests {
         );
         assert!(matches!(
             k.err(
-                "alice",
                 "core.grant",
                 Some(&a),
                 json!({"editor_id": "ghost", "cap_id": "markdown.write"})
@@ -116,7 +104,6 @@ mod tests {
         ));
         assert!(matches!(
             k.err(
-                "alice",
                 "core.grant",
                 Some(&a),
                 json!({"editor_id": "bob", "cap_id": "markdown.wirte"})
@@ -127,10 +114,9 @@ mod tests {
 
     #[test]
     fn only_owner_or_grant_holder_may_grant() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "core.grant",
                 Some(&a),
@@ -139,7 +125,7 @@ mod tests {
             CapError::Unauthorized { .. }
         ));
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "core.grant",
                 None,

@@ -1,13 +1,12 @@
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, Relation};
 use elfiee_projections::toolkit::link;
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Merge, Target};
 
 /// Payload of `core.link` and `core.unlink`: the command's block is the source.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -45,66 +44,56 @@ fn fold_link(state: &mut State, event: &Event) -> Folded {
     link_of(event).map_or(Folded::Done, |(to, rel)| link(state, event, to, rel))
 }
 
+const ID: &str = "core.link";
+
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::new(ID, Target::Block(None), handle)
+    .merge(Merge::Link)
+    .fold(fold_link)];
+
 /// `core.link`: adds a relation. No self-links, no duplicates, and no cycles: the relation graph
 /// (all relations together) stays acyclic, so context walks always end.
-pub struct CoreLink;
-
-impl Capability for CoreLink {
-    fn id(&self) -> &'static str {
-        "core.link"
+fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let from = cmd.block_id.as_deref().unwrap_or_default();
+    let (to, rel) = parse_link(ID, cmd)?;
+    if from == to {
+        return Err(CapError::rejected(format!(
+            "a block cannot link to itself ('{from}')"
+        )));
     }
-    fn merge(&self) -> crate::Merge {
-        crate::Merge::Link
+    if !state.blocks.contains_key(&to) {
+        return Err(CapError::BlockNotFound(to));
     }
-    fn target(&self) -> Target {
-        Target::Block(None)
+    if state.children_of(from).any(|(r, c)| r == rel && c == to) {
+        return Err(CapError::rejected(format!(
+            "'{from}' already has a '{rel}' link to '{to}'"
+        )));
     }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let from = cmd.block_id.as_deref().unwrap_or_default();
-        let (to, rel) = parse_link(self.id(), cmd)?;
-        if from == to {
-            return Err(CapError::rejected(format!(
-                "a block cannot link to itself ('{from}')"
-            )));
-        }
-        if !state.blocks.contains_key(&to) {
-            return Err(CapError::BlockNotFound(to));
-        }
-        if state.children_of(from).any(|(r, c)| r == rel && c == to) {
-            return Err(CapError::rejected(format!(
-                "'{from}' already has a '{rel}' link to '{to}'"
-            )));
-        }
-        if state.reaches(&to, from) {
-            return Err(CapError::rejected(format!(
-                "linking '{from}' to '{to}' would create a cycle ('{to}' already leads back to '{from}')"
-            )));
-        }
-        let mut out = vec![EventDraft::new(
-            from,
-            self.id(),
-            json!({"to": to, "relation": rel}),
-        )];
-        // Someone who points an agent at a directory lets it add, move and remove files
-        // there (an agent cannot give itself that by linking).
-        if rel == Relation::Reference {
-            let agent_editor = state
-                .block(from)
-                .filter(|b| b.block_type == "agent")
-                .and_then(|b| b.contents.get("editor_id"))
-                .and_then(Value::as_str);
-            let is_dir = state
-                .block(&to)
-                .is_some_and(|b| b.block_type == "directory");
-            if let Some(agent) = agent_editor.filter(|a| is_dir && *a != cmd.editor_id) {
-                out.extend(super::agent::directory_grants(state, ctx, agent, &to));
-            }
-        }
-        Ok(out)
+    if state.reaches(&to, from) {
+        return Err(CapError::rejected(format!(
+            "linking '{from}' to '{to}' would create a cycle ('{to}' already leads back to '{from}')"
+        )));
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_link)
+    let mut out = vec![EventDraft::new(
+        from,
+        ID,
+        json!({"to": to, "relation": rel}),
+    )];
+    // Someone who points an agent at a directory lets it add, move and remove files
+    // there (an agent cannot give itself that by linking).
+    if rel == Relation::Reference {
+        let agent_editor = state
+            .block(from)
+            .filter(|b| b.block_type == "agent")
+            .and_then(|b| b.contents.get("editor_id"))
+            .and_then(Value::as_str);
+        let is_dir = state
+            .block(&to)
+            .is_some_and(|b| b.block_type == "directory");
+        if let Some(agent) = agent_editor.filter(|a| is_dir && *a != cmd.editor_id) {
+            out.extend(super::agent::directory_grants(state, ctx, agent, &to));
+        }
     }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -136,41 +125,18 @@ mod tests {
             k.block("markdown", "b"),
             k.block("markdown", "c"),
         );
-        k.err_contains(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": a, "relation": "reference"}),
-            "itself",
-        );
         k.link(&a, &b, "reference");
-        k.err_contains(
-            "alice",
-            "core.link",
-            Some(&a),
-            json!({"to": b, "relation": "reference"}),
-            "already",
-        );
         k.link(&b, &c, "implement");
-        k.err_contains(
-            "alice",
-            "core.link",
-            Some(&c),
-            json!({"to": a, "relation": "reference"}),
-            "cycle",
-        );
+        for (from, to, why) in [(&a, &a, "itself"), (&a, &b, "already"), (&c, &a, "cycle")] {
+            let link = json!({"to": to, "relation": "reference"});
+            k.err_contains("core.link", Some(from), link, why);
+        }
         assert!(matches!(
-            k.err(
-                "alice",
-                "core.link",
-                Some(&a),
-                json!({"to": c, "relation": "likes"})
-            ),
+            k.err("core.link", Some(&a), json!({"to": c, "relation": "likes"})),
             CapError::InvalidPayload { .. }
         ));
         assert!(matches!(
             k.err(
-                "alice",
                 "core.link",
                 Some(&a),
                 json!({"to": "ghost", "relation": "reference"})

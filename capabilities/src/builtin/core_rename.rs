@@ -1,12 +1,11 @@
-use std::sync::Arc;
-
 use elfiee_model::{Command, Ctx, Event};
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::spec::Builtin;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Merge, Target};
 
 /// `core.rename`: sets a block's display name.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -16,26 +15,16 @@ pub struct RenamePayload {
     pub name: String,
 }
 
-pub struct CoreRename;
+const ID: &str = "core.rename";
 
-impl Capability for CoreRename {
-    fn id(&self) -> &'static str {
-        "core.rename"
-    }
-    fn merge(&self) -> crate::Merge {
-        crate::Merge::BlockWrite
-    }
-    fn target(&self) -> Target {
-        Target::Block(None)
-    }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let p: RenamePayload = parse(self.id(), &cmd.payload)?;
-        check_name(self.id(), "name", &p.name)?;
-        super::support::on_block(cmd, self.id(), json!({"name": p.name}))
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_rename)
-    }
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::new(ID, Target::Block(None), handle)
+    .merge(Merge::BlockWrite)
+    .fold(fold_rename)];
+
+fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let p: RenamePayload = parse(ID, &cmd.payload)?;
+    check_name(ID, "name", &p.name)?;
+    super::support::on_block(cmd, ID, json!({"name": p.name}))
 }
 
 fn fold_rename(state: &mut State, event: &Event) -> Folded {
@@ -53,11 +42,10 @@ mod tests {
 
     #[test]
     fn rename_sets_the_name_and_rejects_empty_ones() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
-        k.ok("alice", "core.rename", Some(&a), json!({"name": "Alpha"}));
+        let (mut k, a) = Kit::with_block("markdown", "a");
+        k.ok("core.rename", Some(&a), json!({"name": "Alpha"}));
         assert_eq!(k.state.blocks[&a].name, "Alpha");
-        k.err("alice", "core.rename", Some(&a), json!({"name": ""}));
-        k.err("alice", "core.rename", Some(&a), json!({"name": 5}));
+        k.err("core.rename", Some(&a), json!({"name": ""}));
+        k.err("core.rename", Some(&a), json!({"name": 5}));
     }
 }

@@ -6,18 +6,15 @@
 //! the host computes them (see `elfiee_adapters::checkpoint`). Because an image can be any
 //! block, the command is as strong as the right to grant anything, so CBAC checks
 //! `core.grant` on `*` (held by the file owner from `elf.init`).
-//!
-//! The fold lives here, beside the handler, registered through [`Capability::fold`].
-
-use std::sync::Arc;
 
 use elfiee_model::{Block, CapError, Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::spec::Builtin;
 use crate::payload::{check_id, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// One block to restore.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -41,62 +38,52 @@ pub struct RestorePayload {
     pub reason: Option<Value>,
 }
 
-pub struct CoreRestore;
+const ID: &str = "core.restore";
 
-impl Capability for CoreRestore {
-    fn id(&self) -> &'static str {
-        "core.restore"
-    }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn authorized_by(&self, _cmd: &Command) -> &'static str {
-        "core.grant"
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let p: RestorePayload = parse(self.id(), &cmd.payload)?;
-        let mut seen = std::collections::BTreeSet::new();
-        let mut out = Vec::with_capacity(p.blocks.len());
-        for r in &p.blocks {
-            check_id(self.id(), "block_id", &r.block_id)?;
-            if !seen.insert(r.block_id.as_str()) {
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::new(ID, Target::File, handle)
+    .authorized_by(|_| "core.grant")
+    .fold(fold_restore)];
+
+fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let p: RestorePayload = parse(ID, &cmd.payload)?;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::with_capacity(p.blocks.len());
+    for r in &p.blocks {
+        check_id(ID, "block_id", &r.block_id)?;
+        if !seen.insert(r.block_id.as_str()) {
+            return Err(CapError::payload(
+                ID,
+                format!("block '{}' is listed twice", r.block_id),
+            ));
+        }
+        if let Some(b) = &r.block {
+            if b.block_id != r.block_id {
                 return Err(CapError::payload(
-                    self.id(),
-                    format!("block '{}' is listed twice", r.block_id),
+                    ID,
+                    format!(
+                        "the image of '{}' names another block ('{}')",
+                        r.block_id, b.block_id
+                    ),
                 ));
             }
-            if let Some(b) = &r.block {
-                if b.block_id != r.block_id {
-                    return Err(CapError::payload(
-                        self.id(),
-                        format!(
-                            "the image of '{}' names another block ('{}')",
-                            r.block_id, b.block_id
-                        ),
-                    ));
-                }
-                if state.editor(&b.owner).is_none() {
-                    return Err(CapError::rejected(format!(
-                        "the image of '{}' is owned by '{}', who is not an editor of this document any more",
-                        r.block_id, b.owner
-                    )));
-                }
-            } else if state.block(&r.block_id).is_none() {
-                // Removing a block that is not there changes nothing: no event.
-                continue;
+            if state.editor(&b.owner).is_none() {
+                return Err(CapError::rejected(format!(
+                    "the image of '{}' is owned by '{}', who is not an editor of this document any more",
+                    r.block_id, b.owner
+                )));
             }
-            let mut value = json!({"block": r.block});
-            if let Some(reason) = &p.reason {
-                value["reason"] = reason.clone();
-            }
-            out.push(EventDraft::new(&r.block_id, self.id(), value));
+        } else if state.block(&r.block_id).is_none() {
+            // Removing a block that is not there changes nothing: no event.
+            continue;
         }
-        check_relations(state, &p.blocks)?;
-        Ok(out)
+        let mut value = json!({"block": r.block});
+        if let Some(reason) = &p.reason {
+            value["reason"] = reason.clone();
+        }
+        out.push(EventDraft::new(&r.block_id, ID, value));
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        Some(Arc::new(fold_restore))
-    }
+    check_relations(state, &p.blocks)?;
+    Ok(out)
 }
 
 /// The restored images must not link to a block that will not exist.
@@ -144,29 +131,17 @@ mod tests {
 
     #[test]
     fn restore_sets_images_removes_blocks_and_keeps_the_relation_index() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         let b = k.block("markdown", "b");
-        k.ok(
-            "alice",
-            "markdown.write",
-            Some(&a),
-            json!({"markdown": "v1"}),
-        );
+        k.ok("markdown.write", Some(&a), json!({"markdown": "v1"}));
         let before = k.state.clone();
         let a_before = k.state.blocks[&a].clone();
-        k.ok(
-            "alice",
-            "markdown.write",
-            Some(&a),
-            json!({"markdown": "v2"}),
-        );
+        k.ok("markdown.write", Some(&a), json!({"markdown": "v2"}));
         k.link(&a, &b, "implement");
         let c = k.block("code", "c");
         k.link(&b, &c, "reference");
         let b_before = before.blocks[&b].clone();
         k.ok(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [
@@ -184,10 +159,9 @@ mod tests {
 
     #[test]
     fn restore_refuses_what_it_cannot_do_and_needs_the_owners_rights() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         let img = k.state.blocks[&a].clone();
-        k.err_contains(
+        k.err_contains_by(
             "bob",
             "core.restore",
             None,
@@ -195,14 +169,12 @@ mod tests {
             "core.grant",
         );
         k.err_contains(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": "other", "block": img}]}),
             "names another block",
         );
         k.err_contains(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": null}, {"block_id": a, "block": null}]}),
@@ -212,7 +184,6 @@ mod tests {
         k.link(&a, &b, "reference");
         let linked = k.state.blocks[&a].clone();
         k.err_contains(
-            "alice",
             "core.restore",
             None,
             json!({"blocks": [{"block_id": a, "block": linked}, {"block_id": b, "block": null}]}),
@@ -221,7 +192,6 @@ mod tests {
         // Removing what is not there is no event at all.
         assert!(k
             .ok(
-                "alice",
                 "core.restore",
                 None,
                 json!({"blocks": [{"block_id": "gone", "block": null}]})

@@ -1,42 +1,33 @@
-use std::sync::Arc;
-
 use elfiee_model::{Command, Ctx, WILDCARD};
-use elfiee_projections::{Fold, State};
+use elfiee_projections::State;
 
 use super::core_grant::{fold_grant, grant_event};
-use crate::{Capability, Handled, Target};
+use super::spec::Builtin;
+use crate::{Handled, Target};
+
+const ID: &str = "core.revoke";
+
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::BlockOrFile, handle).fold(fold_grant)];
 
 /// `core.revoke`: removes a grant that exists (exact match; revoking `*` does not touch
 /// per-editor grants).
-pub struct CoreRevoke;
-
-impl Capability for CoreRevoke {
-    fn id(&self) -> &'static str {
-        "core.revoke"
-    }
-    fn target(&self) -> Target {
-        Target::BlockOrFile
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        grant_event(self.id(), cmd, state, ctx, |g| {
-            if state.file_owner.as_deref() == Some(g.editor_id.as_str()) && g.block_id == WILDCARD {
-                return Err(format!(
-                    "the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')",
-                    g.editor_id, g.cap_id
-                ));
-            }
-            if !state.grants.contains(g) {
-                return Err(format!(
-                    "'{}' holds no grant '{}' on '{}' to revoke",
-                    g.editor_id, g.cap_id, g.block_id
-                ));
-            }
-            Ok(())
-        })
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_grant)
-    }
+fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    grant_event(ID, cmd, state, ctx, |g| {
+        if state.file_owner.as_deref() == Some(g.editor_id.as_str()) && g.block_id == WILDCARD {
+            return Err(format!(
+                "the file owner's grants on '*' cannot be revoked ('{}' would lose '{}')",
+                g.editor_id, g.cap_id
+            ));
+        }
+        if !state.grants.contains(g) {
+            return Err(format!(
+                "'{}' holds no grant '{}' on '{}' to revoke",
+                g.editor_id, g.cap_id, g.block_id
+            ));
+        }
+        Ok(())
+    })
 }
 
 #[cfg(test)]
@@ -46,17 +37,14 @@ mod tests {
 
     #[test]
     fn revoke_removes_an_existing_grant_only() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.err(
-            "alice",
             "core.revoke",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),
         );
         k.grant("bob", "markdown.write", Some(&a));
         k.ok(
-            "alice",
             "core.revoke",
             Some(&a),
             json!({"editor_id": "bob", "cap_id": "markdown.write"}),

@@ -1,40 +1,28 @@
-use std::sync::Arc;
-
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
+use elfiee_model::{CapError, Command, Ctx, Event};
 use elfiee_projections::toolkit::unlink;
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde_json::json;
 
 use super::core_link::{link_of, parse_link};
-use crate::{Capability, Handled, Target};
+use super::spec::Builtin;
+use super::support::on_block;
+use crate::{Handled, Target};
+
+const ID: &str = "core.unlink";
+
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(None), handle).fold(fold_unlink)];
 
 /// `core.unlink`: removes an existing relation; unlinking what is not linked is an error.
-pub struct CoreUnlink;
-
-impl Capability for CoreUnlink {
-    fn id(&self) -> &'static str {
-        "core.unlink"
+fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let from = cmd.block_id.as_deref().unwrap_or_default();
+    let (to, rel) = parse_link(ID, cmd)?;
+    if !state.children_of(from).any(|(r, c)| r == rel && c == to) {
+        return Err(CapError::rejected(format!(
+            "'{from}' has no '{rel}' link to '{to}'; see `elfiee block show {from}`"
+        )));
     }
-    fn target(&self) -> Target {
-        Target::Block(None)
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let from = cmd.block_id.as_deref().unwrap_or_default();
-        let (to, rel) = parse_link(self.id(), cmd)?;
-        if !state.children_of(from).any(|(r, c)| r == rel && c == to) {
-            return Err(CapError::rejected(format!(
-                "'{from}' has no '{rel}' link to '{to}'; see `elfiee block show {from}`"
-            )));
-        }
-        Ok(vec![EventDraft::new(
-            from,
-            self.id(),
-            json!({"to": to, "relation": rel}),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_unlink)
-    }
+    on_block(cmd, ID, json!({"to": to, "relation": rel}))
 }
 
 fn fold_unlink(state: &mut State, event: &Event) -> Folded {
@@ -52,13 +40,11 @@ mod tests {
         let (a, b) = (k.block("markdown", "a"), k.block("markdown", "b"));
         k.link(&a, &b, "reference");
         k.err(
-            "alice",
             "core.unlink",
             Some(&a),
             json!({"to": b, "relation": "implement"}),
         );
         k.ok(
-            "alice",
             "core.unlink",
             Some(&a),
             json!({"to": b, "relation": "reference"}),
@@ -66,7 +52,6 @@ mod tests {
         assert!(k.state.blocks[&a].children.is_empty());
         assert_eq!(k.state.parents_of(&b).count(), 0);
         k.err(
-            "alice",
             "core.unlink",
             Some(&a),
             json!({"to": b, "relation": "reference"}),

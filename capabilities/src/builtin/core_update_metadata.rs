@@ -1,15 +1,14 @@
 use std::collections::BTreeMap;
 
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event};
 use elfiee_projections::toolkit::merge_custom;
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Merge, Target};
 
 /// `core.update_metadata`: sets or clears the description and merges `custom` keys
 /// (a `null` value removes a key).
@@ -37,44 +36,34 @@ mod double_option {
     }
 }
 
-pub struct CoreUpdateMetadata;
+const ID: &str = "core.update_metadata";
 
-impl Capability for CoreUpdateMetadata {
-    fn id(&self) -> &'static str {
-        "core.update_metadata"
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::new(ID, Target::Block(None), handle)
+    .merge(Merge::BlockPatch)
+    .fold(fold_update_metadata)];
+
+fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let p: UpdateMetadataPayload = parse(ID, &cmd.payload)?;
+    if p.description.is_none() && p.custom.is_empty() {
+        return Err(CapError::payload(
+            ID,
+            "nothing to update: give 'description' and/or 'custom'",
+        ));
     }
-    fn merge(&self) -> crate::Merge {
-        crate::Merge::BlockPatch
+    let mut value = Map::new();
+    if let Some(d) = p.description {
+        value.insert(
+            "description".into(),
+            d.map(Value::String).unwrap_or(Value::Null),
+        );
     }
-    fn target(&self) -> Target {
-        Target::Block(None)
+    if !p.custom.is_empty() {
+        value.insert(
+            "custom".into(),
+            Value::Object(p.custom.into_iter().collect()),
+        );
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let p: UpdateMetadataPayload = parse(self.id(), &cmd.payload)?;
-        if p.description.is_none() && p.custom.is_empty() {
-            return Err(CapError::payload(
-                self.id(),
-                "nothing to update: give 'description' and/or 'custom'",
-            ));
-        }
-        let mut value = Map::new();
-        if let Some(d) = p.description {
-            value.insert(
-                "description".into(),
-                d.map(Value::String).unwrap_or(Value::Null),
-            );
-        }
-        if !p.custom.is_empty() {
-            value.insert(
-                "custom".into(),
-                Value::Object(p.custom.into_iter().collect()),
-            );
-        }
-        super::support::on_block(cmd, self.id(), Value::Object(value))
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_update_metadata)
-    }
+    super::support::on_block(cmd, ID, Value::Object(value))
 }
 
 /// `description` set (null clears it), `custom` keys merged (null removes one).
@@ -94,16 +83,13 @@ mod tests {
 
     #[test]
     fn metadata_merges_custom_and_clears_with_null() {
-        let mut k = Kit::new();
-        let a = k.block("markdown", "a");
+        let (mut k, a) = Kit::with_block("markdown", "a");
         k.ok(
-            "alice",
             "core.update_metadata",
             Some(&a),
             json!({"description": "d", "custom": {"x": 1, "y": 2}}),
         );
         k.ok(
-            "alice",
             "core.update_metadata",
             Some(&a),
             json!({"custom": {"x": null}}),
@@ -112,12 +98,11 @@ mod tests {
         assert_eq!(m.description.as_deref(), Some("d"));
         assert_eq!(m.custom.keys().collect::<Vec<_>>(), ["y"]);
         k.ok(
-            "alice",
             "core.update_metadata",
             Some(&a),
             json!({"description": null}),
         );
         assert_eq!(k.state.blocks[&a].metadata.description, None);
-        k.err("alice", "core.update_metadata", Some(&a), json!({}));
+        k.err("core.update_metadata", Some(&a), json!({}));
     }
 }

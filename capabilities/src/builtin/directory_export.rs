@@ -1,62 +1,49 @@
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, EXTERNAL_ROOT_PATH};
+use elfiee_model::{CapError, Command, Ctx, Event, EXTERNAL_ROOT_PATH};
 use elfiee_projections::{update_block, Folded, State};
 use serde_json::json;
 
 use super::entries::{entry_path, list_mut, set_disk_hashes, strings};
-use super::support::EffectRecord;
-use crate::{Capability, Handled, Target};
+use super::spec::Builtin;
+use super::support::on_block;
+use super::support::record;
+use crate::{Handled, Target};
+
+const ID: &str = "directory.export";
+
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new(ID, Target::Block(Some("directory")), handle),
+    // What the export effect wrote and refused.
+    Builtin::new(
+        "directory.export_outcome",
+        Target::Block(Some("directory")),
+        record,
+    )
+    .authorized_by(|_| ID)
+    .fold(fold_export_outcome),
+];
 
 /// `directory.export`: asks the export effect to write the directory's blocks back under its
 /// `external_root_path`. The event is only the request; the effect does the writing (never
 /// outside the root) and records `directory.export_outcome`.
-pub struct DirectoryExport;
-
-impl Capability for DirectoryExport {
-    fn id(&self) -> &'static str {
-        "directory.export"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let id = cmd.block_id.as_deref().unwrap_or_default();
-        let root = state
-            .block(id)
-            .and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH))
-            .and_then(|v| v.as_str())
-            .ok_or_else(|| {
-                CapError::rejected(format!(
-                    "directory '{id}' has no {EXTERNAL_ROOT_PATH}; import a folder first"
-                ))
-            })?;
-        // `force`: overwrite files changed on disk since the document last saw them.
-        let force = match cmd.payload.get("force") {
-            None | Some(serde_json::Value::Null) => false,
-            Some(serde_json::Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(CapError::payload(
-                    self.id(),
-                    "'force' must be true or false",
-                ))
-            }
-        };
-        Ok(vec![EventDraft::new(
-            id,
-            self.id(),
-            json!({"root": root, "force": force}),
-        )])
-    }
+fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let id = cmd.block_id.as_deref().unwrap_or_default();
+    let root = state
+        .block(id)
+        .and_then(|b| b.metadata.custom.get(EXTERNAL_ROOT_PATH))
+        .and_then(|v| v.as_str())
+        .ok_or_else(|| {
+            CapError::rejected(format!(
+                "directory '{id}' has no {EXTERNAL_ROOT_PATH}; import a folder first"
+            ))
+        })?;
+    // `force`: overwrite files changed on disk since the document last saw them.
+    let force = match cmd.payload.get("force") {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Bool(b)) => *b,
+        Some(_) => return Err(CapError::payload(ID, "'force' must be true or false")),
+    };
+    on_block(cmd, ID, json!({"root": root, "force": force}))
 }
-
-/// `directory.export_outcome`: what the export effect wrote and refused. Authorized by
-/// `directory.export`.
-pub(crate) const OUTCOME: EffectRecord = EffectRecord {
-    id: "directory.export_outcome",
-    block_type: "directory",
-    authorized_by: |_| "directory.export",
-    requires: None,
-    fold: fold_export_outcome,
-};
 
 /// The disk hashes the export wrote, the pending removals it carried out, and the whole
 /// record in `metadata.custom.last_export`.

@@ -10,19 +10,18 @@
 //! removal*: the export removes that file, and only if the disk still holds what the document
 //! last read or wrote there.
 
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, ImportedFile};
 use elfiee_projections::content::body_keys;
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::directory_import::{check_relative_path, file_create};
+use super::directory_import::{check_path, file_create};
 use super::directory_sync::{directory_entry, directory_list};
 use super::entries::{put_entry, take_entry};
+use super::spec::Builtin;
 use crate::payload::{check_id, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `directory.add` payload.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -69,10 +68,6 @@ fn directory<'a>(
         .block(id)
         .filter(|b| b.block_type == "directory")
         .ok_or_else(|| CapError::rejected(format!("{cap}: '{id}' is not a directory block")))
-}
-
-fn path_ok(cap: &str, path: &str) -> Result<(), CapError> {
-    check_relative_path(path).map_err(|e| CapError::payload(cap, e))
 }
 
 /// The block of the entry at `path`, or a refusal naming the path.
@@ -138,134 +133,105 @@ pub fn directory_status(state: &State, dir: &elfiee_model::Block) -> DirectorySt
     st
 }
 
-pub struct DirectoryAdd;
+const ADD: &str = "directory.add";
+const MOVE: &str = "directory.move";
+const REMOVE: &str = "directory.remove";
 
-impl Capability for DirectoryAdd {
-    fn id(&self) -> &'static str {
-        "directory.add"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: DirectoryAddPayload = parse(self.id(), &cmd.payload)?;
-        let dir = directory(self.id(), cmd, state)?;
-        path_ok(self.id(), &p.path)?;
-        free(self.id(), dir, &p.path)?;
-        let mut drafts = Vec::new();
-        let block_id = match p.block_id {
-            Some(id) => {
-                check_id(self.id(), "block_id", &id)?;
-                let b = state
-                    .block(&id)
-                    .ok_or_else(|| CapError::BlockNotFound(id.clone()))?;
-                if body_keys(&b.block_type).is_empty() {
-                    return Err(CapError::rejected(format!(
-                        "'{id}' is a {} block; only markdown and code blocks can be files",
-                        b.block_type
-                    )));
-                }
-                if p.content.is_some() {
-                    return Err(CapError::payload(
-                        self.id(),
-                        "give 'content' for a new file or 'block_id' for an existing block, not both",
-                    ));
-                }
-                if let Some(at) = super::directory_sync::directory_entries(dir)
-                    .into_iter()
-                    .find(|(_, b)| *b == id)
-                    .map(|(p, _)| p)
-                {
-                    return Err(CapError::rejected(format!(
-                        "'{id}' is already in this directory at '{at}'; use directory.move"
-                    )));
-                }
-                id
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new(ADD, Target::Block(Some("directory")), handle_add).fold(fold_add),
+    Builtin::new(MOVE, Target::Block(Some("directory")), handle_move).fold(fold_move),
+    Builtin::new(REMOVE, Target::Block(Some("directory")), handle_remove).fold(fold_remove),
+];
+
+fn handle_add(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: DirectoryAddPayload = parse(ADD, &cmd.payload)?;
+    let dir = directory(ADD, cmd, state)?;
+    check_path(ADD, &p.path)?;
+    free(ADD, dir, &p.path)?;
+    let mut drafts = Vec::new();
+    let block_id = match p.block_id {
+        Some(id) => {
+            check_id(ADD, "block_id", &id)?;
+            let b = state
+                .block(&id)
+                .ok_or_else(|| CapError::BlockNotFound(id.clone()))?;
+            if body_keys(&b.block_type).is_empty() {
+                return Err(CapError::rejected(format!(
+                    "'{id}' is a {} block; only markdown and code blocks can be files",
+                    b.block_type
+                )));
             }
-            None => {
-                let id = ctx.new_id(0).to_string();
-                drafts.push(file_create(
-                    &id,
-                    ImportedFile {
-                        path: p.path.clone(),
-                        content: p.content.unwrap_or_default(),
-                    },
-                    &cmd.editor_id,
-                    ctx,
+            if p.content.is_some() {
+                return Err(CapError::payload(
+                    ADD,
+                    "give 'content' for a new file or 'block_id' for an existing block, not both",
                 ));
-                id
             }
-        };
-        drafts.push(EventDraft::new(
-            &dir.block_id,
-            self.id(),
-            json!({"path": p.path, "block_id": block_id}),
-        ));
-        Ok(drafts)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_add)
-    }
+            if let Some(at) = super::directory_sync::directory_entries(dir)
+                .into_iter()
+                .find(|(_, b)| *b == id)
+                .map(|(p, _)| p)
+            {
+                return Err(CapError::rejected(format!(
+                    "'{id}' is already in this directory at '{at}'; use directory.move"
+                )));
+            }
+            id
+        }
+        None => {
+            let id = ctx.new_id(0).to_string();
+            drafts.push(file_create(
+                &id,
+                ImportedFile {
+                    path: p.path.clone(),
+                    content: p.content.unwrap_or_default(),
+                },
+                &cmd.editor_id,
+                ctx,
+            ));
+            id
+        }
+    };
+    drafts.push(EventDraft::new(
+        &dir.block_id,
+        ADD,
+        json!({"path": p.path, "block_id": block_id}),
+    ));
+    Ok(drafts)
 }
 
-pub struct DirectoryMove;
-
-impl Capability for DirectoryMove {
-    fn id(&self) -> &'static str {
-        "directory.move"
+fn handle_move(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let p: DirectoryMovePayload = parse(MOVE, &cmd.payload)?;
+    let dir = directory(MOVE, cmd, state)?;
+    check_path(MOVE, &p.from)?;
+    check_path(MOVE, &p.to)?;
+    let block_id = existing(MOVE, dir, &p.from)?;
+    if p.from == p.to {
+        return Ok(Vec::new());
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let p: DirectoryMovePayload = parse(self.id(), &cmd.payload)?;
-        let dir = directory(self.id(), cmd, state)?;
-        path_ok(self.id(), &p.from)?;
-        path_ok(self.id(), &p.to)?;
-        let block_id = existing(self.id(), dir, &p.from)?;
-        if p.from == p.to {
-            return Ok(Vec::new());
-        }
-        free(self.id(), dir, &p.to)?;
-        Ok(vec![EventDraft::new(
-            &dir.block_id,
-            self.id(),
-            json!({"from": p.from, "to": p.to, "block_id": block_id}),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_move)
-    }
+    free(MOVE, dir, &p.to)?;
+    Ok(vec![EventDraft::new(
+        &dir.block_id,
+        MOVE,
+        json!({"from": p.from, "to": p.to, "block_id": block_id}),
+    )])
 }
 
-pub struct DirectoryRemove;
-
-impl Capability for DirectoryRemove {
-    fn id(&self) -> &'static str {
-        "directory.remove"
+fn handle_remove(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let p: DirectoryRemovePayload = parse(REMOVE, &cmd.payload)?;
+    let dir = directory(REMOVE, cmd, state)?;
+    check_path(REMOVE, &p.path)?;
+    let block_id = existing(REMOVE, dir, &p.path)?;
+    let mut drafts = vec![EventDraft::new(
+        &dir.block_id,
+        REMOVE,
+        json!({"path": p.path, "block_id": block_id, "keep_block": p.keep_block}),
+    )];
+    if !p.keep_block && state.block(block_id).is_some() {
+        drafts.extend(super::support::detach_block(state, block_id));
+        drafts.push(EventDraft::new(block_id, "core.delete", json!({})));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let p: DirectoryRemovePayload = parse(self.id(), &cmd.payload)?;
-        let dir = directory(self.id(), cmd, state)?;
-        path_ok(self.id(), &p.path)?;
-        let block_id = existing(self.id(), dir, &p.path)?;
-        let mut drafts = vec![EventDraft::new(
-            &dir.block_id,
-            self.id(),
-            json!({"path": p.path, "block_id": block_id, "keep_block": p.keep_block}),
-        )];
-        if !p.keep_block && state.block(block_id).is_some() {
-            drafts.extend(super::support::detach_block(state, block_id));
-            drafts.push(EventDraft::new(block_id, "core.delete", json!({})));
-        }
-        Ok(drafts)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_remove)
-    }
+    Ok(drafts)
 }
 
 // Files made, moved and removed inside the document (see `directory_status`).
@@ -328,7 +294,6 @@ mod tests {
         let mut k = Kit::new();
         let dir = project(&mut k);
         let ev = k.ok(
-            "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "src/pdf.rs", "content": "pub fn pdf() {}"}),
@@ -343,7 +308,6 @@ mod tests {
         );
         // Moving a file that is on disk leaves a pending removal at the old path.
         k.ok(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "src/main.rs", "to": "src/bin/main.rs"}),
@@ -359,7 +323,6 @@ mod tests {
         assert_eq!(pending[0]["path"], "src/main.rs");
         // Moving it back takes the file on disk back.
         k.ok(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "src/bin/main.rs", "to": "src/main.rs"}),
@@ -368,7 +331,6 @@ mod tests {
         assert_eq!(k.state.blocks[&dir].contents["pending_removals"], json!([]));
         // Removing deletes the block unless asked to keep it.
         k.ok(
-            "alice",
             "directory.remove",
             Some(&dir),
             json!({"path": "src/pdf.rs"}),
@@ -379,7 +341,6 @@ mod tests {
             .unwrap()
             .to_owned();
         k.ok(
-            "alice",
             "directory.remove",
             Some(&dir),
             json!({"path": "src/main.rs", "keep_block": true}),
@@ -391,7 +352,6 @@ mod tests {
         );
         // An existing block can be placed in the directory.
         k.ok(
-            "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "lib/main.rs", "block_id": main}),
@@ -404,50 +364,36 @@ mod tests {
         let mut k = Kit::new();
         let dir = project(&mut k);
         for bad in ["../x", "/etc/passwd", "a//b", "", "a/./b"] {
-            let e = k.err("alice", "directory.add", Some(&dir), json!({"path": bad}));
+            let e = k.err("directory.add", Some(&dir), json!({"path": bad}));
             assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
             k.err(
-                "alice",
                 "directory.move",
                 Some(&dir),
                 json!({"from": "src/main.rs", "to": bad}),
             );
         }
         k.err_contains(
-            "alice",
             "directory.add",
             Some(&dir),
             json!({"path": "src/main.rs"}),
             "already has",
         );
         k.err_contains(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "nope.rs", "to": "x.rs"}),
             "has no 'nope.rs'",
         );
-        k.ok(
-            "alice",
-            "directory.add",
-            Some(&dir),
-            json!({"path": "b.rs"}),
-        );
+        k.ok("directory.add", Some(&dir), json!({"path": "b.rs"}));
         k.err_contains(
-            "alice",
             "directory.move",
             Some(&dir),
             json!({"from": "b.rs", "to": "src/main.rs"}),
             "already has",
         );
-        k.err(
-            "alice",
-            "directory.remove",
-            Some(&dir),
-            json!({"path": "nope.rs"}),
-        );
+        k.err("directory.remove", Some(&dir), json!({"path": "nope.rs"}));
         // Another editor without a grant on the directory is refused by CBAC.
-        k.err_contains(
+        k.err_contains_by(
             "bob",
             "directory.add",
             Some(&dir),

@@ -8,8 +8,9 @@ use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::spec::Builtin;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `directory.import`: the adapter has read a folder; the command carries its files, so this
 /// handler stays pure. Creates one `directory` block (with `external_root_path`) and one block
@@ -59,6 +60,26 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// [`check_relative_path`] as a refused payload of `cap`.
+pub(crate) fn check_path(cap: &str, path: &str) -> Result<(), CapError> {
+    check_relative_path(path).map_err(|e| CapError::payload(cap, e))
+}
+
+/// Every path of a command checked ([`check_path`]), none twice.
+pub(crate) fn check_paths<'p>(
+    cap: &str,
+    paths: impl IntoIterator<Item = &'p String>,
+) -> Result<(), CapError> {
+    let mut seen = BTreeSet::new();
+    for path in paths {
+        check_path(cap, path)?;
+        if !seen.insert(path) {
+            return Err(CapError::payload(cap, format!("'{path}' appears twice")));
+        }
+    }
+    Ok(())
+}
+
 /// Block type and contents for a file, by extension.
 fn file_block(path: &str, content: String) -> (&'static str, Value) {
     let ext = path
@@ -90,86 +111,71 @@ fn file_block(path: &str, content: String) -> (&'static str, Value) {
     }
 }
 
-pub struct DirectoryImport;
+const ID: &str = "directory.import";
 
-impl Capability for DirectoryImport {
-    fn id(&self) -> &'static str {
-        "directory.import"
-    }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
-        let p: DirectoryImportPayload = parse(self.id(), &cmd.payload)?;
-        let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
-        if !absolute {
-            return Err(CapError::payload(
-                self.id(),
-                format!("'root' must be an absolute path (got {:?})", p.root),
-            ));
-        }
-        let name = p.name.clone().unwrap_or_else(|| {
-            p.root
-                .trim_end_matches('/')
-                .rsplit('/')
-                .next()
-                .filter(|s| !s.is_empty())
-                .unwrap_or("root")
-                .to_owned()
-        });
-        check_name(self.id(), "name", &name)?;
-        let mut seen = BTreeSet::new();
-        for f in &p.files {
-            check_relative_path(&f.path).map_err(|e| CapError::payload(self.id(), e))?;
-            if !seen.insert(f.path.as_str()) {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'{}' appears twice", f.path),
-                ));
-            }
-        }
-        let dir_id = ctx.new_id(0).to_string();
-        let mut drafts = Vec::with_capacity(p.files.len() + 2);
-        let mut entries = Vec::with_capacity(p.files.len());
-        for (i, f) in p.files.into_iter().enumerate() {
-            let id = ctx.new_id(i as u32 + 1).to_string();
-            entries.push(DirectoryEntry {
-                path: f.path.clone(),
-                block_id: id.clone(),
-                disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
-            });
-            drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
-        }
-        // Entries are kept in path order (lookups binary-search them).
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
-        let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
-        if p.pending {
-            custom.insert(super::entries::IMPORT_INCOMPLETE.to_owned(), json!(true));
-        }
-        let dir = new_block(
-            &dir_id,
-            &name,
-            "directory",
-            json!({"entries": entries}),
-            &cmd.editor_id,
-            ctx,
-            custom,
-        );
-        drafts.insert(
-            0,
-            EventDraft::new(
-                &dir_id,
-                "core.create",
-                serde_json::to_value(&dir).unwrap_or_default(),
-            ),
-        );
-        drafts.push(EventDraft::new(
-            &dir_id,
-            self.id(),
-            json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::new(ID, Target::File, handle)];
+
+fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
+    let p: DirectoryImportPayload = parse(ID, &cmd.payload)?;
+    let absolute = p.root.starts_with('/') || p.root.get(1..3) == Some(":\\");
+    if !absolute {
+        return Err(CapError::payload(
+            ID,
+            format!("'root' must be an absolute path (got {:?})", p.root),
         ));
-        Ok(drafts)
     }
+    let name = p.name.clone().unwrap_or_else(|| {
+        p.root
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .filter(|s| !s.is_empty())
+            .unwrap_or("root")
+            .to_owned()
+    });
+    check_name(ID, "name", &name)?;
+    check_paths(ID, p.files.iter().map(|f| &f.path))?;
+    let dir_id = ctx.new_id(0).to_string();
+    let mut drafts = Vec::with_capacity(p.files.len() + 2);
+    let mut entries = Vec::with_capacity(p.files.len());
+    for (i, f) in p.files.into_iter().enumerate() {
+        let id = ctx.new_id(i as u32 + 1).to_string();
+        entries.push(DirectoryEntry {
+            path: f.path.clone(),
+            block_id: id.clone(),
+            disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
+        });
+        drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
+    }
+    // Entries are kept in path order (lookups binary-search them).
+    entries.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut custom = BTreeMap::from([(EXTERNAL_ROOT_PATH.to_owned(), json!(p.root))]);
+    if p.pending {
+        custom.insert(super::entries::IMPORT_INCOMPLETE.to_owned(), json!(true));
+    }
+    let dir = new_block(
+        &dir_id,
+        &name,
+        "directory",
+        json!({"entries": entries}),
+        &cmd.editor_id,
+        ctx,
+        custom,
+    );
+    drafts.insert(
+        0,
+        EventDraft::new(
+            &dir_id,
+            "core.create",
+            serde_json::to_value(&dir).unwrap_or_default(),
+        ),
+    );
+    drafts.push(EventDraft::new(
+        &dir_id,
+        ID,
+        json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
+    ));
+    Ok(drafts)
 }
 
 /// The `core.create` of the block holding an imported file.
@@ -217,7 +223,7 @@ mod tests {
     #[test]
     fn import_creates_a_directory_block_and_one_block_per_file() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "directory.import", None, json!({
+        let ev = k.ok("directory.import", None, json!({
             "root": "/tmp/proj",
             "files": [{"path": "README.md", "content": "# hi"}, {"path": "src/main.rs", "content": "fn main() {}"}],
             "skipped": [{"path": "logo.png", "reason": "binary"}]
@@ -255,7 +261,6 @@ mod tests {
             "",
         ] {
             let e = k.err(
-                "alice",
                 "directory.import",
                 None,
                 json!({"root": "/tmp/p", "files": [{"path": bad, "content": ""}]}),
@@ -263,11 +268,10 @@ mod tests {
             assert!(e.to_string().contains("invalid payload"), "{bad}: {e}");
         }
         k.err(
-            "alice",
             "directory.import",
             None,
             json!({"root": "relative/root", "files": []}),
         );
-        k.err("alice", "directory.import", None, json!({"root": "/p", "files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}));
+        k.err("directory.import", None, json!({"root": "/p", "files": [{"path": "a", "content": ""}, {"path": "a", "content": ""}]}));
     }
 }

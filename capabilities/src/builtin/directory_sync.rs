@@ -1,18 +1,18 @@
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
 use elfiee_model::{
     CapError, Command, Ctx, DirectoryEntry, Event, EventDraft, ImportedFile, SkippedFile,
 };
 use elfiee_projections::content::{body_hash, body_keys};
-use elfiee_projections::{update_block, Fold, Folded, State};
+use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::directory_import::{check_relative_path, file_create};
+use super::directory_import::{check_paths, file_create};
 use super::entries::{entry_path, set_disk_hashes, sync_entries, IMPORT_INCOMPLETE};
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `directory.sync`: brings a directory block up to date with what the adapter found on disk
 /// (a rescan, or one chunk of a streaming import). Files whose text equals the block's are
@@ -20,19 +20,15 @@ use crate::{Capability, Handled, Target};
 /// ones are deleted (relations and grants first, as `core.delete` does). One `directory.sync`
 /// event on the directory records the entries added and removed.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DirectorySyncPayload {
     /// New or changed files (unchanged ones may be sent too: they write nothing).
-    #[serde(default)]
     pub files: Vec<ImportedFile>,
     /// Paths gone from disk.
-    #[serde(default)]
     pub deleted: Vec<String>,
-    #[serde(default)]
     pub skipped: Vec<SkippedFile>,
     /// The last chunk: clears `import_incomplete`.
-    #[serde(default)]
     pub done: bool,
 }
 
@@ -74,104 +70,87 @@ pub fn directory_entries(dir: &elfiee_model::Block) -> BTreeMap<String, String> 
         .collect()
 }
 
-pub struct DirectorySync;
+const ID: &str = "directory.sync";
 
-impl Capability for DirectorySync {
-    fn id(&self) -> &'static str {
-        "directory.sync"
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("directory"))
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: DirectorySyncPayload = parse(self.id(), &cmd.payload)?;
-        let dir_id = cmd.block_id.clone().unwrap_or_default();
-        let dir = state
-            .block(&dir_id)
-            .ok_or_else(|| CapError::BlockNotFound(dir_id.clone()))?;
-        let mut seen = BTreeSet::new();
-        for path in p.files.iter().map(|f| &f.path).chain(&p.deleted) {
-            check_relative_path(path).map_err(|e| CapError::payload(self.id(), e))?;
-            if !seen.insert(path.as_str()) {
-                return Err(CapError::payload(
-                    self.id(),
-                    format!("'{path}' appears twice"),
-                ));
-            }
-        }
-        let mut drafts = Vec::new();
-        let (mut added, mut changed, mut removed) = (Vec::new(), Vec::new(), Vec::new());
-        // What the disk holds now, for entries whose recorded disk hash this changes.
-        let mut disk = serde_json::Map::new();
-        for (i, f) in p.files.into_iter().enumerate() {
-            let existing = directory_entry(dir, &f.path).and_then(|id| state.block(id));
-            if let Some(b) = existing {
-                let Some(key) = body_keys(&b.block_type).first() else {
-                    return Err(CapError::rejected(format!(
-                        "'{}' is a {} block; only markdown and code entries can be synced",
-                        f.path, b.block_type
-                    )));
-                };
-                let hash = blake3::hash(f.content.as_bytes()).to_hex().to_string();
-                if directory_entry_disk(dir, &f.path) != Some(hash.as_str()) {
-                    disk.insert(f.path.clone(), json!(hash));
-                }
-                if body_hash(b, key).as_deref() == Some(hash.as_str()) {
-                    continue;
-                }
-                let kind = format!("{}.write", b.block_type);
-                drafts.push(EventDraft::new(
-                    &b.block_id,
-                    kind,
-                    json!({"contents": {*key: f.content}}),
-                ));
-                changed.push(f.path);
-                continue;
-            }
-            let id = ctx.new_id(i as u32 + 1).to_string();
-            added.push(DirectoryEntry {
-                path: f.path.clone(),
-                block_id: id.clone(),
-                disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
-            });
-            drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
-        }
-        for path in p.deleted {
-            let Some(id) = directory_entry(dir, &path) else {
-                continue;
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::Block(Some("directory")), handle).fold(fold_sync)];
+
+fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: DirectorySyncPayload = parse(ID, &cmd.payload)?;
+    let dir_id = cmd.block_id.clone().unwrap_or_default();
+    let dir = state
+        .block(&dir_id)
+        .ok_or_else(|| CapError::BlockNotFound(dir_id.clone()))?;
+    check_paths(ID, p.files.iter().map(|f| &f.path).chain(&p.deleted))?;
+    let mut drafts = Vec::new();
+    let (mut added, mut changed, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+    // What the disk holds now, for entries whose recorded disk hash this changes.
+    let mut disk = serde_json::Map::new();
+    for (i, f) in p.files.into_iter().enumerate() {
+        let existing = directory_entry(dir, &f.path).and_then(|id| state.block(id));
+        if let Some(b) = existing {
+            let Some(key) = body_keys(&b.block_type).first() else {
+                return Err(CapError::rejected(format!(
+                    "'{}' is a {} block; only markdown and code entries can be synced",
+                    f.path, b.block_type
+                )));
             };
-            if state.block(id).is_some() {
-                drafts.extend(super::support::detach_block(state, id));
-                drafts.push(EventDraft::new(id, "core.delete", json!({})));
+            let hash = blake3::hash(f.content.as_bytes()).to_hex().to_string();
+            if directory_entry_disk(dir, &f.path) != Some(hash.as_str()) {
+                disk.insert(f.path.clone(), json!(hash));
             }
-            removed.push(path);
+            if body_hash(b, key).as_deref() == Some(hash.as_str()) {
+                continue;
+            }
+            let kind = format!("{}.write", b.block_type);
+            drafts.push(EventDraft::new(
+                &b.block_id,
+                kind,
+                json!({"contents": {*key: f.content}}),
+            ));
+            changed.push(f.path);
+            continue;
         }
-        let completes = p.done && dir.metadata.custom.contains_key(IMPORT_INCOMPLETE);
-        if drafts.is_empty()
-            && removed.is_empty()
-            && p.skipped.is_empty()
-            && disk.is_empty()
-            && !completes
-        {
-            return Ok(Vec::new());
+        let id = ctx.new_id(i as u32 + 1).to_string();
+        added.push(DirectoryEntry {
+            path: f.path.clone(),
+            block_id: id.clone(),
+            disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
+        });
+        drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
+    }
+    for path in p.deleted {
+        let Some(id) = directory_entry(dir, &path) else {
+            continue;
+        };
+        if state.block(id).is_some() {
+            drafts.extend(super::support::detach_block(state, id));
+            drafts.push(EventDraft::new(id, "core.delete", json!({})));
         }
-        drafts.push(EventDraft::new(
-            &dir_id,
-            self.id(),
-            json!({
-                "added": added,
-                "removed": removed,
-                "changed": changed,
-                "skipped": p.skipped,
-                "done": p.done,
-                "disk": disk,
-            }),
-        ));
-        Ok(drafts)
+        removed.push(path);
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_sync)
+    let completes = p.done && dir.metadata.custom.contains_key(IMPORT_INCOMPLETE);
+    if drafts.is_empty()
+        && removed.is_empty()
+        && p.skipped.is_empty()
+        && disk.is_empty()
+        && !completes
+    {
+        return Ok(Vec::new());
     }
+    drafts.push(EventDraft::new(
+        &dir_id,
+        ID,
+        json!({
+            "added": added,
+            "removed": removed,
+            "changed": changed,
+            "skipped": p.skipped,
+            "done": p.done,
+            "disk": disk,
+        }),
+    ));
+    Ok(drafts)
 }
 
 /// A directory's entries change: `added` entries join (replacing one at the same path),
@@ -194,7 +173,7 @@ mod tests {
     #[test]
     fn sync_writes_only_what_changed_and_tracks_entries() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "directory.import", None, json!({
+        let ev = k.ok("directory.import", None, json!({
             "root": "/tmp/proj", "pending": true,
             "files": [{"path": "a.md", "content": "# a"}, {"path": "src/b.rs", "content": "fn b() {}"}]
         }));
@@ -205,7 +184,6 @@ mod tests {
         );
         // Unchanged files write nothing at all.
         let none = k.ok(
-            "alice",
             "directory.sync",
             Some(&dir),
             json!({
@@ -213,7 +191,7 @@ mod tests {
             }),
         );
         assert!(none.is_empty());
-        let ev = k.ok("alice", "directory.sync", Some(&dir), json!({
+        let ev = k.ok("directory.sync", Some(&dir), json!({
             "files": [{"path": "a.md", "content": "# a, changed"}, {"path": "c.txt", "content": "new"}],
             "deleted": ["src/b.rs", "not/there"],
             "done": true
@@ -246,28 +224,21 @@ mod tests {
     #[test]
     fn sync_refuses_escaping_or_repeated_paths_and_other_block_types() {
         let mut k = Kit::new();
-        let ev = k.ok(
-            "alice",
-            "directory.import",
-            None,
-            json!({"root": "/p", "files": []}),
-        );
+        let ev = k.ok("directory.import", None, json!({"root": "/p", "files": []}));
         let dir = ev[0].entity.clone();
         for bad in ["../x", "/abs", "a//b"] {
             k.err(
-                "alice",
                 "directory.sync",
                 Some(&dir),
                 json!({"files": [{"path": bad, "content": ""}]}),
             );
         }
         k.err(
-            "alice",
             "directory.sync",
             Some(&dir),
             json!({"files": [{"path": "a", "content": ""}], "deleted": ["a"]}),
         );
         let md = k.block("markdown", "m");
-        k.err_contains("alice", "directory.sync", Some(&md), json!({}), "directory");
+        k.err_contains("directory.sync", Some(&md), json!({}), "directory");
     }
 }

@@ -1,11 +1,10 @@
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Editor, EditorType, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 
+use super::spec::Builtin;
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `editor.create`: a new identity. Agents get ids `agent-<uuid>`; humans a UUID, unless the
 /// payload names an id.
@@ -20,45 +19,37 @@ pub struct EditorCreatePayload {
     pub editor_id: Option<String>,
 }
 
-pub struct EditorCreate;
+const ID: &str = "editor.create";
 
-impl Capability for EditorCreate {
-    fn id(&self) -> &'static str {
-        "editor.create"
-    }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: EditorCreatePayload = parse(self.id(), &cmd.payload)?;
-        check_name(self.id(), "name", &p.name)?;
-        let editor_id = match (p.editor_id, p.editor_type) {
-            (Some(id), _) => {
-                check_id(self.id(), "editor_id", &id)?;
-                id
-            }
-            (None, EditorType::Agent) => format!("agent-{}", ctx.new_id(0)),
-            (None, EditorType::Human) => ctx.new_id(0).to_string(),
-        };
-        if state.editors.contains_key(&editor_id) {
-            return Err(CapError::rejected(format!(
-                "editor '{editor_id}' already exists"
-            )));
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::File, handle).fold(fold_editor_create)];
+
+fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: EditorCreatePayload = parse(ID, &cmd.payload)?;
+    check_name(ID, "name", &p.name)?;
+    let editor_id = match (p.editor_id, p.editor_type) {
+        (Some(id), _) => {
+            check_id(ID, "editor_id", &id)?;
+            id
         }
-        let editor = Editor {
-            editor_id: editor_id.clone(),
-            name: p.name,
-            editor_type: p.editor_type,
-        };
-        Ok(vec![EventDraft::new(
-            editor_id,
-            self.id(),
-            serde_json::to_value(&editor).unwrap_or_default(),
-        )])
+        (None, EditorType::Agent) => format!("agent-{}", ctx.new_id(0)),
+        (None, EditorType::Human) => ctx.new_id(0).to_string(),
+    };
+    if state.editors.contains_key(&editor_id) {
+        return Err(CapError::rejected(format!(
+            "editor '{editor_id}' already exists"
+        )));
     }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_editor_create)
-    }
+    let editor = Editor {
+        editor_id: editor_id.clone(),
+        name: p.name,
+        editor_type: p.editor_type,
+    };
+    Ok(vec![EventDraft::new(
+        editor_id,
+        ID,
+        serde_json::to_value(&editor).unwrap_or_default(),
+    )])
 }
 
 fn fold_editor_create(state: &mut State, event: &Event) -> Folded {
@@ -77,21 +68,18 @@ mod tests {
     fn agents_get_agent_prefixed_ids_and_ids_are_unique() {
         let mut k = Kit::new();
         let ev = k.ok(
-            "alice",
             "editor.create",
             None,
             json!({"name": "Helper", "editor_type": "agent"}),
         );
         assert!(ev[0].entity.starts_with("agent-"), "{}", ev[0].entity);
         k.err_contains(
-            "alice",
             "editor.create",
             None,
             json!({"name": "Bob again", "editor_id": "bob"}),
             "already exists",
         );
         k.err(
-            "alice",
             "editor.create",
             None,
             json!({"name": "x", "editor_type": "robot"}),

@@ -1,12 +1,11 @@
-use std::sync::Arc;
-
 use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::spec::Builtin;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `editor.delete`: removes an identity and, first, every grant it holds. A deleted editor has
 /// no rights, not even on the blocks it owns. The file owner cannot be deleted.
@@ -17,42 +16,34 @@ pub struct EditorDeletePayload {
     pub editor_id: String,
 }
 
-pub struct EditorDelete;
+const ID: &str = "editor.delete";
 
-impl Capability for EditorDelete {
-    fn id(&self) -> &'static str {
-        "editor.delete"
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::File, handle).fold(fold_editor_delete)];
+
+fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
+    let p: EditorDeletePayload = parse(ID, &cmd.payload)?;
+    if state.editor(&p.editor_id).is_none() {
+        return Err(CapError::UnknownEditor(p.editor_id));
     }
-    fn target(&self) -> Target {
-        Target::File
+    if state.file_owner.as_deref() == Some(p.editor_id.as_str()) {
+        return Err(CapError::rejected(format!(
+            "'{}' owns this file and cannot be deleted",
+            p.editor_id
+        )));
     }
-    fn handle(&self, cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
-        let p: EditorDeletePayload = parse(self.id(), &cmd.payload)?;
-        if state.editor(&p.editor_id).is_none() {
-            return Err(CapError::UnknownEditor(p.editor_id));
-        }
-        if state.file_owner.as_deref() == Some(p.editor_id.as_str()) {
-            return Err(CapError::rejected(format!(
-                "'{}' owns this file and cannot be deleted",
-                p.editor_id
-            )));
-        }
-        let mut out: Vec<EventDraft> = state
-            .grants_of(&p.editor_id)
-            .map(|g| {
-                EventDraft::new(
-                    &g.editor_id,
-                    "core.revoke",
-                    serde_json::to_value(g).unwrap_or_default(),
-                )
-            })
-            .collect();
-        out.push(EventDraft::new(&p.editor_id, self.id(), json!({})));
-        Ok(out)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_editor_delete)
-    }
+    let mut out: Vec<EventDraft> = state
+        .grants_of(&p.editor_id)
+        .map(|g| {
+            EventDraft::new(
+                &g.editor_id,
+                "core.revoke",
+                serde_json::to_value(g).unwrap_or_default(),
+            )
+        })
+        .collect();
+    out.push(EventDraft::new(&p.editor_id, ID, json!({})));
+    Ok(out)
 }
 
 fn fold_editor_delete(state: &mut State, event: &Event) -> Folded {
@@ -70,20 +61,20 @@ mod tests {
     fn deleted_editor_loses_grants_and_owner_rights() {
         let mut k = Kit::new();
         k.grant("bob", "core.create", None);
-        let ev = k.ok(
+        let ev = k.ok_by(
             "bob",
             "core.create",
             None,
             json!({"name": "mine", "block_type": "markdown"}),
         );
         let mine = ev[0].entity.clone();
-        let ev = k.ok("alice", "editor.delete", None, json!({"editor_id": "bob"}));
+        let ev = k.ok("editor.delete", None, json!({"editor_id": "bob"}));
         assert_eq!(
             ev.iter().map(|e| e.cap_id()).collect::<Vec<_>>(),
             ["core.revoke", "editor.delete"]
         );
         assert!(matches!(
-            k.err(
+            k.err_by(
                 "bob",
                 "markdown.write",
                 Some(&mine),
@@ -97,19 +88,13 @@ mod tests {
     fn the_file_owner_cannot_be_deleted() {
         let mut k = Kit::new();
         k.err_contains(
-            "alice",
             "editor.delete",
             None,
             json!({"editor_id": "alice"}),
             "owns this file",
         );
         assert!(matches!(
-            k.err(
-                "alice",
-                "editor.delete",
-                None,
-                json!({"editor_id": "nobody"})
-            ),
+            k.err("editor.delete", None, json!({"editor_id": "nobody"})),
             CapError::UnknownEditor(_)
         ));
     }

@@ -1,14 +1,13 @@
-use std::sync::Arc;
-
 use elfiee_model::{
     Command, Ctx, Editor, EditorType, Event, EventDraft, Grant, FORMAT_VERSION, WILDCARD,
 };
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::spec::Builtin;
 use crate::payload::{check_id, check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// `elf.init`: the first command of every file. The command's `editor_id` becomes the file
 /// owner, who is granted every known capability on `*`.
@@ -20,50 +19,42 @@ pub struct InitPayload {
     pub name: String,
 }
 
-pub struct ElfInit;
+const ID: &str = "elf.init";
 
-impl Capability for ElfInit {
-    fn id(&self) -> &'static str {
-        "elf.init"
+pub(crate) const CAPABILITIES: &[Builtin] =
+    &[Builtin::new(ID, Target::File, handle).fold(fold_init)];
+
+fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
+    let p: InitPayload = parse(ID, &cmd.payload)?;
+    check_name(ID, "name", &p.name)?;
+    check_id(ID, "editor_id", &cmd.editor_id)?;
+    let owner = &cmd.editor_id;
+    let editor = Editor {
+        editor_id: owner.clone(),
+        name: p.name,
+        editor_type: EditorType::Human,
+    };
+    let mut out = vec![
+        EventDraft::new(
+            owner,
+            "elf.init",
+            json!({"owner": owner, "format_version": FORMAT_VERSION}),
+        ),
+        EventDraft::new(
+            owner,
+            "editor.create",
+            serde_json::to_value(&editor).unwrap_or_default(),
+        ),
+    ];
+    for cap in ctx.known_caps.iter().filter(|c| c.as_str() != "elf.init") {
+        let g = Grant::new(owner, cap, WILDCARD);
+        out.push(EventDraft::new(
+            owner,
+            "core.grant",
+            serde_json::to_value(&g).unwrap_or_default(),
+        ));
     }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
-        let p: InitPayload = parse(self.id(), &cmd.payload)?;
-        check_name(self.id(), "name", &p.name)?;
-        check_id(self.id(), "editor_id", &cmd.editor_id)?;
-        let owner = &cmd.editor_id;
-        let editor = Editor {
-            editor_id: owner.clone(),
-            name: p.name,
-            editor_type: EditorType::Human,
-        };
-        let mut out = vec![
-            EventDraft::new(
-                owner,
-                "elf.init",
-                json!({"owner": owner, "format_version": FORMAT_VERSION}),
-            ),
-            EventDraft::new(
-                owner,
-                "editor.create",
-                serde_json::to_value(&editor).unwrap_or_default(),
-            ),
-        ];
-        for cap in ctx.known_caps.iter().filter(|c| c.as_str() != "elf.init") {
-            let g = Grant::new(owner, cap, WILDCARD);
-            out.push(EventDraft::new(
-                owner,
-                "core.grant",
-                serde_json::to_value(&g).unwrap_or_default(),
-            ));
-        }
-        Ok(out)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::fold(fold_init)
-    }
+    Ok(out)
 }
 
 /// The file owner is the one who initialized it.
@@ -91,7 +82,7 @@ mod tests {
     #[test]
     fn init_runs_only_once() {
         let mut k = Kit::new();
-        k.err_contains(
+        k.err_contains_by(
             "mallory",
             "elf.init",
             None,

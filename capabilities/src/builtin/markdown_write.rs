@@ -1,12 +1,12 @@
-use std::sync::Arc;
-
-use elfiee_model::{Command, Ctx, EventDraft};
-use elfiee_projections::{Fold, State};
+use elfiee_model::{Command, Ctx};
+use elfiee_projections::State;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
+use super::spec::Builtin;
+use super::support::on_block;
 use crate::payload::parse;
-use crate::{Capability, Handled, Target};
+use crate::Handled;
 
 /// `markdown.write`: replaces the markdown text of a markdown block.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -16,30 +16,13 @@ pub struct MarkdownWritePayload {
     pub markdown: String,
 }
 
-pub struct MarkdownWrite;
+const ID: &str = "markdown.write";
 
-impl Capability for MarkdownWrite {
-    fn id(&self) -> &'static str {
-        "markdown.write"
-    }
-    fn merge(&self) -> crate::Merge {
-        crate::Merge::BlockWrite
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some("markdown"))
-    }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let p: MarkdownWritePayload = parse(self.id(), &cmd.payload)?;
-        let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(
-            block,
-            self.id(),
-            json!({"contents": {"markdown": p.markdown}}),
-        )])
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        super::support::patch_fold()
-    }
+pub(crate) const CAPABILITIES: &[Builtin] = &[Builtin::body_write(ID, "markdown", handle)];
+
+fn handle(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let p: MarkdownWritePayload = parse(ID, &cmd.payload)?;
+    on_block(cmd, ID, json!({"contents": {"markdown": p.markdown}}))
 }
 
 #[cfg(test)]
@@ -53,29 +36,27 @@ mod tests {
         let mut k = Kit::new();
         let (md, code) = (k.block("markdown", "m"), k.block("code", "c"));
         k.ok(
-            "alice",
             "markdown.write",
             Some(&md),
             json!({"markdown": "# Títle ✓"}),
         );
         assert_eq!(k.state.blocks[&md].contents["markdown"], "# Títle ✓");
         k.err_contains(
-            "alice",
             "markdown.write",
             Some(&code),
             json!({"markdown": "x"}),
             "markdown blocks",
         );
         assert!(matches!(
-            k.err("bob", "markdown.write", Some(&md), json!({"markdown": "x"})),
+            k.err_by("bob", "markdown.write", Some(&md), json!({"markdown": "x"})),
             CapError::Unauthorized { .. }
         ));
         assert!(matches!(
-            k.err("alice", "markdown.write", Some(&md), json!({"text": "x"})),
+            k.err("markdown.write", Some(&md), json!({"text": "x"})),
             CapError::InvalidPayload { .. }
         ));
         assert!(matches!(
-            k.err("alice", "markdown.write", None, json!({"markdown": "x"})),
+            k.err("markdown.write", None, json!({"markdown": "x"})),
             CapError::InvalidPayload { .. }
         ));
     }

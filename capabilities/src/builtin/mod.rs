@@ -1,9 +1,12 @@
 //! The built-in capabilities, one file each: payload type, handler, fold, tests.
 //!
-//! Each registers its fold through [`Capability::fold`], as an embedder's capabilities do:
-//! [`Registry::builtin`] is nothing but [`all`] registered one by one, plus the body keys of
-//! the built-in block types. Helpers several capabilities share are in `support` (events) and
-//! `entries` (a directory's entry list); no capability imports this module.
+//! Each file declares its capabilities as data, `CAPABILITIES: &[Builtin]` (id, target, merge,
+//! who authorizes, handler and fold as plain functions: see [`Builtin`]), and registers its
+//! folds through [`Capability::fold`], as an embedder's capabilities do: [`Registry::builtin`]
+//! is nothing but [`all`] registered one by one, plus the body keys of the built-in block
+//! types. Helpers several capabilities share are in `support` (events, the handlers of effect
+//! records and reads) and `entries` (a directory's entry list); no capability imports this
+//! module.
 
 use std::sync::{Arc, OnceLock};
 
@@ -34,6 +37,7 @@ mod editor_delete;
 mod elf_init;
 mod entries;
 mod markdown_write;
+mod spec;
 mod support;
 mod terminal;
 #[cfg(test)]
@@ -64,6 +68,7 @@ pub use editor_delete::EditorDeletePayload;
 pub use elf_init::InitPayload;
 pub use entries::{entry_path, IMPORT_INCOMPLETE};
 pub use markdown_write::MarkdownWritePayload;
+pub use spec::{Builtin, FoldFn, Handler};
 pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
 
 impl Registry {
@@ -90,44 +95,35 @@ impl Registry {
     }
 }
 
-/// Every built-in capability.
+/// Every built-in capability, each declared as data ([`Builtin`]) in its file.
 pub fn all() -> Vec<Arc<dyn Capability>> {
-    vec![
-        Arc::new(elf_init::ElfInit),
-        Arc::new(core_create::CoreCreate),
-        Arc::new(core_delete::CoreDelete),
-        Arc::new(core_rename::CoreRename),
-        Arc::new(core_update_metadata::CoreUpdateMetadata),
-        Arc::new(core_link::CoreLink),
-        Arc::new(core_unlink::CoreUnlink),
-        Arc::new(core_grant::CoreGrant),
-        Arc::new(core_revoke::CoreRevoke),
-        Arc::new(core_restore::CoreRestore),
-        Arc::new(editor_create::EditorCreate),
-        Arc::new(editor_delete::EditorDelete),
-        Arc::new(markdown_write::MarkdownWrite),
-        Arc::new(block_read::MARKDOWN_READ),
-        Arc::new(code_write::CodeWrite),
-        Arc::new(block_read::CODE_READ),
-        Arc::new(directory_import::DirectoryImport),
-        Arc::new(directory_sync::DirectorySync),
-        Arc::new(directory_files::DirectoryAdd),
-        Arc::new(directory_files::DirectoryMove),
-        Arc::new(directory_files::DirectoryRemove),
-        Arc::new(directory_export::DirectoryExport),
-        Arc::new(directory_export::OUTCOME),
-        Arc::new(terminal::TerminalCreate),
-        Arc::new(terminal::TerminalExecute),
-        Arc::new(terminal::OUTPUT),
-        Arc::new(agent::AgentCreate),
-        Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Enabled)),
-        Arc::new(agent::AgentSetStatus(elfiee_model::AgentStatus::Disabled)),
-        Arc::new(agent::AgentEffectPlan),
-        Arc::new(agent::EFFECT_OUTCOME),
-        Arc::new(agent_llm::AgentConfigure),
-        Arc::new(agent_llm::AgentInvoke),
-        Arc::new(agent_llm::PROPOSAL),
-        Arc::new(agent_llm::AgentApprove),
-        Arc::new(agent_session::AgentSession),
+    [
+        elf_init::CAPABILITIES,
+        core_create::CAPABILITIES,
+        core_delete::CAPABILITIES,
+        core_rename::CAPABILITIES,
+        core_update_metadata::CAPABILITIES,
+        core_link::CAPABILITIES,
+        core_unlink::CAPABILITIES,
+        core_grant::CAPABILITIES,
+        core_revoke::CAPABILITIES,
+        core_restore::CAPABILITIES,
+        editor_create::CAPABILITIES,
+        editor_delete::CAPABILITIES,
+        markdown_write::CAPABILITIES,
+        code_write::CAPABILITIES,
+        block_read::CAPABILITIES,
+        directory_import::CAPABILITIES,
+        directory_sync::CAPABILITIES,
+        directory_files::CAPABILITIES,
+        directory_export::CAPABILITIES,
+        terminal::CAPABILITIES,
+        agent::CAPABILITIES,
+        agent_llm::CAPABILITIES,
+        agent_session::CAPABILITIES,
     ]
+    .concat()
+    .into_iter()
+    .map(|c| Arc::new(c) as Arc<dyn Capability>)
+    .collect()
 }

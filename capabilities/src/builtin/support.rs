@@ -1,25 +1,12 @@
-//! Helpers the built-in capabilities share: events several handlers write, and the way a
-//! capability hands its fold to the registry.
+//! Helpers the built-in capabilities share: events several handlers write, and the handlers
+//! of effect records and block reads. A shared handler names its kind by `cmd.cap_id`, which
+//! is the id of the capability the registry dispatched the command to.
 
-use std::sync::Arc;
-
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft};
-use elfiee_projections::{Fold, Folded, State};
+use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_projections::State;
 use serde_json::{json, Value};
 
-use crate::{Capability, Handled, Target};
-
-/// What [`crate::Capability::fold`] returns for a fold function.
-pub(crate) fn fold(f: impl Fold) -> Option<Arc<dyn Fold>> {
-    Some(Arc::new(f))
-}
-
-/// The block patch fold ([`elfiee_projections::fold_patch`]), shared by every kind whose
-/// events patch a block (`markdown.write`, `code.write`, `agent.enable`, `agent.disable`,
-/// `agent.configure`).
-pub(crate) fn patch_fold() -> Option<Arc<dyn Fold>> {
-    fold(elfiee_projections::fold_patch)
-}
+use crate::Handled;
 
 /// Events that remove every relation touching `block` (both directions) and every grant on it,
 /// in a deterministic order. Used by `core.delete` so the log states each removal explicitly.
@@ -49,61 +36,21 @@ pub(crate) fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
     out
 }
 
-/// A record an effect writes about one run on a block of `block_type` (`terminal.output`,
-/// `directory.export_outcome`, `agent.effect_outcome`, `agent.proposal`): the payload, with
-/// the `trigger_seq` of the event that asked for the run, becomes the event value as it is.
-/// CBAC checks the capability that asked for the run (`authorized_by`), not the record's.
-pub(crate) struct EffectRecord {
-    pub id: &'static str,
-    pub block_type: &'static str,
-    pub authorized_by: fn(&Command) -> &'static str,
-    /// A string the payload must hold besides `trigger_seq` (e.g. `proposal_id`).
-    pub requires: Option<&'static str>,
-    pub fold: fn(&mut State, &Event) -> Folded,
+/// The handler of a record an effect writes about one run on a block (`terminal.output`,
+/// `directory.export_outcome`, `agent.effect_outcome`; `agent.proposal` checks its
+/// `proposal_id` first): the payload, with the `trigger_seq` of the event that asked for the
+/// run, becomes the event value as it is. Such a capability is authorized by the one that
+/// asked for the run (`Builtin::authorized_by`), not by its own id.
+pub(crate) fn record(cmd: &Command, _: &State, _: &Ctx) -> Handled {
+    effect_record(&cmd.cap_id, cmd)
 }
 
-impl Capability for EffectRecord {
-    fn id(&self) -> &'static str {
-        self.id
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some(self.block_type))
-    }
-    fn authorized_by(&self, cmd: &Command) -> &'static str {
-        (self.authorized_by)(cmd)
-    }
-    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Handled {
-        if let Some(key) = self.requires {
-            if cmd.payload.get(key).and_then(Value::as_str).is_none() {
-                return Err(CapError::payload(self.id, format!("expected '{key}'")));
-            }
-        }
-        effect_record(self.id, cmd)
-    }
-    fn fold(&self) -> Option<Arc<dyn Fold>> {
-        fold(self.fold)
-    }
-}
-
-/// A read of one block of `block_type` (`markdown.read`, `code.read`): checked like any
-/// command (the block exists, is of that type, the editor may read it), commits no events.
-/// The engine's read API runs this check and then returns the block.
-pub(crate) struct BlockRead {
-    pub id: &'static str,
-    pub block_type: &'static str,
-}
-
-impl Capability for BlockRead {
-    fn id(&self) -> &'static str {
-        self.id
-    }
-    fn target(&self) -> Target {
-        Target::Block(Some(self.block_type))
-    }
-    fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Handled {
-        crate::payload::expect_empty(self.id, &cmd.payload)?;
-        Ok(Vec::new())
-    }
+/// The handler of a read of one block (`markdown.read`, `code.read`): checked like any
+/// command (the block exists, is of the capability's type, the editor may read it), commits
+/// no events. The engine's read API runs this check and then returns the block.
+pub(crate) fn read(cmd: &Command, _: &State, _: &Ctx) -> Handled {
+    crate::payload::expect_empty(&cmd.cap_id, &cmd.payload)?;
+    Ok(Vec::new())
 }
 
 /// The one event of a command on its own block (`cmd.block_id`): of kind `kind`, with `value`.
@@ -117,7 +64,7 @@ pub(crate) fn on_block(cmd: &Command, kind: &str, value: Value) -> Handled {
 
 /// Records of effect outcomes: the payload (an object with `trigger_seq`, the seq of the event
 /// that asked for the effect) becomes the event value as it is.
-pub(crate) fn effect_record(cap: &str, cmd: &Command) -> Handled {
+fn effect_record(cap: &str, cmd: &Command) -> Handled {
     let ok = cmd.payload.is_object()
         && cmd
             .payload

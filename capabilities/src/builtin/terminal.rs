@@ -6,9 +6,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::directory_import::new_block;
-use super::support::EffectRecord;
+use super::spec::Builtin;
+use super::support::on_block;
+use super::support::record;
 use crate::payload::{check_name, parse};
-use crate::{Capability, Handled, Target};
+use crate::{Handled, Target};
 
 /// Payload of `terminal.create`.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -25,57 +27,60 @@ pub struct TerminalCreatePayload {
     pub linked_directory_id: Option<String>,
 }
 
+const CREATE: &str = "terminal.create";
+const EXECUTE: &str = "terminal.execute";
+
+pub(crate) const CAPABILITIES: &[Builtin] = &[
+    Builtin::new(CREATE, Target::File, handle_create),
+    Builtin::new(EXECUTE, Target::Block(Some("terminal")), handle_execute),
+    // The terminal effect's record of one run (stdout, stderr, exit code, truncation and
+    // timeout flags).
+    Builtin::new("terminal.output", Target::Block(Some("terminal")), record)
+        .authorized_by(|_| EXECUTE)
+        .fold(fold_output),
+];
+
 /// `terminal.create`: a terminal block. Commands run in the linked directory's folder, else in
 /// a folder inside the `.elf`.
-pub struct TerminalCreate;
-
-impl Capability for TerminalCreate {
-    fn id(&self) -> &'static str {
-        "terminal.create"
-    }
-    fn target(&self) -> Target {
-        Target::File
-    }
-    fn handle(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
-        let p: TerminalCreatePayload = parse(self.id(), &cmd.payload)?;
-        check_name(self.id(), "name", &p.name)?;
-        if let Some(dir) = &p.linked_directory_id {
-            match state.block(dir) {
-                Some(b) if b.block_type == "directory" => {}
-                Some(b) => {
-                    return Err(CapError::rejected(format!(
-                        "'{dir}' is a {} block; link a directory block",
-                        b.block_type
-                    )))
-                }
-                None => return Err(CapError::BlockNotFound(dir.clone())),
+fn handle_create(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
+    let p: TerminalCreatePayload = parse(CREATE, &cmd.payload)?;
+    check_name(CREATE, "name", &p.name)?;
+    if let Some(dir) = &p.linked_directory_id {
+        match state.block(dir) {
+            Some(b) if b.block_type == "directory" => {}
+            Some(b) => {
+                return Err(CapError::rejected(format!(
+                    "'{dir}' is a {} block; link a directory block",
+                    b.block_type
+                )))
             }
+            None => return Err(CapError::BlockNotFound(dir.clone())),
         }
-        let shell = p.shell.unwrap_or_else(|| "sh".into());
-        if shell.trim().is_empty() {
-            return Err(CapError::payload(self.id(), "'shell' must not be empty"));
-        }
-        let contents = TerminalContents {
-            shell,
-            env: p.env,
-            linked_directory_id: p.linked_directory_id,
-        };
-        let id = ctx.new_id(0).to_string();
-        let block = new_block(
-            &id,
-            &p.name,
-            "terminal",
-            serde_json::to_value(&contents).unwrap_or_default(),
-            &cmd.editor_id,
-            ctx,
-            BTreeMap::new(),
-        );
-        Ok(vec![EventDraft::new(
-            &id,
-            "core.create",
-            serde_json::to_value(&block).unwrap_or_default(),
-        )])
     }
+    let shell = p.shell.unwrap_or_else(|| "sh".into());
+    if shell.trim().is_empty() {
+        return Err(CapError::payload(CREATE, "'shell' must not be empty"));
+    }
+    let contents = TerminalContents {
+        shell,
+        env: p.env,
+        linked_directory_id: p.linked_directory_id,
+    };
+    let id = ctx.new_id(0).to_string();
+    let block = new_block(
+        &id,
+        &p.name,
+        "terminal",
+        serde_json::to_value(&contents).unwrap_or_default(),
+        &cmd.editor_id,
+        ctx,
+        BTreeMap::new(),
+    );
+    Ok(vec![EventDraft::new(
+        &id,
+        "core.create",
+        serde_json::to_value(&block).unwrap_or_default(),
+    )])
 }
 
 /// Payload of `terminal.execute`.
@@ -94,45 +99,24 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = 120;
 
 /// `terminal.execute`: asks the terminal effect to run a command. The effect records the
 /// result as `terminal.output`.
-pub struct TerminalExecute;
-
-impl Capability for TerminalExecute {
-    fn id(&self) -> &'static str {
-        "terminal.execute"
+fn handle_execute(cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
+    let p: TerminalExecutePayload = parse(EXECUTE, &cmd.payload)?;
+    if p.command.trim().is_empty() {
+        return Err(CapError::payload(EXECUTE, "'command' must not be empty"));
     }
-    fn target(&self) -> Target {
-        Target::Block(Some("terminal"))
+    let timeout = p.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
+    if !(1..=3600).contains(&timeout) {
+        return Err(CapError::payload(
+            EXECUTE,
+            format!("'timeout_secs' must be 1-3600 (got {timeout})"),
+        ));
     }
-    fn handle(&self, cmd: &Command, _state: &State, _ctx: &Ctx) -> Handled {
-        let p: TerminalExecutePayload = parse(self.id(), &cmd.payload)?;
-        if p.command.trim().is_empty() {
-            return Err(CapError::payload(self.id(), "'command' must not be empty"));
-        }
-        let timeout = p.timeout_secs.unwrap_or(DEFAULT_TIMEOUT_SECS);
-        if !(1..=3600).contains(&timeout) {
-            return Err(CapError::payload(
-                self.id(),
-                format!("'timeout_secs' must be 1-3600 (got {timeout})"),
-            ));
-        }
-        let block = cmd.block_id.clone().unwrap_or_default();
-        Ok(vec![EventDraft::new(
-            block,
-            self.id(),
-            json!({"command": p.command, "timeout_secs": timeout}),
-        )])
-    }
+    on_block(
+        cmd,
+        EXECUTE,
+        json!({"command": p.command, "timeout_secs": timeout}),
+    )
 }
-
-/// `terminal.output`: the terminal effect's record of one run (stdout, stderr, exit code,
-/// truncation and timeout flags). Authorized by `terminal.execute`.
-pub(crate) const OUTPUT: EffectRecord = EffectRecord {
-    id: "terminal.output",
-    block_type: "terminal",
-    authorized_by: |_| "terminal.execute",
-    requires: None,
-    fold: fold_output,
-};
 
 /// An effect record: the whole value is kept under one key of the block.
 fn fold_output(state: &mut State, event: &Event) -> Folded {
@@ -151,43 +135,25 @@ mod tests {
     #[test]
     fn terminal_create_execute_and_output() {
         let mut k = Kit::new();
-        let ev = k.ok("alice", "terminal.create", None, json!({"name": "sh"}));
+        let ev = k.ok("terminal.create", None, json!({"name": "sh"}));
         let t = ev[0].entity.clone();
         assert_eq!(k.state.blocks[&t].contents["shell"], "sh");
-        let ev = k.ok(
-            "alice",
-            "terminal.execute",
-            Some(&t),
-            json!({"command": "echo hi"}),
-        );
+        let ev = k.ok("terminal.execute", Some(&t), json!({"command": "echo hi"}));
         assert_eq!(ev[0].value["timeout_secs"], 120);
+        k.err("terminal.execute", Some(&t), json!({"command": " "}));
         k.err(
-            "alice",
-            "terminal.execute",
-            Some(&t),
-            json!({"command": " "}),
-        );
-        k.err(
-            "alice",
             "terminal.execute",
             Some(&t),
             json!({"command": "x", "timeout_secs": 0}),
         );
         k.ok(
-            "alice",
             "terminal.output",
             Some(&t),
             json!({"trigger_seq": 5, "stdout": "hi\n", "exit_code": 0}),
         );
         assert_eq!(k.state.blocks[&t].contents["last_output"]["stdout"], "hi\n");
+        k.err("terminal.output", Some(&t), json!({"stdout": "no trigger"}));
         k.err(
-            "alice",
-            "terminal.output",
-            Some(&t),
-            json!({"stdout": "no trigger"}),
-        );
-        k.err(
-            "alice",
             "terminal.create",
             None,
             json!({"name": "x", "linked_directory_id": t}),
@@ -197,17 +163,17 @@ mod tests {
     #[test]
     fn output_is_authorized_by_execute() {
         let mut k = Kit::new();
-        let t = k.ok("alice", "terminal.create", None, json!({"name": "sh"}))[0]
+        let t = k.ok("terminal.create", None, json!({"name": "sh"}))[0]
             .entity
             .clone();
-        k.err(
+        k.err_by(
             "bob",
             "terminal.output",
             Some(&t),
             json!({"trigger_seq": 1}),
         );
         k.grant("bob", "terminal.execute", Some(&t));
-        k.ok(
+        k.ok_by(
             "bob",
             "terminal.output",
             Some(&t),

@@ -27,14 +27,20 @@ impl Kit {
             ctx,
             n: 0,
         };
-        kit.ok("alice", "elf.init", None, json!({"name": "Alice"}));
+        kit.ok("elf.init", None, json!({"name": "Alice"}));
         kit.ok(
-            "alice",
             "editor.create",
             None,
             json!({"name": "Bob", "editor_id": "bob"}),
         );
         kit
+    }
+
+    /// A [`Kit::new`] file with one block of type `ty` named `name`, and that block's id.
+    pub fn with_block(ty: &str, name: &str) -> (Kit, String) {
+        let mut kit = Kit::new();
+        let id = kit.block(ty, name);
+        (kit, id)
     }
 
     pub fn run(
@@ -57,7 +63,24 @@ impl Kit {
         Ok(out)
     }
 
-    pub fn ok(
+    /// Runs a command of the file owner (`alice`) that must succeed; returns its events.
+    pub fn ok(&mut self, cap: &str, block: Option<&str>, payload: Value) -> Vec<Event> {
+        self.ok_by("alice", cap, block, payload)
+    }
+
+    /// Runs a command of the file owner that must be rejected (see [`Kit::err_by`]).
+    pub fn err(&mut self, cap: &str, block: Option<&str>, payload: Value) -> CapError {
+        self.err_by("alice", cap, block, payload)
+    }
+
+    /// Runs a command of the file owner that must be rejected with a message containing
+    /// `part` (see [`Kit::err_contains_by`]).
+    pub fn err_contains(&mut self, cap: &str, block: Option<&str>, payload: Value, part: &str) {
+        self.err_contains_by("alice", cap, block, payload, part)
+    }
+
+    /// Runs a command of `editor` that must succeed; returns its events.
+    pub fn ok_by(
         &mut self,
         editor: &str,
         cap: &str,
@@ -68,7 +91,8 @@ impl Kit {
             .unwrap_or_else(|e| panic!("{cap} {payload} should succeed: {e}"))
     }
 
-    pub fn err(
+    /// Runs a command of `editor` that must be rejected, and must leave the state as it was.
+    pub fn err_by(
         &mut self,
         editor: &str,
         cap: &str,
@@ -86,9 +110,9 @@ impl Kit {
         e
     }
 
-    /// Runs a command that must be rejected with a message containing `part` (and must leave
-    /// the state as it was, as [`Kit::err`] checks).
-    pub fn err_contains(
+    /// Runs a command of `editor` that must be rejected with a message containing `part` (and
+    /// must leave the state as it was, as [`Kit::err_by`] checks).
+    pub fn err_contains_by(
         &mut self,
         editor: &str,
         cap: &str,
@@ -96,7 +120,7 @@ impl Kit {
         payload: Value,
         part: &str,
     ) {
-        let e = self.err(editor, cap, block, payload).to_string();
+        let e = self.err_by(editor, cap, block, payload).to_string();
         assert!(e.contains(part), "expected {part:?} in: {e}");
     }
 
@@ -104,7 +128,6 @@ impl Kit {
     /// and returns the directory block's id.
     pub fn project(&mut self, files: Value) -> String {
         let ev = self.ok(
-            "alice",
             "directory.import",
             None,
             json!({"root": "/tmp/proj", "files": files}),
@@ -114,15 +137,12 @@ impl Kit {
 
     /// Creates an agent (`agent.create` with `payload`) as alice and returns its block id.
     pub fn agent(&mut self, payload: Value) -> String {
-        self.ok("alice", "agent.create", None, payload)[1]
-            .entity
-            .clone()
+        self.ok("agent.create", None, payload)[1].entity.clone()
     }
 
     /// Links `from` to `to` with `relation` as alice.
     pub fn link(&mut self, from: &str, to: &str, relation: &str) {
         self.ok(
-            "alice",
             "core.link",
             Some(from),
             json!({"to": to, "relation": relation}),
@@ -132,7 +152,6 @@ impl Kit {
     /// Grants `cap` on `block` (`None`: on `*`) to `editor` as alice.
     pub fn grant(&mut self, editor: &str, cap: &str, block: Option<&str>) {
         self.ok(
-            "alice",
             "core.grant",
             block,
             json!({"editor_id": editor, "cap_id": cap}),
@@ -141,12 +160,7 @@ impl Kit {
 
     /// Creates a block as alice and returns its id.
     pub fn block(&mut self, ty: &str, name: &str) -> String {
-        let ev = self.ok(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": name, "block_type": ty}),
-        );
+        let ev = self.ok("core.create", None, json!({"name": name, "block_type": ty}));
         ev[0].entity.clone()
     }
 }
