@@ -17,8 +17,6 @@ use crate::payload::{str_field, str_list};
 /// How long an agent enable/disable may take before the caller stops waiting.
 const AGENT_EFFECT_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A refusal with a message that says what to do.
-
 /// Result of an import: what the sync into the new (or resumed) directory block did.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -502,6 +502,26 @@ fn describe_schema(schema: &Value) -> String {
     format!("{{{}}}", fields.join(", "))
 }
 
+/// Turns an engine error into a message for a tool caller.
+pub fn engine_error(e: EngineError) -> ToolError {
+    match e {
+        EngineError::Rejected(CapError::BlockNotFound(id)) => ToolError::new(
+            "not_found",
+            format!("block '{id}' not found; call elfiee_block_list to see the blocks and their ids"),
+        ),
+        EngineError::Rejected(c @ CapError::Unauthorized { .. }) => ToolError::new("unauthorized", c.to_string()),
+        EngineError::Rejected(c @ CapError::UnknownEditor(_)) => ToolError::new(
+            "unauthorized",
+            format!("{c}; this MCP server acts as that editor — start it with `elfiee mcp-server --editor ID` for an existing editor"),
+        ),
+        EngineError::Rejected(c @ CapError::InvalidPayload { .. }) => ToolError::new("invalid_arguments", c.to_string()),
+        EngineError::Rejected(c @ CapError::Conflict { .. }) => ToolError::new("conflict", c.to_string()),
+        EngineError::Rejected(c) => ToolError::new("rejected", c.to_string()),
+        e @ EngineError::PayloadTooLarge { .. } => ToolError::new("too_large", e.to_string()),
+        e => ToolError::new("failed", e.to_string()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,25 +570,5 @@ mod tests {
             e.message
         );
         assert!(parse::<NoArgs>("elfiee_block_list", Value::Null).is_ok());
-    }
-}
-
-/// Turns an engine error into a message for a tool caller.
-pub fn engine_error(e: EngineError) -> ToolError {
-    match e {
-        EngineError::Rejected(CapError::BlockNotFound(id)) => ToolError::new(
-            "not_found",
-            format!("block '{id}' not found; call elfiee_block_list to see the blocks and their ids"),
-        ),
-        EngineError::Rejected(c @ CapError::Unauthorized { .. }) => ToolError::new("unauthorized", c.to_string()),
-        EngineError::Rejected(c @ CapError::UnknownEditor(_)) => ToolError::new(
-            "unauthorized",
-            format!("{c}; this MCP server acts as that editor — start it with `elfiee mcp-server --editor ID` for an existing editor"),
-        ),
-        EngineError::Rejected(c @ CapError::InvalidPayload { .. }) => ToolError::new("invalid_arguments", c.to_string()),
-        EngineError::Rejected(c @ CapError::Conflict { .. }) => ToolError::new("conflict", c.to_string()),
-        EngineError::Rejected(c) => ToolError::new("rejected", c.to_string()),
-        e @ EngineError::PayloadTooLarge { .. } => ToolError::new("too_large", e.to_string()),
-        e => ToolError::new("failed", e.to_string()),
     }
 }

@@ -116,31 +116,54 @@ fn converge(devices: &[&Device], within: Duration) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn checklist_notes_written_on_two_partitioned_devices_get_one_winner_and_a_conflict_mark_everywhere()
-{
+async fn checklist_notes_written_on_two_partitioned_devices_get_one_winner_and_a_conflict_mark_everywhere(
+) {
     let server = NatsServer::start().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut a = Device::new(dir.path(), "a", Relay::start(server.addr()).await.unwrap());
     let mut b = Device::new(dir.path(), "b", Relay::start(server.addr()).await.unwrap());
     let doc = "trip";
 
-    ok(&a.elf, &["init", a.elf.to_str().unwrap(), "--owner", "Alice"]);
+    ok(
+        &a.elf,
+        &["init", a.elf.to_str().unwrap(), "--owner", "Alice"],
+    );
     let created = ok(
         &a.elf,
-        &["block", "create", "--type", "checklist", "--name", "packing"],
+        &[
+            "block",
+            "create",
+            "--type",
+            "checklist",
+            "--name",
+            "packing",
+        ],
     );
     let list = created["block_id"].as_str().unwrap().to_owned();
     ok(
         &b.elf,
         &[
-            "sync", "join", b.elf.to_str().unwrap(), "--broker", &b.relay.url(), "--doc", doc,
-            "--key", b.key.to_str().unwrap(),
+            "sync",
+            "join",
+            b.elf.to_str().unwrap(),
+            "--broker",
+            &b.relay.url(),
+            "--doc",
+            doc,
+            "--key",
+            b.key.to_str().unwrap(),
         ],
     );
-    let node = ok(&b.elf, &["sync", "node-id", "--key", b.key.to_str().unwrap()]);
+    let node = ok(
+        &b.elf,
+        &["sync", "node-id", "--key", b.key.to_str().unwrap()],
+    );
     let node = node["node_id"].as_str().unwrap().to_owned();
     ok(&a.elf, &["sync", "add-node", &node, "--name", "laptop"]);
-    ok(&a.elf, &["editor", "create", "--name", "bob", "--id", "bob"]);
+    ok(
+        &a.elf,
+        &["editor", "create", "--name", "bob", "--id", "bob"],
+    );
     ok(&a.elf, &["grant", "bob", "checklist.notes", "*"]);
     a.serve(doc);
     b.serve(doc);
@@ -154,7 +177,13 @@ async fn checklist_notes_written_on_two_partitioned_devices_get_one_winner_and_a
         ok(
             &d.elf,
             &[
-                "--as", editor, "exec", "checklist.notes", "--block", &list, "--payload",
+                "--as",
+                editor,
+                "exec",
+                "checklist.notes",
+                "--block",
+                &list,
+                "--payload",
                 &notes(who),
             ],
         )
@@ -192,7 +221,10 @@ async fn checklist_notes_written_on_two_partitioned_devices_get_one_winner_and_a
             .unwrap_or_else(|| panic!("no conflict mark on {name}: {block}"));
         assert_eq!(conflicts.len(), 1, "{name}: {conflicts:?}");
         let (w, l) = (&conflicts[0]["winner"], &conflicts[0]["loser"]);
-        assert!(w.is_string() && l.is_string() && w != l, "{name}: {conflicts:?}");
+        assert!(
+            w.is_string() && l.is_string() && w != l,
+            "{name}: {conflicts:?}"
+        );
     }
     assert_eq!(blocks[0]["metadata"], blocks[1]["metadata"]);
     assert_eq!(b.status()["digest"], digest);

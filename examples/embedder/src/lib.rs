@@ -107,7 +107,9 @@ impl Host {
         payload: serde_json::Value,
     ) -> Result<Vec<Event>, HostError> {
         let file = self.get(&path.display().to_string())?;
-        Ok(file.submit(Command::new(editor, cap_id, block_id, payload)).await?)
+        Ok(file
+            .submit(Command::new(editor, cap_id, block_id, payload))
+            .await?)
     }
 
     /// The blocks `editor` may read, in id order (each checked through CBAC).

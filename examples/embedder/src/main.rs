@@ -31,18 +31,33 @@ async fn run(path: &std::path::Path) -> Result<(), elfiee_embedder::HostError> {
     })
     .await?;
     let created = host
-        .submit(path, "alice", "core.create", None, json!({"name": "Notes", "block_type": "markdown"}))
+        .submit(
+            path,
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "Notes", "block_type": "markdown"}),
+        )
         .await?;
     let id = created[0].entity.clone();
-    host.submit(path, "alice", "markdown.write", Some(&id), json!({"markdown": "# Hello"}))
-        .await?;
+    host.submit(
+        path,
+        "alice",
+        "markdown.write",
+        Some(&id),
+        json!({"markdown": "# Hello"}),
+    )
+    .await?;
     for block in host.list_blocks(path, "alice")? {
         println!("{}", json!({"block": block.block_id, "name": block.name}));
     }
     host.close_all().await;
     // The forwarding task ends with the document; print what the page received.
     while let Some(f) = rx.recv().await {
-        println!("{}", json!({"event": f.event.attribute, "entity": f.event.entity}));
+        println!(
+            "{}",
+            json!({"event": f.event.attribute, "entity": f.event.entity})
+        );
     }
     Ok(())
 }

@@ -6,7 +6,8 @@ use elfiee_embedder::{Forwarded, Host, HostError};
 use serde_json::json;
 
 #[tokio::test]
-async fn a_page_creates_writes_lists_and_receives_every_committed_event_then_reopens_the_document() {
+async fn a_page_creates_writes_lists_and_receives_every_committed_event_then_reopens_the_document()
+{
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("notes.elf");
     let host = Host::default();
@@ -16,12 +17,24 @@ async fn a_page_creates_writes_lists_and_receives_every_committed_event_then_reo
         .await
         .unwrap();
     let created = host
-        .submit(&path, "alice", "core.create", None, json!({"name": "Notes", "block_type": "markdown"}))
+        .submit(
+            &path,
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "Notes", "block_type": "markdown"}),
+        )
         .await
         .unwrap();
     let id = created[0].entity.clone();
     let written = host
-        .submit(&path, "alice", "markdown.write", Some(&id), json!({"markdown": "# Hi"}))
+        .submit(
+            &path,
+            "alice",
+            "markdown.write",
+            Some(&id),
+            json!({"markdown": "# Hi"}),
+        )
         .await
         .unwrap();
     let blocks = host.list_blocks(&path, "alice").unwrap();
@@ -29,15 +42,29 @@ async fn a_page_creates_writes_lists_and_receives_every_committed_event_then_reo
     assert_eq!(blocks[0].contents["markdown"], "# Hi");
     // Someone without a grant is refused, with a message, not a panic.
     let refused = host
-        .submit(&path, "mallory", "markdown.write", Some(&id), json!({"markdown": "x"}))
+        .submit(
+            &path,
+            "mallory",
+            "markdown.write",
+            Some(&id),
+            json!({"markdown": "x"}),
+        )
         .await
         .unwrap_err();
-    assert!(matches!(refused, HostError::Engine(ref m) if !m.is_empty()), "{refused:?}");
+    assert!(
+        matches!(refused, HostError::Engine(ref m) if !m.is_empty()),
+        "{refused:?}"
+    );
     host.close_all().await;
     // Every committed event reached the page, in order.
     let last = written.last().unwrap().seq;
     for _ in 0..200 {
-        if seen.lock().unwrap().last().is_some_and(|f| f.event.seq == last) {
+        if seen
+            .lock()
+            .unwrap()
+            .last()
+            .is_some_and(|f| f.event.seq == last)
+        {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
@@ -45,8 +72,12 @@ async fn a_page_creates_writes_lists_and_receives_every_committed_event_then_reo
     let seqs: Vec<u64> = seen.lock().unwrap().iter().map(|f| f.event.seq).collect();
     assert_eq!(seqs.last(), Some(&last), "{seqs:?}");
     assert!(seqs.windows(2).all(|w| w[1] == w[0] + 1), "{seqs:?}");
-    assert!(seen.lock().unwrap().iter().any(|f| f.event.attribute.ends_with("/markdown.write")
-        || f.event.attribute.contains("markdown.write")));
+    assert!(seen
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|f| f.event.attribute.ends_with("/markdown.write")
+            || f.event.attribute.contains("markdown.write")));
 
     // A path the page never opened gets a message saying what to do.
     let err = host.list_blocks(&path, "alice").unwrap_err();
