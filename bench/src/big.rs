@@ -72,7 +72,7 @@ pub(crate) fn big_phase(
                 "layout_raw_decode_chain_check_and_apply": round(n2 as f64 / s2, 0),
                 "is": "the raw loop over the engine's own files (sled keys + events.pack groups, one positioned read per group, no blake3), then plus the blake3 chain check (codec::open with the previous hash), then plus the built-in folds (Registry::builtin().folds().apply) into a State: what the engine's replay does, minus the group blake3, its per-record copy and iterator plumbing",
             },
-            "target": "ratio >= 0.5",
+            "target": "ratio >= 0.85",
             "how": "engine: elfiee_engine::replay(path) timed around the call (sled open, hash-chain check, decode, apply, final state digest); raw: the same records copied (untimed) into a sled database of their own as plain e‖seq keys, as the engine stored every event before bulk commands went to events.pack; sled open + iterate the events tree + codec::open(seq, bytes, None) per record (decode only, no chain check, no apply) + close; both timed from before the open to after the database is dropped; runs alternate raw/engine",
         }),
     );
@@ -100,7 +100,7 @@ pub(crate) fn big_phase(
     let big_commands = elfiee_engine::cmd_index::load(&big_path.join("commands.idx"))?.len();
     let (index_load_ms, index_entries) = command_index_load(base)?;
     info!("command index: {index_entries} records load in {index_load_ms:.1} ms");
-    let open = json!({
+    let mut open = json!({
         "engine": round(e, 2),
         "raw": round(r, 2),
         "ratio": round(e / r, 3),
@@ -118,9 +118,12 @@ pub(crate) fn big_phase(
         "statistic": "median",
         "engine_runs": eng_open.iter().map(|r| round(*r, 2)).collect::<Vec<_>>(),
         "raw_runs": raw_open.iter().map(|r| round(*r, 2)).collect::<Vec<_>>(),
-        "target": "ratio <= 3",
+        "target": "ratio <= 2",
         "how": "engine: Engine::open(path) until the handle answers owner()/last_seq() (sled open, tail lookup, snapshot decode + check, tail replay, actor + flusher start), then close (not timed); raw: sled::open of the same log directory + Tree 'snapshots' get('latest') copied out; runs alternate raw/engine",
     });
+    // Its target is "ratio <= 2" (issue 27): met, and by how much (see `pair`).
+    open["met"] = json!(e / r <= 2.0);
+    open["margin"] = round(2.0 * r / e - 1.0, 3);
     info!("open: {}", open);
 
     out["replay"] = replay;

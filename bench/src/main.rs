@@ -279,8 +279,39 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     if args.only.iter().any(|o| o == "sync-memory") {
         out["sync_memory"] = sync::memory_phase(&rt, base, &plan)?;
     }
+    engine_summary(&out);
     out["elapsed_before_cleanup_s"] = round(started.elapsed().as_secs_f64(), 1);
     Ok(out)
+}
+
+/// The engine phases' ratios beside their targets (issue 27), on stderr.
+fn engine_summary(out: &Value) {
+    let rows: Vec<(&str, &Value)> = ["sequential_commit", "concurrent_commit", "replay", "open"]
+        .into_iter()
+        .filter_map(|k| out.get(k).map(|v| (k, v)))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    info!("engine summary:");
+    info!(
+        "  {:<20} {:>8}  {:<14} {:>8}  result",
+        "figure", "ratio", "target", "margin"
+    );
+    for (name, v) in rows {
+        let result = match (v["met"].as_bool(), v["margin"].as_f64()) {
+            (Some(true), Some(m)) if m >= 0.05 => "met",
+            (Some(true), _) => "met, no margin (< 5 %)",
+            _ => "NOT MET",
+        };
+        info!(
+            "  {:<20} {:>8}  {:<14} {:>8}  {result}",
+            name,
+            v["ratio"],
+            v["target"].as_str().unwrap_or(""),
+            v["margin"]
+        );
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -335,10 +366,27 @@ fn retry_locked<T>(mut f: impl FnMut() -> Result<T, EngineError>) -> Result<T, E
 // ------------------------------------------------------------------------------------------
 // helpers
 
+/// A measurement beside its raw floor; with a `"target": "ratio >= x"` (or `<=`) in `extra`,
+/// also whether the ratio meets it and by how much (`margin`: the ratio over the limit, minus
+/// one, so a figure right on its target shows 0.0).
 fn pair(engine: f64, raw: f64, mut extra: Value) -> Value {
+    let ratio = engine / raw;
     extra["engine"] = round(engine, 1);
     extra["raw"] = round(raw, 1);
-    extra["ratio"] = round(engine / raw, 3);
+    extra["ratio"] = round(ratio, 3);
+    let target = extra["target"].as_str().and_then(|t| {
+        let (op, limit) = t.strip_prefix("ratio ")?.split_once(' ')?;
+        Some((op == ">=", limit.parse::<f64>().ok()?))
+    });
+    if let Some((at_least, limit)) = target {
+        let margin = if at_least {
+            ratio / limit
+        } else {
+            limit / ratio
+        } - 1.0;
+        extra["met"] = json!(margin >= 0.0);
+        extra["margin"] = round(margin, 3);
+    }
     extra
 }
 
