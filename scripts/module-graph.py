@@ -20,11 +20,36 @@ from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = ["model/src", "projections/src", "capabilities/src", "engine/src", "adapters/src",
+           "bench/src", "bench/src/main.rs", "examples/embedder/src", "examples/checklist/src/main.rs",
            "sync/src", "src", "examples/checklist/src"]
+
+
+def binary_modules(main):
+    """A binary crate whose root is `main` (beside a library in the same folder): the root and
+    the files it declares with `mod name;`, recursively."""
+    src = os.path.dirname(main)
+    out = {(): main}
+    todo = [((), main)]
+    while todo:
+        mod, path = todo.pop()
+        here = src if mod == () else os.path.splitext(path)[0]
+        if os.path.basename(path) == "mod.rs":
+            here = os.path.dirname(path)
+        for child in re.findall(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;",
+                                open(path, encoding="utf-8").read(), re.M):
+            for cand in (os.path.join(here, child + ".rs"), os.path.join(here, child, "mod.rs")):
+                if os.path.isfile(cand) and child != "tests":
+                    out[mod + (child,)] = cand
+                    todo.append((mod + (child,), cand))
+                    break
+    return out
 
 
 def modules(src):
     """Maps module path (tuple) -> file."""
+    if src.endswith(".rs"):
+        return binary_modules(src)
+    has_lib = os.path.isfile(os.path.join(src, "lib.rs"))
     out = {}
     for dirpath, _, files in os.walk(src):
         for f in files:
@@ -34,6 +59,8 @@ def modules(src):
             rel = os.path.relpath(full, src)[:-3].split(os.sep)
             if rel[-1] == "mod":
                 rel = rel[:-1]
+            if rel == ["main"] and has_lib:
+                continue  # a binary beside a library: its own crate (give its main.rs)
             if rel in (["lib"], ["main"]):
                 rel = []
             if dirpath.startswith(os.path.join(src, "bin")):
@@ -45,13 +72,14 @@ def modules(src):
 
 
 def strip(text):
-    # Drop comments, strings and inline `#[cfg(test)] mod … { … }` bodies.
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    # Drop comments, strings and inline `#[cfg(test)] mod … { … }` bodies. One pass, left to
+    # right, so a `//` inside a string and a quote inside a comment are read as what they are.
     # Raw strings (`r"…"`, `r#"…"#`, `br"…"`) start at a word boundary: the `r"` at the end
-    # of `"owner"` is not one.
-    text = re.sub(r'\bb?r(#*)"(?:.|\n)*?"\1', '""', text)
-    text = re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    # of `"owner"` is not one; a character literal such as `'"'` opens no string.
+    token = re.compile(r'//[^\n]*|/\*.*?\*/|\bb?r(#*)"(?:.|\n)*?"\1|'
+                       r'"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'', re.S)
+    text = token.sub(lambda m: '""' if m.group(0)[:1] in 'rb"' else
+                     ("' '" if m.group(0)[:1] == "'" else ""), text)
     out, i = [], 0
     for m in re.finditer(r"#\[cfg\(test\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+\w+\s*\{", text):
         if m.start() < i:
@@ -231,7 +259,7 @@ def main():
     total_circles = total_up = 0
     for src in args or DEFAULT:
         full = src if os.path.isabs(src) else os.path.join(ROOT, src)
-        if not os.path.isdir(full):
+        if not os.path.exists(full):
             continue
         mods = modules(full)
         edges = arrows(mods)

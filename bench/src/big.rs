@@ -1,7 +1,8 @@
 //! The `big` phase: a large log built, then replayed and opened, beside raw sled reading the
 //! same records.
 
-use super::*;
+use crate::common::*;
+use crate::raw::*;
 
 pub(crate) fn big_phase(
     rt: &tokio::runtime::Runtime,

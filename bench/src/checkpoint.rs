@@ -25,7 +25,7 @@ use elfiee_bench::project_gen;
 use elfiee_engine::Engine;
 use serde_json::{json, Value};
 
-use super::{median, round, BoxError, Plan, Targets};
+use crate::common::{median, round, BoxError, Plan, Targets};
 
 const TARGET_MS: f64 = 50.0;
 const TARGET_RATIO: f64 = 0.05;

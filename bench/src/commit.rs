@@ -1,7 +1,9 @@
 //! The `sequential` and `concurrent` phases: commits through the engine beside raw sled
 //! writing the same records.
 
-use super::*;
+use crate::big::EngineRun;
+use crate::common::*;
+use crate::raw::*;
 
 pub(crate) fn sequential_phase(
     rt: &tokio::runtime::Runtime,

@@ -19,7 +19,7 @@ use elfiee::graph::{sample, Graph};
 use elfiee_engine::Engine;
 use serde_json::{json, Value};
 
-use super::{median, ms_stats, round, BoxError, ChildRun, Cli, Plan, Targets, OWNER};
+use crate::common::{median, ms_stats, round, BoxError, ChildRun, Cli, Plan, Targets, OWNER};
 
 const BLOCKS: usize = 1000;
 /// Relations of the `random` document.
@@ -125,7 +125,7 @@ fn document(
     info!("graph: library {library}");
 
     let out = dir.join("graph.svg");
-    let out_arg = super::path_str(&out)?.to_owned();
+    let out_arg = crate::common::path_str(&out)?.to_owned();
     let (mut drawn, mut listed) = (Vec::new(), Vec::new());
     for r in 0..runs {
         // Alternate which goes first, so neither always meets a warm or cold cache.

@@ -1,7 +1,8 @@
 //! The `project` phase (issue 11): a generated real-sized project imported, rescanned and
 //! written through the CLI, beside raw sled doing the same.
 
-use super::*;
+use crate::common::*;
+use crate::raw::open_raw;
 
 /// Seed of the generated trees (fixed, so every run measures the same bytes).
 pub(crate) const PROJECT_SEED: u64 = 0x00E1_F1EE;

@@ -21,8 +21,10 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
 
+mod pick;
 mod text;
 
+use pick::{Kind, Rng, WORDS};
 use text::*;
 
 /// What to generate.
@@ -222,121 +224,12 @@ pub fn modify(
 // ------------------------------------------------------------------------------------------
 // randomness
 
-/// splitmix64.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn between(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below((hi - lo + 1) as u64) as usize
-    }
-
-    /// Uniform in `[0, 1)`.
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        self.unit() < p
-    }
-
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len() as u64) as usize]
-    }
-
-    fn word(&mut self) -> &'static str {
-        WORDS[self.below(WORDS.len() as u64) as usize]
-    }
-
-    /// Approximately standard normal (Irwin–Hall: sum of 12 uniforms − 6; pure arithmetic).
-    fn normal(&mut self) -> f64 {
-        (0..12).map(|_| self.unit()).sum::<f64>() - 6.0
-    }
-}
-
 fn mix(a: u64, b: u64) -> u64 {
     Rng::new(a ^ b.wrapping_mul(0xD6E8_FEB8_6659_FD93)).next_u64()
 }
 
 // ------------------------------------------------------------------------------------------
 // layout and sizes
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Rust,
-    Markdown,
-    Toml,
-    Json,
-    Python,
-    TypeScript,
-    Yaml,
-    Text,
-}
-
-impl Kind {
-    fn ext(self) -> &'static str {
-        match self {
-            Kind::Rust => "rs",
-            Kind::Markdown => "md",
-            Kind::Toml => "toml",
-            Kind::Json => "json",
-            Kind::Python => "py",
-            Kind::TypeScript => "ts",
-            Kind::Yaml => "yaml",
-            Kind::Text => "txt",
-        }
-    }
-
-    fn of(path: &str) -> Kind {
-        match path.rsplit_once('.').map(|(_, e)| e).unwrap_or("") {
-            "rs" => Kind::Rust,
-            "md" => Kind::Markdown,
-            "toml" => Kind::Toml,
-            "json" => Kind::Json,
-            "py" => Kind::Python,
-            "ts" => Kind::TypeScript,
-            "yaml" | "yml" => Kind::Yaml,
-            _ => Kind::Text,
-        }
-    }
-
-    /// Line comment prefix, if the format has one.
-    fn comment(self) -> Option<&'static str> {
-        match self {
-            Kind::Rust | Kind::TypeScript => Some("// "),
-            Kind::Python | Kind::Toml | Kind::Yaml => Some("# "),
-            Kind::Markdown | Kind::Json | Kind::Text => None,
-        }
-    }
-
-    /// Relative typical size (config files are small).
-    fn size_weight(self) -> f64 {
-        match self {
-            Kind::Toml | Kind::Yaml => 0.4,
-            Kind::Json => 0.6,
-            Kind::Markdown => 0.8,
-            _ => 1.0,
-        }
-    }
-}
 
 /// (kind, weight in percent).
 const KINDS: &[(Kind, u64)] = &[

@@ -1,7 +1,7 @@
 //! The raw sled side of the commit, replay and open measurements: the same records written,
 //! read and folded without the engine.
 
-use super::*;
+use crate::common::*;
 
 /// The engine's sled settings (see `SledEventLog::open`).
 pub(crate) fn sled_config(dir: &Path) -> sled::Config {

@@ -1,7 +1,7 @@
 //! The `context`, `socket` and `mcp` phases: context collection, writes through the owner
 //! socket, and writes through `elfiee mcp-server`.
 
-use super::*;
+use crate::common::*;
 
 /// Context collection + token counting over a 10,000-block state vs tiktoken-rs alone on the
 /// same text.

@@ -12,7 +12,7 @@ use elfiee_sync::node::{SyncConfig, SyncNode};
 use elfiee_sync::testing::NatsServer;
 use serde_json::{json, Value};
 
-use super::{round, BoxError, Plan};
+use crate::common::{round, BoxError, Plan};
 
 fn registry() -> Registry {
     let mut r = Registry::builtin();
@@ -148,21 +148,21 @@ pub fn sync_phase(
                 raw[r]
             );
         }
-        let (s, rw) = (super::median(&synced), super::median(&raw));
+        let (s, rw) = (crate::common::median(&synced), crate::common::median(&raw));
         // What the design makes every event cost: A signs it, B and C each verify it.
         let timed = a.file.events(first_timed)?;
         let (sign_us, verify_us) = crypto_cost(&timed);
         // A bound that leaves out the broker and everything B and C do but verify: the cores
         // spent on A's commit (as measured unsynced) and on the signatures.
         let floor_us = plain_cpu_us + sign_us + 2.0 * verify_us;
-        let bound = super::cpus() as f64 * 1e6 / floor_us;
+        let bound = crate::common::cpus() as f64 * 1e6 / floor_us;
         info!(
             "sync: CPU per event: synced {:.0} µs (cores busy {:.2}), unsynced commit {plain_cpu_us:.0} µs, sign {sign_us:.1} µs, batch verify {verify_us:.1} µs; bound {bound:.0} events/s = {:.3} of raw",
-            super::median(&cpu_per_event),
-            super::median(&busy),
+            crate::common::median(&cpu_per_event),
+            crate::common::median(&busy),
             bound / rw
         );
-        let out = super::pair(
+        let out = crate::common::pair(
             s,
             rw,
             json!({
@@ -176,9 +176,9 @@ pub fn sync_phase(
                 "ceiling_ratio": round(plain / rw, 3),
                 "ceiling_note": "unsynced_commit: the same 64-task commits on a document nobody syncs, in this run; even a sync path that cost nothing could not beat it, so ceiling_ratio = unsynced_commit / raw bounds the ratio on this machine",
                 "cpu_us_per_event": {
-                    "synced": round(super::median(&cpu_per_event), 1),
+                    "synced": round(crate::common::median(&cpu_per_event), 1),
                     "synced_runs": cpu_per_event.iter().map(|c| round(*c, 1)).collect::<Vec<_>>(),
-                    "cores_busy": round(super::median(&busy), 2),
+                    "cores_busy": round(crate::common::median(&busy), 2),
                     "unsynced_commit": round(plain_cpu_us, 1),
                     "sign": round(sign_us, 1),
                     "batch_verify": round(verify_us, 1),
@@ -441,7 +441,7 @@ fn memory_run(
         .ok_or("no VmHWM for the receiver")?;
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let _ = child.wait();
-    let content = super::dir_size(&elf.join("content"));
+    let content = crate::common::dir_size(&elf.join("content"));
     info!(
         "sync-memory {mib} MiB: receiver got {events} events in {received:.1} s, peak RSS {:.1} MiB",
         hwm_kib / 1024.0

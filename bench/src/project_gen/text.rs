@@ -1,25 +1,9 @@
 //! The text of generated files: words, sentences, and units of Rust, Python, TypeScript and
 //! Markdown sized to a target, each file's kind its own shape.
 
-use super::*;
+use std::fmt::Write as _;
 
-pub(super) const WORDS: &[&str] = &[
-    "buffer", "cache", "index", "token", "parser", "stream", "event", "block", "store", "config",
-    "handle", "reader", "writer", "codec", "frame", "queue", "worker", "session", "channel",
-    "packet", "schema", "record", "cursor", "range", "offset", "segment", "journal", "snapshot",
-    "digest", "ledger", "policy", "grant", "editor", "actor", "state", "commit", "batch", "entry",
-    "node", "graph", "layout", "render", "widget", "filter", "query", "plan", "route", "client",
-    "server", "socket", "message", "header", "payload", "chunk", "bucket", "shard", "replica",
-    "lease", "lock", "timer", "clock", "signal", "metric", "trace", "span", "report", "error",
-    "value", "key", "map", "tree", "heap", "slot", "pool", "arena", "page", "table", "column",
-    "row", "field", "scope", "module", "symbol", "source", "target", "path", "folder", "asset",
-    "image", "theme", "color", "font", "style", "format", "locale", "user", "account", "profile",
-    "request", "response", "backend", "driver", "device", "kernel", "thread", "task", "job",
-    "pipeline", "stage", "hook", "plugin", "adapter", "bridge", "proxy", "gateway", "limit",
-    "quota", "budget", "window", "delta", "patch", "diff", "merge", "branch", "tag", "version",
-    "manifest", "bundle", "archive", "loader", "builder", "factory", "registry", "catalog",
-    "vector", "matrix", "sample", "model", "tensor", "weight", "score", "rank", "search", "match",
-];
+use super::pick::{Kind, Rng, WORDS};
 
 pub(super) const FILLER: &[&str] = &[
     "the", "a", "of", "to", "and", "is", "when", "for", "with", "each", "every", "not", "before",
