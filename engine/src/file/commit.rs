@@ -114,7 +114,7 @@ pub(crate) fn commit_group(
             .write()
             .unwrap_or_else(|p| p.into_inner());
         for p in &batch {
-            if let Work::Fresh(events, _, _) = &p.work {
+            if let Work::Fresh(events, records, _) = &p.work {
                 let applied = Instant::now();
                 for e in events {
                     path.core.config.registry.apply(&mut state, e);
@@ -126,10 +126,8 @@ pub(crate) fn commit_group(
                     group = n,
                     "committed"
                 );
-                if let Work::Fresh(_, records, _) = &p.work {
-                    cursor.tail_bytes += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
-                    cursor.tail_bulk |= records.len() >= crate::log::GROUP_MIN_EVENTS;
-                }
+                cursor.tail_bytes += records.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+                cursor.tail_bulk |= records.len() >= crate::log::GROUP_MIN_EVENTS;
                 if let (Some(first), Some(last)) = (events.first(), events.last()) {
                     cursor.last_hash = last.hash;
                     if p.origin == Origin::Local {

@@ -254,14 +254,10 @@ impl Owned {
         self.sequencing.fetch_add(1, Ordering::AcqRel);
         let mut guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let Some(seq) = guard.as_mut() else {
-            drop(guard);
-            self.sequencing.fetch_sub(1, Ordering::AcqRel);
             // Closed; if because something failed, say what.
             let why = self.core.poisoned();
-            let _ = reply.send(Err(why
-                .map(EngineError::Storage)
-                .unwrap_or(EngineError::Closed)));
-            return;
+            let answer = Err(why.map(EngineError::Storage).unwrap_or(EngineError::Closed));
+            return self.answer_now(guard, reply, answer);
         };
         let started = Instant::now();
         let log = seq.log().clone();
@@ -270,62 +266,48 @@ impl Owned {
             commands: &self.commit.commands,
             record_commands: self.record_commands.load(Ordering::Acquire),
         };
-        match seq.prepare(&inputs, &cmds) {
-            Ok(Prepared::Done(events)) => {
-                drop(guard);
-                self.sequencing.fetch_sub(1, Ordering::AcqRel);
-                let _ = reply.send(Ok(events));
+        let (work, span) = match seq.prepare(&inputs, &cmds) {
+            Ok(Prepared::Done(events)) => return self.answer_now(guard, reply, Ok(events)),
+            Ok(Prepared::Repeat(first, count)) => {
+                (Work::Repeat(first, count), tracing::Span::none())
             }
-            Ok(Prepared::Repeat(first, count)) => self.enqueue(
-                guard,
-                &log,
-                inline,
-                Pending {
-                    cmd_id: cmds[0].cmd_id,
-                    origin: Origin::Local,
-                    work: Work::Repeat(first, count),
-                    reply,
-                    span: tracing::Span::none(),
-                },
-            ),
             Ok(Prepared::Write(events, records, side)) => {
                 let span = tracing::debug_span!("commit", cmd_id = %cmds[0].cmd_id, cap_id = %cmds[0].cap_id,
                     editor = %cmds[0].editor_id, seq = events.last().map(|e| e.seq).unwrap_or(0));
-                let _g = span.enter();
-                tracing::debug!(
-                    handler_us = seq.handler_time().as_micros() as u64,
-                    sequence_us = started.elapsed().as_micros() as u64,
-                    events = events.len(),
-                    "sequenced, awaiting flush"
-                );
+                span.in_scope(|| {
+                    tracing::debug!(
+                        handler_us = seq.handler_time().as_micros() as u64,
+                        sequence_us = started.elapsed().as_micros() as u64,
+                        events = events.len(),
+                        "sequenced, awaiting flush"
+                    )
+                });
                 self.commit
                     .commands
                     .insert(cmds[0].cmd_id, (events[0].seq, events.len() as u64));
-                self.enqueue(
-                    guard,
-                    &log,
-                    inline,
-                    Pending {
-                        cmd_id: cmds[0].cmd_id,
-                        origin: Origin::Local,
-                        work: Work::Fresh(events, records, side),
-                        reply,
-                        span: span.clone(),
-                    },
-                );
+                (Work::Fresh(events, records, side), span)
             }
             Err(e) => {
-                drop(guard);
-                self.sequencing.fetch_sub(1, Ordering::AcqRel);
                 tracing::debug!(cap_id = %cmds.first().map(|c| c.cap_id.as_str()).unwrap_or(""), error = %e, "command rejected");
-                let _ = reply.send(Err(e));
+                self.answer_now(guard, reply, Err(e));
                 // Dropping a very deep JSON value recurses; take refused ones apart iteratively
                 // (whatever their depth: measuring it again would cost as much).
                 for cmd in cmds {
                     dismantle(cmd.payload);
                 }
+                return;
             }
-        }
+        };
+        // A commit made inline happens inside the command's span.
+        let _in_span = span.clone().entered();
+        let p = Pending {
+            cmd_id: cmds[0].cmd_id,
+            origin: Origin::Local,
+            work,
+            reply,
+            span,
+        };
+        self.enqueue(guard, &log, inline, p);
     }
 
     /// Appends events decided on another device (see [`Sequencer::prepare_foreign`]), in one
@@ -339,10 +321,7 @@ impl Owned {
         self.sequencing.fetch_add(1, Ordering::AcqRel);
         let mut guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let Some(seq) = guard.as_mut() else {
-            drop(guard);
-            self.sequencing.fetch_sub(1, Ordering::AcqRel);
-            let _ = reply.send(Err(EngineError::Closed));
-            return;
+            return self.answer_now(guard, reply, Err(EngineError::Closed));
         };
         let log = seq.log().clone();
         match seq.prepare_foreign(&self.core, foreign, side) {
@@ -358,17 +337,22 @@ impl Owned {
                     span: tracing::Span::none(),
                 },
             ),
-            Ok(_) => {
-                drop(guard);
-                self.sequencing.fetch_sub(1, Ordering::AcqRel);
-                let _ = reply.send(Ok(Vec::new()));
-            }
-            Err(e) => {
-                drop(guard);
-                self.sequencing.fetch_sub(1, Ordering::AcqRel);
-                let _ = reply.send(Err(e));
-            }
+            Ok(_) => self.answer_now(guard, reply, Ok(Vec::new())),
+            Err(e) => self.answer_now(guard, reply, Err(e)),
         }
+    }
+
+    /// Answers a submission that needs nothing written (refused, a repeat already durable,
+    /// or the file closed), letting the next one into the sequencer first.
+    fn answer_now(
+        &self,
+        guard: std::sync::MutexGuard<'_, Option<Sequencer>>,
+        reply: Reply,
+        answer: Result<Vec<Event>, EngineError>,
+    ) {
+        drop(guard);
+        self.sequencing.fetch_sub(1, Ordering::AcqRel);
+        let _ = reply.send(answer);
     }
 
     /// Hands a sequenced command to the commit path. Nobody else in the pipeline and nothing

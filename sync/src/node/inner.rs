@@ -28,10 +28,9 @@ pub(super) struct Core {
     pub(super) followed: u64,
     /// This node's sealed events, by origin seq - 1.
     pub(super) own: Vec<SyncEvent>,
-    /// Per other node, its latest event in log order.
-    pub(super) heads: BTreeMap<NodeId, EventId>,
-    /// Per node, its events' ids by origin seq - 1 (stored or about to be).
-    pub(super) chains: HashMap<NodeId, Vec<EventId>>,
+    /// Per node, its events' ids by origin seq - 1 (stored or about to be); the last of
+    /// another node's is its head (what the next own event depends on).
+    pub(super) chains: BTreeMap<NodeId, Vec<EventId>>,
     /// Event id → local seq.
     pub(super) ids: HashMap<EventId, u64>,
     /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
@@ -47,8 +46,7 @@ impl Core {
             key,
             followed: 0,
             own: Vec::new(),
-            heads: BTreeMap::new(),
-            chains: HashMap::new(),
+            chains: BTreeMap::new(),
             ids: HashMap::new(),
             adopted: Vec::new(),
         }
@@ -112,9 +110,6 @@ impl Core {
     /// Takes local event `seq`, sealed, into the follower's books and `batch`; another node's
     /// becomes that node's head (what the next own event depends on).
     pub(super) fn follow(&mut self, seq: u64, sealed: SyncEvent, batch: &mut Vec<SyncEvent>) {
-        if sealed.origin.node != self.node {
-            self.heads.insert(sealed.origin.node, sealed.id);
-        }
         self.chains
             .entry(sealed.origin.node)
             .or_default()
@@ -164,11 +159,12 @@ impl Core {
             node: author,
             seq: chain.len() as u64 + 1,
             prev: chain.last().copied(),
+            // The other nodes' heads, in node order.
             deps: self
-                .heads
+                .chains
                 .iter()
-                .filter(|(n, _)| **n != author)
-                .map(|(_, id)| *id)
+                .filter(|(n, _)| **n != author && **n != self.node)
+                .filter_map(|(_, chain)| chain.last().copied())
                 .collect(),
         };
         let key = self.key.as_ref().filter(|_| author == self.node);
