@@ -254,6 +254,20 @@ impl Rng {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// One of `items`, each drawn with probability proportional to its weight (one draw of
+    /// `below`); `None` only when the weights sum to zero.
+    fn weighted<T: Copy>(&mut self, items: &[(T, u64)]) -> Option<T> {
+        let mut r = self.below(items.iter().map(|i| i.1).sum());
+        items
+            .iter()
+            .find(|(_, w)| {
+                let hit = r < *w;
+                r = r.saturating_sub(*w);
+                hit
+            })
+            .map(|i| i.0)
+    }
+
     fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
     }
@@ -464,18 +478,8 @@ fn plan(spec: &Spec) -> Vec<Planned> {
             seed: 0,
         });
     }
-    let total_w: u64 = KINDS.iter().map(|k| k.1).sum();
     while out.len() < spec.files {
-        let mut r = rng.below(total_w);
-        let kind = KINDS
-            .iter()
-            .find(|(_, w)| {
-                let hit = r < *w;
-                r = r.saturating_sub(*w);
-                hit
-            })
-            .map(|k| k.0)
-            .unwrap_or(Kind::Rust);
+        let kind = rng.weighted(KINDS).unwrap_or(Kind::Rust);
         // (area index, weight)
         let choices: &[(usize, u64)] = match kind {
             Kind::Rust => &[(0, 70), (1, 14), (2, 10), (3, 6)],
@@ -487,16 +491,7 @@ fn plan(spec: &Spec) -> Vec<Planned> {
             Kind::Yaml => &[(5, 50), (6, 50)],
             Kind::Text => &[(4, 40), (10, 60)],
         };
-        let mut r = rng.below(choices.iter().map(|c| c.1).sum());
-        let area = choices
-            .iter()
-            .find(|(_, w)| {
-                let hit = r < *w;
-                r = r.saturating_sub(*w);
-                hit
-            })
-            .map(|c| c.0)
-            .unwrap_or(0);
+        let area = rng.weighted(choices).unwrap_or(0);
         let dir = areas[area].folder(&mut rng);
         let stem = file_stem(kind, &dir, &mut rng);
         let mut path = format!("{dir}/{stem}.{}", kind.ext());
