@@ -21,15 +21,9 @@ fn elfiee(elf: &Path, args: &[&str]) -> std::process::Output {
 }
 
 async fn ok(elf: &Path, args: &[&str]) -> Value {
-    let (elf, owned): (std::path::PathBuf, Vec<String>) =
-        (elf.to_owned(), args.iter().map(|s| s.to_string()).collect());
-    let out = tokio::task::spawn_blocking(move || {
-        let mut all = vec!["--json"];
-        all.extend(owned.iter().map(String::as_str));
-        elfiee(&elf, &all)
-    })
-    .await
-    .unwrap();
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = common::run_elfiee_async(elf, &all, &[(KEY_ENV, "sk-local")]).await;
     common::success_json(args, &out)
 }
 

@@ -25,14 +25,10 @@ use elfiee_bench::project_gen;
 use elfiee_engine::Engine;
 use serde_json::{json, Value};
 
-use crate::common::{median, round, BoxError, Plan, Targets};
+use crate::common::{median, ms_since, round, BoxError, Plan, Targets};
 
 const TARGET_MS: f64 = 50.0;
 const TARGET_RATIO: f64 = 0.05;
-
-fn ms(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
 
 pub(super) fn checkpoint_phase(
     rt: &tokio::runtime::Runtime,
@@ -63,7 +59,7 @@ pub(super) fn checkpoint_phase(
     let mut tracker = FolderTracker::open(&file, "bench-dir", &root);
     let t = Instant::now();
     let (_, first) = tracker.scan()?;
-    let baseline_ms = ms(t);
+    let baseline_ms = ms_since(t);
     // What the baseline stored becomes durable with the next commit; the cache is saved then.
     tracker.save();
     let runs = if quick { 5 } else { 9 };
@@ -76,7 +72,7 @@ pub(super) fn checkpoint_phase(
         std::fs::write(&path, text)?;
         let t = Instant::now();
         let (_, stats) = tracker.scan()?;
-        one.push(ms(t));
+        one.push(ms_since(t));
         hashed.push(stats.hashed);
     }
     // The first checkpoint of a new process: no events yet, so a walk that trusts the cache
@@ -92,7 +88,7 @@ pub(super) fn checkpoint_phase(
         let mut fresh = FolderTracker::open(&file, "bench-dir", &root);
         let t = Instant::now();
         let (_, stats) = fresh.scan()?;
-        walked.push(ms(t));
+        walked.push(ms_since(t));
         // The changed file, and the ones changed in the last two seconds (racily clean).
         walked_hashed.push(stats.hashed);
         fresh.save();
@@ -101,7 +97,7 @@ pub(super) fn checkpoint_phase(
     for _ in 0..3 {
         let t = Instant::now();
         let (m, _) = scan::scan(&root, &Manifest::default(), |_, _, _| Ok(()))?;
-        full.push(ms(t));
+        full.push(ms_since(t));
         assert_eq!(m.files.len(), first.files, "both scans see the same files");
     }
     // The walk alone (every file's metadata, no hashing): the floor of any rescan.
@@ -109,7 +105,7 @@ pub(super) fn checkpoint_phase(
     for _ in 0..5 {
         let t = Instant::now();
         let n = scan::walk(&root)?.len();
-        walk.push(ms(t));
+        walk.push(ms_since(t));
         assert_eq!(n, first.files);
     }
     rt.block_on(file.close());

@@ -195,6 +195,11 @@ pub(crate) fn round(x: f64, digits: i32) -> Value {
     json!((x * p).round() / p)
 }
 
+/// Milliseconds since `t`.
+pub(crate) fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
 pub(crate) fn median(xs: &[f64]) -> f64 {
     let mut v = xs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));

@@ -19,7 +19,9 @@ use elfiee::graph::{sample, Graph};
 use elfiee_engine::Engine;
 use serde_json::{json, Value};
 
-use crate::common::{median, ms_stats, round, BoxError, ChildRun, Cli, Plan, Targets, OWNER};
+use crate::common::{
+    median, ms_since, ms_stats, round, BoxError, ChildRun, Cli, Plan, Targets, OWNER,
+};
 
 const BLOCKS: usize = 1000;
 /// Relations of the `random` document.
@@ -28,10 +30,6 @@ const RANDOM_RELATIONS: usize = 1500;
 const SEED: u64 = 0x00E1_F1EE;
 /// The target for a 1,000-block SVG.
 const TARGET_MS: f64 = 1000.0;
-
-fn ms_since(t: Instant) -> f64 {
-    t.elapsed().as_secs_f64() * 1000.0
-}
 
 pub(super) fn graph_phase(
     rt: &tokio::runtime::Runtime,

@@ -357,18 +357,8 @@ fn plan(spec: &Spec) -> Vec<Planned> {
             seed: 0,
         });
     }
-    let total_w: u64 = KINDS.iter().map(|k| k.1).sum();
     while out.len() < spec.files {
-        let mut r = rng.below(total_w);
-        let kind = KINDS
-            .iter()
-            .find(|(_, w)| {
-                let hit = r < *w;
-                r = r.saturating_sub(*w);
-                hit
-            })
-            .map(|k| k.0)
-            .unwrap_or(Kind::Rust);
+        let kind = rng.weighted(KINDS).unwrap_or(Kind::Rust);
         // (area index, weight)
         let choices: &[(usize, u64)] = match kind {
             Kind::Rust => &[(0, 70), (1, 14), (2, 10), (3, 6)],
@@ -380,16 +370,7 @@ fn plan(spec: &Spec) -> Vec<Planned> {
             Kind::Yaml => &[(5, 50), (6, 50)],
             Kind::Text => &[(4, 40), (10, 60)],
         };
-        let mut r = rng.below(choices.iter().map(|c| c.1).sum());
-        let area = choices
-            .iter()
-            .find(|(_, w)| {
-                let hit = r < *w;
-                r = r.saturating_sub(*w);
-                hit
-            })
-            .map(|c| c.0)
-            .unwrap_or(0);
+        let area = rng.weighted(choices).unwrap_or(0);
         let dir = areas[area].folder(&mut rng);
         let stem = file_stem(kind, &dir, &mut rng);
         let mut path = format!("{dir}/{stem}.{}", kind.ext());

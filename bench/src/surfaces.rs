@@ -21,12 +21,12 @@ pub(crate) fn context_phase(plan: &Plan) -> Value {
     for _ in 0..runs {
         let t = Instant::now();
         let ctx = collect_context(&state, &["b0".to_owned()], &opts);
-        collect.push(t.elapsed().as_secs_f64() * 1000.0);
+        collect.push(ms_since(t));
         tokens = ctx.total_tokens;
         let text = ctx.to_markdown();
         let t = Instant::now();
         std::hint::black_box(tokenizer().encode_ordinary(&text).len());
-        alone.push(t.elapsed().as_secs_f64() * 1000.0);
+        alone.push(ms_since(t));
     }
     let (c, a) = (median(&collect), median(&alone));
     let v = json!({

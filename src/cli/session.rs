@@ -15,16 +15,12 @@ pub(super) struct Session {
     pub(super) editor: String,
     /// While another process owns the file its effects run there; they start here if this
     /// process takes the file over.
-    pub(super) effects: Option<elfiee_adapters::EffectsHandle>,
+    pub(super) effects: elfiee_adapters::EffectsHandle,
 }
 
 impl Session {
     pub(super) async fn open(cli: &Cli) -> Result<Session, CliError> {
-        let path = cli
-            .elf
-            .as_deref()
-            .ok_or_else(|| CliError::usage("no .elf given: pass --elf PATH or set ELFIEE_ELF"))?;
-        let file = Engine::global().open(path).await?;
+        let file = Engine::global().open(elf_path(cli)?).await?;
         // Events of kinds this program has no fold for are kept in the log but missing from
         // the state it shows: say so once, on stderr (stdout stays the command's output).
         let unknown = file.unknown_kinds();
@@ -53,7 +49,7 @@ impl Session {
             })?,
         };
         // Effects catch up from their checkpoints (e.g. after a crash) and serve this command.
-        let effects = Some(elfiee_adapters::attach(&file, super::effects_config()).await?);
+        let effects = elfiee_adapters::attach(&file, super::effects_config()).await?;
         Ok(Session {
             file,
             editor,
@@ -63,18 +59,15 @@ impl Session {
 
     /// Lets pending effects finish, then closes the file.
     pub(super) async fn close(self) {
-        if let Some(fx) = &self.effects {
-            if let Err(e) = fx
-                .settle(&self.file, std::time::Duration::from_secs(600))
-                .await
-            {
-                eprintln!("warning: {e}");
-            }
+        if let Err(e) = self
+            .effects
+            .settle(&self.file, std::time::Duration::from_secs(600))
+            .await
+        {
+            eprintln!("warning: {e}");
         }
         self.file.close().await;
-        if let Some(fx) = self.effects {
-            fx.join().await;
-        }
+        self.effects.join().await;
         // The process ends right after: freeing a large document's state block by block
         // would only cost time (the file is closed and flushed).
         std::mem::forget(self.file);

@@ -51,6 +51,20 @@ impl Rng {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// One of `items`, each drawn with probability proportional to its weight (one draw of
+    /// `below`); `None` only when the weights sum to zero.
+    pub(super) fn weighted<T: Copy>(&mut self, items: &[(T, u64)]) -> Option<T> {
+        let mut r = self.below(items.iter().map(|i| i.1).sum());
+        items
+            .iter()
+            .find(|(_, w)| {
+                let hit = r < *w;
+                r = r.saturating_sub(*w);
+                hit
+            })
+            .map(|i| i.0)
+    }
+
     pub(super) fn chance(&mut self, p: f64) -> bool {
         self.unit() < p
     }

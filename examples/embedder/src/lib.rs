@@ -53,13 +53,16 @@ pub struct Host {
 }
 
 impl Host {
-    fn get(&self, path: &str) -> Result<FileHandle, HostError> {
-        self.files
+    /// The open document at `path` (keyed by `path.display()`, as the page named it).
+    fn get(&self, path: &Path) -> Result<FileHandle, HostError> {
+        let key = path.display().to_string();
+        let file = self
+            .files
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .get(path)
-            .cloned()
-            .ok_or_else(|| HostError::NotOpen(path.to_owned()))
+            .get(&key)
+            .cloned();
+        file.ok_or(HostError::NotOpen(key))
     }
 
     /// Opens `path`, or creates it with `owner` as its owner; from then on each committed event
@@ -70,10 +73,10 @@ impl Host {
         owner: Option<&str>,
         mut forward: impl FnMut(Forwarded) + Send + 'static,
     ) -> Result<u64, HostError> {
-        let key = path.display().to_string();
-        if let Ok(file) = self.get(&key) {
+        if let Ok(file) = self.get(path) {
             return Ok(file.last_seq());
         }
+        let key = path.display().to_string();
         let file = match owner {
             Some(name) => Engine::global().init(path, name).await?,
             None => Engine::global().open(path).await?,
@@ -106,7 +109,7 @@ impl Host {
         block_id: Option<&str>,
         payload: serde_json::Value,
     ) -> Result<Vec<Event>, HostError> {
-        let file = self.get(&path.display().to_string())?;
+        let file = self.get(path)?;
         Ok(file
             .submit(Command::new(editor, cap_id, block_id, payload))
             .await?)
@@ -114,7 +117,7 @@ impl Host {
 
     /// The blocks `editor` may read, in id order (each checked through CBAC).
     pub fn list_blocks(&self, path: &Path, editor: &str) -> Result<Vec<Block>, HostError> {
-        let file = self.get(&path.display().to_string())?;
+        let file = self.get(path)?;
         let ids: Vec<String> = file.with_state(|s| s.blocks.keys().collect());
         Ok(ids
             .iter()

@@ -505,30 +505,36 @@ pub(super) fn steps_text(steps: &[elfiee_adapters::checkpoint::StepInfo]) -> Str
 
 pub(super) fn undo_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
     let steps: Vec<String> = r.steps.iter().map(u64::to_string).collect();
-    let mut out = vec![format!(
-        "{verb} step(s) {} of session {}: {} block(s) restored, {} removed; {} file(s) restored, {} removed",
-        steps.join(", "),
-        r.session_id,
-        r.blocks_restored.len(),
-        r.blocks_removed.len(),
-        r.files_restored.len(),
-        r.files_removed.len()
-    )];
-    if !r.forced.is_empty() {
-        out.push(format!("overwritten (--force): {}", r.forced.join(", ")));
-    }
-    out.join("\n")
+    with_forced(
+        format!(
+            "{verb} step(s) {} of session {}: {} block(s) restored, {} removed; {} file(s) restored, {} removed",
+            steps.join(", "),
+            r.session_id,
+            r.blocks_restored.len(),
+            r.blocks_removed.len(),
+            r.files_restored.len(),
+            r.files_removed.len()
+        ),
+        r,
+    )
 }
 
 pub(super) fn edits_text(verb: &str, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
-    let mut out = vec![format!(
-        "{verb} {} edit(s): {} block(s) restored, {} removed",
-        r.commands.len(),
-        r.blocks_restored.len(),
-        r.blocks_removed.len()
-    )];
-    if !r.forced.is_empty() {
-        out.push(format!("overwritten (--force): {}", r.forced.join(", ")));
+    with_forced(
+        format!(
+            "{verb} {} edit(s): {} block(s) restored, {} removed",
+            r.commands.len(),
+            r.blocks_restored.len(),
+            r.blocks_removed.len()
+        ),
+        r,
+    )
+}
+
+/// `head`, then a line naming what `--force` overwrote, if anything.
+fn with_forced(head: String, r: &elfiee_adapters::checkpoint::UndoReport) -> String {
+    if r.forced.is_empty() {
+        return head;
     }
-    out.join("\n")
+    format!("{head}\noverwritten (--force): {}", r.forced.join(", "))
 }

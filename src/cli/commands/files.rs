@@ -83,12 +83,8 @@ pub(super) async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliE
                     plan.root.display(),
                     plan.unchanged
                 );
-                for p in &plan.write {
-                    t.push_str(&format!("\nwrite  {p}"));
-                }
-                for p in &plan.remove {
-                    t.push_str(&format!("\nremove {p}"));
-                }
+                push_lines(&mut t, "write  ", &plan.write);
+                push_lines(&mut t, "remove ", &plan.remove);
                 for r in &plan.refused {
                     t.push_str(&format!("\nrefuse {}: {}", r.path, r.reason));
                 }
@@ -120,15 +116,9 @@ pub(super) async fn dir(s: &Session, cmd: &DirCmd, out: &Out) -> Result<(), CliE
                     st.removed.len(),
                     st.clean
                 );
-                for p in &st.new {
-                    t.push_str(&format!("\nnew       {p}"));
-                }
-                for p in &st.modified {
-                    t.push_str(&format!("\nmodified  {p}"));
-                }
-                for p in &st.removed {
-                    t.push_str(&format!("\nremoved   {p}"));
-                }
+                push_lines(&mut t, "new       ", &st.new);
+                push_lines(&mut t, "modified  ", &st.modified);
+                push_lines(&mut t, "removed   ", &st.removed);
                 t
             });
         }
@@ -379,4 +369,11 @@ pub(super) fn progress(label: &'static str) -> ProgressBar {
     );
     bar.set_message(label);
     bar
+}
+
+/// One line `\n{label}{path}` per path, appended to a command's text output.
+fn push_lines(t: &mut String, label: &str, paths: &[String]) {
+    for p in paths {
+        t.push_str(&format!("\n{label}{p}"));
+    }
 }
