@@ -80,14 +80,28 @@ pub(crate) fn check_paths<'p>(
     Ok(())
 }
 
+/// A file's extension, lowercased (empty when it has none).
+fn extension(path: &str) -> String {
+    path.rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// The block type a file of a directory gets, by extension: `markdown` for `.md` and
+/// `.markdown`, `code` otherwise (what `directory.import`, `directory.sync` and
+/// `directory.add` create).
+pub fn file_block_type(path: &str) -> &'static str {
+    match extension(path).as_str() {
+        "md" | "markdown" => "markdown",
+        _ => "code",
+    }
+}
+
 /// Block type and contents for a file, by extension.
 fn file_block(path: &str, content: String) -> (&'static str, Value) {
-    let ext = path
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
-        "md" | "markdown" => ("markdown", json!({"markdown": content})),
+    let ext = extension(path);
+    match file_block_type(path) {
+        "markdown" => ("markdown", json!({"markdown": content})),
         _ => {
             let language = match ext.as_str() {
                 "rs" => "rust",
