@@ -153,13 +153,10 @@ fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
     let mut drafts = Vec::with_capacity(p.files.len() + 2);
     let mut entries = Vec::with_capacity(p.files.len());
     for (i, f) in p.files.into_iter().enumerate() {
-        let id = ctx.new_id(i as u32 + 1).to_string();
-        entries.push(DirectoryEntry {
-            path: f.path.clone(),
-            block_id: id.clone(),
-            disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
-        });
-        drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
+        let (entry, create) =
+            new_file(ctx.new_id(i as u32 + 1).to_string(), f, &cmd.editor_id, ctx);
+        entries.push(entry);
+        drafts.push(create);
     }
     // Entries are kept in path order (lookups binary-search them).
     entries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -190,6 +187,28 @@ fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
         json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
     ));
     Ok(drafts)
+}
+
+/// The hash a directory entry records of a file's bytes on disk (`disk`).
+pub(crate) fn disk_hash(content: &str) -> String {
+    blake3::hash(content.as_bytes()).to_hex().to_string()
+}
+
+/// A file read from disk that gets a new block `id`: its directory entry (with the disk
+/// hash) and the `core.create` of its block.
+pub(crate) fn new_file(
+    id: String,
+    f: ImportedFile,
+    editor: &str,
+    ctx: &Ctx,
+) -> (DirectoryEntry, EventDraft) {
+    let entry = DirectoryEntry {
+        path: f.path.clone(),
+        block_id: id.clone(),
+        disk: Some(disk_hash(&f.content)),
+    };
+    let create = file_create(&id, f, editor, ctx);
+    (entry, create)
 }
 
 /// The `core.create` of the block holding an imported file.
