@@ -254,6 +254,20 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_file_is_markdown_by_its_md_or_markdown_extension_else_code() {
+        for (path, ty) in [
+            ("README.md", "markdown"),
+            ("docs/guide.markdown", "markdown"),
+            ("NOTES.MD", "markdown"),
+            ("src/lib.rs", "code"),
+            ("Makefile", "code"),
+            ("md", "code"),
+        ] {
+            assert_eq!(super::file_block_type(path), ty, "{path}");
+        }
+    }
+
+    #[test]
     fn import_creates_a_directory_block_and_one_block_per_file() {
         let mut k = Kit::new();
         let ev = k.ok("directory.import", None, json!({
