@@ -105,8 +105,9 @@ impl FolderTracker {
     }
 
     /// Rescans the folder; the bytes of every file not seen before go to the content store
-    /// (durable with the next commit). Returns the manifest and what the scan cost.
-    pub fn scan(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
+    /// (durable with the next commit). Returns the manifest (the tracker's own: a caller that
+    /// keeps it clones it) and what the scan cost.
+    pub fn scan(&mut self) -> Result<(&Manifest, ScanStats), EngineError> {
         let file = self.file.clone();
         let keep = |_: &str, st: &FileState, bytes: &[u8]| {
             if bytes.len() as u64 > MAX_KEPT_BYTES {
@@ -126,8 +127,8 @@ impl FolderTracker {
                     if let Some((m, stats)) =
                         scan::rescan_paths(&self.root, &self.last, &paths, keep).map_err(failed)?
                     {
-                        self.last = m.clone();
-                        return Ok((m, stats));
+                        self.last = m;
+                        return Ok((&self.last, stats));
                     }
                 }
                 watch::Changes::Walk(why) => tracing::debug!(why, "checkpoint walks the folder"),
@@ -146,8 +147,8 @@ impl FolderTracker {
         })
         .map_err(failed)?;
         self.fresh = self.watch.as_ref().is_some_and(|w| w.healthy());
-        self.last = m.clone();
-        Ok((m, stats))
+        self.last = m;
+        Ok((&self.last, stats))
     }
 
     /// Saves the last manifest as the cache (after the commit that made its bytes durable).
@@ -193,7 +194,7 @@ impl StepRecorder {
     /// Checkpoint at the start of a step.
     pub fn begin(&mut self) -> Result<StepStart, EngineError> {
         let manifest = match &mut self.tracker {
-            Some(t) => Some(t.scan()?.0),
+            Some(t) => Some(t.scan()?.0.clone()),
             None => None,
         };
         Ok(StepStart {
@@ -208,7 +209,7 @@ impl StepRecorder {
         let files = match (&mut self.tracker, &start.manifest) {
             (Some(t), Some(before)) => {
                 let (after, _) = t.scan()?;
-                scan::diff(before, &after)
+                scan::diff(before, after)
             }
             _ => Vec::new(),
         };

@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use elfiee_capabilities::builtin::file_block_type;
 use elfiee_engine::{EngineError, FileHandle};
 use elfiee_model::{Block, CapError, Command, Event};
 use elfiee_projections::State;
@@ -85,7 +86,7 @@ pub async fn call_in_session(
             let a: CreateArgs = parse(name, args)?;
             match (a.directory, a.path) {
                 (Some(dir), Some(path)) => {
-                    let ty = file_type_of(&path);
+                    let ty = file_block_type(&path);
                     if a.block_type != ty {
                         return Err(ToolError::new(
                             "invalid_arguments",
@@ -351,15 +352,6 @@ fn last_seq(ev: &[Event]) -> u64 {
     ev.last().map(|e| e.seq).unwrap_or(0)
 }
 
-/// The block type `directory.add` gives a file at `path`.
-fn file_type_of(path: &str) -> &'static str {
-    if path.to_ascii_lowercase().ends_with(".md") {
-        "markdown"
-    } else {
-        "code"
-    }
-}
-
 /// The `implement` link from the agent whose editor is `editor` to its new block `id` (seed
 /// 002 §2.1B), when `editor` is an agent's.
 fn implement_link(file: &FileHandle, editor: &str, id: &str) -> Option<Command> {
@@ -404,7 +396,7 @@ async fn directory_add(
         "directory": dir,
         "path": path,
         "block_id": created,
-        "block_type": file_type_of(path),
+        "block_type": file_block_type(path),
         "bytes": content.map_or(0, |c| c.len()),
         "seq": seq,
     }))

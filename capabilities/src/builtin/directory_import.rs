@@ -80,14 +80,28 @@ pub(crate) fn check_paths<'p>(
     Ok(())
 }
 
+/// A file's extension, lowercased (empty when it has none).
+fn extension(path: &str) -> String {
+    path.rsplit_once('.')
+        .map(|(_, e)| e.to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+/// The block type a file of a directory gets, by extension: `markdown` for `.md` and
+/// `.markdown`, `code` otherwise (what `directory.import`, `directory.sync` and
+/// `directory.add` create).
+pub fn file_block_type(path: &str) -> &'static str {
+    match extension(path).as_str() {
+        "md" | "markdown" => "markdown",
+        _ => "code",
+    }
+}
+
 /// Block type and contents for a file, by extension.
 fn file_block(path: &str, content: String) -> (&'static str, Value) {
-    let ext = path
-        .rsplit_once('.')
-        .map(|(_, e)| e.to_ascii_lowercase())
-        .unwrap_or_default();
-    match ext.as_str() {
-        "md" | "markdown" => ("markdown", json!({"markdown": content})),
+    let ext = extension(path);
+    match file_block_type(path) {
+        "markdown" => ("markdown", json!({"markdown": content})),
         _ => {
             let language = match ext.as_str() {
                 "rs" => "rust",
@@ -139,13 +153,10 @@ fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
     let mut drafts = Vec::with_capacity(p.files.len() + 2);
     let mut entries = Vec::with_capacity(p.files.len());
     for (i, f) in p.files.into_iter().enumerate() {
-        let id = ctx.new_id(i as u32 + 1).to_string();
-        entries.push(DirectoryEntry {
-            path: f.path.clone(),
-            block_id: id.clone(),
-            disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
-        });
-        drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
+        let (entry, create) =
+            new_file(ctx.new_id(i as u32 + 1).to_string(), f, &cmd.editor_id, ctx);
+        entries.push(entry);
+        drafts.push(create);
     }
     // Entries are kept in path order (lookups binary-search them).
     entries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -176,6 +187,28 @@ fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
         json!({"root": p.root, "files": entries.len(), "skipped": p.skipped}),
     ));
     Ok(drafts)
+}
+
+/// The hash a directory entry records of a file's bytes on disk (`disk`).
+pub(crate) fn disk_hash(content: &str) -> String {
+    blake3::hash(content.as_bytes()).to_hex().to_string()
+}
+
+/// A file read from disk that gets a new block `id`: its directory entry (with the disk
+/// hash) and the `core.create` of its block.
+pub(crate) fn new_file(
+    id: String,
+    f: ImportedFile,
+    editor: &str,
+    ctx: &Ctx,
+) -> (DirectoryEntry, EventDraft) {
+    let entry = DirectoryEntry {
+        path: f.path.clone(),
+        block_id: id.clone(),
+        disk: Some(disk_hash(&f.content)),
+    };
+    let create = file_create(&id, f, editor, ctx);
+    (entry, create)
 }
 
 /// The `core.create` of the block holding an imported file.
@@ -219,6 +252,20 @@ pub(crate) fn new_block(
 mod tests {
     use crate::builtin::testkit::Kit;
     use serde_json::json;
+
+    #[test]
+    fn a_file_is_markdown_by_its_md_or_markdown_extension_else_code() {
+        for (path, ty) in [
+            ("README.md", "markdown"),
+            ("docs/guide.markdown", "markdown"),
+            ("NOTES.MD", "markdown"),
+            ("src/lib.rs", "code"),
+            ("Makefile", "code"),
+            ("md", "code"),
+        ] {
+            assert_eq!(super::file_block_type(path), ty, "{path}");
+        }
+    }
 
     #[test]
     fn import_creates_a_directory_block_and_one_block_per_file() {

@@ -8,7 +8,7 @@ use elfiee_projections::{update_block, Folded, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::directory_import::{check_paths, file_create};
+use super::directory_import::{check_paths, disk_hash, new_file};
 use super::entries::{entry_path, set_disk_hashes, sync_entries, IMPORT_INCOMPLETE};
 use super::spec::Builtin;
 use crate::payload::parse;
@@ -95,7 +95,7 @@ fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
                     f.path, b.block_type
                 )));
             };
-            let hash = blake3::hash(f.content.as_bytes()).to_hex().to_string();
+            let hash = disk_hash(&f.content);
             if directory_entry_disk(dir, &f.path) != Some(hash.as_str()) {
                 disk.insert(f.path.clone(), json!(hash));
             }
@@ -111,13 +111,10 @@ fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
             changed.push(f.path);
             continue;
         }
-        let id = ctx.new_id(i as u32 + 1).to_string();
-        added.push(DirectoryEntry {
-            path: f.path.clone(),
-            block_id: id.clone(),
-            disk: Some(blake3::hash(f.content.as_bytes()).to_hex().to_string()),
-        });
-        drafts.push(file_create(&id, f, &cmd.editor_id, ctx));
+        let (entry, create) =
+            new_file(ctx.new_id(i as u32 + 1).to_string(), f, &cmd.editor_id, ctx);
+        added.push(entry);
+        drafts.push(create);
     }
     for path in p.deleted {
         let Some(id) = directory_entry(dir, &path) else {

@@ -59,7 +59,7 @@ pub use directory_files::{
     directory_status, DirectoryAddPayload, DirectoryMovePayload, DirectoryRemovePayload,
     DirectoryStatus,
 };
-pub use directory_import::{check_relative_path, DirectoryImportPayload};
+pub use directory_import::{check_relative_path, file_block_type, DirectoryImportPayload};
 pub use directory_sync::{
     directory_entries, directory_entry, directory_entry_disk, directory_list, DirectorySyncPayload,
 };
