@@ -156,9 +156,24 @@ fn events_that_do_not_survive_the_json_round_trip_are_caught() {
         handle: progress,
         fold: keep_last,
     });
-    let step = (0u64..50, 1u64..50)
-        .prop_map(|(done, total)| json!({"done": done, "total": total}))
-        .boxed();
+    // About one pair in thirteen of these ratios does not read back exactly. A run only has
+    // a few dozen accepted `progress.set` commands, so drawing pairs uniformly missed the bug
+    // in roughly one run in ten (seen in CI). Three draws in four come from the pairs that
+    // do not round-trip, found here by the same serde_json round trip the kit performs.
+    let pair = |(done, total): (u64, u64)| json!({"done": done, "total": total});
+    let lossy: Vec<(u64, u64)> = (0u64..50)
+        .flat_map(|done| (1u64..50).map(move |total| (done, total)))
+        .filter(|&(done, total)| {
+            let v = json!({"ratio": done as f64 / total as f64});
+            serde_json::from_str::<Value>(&v.to_string()).ok() != Some(v)
+        })
+        .collect();
+    assert!(!lossy.is_empty(), "serde_json now reads every ratio back exactly");
+    let step = prop_oneof![
+        3 => proptest::sample::select(lossy).prop_map(pair),
+        1 => (0u64..50, 1u64..50).prop_map(pair),
+    ]
+    .boxed();
     let failure = run(registry, step, "progress.set", false);
     assert_named_and_shrunk(&failure, Invariant::JsonRoundTrip, "progress.set");
     assert!(failure.to_string().contains("ratio"), "{failure}");
