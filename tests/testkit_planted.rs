@@ -168,7 +168,10 @@ fn events_that_do_not_survive_the_json_round_trip_are_caught() {
             serde_json::from_str::<Value>(&v.to_string()).ok() != Some(v)
         })
         .collect();
-    assert!(!lossy.is_empty(), "serde_json now reads every ratio back exactly");
+    assert!(
+        !lossy.is_empty(),
+        "serde_json now reads every ratio back exactly"
+    );
     let step = prop_oneof![
         3 => proptest::sample::select(lossy).prop_map(pair),
         1 => (0u64..50, 1u64..50).prop_map(pair),

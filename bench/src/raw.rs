@@ -164,7 +164,7 @@ pub(crate) fn for_each_record(
     log_dir: &Path,
     mut f: impl FnMut(u64, &[u8]) -> Result<(), BoxError>,
 ) -> Result<(), BoxError> {
-    use elfiee_engine::log::{group_key, split_group, GroupEntry};
+    use elfiee_engine::log::{group_key, run_key, split_group, split_run, GroupEntry};
     use std::os::unix::fs::FileExt;
     let db = open_raw(log_dir)?;
     let tree = db.open_tree("events")?;
@@ -196,12 +196,28 @@ pub(crate) fn for_each_record(
         }
         Ok::<(), BoxError>(())
     };
+    // Runs (several commands' events in one sled value) are merged in by their first seq.
+    let mut runs = tree.range(run_key(0)..=run_key(u64::MAX)).peekable();
+    let mut runs_before = |seq: u64, f: &mut RecordSink<'_>| {
+        while let Some(r) = runs.next_if(|r| {
+            r.as_ref()
+                .map_or(true, |(k, _)| k[1..9] < seq.to_be_bytes()[..])
+        }) {
+            let (k, v) = r?;
+            for (seq, rec) in split_run(&k, &v)? {
+                f(seq, &rec)?;
+            }
+        }
+        Ok::<(), BoxError>(())
+    };
     for r in tree.range(event_key(0)..=event_key(u64::MAX)) {
         let (k, v) = r?;
         let seq = u64::from_be_bytes(k[1..9].try_into()?);
+        runs_before(seq, &mut f)?;
         groups_before(seq, &mut f)?;
         f(seq, &v)?;
     }
+    runs_before(u64::MAX, &mut f)?;
     groups_before(u64::MAX, &mut f)?;
     drop(tree);
     drop(db);
@@ -298,7 +314,17 @@ pub(crate) fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
         Some((k, v)) => elfiee_engine::log::GroupEntry::decode(&k, &v)?.last(),
         None => 0,
     };
-    let tail = single.max(grouped);
+    let run = match events
+        .range(elfiee_engine::log::run_key(0)..=elfiee_engine::log::run_key(u64::MAX))
+        .next_back()
+        .transpose()?
+    {
+        Some((k, v)) => elfiee_engine::log::split_run(&k, &v)?
+            .last()
+            .map_or(0, |(seq, _)| *seq),
+        None => 0,
+    };
+    let tail = single.max(grouped).max(run);
     if snap.seq != tail {
         info!(
             "warning: snapshot at seq {} but the log ends at {tail}; open will replay the tail",

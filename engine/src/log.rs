@@ -14,6 +14,12 @@
 //! yields grouped and single events alike, in seq order, so nothing above this module knows
 //! the difference.
 //!
+//! Commands committed together in one group commit (concurrent writers) are stored as
+//! **runs**: one sled value `r‖first_seq` holding the records of several whole commands
+//! ([`RUN_MAX_BYTES`] at most), instead of one sled key per event. sled copies a leaf on every
+//! insert, so one key per event made the writer's CPU, not the disk, the limit of concurrent
+//! commits. A lone command keeps its own `e` key(s), as before.
+//!
 //! [`records`]: EventLog::records
 
 use std::collections::{HashSet, VecDeque};
@@ -140,6 +146,47 @@ pub fn group_key(first_seq: u64) -> [u8; 9] {
     let mut k = [GROUP_PREFIX; 9];
     k[1..].copy_from_slice(&first_seq.to_be_bytes());
     k
+}
+
+/// Prefix of run keys in the `events` tree (after `e` and `g`).
+pub const RUN_PREFIX: u8 = b'r';
+
+/// A run's value stays under this many bytes, so sled keeps it in its own file (it writes a
+/// page larger than a quarter of a segment to a blob file of its own).
+pub const RUN_MAX_BYTES: usize = 32 * 1024;
+
+/// The sled key of the run whose first event is `first_seq`.
+pub fn run_key(first_seq: u64) -> [u8; 9] {
+    let mut k = [RUN_PREFIX; 9];
+    k[1..].copy_from_slice(&first_seq.to_be_bytes());
+    k
+}
+
+/// A run's value: `count (u32 LE) ‖ (len (u32 LE) ‖ record)*`.
+fn encode_run<'a>(records: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
+    let count = records.clone().count() as u32;
+    let mut v = Vec::with_capacity(4 + records.clone().map(|r| r.len() + 4).sum::<usize>());
+    v.extend_from_slice(&count.to_le_bytes());
+    for r in records {
+        v.extend_from_slice(&(r.len() as u32).to_le_bytes());
+        v.extend_from_slice(r);
+    }
+    v
+}
+
+/// The `(seq, record)`s of a run, from its key and value (public for the benchmark's raw
+/// floor, which reads the storage without the engine).
+pub fn split_run(key: &[u8], v: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+    let first = seq_of_key(key)?;
+    let count = v
+        .get(..4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .filter(|c| *c > 0)
+        .ok_or_else(|| EngineError::Corrupt {
+            seq: first,
+            reason: format!("a run record of {} bytes has no event count", v.len()),
+        })?;
+    split_records(first, count, &v[4..], "run")
 }
 
 /// What a group key points at: `count (u32) ‖ offset (u64) ‖ len (u64) ‖ blake3 (32) ‖ last
@@ -324,25 +371,32 @@ impl GroupPack {
 
 /// Splits a group's bytes (read from `events.pack`) into its `(seq, record)`s; no hash check.
 pub fn split_group(g: &GroupEntry, buf: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
-    let corrupt = |reason: String| EngineError::Corrupt {
-        seq: g.first,
-        reason,
-    };
-    let mut out = Vec::with_capacity(g.count as usize);
+    split_records(g.first, g.count, buf, "group")
+}
+
+/// `len (u32 LE) ‖ record` for events `first..first + count`, nothing after them.
+fn split_records(
+    first: u64,
+    count: u32,
+    buf: &[u8],
+    what: &str,
+) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+    let corrupt = |reason: String| EngineError::Corrupt { seq: first, reason };
+    let mut out = Vec::with_capacity(count as usize);
     let mut pos = 0usize;
-    for seq in g.first..=g.last() {
+    for seq in first..first + u64::from(count) {
         let n = buf
             .get(pos..pos + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-            .ok_or_else(|| corrupt(format!("group ends before event {seq}")))?;
+            .ok_or_else(|| corrupt(format!("{what} ends before event {seq}")))?;
         let rec = buf
             .get(pos + 4..pos + 4 + n)
-            .ok_or_else(|| corrupt(format!("group ends inside event {seq}")))?;
+            .ok_or_else(|| corrupt(format!("{what} ends inside event {seq}")))?;
         out.push((seq, rec.to_vec()));
         pos += 4 + n;
     }
     if pos != buf.len() {
-        return Err(corrupt("group has bytes after its last event".into()));
+        return Err(corrupt(format!("{what} has bytes after its last event")));
     }
     Ok(out)
 }
@@ -535,27 +589,118 @@ impl SledEventLog {
         }
     }
 
-    /// Groups holding any seq in `from..=to`, in order.
-    fn groups_overlapping(&self, from: u64, to: u64) -> Result<VecDeque<GroupEntry>, EngineError> {
-        let mut out = VecDeque::new();
-        if let Some(r) = self
+    /// Groups and runs holding any seq in `from..=to`, in order.
+    fn groups_overlapping(&self, from: u64, to: u64) -> Result<VecDeque<Stored>, EngineError> {
+        let mut out: Vec<Stored> = Vec::new();
+        for (key, is_run) in [(group_key as fn(u64) -> [u8; 9], false), (run_key, true)] {
+            let stored = |(k, v): (sled::IVec, sled::IVec)| -> Result<Stored, EngineError> {
+                Ok(if is_run {
+                    Stored::Run(split_run(&k, &v)?)
+                } else {
+                    Stored::Pack(GroupEntry::decode(&k, &v)?)
+                })
+            };
+            if let Some(r) = self.events.range(key(0)..=key(from)).next_back() {
+                let g = stored(r?)?;
+                if g.last() >= from {
+                    out.push(g);
+                }
+            }
+            if from < to {
+                for r in self.events.range(key(from + 1)..=key(to)) {
+                    out.push(stored(r?)?);
+                }
+            }
+        }
+        out.sort_by_key(Stored::first);
+        Ok(out.into())
+    }
+
+    /// The last run's last seq and hash.
+    fn last_run(&self) -> Result<Option<(u64, EventHash)>, EngineError> {
+        let Some((k, v)) = self
             .events
-            .range(group_key(0)..=group_key(from))
+            .range(run_key(0)..=run_key(u64::MAX))
             .next_back()
-        {
-            let (k, v) = r?;
-            let g = GroupEntry::decode(&k, &v)?;
-            if g.last() >= from {
-                out.push_back(g);
+            .transpose()?
+        else {
+            return Ok(None);
+        };
+        let records = split_run(&k, &v)?;
+        let (seq, rec) = records.last().expect("a run has events");
+        let hash = rec
+            .get(..32)
+            .and_then(|h| h.try_into().ok())
+            .ok_or(EngineError::Corrupt {
+                seq: *seq,
+                reason: "record too short".into(),
+            })?;
+        Ok(Some((*seq, EventHash(hash))))
+    }
+
+    /// Puts commands that each have fewer than [`GROUP_MIN_EVENTS`] events, and no side
+    /// records, into runs: whole commands, at most [`RUN_MAX_BYTES`] each (a larger command
+    /// gets a run of its own), one sled insert per run, in seq order, so a crash leaves a
+    /// prefix of whole commands. A command alone keeps its `e` keys (one atomic batch).
+    fn write_runs(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
+        let mut start = 0;
+        while start < commands.len() {
+            let mut end = start + 1;
+            let mut bytes = size(commands[start]);
+            while end < commands.len() && bytes + size(commands[end]) <= RUN_MAX_BYTES {
+                bytes += size(commands[end]);
+                end += 1;
             }
-        }
-        if from < to {
-            for r in self.events.range(group_key(from + 1)..=group_key(to)) {
-                let (k, v) = r?;
-                out.push_back(GroupEntry::decode(&k, &v)?);
+            match &commands[start..end] {
+                [] | [[]] => {}
+                [[(seq, bytes)]] => {
+                    self.events.insert(event_key(*seq), bytes.as_slice())?;
+                }
+                [one] => {
+                    let mut batch = sled::Batch::default();
+                    for (seq, bytes) in one.iter() {
+                        batch.insert(&event_key(*seq), bytes.as_slice());
+                    }
+                    self.events.apply_batch(batch)?;
+                }
+                run => {
+                    let records = run.iter().flat_map(|c| c.iter()).map(|(_, b)| b.as_slice());
+                    let first = run.iter().find_map(|c| c.first()).map(|(s, _)| *s);
+                    if let Some(first) = first {
+                        self.events.insert(run_key(first), encode_run(records))?;
+                    }
+                }
             }
+            start = end;
         }
-        Ok(out)
+        Ok(())
+    }
+}
+
+/// Bytes a command takes in a run.
+fn size(command: &[(u64, Vec<u8>)]) -> usize {
+    command.iter().map(|(_, b)| b.len() + 4).sum()
+}
+
+/// Events stored together: a group in `events.pack`, or a run in sled.
+enum Stored {
+    Pack(GroupEntry),
+    Run(Vec<(u64, Vec<u8>)>),
+}
+
+impl Stored {
+    fn first(&self) -> u64 {
+        match self {
+            Stored::Pack(g) => g.first,
+            Stored::Run(r) => r.first().map_or(0, |(s, _)| *s),
+        }
+    }
+
+    fn last(&self) -> u64 {
+        match self {
+            Stored::Pack(g) => g.last(),
+            Stored::Run(r) => r.last().map_or(0, |(s, _)| *s),
+        }
     }
 }
 
@@ -566,13 +711,13 @@ fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
         .ok_or_else(|| EngineError::Storage("bad event key".into()))
 }
 
-/// Single events (sled keys) and grouped ones (`events.pack`) merged in seq order.
+/// Single events (sled keys), grouped ones (`events.pack`) and runs merged in seq order.
 struct MergedRecords<'a> {
     log: &'a SledEventLog,
     from: u64,
     to: u64,
     singles: std::iter::Peekable<sled::Iter>,
-    groups: VecDeque<GroupEntry>,
+    groups: VecDeque<Stored>,
     current: VecDeque<(u64, Vec<u8>)>,
 }
 
@@ -589,13 +734,16 @@ impl Iterator for MergedRecords<'_> {
                 Some(Err(_)) | None => None,
             };
             let take_group = match (self.groups.front(), next_single) {
-                (Some(g), Some(s)) => g.first < s,
+                (Some(g), Some(s)) => g.first() < s,
                 (Some(_), None) => !matches!(self.singles.peek(), Some(Err(_))),
                 (None, _) => false,
             };
             if take_group {
-                let g = self.groups.pop_front().expect("checked");
-                match self.log.pack.read(&g) {
+                let read = match self.groups.pop_front().expect("checked") {
+                    Stored::Pack(g) => self.log.pack.read(&g),
+                    Stored::Run(records) => Ok(records),
+                };
+                match read {
                     Ok(records) => {
                         let (from, to) = (self.from, self.to);
                         self.current = records
@@ -646,10 +794,13 @@ impl EventLog for SledEventLog {
                 (seq, EventHash(hash))
             }
         };
-        Ok(match self.last_group()? {
-            Some(g) if g.last() > single.0 => (g.last(), EventHash(g.last_hash)),
-            _ => single,
-        })
+        let grouped = self
+            .last_group()?
+            .map(|g| (g.last(), EventHash(g.last_hash)));
+        Ok([grouped, self.last_run()?]
+            .into_iter()
+            .flatten()
+            .fold(single, |a, b| if b.0 > a.0 { b } else { a }))
     }
 
     fn write_group(
@@ -660,15 +811,13 @@ impl EventLog for SledEventLog {
         if let Some((seq, _)) = commands.iter().rev().find_map(|c| c.last()) {
             self.written_seq.fetch_max(*seq, Ordering::AcqRel);
         }
-        // sled seals and writes its buffer on every `apply_batch`, so a group of single-event
-        // commands (the common case) is written with plain inserts, in seq order. A group with
-        // a multi-event command, or with side records, goes into one atomic batch, still in
-        // seq order, so a crash never leaves a gap, half a command or an event without them.
-        if side.is_empty() && commands.iter().all(|ev| ev.len() <= 1) {
-            for (seq, bytes) in commands.iter().flat_map(|ev| ev.iter()) {
-                self.events.insert(event_key(*seq), bytes.as_slice())?;
-            }
-            return Ok(());
+        // sled seals and writes its buffer on every `apply_batch`, so commands without side
+        // records or a group's worth of events (the common case) go into runs, one plain insert
+        // each, in seq order. Otherwise everything goes into one atomic batch, still in seq
+        // order, so a crash never leaves a gap, half a command or an event without its side
+        // records.
+        if side.is_empty() && commands.iter().all(|ev| ev.len() < GROUP_MIN_EVENTS) {
+            return self.write_runs(commands);
         }
         let mut pack_end = None;
         let mut batch = sled::Batch::default();

@@ -659,19 +659,6 @@ async fn baseline(e: &Engine) -> Baseline {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let p = entry.unwrap().path();
-        let dest = to.join(p.file_name().unwrap());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
-}
-
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -760,7 +747,7 @@ async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
     for (i, garbage) in garbage_cases.iter().enumerate() {
         let work = tempfile::tempdir().unwrap();
         let path = work.path().join("x.elf");
-        copy_dir(&base.path, &path);
+        common::copy_dir(&base.path, &path);
         with_events_tree(&path, |_, t| {
             t.insert(event_key(last + 1), garbage.as_slice()).unwrap();
         });
@@ -823,7 +810,7 @@ async fn a_flipped_byte_in_the_middle_of_the_log_is_reported_with_its_seq() {
     for (offset, what) in [(5isize, "hash"), (40, "body header"), (-3, "body tail")] {
         let work = tempfile::tempdir().unwrap();
         let path = work.path().join("x.elf");
-        copy_dir(&base.path, &path);
+        common::copy_dir(&base.path, &path);
         flip(&path, mid, offset);
 
         // verify and replay read the whole chain and must point at the damaged event
@@ -855,7 +842,7 @@ async fn a_flipped_byte_before_the_snapshot_is_never_served_silently() {
     let mid = last / 2;
     let work = tempfile::tempdir().unwrap();
     let path = work.path().join("x.elf");
-    copy_dir(&base.path, &path);
+    common::copy_dir(&base.path, &path);
     // change one character of a string inside the body, so that the body still decodes
     let target = base.events[(mid - 1) as usize].clone();
     with_events_tree(&path, |_, t| {
@@ -956,7 +943,7 @@ async fn append_garbage(
                 };
                 let work = tempfile::tempdir().unwrap();
                 let path = work.path().join("x.elf");
-                copy_dir(&base.path, &path);
+                common::copy_dir(&base.path, &path);
                 std::fs::OpenOptions::new()
                     .append(true)
                     .open(path.join(rel))

@@ -1,6 +1,7 @@
 //! The commit path: write a group of sequenced commands, make it durable with one flush,
-//! apply it to the committed state, publish it and answer its callers; the flusher thread
-//! that does so for whatever queued up (group commit); the hand-off of due snapshots.
+//! apply it to the committed state, publish it and answer its callers; the two threads that
+//! do so for whatever queued up (group commit, pipelined: the writer puts group N+1 into the
+//! log while the syncer's flush of group N runs); the hand-off of due snapshots.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -18,10 +19,14 @@ use crate::log::{EventLog, SledEventLog};
 /// Where a submission's answer goes: its events once durable, or the refusal.
 pub(crate) type Reply = tokio::sync::oneshot::Sender<Result<Vec<Event>, EngineError>>;
 
-/// What the owner's commit path shares between the submitting tasks and the flusher thread.
+/// What the owner's commit path shares between the submitting tasks, the writer thread and
+/// the syncer thread.
 pub(crate) struct CommitPath {
     pub core: Arc<FileCore>,
+    /// Sequenced commands, in seq order, for the writer.
     pub queue: CommitQueue<Pending>,
+    /// Groups the writer put into the log, in seq order, for the syncer to make durable.
+    pub written: CommitQueue<Vec<Pending>>,
     pub cursor: Mutex<Cursor>,
     /// Commands handed to the commit path and not yet answered.
     pub in_progress: AtomicUsize,
@@ -29,6 +34,9 @@ pub(crate) struct CommitPath {
     /// thread; `None` once closed.
     pub snapshots: Mutex<Option<std::sync::mpsc::Sender<SnapshotJob>>>,
     pub commands: CommandRanges,
+    /// The first write or flush that failed. Every command sequenced after it chains onto
+    /// events that are not durable, so from then on each is refused with this error.
+    pub failed: Mutex<Option<EngineError>>,
 }
 
 /// A sequenced command waiting to be written, flushed and answered.
@@ -63,16 +71,29 @@ pub(crate) struct Cursor {
     pub to_index: Vec<(uuid::Uuid, u64, u64)>,
 }
 
-/// Writes, flushes, applies, publishes and answers one group of commands, in order; hands a
-/// snapshot to the snapshot thread when one is due. The caller holds the cursor, so groups
-/// commit in seq order.
+/// Writes, flushes, applies, publishes and answers one group of commands, in order (the
+/// inline path, with nothing else in flight); hands a snapshot to the snapshot thread when one
+/// is due. The caller holds the cursor, so groups commit in seq order.
 pub(crate) fn commit_group(
     path: &CommitPath,
     log: &SledEventLog,
-    mut cursor: std::sync::MutexGuard<'_, Cursor>,
+    cursor: std::sync::MutexGuard<'_, Cursor>,
     batch: Vec<Pending>,
 ) {
     let t = Instant::now();
+    if let Some(batch) = write_group(path, log, batch) {
+        finish_group(path, log, cursor, batch, t);
+    }
+}
+
+/// Puts a group's records into the log (not yet durable); the content bodies its events
+/// refer to are made durable first, so a durable event never refers to bytes that are not.
+/// On a failure, or after an earlier one, refuses the group and gives nothing back.
+fn write_group(path: &CommitPath, log: &SledEventLog, batch: Vec<Pending>) -> Option<Vec<Pending>> {
+    if let Some(e) = path.failure() {
+        path.refuse(batch, &e);
+        return None;
+    }
     let group: Vec<&[(u64, Vec<u8>)]> = batch
         .iter()
         .filter_map(|p| match &p.work {
@@ -88,23 +109,35 @@ pub(crate) fn commit_group(
         })
         .cloned()
         .collect();
-    let n = batch.len();
-    // Bodies first: a durable event never refers to bytes that are not.
     let written = path
         .core
         .content
         .sync()
-        .and_then(|_| log.write_group(&group, &side))
-        .and_then(|_| log.flush());
-    if let Err(e) = written {
-        let why = format!("{e} (the commands in this flush were not acknowledged)");
-        tracing::error!(error = %why, "flush failed; refusing further commands");
-        path.core.set_poisoned(Some(why));
-        for p in batch {
-            let _ = p.reply.send(Err(e.clone()));
+        .and_then(|_| log.write_group(&group, &side));
+    match written {
+        Ok(()) => Some(batch),
+        Err(e) => {
+            path.fail(batch, e);
+            None
         }
-        path.in_progress.fetch_sub(n, Ordering::AcqRel);
-        return;
+    }
+}
+
+/// Makes a written group durable with one flush, then applies, publishes and answers it and
+/// hands off a due snapshot. `t` is when the group's commit began (for the spans).
+fn finish_group(
+    path: &CommitPath,
+    log: &SledEventLog,
+    mut cursor: std::sync::MutexGuard<'_, Cursor>,
+    batch: Vec<Pending>,
+    t: Instant,
+) {
+    let n = batch.len();
+    if let Some(e) = path.failure() {
+        return path.refuse(batch, &e);
+    }
+    if let Err(e) = log.flush() {
+        return path.fail(batch, e);
     }
     let flush_us = t.elapsed().as_micros() as u64;
     {
@@ -180,6 +213,35 @@ pub(crate) fn commit_group(
     }
 }
 
+impl CommitPath {
+    fn failure(&self) -> Option<EngineError> {
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// A write or flush failed: refuse further commands (the file is poisoned) and this group.
+    fn fail(&self, batch: Vec<Pending>, e: EngineError) {
+        let why = format!("{e} (the commands in this flush were not acknowledged)");
+        tracing::error!(error = %why, "flush failed; refusing further commands");
+        self.core.set_poisoned(Some(why));
+        self.failed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert(e.clone());
+        self.refuse(batch, &e);
+    }
+
+    fn refuse(&self, batch: Vec<Pending>, e: &EngineError) {
+        let n = batch.len();
+        for p in batch {
+            let _ = p.reply.send(Err(e.clone()));
+        }
+        self.in_progress.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
 /// A snapshot pays when the tail an open would replay is long (in events) or large (in
 /// bytes); never just because a process ends (a short-lived process costs what it changed),
 /// unless what it changed was a bulk command (see [`Cursor::tail_bulk`] and `run_flusher`).
@@ -190,12 +252,33 @@ fn snapshot_due(path: &CommitPath, cursor: &Cursor) -> bool {
             || cursor.tail_bytes >= path.core.config.snapshot_tail_bytes)
 }
 
-/// The flusher thread: one write + flush per round for everything queued (group commit).
+/// The writer thread: puts everything queued into the log, a group per round, and hands each
+/// group to the syncer thread (started here), which makes whatever was written during its
+/// last flush durable with the next one. Writing group N+1 while group N's flush runs keeps
+/// the flushes back to back (group commit, pipelined).
 pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
-    while let Some(batch) = path.queue.take_all() {
-        let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
-        commit_group(&path, &log, cursor, batch);
-    }
+    std::thread::scope(|scope| {
+        let syncer = std::thread::Builder::new()
+            .name("elfiee-syncer".into())
+            .spawn_scoped(scope, || run_syncer(&path, &log));
+        if let Err(e) = &syncer {
+            tracing::error!(error = %e, "cannot start the syncer thread; syncing on the writer");
+        }
+        while let Some(batch) = path.queue.take_all() {
+            let t = Instant::now();
+            let Some(batch) = write_group(&path, &log, batch) else {
+                continue;
+            };
+            if syncer.is_err() {
+                let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
+                finish_group(&path, &log, cursor, batch, t);
+            } else if let Err(batch) = path.written.push(batch) {
+                // Never closed before the writer ends; refuse rather than drop an answer.
+                path.refuse(batch, &EngineError::Closed);
+            }
+        }
+        path.written.close();
+    });
     // Closing: a snapshot only when the tail is worth it (`snapshot_at_close_after`, or a
     // bulk command in it); the next open replays the short tail and indexes its commands.
     let mut cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
@@ -209,6 +292,17 @@ pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
+}
+
+/// The syncer thread: one flush for every group written since its last one, then applies,
+/// publishes and answers them in seq order.
+fn run_syncer(path: &CommitPath, log: &SledEventLog) {
+    while let Some(groups) = path.written.take_all() {
+        let t = Instant::now();
+        let batch: Vec<Pending> = groups.into_iter().flatten().collect();
+        let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        finish_group(path, log, cursor, batch, t);
+    }
 }
 
 /// Encodes the committed state (the caller holds the cursor, so no commit moves it) and hands

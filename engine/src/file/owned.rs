@@ -122,6 +122,7 @@ impl Owned {
         let commit = Arc::new(CommitPath {
             core: core.clone(),
             queue: CommitQueue::new(),
+            written: CommitQueue::new(),
             cursor: Mutex::new(Cursor {
                 last_hash: prev_hash,
                 // The next snapshot is due `snapshot_every` events after the one loaded.
@@ -133,6 +134,7 @@ impl Owned {
             in_progress: AtomicUsize::new(0),
             snapshots: Mutex::new(Some(snapshot_tx)),
             commands: ranges,
+            failed: Mutex::new(None),
         });
         let snapshotter = std::thread::Builder::new()
             .name("elfiee-snapshots".into())

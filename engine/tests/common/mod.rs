@@ -105,3 +105,17 @@ pub async fn assert_reopens_to(engine: &Engine, path: &Path, digest: &str, why: 
     assert_eq!(f.state_digest(), digest, "{why}");
     f.close().await;
 }
+
+/// Copies a closed `.elf` (or any folder) recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let p = entry.unwrap().path();
+        let dest = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).unwrap();
+        }
+    }
+}
