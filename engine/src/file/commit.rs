@@ -1,7 +1,6 @@
 //! The commit path: write a group of sequenced commands, make it durable with one flush,
-//! apply it to the committed state, publish it and answer its callers; the two threads that
-//! do so for whatever queued up (group commit, pipelined: the writer puts group N+1 into the
-//! log while the syncer's flush of group N runs); the hand-off of due snapshots.
+//! apply it to the committed state, publish it and answer its callers; the flusher thread
+//! that does so for whatever queued up (group commit); the hand-off of due snapshots.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,14 +18,10 @@ use crate::log::{EventLog, SledEventLog};
 /// Where a submission's answer goes: its events once durable, or the refusal.
 pub(crate) type Reply = tokio::sync::oneshot::Sender<Result<Vec<Event>, EngineError>>;
 
-/// What the owner's commit path shares between the submitting tasks, the writer thread and
-/// the syncer thread.
+/// What the owner's commit path shares between the submitting tasks and the flusher thread.
 pub(crate) struct CommitPath {
     pub core: Arc<FileCore>,
-    /// Sequenced commands, in seq order, for the writer.
     pub queue: CommitQueue<Pending>,
-    /// Groups the writer put into the log, in seq order, for the syncer to make durable.
-    pub written: CommitQueue<Vec<Pending>>,
     pub cursor: Mutex<Cursor>,
     /// Commands handed to the commit path and not yet answered.
     pub in_progress: AtomicUsize,
@@ -71,28 +66,19 @@ pub(crate) struct Cursor {
     pub to_index: Vec<(uuid::Uuid, u64, u64)>,
 }
 
-/// Writes, flushes, applies, publishes and answers one group of commands, in order (the
-/// inline path, with nothing else in flight); hands a snapshot to the snapshot thread when one
-/// is due. The caller holds the cursor, so groups commit in seq order.
+/// Writes, flushes, applies, publishes and answers one group of commands, in order; hands a
+/// snapshot to the snapshot thread when one is due. The caller holds the cursor, so groups
+/// commit in seq order. After a failed write or flush every group is refused: its events
+/// chain onto ones that never became durable.
 pub(crate) fn commit_group(
     path: &CommitPath,
     log: &SledEventLog,
-    cursor: std::sync::MutexGuard<'_, Cursor>,
+    mut cursor: std::sync::MutexGuard<'_, Cursor>,
     batch: Vec<Pending>,
 ) {
     let t = Instant::now();
-    if let Some(batch) = write_group(path, log, batch) {
-        finish_group(path, log, cursor, batch, t);
-    }
-}
-
-/// Puts a group's records into the log (not yet durable); the content bodies its events
-/// refer to are made durable first, so a durable event never refers to bytes that are not.
-/// On a failure, or after an earlier one, refuses the group and gives nothing back.
-fn write_group(path: &CommitPath, log: &SledEventLog, batch: Vec<Pending>) -> Option<Vec<Pending>> {
     if let Some(e) = path.failure() {
-        path.refuse(batch, &e);
-        return None;
+        return path.refuse(batch, &e);
     }
     let group: Vec<&[(u64, Vec<u8>)]> = batch
         .iter()
@@ -109,34 +95,15 @@ fn write_group(path: &CommitPath, log: &SledEventLog, batch: Vec<Pending>) -> Op
         })
         .cloned()
         .collect();
+    let n = batch.len();
+    // Bodies first: a durable event never refers to bytes that are not.
     let written = path
         .core
         .content
         .sync()
-        .and_then(|_| log.write_group(&group, &side));
-    match written {
-        Ok(()) => Some(batch),
-        Err(e) => {
-            path.fail(batch, e);
-            None
-        }
-    }
-}
-
-/// Makes a written group durable with one flush, then applies, publishes and answers it and
-/// hands off a due snapshot. `t` is when the group's commit began (for the spans).
-fn finish_group(
-    path: &CommitPath,
-    log: &SledEventLog,
-    mut cursor: std::sync::MutexGuard<'_, Cursor>,
-    batch: Vec<Pending>,
-    t: Instant,
-) {
-    let n = batch.len();
-    if let Some(e) = path.failure() {
-        return path.refuse(batch, &e);
-    }
-    if let Err(e) = log.flush() {
+        .and_then(|_| log.write_group(&group, &side))
+        .and_then(|_| log.flush());
+    if let Err(e) = written {
         return path.fail(batch, e);
     }
     let flush_us = t.elapsed().as_micros() as u64;
@@ -252,33 +219,14 @@ fn snapshot_due(path: &CommitPath, cursor: &Cursor) -> bool {
             || cursor.tail_bytes >= path.core.config.snapshot_tail_bytes)
 }
 
-/// The writer thread: puts everything queued into the log, a group per round, and hands each
-/// group to the syncer thread (started here), which makes whatever was written during its
-/// last flush durable with the next one. Writing group N+1 while group N's flush runs keeps
-/// the flushes back to back (group commit, pipelined).
+/// The flusher thread: one write + flush per round for everything queued (group commit).
+/// (Writing group N+1 on a thread of its own while group N's flush ran was tried: slower, as
+/// the writer woke for nearly every command; see docs/PERFORMANCE.md.)
 pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
-    std::thread::scope(|scope| {
-        let syncer = std::thread::Builder::new()
-            .name("elfiee-syncer".into())
-            .spawn_scoped(scope, || run_syncer(&path, &log));
-        if let Err(e) = &syncer {
-            tracing::error!(error = %e, "cannot start the syncer thread; syncing on the writer");
-        }
-        while let Some(batch) = path.queue.take_all() {
-            let t = Instant::now();
-            let Some(batch) = write_group(&path, &log, batch) else {
-                continue;
-            };
-            if syncer.is_err() {
-                let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
-                finish_group(&path, &log, cursor, batch, t);
-            } else if let Err(batch) = path.written.push(batch) {
-                // Never closed before the writer ends; refuse rather than drop an answer.
-                path.refuse(batch, &EngineError::Closed);
-            }
-        }
-        path.written.close();
-    });
+    while let Some(batch) = path.queue.take_all() {
+        let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
+        commit_group(&path, &log, cursor, batch);
+    }
     // Closing: a snapshot only when the tail is worth it (`snapshot_at_close_after`, or a
     // bulk command in it); the next open replays the short tail and indexes its commands.
     let mut cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
@@ -292,17 +240,6 @@ pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
-}
-
-/// The syncer thread: one flush for every group written since its last one, then applies,
-/// publishes and answers them in seq order.
-fn run_syncer(path: &CommitPath, log: &SledEventLog) {
-    while let Some(groups) = path.written.take_all() {
-        let t = Instant::now();
-        let batch: Vec<Pending> = groups.into_iter().flatten().collect();
-        let cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
-        finish_group(path, log, cursor, batch, t);
-    }
 }
 
 /// Encodes the committed state (the caller holds the cursor, so no commit moves it) and hands

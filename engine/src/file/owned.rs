@@ -122,7 +122,6 @@ impl Owned {
         let commit = Arc::new(CommitPath {
             core: core.clone(),
             queue: CommitQueue::new(),
-            written: CommitQueue::new(),
             cursor: Mutex::new(Cursor {
                 last_hash: prev_hash,
                 // The next snapshot is due `snapshot_every` events after the one loaded.
