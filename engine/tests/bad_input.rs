@@ -688,41 +688,6 @@ fn raw_events(path: &Path, last: u64) -> Result<Vec<Event>, EngineError> {
     read_events(&log, 1, last, Some(EventHash::ZERO)).collect()
 }
 
-/// `verify` must flag the damage at `seq`: either a report with `ok == false` naming the event,
-/// or (when even the tail cannot be read) a `Corrupt` error naming it.
-fn assert_verify_flags(path: &Path, seq: u64) {
-    match elfiee_engine::verify(path, |_, _| {}) {
-        Ok(report) => {
-            assert!(!report.ok, "verify must flag the damage at {seq}");
-            assert!(
-                report
-                    .problems
-                    .iter()
-                    .any(|p| p.contains(&format!("event {seq} "))),
-                "{:?}",
-                report.problems
-            );
-        }
-        Err(err) => assert_corrupt_at(&err, seq),
-    }
-}
-
-fn assert_corrupt_at(err: &EngineError, seq: u64) {
-    match err {
-        EngineError::Corrupt { seq: s, reason } => {
-            assert_eq!(*s, seq, "the error names the damaged event: {err}");
-            assert!(!reason.trim().is_empty());
-        }
-        other => panic!("expected Corrupt at {seq}, got {other:?}"),
-    }
-    let msg = err.to_string();
-    assert!(msg.contains(&format!("event {seq}")), "{msg}");
-    assert!(
-        msg.contains("elfiee verify"),
-        "the message suggests `elfiee verify`: {msg}"
-    );
-}
-
 #[tokio::test]
 async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
     let e = engine();
@@ -756,16 +721,16 @@ async fn a_garbage_record_after_the_tail_is_reported_and_loses_nothing() {
             .open(&path)
             .await
             .expect_err(&format!("case {i}: a garbage tail must not open silently"));
-        assert_corrupt_at(&err, last + 1);
+        common::assert_corrupt_at(&err, last + 1);
         assert!(
             e.open_files().is_empty(),
             "a failed open leaves nothing registered"
         );
 
-        assert_verify_flags(&path, last + 1);
+        common::assert_verify_flags(&path, last + 1);
         let replayed =
             elfiee_engine::replay(&path, |_, _| {}).expect_err("replay refuses a broken chain");
-        assert_corrupt_at(&replayed, last + 1);
+        common::assert_corrupt_at(&replayed, last + 1);
 
         // nothing acknowledged was lost: the earlier events are intact, chain and all
         assert_eq!(raw_events(&path, last).unwrap(), base.events, "case {i}");
@@ -814,8 +779,8 @@ async fn a_flipped_byte_in_the_middle_of_the_log_is_reported_with_its_seq() {
         flip(&path, mid, offset);
 
         // verify and replay read the whole chain and must point at the damaged event
-        assert_verify_flags(&path, mid);
-        assert_corrupt_at(&elfiee_engine::replay(&path, |_, _| {}).unwrap_err(), mid);
+        common::assert_verify_flags(&path, mid);
+        common::assert_corrupt_at(&elfiee_engine::replay(&path, |_, _| {}).unwrap_err(), mid);
 
         // without a snapshot past it, opening reads the damaged event and refuses clearly
         drop_snapshot(&path);
@@ -823,7 +788,7 @@ async fn a_flipped_byte_in_the_middle_of_the_log_is_reported_with_its_seq() {
             .open(&path)
             .await
             .expect_err(&format!("{what}: must not open over a broken chain"));
-        assert_corrupt_at(&err, mid);
+        common::assert_corrupt_at(&err, mid);
 
         // the events before the damage are intact
         let before = raw_events(&path, mid - 1).unwrap();
@@ -857,10 +822,10 @@ async fn a_flipped_byte_before_the_snapshot_is_never_served_silently() {
         t.insert(event_key(mid), v).unwrap();
     });
     match e.open(&path).await {
-        Err(err) => assert_corrupt_at(&err, mid),
+        Err(err) => common::assert_corrupt_at(&err, mid),
         Ok(f) => {
             match f.events(1) {
-                Err(err) => assert_corrupt_at(&err, mid),
+                Err(err) => common::assert_corrupt_at(&err, mid),
                 Ok(evs) => {
                     let diff = evs.iter().zip(&base.events).position(|(a, b)| a != b);
                     assert!(

@@ -4,14 +4,12 @@
 //! and a changed or cut byte inside a run is reported with its seq, never served.
 
 mod common;
-use common::{create, engine};
+use common::{create, engine, import};
 
 use std::path::Path;
 
 use elfiee_engine::log::{run_key, split_run, GROUP_MIN_EVENTS};
 use elfiee_engine::FileHandle;
-use elfiee_model::Command;
-use serde_json::json;
 
 /// Runs stored in the log at `path` (closed), as `(key, value)`.
 fn runs(path: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -31,19 +29,6 @@ fn put(path: &Path, key: &[u8], value: Vec<u8>) {
     db.flush().unwrap();
 }
 
-/// An import with more files than a group needs (stored in `events.pack`).
-fn import(tag: &str) -> Command {
-    let files: Vec<_> = (0..GROUP_MIN_EVENTS + 4)
-        .map(|i| json!({"path": format!("{tag}/f{i}.md"), "content": format!("# {i}\n")}))
-        .collect();
-    Command::new(
-        "alice",
-        "directory.import",
-        None,
-        json!({"root": format!("/proj-{tag}"), "files": files}),
-    )
-}
-
 /// 16 writers committing at once, one of them also an import (a group) half-way.
 async fn concurrent(path: &Path) -> FileHandle {
     let f = engine().init(path, "Alice").await.unwrap();
@@ -56,7 +41,7 @@ async fn concurrent(path: &Path) -> FileHandle {
                         .await
                         .unwrap();
                     if t == 0 && i == 12 {
-                        f.submit(import("a")).await.unwrap();
+                        f.submit(import(GROUP_MIN_EVENTS + 4, "a")).await.unwrap();
                     }
                 }
             })
@@ -73,12 +58,8 @@ async fn commands_committed_together_are_stored_as_runs_and_read_back_as_before(
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("x.elf");
     let f = concurrent(&path).await;
-    let live = f.events(1).unwrap();
+    let live = common::events_without_gaps(&f);
     let last = f.last_seq();
-    assert_eq!(live.len() as u64, last);
-    for (i, e) in live.iter().enumerate() {
-        assert_eq!(e.seq, i as u64 + 1, "events come in seq order without gaps");
-    }
     let digest = f.state_digest();
     f.close().await;
 
@@ -149,22 +130,9 @@ async fn a_changed_or_cut_byte_in_a_run_is_reported_with_its_seq() {
         } else {
             records[0].0
         };
-        match elfiee_engine::verify(&path, |_, _| {}) {
-            Ok(report) => {
-                assert!(!report.ok, "{what}: verify must flag the run");
-                assert!(
-                    report
-                        .problems
-                        .iter()
-                        .any(|p| p.contains(&format!("event {seq}"))),
-                    "{what}: {:?}",
-                    report.problems
-                );
-            }
-            Err(e) => assert!(e.to_string().contains(&format!("{seq}")), "{what}: {e}"),
-        }
+        common::assert_verify_flags(&path, seq);
         let err =
             elfiee_engine::replay(&path, |_, _| {}).expect_err("replay refuses a damaged run");
-        assert!(err.to_string().contains(&format!("{seq}")), "{what}: {err}");
+        common::assert_corrupt_at(&err, seq);
     }
 }

@@ -119,3 +119,61 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `verify` must flag the damage at `seq`: either a report with `ok == false` naming the event,
+/// or (when even the tail cannot be read) a `Corrupt` error naming it.
+pub fn assert_verify_flags(path: &Path, seq: u64) {
+    match elfiee_engine::verify(path, |_, _| {}) {
+        Ok(report) => {
+            assert!(!report.ok, "verify must flag the damage at {seq}");
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.contains(&format!("event {seq} "))),
+                "{:?}",
+                report.problems
+            );
+        }
+        Err(err) => assert_corrupt_at(&err, seq),
+    }
+}
+
+pub fn assert_corrupt_at(err: &elfiee_engine::EngineError, seq: u64) {
+    match err {
+        elfiee_engine::EngineError::Corrupt { seq: s, reason } => {
+            assert_eq!(*s, seq, "the error names the damaged event: {err}");
+            assert!(!reason.trim().is_empty());
+        }
+        other => panic!("expected Corrupt at {seq}, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("event {seq}")), "{msg}");
+    assert!(
+        msg.contains("elfiee verify"),
+        "the message suggests `elfiee verify`: {msg}"
+    );
+}
+
+/// One `directory.import` command with `n` files (more than `n` events).
+pub fn import(n: usize, tag: &str) -> Command {
+    let files: Vec<_> = (0..n)
+        .map(|i| json!({"path": format!("{tag}/f{i}.md"), "content": format!("# {tag} {i}\n")}))
+        .collect();
+    Command::new(
+        "alice",
+        "directory.import",
+        None,
+        json!({"root": format!("/proj-{tag}"), "files": files}),
+    )
+}
+
+/// Every event of `f`, checked to come in seq order without gaps up to its last seq.
+pub fn events_without_gaps(f: &FileHandle) -> Vec<Event> {
+    let events = f.events(1).unwrap();
+    assert_eq!(events.len() as u64, f.last_seq());
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1, "events come in seq order without gaps");
+    }
+    events
+}
