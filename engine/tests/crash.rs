@@ -22,6 +22,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use elfiee_engine::log::run_key;
 use elfiee_engine::{Engine, EngineConfig};
 use elfiee_model::{Command, Event};
 use serde_json::json;
@@ -541,5 +542,17 @@ fn acknowledged_commands_survive_sigkill_and_nothing_is_half_written() {
         acked.len() as u64 >= iterations,
         "the children acknowledged too little to test anything ({} acks)",
         acked.len()
+    );
+    // The children's committers shared flushes, so the log holds runs (several commands in
+    // one sled value): the kills above hit those too.
+    let db = sled::open(path.join("log")).unwrap();
+    let runs = db
+        .open_tree("events")
+        .unwrap()
+        .range(run_key(0)..=run_key(u64::MAX))
+        .count();
+    assert!(
+        runs > 0,
+        "no run was written: the kills did not exercise runs"
     );
 }
