@@ -382,7 +382,8 @@ fn split_records(
     what: &str,
 ) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
     let corrupt = |reason: String| EngineError::Corrupt { seq: first, reason };
-    let mut out = Vec::with_capacity(count as usize);
+    // A damaged count must not reserve memory it cannot back: each event takes 4 bytes or more.
+    let mut out = Vec::with_capacity((count as usize).min(buf.len() / 4));
     let mut pos = 0usize;
     for seq in first..first + u64::from(count) {
         let n = buf

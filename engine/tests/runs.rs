@@ -120,6 +120,12 @@ async fn a_changed_or_cut_byte_in_a_run_is_reported_with_its_seq() {
             v
         }),
         ("cut", value[..cut].to_vec()),
+        ("count", {
+            // A count of four billion events in a run of a few: an error, not an allocation.
+            let mut v = value.clone();
+            v[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+            v
+        }),
     ] {
         let work = tempfile::tempdir().unwrap();
         let path = work.path().join("x.elf");
