@@ -590,31 +590,37 @@ impl SledEventLog {
         }
     }
 
-    /// Groups and runs holding any seq in `from..=to`, in order.
-    fn groups_overlapping(&self, from: u64, to: u64) -> Result<VecDeque<Stored>, EngineError> {
-        let mut out: Vec<Stored> = Vec::new();
-        for (key, is_run) in [(group_key as fn(u64) -> [u8; 9], false), (run_key, true)] {
-            let stored = |(k, v): (sled::IVec, sled::IVec)| -> Result<Stored, EngineError> {
-                Ok(if is_run {
-                    Stored::Run(split_run(&k, &v)?)
-                } else {
-                    Stored::Pack(GroupEntry::decode(&k, &v)?)
-                })
-            };
-            if let Some(r) = self.events.range(key(0)..=key(from)).next_back() {
-                let g = stored(r?)?;
-                if g.last() >= from {
-                    out.push(g);
-                }
-            }
-            if from < to {
-                for r in self.events.range(key(from + 1)..=key(to)) {
-                    out.push(stored(r?)?);
-                }
+    /// Groups holding any seq in `from..=to`, in order.
+    fn groups_overlapping(&self, from: u64, to: u64) -> Result<VecDeque<GroupEntry>, EngineError> {
+        let mut out = VecDeque::new();
+        if let Some(r) = self
+            .events
+            .range(group_key(0)..=group_key(from))
+            .next_back()
+        {
+            let (k, v) = r?;
+            let g = GroupEntry::decode(&k, &v)?;
+            if g.last() >= from {
+                out.push_back(g);
             }
         }
-        out.sort_by_key(Stored::first);
-        Ok(out.into())
+        if from < to {
+            for r in self.events.range(group_key(from + 1)..=group_key(to)) {
+                let (k, v) = r?;
+                out.push_back(GroupEntry::decode(&k, &v)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The runs holding any seq in `from..=to`, in order, read one at a time: the run that
+    /// starts at or before `from` (it may reach into the range), then those starting inside.
+    fn runs_overlapping(&self, from: u64, to: u64) -> RunIter {
+        let before = self.events.range(run_key(0)..=run_key(from)).next_back();
+        let inside = (from < to).then(|| self.events.range(run_key(from + 1)..=run_key(to)));
+        let runs: Box<dyn Iterator<Item = _>> =
+            Box::new(before.into_iter().chain(inside.into_iter().flatten()));
+        runs.peekable()
     }
 
     /// The last run's last seq and hash.
@@ -683,27 +689,9 @@ fn size(command: &[(u64, Vec<u8>)]) -> usize {
     command.iter().map(|(_, b)| b.len() + 4).sum()
 }
 
-/// Events stored together: a group in `events.pack`, or a run in sled.
-enum Stored {
-    Pack(GroupEntry),
-    Run(Vec<(u64, Vec<u8>)>),
-}
-
-impl Stored {
-    fn first(&self) -> u64 {
-        match self {
-            Stored::Pack(g) => g.first,
-            Stored::Run(r) => r.first().map_or(0, |(s, _)| *s),
-        }
-    }
-
-    fn last(&self) -> u64 {
-        match self {
-            Stored::Pack(g) => g.last(),
-            Stored::Run(r) => r.last().map_or(0, |(s, _)| *s),
-        }
-    }
-}
+/// Run keys and values in seq order (see [`SledEventLog::runs_overlapping`]).
+type RunIter =
+    std::iter::Peekable<Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>>;
 
 fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
     k.get(1..9)
@@ -712,14 +700,59 @@ fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
         .ok_or_else(|| EngineError::Storage("bad event key".into()))
 }
 
-/// Single events (sled keys), grouped ones (`events.pack`) and runs merged in seq order.
+/// Single events (sled keys), grouped ones (`events.pack`) and runs merged in seq order; a
+/// group or a run is read when the merge reaches it.
 struct MergedRecords<'a> {
     log: &'a SledEventLog,
     from: u64,
     to: u64,
     singles: std::iter::Peekable<sled::Iter>,
-    groups: VecDeque<Stored>,
+    groups: VecDeque<GroupEntry>,
+    runs: RunIter,
     current: VecDeque<(u64, Vec<u8>)>,
+}
+
+/// Which source holds the next record.
+enum Next {
+    Single,
+    Group,
+    Run,
+}
+
+impl MergedRecords<'_> {
+    /// The source whose next record has the lowest seq; a source whose next item is an error
+    /// goes first, so the error is reported where it stands.
+    fn next_source(&mut self) -> Option<Next> {
+        let single = match self.singles.peek() {
+            Some(Ok((k, _))) => Some(seq_of_key(k).unwrap_or(0)),
+            Some(Err(_)) => Some(0),
+            None => None,
+        };
+        let run = match self.runs.peek() {
+            Some(Ok((k, _))) => Some(seq_of_key(k).unwrap_or(0)),
+            Some(Err(_)) => Some(0),
+            None => None,
+        };
+        let group = self.groups.front().map(|g| g.first);
+        [
+            (single, Next::Single),
+            (group, Next::Group),
+            (run, Next::Run),
+        ]
+        .into_iter()
+        .filter_map(|(seq, which)| seq.map(|s| (s, which)))
+        .min_by_key(|(seq, _)| *seq)
+        .map(|(_, which)| which)
+    }
+
+    /// Queues the records of a group or run that fall in the range.
+    fn queue(&mut self, records: Vec<(u64, Vec<u8>)>) {
+        let (from, to) = (self.from, self.to);
+        self.current = records
+            .into_iter()
+            .filter(|(seq, _)| (from..=to).contains(seq))
+            .collect();
+    }
 }
 
 impl Iterator for MergedRecords<'_> {
@@ -730,39 +763,32 @@ impl Iterator for MergedRecords<'_> {
             if let Some(r) = self.current.pop_front() {
                 return Some(Ok(r));
             }
-            let next_single = match self.singles.peek() {
-                Some(Ok((k, _))) => seq_of_key(k).ok(),
-                Some(Err(_)) | None => None,
+            let read = match self.next_source()? {
+                Next::Single => {
+                    return self.singles.next().map(|r| {
+                        let (k, v) = r?;
+                        Ok((seq_of_key(&k)?, v.to_vec()))
+                    })
+                }
+                Next::Group => {
+                    let g = self.groups.pop_front().expect("peeked");
+                    self.log.pack.read(&g)
+                }
+                Next::Run => match self.runs.next().expect("peeked") {
+                    Ok((k, v)) => split_run(&k, &v),
+                    Err(e) => Err(e.into()),
+                },
             };
-            let take_group = match (self.groups.front(), next_single) {
-                (Some(g), Some(s)) => g.first() < s,
-                (Some(_), None) => !matches!(self.singles.peek(), Some(Err(_))),
-                (None, _) => false,
-            };
-            if take_group {
-                let read = match self.groups.pop_front().expect("checked") {
-                    Stored::Pack(g) => self.log.pack.read(&g),
-                    Stored::Run(records) => Ok(records),
-                };
-                match read {
-                    Ok(records) => {
-                        let (from, to) = (self.from, self.to);
-                        self.current = records
-                            .into_iter()
-                            .filter(|(seq, _)| (from..=to).contains(seq))
-                            .collect();
-                        continue;
-                    }
-                    Err(e) => {
-                        self.groups.clear();
-                        return Some(Err(e));
-                    }
+            match read {
+                Ok(records) => self.queue(records),
+                Err(e) => {
+                    // Nothing after a damaged group or run is served.
+                    self.groups.clear();
+                    let none: Box<dyn Iterator<Item = _>> = Box::new(std::iter::empty());
+                    self.runs = none.peekable();
+                    return Some(Err(e));
                 }
             }
-            return self.singles.next().map(|r| {
-                let (k, v) = r?;
-                Ok((seq_of_key(&k)?, v.to_vec()))
-            });
         }
     }
 }
@@ -876,6 +902,7 @@ impl EventLog for SledEventLog {
                 .range(event_key(from)..=event_key(to))
                 .peekable(),
             groups,
+            runs: self.runs_overlapping(from, to),
             current: VecDeque::new(),
         })
     }
