@@ -79,13 +79,7 @@ pub fn generate(root: &Path, spec: &Spec) -> io::Result<GenReport> {
     let factor = spec.size_factor.max(1);
     let plan = plan(spec);
     std::fs::create_dir_all(root)?;
-    let mut dirs: Vec<&str> = plan
-        .iter()
-        .filter_map(|p| p.path.rsplit_once('/').map(|(d, _)| d))
-        .collect();
-    dirs.sort_unstable();
-    dirs.dedup();
-    for d in dirs {
+    for d in folders(&plan) {
         std::fs::create_dir_all(root.join(d))?;
     }
     let sizes: Vec<u64> = plan
@@ -327,6 +321,17 @@ impl Area {
     }
 }
 
+/// The folders that hold planned files, sorted, each once.
+fn folders(plan: &[Planned]) -> Vec<&str> {
+    let mut dirs: Vec<&str> = plan
+        .iter()
+        .filter_map(|p| p.path.rsplit_once('/').map(|(d, _)| d))
+        .collect();
+    dirs.sort_unstable();
+    dirs.dedup();
+    dirs
+}
+
 fn plan(spec: &Spec) -> Vec<Planned> {
     let mut rng = Rng::new(mix(spec.seed, 0x01A0));
     let mut areas = [
@@ -477,12 +482,7 @@ fn write_extras(root: &Path, spec: &Spec, plan: &[Planned]) -> io::Result<Extras
         "x.log".to_owned(),
     ];
     // `x.log` in a few folders that hold text files, so `*.log` must match at any depth.
-    let mut dirs: Vec<&str> = plan
-        .iter()
-        .filter_map(|p| p.path.rsplit_once('/').map(|(d, _)| d))
-        .collect();
-    dirs.sort_unstable();
-    dirs.dedup();
+    let dirs = folders(plan);
     for _ in 0..3.min(dirs.len()) {
         let d = *rng.pick(&dirs);
         let p = format!("{d}/x.log");
