@@ -107,9 +107,19 @@ pub fn open(seq: u64, stored: &[u8], prev: Option<&EventHash>) -> Result<Event, 
 }
 
 pub fn event_key(seq: u64) -> [u8; 9] {
-    let mut k = [b'e'; 9];
+    seq_key(b'e', seq)
+}
+
+/// A key of the `events` tree: a prefix byte, then a seq (big-endian, so keys sort by seq).
+pub fn seq_key(prefix: u8, seq: u64) -> [u8; 9] {
+    let mut k = [prefix; 9];
     k[1..].copy_from_slice(&seq.to_be_bytes());
     k
+}
+
+/// The seq of a key made by [`seq_key`] (`None` for a key too short).
+pub fn key_seq(k: &[u8]) -> Option<u64> {
+    k.get(1..9)?.try_into().ok().map(u64::from_be_bytes)
 }
 
 #[cfg(test)]

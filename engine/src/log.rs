@@ -72,11 +72,6 @@ pub trait EventLog: Send + Sync + 'static {
     /// Stores the snapshot under a name (overwriting the previous one).
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError>;
     fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
-    /// Whether event `seq` came from another device (an `f‖seq` side record): its command
-    /// was decided there and is not in this file's command index.
-    fn is_foreign(&self, _seq: u64) -> bool {
-        false
-    }
 }
 
 /// Reads decoded events `from..=to`, checking the hash chain. `prev` is the hash of `from - 1`;
@@ -143,49 +138,60 @@ pub const GROUP_PREFIX: u8 = b'g';
 
 /// The sled key of the group whose first event is `first_seq`.
 pub fn group_key(first_seq: u64) -> [u8; 9] {
-    let mut k = [GROUP_PREFIX; 9];
-    k[1..].copy_from_slice(&first_seq.to_be_bytes());
-    k
+    codec::seq_key(GROUP_PREFIX, first_seq)
 }
 
 /// Prefix of run keys in the `events` tree (after `e` and `g`).
 pub const RUN_PREFIX: u8 = b'r';
 
-/// A run's value stays under this many bytes, so sled keeps it in its own file (it writes a
-/// page larger than a quarter of a segment to a blob file of its own).
+/// A run's records take at most this many bytes (its value 4 more, the count), so sled keeps
+/// it in its own file (it writes a page larger than a quarter of a segment to a blob file of
+/// its own).
 pub const RUN_MAX_BYTES: usize = 32 * 1024;
 
 /// The sled key of the run whose first event is `first_seq`.
 pub fn run_key(first_seq: u64) -> [u8; 9] {
-    let mut k = [RUN_PREFIX; 9];
-    k[1..].copy_from_slice(&first_seq.to_be_bytes());
-    k
+    codec::seq_key(RUN_PREFIX, first_seq)
 }
 
-/// A run's value: `count (u32 LE) ‖ (len (u32 LE) ‖ record)*`.
-fn encode_run<'a>(records: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<u8> {
-    let count = records.clone().count() as u32;
-    let mut v = Vec::with_capacity(4 + records.clone().map(|r| r.len() + 4).sum::<usize>());
-    v.extend_from_slice(&count.to_le_bytes());
+/// Appends `len (u32 LE) ‖ record` for each record (a group's bytes, a run's after its count).
+fn encode_records<'a>(
+    out: &mut Vec<u8>,
+    records: impl Iterator<Item = &'a [u8]>,
+) -> Result<(), EngineError> {
     for r in records {
-        v.extend_from_slice(&(r.len() as u32).to_le_bytes());
-        v.extend_from_slice(r);
+        let len = u32::try_from(r.len()).map_err(|_| {
+            EngineError::Storage(format!("an event of {} bytes is too large", r.len()))
+        })?;
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(r);
     }
-    v
+    Ok(())
+}
+
+/// The count of events a run value holds, from its first 4 bytes (`None`: too short or 0).
+fn run_count(v: &[u8]) -> Option<u32> {
+    v.get(..4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .filter(|c| *c > 0)
 }
 
 /// The `(seq, record)`s of a run, from its key and value (public for the benchmark's raw
 /// floor, which reads the storage without the engine).
 pub fn split_run(key: &[u8], v: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+    Ok(run_records(key, v)?
+        .into_iter()
+        .map(|(seq, r)| (seq, r.to_vec()))
+        .collect())
+}
+
+/// [`split_run`] without copying the records.
+fn run_records<'v>(key: &[u8], v: &'v [u8]) -> Result<Vec<(u64, &'v [u8])>, EngineError> {
     let first = seq_of_key(key)?;
-    let count = v
-        .get(..4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .filter(|c| *c > 0)
-        .ok_or_else(|| EngineError::Corrupt {
-            seq: first,
-            reason: format!("a run record of {} bytes has no event count", v.len()),
-        })?;
+    let count = run_count(v).ok_or_else(|| EngineError::Corrupt {
+        seq: first,
+        reason: format!("a run record of {} bytes has no event count", v.len()),
+    })?;
     split_records(first, count, &v[4..], "run")
 }
 
@@ -223,11 +229,8 @@ impl GroupEntry {
 
     /// Parses a `g` key and its value.
     pub fn decode(key: &[u8], v: &[u8]) -> Result<GroupEntry, EngineError> {
-        let first = key
-            .get(1..9)
-            .and_then(|k| k.try_into().ok())
-            .map(u64::from_be_bytes)
-            .ok_or_else(|| EngineError::Storage("bad group key".into()))?;
+        let first =
+            codec::key_seq(key).ok_or_else(|| EngineError::Storage("bad group key".into()))?;
         let bad = || EngineError::Corrupt {
             seq: first,
             reason: format!("group record is {} bytes, not {}", v.len(), Self::LEN),
@@ -301,13 +304,7 @@ impl GroupPack {
         events: &[(u64, Vec<u8>)],
     ) -> Result<GroupEntry, EngineError> {
         let mut buf = Vec::with_capacity(events.iter().map(|(_, b)| b.len() + 4).sum());
-        for (_, bytes) in events {
-            let len = u32::try_from(bytes.len()).map_err(|_| {
-                EngineError::Storage(format!("an event of {} bytes is too large", bytes.len()))
-            })?;
-            buf.extend_from_slice(&len.to_le_bytes());
-            buf.extend_from_slice(bytes);
-        }
+        encode_records(&mut buf, events.iter().map(|(_, b)| b.as_slice()))?;
         let last_hash = events
             .last()
             .and_then(|(_, b)| b.get(..32))
@@ -371,16 +368,19 @@ impl GroupPack {
 
 /// Splits a group's bytes (read from `events.pack`) into its `(seq, record)`s; no hash check.
 pub fn split_group(g: &GroupEntry, buf: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
-    split_records(g.first, g.count, buf, "group")
+    Ok(split_records(g.first, g.count, buf, "group")?
+        .into_iter()
+        .map(|(seq, r)| (seq, r.to_vec()))
+        .collect())
 }
 
 /// `len (u32 LE) ‖ record` for events `first..first + count`, nothing after them.
-fn split_records(
+fn split_records<'b>(
     first: u64,
     count: u32,
-    buf: &[u8],
+    buf: &'b [u8],
     what: &str,
-) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+) -> Result<Vec<(u64, &'b [u8])>, EngineError> {
     let corrupt = |reason: String| EngineError::Corrupt { seq: first, reason };
     // A damaged count must not reserve memory it cannot back: each event takes 4 bytes or more.
     let mut out = Vec::with_capacity((count as usize).min(buf.len() / 4));
@@ -393,7 +393,7 @@ fn split_records(
         let rec = buf
             .get(pos + 4..pos + 4 + n)
             .ok_or_else(|| corrupt(format!("{what} ends inside event {seq}")))?;
-        out.push((seq, rec.to_vec()));
+        out.push((seq, rec));
         pos += 4 + n;
     }
     if pos != buf.len() {
@@ -616,7 +616,19 @@ impl SledEventLog {
     /// The runs holding any seq in `from..=to`, in order, read one at a time: the run that
     /// starts at or before `from` (it may reach into the range), then those starting inside.
     fn runs_overlapping(&self, from: u64, to: u64) -> RunIter {
-        let before = self.events.range(run_key(0)..=run_key(from)).next_back();
+        // The run starting at or before `from`, unless it ends before it (a damaged one whose
+        // end cannot be told is kept, so the damage is reported).
+        let before = self
+            .events
+            .range(run_key(0)..=run_key(from))
+            .next_back()
+            .filter(|r| match r {
+                Ok((k, v)) => seq_of_key(k)
+                    .ok()
+                    .zip(run_count(v))
+                    .is_none_or(|(first, n)| first + u64::from(n) > from),
+                Err(_) => true,
+            });
         let inside = (from < to).then(|| self.events.range(run_key(from + 1)..=run_key(to)));
         let runs: Box<dyn Iterator<Item = _>> =
             Box::new(before.into_iter().chain(inside.into_iter().flatten()));
@@ -633,7 +645,7 @@ impl SledEventLog {
         else {
             return Ok(None);
         };
-        let records = split_run(&k, &v)?;
+        let records = run_records(&k, &v)?;
         let (seq, rec) = records.last().expect("a run has events");
         let hash = rec
             .get(..32)
@@ -646,19 +658,22 @@ impl SledEventLog {
     }
 
     /// Puts commands that each have fewer than [`GROUP_MIN_EVENTS`] events, and no side
-    /// records, into runs: whole commands, at most [`RUN_MAX_BYTES`] each (a larger command
-    /// gets a run of its own), one sled insert per run, in seq order, so a crash leaves a
-    /// prefix of whole commands. A command alone keeps its `e` keys (one atomic batch).
+    /// records, into runs: whole commands, at most [`RUN_MAX_BYTES`] of records each, one sled
+    /// insert per run, in seq order, so a crash leaves a prefix of whole commands. A command
+    /// that ends up alone (the only one, or one larger than a run) keeps its `e` keys, in one
+    /// atomic batch.
     fn write_runs(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
         let mut start = 0;
         while start < commands.len() {
             let mut end = start + 1;
-            let mut bytes = size(commands[start]);
-            while end < commands.len() && bytes + size(commands[end]) <= RUN_MAX_BYTES {
-                bytes += size(commands[end]);
+            let mut run_bytes = size(commands[start]);
+            while end < commands.len() && run_bytes + size(commands[end]) <= RUN_MAX_BYTES {
+                run_bytes += size(commands[end]);
                 end += 1;
             }
-            match &commands[start..end] {
+            let chunk = &commands[start..end];
+            start = end;
+            match chunk {
                 [] | [[]] => {}
                 [[(seq, bytes)]] => {
                     self.events.insert(event_key(*seq), bytes.as_slice())?;
@@ -671,14 +686,17 @@ impl SledEventLog {
                     self.events.apply_batch(batch)?;
                 }
                 run => {
-                    let records = run.iter().flat_map(|c| c.iter()).map(|(_, b)| b.as_slice());
-                    let first = run.iter().find_map(|c| c.first()).map(|(s, _)| *s);
-                    if let Some(first) = first {
-                        self.events.insert(run_key(first), encode_run(records))?;
-                    }
+                    let records = run.iter().flat_map(|c| c.iter());
+                    let Some(&(first, _)) = records.clone().next() else {
+                        continue;
+                    };
+                    let count: usize = run.iter().map(|c| c.len()).sum();
+                    let mut value = Vec::with_capacity(4 + run_bytes);
+                    value.extend_from_slice(&(count as u32).to_le_bytes());
+                    encode_records(&mut value, records.map(|(_, b)| b.as_slice()))?;
+                    self.events.insert(run_key(first), value)?;
                 }
             }
-            start = end;
         }
         Ok(())
     }
@@ -694,10 +712,7 @@ type RunIter =
     std::iter::Peekable<Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>>;
 
 fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
-    k.get(1..9)
-        .and_then(|k| k.try_into().ok())
-        .map(u64::from_be_bytes)
-        .ok_or_else(|| EngineError::Storage("bad event key".into()))
+    codec::key_seq(k).ok_or_else(|| EngineError::Storage("bad event key".into()))
 }
 
 /// Single events (sled keys), grouped ones (`events.pack`) and runs merged in seq order; a
@@ -719,25 +734,30 @@ enum Next {
     Run,
 }
 
+/// The seq of the next key of `keys`; 0 for an error or a bad key, so it is reported first.
+fn peek_seq<I>(keys: &mut std::iter::Peekable<I>) -> Option<u64>
+where
+    I: Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
+{
+    match keys.peek()? {
+        Ok((k, _)) => Some(seq_of_key(k).unwrap_or(0)),
+        Err(_) => Some(0),
+    }
+}
+
+/// No runs (what is left to read after a damaged one).
+fn no_runs() -> RunIter {
+    let none: Box<dyn Iterator<Item = _>> = Box::new(std::iter::empty());
+    none.peekable()
+}
+
 impl MergedRecords<'_> {
-    /// The source whose next record has the lowest seq; a source whose next item is an error
-    /// goes first, so the error is reported where it stands.
+    /// The source whose next record has the lowest seq.
     fn next_source(&mut self) -> Option<Next> {
-        let single = match self.singles.peek() {
-            Some(Ok((k, _))) => Some(seq_of_key(k).unwrap_or(0)),
-            Some(Err(_)) => Some(0),
-            None => None,
-        };
-        let run = match self.runs.peek() {
-            Some(Ok((k, _))) => Some(seq_of_key(k).unwrap_or(0)),
-            Some(Err(_)) => Some(0),
-            None => None,
-        };
-        let group = self.groups.front().map(|g| g.first);
         [
-            (single, Next::Single),
-            (group, Next::Group),
-            (run, Next::Run),
+            (peek_seq(&mut self.singles), Next::Single),
+            (self.groups.front().map(|g| g.first), Next::Group),
+            (peek_seq(&mut self.runs), Next::Run),
         ]
         .into_iter()
         .filter_map(|(seq, which)| seq.map(|s| (s, which)))
@@ -745,12 +765,13 @@ impl MergedRecords<'_> {
         .map(|(_, which)| which)
     }
 
-    /// Queues the records of a group or run that fall in the range.
-    fn queue(&mut self, records: Vec<(u64, Vec<u8>)>) {
+    /// Queues (copies) the records of a group or run that fall in the range.
+    fn queue<R: Into<Vec<u8>>>(&mut self, records: Vec<(u64, R)>) {
         let (from, to) = (self.from, self.to);
         self.current = records
             .into_iter()
             .filter(|(seq, _)| (from..=to).contains(seq))
+            .map(|(seq, r)| (seq, r.into()))
             .collect();
     }
 }
@@ -772,35 +793,26 @@ impl Iterator for MergedRecords<'_> {
                 }
                 Next::Group => {
                     let g = self.groups.pop_front().expect("peeked");
-                    self.log.pack.read(&g)
+                    let log = self.log;
+                    log.pack.read(&g).map(|records| self.queue(records))
                 }
                 Next::Run => match self.runs.next().expect("peeked") {
-                    Ok((k, v)) => split_run(&k, &v),
+                    Ok((k, v)) => run_records(&k, &v).map(|records| self.queue(records)),
                     Err(e) => Err(e.into()),
                 },
             };
-            match read {
-                Ok(records) => self.queue(records),
-                Err(e) => {
-                    // Nothing after a damaged group or run is served.
-                    self.groups.clear();
-                    let none: Box<dyn Iterator<Item = _>> = Box::new(std::iter::empty());
-                    self.runs = none.peekable();
-                    return Some(Err(e));
-                }
+            if let Err(e) = read {
+                // No later group or run is read; single events after it still come (and
+                // `read_events` reports the gap the damaged one left).
+                self.groups.clear();
+                self.runs = no_runs();
+                return Some(Err(e));
             }
         }
     }
 }
 
 impl EventLog for SledEventLog {
-    fn is_foreign(&self, seq: u64) -> bool {
-        matches!(
-            self.events.contains_key(side_key(b'f', &seq.to_be_bytes())),
-            Ok(true)
-        )
-    }
-
     fn tail(&self) -> Result<(u64, EventHash), EngineError> {
         let last = self
             .events

@@ -633,6 +633,7 @@ pub fn verify_with(
             snapshot: newest_snapshot(&paths),
             content: Some(&content),
             folds,
+            foreign: crate::file::foreign::foreign_seqs(&log, 1, u64::MAX)?,
         },
         progress,
     )?;
@@ -660,6 +661,9 @@ pub struct VerifyInputs<'a> {
     pub content: Option<&'a crate::content::ContentStore>,
     /// The folds the replayed state is made with.
     pub folds: &'a Folds,
+    /// The seqs of events that came from another device (their commands were decided there
+    /// and are not in this file's command index).
+    pub foreign: std::collections::HashSet<u64>,
 }
 
 /// [`verify`] over an open log (used by the owner process for other processes).
@@ -726,7 +730,7 @@ pub fn verify_log(
             }
         };
         // Another device's events: their commands are that device's, not in this index.
-        let foreign = log.is_foreign(e.seq);
+        let foreign = inputs.foreign.contains(&e.seq);
         match &mut current {
             Some((c, _, count)) if *c == e.cmd_id && !foreign => *count += 1,
             _ => {

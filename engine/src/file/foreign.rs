@@ -57,11 +57,7 @@ pub(crate) fn command_of(
     let Some((key, bytes)) = found else {
         return Ok(None);
     };
-    let first = key
-        .get(1..9)
-        .and_then(|k| k.try_into().ok())
-        .map(u64::from_be_bytes)
-        .unwrap_or(u64::MAX);
+    let first = crate::codec::key_seq(&key).unwrap_or(u64::MAX);
     let list: Vec<(u64, String, Option<String>)> = rmp_serde::from_slice(&bytes)
         .map_err(|e| EngineError::Storage(format!("a command record does not decode: {e}")))?;
     let mut at = first;
@@ -84,6 +80,6 @@ pub(crate) fn foreign_seqs(
     Ok(log
         .side_keys(&origin_key(from), &origin_key(to))?
         .iter()
-        .filter_map(|k| k.get(1..9)?.try_into().ok().map(u64::from_be_bytes))
+        .filter_map(|k| crate::codec::key_seq(k))
         .collect())
 }

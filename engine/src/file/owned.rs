@@ -463,6 +463,7 @@ impl Owned {
                     snapshot: crate::replay::newest_snapshot(&core.paths),
                     content: Some(&core.content),
                     folds: core.config.registry.folds(),
+                    foreign: super::foreign::foreign_seqs(&log, 1, u64::MAX)?,
                 },
                 |_, _| {},
             )
