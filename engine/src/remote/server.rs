@@ -11,6 +11,7 @@ use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
 use super::wire::{decode, encode, socket_path, Request, Response, MAX_FRAME};
 use crate::error::EngineError;
+use crate::file::core::FileCore;
 use crate::file::owned::{Owned, Submission};
 use crate::subscription::{EventSource, Subscription};
 
@@ -46,6 +47,12 @@ pub(crate) fn serve(owned: Arc<Owned>) -> Result<Box<dyn FnOnce() + Send>, Engin
 
 fn answer<T>(r: Result<T, EngineError>, f: impl FnOnce(T) -> Response) -> Response {
     r.map(f).unwrap_or_else(Response::Error)
+}
+
+/// The committed state (or the view readers are shown) as it is now.
+fn current(core: &FileCore) -> Response {
+    let (seq, state) = core.with_state(|s| (s.last_seq, s.canonical_bytes()));
+    Response::State { seq, state }
 }
 
 async fn connection(owned: Arc<Owned>, stream: tokio::net::UnixStream) {
@@ -99,10 +106,7 @@ async fn connection(owned: Arc<Owned>, stream: tokio::net::UnixStream) {
                 Response::Committed(c.into_iter().map(|c| (c.event, c.origin)).collect())
             }),
             Request::CommandEvents(id) => answer(owned.command_events(id), Response::MaybeEvents),
-            Request::State => {
-                let (seq, state) = core.with_state(|s| (s.last_seq, s.canonical_bytes()));
-                Response::State { seq, state }
-            }
+            Request::State => current(core),
             Request::Replay => answer(owned.replay().await, |(r, _)| Response::Replayed(r)),
             Request::Verify => answer(owned.verify().await, Response::Verified),
             Request::GetCheckpoint(n) => answer(owned.checkpoint(&n), Response::Checkpoint),
@@ -110,17 +114,11 @@ async fn connection(owned: Arc<Owned>, stream: tokio::net::UnixStream) {
             Request::Content(r) => answer(core.content.get(&r), Response::Content),
             Request::PutBytes(b) => answer(core.content.put_bytes(&b), Response::Stored),
             Request::Bytes(r) => answer(core.content.get_bytes(&r), Response::Bytes),
-            Request::StateAt(seq) => {
-                let state = if seq == core.last_seq() {
-                    Ok(core.with_state(Clone::clone))
-                } else {
-                    owned.state_at(seq).await
-                };
-                answer(state, |s| Response::State {
-                    seq: s.last_seq,
-                    state: s.canonical_bytes(),
-                })
-            }
+            Request::StateAt(seq) if seq == core.last_seq() => current(core),
+            Request::StateAt(seq) => answer(owned.state_at(seq).await, |s| Response::State {
+                seq: s.last_seq,
+                state: s.canonical_bytes(),
+            }),
         };
         if framed
             .send(tokio_util::bytes::Bytes::from(encode(&resp)))
