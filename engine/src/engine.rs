@@ -17,7 +17,7 @@ use crate::file::core::FileCore;
 use crate::file::owned::Owned;
 use crate::handle::{FileHandle, Lifecycle, Link, Mode};
 use crate::layout::ElfPaths;
-use crate::tree::{EngineMsg, EngineSupervisor, FileActor, FileArgs, FileMsg};
+use crate::tree::{EngineMsg, EngineSupervisor, FileActor, FileArgs};
 
 pub(crate) type Slot = Arc<OnceCell<FileHandle>>;
 
@@ -291,7 +291,7 @@ impl Engine {
         let core = handle.core.clone();
         let opened: Arc<std::sync::Mutex<Option<Arc<Owned>>>> = Arc::default();
         let slot = opened.clone();
-        let open = Box::new(move |_me: ActorRef<FileMsg>| -> BoxFuture<'static, _> {
+        let open = Box::new(move || -> BoxFuture<'static, _> {
             Box::pin(async move {
                 let owned = Owned::open(core).await?;
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(owned.clone());

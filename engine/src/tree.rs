@@ -42,10 +42,9 @@ pub(crate) enum FileMsg {
 /// The file actor: see the module docs.
 pub(crate) struct FileActor;
 
-/// Opens the file here (the actor's own reference given), as the actor starts.
-pub(crate) type OpenFile = Box<
-    dyn FnOnce(ActorRef<FileMsg>) -> BoxFuture<'static, Result<Arc<Owned>, EngineError>> + Send,
->;
+/// Opens the file here, as the actor starts.
+pub(crate) type OpenFile =
+    Box<dyn FnOnce() -> BoxFuture<'static, Result<Arc<Owned>, EngineError>> + Send>;
 
 pub(crate) struct FileArgs {
     pub open: OpenFile,
@@ -76,10 +75,10 @@ impl Actor for FileActor {
     /// Opens the file ([`FileArgs::open`]); an error (e.g. `Locked`) is the spawn's error.
     async fn pre_start(
         &self,
-        me: ActorRef<FileMsg>,
+        _me: ActorRef<FileMsg>,
         args: FileArgs,
     ) -> Result<FileState, ActorProcessingErr> {
-        let owned = (args.open)(me).await?;
+        let owned = (args.open)().await?;
         Ok(FileState {
             owned,
             children: BTreeMap::new(),
