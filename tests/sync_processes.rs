@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use elfiee::testkit::serve::{self, serve_synced};
 use elfiee_sync::testing::{NatsServer, Relay};
 use serde_json::Value;
 
@@ -55,37 +56,19 @@ impl Device {
         elfiee(&self.elf, &all)
     }
 
-    /// Starts `serve --sync` (with `env` set), once its owner socket is up.
+    /// Starts `serve --sync` (with `env` set), once the status file names this process.
     fn start(&mut self, env: &[(&str, &str)]) {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_elfiee"));
-        cmd.args(["serve", "--sync", &self.relay.url(), "--doc", &self.doc])
-            .env("ELFIEE_ELF", &self.elf)
-            .env("ELFIEE_NODE_KEY", &self.key)
-            .stdout(Stdio::null())
-            .stderr(log);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd.spawn().unwrap();
-        let status = self.elf.join("sync-status.json");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        // Serving once the status file names this process.
-        while Instant::now() < deadline {
-            if let Ok(text) = std::fs::read(&status) {
-                if let Ok(v) = serde_json::from_slice::<Value>(&text) {
-                    if v["served_by"].as_u64() == Some(child.id() as u64) {
-                        break;
-                    }
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.serve = Some(child);
+        cmd.envs(env.iter().copied());
+        self.serve = Some(serve_synced(
+            cmd,
+            &self.elf,
+            &self.key,
+            &self.relay.url(),
+            &self.doc,
+            &self.log,
+            Duration::from_secs(10),
+        ));
     }
 
     fn kill(&mut self) {
@@ -215,28 +198,16 @@ async fn cluster(server: NatsServer, doc: &str) -> Cluster {
 }
 
 /// Waits until every device's merged digest and event count agree with nothing left to
-/// publish; returns the digest.
+/// publish on every device that is a member; returns the digest.
 fn converge(devices: &[&Device], within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let s: Vec<Value> = devices.iter().map(|d| d.status()).collect();
-        let same = s.iter().all(|x| {
-            x["digest"] == s[0]["digest"]
-                && x["events"] == s[0]["events"]
-                && (x["to_publish"] == 0 || x["member"] == false)
-        });
-        if same {
-            return s[0]["digest"].as_str().unwrap().to_owned();
-        }
-        if Instant::now() > deadline {
-            let logs: Vec<String> = devices
-                .iter()
-                .map(|d| std::fs::read_to_string(&d.log).unwrap_or_default())
-                .collect();
-            panic!("no convergence within {within:?}:\n{s:#?}\n{logs:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let logs: Vec<&Path> = devices.iter().map(|d| d.log.as_path()).collect();
+    serve::converge(
+        || devices.iter().map(|d| d.status()).collect(),
+        |x| x["to_publish"] == 0 || x["member"] == false,
+        &logs,
+        within,
+        Duration::from_millis(200),
+    )
 }
 
 fn marker_in(events: &[Value], kind: &str, marker: &str) -> bool {

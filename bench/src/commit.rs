@@ -19,38 +19,31 @@ pub(crate) fn sequential_phase(
     })?;
     let mut next = 0u64;
     rt.block_on(sequential_window(&f, &block, plan.warmup, &mut next))?;
-    let (mut eng, mut raw) = (Vec::new(), Vec::new());
-    let mut events = 0;
-    let mut records = Vec::new();
-    for r in 0..plan.commit_runs {
-        let run = rt.block_on(sequential_window(&f, &block, plan.seq_window, &mut next))?;
-        records = sealed_records(&f, run.first_seq, run.last_seq)?;
-        events += records.len();
-        eng.push(run.rate);
-        raw.push(sequential_raw(
-            &base.join(format!("sequential-raw-{r}")),
-            &records,
-            plan.raw_min,
-        )?);
-        info!(
-            "sequential run {}: engine {:.0} events/s, raw {:.0} events/s",
-            r + 1,
-            eng[r],
-            raw[r]
-        );
-    }
+    let runs = alternate(
+        "sequential",
+        plan.commit_runs,
+        &f,
+        || rt.block_on(sequential_window(&f, &block, plan.seq_window, &mut next)),
+        |r, records| {
+            sequential_raw(
+                &base.join(format!("sequential-raw-{r}")),
+                records,
+                plan.raw_min,
+            )
+        },
+    )?;
     rt.block_on(f.close());
     let sequential = pair(
-        median(&eng),
-        median(&raw),
+        median(&runs.eng),
+        median(&runs.raw),
         json!({
             "unit": "events/s (durable, higher is better)",
             "runs": plan.commit_runs,
             "statistic": "median",
-            "engine_runs": eng.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
-            "raw_runs": raw.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
-            "engine_events": events,
-            "event_bytes_avg": avg_len(&records),
+            "engine_runs": runs.eng.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            "raw_runs": runs.raw.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            "engine_events": runs.events,
+            "event_bytes_avg": runs.event_bytes_avg,
             "window_s": plan.seq_window.as_secs_f64(),
             "raw_min_s": plan.raw_min.as_secs_f64(),
             "target": "ratio >= 0.85",
@@ -78,38 +71,32 @@ pub(crate) fn concurrent_phase(
         Ok::<_, EngineError>((f, blocks))
     })?;
     rt.block_on(concurrent_window(&f, &blocks, plan.warmup))?;
-    let (mut eng, mut raw) = (Vec::new(), Vec::new());
-    let mut events = 0;
-    for r in 0..plan.commit_runs {
-        let run = rt.block_on(concurrent_window(&f, &blocks, plan.conc_window))?;
-        let records = sealed_records(&f, run.first_seq, run.last_seq)?;
-        events += records.len();
-        eng.push(run.rate);
-        raw.push(concurrent_raw(
-            &base.join(format!("concurrent-raw-{r}")),
-            &records,
-            tasks,
-            plan.raw_min,
-        )?);
-        info!(
-            "concurrent run {}: engine {:.0} events/s, raw {:.0} events/s",
-            r + 1,
-            eng[r],
-            raw[r]
-        );
-    }
+    let runs = alternate(
+        "concurrent",
+        plan.commit_runs,
+        &f,
+        || rt.block_on(concurrent_window(&f, &blocks, plan.conc_window)),
+        |r, records| {
+            concurrent_raw(
+                &base.join(format!("concurrent-raw-{r}")),
+                records,
+                tasks,
+                plan.raw_min,
+            )
+        },
+    )?;
     rt.block_on(f.close());
     let concurrent = pair(
-        median(&eng),
-        median(&raw),
+        median(&runs.eng),
+        median(&runs.raw),
         json!({
             "unit": "events/s (durable, higher is better)",
             "submitters": tasks,
             "runs": plan.commit_runs,
             "statistic": "median",
-            "engine_runs": eng.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
-            "raw_runs": raw.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
-            "engine_events": events,
+            "engine_runs": runs.eng.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            "raw_runs": runs.raw.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
+            "engine_events": runs.events,
             "window_s": plan.conc_window.as_secs_f64(),
             "raw_min_s": plan.raw_min.as_secs_f64(),
             "target": "ratio >= 0.6",
@@ -118,6 +105,50 @@ pub(crate) fn concurrent_phase(
     );
     info!("concurrent: {}", concurrent);
     Ok(concurrent)
+}
+
+/// The runs of a commit phase.
+struct Runs {
+    /// Engine and raw rates (events/s), run by run.
+    eng: Vec<f64>,
+    raw: Vec<f64>,
+    /// Events the engine runs committed.
+    events: usize,
+    /// The average stored record size of the last engine run.
+    event_bytes_avg: Value,
+}
+
+/// `runs` runs alternating engine and raw: `engine_run` commits through `f`, then `raw_run(r,
+/// records)` writes the very records that run committed; each pair is logged as
+/// `"{name} run N: …"`.
+fn alternate(
+    name: &str,
+    runs: usize,
+    f: &FileHandle,
+    mut engine_run: impl FnMut() -> Result<EngineRun, BoxError>,
+    mut raw_run: impl FnMut(usize, &Records) -> Result<f64, BoxError>,
+) -> Result<Runs, BoxError> {
+    let mut out = Runs {
+        eng: Vec::new(),
+        raw: Vec::new(),
+        events: 0,
+        event_bytes_avg: avg_len(&[]),
+    };
+    for r in 0..runs {
+        let run = engine_run()?;
+        let records = sealed_records(f, run.first_seq, run.last_seq)?;
+        out.events += records.len();
+        out.event_bytes_avg = avg_len(&records);
+        out.eng.push(run.rate);
+        out.raw.push(raw_run(r, &records)?);
+        info!(
+            "{name} run {}: engine {:.0} events/s, raw {:.0} events/s",
+            r + 1,
+            out.eng[r],
+            out.raw[r]
+        );
+    }
+    Ok(out)
 }
 
 /// The stored record bytes of events `from..=to`, rebuilt with [`codec::seal`] from the
@@ -215,4 +246,62 @@ pub(crate) async fn concurrent_window(
         n += j.await??;
     }
     engine_run("concurrent", f, first_seq, n, t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alternate_gives_each_raw_run_the_records_its_engine_run_committed() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Engine::new(EngineConfig {
+            node_id: OWNER.into(),
+            ..Default::default()
+        });
+        let (f, block) = rt
+            .block_on(async {
+                let f = engine.init(&dir.path().join("t.elf"), "Bench").await?;
+                let block = create_block(&f, 0).await?;
+                Ok::<_, EngineError>((f, block))
+            })
+            .unwrap();
+        let mut next = 0u64;
+        let mut committed = Vec::new();
+        let mut fed = Vec::new();
+        let runs = alternate(
+            "test",
+            2,
+            &f,
+            || {
+                let run = rt.block_on(sequential_window(
+                    &f,
+                    &block,
+                    Duration::from_millis(30),
+                    &mut next,
+                ))?;
+                committed.push((run.first_seq, run.last_seq));
+                Ok(run)
+            },
+            |r, records| {
+                fed.push((r, records.to_vec()));
+                Ok(r as f64 + 1.0)
+            },
+        )
+        .unwrap();
+        rt.block_on(f.close());
+        assert_eq!(runs.raw, vec![1.0, 2.0]);
+        assert_eq!(runs.eng.len(), 2);
+        assert_eq!(fed.iter().map(|(r, _)| *r).collect::<Vec<_>>(), vec![0, 1]);
+        for ((first, last), (_, records)) in committed.iter().zip(&fed) {
+            let keys: Vec<_> = (*first..=*last).map(event_key).collect();
+            assert_eq!(records.iter().map(|(k, _)| *k).collect::<Vec<_>>(), keys);
+        }
+        assert_eq!(runs.events, fed.iter().map(|(_, r)| r.len()).sum::<usize>());
+        assert_eq!(runs.event_bytes_avg, avg_len(&fed[1].1));
+    }
 }

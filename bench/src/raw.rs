@@ -295,36 +295,19 @@ pub(crate) fn command_index_load(base: &Path) -> Result<(f64, usize), BoxError> 
     Ok((ms, n))
 }
 
+/// The last seq stored in the log `log_dir` (`<elf>/log`), as the engine reads it.
+pub(crate) fn log_tail(log_dir: &Path) -> Result<u64, BoxError> {
+    use elfiee_engine::log::{EventLog, SledEventLog};
+    let elf = log_dir.parent().ok_or("log dir has no parent")?;
+    Ok(retry_locked(|| SledEventLog::open(log_dir, elf))?.tail()?.0)
+}
+
+/// The seq of the newest snapshot of the `.elf` whose log is `log_dir` (logs a warning when
+/// the log goes on past it).
 pub(crate) fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
     let bytes = std::fs::read(newest_snapshot_file(log_dir)?)?;
-    let db = open_raw(log_dir)?;
     let snap = elfiee_engine::replay::Snapshot::decode(bytes)?;
-    let events = db.open_tree("events")?;
-    let single = events
-        .range(event_key(0)..=event_key(u64::MAX))
-        .next_back()
-        .transpose()?
-        .map(|(k, _)| u64::from_be_bytes(k[1..9].try_into().unwrap_or_default()))
-        .unwrap_or(0);
-    let grouped = match events
-        .range(elfiee_engine::log::group_key(0)..=elfiee_engine::log::group_key(u64::MAX))
-        .next_back()
-        .transpose()?
-    {
-        Some((k, v)) => elfiee_engine::log::GroupEntry::decode(&k, &v)?.last(),
-        None => 0,
-    };
-    let run = match events
-        .range(elfiee_engine::log::run_key(0)..=elfiee_engine::log::run_key(u64::MAX))
-        .next_back()
-        .transpose()?
-    {
-        Some((k, v)) => elfiee_engine::log::split_run(&k, &v)?
-            .last()
-            .map_or(0, |(seq, _)| *seq),
-        None => 0,
-    };
-    let tail = single.max(grouped).max(run);
+    let tail = log_tail(log_dir)?;
     if snap.seq != tail {
         info!(
             "warning: snapshot at seq {} but the log ends at {tail}; open will replay the tail",
@@ -332,4 +315,34 @@ pub(crate) fn snapshot_seq(log_dir: &Path) -> Result<u64, BoxError> {
         );
     }
     Ok(snap.seq)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_seq_and_log_tail_read_a_closed_document() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.elf");
+        let engine = Engine::new(EngineConfig {
+            node_id: OWNER.into(),
+            ..Default::default()
+        });
+        let last = rt.block_on(async {
+            let f = engine.init(&path, "Bench").await.unwrap();
+            let block = create_block(&f, 0).await.unwrap();
+            f.submit(write_cmd(&block, 1)).await.unwrap();
+            let last = f.last_seq();
+            f.close().await; // writes the final snapshot
+            last
+        });
+        assert!(last > 1, "{last}");
+        assert_eq!(log_tail(&path.join("log")).unwrap(), last);
+        assert_eq!(snapshot_seq(&path.join("log")).unwrap(), last);
+    }
 }

@@ -13,6 +13,9 @@
 //!   with the sequence shrunk to a minimal one. `Check::new(registry).ops(1, my_steps()).assert()`
 //!   is the one line for a test suite.
 //!
+//! And for end-to-end tests of a binary built on `elfiee::cli`: [`serve`] starts its
+//! `serve --sync` processes and waits until the devices agree.
+//!
 //! The invariants ([`Invariant`]), checked on every command:
 //! the handler is deterministic (run twice on equal inputs: equal events); a rejected command
 //! writes nothing; commands, events and the state survive the log's encoding, a snapshot image
@@ -42,6 +45,7 @@
 mod machine;
 pub mod ops;
 mod pipeline;
+pub mod serve;
 
 use chrono::{DateTime, Utc};
 use elfiee_capabilities::Registry;

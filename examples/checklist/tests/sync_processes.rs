@@ -6,9 +6,10 @@
 //! merges (`Capability::merge`), sync asks the kind.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Output};
+use std::time::Duration;
 
+use elfiee::testkit::serve::{self, serve_synced};
 use elfiee_sync::testing::{NatsServer, Relay};
 use serde_json::{json, Value};
 
@@ -54,29 +55,17 @@ impl Device {
 
     /// `serve --sync`, once the status file names the serving process.
     fn serve(&mut self, doc: &str) {
-        let log = std::fs::File::create(&self.log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_elfiee-checklist"))
-            .args(["serve", "--sync", &self.relay.url(), "--doc", doc])
-            .env("ELFIEE_ELF", &self.elf)
-            .env("ELFIEE_NODE_KEY", &self.key)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let status = self.elf.join("sync-status.json");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            let served = std::fs::read(&status)
-                .ok()
-                .and_then(|t| serde_json::from_slice::<Value>(&t).ok())
-                .is_some_and(|v| v["served_by"].as_u64() == Some(child.id() as u64));
-            if served {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        self.serve = Some(child);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_elfiee-checklist"));
+        cmd.env_remove("RUST_LOG");
+        self.serve = Some(serve_synced(
+            cmd,
+            &self.elf,
+            &self.key,
+            &self.relay.url(),
+            doc,
+            &self.log,
+            Duration::from_secs(20),
+        ));
     }
 
     fn status(&self) -> Value {
@@ -96,23 +85,14 @@ impl Drop for Device {
 /// Waits until both devices have the same merged digest and event count with nothing left
 /// to publish.
 fn converge(devices: &[&Device], within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let s: Vec<Value> = devices.iter().map(|d| d.status()).collect();
-        if s.iter().all(|x| {
-            x["digest"] == s[0]["digest"] && x["events"] == s[0]["events"] && x["to_publish"] == 0
-        }) {
-            return s[0]["digest"].as_str().unwrap().to_owned();
-        }
-        if Instant::now() > deadline {
-            let logs: Vec<String> = devices
-                .iter()
-                .map(|d| std::fs::read_to_string(&d.log).unwrap_or_default())
-                .collect();
-            panic!("no convergence within {within:?}:\n{s:#?}\n{logs:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let logs: Vec<&Path> = devices.iter().map(|d| d.log.as_path()).collect();
+    serve::converge(
+        || devices.iter().map(|d| d.status()).collect(),
+        |x| x["to_publish"] == 0,
+        &logs,
+        within,
+        Duration::from_millis(100),
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
