@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self};
 use elfiee_capabilities::Registry;
-use elfiee_engine::FileHandle;
+use elfiee_engine::{FileHandle, ForeignLog};
 use elfiee_model::Event;
 use elfiee_projections::State;
 use tokio::sync::{watch, Notify};
@@ -55,11 +55,12 @@ impl Core {
     /// The merged state as a fresh node over `file`'s log would fold it (for `replay`: no key
     /// needed, ids and merge order do not depend on signatures).
     pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
-        let Some(node) = recorded_node(file)? else {
+        let foreign = file.foreign_log()?;
+        let Some(node) = recorded_node(&foreign)? else {
             return Ok(None);
         };
         let mut core = Core::new(registry, node, None);
-        core.adopted = adopted(file)?;
+        core.adopted = adopted(&foreign)?;
         core.catch_up(file)?;
         Ok(Some(core.replica.state().clone()))
     }
@@ -87,10 +88,11 @@ impl Core {
                 self.follow(seq, sealed, &mut batch);
             }
         } else {
+            let foreign = file.foreign_log()?;
             for e in file.events(self.followed + 1)? {
                 let sealed = match known.remove(&e.seq) {
                     Some(s) => s,
-                    None => self.read_sealed(file, &e)?,
+                    None => self.read_sealed(&foreign, &e)?,
                 };
                 self.follow(e.seq, sealed, &mut batch);
             }
@@ -124,9 +126,13 @@ impl Core {
 
     /// The sealed form of local event `e` as read from the log: the origin kept with a
     /// foreign one, else sealed here (by this node, or by the node a copied file adopted).
-    pub(super) fn read_sealed(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
+    pub(super) fn read_sealed(
+        &self,
+        foreign: &ForeignLog,
+        e: &Event,
+    ) -> Result<SyncEvent, SyncError> {
         let seq = e.seq;
-        match file.foreign_log()?.origin(seq)? {
+        match foreign.origin(seq)? {
             Some(bytes) => SyncEvent::decode(&bytes)
                 .map_err(|r| SyncError::Engine(format!("the origin kept with event {seq}: {r}"))),
             None => {
@@ -135,7 +141,7 @@ impl Core {
                     .iter()
                     .find(|(_, through)| seq <= *through)
                     .map_or(self.node, |(n, _)| *n);
-                self.seal(file, e, author)
+                self.seal(foreign, e, author)
             }
         }
     }
@@ -145,13 +151,12 @@ impl Core {
     /// published it).
     pub(super) fn seal(
         &self,
-        file: &FileHandle,
+        foreign: &ForeignLog,
         e: &Event,
         author: NodeId,
     ) -> Result<SyncEvent, SyncError> {
         // Events from before the file recorded commands: the event's kind on its entity.
-        let (cap, target) = file
-            .foreign_log()?
+        let (cap, target) = foreign
             .command_of(e.seq)?
             .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
         let chain = self.chains.get(&author).map_or(&[][..], |c| c);
@@ -224,7 +229,12 @@ impl Inner {
             )
         };
         let published = self.file.checkpoint(&self.checkpoint_name).unwrap_or(0);
-        let ingested = ingested(&self.file).unwrap_or(0);
+        let ingested = self
+            .file
+            .foreign_log()
+            .map_err(SyncError::from)
+            .and_then(|f| ingested(&f))
+            .unwrap_or(0);
         self.status.send_if_modified(|s| {
             let before = s.clone();
             s.own_events = own;
@@ -240,7 +250,8 @@ impl Inner {
     }
 
     pub(super) fn genesis(&self) -> Option<NodeId> {
-        side_node(&self.file, GENESIS_SIDE).ok().flatten()
+        let foreign = self.file.foreign_log().ok()?;
+        side_node(&foreign, GENESIS_SIDE).ok().flatten()
     }
 
     pub(super) fn is_member(&self, state: &State, genesis: Option<&NodeId>) -> bool {
