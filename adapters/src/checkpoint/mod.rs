@@ -33,6 +33,8 @@ use serde_json::{json, Value};
 
 pub use scan::{FileChange, FileState, Manifest, ScanStats, Version};
 
+use crate::payload::{str_field, str_list};
+
 fn storage(msg: impl Into<String>) -> EngineError {
     EngineError::Storage(msg.into())
 }
@@ -297,15 +299,8 @@ impl History {
                         h.steps.insert(n, c);
                         last_step = n;
                         // The tools a step names itself (an MCP server's steps).
-                        if let Some(tools) = e.value.get("tools").and_then(Value::as_array) {
-                            h.tools.insert(
-                                n,
-                                tools
-                                    .iter()
-                                    .filter_map(Value::as_str)
-                                    .map(str::to_owned)
-                                    .collect(),
-                            );
+                        if e.value.get("tools").is_some_and(Value::is_array) {
+                            h.tools.insert(n, str_list(&e.value, "tools"));
                         }
                         for (id, _, _) in &h.undos {
                             h.superseded.insert(id.clone());
@@ -313,7 +308,7 @@ impl History {
                     }
                 }
                 Some("undo") => {
-                    let id = e.value.get("undo_id").and_then(Value::as_str).unwrap_or("");
+                    let id = str_field(&e.value, "undo_id");
                     let steps: Vec<u64> = e
                         .value
                         .get("steps")
@@ -321,13 +316,13 @@ impl History {
                         .map(|a| a.iter().filter_map(Value::as_u64).collect())
                         .unwrap_or_default();
                     if let Some(c) = change() {
-                        h.undos.push((id.to_owned(), steps, c));
+                        h.undos.push((id, steps, c));
                     }
                 }
                 Some("redo") => {
-                    let id = e.value.get("undo_id").and_then(Value::as_str).unwrap_or("");
+                    let id = str_field(&e.value, "undo_id");
                     if let Some(c) = change() {
-                        h.redos.insert(id.to_owned(), c);
+                        h.redos.insert(id, c);
                     }
                 }
                 Some("message") => {
