@@ -75,16 +75,25 @@ pub struct AgentResult {
 }
 
 fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> AgentResult {
-    let (editor_id, status) = file.with_state(|s| {
-        let c = s
-            .block(agent_id)
-            .map(|b| b.contents.clone())
-            .unwrap_or_default();
-        (str_field(&c, "editor_id"), str_field(&c, "status"))
+    let (editor_id, status) = file.with_state(|s| match s.block(agent_id) {
+        Some(b) => (
+            str_field(&b.contents, "editor_id"),
+            str_field(&b.contents, "status"),
+        ),
+        None => Default::default(),
     });
-    let v = outcome.map(|e| e.value.clone()).unwrap_or_else(
-        || json!({"needs_restart": false, "message": "LLM-only agent created", "warnings": []}),
-    );
+    let created;
+    let v = match outcome {
+        Some(e) => &e.value,
+        None => {
+            created = json!({
+                "needs_restart": false,
+                "message": "LLM-only agent created",
+                "warnings": [],
+            });
+            &created
+        }
+    };
     AgentResult {
         agent_block_id: agent_id.to_owned(),
         editor_id,
@@ -93,8 +102,8 @@ fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> A
             .get("needs_restart")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        message: str_field(&v, "message"),
-        warnings: str_list(&v, "warnings"),
+        message: str_field(v, "message"),
+        warnings: str_list(v, "warnings"),
     }
 }
 
