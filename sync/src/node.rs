@@ -245,35 +245,27 @@ pub async fn offline_status(
     registry: Registry,
     ask_broker: Option<Duration>,
 ) -> Result<Option<SyncStatus>, SyncError> {
-    let foreign = file.foreign_log()?;
-    let Some(node) = recorded_node(&foreign)? else {
+    let Some(core) = Core::from_log(file, registry)? else {
         return Ok(None);
     };
-    let mut core = Core::new(registry, node, None);
-    core.adopted = adopted(&foreign)?;
-    core.catch_up(file)?;
+    let node = core.node;
+    let foreign = file.foreign_log()?;
     let (broker, doc) = recorded_config(file)?.unwrap_or_default();
     let genesis = side_node(&foreign, GENESIS_SIDE)?;
-    let own = core.own.len() as u64;
     let published = file.checkpoint(&publish_checkpoint(&node))?;
     let mut status = SyncStatus {
         node: node.to_hex(),
         doc,
         broker,
         online: false,
-        genesis: genesis.map(|g| g.to_hex()),
-        member: genesis == Some(node)
-            || crate::membership::members(core.replica.state()).contains_key(&node),
-        own_events: own,
-        published: published.min(own),
-        to_publish: own.saturating_sub(published),
-        ingested: ingested(&foreign)?,
         to_ingest: 0,
-        events: core.replica.len() as u64,
         digest: core.replica.digest(),
         rejected: Vec::new(),
         last_error: None,
+        ..Default::default()
     };
+    core.counts(genesis)
+        .write(&mut status, published, ingested(&foreign)?);
     if let Some(wait) = ask_broker.filter(|_| !status.broker.is_empty()) {
         let asked = tokio::time::timeout(wait, async {
             let client = async_nats::connect(status.broker.as_str())

@@ -52,9 +52,13 @@ impl Core {
         }
     }
 
-    /// The merged state as a fresh node over `file`'s log would fold it (for `replay`: no key
-    /// needed, ids and merge order do not depend on signatures).
-    pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+    /// The follower a fresh node over `file`'s log would be, caught up: the node the file
+    /// records, its adopted nodes, no key (ids and merge order do not depend on signatures).
+    /// `None` for a file that was never synced.
+    pub(super) fn from_log(
+        file: &FileHandle,
+        registry: Registry,
+    ) -> Result<Option<Core>, SyncError> {
         let foreign = file.foreign_log()?;
         let Some(node) = recorded_node(&foreign)? else {
             return Ok(None);
@@ -62,7 +66,30 @@ impl Core {
         let mut core = Core::new(registry, node, None);
         core.adopted = adopted(&foreign)?;
         core.catch_up(file)?;
-        Ok(Some(core.replica.state().clone()))
+        Ok(Some(core))
+    }
+
+    /// The merged state as a fresh node over `file`'s log would fold it (for `replay`).
+    pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+        Ok(Core::from_log(file, registry)?.map(|core| core.replica.state().clone()))
+    }
+
+    /// Whether this node may publish: it is the document's first node (`genesis`), or the
+    /// merged state's members list names it.
+    pub(super) fn is_member(&self, genesis: Option<&NodeId>) -> bool {
+        genesis == Some(&self.node)
+            || crate::membership::members(self.replica.state()).contains_key(&self.node)
+    }
+
+    /// What the status counts of this follower ([`Counts`]); `genesis` is the document's
+    /// first node.
+    pub(super) fn counts(&self, genesis: Option<NodeId>) -> Counts {
+        Counts {
+            own: self.own.len() as u64,
+            events: self.replica.len() as u64,
+            member: self.is_member(genesis.as_ref()),
+            genesis,
+        }
     }
 
     /// Folds the log's events after `followed` into the merged state.
@@ -177,6 +204,31 @@ impl Core {
     }
 }
 
+/// What the status counts of a follower's books (taken under its lock, written into the
+/// status after).
+pub(super) struct Counts {
+    /// Own events sealed.
+    own: u64,
+    /// Events in the merged state.
+    events: u64,
+    member: bool,
+    genesis: Option<NodeId>,
+}
+
+impl Counts {
+    /// Writes the counts into `s`, with the publisher's checkpoint (`published`: the last own
+    /// origin seq the broker acknowledged) and the ingest checkpoint.
+    pub(super) fn write(&self, s: &mut SyncStatus, published: u64, ingested: u64) {
+        s.own_events = self.own;
+        s.published = published.min(self.own);
+        s.to_publish = self.own.saturating_sub(published);
+        s.ingested = ingested;
+        s.events = self.events;
+        s.member = self.member;
+        s.genesis = self.genesis.map(|g| g.to_hex());
+    }
+}
+
 /// Shared by the handle and the two children.
 pub(super) struct Inner {
     pub(super) file: FileHandle,
@@ -218,15 +270,9 @@ impl Inner {
     /// Recomputes the counts in the status, applies `change`, and tells subscribers when
     /// something moved.
     pub(super) fn refresh_status(&self, change: impl FnOnce(&mut SyncStatus)) {
-        let (own, events, member, genesis) = {
+        let counts = {
             let core = self.lock();
-            let genesis = self.genesis();
-            (
-                core.own.len() as u64,
-                core.replica.len() as u64,
-                self.is_member(core.replica.state(), genesis.as_ref()),
-                genesis,
-            )
+            core.counts(self.genesis())
         };
         let published = self.file.checkpoint(&self.checkpoint_name).unwrap_or(0);
         let ingested = self
@@ -237,13 +283,7 @@ impl Inner {
             .unwrap_or(0);
         self.status.send_if_modified(|s| {
             let before = s.clone();
-            s.own_events = own;
-            s.published = published.min(own);
-            s.to_publish = own.saturating_sub(published);
-            s.ingested = ingested;
-            s.events = events;
-            s.member = member;
-            s.genesis = genesis.map(|g| g.to_hex());
+            counts.write(s, published, ingested);
             change(s);
             *s != before
         });
@@ -252,10 +292,6 @@ impl Inner {
     pub(super) fn genesis(&self) -> Option<NodeId> {
         let foreign = self.file.foreign_log().ok()?;
         side_node(&foreign, GENESIS_SIDE).ok().flatten()
-    }
-
-    pub(super) fn is_member(&self, state: &State, genesis: Option<&NodeId>) -> bool {
-        genesis == Some(&self.node) || crate::membership::members(state).contains_key(&self.node)
     }
 
     pub(super) fn js(&self) -> jetstream::Context {
