@@ -140,11 +140,7 @@ pub fn plan_export(
         let dir = s
             .block(dir_id)
             .filter(|b| b.block_type == "directory")
-            .ok_or_else(|| {
-                EngineError::Rejected(elfiee_model::CapError::rejected(format!(
-                    "'{dir_id}' is not a directory block"
-                )))
-            })?;
+            .ok_or_else(|| EngineError::rejected(format!("'{dir_id}' is not a directory block")))?;
         let root = dir
             .metadata
             .custom
@@ -152,9 +148,9 @@ pub fn plan_export(
             .and_then(Value::as_str)
             .map(PathBuf::from)
             .ok_or_else(|| {
-                EngineError::Rejected(elfiee_model::CapError::rejected(format!(
+                EngineError::rejected(format!(
                     "directory '{dir_id}' has no folder on disk; import one first"
-                )))
+                ))
             })?;
         let pending: Vec<elfiee_model::PendingRemoval> = directory_list(dir, "pending_removals");
         // The entries the document changed, with their blocks (bodies are read below).

@@ -17,7 +17,6 @@ use std::sync::{Arc, Mutex};
 use elfiee_engine::{EngineError, FileHandle};
 use elfiee_model::{Command, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
 
-use crate::errors::rejected;
 use elfiee_projections::content::{body_hash, body_keys};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -374,7 +373,7 @@ pub async fn sync_folder(
     mut progress: impl FnMut(SyncProgress),
 ) -> Result<SyncReport, EngineError> {
     if limits.max_file_bytes > MAX_FILE_BYTES_LIMIT {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "the per-file limit is at most {MAX_FILE_BYTES_LIMIT} bytes (got {})",
             limits.max_file_bytes
         )));
@@ -407,12 +406,12 @@ pub async fn sync_folder(
             Some((root, known))
         })
         .ok_or_else(|| {
-            rejected(format!(
+            EngineError::rejected(format!(
                 "'{dir_id}' is not a directory block with a folder on disk; list them with `elfiee block list`"
             ))
         })?;
     let (candidates, mut skipped) = walk(Path::new(&root), limits)
-        .map_err(|e| rejected(format!("{e}; was the folder moved?")))?;
+        .map_err(|e| EngineError::rejected(format!("{e}; was the folder moved?")))?;
     let mut report = SyncReport {
         block_id: dir_id.to_owned(),
         root: root.clone(),
@@ -559,12 +558,17 @@ pub async fn import_folder(
 ) -> Result<(SyncReport, bool), EngineError> {
     let root = folder
         .canonicalize()
-        .map_err(|e| rejected(format!("cannot import {}: {e}", folder.display())))?;
+        .map_err(|e| EngineError::rejected(format!("cannot import {}: {e}", folder.display())))?;
     if !root.is_dir() {
-        return Err(rejected(format!("{} is not a folder", root.display())));
+        return Err(EngineError::rejected(format!(
+            "{} is not a folder",
+            root.display()
+        )));
     }
     if root.starts_with(file.path()) {
-        return Err(rejected("cannot import a folder inside the .elf itself"));
+        return Err(EngineError::rejected(
+            "cannot import a folder inside the .elf itself",
+        ));
     }
     let root_s = root.display().to_string();
     let resume = file.with_state(|s| {

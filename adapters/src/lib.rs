@@ -23,7 +23,6 @@ pub mod builtin;
 pub mod checkpoint;
 pub mod claude;
 pub mod effects;
-mod errors;
 pub mod export;
 pub mod import;
 pub mod invoke;

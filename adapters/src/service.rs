@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::effects::wait_for_outcome;
-use crate::errors::rejected;
 use crate::import::{import_folder, sync_folder, ImportLimits, SyncProgress, SyncReport};
 use crate::payload::{str_field, str_list};
 
@@ -76,16 +75,25 @@ pub struct AgentResult {
 }
 
 fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> AgentResult {
-    let (editor_id, status) = file.with_state(|s| {
-        let c = s
-            .block(agent_id)
-            .map(|b| b.contents.clone())
-            .unwrap_or_default();
-        (str_field(&c, "editor_id"), str_field(&c, "status"))
+    let (editor_id, status) = file.with_state(|s| match s.block(agent_id) {
+        Some(b) => (
+            str_field(&b.contents, "editor_id"),
+            str_field(&b.contents, "status"),
+        ),
+        None => Default::default(),
     });
-    let v = outcome.map(|e| e.value.clone()).unwrap_or_else(
-        || json!({"needs_restart": false, "message": "LLM-only agent created", "warnings": []}),
-    );
+    let created;
+    let v = match outcome {
+        Some(e) => &e.value,
+        None => {
+            created = json!({
+                "needs_restart": false,
+                "message": "LLM-only agent created",
+                "warnings": [],
+            });
+            &created
+        }
+    };
     AgentResult {
         agent_block_id: agent_id.to_owned(),
         editor_id,
@@ -94,8 +102,8 @@ fn agent_result(file: &FileHandle, agent_id: &str, outcome: Option<&Event>) -> A
             .get("needs_restart")
             .and_then(Value::as_bool)
             .unwrap_or(false),
-        message: str_field(&v, "message"),
-        warnings: str_list(&v, "warnings"),
+        message: str_field(v, "message"),
+        warnings: str_list(v, "warnings"),
     }
 }
 
@@ -116,7 +124,7 @@ pub async fn create_agent(
         });
         if let Some(root) = root {
             if !Path::new(&root).join(".claude").is_dir() {
-                return Err(rejected(format!(
+                return Err(EngineError::rejected(format!(
                     "Claude not initialized in target project: {root}. Run 'claude' first."
                 )));
             }
@@ -314,7 +322,7 @@ pub async fn configure_agent(
 ) -> Result<Value, EngineError> {
     if let Some(var) = config.get("api_key_env").and_then(Value::as_str) {
         if std::env::var_os(var).is_none() {
-            return Err(rejected(format!(
+            return Err(EngineError::rejected(format!(
                 "Environment variable '{var}' not found; export it before configuring the agent"
             )));
         }
@@ -429,7 +437,7 @@ pub async fn decide_proposal(
 ) -> Result<Vec<Event>, EngineError> {
     let (agent_id, agent_editor, commands) = file.with_state(|s| {
         let p = elfiee_capabilities::builtin::proposal(s, proposal_id).ok_or_else(|| {
-            rejected(format!(
+            EngineError::rejected(format!(
                 "proposal '{proposal_id}' not found; list them with `elfiee agent proposals`"
             ))
         })?;
@@ -521,7 +529,7 @@ pub async fn decide_proposal(
         // Batch positions count the decision first; name the proposed command instead.
         EngineError::Rejected(CapError::Rejected(msg)) if msg.starts_with("command ") => {
             let renumbered = renumber(&msg, commands.len());
-            rejected(format!(
+            EngineError::rejected(format!(
                 "approval of '{proposal_id}' failed, nothing was committed: {renumbered}"
             ))
         }

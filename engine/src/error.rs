@@ -43,6 +43,11 @@ impl EngineError {
         )
     }
 
+    /// A request refused with `msg` (which says what to do instead).
+    pub fn rejected(msg: impl Into<String>) -> EngineError {
+        EngineError::Rejected(CapError::rejected(msg))
+    }
+
     pub(crate) fn io(path: impl Into<PathBuf>, e: impl std::fmt::Display) -> EngineError {
         EngineError::Io {
             path: path.into(),

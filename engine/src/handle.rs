@@ -138,9 +138,7 @@ impl FileHandle {
 
     async fn call(&self, mut cmds: Vec<Command>, all: bool) -> Result<Vec<Event>, EngineError> {
         if !all && cmds.is_empty() {
-            return Err(EngineError::Rejected(CapError::rejected(
-                "no command to submit",
-            )));
+            return Err(EngineError::rejected("no command to submit"));
         }
         // Owners may keep going away under this call (short-lived processes, each owning the
         // file for one command): hand over as often as it takes, for up to `handover_wait`.
@@ -377,9 +375,9 @@ impl FileHandle {
     pub async fn state_at(&self, seq: u64) -> Result<State, EngineError> {
         let last = self.last_seq();
         if seq > last {
-            return Err(EngineError::Rejected(CapError::rejected(format!(
+            return Err(EngineError::rejected(format!(
                 "seq {seq} is after the last event ({last}); pick a seq from `elfiee log`"
-            ))));
+            )));
         }
         if seq == last {
             return Ok(self.state());

@@ -75,14 +75,15 @@ impl SyncNode {
         if !valid_doc_name(&config.doc) {
             return Err(SyncError::BadName(config.doc.clone()));
         }
-        file.foreign_log()?.record_commands(true);
+        let foreign = file.foreign_log()?;
+        foreign.record_commands(true);
         let key = NodeKey::from_seed(config.key_seed);
         let node = key.node();
         // Which node this file is synced as; a copy from another device adopts that node's
         // events (they are published by it) and goes on as this one.
-        let mut adopted = adopted(&file)?;
+        let mut adopted = adopted(&foreign)?;
         let mut side = Vec::new();
-        match recorded_node(&file)? {
+        match recorded_node(&foreign)? {
             Some(n) if n == node => {}
             earlier => {
                 if let Some(n) = earlier {
@@ -97,11 +98,11 @@ impl SyncNode {
             }
         }
         let recorded = config_record(&config.url, &config.doc);
-        if file.foreign_log()?.side(CONFIG_SIDE)?.as_deref() != Some(&recorded[..]) {
+        if foreign.side(CONFIG_SIDE)?.as_deref() != Some(&recorded[..]) {
             side.push((CONFIG_SIDE.to_vec(), recorded));
         }
         if !side.is_empty() {
-            file.foreign_log()?.append(Vec::new(), side).await?;
+            foreign.append(Vec::new(), side).await?;
         }
         let mut core = Core::new(registry, node, Some(key));
         core.adopted = adopted;
@@ -148,8 +149,7 @@ impl SyncNode {
         });
         inner.refresh_status(|_| {});
         // Readers of the file see the merged state.
-        file.foreign_log()?
-            .set_view(Some(Arc::new(MergedView(Arc::downgrade(&inner)))));
+        foreign.set_view(Some(Arc::new(MergedView(Arc::downgrade(&inner)))));
         for role in [Role::Follower, Role::Publisher, Role::Ingest] {
             let inner = inner.clone();
             let spec = elfiee_engine::tree::ChildSpec {
@@ -245,34 +245,27 @@ pub async fn offline_status(
     registry: Registry,
     ask_broker: Option<Duration>,
 ) -> Result<Option<SyncStatus>, SyncError> {
-    let Some(node) = recorded_node(file)? else {
+    let Some(core) = Core::from_log(file, registry)? else {
         return Ok(None);
     };
-    let mut core = Core::new(registry, node, None);
-    core.adopted = adopted(file)?;
-    core.catch_up(file)?;
+    let node = core.node;
+    let foreign = file.foreign_log()?;
     let (broker, doc) = recorded_config(file)?.unwrap_or_default();
-    let genesis = side_node(file, GENESIS_SIDE)?;
-    let own = core.own.len() as u64;
+    let genesis = side_node(&foreign, GENESIS_SIDE)?;
     let published = file.checkpoint(&publish_checkpoint(&node))?;
     let mut status = SyncStatus {
         node: node.to_hex(),
         doc,
         broker,
         online: false,
-        genesis: genesis.map(|g| g.to_hex()),
-        member: genesis == Some(node)
-            || crate::membership::members(core.replica.state()).contains_key(&node),
-        own_events: own,
-        published: published.min(own),
-        to_publish: own.saturating_sub(published),
-        ingested: ingested(file)?,
         to_ingest: 0,
-        events: core.replica.len() as u64,
         digest: core.replica.digest(),
         rejected: Vec::new(),
         last_error: None,
+        ..Default::default()
     };
+    core.counts(genesis)
+        .write(&mut status, published, ingested(&foreign)?);
     if let Some(wait) = ask_broker.filter(|_| !status.broker.is_empty()) {
         let asked = tokio::time::timeout(wait, async {
             let client = async_nats::connect(status.broker.as_str())

@@ -129,7 +129,7 @@ pub async fn undo_edits(
     force: bool,
 ) -> Result<UndoReport, EngineError> {
     if n == 0 {
-        return Err(rejected("--steps must be at least 1"));
+        return Err(EngineError::rejected("--steps must be at least 1"));
     }
     let e = edits_of(file, editor)?;
     let undone: BTreeSet<&str> = e
@@ -145,7 +145,7 @@ pub async fn undo_edits(
         .collect();
     let picked = &done[done.len().saturating_sub(n as usize)..];
     if picked.is_empty() {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "nothing to undo: '{editor}' has no edit in this document that is not undone yet"
         )));
     }
@@ -172,7 +172,7 @@ pub async fn redo_edits(
         .find(|(id, ..)| !e.redone.contains(id))
         .filter(|(id, ..)| !e.superseded.contains(id))
     else {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "nothing to redo: '{editor}' has no undo since their last edit"
         )));
     };

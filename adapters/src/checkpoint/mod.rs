@@ -31,8 +31,9 @@ use elfiee_model::{Block, Command, ContentRef, EventHash, EXTERNAL_ROOT_PATH};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::errors::rejected;
 pub use scan::{FileChange, FileState, Manifest, ScanStats, Version};
+
+use crate::payload::{str_field, str_list};
 
 fn storage(msg: impl Into<String>) -> EngineError {
     EngineError::Storage(msg.into())
@@ -298,15 +299,8 @@ impl History {
                         h.steps.insert(n, c);
                         last_step = n;
                         // The tools a step names itself (an MCP server's steps).
-                        if let Some(tools) = e.value.get("tools").and_then(Value::as_array) {
-                            h.tools.insert(
-                                n,
-                                tools
-                                    .iter()
-                                    .filter_map(Value::as_str)
-                                    .map(str::to_owned)
-                                    .collect(),
-                            );
+                        if e.value.get("tools").is_some_and(Value::is_array) {
+                            h.tools.insert(n, str_list(&e.value, "tools"));
                         }
                         for (id, _, _) in &h.undos {
                             h.superseded.insert(id.clone());
@@ -314,7 +308,7 @@ impl History {
                     }
                 }
                 Some("undo") => {
-                    let id = e.value.get("undo_id").and_then(Value::as_str).unwrap_or("");
+                    let id = str_field(&e.value, "undo_id");
                     let steps: Vec<u64> = e
                         .value
                         .get("steps")
@@ -322,13 +316,13 @@ impl History {
                         .map(|a| a.iter().filter_map(Value::as_u64).collect())
                         .unwrap_or_default();
                     if let Some(c) = change() {
-                        h.undos.push((id.to_owned(), steps, c));
+                        h.undos.push((id, steps, c));
                     }
                 }
                 Some("redo") => {
-                    let id = e.value.get("undo_id").and_then(Value::as_str).unwrap_or("");
+                    let id = str_field(&e.value, "undo_id");
                     if let Some(c) = change() {
-                        h.redos.insert(id.to_owned(), c);
+                        h.redos.insert(id, c);
                     }
                 }
                 Some("message") => {
@@ -355,7 +349,7 @@ impl History {
             }
         }
         if !found {
-            return Err(rejected(format!(
+            return Err(EngineError::rejected(format!(
                 "no agent session '{session_id}' in this document; see `elfiee agent sessions AGENT`"
             )));
         }
@@ -591,7 +585,7 @@ async fn revert(
     }
     let root = net.root.clone();
     if !net.files.is_empty() && root.as_ref().is_none_or(|r| !r.is_dir()) {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "the project folder {} is not there; nothing was undone",
             root.map(|r| r.display().to_string()).unwrap_or_default()
         )));
@@ -612,7 +606,7 @@ async fn revert(
         current_files.insert(path.clone(), current);
     }
     if !conflicts.is_empty() {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "changed since by someone else, so nothing was undone: {}; look at them, or run again with --force to overwrite them",
             conflicts.join(", ")
         )));
@@ -625,7 +619,7 @@ async fn revert(
         let bytes = match before {
             Some(v) => Some((
                 file.bytes(&content_ref(v)?).map_err(|e| {
-                    rejected(format!(
+                    EngineError::rejected(format!(
                         "the earlier version of {path} ({} bytes) was not kept ({e}); nothing was undone",
                         v.len
                     ))
@@ -739,11 +733,11 @@ pub async fn undo(
         .filter(|n| !undone.contains(n))
         .collect();
     let picked: Vec<u64> = match selection {
-        Selection::Last(0) => return Err(rejected("--steps must be at least 1")),
+        Selection::Last(0) => return Err(EngineError::rejected("--steps must be at least 1")),
         Selection::Last(n) => done[done.len().saturating_sub(n as usize)..].to_vec(),
         Selection::To(s) => {
             if !h.steps.contains_key(&s) && s != 0 {
-                return Err(rejected(format!(
+                return Err(EngineError::rejected(format!(
                     "session '{session_id}' has no step {s}; see `elfiee agent steps {session_id}`"
                 )));
             }
@@ -751,7 +745,7 @@ pub async fn undo(
         }
     };
     if picked.is_empty() {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "nothing to undo in session '{session_id}': no step is done after that point; see `elfiee agent steps {session_id}`"
         )));
     }
@@ -781,7 +775,7 @@ pub async fn redo(
 ) -> Result<UndoReport, EngineError> {
     let h = History::load(file, session_id)?;
     let Some((undo_id, steps, change)) = h.redoable() else {
-        return Err(rejected(format!(
+        return Err(EngineError::rejected(format!(
             "nothing to redo in session '{session_id}' (no undo since its last step); see `elfiee agent steps {session_id}`"
         )));
     };

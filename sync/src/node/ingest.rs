@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, AckKind};
+use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
 use futures_util::StreamExt;
 
@@ -20,6 +21,7 @@ use super::types::*;
 /// chunk at a time, whatever the body's size.
 pub(super) async fn fetch_body(
     inner: &Inner,
+    foreign: &ForeignLog,
     stream: &jetstream::stream::Stream,
     r: &ContentRef,
 ) -> Result<(), String> {
@@ -83,10 +85,8 @@ pub(super) async fn fetch_body(
     let stored = fetched.and_then(|()| {
         file.rewind()
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        inner
-            .file
-            .foreign_log()
-            .and_then(|f| f.put_content_from(r, std::io::BufReader::new(&file)))
+        foreign
+            .put_content_from(r, std::io::BufReader::new(&file))
             .map_err(|e| format!("body {}: {e}", r.hash))
     });
     drop(file);
@@ -101,7 +101,12 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
     let mut backoff = Backoff::new(&inner.config);
     'connect: loop {
         let stream = inner.stream_when_ready(&js, &mut backoff).await;
-        let ingested = ingested(&inner.file).map_err(|e| e.to_string())?;
+        let ingested = inner
+            .file
+            .foreign_log()
+            .map_err(SyncError::from)
+            .and_then(|f| ingested(&f))
+            .map_err(|e| e.to_string())?;
         let config = consumer::pull::Config {
             durable_name: Some(name.clone()),
             // One ack per batch: acking its last message settles the ones before it.
@@ -327,11 +332,14 @@ pub(super) async fn store_batch(
             }
         }
     }
+    let foreign = inner
+        .file
+        .foreign_log()
+        .map_err(|e| format!("cannot store events from the broker: {e}"))?;
     for (e, _) in &queued {
         for r in elfiee_projections::content::event_refs(&e.value) {
-            let has = inner.file.foreign_log().and_then(|f| f.has_content(&r));
-            if !has.map_err(|e| e.to_string())? {
-                fetch_body(inner, stream, &r).await?;
+            if !foreign.has_content(&r).map_err(|e| e.to_string())? {
+                fetch_body(inner, &foreign, stream, &r).await?;
             }
         }
     }
@@ -342,10 +350,7 @@ pub(super) async fn store_batch(
     // Everything up to the batch's last message is settled (stored, here already, or
     // refused): a restart reads on from there.
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
-    let stored = inner
-        .file
-        .foreign_log()
-        .map_err(|e| format!("cannot store events from the broker: {e}"))?
+    let stored = foreign
         .append(events, side)
         .await
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;

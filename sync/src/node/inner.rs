@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self};
 use elfiee_capabilities::Registry;
-use elfiee_engine::FileHandle;
+use elfiee_engine::{FileHandle, ForeignLog};
 use elfiee_model::Event;
 use elfiee_projections::State;
 use tokio::sync::{watch, Notify};
@@ -52,16 +52,44 @@ impl Core {
         }
     }
 
-    /// The merged state as a fresh node over `file`'s log would fold it (for `replay`: no key
-    /// needed, ids and merge order do not depend on signatures).
-    pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
-        let Some(node) = recorded_node(file)? else {
+    /// The follower a fresh node over `file`'s log would be, caught up: the node the file
+    /// records, its adopted nodes, no key (ids and merge order do not depend on signatures).
+    /// `None` for a file that was never synced.
+    pub(super) fn from_log(
+        file: &FileHandle,
+        registry: Registry,
+    ) -> Result<Option<Core>, SyncError> {
+        let foreign = file.foreign_log()?;
+        let Some(node) = recorded_node(&foreign)? else {
             return Ok(None);
         };
         let mut core = Core::new(registry, node, None);
-        core.adopted = adopted(file)?;
+        core.adopted = adopted(&foreign)?;
         core.catch_up(file)?;
-        Ok(Some(core.replica.state().clone()))
+        Ok(Some(core))
+    }
+
+    /// The merged state as a fresh node over `file`'s log would fold it (for `replay`).
+    pub fn replay(file: &FileHandle, registry: Registry) -> Result<Option<State>, SyncError> {
+        Ok(Core::from_log(file, registry)?.map(|core| core.replica.state().clone()))
+    }
+
+    /// Whether this node may publish: it is the document's first node (`genesis`), or the
+    /// merged state's members list names it.
+    pub(super) fn is_member(&self, genesis: Option<&NodeId>) -> bool {
+        genesis == Some(&self.node)
+            || crate::membership::members(self.replica.state()).contains_key(&self.node)
+    }
+
+    /// What the status counts of this follower ([`Counts`]); `genesis` is the document's
+    /// first node.
+    pub(super) fn counts(&self, genesis: Option<NodeId>) -> Counts {
+        Counts {
+            own: self.own.len() as u64,
+            events: self.replica.len() as u64,
+            member: self.is_member(genesis.as_ref()),
+            genesis,
+        }
     }
 
     /// Folds the log's events after `followed` into the merged state.
@@ -87,10 +115,11 @@ impl Core {
                 self.follow(seq, sealed, &mut batch);
             }
         } else {
+            let foreign = file.foreign_log()?;
             for e in file.events(self.followed + 1)? {
                 let sealed = match known.remove(&e.seq) {
                     Some(s) => s,
-                    None => self.read_sealed(file, &e)?,
+                    None => self.read_sealed(&foreign, &e)?,
                 };
                 self.follow(e.seq, sealed, &mut batch);
             }
@@ -124,9 +153,13 @@ impl Core {
 
     /// The sealed form of local event `e` as read from the log: the origin kept with a
     /// foreign one, else sealed here (by this node, or by the node a copied file adopted).
-    pub(super) fn read_sealed(&self, file: &FileHandle, e: &Event) -> Result<SyncEvent, SyncError> {
+    pub(super) fn read_sealed(
+        &self,
+        foreign: &ForeignLog,
+        e: &Event,
+    ) -> Result<SyncEvent, SyncError> {
         let seq = e.seq;
-        match file.foreign_log()?.origin(seq)? {
+        match foreign.origin(seq)? {
             Some(bytes) => SyncEvent::decode(&bytes)
                 .map_err(|r| SyncError::Engine(format!("the origin kept with event {seq}: {r}"))),
             None => {
@@ -135,7 +168,7 @@ impl Core {
                     .iter()
                     .find(|(_, through)| seq <= *through)
                     .map_or(self.node, |(n, _)| *n);
-                self.seal(file, e, author)
+                self.seal(foreign, e, author)
             }
         }
     }
@@ -145,13 +178,12 @@ impl Core {
     /// published it).
     pub(super) fn seal(
         &self,
-        file: &FileHandle,
+        foreign: &ForeignLog,
         e: &Event,
         author: NodeId,
     ) -> Result<SyncEvent, SyncError> {
         // Events from before the file recorded commands: the event's kind on its entity.
-        let (cap, target) = file
-            .foreign_log()?
+        let (cap, target) = foreign
             .command_of(e.seq)?
             .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
         let chain = self.chains.get(&author).map_or(&[][..], |c| c);
@@ -169,6 +201,31 @@ impl Core {
         };
         let key = self.key.as_ref().filter(|_| author == self.node);
         Ok(SyncEvent::seal_parts(key, origin, cap, target, e))
+    }
+}
+
+/// What the status counts of a follower's books (taken under its lock, written into the
+/// status after).
+pub(super) struct Counts {
+    /// Own events sealed.
+    own: u64,
+    /// Events in the merged state.
+    events: u64,
+    member: bool,
+    genesis: Option<NodeId>,
+}
+
+impl Counts {
+    /// Writes the counts into `s`, with the publisher's checkpoint (`published`: the last own
+    /// origin seq the broker acknowledged) and the ingest checkpoint.
+    pub(super) fn write(&self, s: &mut SyncStatus, published: u64, ingested: u64) {
+        s.own_events = self.own;
+        s.published = published.min(self.own);
+        s.to_publish = self.own.saturating_sub(published);
+        s.ingested = ingested;
+        s.events = self.events;
+        s.member = self.member;
+        s.genesis = self.genesis.map(|g| g.to_hex());
     }
 }
 
@@ -213,38 +270,28 @@ impl Inner {
     /// Recomputes the counts in the status, applies `change`, and tells subscribers when
     /// something moved.
     pub(super) fn refresh_status(&self, change: impl FnOnce(&mut SyncStatus)) {
-        let (own, events, member, genesis) = {
+        let counts = {
             let core = self.lock();
-            let genesis = self.genesis();
-            (
-                core.own.len() as u64,
-                core.replica.len() as u64,
-                self.is_member(core.replica.state(), genesis.as_ref()),
-                genesis,
-            )
+            core.counts(self.genesis())
         };
         let published = self.file.checkpoint(&self.checkpoint_name).unwrap_or(0);
-        let ingested = ingested(&self.file).unwrap_or(0);
+        let ingested = self
+            .file
+            .foreign_log()
+            .map_err(SyncError::from)
+            .and_then(|f| ingested(&f))
+            .unwrap_or(0);
         self.status.send_if_modified(|s| {
             let before = s.clone();
-            s.own_events = own;
-            s.published = published.min(own);
-            s.to_publish = own.saturating_sub(published);
-            s.ingested = ingested;
-            s.events = events;
-            s.member = member;
-            s.genesis = genesis.map(|g| g.to_hex());
+            counts.write(s, published, ingested);
             change(s);
             *s != before
         });
     }
 
     pub(super) fn genesis(&self) -> Option<NodeId> {
-        side_node(&self.file, GENESIS_SIDE).ok().flatten()
-    }
-
-    pub(super) fn is_member(&self, state: &State, genesis: Option<&NodeId>) -> bool {
-        genesis == Some(&self.node) || crate::membership::members(state).contains_key(&self.node)
+        let foreign = self.file.foreign_log().ok()?;
+        side_node(&foreign, GENESIS_SIDE).ok().flatten()
     }
 
     pub(super) fn js(&self) -> jetstream::Context {

@@ -137,7 +137,7 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         loop {
             let batch: Vec<SyncEvent> = {
                 let core = inner.lock();
-                let member = inner.is_member(core.replica.state(), inner.genesis().as_ref());
+                let member = core.is_member(inner.genesis().as_ref());
                 if member {
                     core.own
                         .iter()

@@ -2,7 +2,7 @@
 //! checkpoint, the broker and document it uses), and the checks of a broker address and a
 //! document name.
 
-use elfiee_engine::FileHandle;
+use elfiee_engine::{FileHandle, ForeignLog};
 
 use crate::identity::NodeId;
 
@@ -28,31 +28,28 @@ pub(super) const CONFIG_SIDE: &[u8] = b"sync.config";
 
 /// The node id a side record holds (`NODE_SIDE`: this device's, `GENESIS_SIDE`: the
 /// stream's first).
-pub(super) fn side_node(file: &FileHandle, key: &[u8]) -> Result<Option<NodeId>, SyncError> {
-    Ok(file
-        .foreign_log()?
+pub(super) fn side_node(foreign: &ForeignLog, key: &[u8]) -> Result<Option<NodeId>, SyncError> {
+    Ok(foreign
         .side(key)?
         .and_then(|b| b.try_into().ok())
         .map(NodeId))
 }
 
-pub(super) fn recorded_node(file: &FileHandle) -> Result<Option<NodeId>, SyncError> {
-    side_node(file, NODE_SIDE)
+pub(super) fn recorded_node(foreign: &ForeignLog) -> Result<Option<NodeId>, SyncError> {
+    side_node(foreign, NODE_SIDE)
 }
 
 /// The ingest checkpoint: the stream sequence up to which every message is settled.
-pub(super) fn ingested(file: &FileHandle) -> Result<u64, SyncError> {
-    Ok(file
-        .foreign_log()?
+pub(super) fn ingested(foreign: &ForeignLog) -> Result<u64, SyncError> {
+    Ok(foreign
         .side(INGEST_SIDE)?
         .and_then(|b| b.try_into().ok())
         .map(u64::from_be_bytes)
         .unwrap_or(0))
 }
 
-pub(super) fn adopted(file: &FileHandle) -> Result<Vec<(NodeId, u64)>, SyncError> {
-    Ok(file
-        .foreign_log()?
+pub(super) fn adopted(foreign: &ForeignLog) -> Result<Vec<(NodeId, u64)>, SyncError> {
+    Ok(foreign
         .side(ADOPTED_SIDE)?
         .and_then(|b| rmp_serde::from_slice(&b).ok())
         .unwrap_or_default())

@@ -46,7 +46,6 @@ pub use state::{AgentSession, SessionOptions, ToolStatusFn};
 pub use tools::Markers;
 use tools::*;
 
-use crate::errors::rejected;
 use crate::llm::{ContentBlock, LlmRequest, Message, Role, StreamEvent};
 
 impl AgentSession {
@@ -68,7 +67,7 @@ impl AgentSession {
                     .map(str::to_owned)
             })
             .ok_or_else(|| {
-                rejected(format!(
+                EngineError::rejected(format!(
                     "'{agent_block_id}' is not an agent block; see `elfiee agent list`"
                 ))
             })?;
