@@ -15,8 +15,7 @@ use serde_json::{json, Value};
 
 use super::directory_import::new_block;
 use super::spec::Builtin;
-use super::support::on_block;
-use super::support::record;
+use super::support::{grant_draft, on_block, record};
 use crate::payload::{check_name, parse};
 use crate::{Handled, Target};
 use elfiee_projections::fold_patch;
@@ -55,14 +54,7 @@ pub(crate) fn directory_grants(
         .iter()
         .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
         .filter(|c| !state.grants.contains(&Grant::new(editor, **c, dir)))
-        .map(|cap| {
-            let g = Grant::new(editor, *cap, dir);
-            EventDraft::new(
-                editor,
-                "core.grant",
-                serde_json::to_value(&g).unwrap_or_default(),
-            )
-        })
+        .map(|cap| grant_draft("core.grant", &Grant::new(editor, *cap, dir)))
         .collect()
 }
 
@@ -182,20 +174,14 @@ fn handle_create(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         .iter()
         .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
     {
-        let g = Grant::new(&editor_id, *cap, "*");
-        out.push(EventDraft::new(
-            &editor_id,
+        out.push(grant_draft(
             "core.grant",
-            serde_json::to_value(&g).unwrap_or_default(),
+            &Grant::new(&editor_id, *cap, "*"),
         ));
     }
     // The agent may invoke itself and record proposals (e.g. through MCP).
     let own = Grant::new(&editor_id, "agent.invoke", &agent_id);
-    out.push(EventDraft::new(
-        &editor_id,
-        "core.grant",
-        serde_json::to_value(&own).unwrap_or_default(),
-    ));
+    out.push(grant_draft("core.grant", &own));
     if let Some(dir) = &p.target_project_id {
         out.extend(directory_grants(state, ctx, &editor_id, dir));
     }
