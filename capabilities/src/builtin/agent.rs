@@ -84,12 +84,12 @@ pub(crate) const CAPABILITIES: &[Builtin] = &[
         handle_effect_plan,
     )
     .authorized_by(action_cap)
-    .fold(fold_effect_record),
+    .fold(fold_effect_plan),
     // The result of one enable/disable effect run (ok, warnings, needs_restart, message, and
     // what is still installed).
     Builtin::new("agent.effect_outcome", Target::Block(Some("agent")), record)
         .authorized_by(action_cap)
-        .fold(fold_effect_record),
+        .fold(fold_effect_outcome),
 ];
 
 fn handle_create(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
@@ -318,10 +318,20 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
     out
 }
 
-/// The integration an effect plan or outcome records (null removes it); an outcome is also
-/// kept whole in `metadata.custom.last_effect`.
-fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
-    let outcome = event.cap_id() == "agent.effect_outcome";
+/// The fold of `agent.effect_plan`: the integration it records ([`fold_effect_record`]).
+fn fold_effect_plan(state: &mut State, event: &Event) -> Folded {
+    fold_effect_record(state, event, false)
+}
+
+/// The fold of `agent.effect_outcome`: the integration it records, and the outcome kept whole
+/// in `metadata.custom.last_effect`.
+fn fold_effect_outcome(state: &mut State, event: &Event) -> Folded {
+    fold_effect_record(state, event, true)
+}
+
+/// The integration an effect plan or outcome records (null removes it); with `outcome`, the
+/// value is also kept whole in `metadata.custom.last_effect`.
+fn fold_effect_record(state: &mut State, event: &Event, outcome: bool) -> Folded {
     update_block(state, event, |b, v| {
         if let Some(integration) = v.get("integration") {
             if integration.is_null() {

@@ -62,16 +62,17 @@ pub(crate) fn grant_event(
     Ok(vec![grant_draft(cap, &g)])
 }
 
-/// The fold of `core.grant` (the grant joins) and `core.revoke` (it leaves).
-pub(crate) fn fold_grant(state: &mut State, event: &Event) -> Folded {
-    if let Ok(g) = Grant::deserialize(&event.value) {
-        if event.cap_id() == "core.grant" {
-            state.grants.insert(g);
-        } else {
-            state.grants.remove(&g);
-        }
+/// The fold of `core.grant`: the grant joins.
+fn fold_grant(state: &mut State, event: &Event) -> Folded {
+    if let Some(g) = grant_in(event) {
+        state.grants.insert(g);
     }
     Folded::Done
+}
+
+/// The grant a `core.grant` / `core.revoke` event carries (none if its value is not one).
+pub(crate) fn grant_in(event: &Event) -> Option<Grant> {
+    Grant::deserialize(&event.value).ok()
 }
 
 #[cfg(test)]
