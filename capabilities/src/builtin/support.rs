@@ -8,9 +8,17 @@ use serde_json::{json, Value};
 
 use crate::Handled;
 
+/// The events that delete `block`: its detachment ([`detach_block`]), then the `core.delete`.
+/// Used by `core.delete` and by the directory capabilities that delete a file's block.
+pub(crate) fn delete_events(state: &State, block: &str) -> Vec<EventDraft> {
+    let mut out = detach_block(state, block);
+    out.push(EventDraft::new(block, "core.delete", json!({})));
+    out
+}
+
 /// Events that remove every relation touching `block` (both directions) and every grant on it,
-/// in a deterministic order. Used by `core.delete` so the log states each removal explicitly.
-pub(crate) fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
+/// in a deterministic order, so the log states each removal explicitly.
+fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
     let mut out = Vec::new();
     for (rel, child) in state.children_of(block) {
         out.push(EventDraft::new(
