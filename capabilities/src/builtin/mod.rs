@@ -93,6 +93,8 @@ impl Registry {
                         r.declare_block_body(block_type, body_keys(block_type));
                     }
                 }
+                // A block's body, when it is created, is at the keys of its block type.
+                r.declare_typed_body("core.create");
                 r
             })
             .clone()
