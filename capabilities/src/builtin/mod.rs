@@ -51,7 +51,7 @@ pub use agent_llm::{
 pub use code_write::CodeWritePayload;
 pub use core_create::CoreCreatePayload;
 pub use core_grant::GrantPayload;
-pub use core_link::LinkPayload;
+pub use core_link::{link_of, LinkPayload};
 pub use core_rename::RenamePayload;
 pub use core_restore::{RestoreBlock, RestorePayload};
 pub use core_update_metadata::UpdateMetadataPayload;
