@@ -119,6 +119,12 @@ impl Registry {
         self.folds.declare_block_body(block_type, keys);
     }
 
+    /// Declares that events of `kind` take the body keys of the block type their value names
+    /// ([`Folds::declare_typed_body`]).
+    pub fn declare_typed_body(&mut self, kind: impl Into<String>) {
+        self.folds.declare_typed_body(kind);
+    }
+
     /// The folds of every known kind.
     pub fn folds(&self) -> &Folds {
         &self.folds

@@ -27,7 +27,7 @@
 //! assert!(folds.knows("counter.bump") && !folds.knows("core.create"));
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -88,8 +88,10 @@ pub struct Folds {
     fingerprint: String,
     /// Event kind → the `value.contents` keys that may hold a large body.
     bodies: BTreeMap<String, Vec<String>>,
-    /// Block type → the `contents` keys of its body (set by `core.create`).
+    /// Block type → the `contents` keys of its body (set by a kind of `typed_bodies`).
     block_bodies: BTreeMap<String, Vec<String>>,
+    /// Kinds whose body keys are those of the block type their value names (`core.create`).
+    typed_bodies: BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Folds {
@@ -127,7 +129,8 @@ impl Folds {
             .insert(kind.into(), keys.iter().map(|k| k.to_string()).collect());
     }
 
-    /// Declares the body keys of blocks of `block_type`: a `core.create` of such a block with
+    /// Declares the body keys of blocks of `block_type`: an event of a kind declared with
+    /// [`Folds::declare_typed_body`] (the built-ins' `core.create`) that makes such a block with
     /// large `contents` at those keys stores them in the content store.
     pub fn declare_block_body(&mut self, block_type: impl Into<String>, keys: &[&str]) {
         self.block_bodies.insert(
@@ -136,9 +139,15 @@ impl Folds {
         );
     }
 
+    /// Declares that events of `kind` make a block whose type is the value's `block_type`:
+    /// their body keys are that type's ([`Folds::declare_block_body`]), not the kind's.
+    pub fn declare_typed_body(&mut self, kind: impl Into<String>) {
+        self.typed_bodies.insert(kind.into());
+    }
+
     /// The `value.contents` keys an event of `kind` with this value may set a body at.
     pub fn body_keys<'a>(&'a self, kind: &str, value: &serde_json::Value) -> &'a [String] {
-        let keys = if kind == "core.create" {
+        let keys = if self.typed_bodies.contains(kind) {
             let ty = value
                 .get("block_type")
                 .and_then(|t| t.as_str())

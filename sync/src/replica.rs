@@ -21,7 +21,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use elfiee_capabilities::{Merge, Registry};
-use elfiee_model::{Command, Event, Relation};
+use elfiee_model::{Command, Event};
 use elfiee_projections::State;
 use serde_json::{json, Value};
 
@@ -268,17 +268,9 @@ fn fold_change(
         return;
     }
     if merge == Merge::Link {
-        let to = e
-            .value
-            .get("to")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let rel = e
-            .value
-            .get("relation")
-            .and_then(Value::as_str)
-            .and_then(Relation::parse);
-        if rel.is_some() && (to == e.entity || state.reaches(to, &e.entity)) {
+        // Read as the link fold reads it: a malformed value links nothing and is not skipped.
+        let to = elfiee_capabilities::builtin::link_of(e).map(|(to, _)| to);
+        if to.is_some_and(|to| to == e.entity || state.reaches(to, &e.entity)) {
             sync_list(state, "skipped")
                 .push(json!({"id": id.to_hex(), "reason": "the link would close a cycle"}));
             return;

@@ -15,8 +15,7 @@ use serde_json::{json, Value};
 
 use super::directory_import::new_block;
 use super::spec::Builtin;
-use super::support::on_block;
-use super::support::record;
+use super::support::{grant_draft, on_block, record};
 use crate::payload::{check_name, parse};
 use crate::{Handled, Target};
 use elfiee_projections::fold_patch;
@@ -55,14 +54,7 @@ pub(crate) fn directory_grants(
         .iter()
         .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
         .filter(|c| !state.grants.contains(&Grant::new(editor, **c, dir)))
-        .map(|cap| {
-            let g = Grant::new(editor, *cap, dir);
-            EventDraft::new(
-                editor,
-                "core.grant",
-                serde_json::to_value(&g).unwrap_or_default(),
-            )
-        })
+        .map(|cap| grant_draft("core.grant", &Grant::new(editor, *cap, dir)))
         .collect()
 }
 
@@ -92,12 +84,12 @@ pub(crate) const CAPABILITIES: &[Builtin] = &[
         handle_effect_plan,
     )
     .authorized_by(action_cap)
-    .fold(fold_effect_record),
+    .fold(fold_effect_plan),
     // The result of one enable/disable effect run (ok, warnings, needs_restart, message, and
     // what is still installed).
     Builtin::new("agent.effect_outcome", Target::Block(Some("agent")), record)
         .authorized_by(action_cap)
-        .fold(fold_effect_record),
+        .fold(fold_effect_outcome),
 ];
 
 fn handle_create(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
@@ -182,20 +174,14 @@ fn handle_create(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         .iter()
         .filter(|c| ctx.known_caps.iter().any(|k| k == *c))
     {
-        let g = Grant::new(&editor_id, *cap, "*");
-        out.push(EventDraft::new(
-            &editor_id,
+        out.push(grant_draft(
             "core.grant",
-            serde_json::to_value(&g).unwrap_or_default(),
+            &Grant::new(&editor_id, *cap, "*"),
         ));
     }
     // The agent may invoke itself and record proposals (e.g. through MCP).
     let own = Grant::new(&editor_id, "agent.invoke", &agent_id);
-    out.push(EventDraft::new(
-        &editor_id,
-        "core.grant",
-        serde_json::to_value(&own).unwrap_or_default(),
-    ));
+    out.push(grant_draft("core.grant", &own));
     if let Some(dir) = &p.target_project_id {
         out.extend(directory_grants(state, ctx, &editor_id, dir));
     }
@@ -332,10 +318,20 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
     out
 }
 
-/// The integration an effect plan or outcome records (null removes it); an outcome is also
-/// kept whole in `metadata.custom.last_effect`.
-fn fold_effect_record(state: &mut State, event: &Event) -> Folded {
-    let outcome = event.cap_id() == "agent.effect_outcome";
+/// The fold of `agent.effect_plan`: the integration it records ([`fold_effect_record`]).
+fn fold_effect_plan(state: &mut State, event: &Event) -> Folded {
+    fold_effect_record(state, event, false)
+}
+
+/// The fold of `agent.effect_outcome`: the integration it records, and the outcome kept whole
+/// in `metadata.custom.last_effect`.
+fn fold_effect_outcome(state: &mut State, event: &Event) -> Folded {
+    fold_effect_record(state, event, true)
+}
+
+/// The integration an effect plan or outcome records (null removes it); with `outcome`, the
+/// value is also kept whole in `metadata.custom.last_effect`.
+fn fold_effect_record(state: &mut State, event: &Event, outcome: bool) -> Folded {
     update_block(state, event, |b, v| {
         if let Some(integration) = v.get("integration") {
             if integration.is_null() {

@@ -1,6 +1,5 @@
-use elfiee_model::{Command, Ctx, Event, EventDraft};
+use elfiee_model::{Command, Ctx, Event};
 use elfiee_projections::{Folded, State};
-use serde_json::json;
 
 use super::spec::Builtin;
 use crate::{Handled, Target};
@@ -15,9 +14,7 @@ pub(crate) const CAPABILITIES: &[Builtin] =
 fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
     crate::payload::expect_empty(ID, &cmd.payload)?;
     let id = cmd.block_id.as_deref().unwrap_or_default();
-    let mut out = super::support::detach_block(state, id);
-    out.push(EventDraft::new(id, ID, json!({})));
-    Ok(out)
+    Ok(super::support::delete_events(state, id))
 }
 
 fn fold_delete(state: &mut State, event: &Event) -> Folded {

@@ -1,8 +1,9 @@
-use elfiee_model::{CapError, Command, Ctx, Event, EventDraft, Grant, WILDCARD};
+use elfiee_model::{CapError, Command, Ctx, Event, Grant, WILDCARD};
 use elfiee_projections::{Folded, State};
 use serde::{Deserialize, Serialize};
 
 use super::spec::Builtin;
+use super::support::grant_draft;
 use crate::payload::parse;
 use crate::{Handled, Target};
 
@@ -58,23 +59,20 @@ pub(crate) fn grant_event(
 ) -> Handled {
     let g = grant_of(cap, cmd, state, ctx)?;
     check(&g).map_err(CapError::rejected)?;
-    Ok(vec![EventDraft::new(
-        &g.editor_id,
-        cap,
-        serde_json::to_value(&g).unwrap_or_default(),
-    )])
+    Ok(vec![grant_draft(cap, &g)])
 }
 
-/// The fold of `core.grant` (the grant joins) and `core.revoke` (it leaves).
-pub(crate) fn fold_grant(state: &mut State, event: &Event) -> Folded {
-    if let Ok(g) = Grant::deserialize(&event.value) {
-        if event.cap_id() == "core.grant" {
-            state.grants.insert(g);
-        } else {
-            state.grants.remove(&g);
-        }
+/// The fold of `core.grant`: the grant joins.
+fn fold_grant(state: &mut State, event: &Event) -> Folded {
+    if let Some(g) = grant_in(event) {
+        state.grants.insert(g);
     }
     Folded::Done
+}
+
+/// The grant a `core.grant` / `core.revoke` event carries (none if its value is not one).
+pub(crate) fn grant_in(event: &Event) -> Option<Grant> {
+    Grant::deserialize(&event.value).ok()
 }
 
 #[cfg(test)]

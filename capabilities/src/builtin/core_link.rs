@@ -33,8 +33,9 @@ pub(crate) fn parse_link(cap: &str, cmd: &Command) -> Result<(String, Relation),
     Ok((p.to, rel))
 }
 
-/// The target and relation of a `core.link` / `core.unlink` event (none if malformed).
-pub(crate) fn link_of(event: &Event) -> Option<(&str, Relation)> {
+/// The target and relation of a `core.link` / `core.unlink` event (none if malformed): its
+/// fold's reading, which sync's merge also uses to skip a link that would close a cycle.
+pub fn link_of(event: &Event) -> Option<(&str, Relation)> {
     let to = event.value.get("to").and_then(Value::as_str)?;
     let rel = event.value.get("relation").and_then(Value::as_str)?;
     Some((to, Relation::parse(rel)?))

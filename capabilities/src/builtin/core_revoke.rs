@@ -1,14 +1,14 @@
-use elfiee_model::{Command, Ctx, WILDCARD};
-use elfiee_projections::State;
+use elfiee_model::{Command, Ctx, Event, WILDCARD};
+use elfiee_projections::{Folded, State};
 
-use super::core_grant::{fold_grant, grant_event};
+use super::core_grant::{grant_event, grant_in};
 use super::spec::Builtin;
 use crate::{Handled, Target};
 
 const ID: &str = "core.revoke";
 
 pub(crate) const CAPABILITIES: &[Builtin] =
-    &[Builtin::new(ID, Target::BlockOrFile, handle).fold(fold_grant)];
+    &[Builtin::new(ID, Target::BlockOrFile, handle).fold(fold_revoke)];
 
 /// `core.revoke`: removes a grant that exists (exact match; revoking `*` does not touch
 /// per-editor grants).
@@ -28,6 +28,14 @@ fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
         }
         Ok(())
     })
+}
+
+/// The fold of `core.revoke`: the grant leaves.
+fn fold_revoke(state: &mut State, event: &Event) -> Folded {
+    if let Some(g) = grant_in(event) {
+        state.grants.remove(&g);
+    }
+    Folded::Done
 }
 
 #[cfg(test)]

@@ -1,3 +1,5 @@
+use std::collections::BTreeSet;
+
 use elfiee_model::{CapError, Command, Ctx, Event, EXTERNAL_ROOT_PATH};
 use elfiee_projections::{update_block, Folded, State};
 use serde_json::json;
@@ -50,9 +52,11 @@ fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
 fn fold_export_outcome(state: &mut State, event: &Event) -> Folded {
     update_block(state, event, |b, v| {
         set_disk_hashes(b, v);
-        for p in strings(v, "removed") {
+        let removed: BTreeSet<&str> = strings(v, "removed").collect();
+        // The list is made only when something was removed.
+        if !removed.is_empty() {
             if let Some(list) = list_mut(b, "pending_removals") {
-                list.retain(|e| entry_path(e) != p);
+                list.retain(|e| !removed.contains(entry_path(e)));
             }
         }
         b.metadata.custom.insert("last_export".into(), v.clone());

@@ -228,8 +228,7 @@ fn handle_remove(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         json!({"path": p.path, "block_id": block_id, "keep_block": p.keep_block}),
     )];
     if !p.keep_block && state.block(block_id).is_some() {
-        drafts.extend(super::support::detach_block(state, block_id));
-        drafts.push(EventDraft::new(block_id, "core.delete", json!({})));
+        drafts.extend(super::support::delete_events(state, block_id));
     }
     Ok(drafts)
 }

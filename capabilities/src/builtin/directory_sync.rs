@@ -121,8 +121,7 @@ fn handle(cmd: &Command, state: &State, ctx: &Ctx) -> Handled {
             continue;
         };
         if state.block(id).is_some() {
-            drafts.extend(super::support::detach_block(state, id));
-            drafts.push(EventDraft::new(id, "core.delete", json!({})));
+            drafts.extend(super::support::delete_events(state, id));
         }
         removed.push(path);
     }

@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::spec::Builtin;
+use super::support::grant_draft;
 use crate::payload::parse;
 use crate::{Handled, Target};
 
@@ -34,13 +35,7 @@ fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
     }
     let mut out: Vec<EventDraft> = state
         .grants_of(&p.editor_id)
-        .map(|g| {
-            EventDraft::new(
-                &g.editor_id,
-                "core.revoke",
-                serde_json::to_value(g).unwrap_or_default(),
-            )
-        })
+        .map(|g| grant_draft("core.revoke", g))
         .collect();
     out.push(EventDraft::new(&p.editor_id, ID, json!({})));
     Ok(out)

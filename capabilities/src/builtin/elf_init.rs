@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::spec::Builtin;
+use super::support::grant_draft;
 use crate::payload::{check_id, check_name, parse};
 use crate::{Handled, Target};
 
@@ -47,12 +48,7 @@ fn handle(cmd: &Command, _state: &State, ctx: &Ctx) -> Handled {
         ),
     ];
     for cap in ctx.known_caps.iter().filter(|c| c.as_str() != "elf.init") {
-        let g = Grant::new(owner, cap, WILDCARD);
-        out.push(EventDraft::new(
-            owner,
-            "core.grant",
-            serde_json::to_value(&g).unwrap_or_default(),
-        ));
+        out.push(grant_draft("core.grant", &Grant::new(owner, cap, WILDCARD)));
     }
     Ok(out)
 }

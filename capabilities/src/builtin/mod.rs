@@ -51,7 +51,7 @@ pub use agent_llm::{
 pub use code_write::CodeWritePayload;
 pub use core_create::CoreCreatePayload;
 pub use core_grant::GrantPayload;
-pub use core_link::LinkPayload;
+pub use core_link::{link_of, LinkPayload};
 pub use core_rename::RenamePayload;
 pub use core_restore::{RestoreBlock, RestorePayload};
 pub use core_update_metadata::UpdateMetadataPayload;
@@ -82,13 +82,19 @@ impl Registry {
         BUILTIN
             .get_or_init(|| {
                 let mut r = Registry::default();
-                for cap in all() {
-                    r.register(cap);
+                let specs = specs();
+                for spec in &specs {
+                    r.register(Arc::new(*spec));
                 }
-                for (kind, block_type) in [("markdown.write", "markdown"), ("code.write", "code")] {
-                    r.declare_body(kind, body_keys(block_type));
-                    r.declare_block_body(block_type, body_keys(block_type));
+                // A body writer (`Builtin::body_write`) declares its block type's body keys.
+                for spec in &specs {
+                    if let Some(block_type) = spec.body() {
+                        r.declare_body(spec.id(), body_keys(block_type));
+                        r.declare_block_body(block_type, body_keys(block_type));
+                    }
                 }
+                // A block's body, when it is created, is at the keys of its block type.
+                r.declare_typed_body("core.create");
                 r
             })
             .clone()
@@ -97,6 +103,14 @@ impl Registry {
 
 /// Every built-in capability, each declared as data ([`Builtin`]) in its file.
 pub fn all() -> Vec<Arc<dyn Capability>> {
+    specs()
+        .into_iter()
+        .map(|c| Arc::new(c) as Arc<dyn Capability>)
+        .collect()
+}
+
+/// The declarations of [`all`], in order.
+fn specs() -> Vec<Builtin> {
     [
         elf_init::CAPABILITIES,
         core_create::CAPABILITIES,
@@ -123,7 +137,4 @@ pub fn all() -> Vec<Arc<dyn Capability>> {
         agent_session::CAPABILITIES,
     ]
     .concat()
-    .into_iter()
-    .map(|c| Arc::new(c) as Arc<dyn Capability>)
-    .collect()
 }

@@ -46,6 +46,8 @@ pub struct Builtin {
     merge: Merge,
     authorized_by: Option<fn(&Command) -> &'static str>,
     fold: Option<FoldFn>,
+    /// The block type whose body it writes ([`Builtin::body_write`]).
+    body: Option<&'static str>,
 }
 
 impl Builtin {
@@ -57,6 +59,7 @@ impl Builtin {
             merge: Merge::Fold,
             authorized_by: None,
             fold: None,
+            body: None,
         }
     }
 
@@ -68,9 +71,19 @@ impl Builtin {
         block_type: &'static str,
         handle: Handler,
     ) -> Builtin {
-        Builtin::new(id, Target::Block(Some(block_type)), handle)
+        let write = Builtin::new(id, Target::Block(Some(block_type)), handle)
             .merge(Merge::BlockWrite)
-            .fold(elfiee_projections::fold_patch)
+            .fold(elfiee_projections::fold_patch);
+        Builtin {
+            body: Some(block_type),
+            ..write
+        }
+    }
+
+    /// The block type whose body it writes, for a [`Builtin::body_write`]: the registry
+    /// declares that type's body keys for the kind and the block type.
+    pub const fn body(&self) -> Option<&'static str> {
+        self.body
     }
 
     /// How its events merge across devices ([`Capability::merge`]).

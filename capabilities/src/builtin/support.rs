@@ -2,15 +2,23 @@
 //! of effect records and block reads. A shared handler names its kind by `cmd.cap_id`, which
 //! is the id of the capability the registry dispatched the command to.
 
-use elfiee_model::{CapError, Command, Ctx, EventDraft};
+use elfiee_model::{CapError, Command, Ctx, EventDraft, Grant};
 use elfiee_projections::State;
 use serde_json::{json, Value};
 
 use crate::Handled;
 
+/// The events that delete `block`: its detachment ([`detach_block`]), then the `core.delete`.
+/// Used by `core.delete` and by the directory capabilities that delete a file's block.
+pub(crate) fn delete_events(state: &State, block: &str) -> Vec<EventDraft> {
+    let mut out = detach_block(state, block);
+    out.push(EventDraft::new(block, "core.delete", json!({})));
+    out
+}
+
 /// Events that remove every relation touching `block` (both directions) and every grant on it,
-/// in a deterministic order. Used by `core.delete` so the log states each removal explicitly.
-pub(crate) fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
+/// in a deterministic order, so the log states each removal explicitly.
+fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
     let mut out = Vec::new();
     for (rel, child) in state.children_of(block) {
         out.push(EventDraft::new(
@@ -27,13 +35,19 @@ pub(crate) fn detach_block(state: &State, block: &str) -> Vec<EventDraft> {
         ));
     }
     for g in state.grants.iter().filter(|g| g.block_id == block) {
-        out.push(EventDraft::new(
-            &g.editor_id,
-            "core.revoke",
-            serde_json::to_value(g).unwrap_or_default(),
-        ));
+        out.push(grant_draft("core.revoke", g));
     }
     out
+}
+
+/// The event of `kind` (`core.grant` or `core.revoke`) about grant `g`: on the grantee editor,
+/// with the grant as its value.
+pub(crate) fn grant_draft(kind: &str, g: &Grant) -> EventDraft {
+    EventDraft::new(
+        &g.editor_id,
+        kind,
+        serde_json::to_value(g).unwrap_or_default(),
+    )
 }
 
 /// The handler of a record an effect writes about one run on a block (`terminal.output`,
