@@ -52,6 +52,7 @@ mod project;
 mod raw;
 mod surfaces;
 mod sync;
+mod sync_figures;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

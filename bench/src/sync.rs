@@ -20,12 +20,12 @@ fn registry() -> Registry {
     r
 }
 
-struct Device {
-    file: FileHandle,
-    node: SyncNode,
+pub(crate) struct Device {
+    pub(crate) file: FileHandle,
+    pub(crate) node: SyncNode,
 }
 
-async fn device(
+pub(crate) async fn device(
     base: &Path,
     name: &str,
     url: &str,
@@ -48,7 +48,11 @@ async fn device(
     Ok(Device { file, node })
 }
 
-async fn wait_for(devices: &[&Device], events: u64, within: Duration) -> Result<(), BoxError> {
+pub(crate) async fn wait_for(
+    devices: &[&Device],
+    events: u64,
+    within: Duration,
+) -> Result<(), BoxError> {
     let deadline = Instant::now() + within;
     loop {
         if devices.iter().all(|d| d.node.status().events >= events) {
@@ -191,9 +195,57 @@ pub fn sync_phase(
                 "how": "sync: 64 tasks submit markdown.write (150 bytes) on device A until n events are committed; the clock stops when devices B and C (separate engines and SyncNodes in this process, one local nats-server) have every event in their merged state. raw: one client publishes n messages of the size of A's sealed events to another stream with Nats-Msg-Id, 256 in flight (as the publisher), and awaits every PubAck",
             }),
         );
-        for d in [a, b, c] {
+        let mut out = out;
+        let quick = plan.mode == "quick";
+        // Latency: one write every 10 ms on A, until a subscriber on B has it.
+        let quiet = crate::sync_figures::write_latencies(
+            &a.file,
+            &b.file,
+            &block,
+            Duration::from_millis(10),
+            if quick { 200 } else { 1_000 },
+            Duration::from_secs(120),
+        )
+        .await?;
+        // The same single writes on C while A commits a burst from 64 submitters.
+        let (burst, loaded) = tokio::join!(
+            commit_many(&a.file, &block, &text, n),
+            crate::sync_figures::write_latencies(
+                &c.file,
+                &b.file,
+                &block,
+                Duration::from_millis(10),
+                100,
+                Duration::from_secs(300),
+            )
+        );
+        burst?;
+        let loaded = loaded?;
+        out["latency"] = crate::sync_figures::latency_figure(
+            &quiet,
+            3.0,
+            10.0,
+            "one markdown.write on A every 10 ms; from its submit answered on A (durable) until a subscriber on B (FileHandle::subscribe) gets the event with its cmd_id",
+        );
+        out["latency_under_burst"] = crate::sync_figures::latency_figure(
+            &loaded,
+            50.0,
+            50.0,
+            &format!("one markdown.write on C every 10 ms (100 of them) while A commits {n} from 64 submitters; from C's submit answered until B's subscriber has it (the target is on p99 only)"),
+        );
+        out["vs_unsynced_commit"] = json!({
+            "ratio": round(s / plain, 3),
+            "target": "ratio >= 0.8 (issue 28)",
+            "met": s / plain >= 0.8,
+        });
+        info!("sync: latency {} / under a burst {}", out["latency"], out["latency_under_burst"]);
+        for d in [b, c] {
             d.file.close().await;
         }
+        out["catch_up"] =
+            crate::sync_figures::catch_up(base, &url, &a, if quick { 20_000 } else { 200_000 }, &block, &text)
+                .await?;
+        a.file.close().await;
         Ok::<_, BoxError>(out)
     })
 }
@@ -459,7 +511,12 @@ fn memory_run(
 }
 
 /// `n` markdown.writes of `text` to `block`, from 64 tasks (group commit).
-async fn commit_many(file: &FileHandle, block: &str, text: &str, n: u64) -> Result<(), BoxError> {
+pub(crate) async fn commit_many(
+    file: &FileHandle,
+    block: &str,
+    text: &str,
+    n: u64,
+) -> Result<(), BoxError> {
     let mut tasks = Vec::new();
     for t in 0..64u64 {
         let (file, block, text) = (file.clone(), block.to_owned(), text.to_owned());
