@@ -128,6 +128,26 @@ pub struct SyncEvent {
 #[derive(Default)]
 pub struct Keys(std::collections::HashMap<NodeId, VerifyingKey>);
 
+impl Keys {
+    /// The decoded key of `node` (decoded once, then kept).
+    pub(crate) fn key_of(&mut self, node: NodeId) -> Result<VerifyingKey, Rejection> {
+        if let Some(k) = self.0.get(&node) {
+            return Ok(*k);
+        }
+        let k = VerifyingKey::from_bytes(&node.0)
+            .map_err(|_| Rejection::BadSignature(node.to_hex()))?;
+        self.0.insert(node, k);
+        Ok(k)
+    }
+}
+
+impl NodeKey {
+    /// The node's signature over `message`.
+    pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
+        self.0.sign(message).to_bytes()
+    }
+}
+
 /// Why an event from another node is not stored.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
@@ -332,7 +352,7 @@ pub fn verify_members(events: &[&SyncEvent], keys: &mut Keys) -> Vec<Result<(), 
     out
 }
 
-mod sig_bytes {
+pub(crate) mod sig_bytes {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(sig: &[u8; 64], s: S) -> Result<S::Ok, S::Error> {

@@ -18,6 +18,7 @@
 //! - `testing` (feature `testing`): a `nats-server` per test (loopback, JetStream in a temporary folder, killed
 //!   when dropped) and a TCP relay a test can cut and restore (partitions).
 
+pub mod envelope;
 pub mod identity;
 pub mod membership;
 pub mod merge;

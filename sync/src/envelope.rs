@@ -1,0 +1,287 @@
+//! The wire format of events between devices (issue 28): an **envelope** carries a batch of
+//! one node's consecutive events with one signature, over the ids of all of them, instead of
+//! one signature per event (format 1, issue 16; still read).
+//!
+//! Format 2, MessagePack with named fields:
+//! `{v: 2, node: <32 bytes>, events: [SyncEvent…], sig: <64 bytes>}`. The events keep their
+//! ids (blake3 of origin and change, [`SyncEvent::id_of`]) and carry a zero `sig`; the
+//! envelope's `sig` is the node's Ed25519 signature over [`Envelope::signed_hash`]:
+//! blake3 of `"elfiee envelope 2" ‖ node ‖ count (u32 LE) ‖ each id`. A receiver checks every
+//! id against its event, that every event is the envelope node's and that they follow each
+//! other (origin seq + 1, `prev` the previous id), and the one signature; any failure rejects
+//! the whole envelope. The message id names the node and the first and last origin seq, so a
+//! re-sent envelope is a duplicate; a crash may make batch boundaries differ, so a receiver
+//! still stores each event id once ([`crate::merge::MergeIndex`] knows the ids it holds).
+
+use serde::{Deserialize, Serialize};
+
+use crate::identity::{sig_bytes, Keys, NodeId, NodeKey, Rejection, SyncEvent};
+
+/// The format an envelope says it is.
+pub const ENVELOPE_VERSION: u8 = 2;
+
+/// A batch of one node's consecutive events and the node's one signature over their ids.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub v: u8,
+    pub node: NodeId,
+    pub events: Vec<SyncEvent>,
+    #[serde(with = "sig_bytes")]
+    pub sig: [u8; 64],
+}
+
+/// What one message on an event subject holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// Format 2: a signed batch.
+    Batch(Envelope),
+    /// Format 1 (issue 16): one event with its own signature.
+    Single(SyncEvent),
+}
+
+impl Envelope {
+    /// Seals consecutive own events of `key`'s node (their ids already set; their own
+    /// signatures are cleared, the envelope's covers them).
+    pub fn seal(key: &NodeKey, mut events: Vec<SyncEvent>) -> Envelope {
+        for e in &mut events {
+            e.sig = [0; 64];
+        }
+        let node = key.node();
+        let sig = key.sign(&Self::signed_hash(&node, &events));
+        Envelope {
+            v: ENVELOPE_VERSION,
+            node,
+            events,
+            sig,
+        }
+    }
+
+    /// What the signature covers (see the module docs).
+    pub fn signed_hash(node: &NodeId, events: &[SyncEvent]) -> [u8; 32] {
+        let mut h = blake3::Hasher::new();
+        h.update(b"elfiee envelope 2");
+        h.update(&node.0);
+        h.update(&(events.len() as u32).to_le_bytes());
+        for e in events {
+            h.update(&e.id.0);
+        }
+        *h.finalize().as_bytes()
+    }
+
+    /// `<node>:<first origin seq>-<last origin seq>`: the same batch sent again is a
+    /// duplicate to the broker.
+    pub fn message_id(&self) -> String {
+        let seq = |e: Option<&SyncEvent>| e.map_or(0, |e| e.origin.seq);
+        format!(
+            "{}:{}-{}",
+            self.node.to_hex(),
+            seq(self.events.first()),
+            seq(self.events.last())
+        )
+    }
+
+    /// Checks the whole envelope: the version, every id against its event, that every event
+    /// is the node's and follows the one before it, and the one signature (`keys`: the
+    /// members' decoded keys; whether the node is a member is the caller's to check).
+    pub fn verify(&self, keys: &mut Keys) -> Result<(), Rejection> {
+        if self.v != ENVELOPE_VERSION {
+            return Err(Rejection::Malformed(format!(
+                "an envelope of format {} (this program reads {ENVELOPE_VERSION})",
+                self.v
+            )));
+        }
+        if self.events.is_empty() {
+            return Err(Rejection::Malformed("an envelope without events".into()));
+        }
+        let mut before: Option<&SyncEvent> = None;
+        for e in &self.events {
+            if e.origin.node != self.node {
+                return Err(Rejection::BadSignature(e.origin.node.to_hex()));
+            }
+            let computed = e.id_of();
+            if computed != e.id {
+                return Err(Rejection::WrongHash {
+                    stored: e.id.to_hex(),
+                    computed: computed.to_hex(),
+                });
+            }
+            if let Some(b) = before {
+                if e.origin.seq != b.origin.seq + 1 || e.origin.prev != Some(b.id) {
+                    return Err(Rejection::BrokenPrev {
+                        seq: e.origin.seq,
+                        why: "the envelope's events do not follow each other".into(),
+                    });
+                }
+            }
+            before = Some(e);
+        }
+        let key = keys.key_of(self.node)?;
+        let sig = ed25519_dalek::Signature::from_bytes(&self.sig);
+        ed25519_dalek::Verifier::verify(&key, &Self::signed_hash(&self.node, &self.events), &sig)
+            .map_err(|_| Rejection::BadSignature(self.node.to_hex()))
+    }
+
+    /// The wire form (MessagePack, named fields).
+    pub fn encode(&self) -> Vec<u8> {
+        // Plain data into a Vec: cannot fail.
+        rmp_serde::to_vec_named(self).unwrap_or_default()
+    }
+}
+
+impl Message {
+    /// Reads a message of either format.
+    pub fn decode(bytes: &[u8]) -> Result<Message, Rejection> {
+        match rmp_serde::from_slice::<Envelope>(bytes) {
+            Ok(env) => Ok(Message::Batch(env)),
+            Err(as_envelope) => SyncEvent::decode(bytes).map(Message::Single).map_err(|_| {
+                Rejection::Malformed(format!("neither an envelope nor an event: {as_envelope}"))
+            }),
+        }
+    }
+
+    /// The events it carries, in order.
+    pub fn events(&self) -> &[SyncEvent] {
+        match self {
+            Message::Batch(env) => &env.events,
+            Message::Single(e) => std::slice::from_ref(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::identity::{EventId, Origin};
+    use elfiee_model::{Event, EventHash};
+    use serde_json::json;
+
+    /// `n` consecutive events of `key`'s node, each sealed with its own signature (format 1).
+    fn chain(key: &NodeKey, n: u64) -> Vec<SyncEvent> {
+        let mut prev: Option<EventId> = None;
+        (1..=n)
+            .map(|seq| {
+                let e = Event {
+                    seq,
+                    event_id: uuid::Uuid::nil(),
+                    cmd_id: uuid::Uuid::from_u128(seq as u128),
+                    entity: "b1".into(),
+                    attribute: "alice/markdown.write".into(),
+                    value: json!({"contents": {"markdown": format!("v{seq}")}}),
+                    clock: Default::default(),
+                    created_at: chrono::DateTime::from_timestamp_millis(1_700_000_000_000).unwrap(),
+                    hash: EventHash::ZERO,
+                };
+                let origin = Origin {
+                    node: key.node(),
+                    seq,
+                    prev,
+                    deps: vec![],
+                };
+                let s = SyncEvent::seal_parts(
+                    Some(key),
+                    origin,
+                    "markdown.write".into(),
+                    Some("b1".into()),
+                    &e,
+                );
+                prev = Some(s.id);
+                s
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_envelope_verifies_survives_the_wire_and_names_its_batch() {
+        let key = NodeKey::from_seed([1; 32]);
+        let env = Envelope::seal(&key, chain(&key, 5));
+        env.verify(&mut Keys::default()).unwrap();
+        assert!(
+            env.events.iter().all(|e| e.sig == [0; 64]),
+            "one signature for all"
+        );
+        let back = match Message::decode(&env.encode()).unwrap() {
+            Message::Batch(b) => b,
+            other => panic!("read as {other:?}"),
+        };
+        assert_eq!(back, env);
+        back.verify(&mut Keys::default()).unwrap();
+        assert_eq!(env.message_id(), format!("{}:1-5", key.node().to_hex()));
+    }
+
+    #[test]
+    fn one_bad_event_rejects_the_whole_envelope_with_the_reason() {
+        let key = NodeKey::from_seed([1; 32]);
+        let other = NodeKey::from_seed([2; 32]);
+        let env = Envelope::seal(&key, chain(&key, 4));
+        let mut keys = Keys::default();
+        // A change altered after sealing.
+        let mut altered = env.clone();
+        altered.events[2].value = json!({"contents": {"markdown": "forged"}});
+        assert!(matches!(
+            altered.verify(&mut keys),
+            Err(Rejection::WrongHash { .. })
+        ));
+        // The id recomputed by the forger: the signature covers the old one.
+        altered.events[2].id = altered.events[2].id_of();
+        assert!(matches!(
+            altered.verify(&mut keys),
+            Err(Rejection::BrokenPrev { .. }) | Err(Rejection::BadSignature(_))
+        ));
+        let mut last = env.clone();
+        let n = last.events.len() - 1;
+        last.events[n].value = json!({"n": 1});
+        last.events[n].id = last.events[n].id_of();
+        assert!(matches!(
+            last.verify(&mut keys),
+            Err(Rejection::BadSignature(_))
+        ));
+        // Another node's event slipped in.
+        let mut mixed = env.clone();
+        mixed.events[1] = chain(&other, 2).remove(1);
+        assert!(matches!(
+            mixed.verify(&mut keys),
+            Err(Rejection::BadSignature(_))
+        ));
+        // Signed by another member while naming this node.
+        let mut claimed = Envelope::seal(&other, chain(&key, 2));
+        claimed.node = key.node();
+        assert!(matches!(
+            claimed.verify(&mut keys),
+            Err(Rejection::BadSignature(_))
+        ));
+        // A gap inside the batch.
+        let mut gap = Envelope::seal(&key, chain(&key, 4));
+        gap.events.remove(1);
+        gap.sig = key.sign(&Envelope::signed_hash(&gap.node, &gap.events));
+        assert!(matches!(
+            gap.verify(&mut keys),
+            Err(Rejection::BrokenPrev { .. })
+        ));
+        // A format this program does not know, and an empty batch.
+        let mut newer = env.clone();
+        newer.v = 3;
+        assert!(matches!(newer.verify(&mut keys), Err(Rejection::Malformed(m)) if m.contains('3')));
+        let empty = Envelope::seal(&key, Vec::new());
+        assert!(matches!(
+            empty.verify(&mut keys),
+            Err(Rejection::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn format_1_messages_are_still_read() {
+        let key = NodeKey::from_seed([1; 32]);
+        let single = chain(&key, 1).remove(0);
+        match Message::decode(&single.encode()).unwrap() {
+            Message::Single(e) => {
+                assert_eq!(e, single);
+                e.verify_member(&mut Keys::default()).unwrap();
+            }
+            other => panic!("read as {other:?}"),
+        }
+        assert!(matches!(
+            Message::decode(b"\x01\x02"),
+            Err(Rejection::Malformed(_))
+        ));
+    }
+}
