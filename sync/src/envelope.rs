@@ -36,7 +36,7 @@ pub enum Message {
     /// Format 2: a signed batch.
     Batch(Envelope),
     /// Format 1 (issue 16): one event with its own signature.
-    Single(SyncEvent),
+    Single(Box<SyncEvent>),
 }
 
 impl Envelope {
@@ -133,7 +133,7 @@ impl Message {
     pub fn decode(bytes: &[u8]) -> Result<Message, Rejection> {
         match rmp_serde::from_slice::<Envelope>(bytes) {
             Ok(env) => Ok(Message::Batch(env)),
-            Err(as_envelope) => SyncEvent::decode(bytes).map(Message::Single).map_err(|_| {
+            Err(as_envelope) => SyncEvent::decode(bytes).map(|e| Message::Single(Box::new(e))).map_err(|_| {
                 Rejection::Malformed(format!("neither an envelope nor an event: {as_envelope}"))
             }),
         }
@@ -143,7 +143,7 @@ impl Message {
     pub fn events(&self) -> &[SyncEvent] {
         match self {
             Message::Batch(env) => &env.events,
-            Message::Single(e) => std::slice::from_ref(e),
+            Message::Single(e) => std::slice::from_ref(e.as_ref()),
         }
     }
 }
@@ -274,7 +274,7 @@ mod tests {
         let single = chain(&key, 1).remove(0);
         match Message::decode(&single.encode()).unwrap() {
             Message::Single(e) => {
-                assert_eq!(e, single);
+                assert_eq!(*e, single);
                 e.verify_member(&mut Keys::default()).unwrap();
             }
             other => panic!("read as {other:?}"),
