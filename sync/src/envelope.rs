@@ -20,6 +20,10 @@ use crate::identity::{sig_bytes, Keys, NodeId, NodeKey, Rejection, SyncEvent};
 /// The format an envelope says it is.
 pub const ENVELOPE_VERSION: u8 = 2;
 
+/// An envelope holds events up to about this many bytes (by [`SyncEvent::wire_size`]), under
+/// the server's default payload limit of 1 MiB; one larger event travels alone.
+pub const ENVELOPE_BYTES: usize = 768 * 1024;
+
 /// A batch of one node's consecutive events and the node's one signature over their ids.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
@@ -136,6 +140,14 @@ impl Message {
             Err(as_envelope) => SyncEvent::decode(bytes).map(|e| Message::Single(Box::new(e))).map_err(|_| {
                 Rejection::Malformed(format!("neither an envelope nor an event: {as_envelope}"))
             }),
+        }
+    }
+
+    /// The events it carries, in order, taken out.
+    pub fn into_events(self) -> Vec<SyncEvent> {
+        match self {
+            Message::Batch(env) => env.events,
+            Message::Single(e) => vec![*e],
         }
     }
 

@@ -290,6 +290,21 @@ impl SyncEvent {
         }
     }
 
+    /// About how many bytes the event takes on the wire (an upper estimate without
+    /// encoding it: what an envelope is filled by).
+    pub fn wire_size(&self) -> usize {
+        let mut value = Counter(0);
+        // Counting bytes cannot fail.
+        let _ = rmp_serde::encode::write_named(&mut value, &self.value);
+        let strings = self.cap.len()
+            + self.target.as_ref().map_or(0, String::len)
+            + self.entity.len()
+            + self.attribute.len();
+        let clock: usize = self.clock.keys().map(|k| k.len() + 16).sum();
+        // Field names, the ids, the signature, the numbers.
+        320 + value.0 + strings + clock + 40 * self.origin.deps.len()
+    }
+
     /// The wire form (MessagePack).
     pub fn encode(&self) -> Vec<u8> {
         // Plain data into a Vec: cannot fail.
@@ -350,6 +365,20 @@ pub fn verify_members(events: &[&SyncEvent], keys: &mut Keys) -> Vec<Result<(), 
         }
     }
     out
+}
+
+/// A writer that only counts.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 pub(crate) mod sig_bytes {

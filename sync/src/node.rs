@@ -104,7 +104,7 @@ impl SyncNode {
         if !side.is_empty() {
             foreign.append(Vec::new(), side).await?;
         }
-        let mut core = Core::new(registry, node, Some(key));
+        let mut core = Core::new(registry, node);
         core.adopted = adopted;
         core.catch_up(&file)?;
         // Ticks when the client connects or loses its connection (it tells at once when the
@@ -138,6 +138,7 @@ impl SyncNode {
             file: file.clone(),
             config,
             node,
+            key,
             core: Mutex::new(core),
             wake_publisher: Notify::new(),
             status,

@@ -10,6 +10,7 @@ use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
 use futures_util::StreamExt;
 
+use crate::envelope::Message;
 use crate::identity::{EventId, NodeId, Rejection, SyncEvent};
 
 use super::inner::*;
@@ -213,7 +214,7 @@ pub(super) async fn fetch_batch(
     Ok(batch)
 }
 
-/// What to do with one fetched message.
+/// What to do with one fetched event.
 pub(super) enum Verdict {
     /// Store it (verified, its history here).
     Store(Box<SyncEvent>),
@@ -223,7 +224,47 @@ pub(super) enum Verdict {
     Reject(SyncError),
 }
 
-/// Checks, stores and acknowledges a batch of fetched messages.
+/// The events of a batch to store, on top of what is stored: their ids, their chains and
+/// the members their `node.add`s make.
+struct Queue {
+    events: Vec<SyncEvent>,
+    ids: HashSet<EventId>,
+    chains: HashMap<NodeId, Vec<EventId>>,
+    members: BTreeMap<NodeId, [u8; 32]>,
+}
+
+impl Queue {
+    fn push(&mut self, e: SyncEvent) {
+        self.ids.insert(e.id);
+        self.chains.entry(e.origin.node).or_default().push(e.id);
+        if e.cap == "node.add" {
+            if let Some(n) = e
+                .value
+                .get("node_id")
+                .and_then(|v| v.as_str())
+                .and_then(NodeId::from_hex)
+            {
+                // Folded (and authorized) with the batch; its events may follow in it.
+                self.members.insert(n, n.0);
+            }
+        }
+        self.events.push(e);
+    }
+
+    /// Takes back the events queued after the first `keep` (a message rejected whole).
+    fn truncate(&mut self, keep: usize) {
+        for e in self.events.drain(keep..) {
+            self.ids.remove(&e.id);
+            if let Some(chain) = self.chains.get_mut(&e.origin.node) {
+                chain.pop();
+            }
+        }
+    }
+}
+
+/// Checks, stores and acknowledges a batch of fetched messages: envelopes (one signature
+/// each; one bad event rejects the envelope whole) and issue 16's single events (their
+/// signatures checked in one batch).
 pub(super) async fn store_batch(
     inner: &Inner,
     stream: &jetstream::stream::Stream,
@@ -232,102 +273,57 @@ pub(super) async fn store_batch(
     tracing::trace!(messages = batch.len(), "sync: ingest batch");
     inner.catch_up().map_err(|e| e.to_string())?;
     let genesis = inner.genesis();
-    let mut members = {
-        let core = inner.lock();
-        crate::membership::members(core.replica.state())
+    let mut queue = Queue {
+        events: Vec::new(),
+        ids: HashSet::new(),
+        chains: HashMap::new(),
+        members: crate::membership::members(inner.lock().replica.state()),
     };
-    let mut queued: Vec<(SyncEvent, (u64, jetstream::Message))> = Vec::new();
-    // With their stream sequences: the greatest is acked for all.
-    let mut acks: Vec<(u64, jetstream::Message)> = Vec::new();
     let mut terms: Vec<jetstream::Message> = Vec::new();
-    // Ids and chains of the queued events, on top of what is stored.
-    let mut fresh: HashSet<EventId> = HashSet::new();
-    let mut fresh_chains: HashMap<NodeId, Vec<EventId>> = HashMap::new();
     let seqs: Vec<u64> = batch
         .iter()
         .map(|m| m.info().map_or(0, |i| i.stream_sequence))
         .collect();
+    // Everything up to the batch's last message is settled (stored, here already, or
+    // refused): a restart reads on from there.
     let settled = seqs.iter().copied().max().unwrap_or(0);
-    // Decode everything, then check the signatures of what is new in one batch.
-    let decoded: Vec<Result<SyncEvent, Rejection>> = batch
+    let decoded: Vec<Result<Message, Rejection>> = batch
         .iter()
-        .map(|m| SyncEvent::decode(&m.payload))
+        .map(|m| Message::decode(&m.payload))
         .collect();
-    let mut signatures: Vec<Option<Result<(), Rejection>>> = vec![None; batch.len()];
-    {
-        let core = inner.lock();
-        let new: Vec<(usize, &SyncEvent)> = decoded
-            .iter()
-            .enumerate()
-            .filter_map(|(i, d)| d.as_ref().ok().map(|e| (i, e)))
-            .filter(|(_, e)| !core.ids.contains_key(&e.id) && e.origin.node != core.node)
-            .collect();
-        drop(core);
-        let events: Vec<&SyncEvent> = new.iter().map(|(_, e)| *e).collect();
-        let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
-        for ((i, _), r) in new
-            .iter()
-            .zip(crate::identity::verify_members(&events, &mut keys))
-        {
-            signatures[*i] = Some(r);
-        }
-    }
-    for (((m, seq), d), signature) in batch.into_iter().zip(seqs).zip(decoded).zip(signatures) {
-        let verdict = match d {
-            Err(why) => Verdict::Reject(SyncError::Rejected {
+    let signatures = check_signatures(inner, &decoded);
+    let mut last_kept: Option<jetstream::Message> = None;
+    for ((m, d), signature) in batch.into_iter().zip(decoded).zip(signatures) {
+        let rejected = match d {
+            Err(why) => Some(SyncError::Rejected {
                 origin: "?".into(),
                 origin_seq: 0,
                 reason: why,
             }),
-            Ok(e) => {
+            Ok(msg) => {
+                let keep = queue.events.len();
                 let core = inner.lock();
-                judge(
-                    &core,
-                    e,
-                    signature.unwrap_or(Ok(())),
-                    genesis.as_ref(),
-                    &members,
-                    &fresh,
-                    &fresh_chains,
-                )
+                let mut rejected = None;
+                for e in msg.into_events() {
+                    match judge(&core, e, &signature, genesis.as_ref(), &queue) {
+                        Verdict::Store(e) => queue.push(*e),
+                        Verdict::Skip => {}
+                        Verdict::Reject(why) => {
+                            rejected = Some(why);
+                            break;
+                        }
+                    }
+                }
+                if rejected.is_some() {
+                    queue.truncate(keep);
+                }
+                rejected
             }
         };
-        match verdict {
-            Verdict::Store(e) => {
-                let e = *e;
-                fresh.insert(e.id);
-                fresh_chains.entry(e.origin.node).or_default().push(e.id);
-                if e.cap == "node.add" {
-                    if let Some(n) = e
-                        .value
-                        .get("node_id")
-                        .and_then(|v| v.as_str())
-                        .and_then(NodeId::from_hex)
-                    {
-                        // Folded (and authorized) with the batch; its events may follow in it.
-                        members.insert(n, n.0);
-                    }
-                }
-                queued.push((e, (seq, m)));
-            }
-            Verdict::Skip => acks.push((seq, m)),
-            Verdict::Reject(err) => {
-                tracing::warn!(error = %err, "sync: rejected an event from the broker");
-                {
-                    let mut list = inner.rejected.lock().unwrap_or_else(|p| p.into_inner());
-                    list.push(err.clone());
-                    let n = list.len();
-                    if n > 100 {
-                        list.drain(..n - 100);
-                    }
-                }
-                inner.refresh_status(|s| {
-                    s.rejected.push(err.to_string());
-                    let n = s.rejected.len();
-                    if n > 100 {
-                        s.rejected.drain(..n - 100);
-                    }
-                });
+        match rejected {
+            None => last_kept = Some(m),
+            Some(err) => {
+                inner.reject(err);
                 terms.push(m);
             }
         }
@@ -336,51 +332,83 @@ pub(super) async fn store_batch(
         .file
         .foreign_log()
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;
-    for (e, _) in &queued {
+    for e in &queue.events {
         for r in elfiee_projections::content::event_refs(&e.value) {
             if !foreign.has_content(&r).map_err(|e| e.to_string())? {
                 fetch_body(inner, &foreign, stream, &r).await?;
             }
         }
     }
-    let events = queued
+    let events = queue
+        .events
         .iter()
-        .map(|(e, _)| (e.to_event(), e.encode()))
+        .map(|e| (e.to_event(), e.encode()))
         .collect();
-    // Everything up to the batch's last message is settled (stored, here already, or
-    // refused): a restart reads on from there.
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
     let stored = foreign
         .append(events, side)
         .await
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;
     // The follower folds them as they are (no reading back).
-    let mut known = BTreeMap::new();
-    for (stored, (e, m)) in stored.iter().zip(queued) {
-        known.insert(stored.seq, e);
-        acks.push(m);
-    }
+    let known: BTreeMap<u64, SyncEvent> = stored
+        .iter()
+        .map(|s| s.seq)
+        .zip(queue.events)
+        .collect();
     inner.catch_up_with(known).map_err(|e| e.to_string())?;
     for m in terms {
         let _ = m.ack_with(AckKind::Term).await;
     }
-    // The consumer acks all up to a message: the last one stored or skipped settles the batch.
-    if let Some((_, m)) = acks.into_iter().max_by_key(|(seq, _)| *seq) {
+    // The consumer acks all up to a message: the last one kept settles the batch.
+    if let Some(m) = last_kept {
         let _ = m.ack().await;
     }
     Ok(())
 }
 
+/// The signature verdict of each decoded message that brings news from another node: an
+/// envelope's one signature, and issue 16's single events in one batch. `Ok` for the rest.
+fn check_signatures(
+    inner: &Inner,
+    decoded: &[Result<Message, Rejection>],
+) -> Vec<Result<(), Rejection>> {
+    let news = {
+        let core = inner.lock();
+        let new = |e: &SyncEvent| !core.ids.contains_key(&e.id) && e.origin.node != core.node;
+        decoded
+            .iter()
+            .map(|d| d.as_ref().is_ok_and(|m| m.events().iter().any(new)))
+            .collect::<Vec<bool>>()
+    };
+    let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = vec![Ok(()); decoded.len()];
+    let mut singles = Vec::new();
+    for (i, d) in decoded.iter().enumerate() {
+        match d {
+            Ok(Message::Batch(env)) if news[i] => out[i] = env.verify(&mut keys),
+            Ok(Message::Single(e)) if news[i] => singles.push((i, e.as_ref())),
+            _ => {}
+        }
+    }
+    let events: Vec<&SyncEvent> = singles.iter().map(|(_, e)| *e).collect();
+    for ((i, _), r) in singles
+        .iter()
+        .zip(crate::identity::verify_members(&events, &mut keys))
+    {
+        out[*i] = r;
+    }
+    out
+}
+
 /// The verdict on one message, against what is stored and what this batch queued.
-pub(super) fn judge(
+fn judge(
     core: &Core,
     e: SyncEvent,
-    signature: Result<(), Rejection>,
+    signature: &Result<(), Rejection>,
     genesis: Option<&NodeId>,
-    members: &BTreeMap<NodeId, [u8; 32]>,
-    fresh: &HashSet<EventId>,
-    fresh_chains: &HashMap<NodeId, Vec<EventId>>,
+    queue: &Queue,
 ) -> Verdict {
+    let (fresh, fresh_chains, members) = (&queue.ids, &queue.chains, &queue.members);
     if core.ids.contains_key(&e.id) || fresh.contains(&e.id) || e.origin.node == core.node {
         return Verdict::Skip;
     }
@@ -396,7 +424,7 @@ pub(super) fn judge(
         return reject(Rejection::UnknownNode(node.to_hex()));
     }
     if let Err(why) = signature {
-        return reject(why);
+        return reject(why.clone());
     }
     // Its place in its node's history: right after the node's last event here.
     let stored = core.chains.get(&e.origin.node).map_or(&[][..], |c| c);

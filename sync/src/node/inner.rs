@@ -21,9 +21,9 @@ use super::types::*;
 /// The merged state and what the follower remembers.
 pub(super) struct Core {
     pub(super) replica: Replica,
-    /// This node, and its key when this is the live node (`replay` seals without one).
+    /// This node. Its events are sealed without a signature: the publisher signs each
+    /// envelope (see [`crate::envelope`]).
     pub(super) node: NodeId,
-    pub(super) key: Option<NodeKey>,
     /// Last local seq folded in.
     pub(super) followed: u64,
     /// This node's sealed events, by origin seq - 1.
@@ -39,11 +39,10 @@ pub(super) struct Core {
 }
 
 impl Core {
-    pub(super) fn new(registry: Registry, node: NodeId, key: Option<NodeKey>) -> Core {
+    pub(super) fn new(registry: Registry, node: NodeId) -> Core {
         Core {
             replica: Replica::new(registry),
             node,
-            key,
             followed: 0,
             own: Vec::new(),
             chains: BTreeMap::new(),
@@ -63,7 +62,7 @@ impl Core {
         let Some(node) = recorded_node(&foreign)? else {
             return Ok(None);
         };
-        let mut core = Core::new(registry, node, None);
+        let mut core = Core::new(registry, node);
         core.adopted = adopted(&foreign)?;
         core.catch_up(file)?;
         Ok(Some(core))
@@ -199,8 +198,7 @@ impl Core {
                 .filter_map(|(_, chain)| chain.last().copied())
                 .collect(),
         };
-        let key = self.key.as_ref().filter(|_| author == self.node);
-        Ok(SyncEvent::seal_parts(key, origin, cap, target, e))
+        Ok(SyncEvent::seal_parts(None, origin, cap, target, e))
     }
 }
 
@@ -234,6 +232,8 @@ pub(super) struct Inner {
     pub(super) file: FileHandle,
     pub(super) config: SyncConfig,
     pub(super) node: NodeId,
+    /// This node's key: the publisher signs envelopes with it.
+    pub(super) key: NodeKey,
     pub(super) core: Mutex<Core>,
     /// New own events to publish, or a new member list.
     pub(super) wake_publisher: Notify,
@@ -308,6 +308,26 @@ impl Inner {
         while self.client.connection_state() == async_nats::connection::State::Connected {
             let _ = tokio::time::timeout(Duration::from_secs(1), events.changed()).await;
         }
+    }
+
+    /// Records a message ingest refused (the list and the status keep the newest 100).
+    pub(super) fn reject(&self, err: SyncError) {
+        tracing::warn!(error = %err, "sync: rejected a message from the broker");
+        {
+            let mut list = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
+            list.push(err.clone());
+            let n = list.len();
+            if n > 100 {
+                list.drain(..n - 100);
+            }
+        }
+        self.refresh_status(|s| {
+            s.rejected.push(err.to_string());
+            let n = s.rejected.len();
+            if n > 100 {
+                s.rejected.drain(..n - 100);
+            }
+        });
     }
 
     pub(super) fn offline(&self, why: String) {

@@ -8,6 +8,7 @@ use async_nats::jetstream::{self, message::PublishMessage};
 use elfiee_model::ContentRef;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use crate::envelope::{Envelope, Message, ENVELOPE_BYTES};
 use crate::identity::SyncEvent;
 
 use super::ingest::*;
@@ -105,7 +106,12 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
     }
 }
 
-/// `SyncPublisher`.
+/// `SyncPublisher`: this node's sealed events go out as envelopes (docs/EVENTS.md, "Sync"),
+/// one in flight at a time. When the publisher is idle a new event goes at once, alone;
+/// under load the events that pile up behind the envelope in flight go in the next one.
+/// Each envelope is published with the subject's last stream sequence as expected (the
+/// per-node order guard): a second publisher of this node, or a message lost in between,
+/// makes the broker refuse it, and the publisher looks at the subject again.
 pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
     let js = inner.js();
     let subject = inner.config.events_subject(&inner.node);
@@ -113,11 +119,16 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
     'connect: loop {
         let stream = inner.stream_when_ready(&js, &mut backoff).await;
         // Where the broker is: the checkpoint may be behind it (lost, or rolled back).
-        let on_broker = match stream.get_last_raw_message_by_subject(&subject).await {
-            Ok(m) => SyncEvent::decode(&m.payload)
-                .map(|e| e.origin.seq)
-                .map_err(|e| format!("the last message on {subject} does not decode: {e}"))?,
-            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => 0,
+        let (on_broker, mut subject_seq) = match stream
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        {
+            // Only a message this node signed says how far it got; anything else there (a
+            // forgery, which every receiver rejects) leaves it to the checkpoint.
+            Ok(m) => (own_last_seq(&inner, &m.payload), m.sequence),
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => {
+                (0, 0)
+            }
             Err(e) => {
                 inner.offline(format!("cannot read the last message on {subject}: {e}"));
                 backoff.wait().await;
@@ -135,20 +146,7 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         inner.online();
         backoff.reset();
         loop {
-            let batch: Vec<SyncEvent> = {
-                let core = inner.lock();
-                let member = core.is_member(inner.genesis().as_ref());
-                if member {
-                    core.own
-                        .iter()
-                        .skip(next as usize - 1)
-                        .take(inner.config.in_flight)
-                        .cloned()
-                        .collect()
-                } else {
-                    Vec::new()
-                }
-            };
+            let batch = next_envelope(&inner, next);
             if batch.is_empty() {
                 // Wait for new own events (or look again now and then: membership, status).
                 let _ =
@@ -157,14 +155,15 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                 inner.catch_up().map_err(|e| e.to_string())?;
                 continue;
             }
-            match publish_batch(&inner, &js, &subject, &batch).await {
-                Ok(()) => {
-                    next += batch.len() as u64;
+            match publish_envelope(&inner, &js, &subject, batch, subject_seq).await {
+                Ok((last, seq)) => {
+                    next = last + 1;
+                    subject_seq = seq;
                     inner.online();
                 }
                 Err(why) => {
-                    // Acknowledged ones stay acknowledged (the checkpoint moved over them);
-                    // the rest go again after a pause, from a fresh look at the subject.
+                    // An acknowledged envelope stays acknowledged (the checkpoint moved over
+                    // it); the rest go again after a pause, from a fresh look at the subject.
                     inner.offline(why);
                     backoff.wait().await;
                     continue 'connect;
@@ -174,6 +173,48 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
     }
 }
 
+/// The last origin seq in `payload` when it is a message this node signed (either format);
+/// 0 for anything else.
+fn own_last_seq(inner: &Inner, payload: &[u8]) -> u64 {
+    let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
+    match Message::decode(payload) {
+        Ok(Message::Batch(env)) if env.node == inner.node && env.verify(&mut keys).is_ok() => {
+            env.events.last().map_or(0, |e| e.origin.seq)
+        }
+        Ok(Message::Single(e))
+            if e.origin.node == inner.node && e.verify_member(&mut keys).is_ok() =>
+        {
+            e.origin.seq
+        }
+        _ => 0,
+    }
+}
+
+/// This node's sealed events from origin seq `next` on, as many as one envelope takes
+/// ([`SyncConfig::envelope_events`], [`ENVELOPE_BYTES`]); none while this node may not
+/// publish.
+fn next_envelope(inner: &Inner, next: u64) -> Vec<SyncEvent> {
+    let core = inner.lock();
+    if !core.is_member(inner.genesis().as_ref()) {
+        return Vec::new();
+    }
+    let mut bytes = 0;
+    let mut batch = Vec::new();
+    for e in core
+        .own
+        .iter()
+        .skip(next as usize - 1)
+        .take(inner.config.envelope_events.max(1))
+    {
+        bytes += e.wire_size();
+        if !batch.is_empty() && bytes > ENVELOPE_BYTES {
+            break;
+        }
+        batch.push(e.clone());
+    }
+    batch
+}
+
 pub(super) fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
     inner
         .file
@@ -181,43 +222,44 @@ pub(super) fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
         .map_err(|e| format!("cannot store the publisher's checkpoint: {e}"))
 }
 
-/// Publishes `batch` (consecutive own events): bodies first, then the events, pipelined;
-/// moves the checkpoint over every acknowledged prefix.
-pub(super) async fn publish_batch(
+/// Publishes `batch` (consecutive own events) as one envelope: bodies first, then the
+/// envelope, expecting `subject_seq` as the subject's last stream sequence; moves the
+/// checkpoint once the broker acknowledged it. The last origin seq and the envelope's stream
+/// sequence.
+pub(super) async fn publish_envelope(
     inner: &Inner,
     js: &jetstream::Context,
     subject: &str,
-    batch: &[SyncEvent],
-) -> Result<(), String> {
-    for e in batch {
+    batch: Vec<SyncEvent>,
+    subject_seq: u64,
+) -> Result<(u64, u64), String> {
+    for e in &batch {
         for r in elfiee_projections::content::event_refs(&e.value) {
             publish_body(inner, js, &r).await?;
         }
     }
-    let mut acks = Vec::with_capacity(batch.len());
-    for e in batch {
-        let msg = PublishMessage::build()
-            .payload(e.encode().into())
-            .message_id(format!("{}:{}", e.origin.node.to_hex(), e.origin.seq));
-        match js.send_publish(subject.to_owned(), msg).await {
-            Ok(ack) => acks.push((e.origin.seq, ack)),
-            Err(err) => return Err(format!("cannot publish: {err}")),
-        }
+    let last = batch.last().map_or(0, |e| e.origin.seq);
+    let envelope = Envelope::seal(&inner.key, batch);
+    let msg = PublishMessage::build()
+        .payload(envelope.encode().into())
+        .message_id(envelope.message_id())
+        .expected_last_subject_sequence(subject_seq);
+    let ack = js
+        .send_publish(subject.to_owned(), msg)
+        .await
+        .map_err(|err| format!("cannot publish: {err}"))?;
+    if crash_before_puback() {
+        // The envelope reaches the broker (which stores it), the checkpoint does not move.
+        let _ = inner.client.flush().await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        tracing::warn!("ELFIEE_TEST_CRASH_BEFORE_PUBACK: aborting before the PubAck");
+        std::process::abort();
     }
-    for (seq, ack) in acks {
-        if crash_before_puback() {
-            // The events reach the broker (which stores them), the checkpoint does not move.
-            let _ = inner.client.flush().await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            tracing::warn!("ELFIEE_TEST_CRASH_BEFORE_PUBACK: aborting before the PubAck");
-            std::process::abort();
-        }
-        match ack.await {
-            Ok(_) => set_checkpoint(inner, seq)?,
-            Err(err) => return Err(format!("no PubAck for {subject}:{seq}: {err}")),
-        }
-    }
-    Ok(())
+    let acked = ack
+        .await
+        .map_err(|err| format!("no PubAck for {}: {err}", envelope.message_id()))?;
+    set_checkpoint(inner, last)?;
+    Ok((last, acked.sequence))
 }
 
 /// `ELFIEE_TEST_CRASH_BEFORE_PUBACK=1`: the process aborts after sending events and before

@@ -23,8 +23,9 @@ pub struct SyncConfig {
     pub duplicate_window: Duration,
     /// Most messages ingest fetches and stores in one batch.
     pub batch: usize,
-    /// Most events the publisher has in flight (published, not yet acknowledged).
-    pub in_flight: usize,
+    /// Most events in one envelope (the publisher has one envelope in flight at a time;
+    /// an envelope also stays under [`crate::envelope::ENVELOPE_BYTES`]).
+    pub envelope_events: usize,
     /// First pause after the broker failed; doubles up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
@@ -39,8 +40,8 @@ impl SyncConfig {
             doc: doc.into(),
             key_seed,
             duplicate_window: Duration::from_secs(120),
-            batch: 512,
-            in_flight: 256,
+            batch: 64,
+            envelope_events: 4096,
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
