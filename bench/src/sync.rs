@@ -82,7 +82,8 @@ pub fn sync_phase(
         info!("sync: nats-server is not installed; skipped (apt-get install nats-server)");
         return Ok(json!({"skipped": "nats-server is not installed"}));
     }
-    let n: u64 = if plan.mode == "quick" { 2_000 } else { 5_000 };
+    let profile = std::env::var_os("ELFIEE_BENCH_SYNC_PROFILE").is_some();
+    let n: u64 = if profile { 30_000 } else if plan.mode == "quick" { 2_000 } else { 5_000 };
     let runs = if plan.mode == "quick" { 3 } else { 5 };
     let server = NatsServer::start()?;
     let url = server.url();
@@ -152,6 +153,7 @@ pub fn sync_phase(
                 raw[r]
             );
         }
+        if profile { return Ok(json!({})); }
         let (s, rw) = (crate::common::median(&synced), crate::common::median(&raw));
         // What the design makes every event cost: A signs it, B and C each verify it.
         let timed = a.file.events(first_timed)?;

@@ -69,7 +69,13 @@ impl ForeignLog {
     /// subscriber that only needs to know whether an event is foreign reads
     /// [`Committed::origin`] instead.
     pub fn origin(&self, seq: u64) -> Result<Option<Vec<u8>>, EngineError> {
-        self.owned.log()?.side(&keys::origin_key(seq))
+        Ok(self.origins(seq, seq)?.pop().map(|(_, bytes)| bytes))
+    }
+
+    /// The foreign events in `from..=to` with the `origin` bytes kept with each, in seq order
+    /// (a few range scans, whatever the length of the range).
+    pub fn origins(&self, from: u64, to: u64) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+        keys::origins(&*self.owned.log()?, from, to)
     }
 
     /// A side record stored by [`ForeignLog::append`].
@@ -90,6 +96,16 @@ impl ForeignLog {
     pub fn command_of(&self, seq: u64) -> Result<Option<(String, Option<String>)>, EngineError> {
         let log = self.owned.log()?;
         keys::command_of(&log, seq)
+    }
+
+    /// [`ForeignLog::command_of`] for every event in `from..=to` that recorded one, by seq
+    /// (a few range scans, whatever the length of the range).
+    pub fn commands(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<std::collections::BTreeMap<u64, (String, Option<String>)>, EngineError> {
+        keys::commands_in(&*self.owned.log()?, from, to)
     }
 
     /// Whether this file's content store holds the body `r` refers to.

@@ -185,6 +185,26 @@ pub fn split_run(key: &[u8], v: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineErro
         .collect())
 }
 
+/// Byte strings as a run holds its records: `count (u32 LE) ‖ (len (u32 LE) ‖ bytes)*` (what
+/// side records that list one item per event use).
+pub(crate) fn encode_list(items: &[Vec<u8>]) -> Result<Vec<u8>, EngineError> {
+    let count = u32::try_from(items.len())
+        .map_err(|_| EngineError::Storage("too many items in one record".into()))?;
+    let mut out = Vec::with_capacity(4 + items.iter().map(|i| i.len() + 4).sum::<usize>());
+    out.extend_from_slice(&count.to_le_bytes());
+    encode_records(&mut out, items.iter().map(Vec::as_slice))?;
+    Ok(out)
+}
+
+/// The items of an [`encode_list`] value, numbered from `first`.
+pub(crate) fn decode_list(first: u64, v: &[u8]) -> Result<Vec<(u64, &[u8])>, EngineError> {
+    let count = run_count(v).ok_or_else(|| EngineError::Corrupt {
+        seq: first,
+        reason: format!("a list record of {} bytes has no count", v.len()),
+    })?;
+    split_records(first, count, &v[4..], "list")
+}
+
 /// [`split_run`] without copying the records.
 fn run_records<'v>(key: &[u8], v: &'v [u8]) -> Result<Vec<(u64, &'v [u8])>, EngineError> {
     let first = seq_of_key(key)?;
@@ -545,6 +565,18 @@ impl SledEventLog {
             .map(|(k, v)| (k.to_vec(), v.to_vec())))
     }
 
+    /// The side records in `from..=to`, with their values (one range scan).
+    pub fn side_records(&self, from: &[u8], to: &[u8]) -> Result<Vec<SideRecord>, EngineError> {
+        self.side_reads.fetch_add(1, Ordering::Relaxed);
+        self.events
+            .range(from..=to)
+            .map(|r| {
+                let (k, v) = r?;
+                Ok((k.to_vec(), v.to_vec()))
+            })
+            .collect()
+    }
+
     /// The keys of the side records in `from..=to` (one range scan; values are not read).
     pub fn side_keys(&self, from: &[u8], to: &[u8]) -> Result<Vec<Vec<u8>>, EngineError> {
         self.side_reads.fetch_add(1, Ordering::Relaxed);
@@ -658,48 +690,63 @@ impl SledEventLog {
     }
 
     /// Puts commands that each have fewer than [`GROUP_MIN_EVENTS`] events, and no side
-    /// records, into runs: whole commands, at most [`RUN_MAX_BYTES`] of records each, one sled
-    /// insert per run, in seq order, so a crash leaves a prefix of whole commands. A command
-    /// that ends up alone (the only one, or one larger than a run) keeps its `e` keys, in one
-    /// atomic batch.
+    /// records, into runs ([`run_values`]), one sled insert per run, in seq order, so a crash
+    /// leaves a prefix of whole commands. A multi-event command that ends up alone keeps its
+    /// `e` keys, in one atomic batch.
     fn write_runs(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
-        let mut start = 0;
-        while start < commands.len() {
-            let mut end = start + 1;
-            let mut run_bytes = size(commands[start]);
-            while end < commands.len() && run_bytes + size(commands[end]) <= RUN_MAX_BYTES {
-                run_bytes += size(commands[end]);
-                end += 1;
-            }
-            let chunk = &commands[start..end];
-            start = end;
-            match chunk {
-                [] | [[]] => {}
-                [[(seq, bytes)]] => {
-                    self.events.insert(event_key(*seq), bytes.as_slice())?;
+        for mut values in run_values(commands)? {
+            if values.len() == 1 {
+                let (k, v) = values.remove(0);
+                self.events.insert(k, v)?;
+            } else {
+                let mut batch = sled::Batch::default();
+                for (k, v) in values {
+                    batch.insert(&k[..], v);
                 }
-                [one] => {
-                    let mut batch = sled::Batch::default();
-                    for (seq, bytes) in one.iter() {
-                        batch.insert(&event_key(*seq), bytes.as_slice());
-                    }
-                    self.events.apply_batch(batch)?;
-                }
-                run => {
-                    let records = run.iter().flat_map(|c| c.iter());
-                    let Some(&(first, _)) = records.clone().next() else {
-                        continue;
-                    };
-                    let count: usize = run.iter().map(|c| c.len()).sum();
-                    let mut value = Vec::with_capacity(4 + run_bytes);
-                    value.extend_from_slice(&(count as u32).to_le_bytes());
-                    encode_records(&mut value, records.map(|(_, b)| b.as_slice()))?;
-                    self.events.insert(run_key(first), value)?;
-                }
+                self.events.apply_batch(batch)?;
             }
         }
         Ok(())
     }
+}
+
+/// The sled values of commands that each have fewer than [`GROUP_MIN_EVENTS`] events: whole
+/// commands in runs of at most [`RUN_MAX_BYTES`] of records (one `r` value each), in seq
+/// order; a command that ends up alone (the only one, or one larger than a run) keeps its `e`
+/// keys. Each inner list is what must be written atomically.
+fn run_values(commands: &[&[(u64, Vec<u8>)]]) -> Result<Vec<Vec<([u8; 9], Vec<u8>)>>, EngineError> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < commands.len() {
+        let mut end = start + 1;
+        let mut run_bytes = size(commands[start]);
+        while end < commands.len() && run_bytes + size(commands[end]) <= RUN_MAX_BYTES {
+            run_bytes += size(commands[end]);
+            end += 1;
+        }
+        let chunk = &commands[start..end];
+        start = end;
+        match chunk {
+            [] | [[]] => {}
+            [one] => out.push(
+                one.iter()
+                    .map(|(seq, bytes)| (event_key(*seq), bytes.clone()))
+                    .collect(),
+            ),
+            run => {
+                let records = run.iter().flat_map(|c| c.iter());
+                let Some(&(first, _)) = records.clone().next() else {
+                    continue;
+                };
+                let count: usize = run.iter().map(|c| c.len()).sum();
+                let mut value = Vec::with_capacity(4 + run_bytes);
+                value.extend_from_slice(&(count as u32).to_le_bytes());
+                encode_records(&mut value, records.map(|(_, b)| b.as_slice()))?;
+                out.push(vec![(run_key(first), value)]);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Bytes a command takes in a run.
@@ -852,9 +899,9 @@ impl EventLog for SledEventLog {
         }
         // sled seals and writes its buffer on every `apply_batch`, so commands without side
         // records or a group's worth of events (the common case) go into runs, one plain insert
-        // each, in seq order. Otherwise everything goes into one atomic batch, still in seq
-        // order, so a crash never leaves a gap, half a command or an event without its side
-        // records.
+        // each, in seq order. Otherwise everything goes into one atomic batch (side records,
+        // runs of the small commands, groups in `events.pack` for the large ones), so a crash
+        // never leaves a gap, half a command or an event without its side records.
         if side.is_empty() && commands.iter().all(|ev| ev.len() < GROUP_MIN_EVENTS) {
             return self.write_runs(commands);
         }
@@ -863,9 +910,18 @@ impl EventLog for SledEventLog {
         for (k, v) in side {
             batch.insert(k.as_slice(), v.as_slice());
         }
+        let mut small: Vec<&[(u64, Vec<u8>)]> = Vec::new();
+        let put_small = |small: &mut Vec<&[(u64, Vec<u8>)]>, batch: &mut sled::Batch| {
+            for (k, v) in run_values(small)?.into_iter().flatten() {
+                batch.insert(&k[..], v);
+            }
+            small.clear();
+            Ok::<(), EngineError>(())
+        };
         for ev in commands {
             match ev.first() {
                 Some(&(first, _)) if ev.len() >= GROUP_MIN_EVENTS => {
+                    put_small(&mut small, &mut batch)?;
                     let end = match pack_end {
                         Some(end) => end,
                         None => self.last_group()?.map_or(0, |g| g.offset + g.len),
@@ -874,13 +930,10 @@ impl EventLog for SledEventLog {
                     pack_end = Some(end + g.len);
                     batch.insert(&group_key(first), &g.encode()[..]);
                 }
-                _ => {
-                    for (seq, bytes) in ev.iter() {
-                        batch.insert(&event_key(*seq), bytes.as_slice());
-                    }
-                }
+                _ => small.push(ev),
             }
         }
+        put_small(&mut small, &mut batch)?;
         self.events.apply_batch(batch)?;
         Ok(())
     }

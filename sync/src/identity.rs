@@ -119,9 +119,31 @@ pub struct SyncEvent {
     pub clock: BTreeMap<String, u64>,
     /// Milliseconds since the epoch.
     pub created_at: i64,
+    /// The event id and chain hash it was committed with on its node: every device shows
+    /// the event under them (issue 28). `None` in events sealed before issue 28, whose ids
+    /// (which hash these fields only when present) stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<uuid::Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<EventHash>,
     pub id: EventId,
     #[serde(with = "sig_bytes")]
     pub sig: [u8; 64],
+}
+
+/// What a device keeps beside another device's event in its log: what the local event
+/// does not hold (the change itself is stored once, as the local event). Older builds kept
+/// the whole [`SyncEvent`] there; it reads as this too.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kept {
+    pub origin: Origin,
+    pub cap: String,
+    pub target: Option<String>,
+    pub id: EventId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<uuid::Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<EventHash>,
 }
 
 /// Decoded public keys of nodes (a node's id is its key), for [`SyncEvent::verify_member`].
@@ -175,6 +197,10 @@ struct Hashed<'a> {
     value: &'a Value,
     clock: &'a BTreeMap<String, u64>,
     created_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event_id: &'a Option<uuid::Uuid>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hash: &'a Option<EventHash>,
 }
 
 impl SyncEvent {
@@ -209,6 +235,8 @@ impl SyncEvent {
             value: event.value.clone(),
             clock: event.clock.clone(),
             created_at: event.created_at.timestamp_millis(),
+            event_id: Some(event.event_id),
+            hash: Some(event.hash),
             id: EventId([0; 32]),
             sig: [0; 64],
         };
@@ -231,6 +259,8 @@ impl SyncEvent {
             value: &self.value,
             clock: &self.clock,
             created_at: self.created_at,
+            event_id: &self.event_id,
+            hash: &self.hash,
         };
         // Plain data into a Vec: cannot fail.
         let bytes = rmp_serde::to_vec_named(&hashed).unwrap_or_default();
@@ -274,12 +304,13 @@ impl SyncEvent {
             .map_err(|_| Rejection::BadSignature(node.to_hex()))
     }
 
-    /// The local event for this one (`seq` and `hash` are the local log's to set); its
-    /// `event_id` is the first 16 bytes of the id.
+    /// The local event for this one (`seq` and `hash` are the local log's to set), under
+    /// the event id it was committed with (for an event sealed before issue 28, the first
+    /// 16 bytes of its id).
     pub fn to_event(&self) -> Event {
         Event {
             seq: 0,
-            event_id: self.id.uuid(),
+            event_id: self.event_id.unwrap_or_else(|| self.id.uuid()),
             cmd_id: self.cmd_id,
             entity: self.entity.clone(),
             attribute: self.attribute.clone(),
@@ -303,6 +334,51 @@ impl SyncEvent {
         let clock: usize = self.clock.keys().map(|k| k.len() + 16).sum();
         // Field names, the ids, the signature, the numbers.
         320 + value.0 + strings + clock + 40 * self.origin.deps.len()
+    }
+
+    /// What the local log keeps beside this event ([`Kept`], MessagePack).
+    pub fn kept(&self) -> Vec<u8> {
+        let kept = Kept {
+            origin: self.origin.clone(),
+            cap: self.cap.clone(),
+            target: self.target.clone(),
+            id: self.id,
+            event_id: self.event_id,
+            hash: self.hash,
+        };
+        // Plain data into a Vec: cannot fail.
+        rmp_serde::to_vec_named(&kept).unwrap_or_default()
+    }
+
+    /// The event again from what the log keeps beside it ([`SyncEvent::kept`], or a whole
+    /// event as older builds kept it) and the local event; checked against its id. No
+    /// signature (the envelope's was checked when it arrived).
+    pub fn from_kept(bytes: &[u8], local: &Event) -> Result<SyncEvent, Rejection> {
+        let k: Kept =
+            rmp_serde::from_slice(bytes).map_err(|e| Rejection::Malformed(e.to_string()))?;
+        let e = SyncEvent {
+            origin: k.origin,
+            cap: k.cap,
+            target: k.target,
+            cmd_id: local.cmd_id,
+            entity: local.entity.clone(),
+            attribute: local.attribute.clone(),
+            value: local.value.clone(),
+            clock: local.clock.clone(),
+            created_at: local.created_at.timestamp_millis(),
+            event_id: k.event_id,
+            hash: k.hash,
+            id: k.id,
+            sig: [0; 64],
+        };
+        let computed = e.id_of();
+        if computed != e.id {
+            return Err(Rejection::WrongHash {
+                stored: e.id.to_hex(),
+                computed: computed.to_hex(),
+            });
+        }
+        Ok(e)
     }
 
     /// The wire form (MessagePack).
@@ -439,10 +515,34 @@ mod tests {
         back.verify(members).unwrap();
         let local = back.to_event();
         assert_eq!(
-            (local.entity, local.value, local.created_at),
+            (local.entity.clone(), local.value.clone(), local.created_at),
             (e.entity.clone(), e.value.clone(), e.created_at)
         );
-        assert_eq!(local.event_id, s.id.uuid());
+        // Every device shows it under the event id it was committed with.
+        assert_eq!(local.event_id, e.event_id);
+        assert_eq!((s.event_id, s.hash), (Some(e.event_id), Some(e.hash)));
+        // What a log keeps beside it gives it back, checked against its id; so does the whole
+        // event, as older builds kept it.
+        let mut stored = local.clone();
+        stored.hash = EventHash([5; 32]);
+        let mut unsigned = s.clone();
+        unsigned.sig = [0; 64];
+        assert_eq!(SyncEvent::from_kept(&s.kept(), &stored).unwrap(), unsigned);
+        assert_eq!(SyncEvent::from_kept(&s.encode(), &stored).unwrap(), unsigned);
+        stored.value = json!({"other": 1});
+        assert!(matches!(
+            SyncEvent::from_kept(&s.kept(), &stored),
+            Err(Rejection::WrongHash { .. })
+        ));
+        // An event sealed before issue 28 (no event id or hash in it) keeps its id, and shows
+        // under the first 16 bytes of it.
+        let mut old = s.clone();
+        (old.event_id, old.hash) = (None, None);
+        old.id = old.id_of();
+        assert_ne!(old.id, s.id);
+        let back = SyncEvent::decode(&old.encode()).unwrap();
+        assert_eq!(back.id_of(), old.id);
+        assert_eq!(back.to_event().event_id, old.id.uuid());
         // The id does not depend on the local seq.
         let mut elsewhere = e.clone();
         elsewhere.seq = 99;

@@ -56,22 +56,27 @@ pub struct Replica {
     /// Applied events in merge order (all of them: everything added is applied).
     applied: Vec<MergeKey>,
     state: State,
-    /// Position (number of events folded) → the state after them, and the fold's memory.
-    checkpoints: BTreeMap<usize, (State, FoldMemory)>,
+    /// Position (number of events folded) → the state after them, and each block's last
+    /// write then (the verdicts are not copied: see [`FoldMemory`]).
+    checkpoints: BTreeMap<usize, (State, HashMap<String, EventId>)>,
     memory: FoldMemory,
 }
 
-/// What the fold remembers besides the state: each command's verdict, each block's last write.
+/// What the fold remembers besides the state: each command's verdict, with the merge position
+/// of its first event, and each block's last write. A rollback to position `p` keeps the
+/// verdicts of commands that began before `p` (nothing before `p` changed) and drops the
+/// rest, so checkpoints need no copy of them (copying them made every checkpoint cost as
+/// much as all commands so far).
 #[derive(Clone, Default)]
 struct FoldMemory {
-    verdicts: HashMap<uuid::Uuid, bool>,
+    verdicts: HashMap<uuid::Uuid, (usize, bool)>,
     last_write: HashMap<String, EventId>,
 }
 
 impl Replica {
     pub fn new(registry: Registry) -> Replica {
         let mut checkpoints = BTreeMap::new();
-        checkpoints.insert(0, (State::default(), FoldMemory::default()));
+        checkpoints.insert(0, (State::default(), HashMap::new()));
         Replica {
             registry,
             index: MergeIndex::new(),
@@ -145,13 +150,14 @@ impl Replica {
             // Roll back to the newest checkpoint at or before the first change and fold the
             // rest again.
             self.checkpoints.retain(|pos, _| *pos <= first_change);
-            let (&from, (state, memory)) = self
+            let (&from, (state, last_write)) = self
                 .checkpoints
                 .iter()
                 .next_back()
                 .expect("the empty state is always a checkpoint");
             self.state = state.clone();
-            self.memory = memory.clone();
+            self.memory.last_write = last_write.clone();
+            self.memory.verdicts.retain(|_, (first, _)| *first < from);
             let refolded = self.applied.len() - from;
             self.fold_from(from);
             Added::Reordered { refolded }
@@ -182,7 +188,7 @@ impl Replica {
             let done = pos + 1;
             if done % CHECKPOINT_EVERY == 0 {
                 self.checkpoints
-                    .insert(done, (self.state.clone(), self.memory.clone()));
+                    .insert(done, (self.state.clone(), self.memory.last_write.clone()));
                 // The empty state and the newest few: a rollback reaches further back only
                 // for events concurrent with many since (it then folds from the start).
                 while self.checkpoints.len() > CHECKPOINTS_KEPT + 1 {
@@ -245,14 +251,18 @@ fn fold_change(
     e: &Event,
     (cap, target): &(String, Option<String>),
 ) {
-    let allowed = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
+    let (_, allowed) = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
         let cmd = Command::new(e.editor_id(), cap, target.as_deref(), Value::Null);
         let authorized_by = registry
             .get(cap)
             .map(|c| c.authorized_by(&cmd))
             .unwrap_or(cap.as_str());
         let block = target.as_deref().and_then(|t| state.block(t));
-        elfiee_capabilities::cbac::authorize(state, e.editor_id(), authorized_by, block).is_ok()
+        let allowed =
+            elfiee_capabilities::cbac::authorize(state, e.editor_id(), authorized_by, block)
+                .is_ok();
+        // Its merge position (`seq` is position + 1).
+        (e.seq.saturating_sub(1) as usize, allowed)
     });
     if !allowed {
         sync_list(state, "unauthorized").push(json!(id.to_hex()));

@@ -95,6 +95,10 @@ pub(crate) fn commit_group(
         })
         .cloned()
         .collect();
+    let side = match super::foreign::merge_command_records(side) {
+        Ok(side) => side,
+        Err(e) => return path.fail(batch, e),
+    };
     let n = batch.len();
     // Bodies first: a durable event never refers to bytes that are not.
     let written = path

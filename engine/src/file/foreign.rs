@@ -3,11 +3,14 @@
 //! [`crate::log::side_key`]):
 //! - `m‖first_seq` — the commands of a submission (capability and target each, with their
 //!   event counts), while the file records them;
-//! - `f‖seq` — an event that came from another device, and the bytes its sender keeps with
-//!   it (its origin);
+//! - `o‖first_seq` — the events of one foreign append (`first_seq` on, each from another
+//!   device) and the bytes their sender keeps with each (its origin): a list as a run holds
+//!   its records (`count ‖ (len ‖ bytes)*`), one record per append;
+//! - `f‖seq` — one such event and its origin bytes, as builds before issue 28 wrote them
+//!   (one record per event; still read);
 //! - `x‖key` — whatever sync keeps beside them (a checkpoint, an id map).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use elfiee_model::Command;
 
@@ -16,11 +19,56 @@ use crate::log::{side_key, SledEventLog};
 
 const COMMANDS: u8 = b'm';
 const FOREIGN: u8 = b'f';
+const ORIGINS: u8 = b'o';
 const SIDE: u8 = b'x';
 
-/// The key of the origin record of foreign event `seq`.
-pub(crate) fn origin_key(seq: u64) -> Vec<u8> {
+/// The key of the origin record of foreign event `seq` (the format of older builds).
+fn origin_key(seq: u64) -> Vec<u8> {
     side_key(FOREIGN, &seq.to_be_bytes())
+}
+
+fn origins_key(first_seq: u64) -> Vec<u8> {
+    side_key(ORIGINS, &first_seq.to_be_bytes())
+}
+
+/// The `o‖first_seq` record of one foreign append: each event's origin bytes, in seq order.
+pub(crate) fn origins_record(
+    first_seq: u64,
+    origins: &[Vec<u8>],
+) -> Result<(Vec<u8>, Vec<u8>), EngineError> {
+    Ok((origins_key(first_seq), crate::log::encode_list(origins)?))
+}
+
+/// The foreign events in `from..=to` with their origin bytes, in seq order: the `o‖` records
+/// that overlap the range (the one that starts at or before `from`, then a range scan) and
+/// older builds' `f‖seq` records.
+pub(crate) fn origins(
+    log: &SledEventLog,
+    from: u64,
+    to: u64,
+) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+    let mut out = Vec::new();
+    let before = log.side_before(&origins_key(0), &origins_key(from))?;
+    let after = if from < u64::MAX {
+        log.side_records(&origins_key(from + 1), &origins_key(to))?
+    } else {
+        Vec::new()
+    };
+    for (key, value) in before.into_iter().chain(after) {
+        let first = crate::codec::key_seq(&key).unwrap_or(u64::MAX);
+        for (seq, bytes) in crate::log::decode_list(first, &value)? {
+            if (from..=to).contains(&seq) {
+                out.push((seq, bytes.to_vec()));
+            }
+        }
+    }
+    for (key, value) in log.side_records(&origin_key(from), &origin_key(to))? {
+        if let Some(seq) = crate::codec::key_seq(&key) {
+            out.push((seq, value));
+        }
+    }
+    out.sort_by_key(|(seq, _)| *seq);
+    Ok(out)
 }
 
 /// The key under which a side record `key` of sync is stored.
@@ -50,36 +98,96 @@ pub(crate) fn command_of(
     log: &SledEventLog,
     seq: u64,
 ) -> Result<Option<(String, Option<String>)>, EngineError> {
-    let found = log.side_before(
-        &side_key(COMMANDS, &0u64.to_be_bytes()),
-        &side_key(COMMANDS, &seq.to_be_bytes()),
-    )?;
-    let Some((key, bytes)) = found else {
-        return Ok(None);
-    };
-    let first = crate::codec::key_seq(&key).unwrap_or(u64::MAX);
-    let list: Vec<(u64, String, Option<String>)> = rmp_serde::from_slice(&bytes)
-        .map_err(|e| EngineError::Storage(format!("a command record does not decode: {e}")))?;
-    let mut at = first;
-    for (count, cap, target) in list {
-        if seq < at + count {
-            return Ok((seq >= at).then_some((cap, target)));
-        }
-        at += count;
-    }
-    Ok(None)
+    Ok(commands_in(log, seq, seq)?.remove(&seq))
 }
 
-/// The seqs in `from..=to` that came from another device: one range scan of their `f‖`
-/// records (keys only), whatever the length of the range.
+/// The seqs in `from..=to` that came from another device: one range scan of each kind of
+/// origin record, whatever the length of the range.
 pub(crate) fn foreign_seqs(
     log: &SledEventLog,
     from: u64,
     to: u64,
 ) -> Result<HashSet<u64>, EngineError> {
-    Ok(log
-        .side_keys(&origin_key(from), &origin_key(to))?
-        .iter()
-        .filter_map(|k| crate::codec::key_seq(k))
+    Ok(origins(log, from, to)?
+        .into_iter()
+        .map(|(seq, _)| seq)
         .collect())
+}
+
+/// The commands (capability, target) of the local events in `from..=to` that recorded one,
+/// by seq: the `m‖` record that starts at or before `from`, then a range scan.
+pub(crate) fn commands_in(
+    log: &SledEventLog,
+    from: u64,
+    to: u64,
+) -> Result<BTreeMap<u64, (String, Option<String>)>, EngineError> {
+    let mut out = BTreeMap::new();
+    let before = log.side_before(&side_key(COMMANDS, &0u64.to_be_bytes()), &side_key(COMMANDS, &from.to_be_bytes()))?;
+    let after = if from < u64::MAX {
+        log.side_records(
+            &side_key(COMMANDS, &(from + 1).to_be_bytes()),
+            &side_key(COMMANDS, &to.to_be_bytes()),
+        )?
+    } else {
+        Vec::new()
+    };
+    for (key, bytes) in before.into_iter().chain(after) {
+        let mut at = crate::codec::key_seq(&key).unwrap_or(u64::MAX);
+        for (count, cap, target) in decode_commands(&bytes)? {
+            for seq in at..at.saturating_add(count) {
+                if (from..=to).contains(&seq) {
+                    out.insert(seq, (cap.clone(), target.clone()));
+                }
+            }
+            at = at.saturating_add(count);
+        }
+    }
+    Ok(out)
+}
+
+fn decode_commands(bytes: &[u8]) -> Result<Vec<(u64, String, Option<String>)>, EngineError> {
+    rmp_serde::from_slice(bytes)
+        .map_err(|e| EngineError::Storage(format!("a command record does not decode: {e}")))
+}
+
+/// Merges the `m‖` records of consecutive submissions (one commit group) into one record,
+/// so a group writes one command record, not one per submission. Other records pass as
+/// they are.
+pub(crate) fn merge_command_records(
+    side: Vec<(Vec<u8>, Vec<u8>)>,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, EngineError> {
+    let mut out = Vec::with_capacity(side.len());
+    // The merged record so far: its first seq, the seq after it, its list.
+    let mut open: Option<(u64, u64, Vec<(u64, String, Option<String>)>)> = None;
+    let close = |open: Option<(u64, u64, Vec<(u64, String, Option<String>)>)>,
+                 out: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+        if let Some((first, _, list)) = open {
+            // Plain data into a Vec: cannot fail.
+            let bytes = rmp_serde::to_vec(&list).unwrap_or_default();
+            out.push((side_key(COMMANDS, &first.to_be_bytes()), bytes));
+        }
+    };
+    for (key, value) in side {
+        let first = (key.first() == Some(&COMMANDS))
+            .then(|| crate::codec::key_seq(&key))
+            .flatten();
+        let Some(first) = first else {
+            out.push((key, value));
+            continue;
+        };
+        let list = decode_commands(&value)?;
+        let count: u64 = list.iter().map(|(n, _, _)| n).sum();
+        match &mut open {
+            Some((_, end, merged)) if *end == first => {
+                merged.extend(list);
+                *end = first + count;
+            }
+            _ => {
+                close(open.take(), &mut out);
+                open = Some((first, first + count, list));
+            }
+        }
+    }
+    close(open, &mut out);
+    Ok(out)
 }

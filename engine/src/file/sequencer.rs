@@ -179,7 +179,7 @@ impl Sequencer {
     }
 
     /// Sequences events decided elsewhere (another device's, already checked): local seqs
-    /// and hash chain, an `f‖seq` side record with each one's `origin` bytes, and `side`.
+    /// and hash chain, one `o‖first_seq` side record with their `origin` bytes, and `side`.
     pub(crate) fn prepare_foreign(
         &mut self,
         core: &FileCore,
@@ -190,12 +190,16 @@ impl Sequencer {
         let mut prev = self.prev_hash;
         let mut records = Vec::with_capacity(foreign.len());
         let mut all = Vec::with_capacity(foreign.len());
+        let mut origins = Vec::with_capacity(foreign.len());
         for (seq, (mut e, origin)) in (self.last_seq + 1..).zip(foreign) {
             e.seq = seq;
             records.push((seq, codec::seal(&prev, &mut e)));
-            side.push((super::foreign::origin_key(seq), origin));
+            origins.push(origin);
             prev = e.hash;
             all.push(e);
+        }
+        if !origins.is_empty() {
+            side.push(super::foreign::origins_record(self.last_seq + 1, &origins)?);
         }
         if all.is_empty() && side.is_empty() {
             return Ok(Prepared::Done(all));

@@ -342,7 +342,7 @@ pub(super) async fn store_batch(
     let events = queue
         .events
         .iter()
-        .map(|e| (e.to_event(), e.encode()))
+        .map(|e| (e.to_event(), e.kept()))
         .collect();
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
     let stored = foreign

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self};
 use elfiee_capabilities::Registry;
-use elfiee_engine::{FileHandle, ForeignLog};
+use elfiee_engine::FileHandle;
 use elfiee_model::Event;
 use elfiee_projections::State;
 use tokio::sync::{watch, Notify};
@@ -114,11 +114,26 @@ impl Core {
                 self.follow(seq, sealed, &mut batch);
             }
         } else {
+            // The events, then what is kept beside them, by range: no storage read per event.
             let foreign = file.foreign_log()?;
-            for e in file.events(self.followed + 1)? {
-                let sealed = match known.remove(&e.seq) {
-                    Some(s) => s,
-                    None => self.read_sealed(&foreign, &e)?,
+            let events = file.events(self.followed + 1)?;
+            let (from, to) = match (events.first(), events.last()) {
+                (Some(f), Some(l)) => (f.seq, l.seq),
+                _ => return Ok(false),
+            };
+            let mut origins: BTreeMap<u64, Vec<u8>> =
+                foreign.origins(from, to)?.into_iter().collect();
+            let mut commands = foreign.commands(from, to)?;
+            for e in events {
+                let sealed = match (known.remove(&e.seq), origins.remove(&e.seq)) {
+                    (Some(s), _) => s,
+                    (None, Some(bytes)) => SyncEvent::from_kept(&bytes, &e).map_err(|r| {
+                        SyncError::Engine(format!("the origin kept with event {}: {r}", e.seq))
+                    })?,
+                    (None, None) => {
+                        let command = commands.remove(&e.seq);
+                        self.seal_own(&e, command)
+                    }
                 };
                 self.follow(e.seq, sealed, &mut batch);
             }
@@ -150,41 +165,22 @@ impl Core {
         self.followed = seq;
     }
 
-    /// The sealed form of local event `e` as read from the log: the origin kept with a
-    /// foreign one, else sealed here (by this node, or by the node a copied file adopted).
-    pub(super) fn read_sealed(
+    /// Seals an event written on this device (see the module docs) with the command it
+    /// came from (`None` for events from before the file recorded commands: the event's kind
+    /// on its entity): by this node, or by the node the file was synced as before it was
+    /// copied here (that node published it).
+    pub(super) fn seal_own(
         &self,
-        foreign: &ForeignLog,
         e: &Event,
-    ) -> Result<SyncEvent, SyncError> {
-        let seq = e.seq;
-        match foreign.origin(seq)? {
-            Some(bytes) => SyncEvent::decode(&bytes)
-                .map_err(|r| SyncError::Engine(format!("the origin kept with event {seq}: {r}"))),
-            None => {
-                let author = self
-                    .adopted
-                    .iter()
-                    .find(|(_, through)| seq <= *through)
-                    .map_or(self.node, |(n, _)| *n);
-                self.seal(foreign, e, author)
-            }
-        }
-    }
-
-    /// Seals an event written on this device (see the module docs): by this node, or by the
-    /// node the file was synced as before it was copied here (`author`, unsigned: that node
-    /// published it).
-    pub(super) fn seal(
-        &self,
-        foreign: &ForeignLog,
-        e: &Event,
-        author: NodeId,
-    ) -> Result<SyncEvent, SyncError> {
-        // Events from before the file recorded commands: the event's kind on its entity.
-        let (cap, target) = foreign
-            .command_of(e.seq)?
-            .unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
+        command: Option<(String, Option<String>)>,
+    ) -> SyncEvent {
+        let (cap, target) =
+            command.unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
+        let author = self
+            .adopted
+            .iter()
+            .find(|(_, through)| e.seq <= *through)
+            .map_or(self.node, |(n, _)| *n);
         let chain = self.chains.get(&author).map_or(&[][..], |c| c);
         let origin = Origin {
             node: author,
@@ -198,7 +194,7 @@ impl Core {
                 .filter_map(|(_, chain)| chain.last().copied())
                 .collect(),
         };
-        Ok(SyncEvent::seal_parts(None, origin, cap, target, e))
+        SyncEvent::seal_parts(None, origin, cap, target, e)
     }
 }
 
