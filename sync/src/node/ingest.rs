@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, AckKind};
 use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 
 use crate::envelope::Message;
 use crate::identity::{EventId, NodeId, Rejection, SyncEvent};
@@ -142,77 +142,97 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                 continue;
             }
         };
-        inner.online();
+        // Pulled continuously (the client keeps asking for more while the last ones are
+        // stored), not one request per batch.
+        let mut messages = match c
+            .stream()
+            .max_messages_per_batch(inner.config.batch)
+            .messages()
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                inner.offline(format!("cannot read the consumer {name}: {e}"));
+                backoff.wait().await;
+                continue;
+            }
+        };
+        match c.info().await {
+            Ok(info) => {
+                let pending = info.num_pending;
+                inner.refresh_status(|s| {
+                    s.online = true;
+                    s.to_ingest = pending;
+                });
+            }
+            Err(e) => inner.offline(format!("cannot ask the broker about {name}: {e}")),
+        }
         backoff.reset();
         loop {
-            // A broker that goes away while nothing is sent shows here at once: a fetch from
-            // a client that lost its connection would only time out. Reconnecting recreates
-            // the consumer, so what this fetch held comes again in stream order.
-            let fetched = tokio::select! {
-                fetched = fetch_batch(&c, &name, inner.config.batch) => fetched,
-                () = inner.disconnected() => Err((
-                    format!("lost the connection to {}; reconnecting", inner.config.url),
-                    Vec::new(),
-                )),
+            // A broker that goes away while nothing is sent shows here at once: reconnecting
+            // recreates the consumer, so what was not stored comes again in stream order.
+            let first = tokio::select! {
+                m = messages.next() => m,
+                () = inner.disconnected() => None,
             };
-            let batch = match fetched {
-                Ok(batch) => batch,
-                // Messages came, then the fetch broke: store those, then read on.
-                Err((why, batch)) if !batch.is_empty() => {
-                    inner.offline(why);
-                    batch
+            let first = match first {
+                Some(Ok(m)) => m,
+                Some(Err(e)) => {
+                    inner.offline(format!("reading {name}: {e}"));
+                    backoff.wait().await;
+                    continue 'connect;
                 }
-                Err((why, _)) => {
-                    inner.offline(why);
+                None => {
+                    inner.offline(format!(
+                        "lost the connection to {}; reconnecting",
+                        inner.config.url
+                    ));
                     backoff.wait().await;
                     continue 'connect;
                 }
             };
-            if !batch.is_empty() {
-                if let Err(e) = store_batch(&inner, &stream, batch).await {
-                    inner.offline(e);
-                    backoff.wait().await;
-                    continue 'connect;
+            // The batch: what is here now, up to a limit (stored and folded together).
+            let mut bytes = first.payload.len();
+            let mut batch = vec![first];
+            let mut broke = None;
+            while batch.len() < inner.config.batch && bytes < BATCH_BYTES {
+                match messages.next().now_or_never() {
+                    Some(Some(Ok(m))) => {
+                        bytes += m.payload.len();
+                        batch.push(m);
+                    }
+                    Some(Some(Err(e))) => {
+                        broke = Some(format!("reading {name}: {e}"));
+                        break;
+                    }
+                    _ => break,
                 }
             }
-            match c.info().await {
-                Ok(info) => {
-                    let pending = info.num_pending;
-                    inner.refresh_status(|s| {
-                        s.online = true;
-                        s.to_ingest = pending;
-                    });
-                    backoff.reset();
-                }
-                Err(e) => inner.offline(format!("cannot ask the broker about {name}: {e}")),
+            let pending = batch.last().and_then(|m| m.info().ok()).map(|i| i.pending);
+            if let Err(e) = store_batch(&inner, &stream, batch).await {
+                inner.offline(e);
+                backoff.wait().await;
+                continue 'connect;
             }
+            if let Some(why) = broke {
+                // Stored what came before it; read on from a fresh consumer.
+                inner.offline(why);
+                backoff.wait().await;
+                continue 'connect;
+            }
+            inner.refresh_status(|s| {
+                s.online = true;
+                if let Some(p) = pending {
+                    s.to_ingest = p;
+                }
+            });
         }
     }
 }
 
-/// Up to `max` messages that are there now (waiting up to 500 ms for the first); on an
-/// error, why, with the messages that came before it.
-pub(super) async fn fetch_batch(
-    c: &consumer::PullConsumer,
-    name: &str,
-    max: usize,
-) -> Result<Vec<jetstream::Message>, (String, Vec<jetstream::Message>)> {
-    let mut messages = c
-        .fetch()
-        .max_messages(max)
-        .expires(Duration::from_millis(500))
-        .messages()
-        .await
-        .map_err(|e| (format!("cannot fetch from {name}: {e}"), Vec::new()))?;
-    let mut batch = Vec::new();
-    while let Some(m) = messages.next().await {
-        match m {
-            Ok(m) => batch.push(m),
-            Err(e) => return Err((format!("fetching from {name}: {e}"), batch)),
-        }
-    }
-    Ok(batch)
-}
+/// Ingest stores at most about this many payload bytes in one batch (what is already here
+/// when it looks; memory holds the batch decoded).
+const BATCH_BYTES: usize = 4 << 20;
 
 /// What to do with one fetched event.
 pub(super) enum Verdict {
