@@ -3,19 +3,21 @@
 //! one signature per event (format 1, issue 16; still read).
 //!
 //! Format 2, MessagePack with named fields:
-//! `{v: 2, node: <32 bytes>, events: [SyncEvent…], sig: <64 bytes>}`. The events keep their
-//! ids (blake3 of origin and change, [`SyncEvent::id_of`]) and carry a zero `sig`; the
-//! envelope's `sig` is the node's Ed25519 signature over [`Envelope::signed_hash`]:
-//! blake3 of `"elfiee envelope 2" ‖ node ‖ count (u32 LE) ‖ each id`. A receiver checks every
-//! id against its event, that every event is the envelope node's and that they follow each
-//! other (origin seq + 1, `prev` the previous id), and the one signature; any failure rejects
-//! the whole envelope. The message id names the node and the first and last origin seq, so a
-//! re-sent envelope is a duplicate; a crash may make batch boundaries differ, so a receiver
-//! still stores each event id once ([`crate::merge::MergeIndex`] knows the ids it holds).
+//! `{v: 2, node: <32 bytes>, events: [<bytes>…], sig: <64 bytes>}`. Each event travels as the
+//! bytes its id hashes ([`SyncEvent::hashed_bytes`]: origin and change), so its id is the
+//! blake3 of what arrived and nothing is encoded again to check it. `sig` is the node's
+//! Ed25519 signature over [`Envelope::signed_hash`]: blake3 of
+//! `"elfiee envelope 2" ‖ node ‖ count (u32 LE) ‖ each id`. A receiver checks that every
+//! event is the envelope node's and that they follow each other (origin seq + 1, `prev` the
+//! previous id), and the one signature; any failure rejects the whole envelope. The message
+//! id names the node and the first and last origin seq, so a re-sent envelope is a
+//! duplicate; a crash may make batch boundaries differ, so a receiver still stores each event
+//! id once (it skips the ids it holds).
 
 use serde::{Deserialize, Serialize};
 
 use crate::identity::{sig_bytes, Keys, NodeId, NodeKey, Rejection, SyncEvent};
+
 
 /// The format an envelope says it is.
 pub const ENVELOPE_VERSION: u8 = 2;
@@ -25,13 +27,43 @@ pub const ENVELOPE_VERSION: u8 = 2;
 pub const ENVELOPE_BYTES: usize = 768 * 1024;
 
 /// A batch of one node's consecutive events and the node's one signature over their ids.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Envelope {
     pub v: u8,
     pub node: NodeId,
+    /// The events, their ids set (by the sealer, or from the bytes that arrived), their own
+    /// signatures zero.
     pub events: Vec<SyncEvent>,
-    #[serde(with = "sig_bytes")]
     pub sig: [u8; 64],
+}
+
+/// An envelope as it is written.
+#[derive(Serialize)]
+struct WireOut<'a> {
+    v: u8,
+    node: &'a NodeId,
+    events: Vec<Bin>,
+    #[serde(with = "sig_bytes")]
+    sig: [u8; 64],
+}
+
+/// An envelope as it is read.
+#[derive(Deserialize)]
+struct WireIn {
+    v: u8,
+    node: NodeId,
+    events: Vec<elfiee_model::RawBytes>,
+    #[serde(with = "sig_bytes")]
+    sig: [u8; 64],
+}
+
+/// Bytes written as MessagePack `bin`.
+struct Bin(Vec<u8>);
+
+impl Serialize for Bin {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(&self.0)
+    }
 }
 
 /// What one message on an event subject holds.
@@ -60,6 +92,17 @@ impl Envelope {
         }
     }
 
+    /// An envelope of `node` without events (what a node's own message counts as when it
+    /// comes back: nothing to store).
+    pub fn empty(node: NodeId) -> Envelope {
+        Envelope {
+            v: ENVELOPE_VERSION,
+            node,
+            events: Vec::new(),
+            sig: [0; 64],
+        }
+    }
+
     /// What the signature covers (see the module docs).
     pub fn signed_hash(node: &NodeId, events: &[SyncEvent]) -> [u8; 32] {
         let mut h = blake3::Hasher::new();
@@ -84,9 +127,10 @@ impl Envelope {
         )
     }
 
-    /// Checks the whole envelope: the version, every id against its event, that every event
-    /// is the node's and follows the one before it, and the one signature (`keys`: the
-    /// members' decoded keys; whether the node is a member is the caller's to check).
+    /// Checks the whole envelope: the version, that every event is the node's and follows
+    /// the one before it, and the one signature over the ids (`keys`: the members' decoded
+    /// keys; whether the node is a member is the caller's to check). The ids themselves are
+    /// the hashes of the bytes that arrived ([`Envelope::decode`]).
     pub fn verify(&self, keys: &mut Keys) -> Result<(), Rejection> {
         if self.v != ENVELOPE_VERSION {
             return Err(Rejection::Malformed(format!(
@@ -101,13 +145,6 @@ impl Envelope {
         for e in &self.events {
             if e.origin.node != self.node {
                 return Err(Rejection::BadSignature(e.origin.node.to_hex()));
-            }
-            let computed = e.id_of();
-            if computed != e.id {
-                return Err(Rejection::WrongHash {
-                    stored: e.id.to_hex(),
-                    computed: computed.to_hex(),
-                });
             }
             if let Some(b) = before {
                 if e.origin.seq != b.origin.seq + 1 || e.origin.prev != Some(b.id) {
@@ -125,21 +162,46 @@ impl Envelope {
             .map_err(|_| Rejection::BadSignature(self.node.to_hex()))
     }
 
-    /// The wire form (MessagePack, named fields).
+    /// The wire form (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
+        let wire = WireOut {
+            v: self.v,
+            node: &self.node,
+            events: self.events.iter().map(|e| Bin(e.hashed_bytes())).collect(),
+            sig: self.sig,
+        };
         // Plain data into a Vec: cannot fail.
-        rmp_serde::to_vec_named(self).unwrap_or_default()
+        rmp_serde::to_vec_named(&wire).unwrap_or_default()
+    }
+
+    /// Reads the wire form: each event's id is the blake3 of its bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Envelope, Rejection> {
+        let wire: WireIn =
+            rmp_serde::from_slice(bytes).map_err(|e| Rejection::Malformed(e.to_string()))?;
+        let events = wire
+            .events
+            .iter()
+            .map(|b| SyncEvent::from_hashed(&b.0))
+            .collect::<Result<_, _>>()?;
+        Ok(Envelope {
+            v: wire.v,
+            node: wire.node,
+            events,
+            sig: wire.sig,
+        })
     }
 }
 
 impl Message {
     /// Reads a message of either format.
     pub fn decode(bytes: &[u8]) -> Result<Message, Rejection> {
-        match rmp_serde::from_slice::<Envelope>(bytes) {
+        match Envelope::decode(bytes) {
             Ok(env) => Ok(Message::Batch(env)),
-            Err(as_envelope) => SyncEvent::decode(bytes).map(|e| Message::Single(Box::new(e))).map_err(|_| {
-                Rejection::Malformed(format!("neither an envelope nor an event: {as_envelope}"))
-            }),
+            Err(as_envelope) => SyncEvent::decode(bytes)
+                .map(|e| Message::Single(Box::new(e)))
+                .map_err(|_| {
+                    Rejection::Malformed(format!("neither an envelope nor an event: {as_envelope}"))
+                }),
         }
     }
 
@@ -220,62 +282,73 @@ mod tests {
         assert_eq!(env.message_id(), format!("{}:1-5", key.node().to_hex()));
     }
 
+    /// The envelope as a receiver reads it.
+    fn wire(env: &Envelope) -> Envelope {
+        Envelope::decode(&env.encode()).unwrap()
+    }
+
     #[test]
     fn one_bad_event_rejects_the_whole_envelope_with_the_reason() {
         let key = NodeKey::from_seed([1; 32]);
         let other = NodeKey::from_seed([2; 32]);
         let env = Envelope::seal(&key, chain(&key, 4));
         let mut keys = Keys::default();
-        // A change altered after sealing.
+        wire(&env).verify(&mut keys).unwrap();
+        // A change altered after sealing: its id (the hash of what arrives) is no longer
+        // the one signed.
         let mut altered = env.clone();
         altered.events[2].value = json!({"contents": {"markdown": "forged"}});
         assert!(matches!(
-            altered.verify(&mut keys),
-            Err(Rejection::WrongHash { .. })
-        ));
-        // The id recomputed by the forger: the signature covers the old one.
-        altered.events[2].id = altered.events[2].id_of();
-        assert!(matches!(
-            altered.verify(&mut keys),
+            wire(&altered).verify(&mut keys),
             Err(Rejection::BrokenPrev { .. }) | Err(Rejection::BadSignature(_))
         ));
         let mut last = env.clone();
         let n = last.events.len() - 1;
         last.events[n].value = json!({"n": 1});
-        last.events[n].id = last.events[n].id_of();
         assert!(matches!(
-            last.verify(&mut keys),
+            wire(&last).verify(&mut keys),
             Err(Rejection::BadSignature(_))
         ));
+        // A byte changed on the wire, wherever it is: never accepted.
+        let bytes = env.encode();
+        for at in (0..bytes.len()).step_by(7) {
+            let mut b = bytes.clone();
+            b[at] ^= 0x20;
+            if let Ok(Message::Batch(e)) = Message::decode(&b) {
+                if e != env {
+                    assert!(e.verify(&mut keys).is_err(), "byte {at} changed, accepted");
+                }
+            }
+        }
         // Another node's event slipped in.
         let mut mixed = env.clone();
         mixed.events[1] = chain(&other, 2).remove(1);
         assert!(matches!(
-            mixed.verify(&mut keys),
+            wire(&mixed).verify(&mut keys),
             Err(Rejection::BadSignature(_))
         ));
         // Signed by another member while naming this node.
         let mut claimed = Envelope::seal(&other, chain(&key, 2));
         claimed.node = key.node();
         assert!(matches!(
-            claimed.verify(&mut keys),
+            wire(&claimed).verify(&mut keys),
             Err(Rejection::BadSignature(_))
         ));
-        // A gap inside the batch.
+        // A gap inside the batch, signed.
         let mut gap = Envelope::seal(&key, chain(&key, 4));
         gap.events.remove(1);
         gap.sig = key.sign(&Envelope::signed_hash(&gap.node, &gap.events));
         assert!(matches!(
-            gap.verify(&mut keys),
+            wire(&gap).verify(&mut keys),
             Err(Rejection::BrokenPrev { .. })
         ));
         // A format this program does not know, and an empty batch.
         let mut newer = env.clone();
         newer.v = 3;
-        assert!(matches!(newer.verify(&mut keys), Err(Rejection::Malformed(m)) if m.contains('3')));
+        assert!(matches!(wire(&newer).verify(&mut keys), Err(Rejection::Malformed(m)) if m.contains('3')));
         let empty = Envelope::seal(&key, Vec::new());
         assert!(matches!(
-            empty.verify(&mut keys),
+            wire(&empty).verify(&mut keys),
             Err(Rejection::Malformed(_))
         ));
     }

@@ -204,9 +204,10 @@ impl SyncNode {
         Ok(core.ids.keys().copied().collect())
     }
 
-    /// Bytes of this node's last sealed event as it travels (for the benchmark).
+    /// Bytes of this node's last sealed event as it travels inside an envelope (for the
+    /// benchmark).
     pub fn last_own_event_size(&self) -> Option<usize> {
-        self.inner.lock().own.last().map(|e| e.encode().len())
+        self.inner.lock().own.last().map(|e| e.hashed_bytes().len() + 3)
     }
 
     /// The local seq of an event, by its id.

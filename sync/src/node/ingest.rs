@@ -10,7 +10,7 @@ use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::envelope::Message;
+use crate::envelope::{Envelope, Message};
 use crate::identity::{EventId, NodeId, Rejection, SyncEvent};
 
 use super::inner::*;
@@ -307,9 +307,18 @@ pub(super) async fn store_batch(
     // Everything up to the batch's last message is settled (stored, here already, or
     // refused): a restart reads on from there.
     let settled = seqs.iter().copied().max().unwrap_or(0);
+    // This node's own messages come back too (one consumer reads every node's subject):
+    // they are skipped without decoding.
+    let own = inner.config.events_subject(&inner.node);
     let decoded: Vec<Result<Message, Rejection>> = batch
         .iter()
-        .map(|m| Message::decode(&m.payload))
+        .map(|m| {
+            if m.subject.as_str() == own {
+                Ok(Message::Batch(Envelope::empty(inner.node)))
+            } else {
+                Message::decode(&m.payload)
+            }
+        })
         .collect();
     let signatures = check_signatures(inner, &decoded);
     let mut last_kept: Option<jetstream::Message> = None;
