@@ -130,6 +130,7 @@ pub fn sync_phase(
         for r in 0..runs {
             // Commit on A (64 submitters: group commit), applied on B and C.
             let (started, cpu) = (Instant::now(), all_cpu());
+            let nats0 = cpu_seconds(Some(server.pid()));
             commit_many(&a.file, &block, &text, n).await?;
             let committed = started.elapsed().as_secs_f64();
             events += n;
@@ -143,6 +144,7 @@ pub fn sync_phase(
             wait_for(&receivers[..only], events, Duration::from_secs(300)).await?;
             let elapsed = started.elapsed().as_secs_f64();
             let used = all_cpu() - cpu;
+            info!("sync run {}: nats-server CPU {:.1} µs per event", r + 1, (cpu_seconds(Some(server.pid())) - nats0) * 1e6 / n as f64);
             cpu_per_event.push(used * 1e6 / n as f64);
             busy.push(used / elapsed);
             info!("sync run {}: committed on A after {committed:.2} s, published after {published:.2} s, applied on B and C after {elapsed:.2} s", r + 1);

@@ -12,17 +12,21 @@
 //!   latest event of every other node before it in the log. That makes the seal a function of
 //!   the log alone, so it is the same after a restart, and `replay` rebuilds it. It then adds
 //!   every event to the [`Replica`], whose fold in merge order is the document's state.
-//! - **`SyncPublisher`** publishes this device's sealed events to `elf.<doc>.ev.<node>`, with
-//!   message id `<node>:<origin_seq>` and their bodies first as 256 KiB chunks on
-//!   `elf.<doc>.blob.<hash>`. It moves its checkpoint (`sync.publish` in
-//!   `effect_checkpoints`) after each PubAck. When it starts it reads the last message on its
-//!   subject, so a lost or rolled-back checkpoint never stores an event twice.
-//! - **`SyncIngest`** reads a durable pull consumer named after the node. It checks each
-//!   event (signature, membership, hash, `prev`), fetches the chunks of bodies it lacks,
-//!   appends a batch with its checkpoint, then acks the batch's last message (the consumer
-//!   acks all up to it). A stored id is skipped, so redelivery is harmless. A forged event is
-//!   terminated (`AckKind::Term`) and reported as [`SyncError::Rejected`]. The follower
-//!   folds the events ingest appended as ingest decoded them.
+//! - **`SyncPublisher`** publishes this device's sealed events to `elf.<doc>.ev.<node>` as
+//!   envelopes ([`crate::envelope`]: one signature per batch), one in flight at a time, with
+//!   message id `<node>:<first origin seq>-<last>` and the subject's last stream sequence as
+//!   expected; their bodies go first as 256 KiB chunks on `elf.<doc>.blob.<hash>`. It moves
+//!   its checkpoint (`sync.publish` in `effect_checkpoints`) after each PubAck. When it
+//!   starts it reads the last message on its subject (when this node signed it), so a lost
+//!   or rolled-back checkpoint never stores an event twice.
+//! - **`SyncIngest`** reads every node's event subject in stream order through an ordered
+//!   pull consumer (no acks) that starts after its checkpoint; every reconnect starts a new
+//!   one from there. It checks each envelope (one signature; membership, `prev`), fetches
+//!   the chunks of bodies it lacks, and appends a batch with its checkpoint (the stream
+//!   sequence of the batch's last message). A stored id is skipped, so a message read twice
+//!   is harmless. A forged envelope is refused whole and reported as
+//!   [`SyncError::Rejected`]. The follower folds the events ingest appended as ingest
+//!   decoded them.
 //!
 //! Both children keep retrying with backoff while the broker is away. The status
 //! ([`SyncStatus`]) tells subscribers whether the broker is reachable and how far each side
@@ -278,19 +282,24 @@ pub async fn offline_status(
                 .get_stream(format!("ELF_{}", status.doc))
                 .await
                 .map_err(|e| e.to_string())?;
-            let name = format!("node-{}", &node.to_hex()[..32]);
-            let pending = match stream.get_consumer::<consumer::pull::Config>(&name).await {
-                Ok(mut c) => c.info().await.map_err(|e| e.to_string())?.num_pending,
-                // Never ingested: everything on the stream waits.
-                Err(_) => {
-                    stream
-                        .get_info()
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .state
-                        .messages
-                }
-            };
+            // How many event messages the stream holds past the ingest checkpoint: a
+            // consumer that starts there says it (and goes again at once).
+            let ingested = ingested(&foreign).map_err(|e| e.to_string())?;
+            let c = stream
+                .create_consumer(consumer::pull::Config {
+                    filter_subject: format!("elf.{}.ev.>", status.doc),
+                    deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                        start_sequence: ingested + 1,
+                    },
+                    ack_policy: consumer::AckPolicy::None,
+                    inactive_threshold: Duration::from_secs(5),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            let pending = c.cached_info().num_pending;
+            let name = c.cached_info().name.clone();
+            let _ = stream.delete_consumer(&name).await;
             Ok::<u64, String>(pending)
         })
         .await;

@@ -3,9 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
 
-use async_nats::jetstream::{self, consumer, AckKind};
+use async_nats::jetstream::{self, consumer};
 use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
 use futures_util::{FutureExt, StreamExt};
@@ -95,10 +94,11 @@ pub(super) async fn fetch_body(
     stored
 }
 
-/// `SyncIngest`.
+/// `SyncIngest`: reads every node's event subject in stream order from its checkpoint,
+/// through an ordered consumer (no acks: the checkpoint, stored with the events, says what is
+/// settled, and every reconnect starts a new consumer from it).
 pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
     let js = inner.js();
-    let name = format!("node-{}", &inner.node.to_hex()[..32]);
     let mut backoff = Backoff::new(&inner.config);
     'connect: loop {
         let stream = inner.stream_when_ready(&js, &mut backoff).await;
@@ -108,11 +108,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             .map_err(SyncError::from)
             .and_then(|f| ingested(&f))
             .map_err(|e| e.to_string())?;
-        let config = consumer::pull::Config {
-            durable_name: Some(name.clone()),
-            // One ack per batch: acking its last message settles the ones before it.
-            ack_policy: consumer::AckPolicy::All,
-            ack_wait: Duration::from_secs(30),
+        let config = consumer::pull::OrderedConfig {
             filter_subject: format!("elf.{}.ev.>", inner.config.doc),
             // A copied .elf resumes where its ingest checkpoint says.
             deliver_policy: if ingested > 0 {
@@ -122,51 +118,28 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             } else {
                 consumer::DeliverPolicy::All
             },
-            max_ack_pending: (inner.config.batch * 4) as i64,
+            max_batch: inner.config.batch as i64,
             ..Default::default()
-        };
-        // Read in stream order from the checkpoint: messages a killed ingest left unacked would
-        // otherwise come back after newer ones (and, say, a node's events before its node.add).
-        if let Err(e) = stream.delete_consumer(&name).await {
-            if !e.to_string().contains("not found") {
-                inner.offline(format!("cannot reset the consumer {name}: {e}"));
-                backoff.wait().await;
-                continue;
-            }
-        }
-        let mut c = match stream.get_or_create_consumer(&name, config).await {
-            Ok(c) => c,
-            Err(e) => {
-                inner.offline(format!("cannot open the consumer {name}: {e}"));
-                backoff.wait().await;
-                continue;
-            }
         };
         // Pulled continuously (the client keeps asking for more while the last ones are
         // stored), not one request per batch.
-        let mut messages = match c
-            .stream()
-            .max_messages_per_batch(inner.config.batch)
-            .messages()
-            .await
-        {
-            Ok(m) => m,
+        let c = match stream.create_consumer(config).await {
+            Ok(c) => c,
             Err(e) => {
-                inner.offline(format!("cannot read the consumer {name}: {e}"));
+                inner.offline(format!("cannot open a consumer on {}: {e}", inner.config.stream()));
                 backoff.wait().await;
                 continue;
             }
         };
-        match c.info().await {
-            Ok(info) => {
-                let pending = info.num_pending;
-                inner.refresh_status(|s| {
-                    s.online = true;
-                    s.to_ingest = pending;
-                });
+        let mut messages = match c.messages().await {
+            Ok(m) => m,
+            Err(e) => {
+                inner.offline(format!("cannot read {}: {e}", inner.config.stream()));
+                backoff.wait().await;
+                continue;
             }
-            Err(e) => inner.offline(format!("cannot ask the broker about {name}: {e}")),
-        }
+        };
+        let name = inner.config.stream();
         backoff.reset();
         loop {
             // A broker that goes away while nothing is sent shows here at once: reconnecting
@@ -299,7 +272,6 @@ pub(super) async fn store_batch(
         chains: HashMap::new(),
         members: crate::membership::members(inner.lock().replica.state()),
     };
-    let mut terms: Vec<jetstream::Message> = Vec::new();
     let seqs: Vec<u64> = batch
         .iter()
         .map(|m| m.info().map_or(0, |i| i.stream_sequence))
@@ -321,8 +293,7 @@ pub(super) async fn store_batch(
         })
         .collect();
     let signatures = check_signatures(inner, &decoded);
-    let mut last_kept: Option<jetstream::Message> = None;
-    for ((m, d), signature) in batch.into_iter().zip(decoded).zip(signatures) {
+    for (d, signature) in decoded.into_iter().zip(signatures) {
         let rejected = match d {
             Err(why) => Some(SyncError::Rejected {
                 origin: "?".into(),
@@ -349,12 +320,8 @@ pub(super) async fn store_batch(
                 rejected
             }
         };
-        match rejected {
-            None => last_kept = Some(m),
-            Some(err) => {
-                inner.reject(err);
-                terms.push(m);
-            }
+        if let Some(err) = rejected {
+            inner.reject(err);
         }
     }
     let foreign = inner
@@ -385,13 +352,6 @@ pub(super) async fn store_batch(
         .zip(queue.events)
         .collect();
     inner.catch_up_with(known).map_err(|e| e.to_string())?;
-    for m in terms {
-        let _ = m.ack_with(AckKind::Term).await;
-    }
-    // The consumer acks all up to a message: the last one kept settles the batch.
-    if let Some(m) = last_kept {
-        let _ = m.ack().await;
-    }
     Ok(())
 }
 

@@ -259,6 +259,11 @@ pub(super) async fn publish_envelope(
         .await
         .map_err(|err| format!("no PubAck for {}: {err}", envelope.message_id()))?;
     set_checkpoint(inner, last)?;
+    tracing::trace!(
+        events = envelope.events.len(),
+        stream_seq = acked.sequence,
+        "sync: envelope published"
+    );
     Ok((last, acked.sequence))
 }
 
