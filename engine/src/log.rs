@@ -694,7 +694,7 @@ impl SledEventLog {
     /// leaves a prefix of whole commands. A multi-event command that ends up alone keeps its
     /// `e` keys, in one atomic batch.
     fn write_runs(&self, commands: &[&[(u64, Vec<u8>)]]) -> Result<(), EngineError> {
-        for mut values in run_values(commands)? {
+        for mut values in run_values(commands, false)? {
             if values.len() == 1 {
                 let (k, v) = values.remove(0);
                 self.events.insert(k, v)?;
@@ -713,8 +713,13 @@ impl SledEventLog {
 /// The sled values of commands that each have fewer than [`GROUP_MIN_EVENTS`] events: whole
 /// commands in runs of at most [`RUN_MAX_BYTES`] of records (one `r` value each), in seq
 /// order; a command that ends up alone (the only one, or one larger than a run) keeps its `e`
-/// keys. Each inner list is what must be written atomically.
-fn run_values(commands: &[&[(u64, Vec<u8>)]]) -> Result<Vec<Vec<([u8; 9], Vec<u8>)>>, EngineError> {
+/// keys, unless `lone_as_run` (a write that is one atomic batch anyway: a lone command of
+/// several events is then one run, one value instead of one per event). Each inner list is
+/// what must be written atomically.
+fn run_values(
+    commands: &[&[(u64, Vec<u8>)]],
+    lone_as_run: bool,
+) -> Result<Vec<Vec<([u8; 9], Vec<u8>)>>, EngineError> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < commands.len() {
@@ -728,7 +733,7 @@ fn run_values(commands: &[&[(u64, Vec<u8>)]]) -> Result<Vec<Vec<([u8; 9], Vec<u8
         start = end;
         match chunk {
             [] | [[]] => {}
-            [one] => out.push(
+            [one] if !lone_as_run || one.len() == 1 => out.push(
                 one.iter()
                     .map(|(seq, bytes)| (event_key(*seq), bytes.clone()))
                     .collect(),
@@ -912,7 +917,7 @@ impl EventLog for SledEventLog {
         }
         let mut small: Vec<&[(u64, Vec<u8>)]> = Vec::new();
         let put_small = |small: &mut Vec<&[(u64, Vec<u8>)]>, batch: &mut sled::Batch| {
-            for (k, v) in run_values(small)?.into_iter().flatten() {
+            for (k, v) in run_values(small, true)?.into_iter().flatten() {
                 batch.insert(&k[..], v);
             }
             small.clear();

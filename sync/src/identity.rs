@@ -382,6 +382,22 @@ impl SyncEvent {
         320 + value.0 + strings + clock + 40 * self.origin.deps.len()
     }
 
+    /// [`SyncEvent::to_event`] without copying, and the command (capability, target).
+    pub fn into_parts(self) -> (Event, (String, Option<String>)) {
+        let event = Event {
+            seq: 0,
+            event_id: self.event_id.unwrap_or_else(|| self.id.uuid()),
+            cmd_id: self.cmd_id,
+            entity: self.entity,
+            attribute: self.attribute,
+            value: self.value,
+            clock: self.clock,
+            created_at: DateTime::<Utc>::from_timestamp_millis(self.created_at).unwrap_or_default(),
+            hash: EventHash::ZERO,
+        };
+        (event, (self.cap, self.target))
+    }
+
     /// What the local log keeps beside this event ([`Kept`], MessagePack).
     pub fn kept(&self) -> Vec<u8> {
         let kept = Kept {

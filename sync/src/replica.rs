@@ -113,13 +113,13 @@ impl Replica {
     /// Adds an event that verified ([`SyncEvent::verify`]). Waits (`Missing`) for events it
     /// names that are not here; a broken history is `Rejected`.
     pub fn add(&mut self, e: &SyncEvent) -> Result<Added, InsertError> {
-        self.add_many(std::slice::from_ref(e))
+        self.add_many(vec![e.clone()])
     }
 
     /// Adds events (each after what it names), then folds once: from the end when they all
     /// sort after the applied ones, else from the newest checkpoint before the first of them
     /// in merge order. On an error the events before the failing one stay added.
-    pub fn add_many(&mut self, es: &[SyncEvent]) -> Result<Added, InsertError> {
+    pub fn add_many(&mut self, es: Vec<SyncEvent>) -> Result<Added, InsertError> {
         let before = self.applied.len();
         let mut first_change = usize::MAX;
         let mut failed = None;
@@ -134,9 +134,10 @@ impl Replica {
                     break;
                 }
             };
-            self.events.insert(e.id, e.to_event());
-            self.commands
-                .insert(e.id, (e.cap.clone(), e.target.clone()));
+            let id = e.id;
+            let (event, command) = e.into_parts();
+            self.events.insert(id, event);
+            self.commands.insert(id, command);
             let at = self.applied.partition_point(|k| *k < key);
             self.applied.insert(at, key);
             first_change = first_change.min(at);

@@ -140,6 +140,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             }
         };
         let name = inner.config.stream();
+        inner.online();
         backoff.reset();
         loop {
             // A broker that goes away while nothing is sent shows here at once: reconnecting

@@ -139,11 +139,11 @@ impl Core {
             }
         }
         // One fold for the lot (one rollback at most when some sort before applied ones).
-        if let Err(why) = self.replica.add_many(&batch) {
+        let first = batch.first().map_or(0, |e| self.ids[&e.id]);
+        if let Err(why) = self.replica.add_many(batch) {
             // Ingest stores an event only after what it names, so this is a damaged log.
             return Err(SyncError::Engine(format!(
-                "the log's events {}..={} cannot join the merge: {why:?}",
-                batch.first().map_or(0, |e| self.ids[&e.id]),
+                "the log's events {first}..={} cannot join the merge: {why:?}",
                 self.followed
             )));
         }
