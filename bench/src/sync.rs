@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use crate::common::{round, BoxError, Plan};
 
-fn registry() -> Registry {
+pub(crate) fn registry() -> Registry {
     let mut r = Registry::builtin();
     elfiee_sync::membership::register(&mut r);
     r

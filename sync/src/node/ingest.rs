@@ -206,7 +206,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
 
 /// Ingest stores at most about this many payload bytes in one batch (what is already here
 /// when it looks; memory holds the batch decoded).
-const BATCH_BYTES: usize = 4 << 20;
+const BATCH_BYTES: usize = 8 << 20;
 
 /// What to do with one fetched event.
 pub(super) enum Verdict {

@@ -40,7 +40,7 @@ impl SyncConfig {
             doc: doc.into(),
             key_seed,
             duplicate_window: Duration::from_secs(120),
-            batch: 64,
+            batch: 256,
             envelope_events: 4096,
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
