@@ -65,6 +65,21 @@ export type Event = { seq: number, event_id: string, cmd_id: string, entity: str
  */
 clock: { [key in string]: number }, created_at: number, hash: string, };
 
+export type EventPlace = { 
+/**
+ * The node (device) that committed it: its key, 64 hex characters.
+ */
+origin_node: string, 
+/**
+ * Its place in that node's own events: 1, 2, 3, …
+ */
+origin_seq: number, 
+/**
+ * Its hash in the committing node's log; `None` for an event that came through a build
+ * from before issue 28, which did not carry it.
+ */
+origin_hash: string | null, local_seq: number, local_hash: string, };
+
 export type EventDraft = { entity: string, 
 /**
  * Capability id naming the change (`core.create`, `core.unlink`, …).

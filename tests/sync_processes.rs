@@ -5,7 +5,7 @@
 //! acknowledged write, all merged digests are equal, equal to a fresh device that only
 //! reads the stream, `replay` gives that digest and `verify` passes everywhere.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -433,7 +433,8 @@ async fn three_serving_devices_converge_through_partitions_and_sigkills_part_3()
 
 /// A publisher that dies after sending events and before their PubAck loses nothing: the
 /// write acknowledged locally reaches every device once the device serves again, and is
-/// stored once everywhere.
+/// stored once everywhere: the envelope the broker stored is found on restart (the
+/// checkpoint, which never moved over it, is behind), never sent again, never stored twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_write() {
     let server = NatsServer::start().unwrap();
@@ -444,21 +445,24 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
     }
     let b = &mut c.devices[1];
     b.kill();
-    // Acknowledged by a CLI process that owns the file for this one command.
-    let made = b.run(&[
-        "block",
-        "create",
-        "--type",
-        "markdown",
-        "--name",
-        "written-before-the-crash",
-    ]);
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
-    // Serving again, the publisher sends it and the process aborts before the PubAck.
+    // Acknowledged by CLI processes that own the file for one command each: five writes
+    // that the publisher sends in one envelope.
+    for i in 0..5 {
+        let made = b.run(&[
+            "block",
+            "create",
+            "--type",
+            "markdown",
+            "--name",
+            &format!("written-before-the-crash-{i}"),
+        ]);
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
+    }
+    // Serving again, the publisher sends them and the process aborts before the PubAck.
     let log = std::fs::File::create(c.dir.path().join("crash.log")).unwrap();
     let mut crashing = Command::new(env!("CARGO_BIN_EXE_elfiee"))
         .args(["serve", "--sync", &b.relay.url(), "--doc", "crash"])
@@ -503,28 +507,117 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
         .get_last_raw_message_by_subject(&format!("elf.crash.ev.{node}"))
         .await
         .unwrap();
-    let last = elfiee_sync::identity::SyncEvent::decode(&last.payload).unwrap();
-    assert!(
-        last.value.to_string().contains("written-before-the-crash"),
-        "{:?}",
-        last.value
-    );
+    let last = elfiee_sync::envelope::Message::decode(&last.payload).unwrap();
+    let sent: Vec<String> = last
+        .events()
+        .iter()
+        .map(|e| e.value.to_string())
+        .collect();
+    assert!(sent.len() >= 5, "one envelope holds the batch: {sent:?}");
+    for i in 0..5 {
+        let marker = format!("written-before-the-crash-{i}");
+        assert!(sent.iter().any(|v| v.contains(&marker)), "{sent:?}");
+    }
     b.start(&[]);
     let all: Vec<&Device> = c.devices.iter().collect();
     converge(&all, Duration::from_secs(30));
     for d in &c.devices {
         let log = d.events();
-        assert!(
-            marker_in(&log, "core.create", "written-before-the-crash"),
-            "missing on {}",
-            d.name
-        );
+        for i in 0..5 {
+            assert!(
+                marker_in(&log, "core.create", &format!("written-before-the-crash-{i}")),
+                "missing on {}",
+                d.name
+            );
+        }
         let ids: BTreeSet<&str> = log
             .iter()
             .map(|e| e["event_id"].as_str().unwrap())
             .collect();
         assert_eq!(ids.len(), log.len(), "{} stores an event twice", d.name);
     }
+}
+
+/// One event, one identity (issue 28): every device's `log --json` shows each event under
+/// the event id it was committed with and the same origin (node, origin seq, origin hash);
+/// the local seq and hash are marked local and match the device's own log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_device_shows_an_event_under_one_identity() {
+    let server = NatsServer::start().unwrap();
+    let mut c = cluster(server, "ident").await;
+    for (i, d) in c.devices.iter().enumerate().take(2) {
+        let made = d.run(&[
+            "block",
+            "create",
+            "--type",
+            "markdown",
+            "--name",
+            &format!("from-{}", d.name),
+        ]);
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let id = ok_json(made)["block_id"].as_str().unwrap().to_owned();
+        let wrote = d.run(&["markdown", "write", &id, "--text", &format!("text {i}")]);
+        assert!(wrote.status.success(), "{}", String::from_utf8_lossy(&wrote.stderr));
+    }
+    {
+        let all: Vec<&Device> = c.devices.iter().collect();
+        converge(&all, Duration::from_secs(30));
+    }
+    // Read each log as its owner (a stopped device): with where each event sits.
+    let mut shown: Vec<BTreeMap<String, Value>> = Vec::new();
+    for d in &mut c.devices {
+        d.stop();
+        let log = d.events();
+        let mut by_id = BTreeMap::new();
+        for e in log {
+            let place = &e["sync"];
+            assert_eq!(place["local_seq"], e["seq"], "{}: {e}", d.name);
+            assert_eq!(place["local_hash"], e["hash"], "{}: {e}", d.name);
+            assert!(place["origin_node"].as_str().is_some_and(|n| n.len() == 64), "{e}");
+            by_id.insert(e["event_id"].as_str().unwrap().to_owned(), e);
+        }
+        shown.push(by_id);
+    }
+    let ids: Vec<BTreeSet<&String>> = shown.iter().map(|m| m.keys().collect()).collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "every device holds the same event ids");
+    let origin = |e: &Value| {
+        let p = &e["sync"];
+        (
+            p["origin_node"].clone(),
+            p["origin_seq"].clone(),
+            p["origin_hash"].clone(),
+            e["cmd_id"].clone(),
+        )
+    };
+    let nodes: Vec<String> = c
+        .devices
+        .iter()
+        .map(|d| {
+            ok_json(elfiee(
+                &d.elf,
+                &["--json", "sync", "node-id", "--key", d.key.to_str().unwrap()],
+            ))["node_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let mut written_elsewhere = 0;
+    for (id, e) in &shown[0] {
+        for other in &shown[1..] {
+            assert_eq!(origin(e), origin(&other[id]), "event {id}");
+        }
+        // On the device that committed it, the origin hash is its local hash.
+        let node = e["sync"]["origin_node"].as_str().unwrap();
+        for ((d, m), d_node) in c.devices.iter().zip(&shown).zip(&nodes) {
+            if d_node == node {
+                assert_eq!(m[id]["sync"]["origin_hash"], m[id]["hash"], "event {id}");
+            } else if d.name == "a" {
+                written_elsewhere += 1;
+            }
+        }
+    }
+    assert!(written_elsewhere >= 2, "B's events are on A under B's identity");
 }
 
 /// A terminal command runs on the device that asked for it, once: the other devices receive

@@ -32,6 +32,7 @@ fn render() -> String {
         model::Grant,
         model::Command,
         model::Event,
+        model::EventPlace,
         model::EventDraft,
         model::CapError,
         model::AgentContents,

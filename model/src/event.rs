@@ -28,6 +28,26 @@ pub struct Event {
     pub hash: EventHash,
 }
 
+/// Where a synced document's event sits, as a device shows it beside the event (issue 28):
+/// the `origin_*` fields name it the same on every device that holds it (with the event's
+/// `event_id`), the `local_*` fields are this device's log (the event's own `seq` and
+/// `hash`).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventPlace {
+    /// The node (device) that committed it: its key, 64 hex characters.
+    pub origin_node: String,
+    /// Its place in that node's own events: 1, 2, 3, …
+    pub origin_seq: u64,
+    /// Its hash in the committing node's log; `None` for an event that came through a build
+    /// from before issue 28, which did not carry it.
+    #[cfg_attr(feature = "ts", ts(type = "string | null"))]
+    pub origin_hash: Option<EventHash>,
+    pub local_seq: u64,
+    #[cfg_attr(feature = "ts", ts(type = "string"))]
+    pub local_hash: EventHash,
+}
+
 impl Event {
     /// The editor half of `attribute`.
     pub fn editor_id(&self) -> &str {

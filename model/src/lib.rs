@@ -31,7 +31,7 @@ pub use contents::{
 pub use ctx::Ctx;
 pub use error::CapError;
 pub use event::serde_bytes_compat::Bytes as RawBytes;
-pub use event::{Event, EventDraft, EventHash};
+pub use event::{Event, EventDraft, EventHash, EventPlace};
 
 /// Identifier of a block (a UUID string for generated ids).
 pub type BlockId = String;

@@ -187,7 +187,7 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                     format!("process {pid} already owns this file and serves it"),
                 ));
             }
-            let _node = match &args.sync {
+            let node = match &args.sync {
                 Some(url) => {
                     Some(super::sync::start(&s.file, url, args.doc.as_deref(), &args.key).await?)
                 }
@@ -204,7 +204,18 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                 tokio::select! {
                     _ = tokio::signal::ctrl_c() => break,
                     e = events.recv() => match e {
-                        Some(e) if print => println!("{}", serde_json::to_string(&e).unwrap_or_default()),
+                        Some(e) if print => {
+                            let mut line = json!(e);
+                            // Where the event sits, the same on every device (issue 28).
+                            if let Some(node) = &node {
+                                if let Ok(mut p) = node.places(std::slice::from_ref(&e)) {
+                                    if let Some(Some(p)) = p.pop() {
+                                        line["sync"] = json!(p);
+                                    }
+                                }
+                            }
+                            println!("{line}");
+                        }
                         Some(_) => {}
                         None => break,
                     },
@@ -291,7 +302,26 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                     e.value = s.file.resolve_value(&e.value)?;
                 }
             }
-            out.print(&json!(events), || {
+            // A synced document's events with where each sits (origin and local); only
+            // here when this process holds the file (a serving process keeps its merged
+            // state to itself).
+            let places = if out.json {
+                super::sync::places(&s.file, &events)
+            } else {
+                None
+            };
+            let shown: Vec<Value> = events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let mut v = json!(e);
+                    if let Some(Some(p)) = places.as_ref().and_then(|p| p.get(i)) {
+                        v["sync"] = json!(p);
+                    }
+                    v
+                })
+                .collect();
+            out.print(&json!(shown), || {
                 events.iter().map(event_line).collect::<Vec<_>>().join("\n")
             });
         }

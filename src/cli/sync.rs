@@ -286,6 +286,18 @@ pub async fn status(file: &FileHandle, out: &Out) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Where each of `events` sits in a synced document this process holds (`None` when it was
+/// never synced, or another process serves it).
+pub fn places(
+    file: &FileHandle,
+    events: &[elfiee_model::Event],
+) -> Option<Vec<Option<elfiee_model::EventPlace>>> {
+    let registry = Engine::global().config().registry.clone();
+    elfiee_sync::node::event_places(file, registry, events)
+        .ok()
+        .flatten()
+}
+
 /// The merged digest of a synced file, for `elfiee replay` (`None` when never synced).
 pub async fn synced_digest(path: &Path) -> Result<Option<String>, CliError> {
     let file = Engine::global().open(path).await?;

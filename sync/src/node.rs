@@ -38,6 +38,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer};
 use elfiee_capabilities::Registry;
 use elfiee_engine::FileHandle;
+use elfiee_model::EventPlace;
 use elfiee_projections::State;
 use ractor::{Actor, ActorCell};
 use tokio::sync::{watch, Notify};
@@ -214,6 +215,16 @@ impl SyncNode {
         self.inner.lock().own.last().map(|e| e.hashed_bytes().len() + 3)
     }
 
+    /// Where each of `events` (this file's, as read from it) sits: the committing node, its
+    /// origin seq and hash there (the same on every device), and its local seq and hash
+    /// ([`EventPlace`]); `None` for an event the merged state does not hold yet.
+    pub fn places(&self, events: &[elfiee_model::Event]) -> Result<Vec<Option<EventPlace>>, SyncError> {
+        let foreign = self.inner.file.foreign_log()?;
+        let mut core = self.inner.lock();
+        core.catch_up(&self.inner.file)?;
+        core.places(&foreign, events)
+    }
+
     /// The local seq of an event, by its id.
     pub fn local_seq(&self, id: &EventId) -> Option<u64> {
         self.inner.lock().ids.get(id).copied()
@@ -241,6 +252,20 @@ impl SyncNode {
     pub fn subscribe(&self) -> watch::Receiver<SyncStatus> {
         self.inner.status.subscribe()
     }
+}
+
+/// [`SyncNode::places`] for a synced file that no process is syncing now (folded from its log);
+/// `None` for a file that was never synced.
+pub fn event_places(
+    file: &FileHandle,
+    registry: Registry,
+    events: &[elfiee_model::Event],
+) -> Result<Option<Vec<Option<EventPlace>>>, SyncError> {
+    let Some(core) = Core::from_log(file, registry)? else {
+        return Ok(None);
+    };
+    let foreign = file.foreign_log()?;
+    core.places(&foreign, events).map(Some)
 }
 
 /// The status of a synced file that no process is syncing now, from its log; with

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self};
 use elfiee_capabilities::Registry;
 use elfiee_engine::FileHandle;
-use elfiee_model::Event;
+use elfiee_model::{Event, EventPlace};
 use elfiee_projections::State;
 use tokio::sync::{watch, Notify};
 
@@ -33,6 +33,8 @@ pub(super) struct Core {
     pub(super) chains: BTreeMap<NodeId, Vec<EventId>>,
     /// Event id → local seq.
     pub(super) ids: HashMap<EventId, u64>,
+    /// By local seq - 1: the node that committed the event and its origin seq there.
+    pub(super) located: Vec<(NodeId, u64)>,
     /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
     /// events up to each `through` seq are that node's.
     pub(super) adopted: Vec<(NodeId, u64)>,
@@ -47,6 +49,7 @@ impl Core {
             own: Vec::new(),
             chains: BTreeMap::new(),
             ids: HashMap::new(),
+            located: Vec::new(),
             adopted: Vec::new(),
         }
     }
@@ -158,11 +161,46 @@ impl Core {
             .or_default()
             .push(sealed.id);
         self.ids.insert(sealed.id, seq);
+        self.located.push((sealed.origin.node, sealed.origin.seq));
         if sealed.origin.node == self.node {
             self.own.push(sealed.clone());
         }
         batch.push(sealed);
         self.followed = seq;
+    }
+
+    /// Where each of `events` (local events this follower has folded) sits: its origin
+    /// (committing node, origin seq, its hash there) and its local seq and hash. The hashes
+    /// of other devices' events come from what the log keeps beside them (one range read).
+    pub(super) fn places(
+        &self,
+        foreign: &elfiee_engine::ForeignLog,
+        events: &[Event],
+    ) -> Result<Vec<Option<EventPlace>>, SyncError> {
+        let (Some(from), Some(to)) = (
+            events.iter().map(|e| e.seq).min(),
+            events.iter().map(|e| e.seq).max(),
+        ) else {
+            return Ok(Vec::new());
+        };
+        let kept: HashMap<u64, Vec<u8>> = foreign.origins(from, to)?.into_iter().collect();
+        Ok(events
+            .iter()
+            .map(|e| {
+                let (node, origin_seq) = *self.located.get((e.seq as usize).checked_sub(1)?)?;
+                let origin_hash = match kept.get(&e.seq) {
+                    Some(bytes) => SyncEvent::from_kept(bytes, e).ok()?.hash,
+                    None => Some(e.hash),
+                };
+                Some(EventPlace {
+                    origin_node: node.to_hex(),
+                    origin_seq,
+                    origin_hash,
+                    local_seq: e.seq,
+                    local_hash: e.hash,
+                })
+            })
+            .collect())
     }
 
     /// Seals an event written on this device (see the module docs) with the command it

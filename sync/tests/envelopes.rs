@@ -1,0 +1,185 @@
+//! The wire formats as a receiver meets them (issue 28): issue 16's single events are still
+//! read, an envelope with one forged event is refused whole while valid ones flow, and
+//! envelopes whose batches overlap (a publisher that crashed and cut its batches anew) store
+//! each event once.
+//!
+//! The sender is a member node `D` that no device runs: the test seals its events itself.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, message::PublishMessage};
+use common::{converge, Device};
+use elfiee_model::Event;
+use elfiee_sync::envelope::Envelope;
+use elfiee_sync::identity::{EventId, NodeKey, Origin, SyncEvent};
+use elfiee_sync::testing::NatsServer;
+use serde_json::json;
+
+/// D's events 1..=n: alice creates block `d<k>` (alice owns the document, so CBAC at merge
+/// lets them in), each after the one before, the first after `seen` (A's head then: D's
+/// events merge after the document's start).
+fn d_chain(key: &NodeKey, template: &Event, n: u64, seen: EventId) -> Vec<SyncEvent> {
+    let mut prev: Option<EventId> = None;
+    (1..=n)
+        .map(|seq| {
+            let mut e = template.clone();
+            e.event_id = uuid::Uuid::from_u128(0xd000 + seq as u128);
+            e.cmd_id = uuid::Uuid::from_u128(0xdc00 + seq as u128);
+            e.entity = format!("d{seq}");
+            e.value["name"] = json!(format!("from D {seq}"));
+            e.value["block_id"] = json!(format!("d{seq}"));
+            let origin = Origin {
+                node: key.node(),
+                seq,
+                prev,
+                deps: vec![seen],
+            };
+            // Signed one by one: what issue 16's format carries.
+            let s = SyncEvent::seal_parts(Some(key), origin, "core.create".into(), None, &e);
+            prev = Some(s.id);
+            s
+        })
+        .collect()
+}
+
+async fn publish(js: &jetstream::Context, subject: &str, id: &str, payload: Vec<u8>) {
+    js.send_publish(
+        subject.to_owned(),
+        PublishMessage::build()
+            .payload(payload.into())
+            .message_id(id.to_owned()),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+}
+
+/// Waits until `check` holds on every device.
+async fn until(devices: &[&Device], what: &str, check: impl Fn(&Device) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !devices.iter().all(|d| check(d)) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never {what}: {:?}",
+            devices.iter().map(|d| d.node.status()).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn has_block(d: &Device, id: &str) -> bool {
+    d.node.state().unwrap().blocks.contains_key(id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping_ones_store_each_event_once(
+) {
+    let server = NatsServer::start().unwrap();
+    let a = Device::genesis(&server, "wire", 51).await;
+    let b = Device::join(&server, "wire", 52, "bob").await;
+    common::admit(&a, &b).await;
+    let d_key = NodeKey::from_seed([77; 32]);
+    let d_hex = d_key.node().to_hex();
+    a.run(
+        "node.add",
+        None,
+        json!({"node_id": d_hex, "public_key": d_hex, "name": "d"}),
+    )
+    .await
+    .unwrap();
+    let template = a
+        .run(
+            "core.create",
+            None,
+            json!({"name": "first", "block_type": "markdown"}),
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    converge(&[&a, &b], Duration::from_secs(20)).await;
+    let ids = a.node.event_ids().unwrap();
+    let head = *ids
+        .iter()
+        .max_by_key(|id| a.node.local_seq(id))
+        .unwrap();
+    let chain = d_chain(&d_key, &template, 7, head);
+    let js = jetstream::new(async_nats::connect(server.url()).await.unwrap());
+    let subject = format!("elf.wire.ev.{d_hex}");
+
+    // Issue 16's format: one event a message, each with its own signature.
+    for e in &chain[..2] {
+        publish(
+            &js,
+            &subject,
+            &format!("{d_hex}:{}", e.origin.seq),
+            e.encode(),
+        )
+        .await;
+    }
+    until(&[&a, &b], "the single events stored", |d| {
+        has_block(d, "d1") && has_block(d, "d2")
+    })
+    .await;
+
+    // An envelope of D's events 3..=5 with the middle one changed after sealing.
+    let mut forged = Envelope::seal(&d_key, chain[2..5].to_vec());
+    forged.events[1].value["name"] = json!("forged");
+    publish(&js, &subject, "forged", forged.encode()).await;
+    until(&[&a, &b], "the forged envelope reported", |d| {
+        d.node
+            .rejected()
+            .iter()
+            .any(|r| r.to_string().contains(&d_hex))
+    })
+    .await;
+    for d in [&a, &b] {
+        let blocks = d.node.state().unwrap().blocks;
+        assert!(
+            !["d3", "d4", "d5"].iter().any(|b| blocks.contains_key(*b)),
+            "{}: nothing of the forged envelope is stored",
+            d.name
+        );
+    }
+
+    // The same events, unaltered: stored.
+    let valid = Envelope::seal(&d_key, chain[2..5].to_vec());
+    publish(&js, &subject, &valid.message_id(), valid.encode()).await;
+    until(&[&a, &b], "the valid envelope stored", |d| {
+        has_block(d, "d5")
+    })
+    .await;
+
+    // Batches cut anew after a crash: 4..=7 overlaps what arrived; 6 and 7 are new.
+    let overlapping = Envelope::seal(&d_key, chain[3..7].to_vec());
+    publish(&js, &subject, &overlapping.message_id(), overlapping.encode()).await;
+    until(&[&a, &b], "the overlapping envelope stored", |d| {
+        has_block(d, "d7")
+    })
+    .await;
+
+    // Valid writes of the devices still flow; every device stores each event once.
+    b.run(
+        "core.create",
+        None,
+        json!({"name": "after", "block_type": "markdown", "block_id": "after"}),
+    )
+    .await
+    .unwrap();
+    converge(&[&a, &b], Duration::from_secs(20)).await;
+    for d in [&a, &b] {
+        assert!(has_block(d, "after"));
+        let log = d.file.events(1).unwrap();
+        assert_eq!(log.len() as u64, d.node.status().events, "{}", d.name);
+        let ids: BTreeSet<_> = log.iter().map(|e| e.event_id).collect();
+        assert_eq!(ids.len(), log.len(), "{} stores an event twice", d.name);
+        // D's events show under the event ids they were committed with.
+        for k in 1..=7u128 {
+            assert!(ids.contains(&uuid::Uuid::from_u128(0xd000 + k)), "{}", d.name);
+        }
+        d.assert_verifies().await;
+    }
+}
