@@ -114,3 +114,94 @@ async fn foreign_events_carry_their_origin_live_and_from_the_log() {
     assert_eq!(seam.side(b"k").unwrap().as_deref(), Some(&b"v"[..]));
     file.close().await;
 }
+
+/// How the seam stores what sync keeps (issue 28): a commit group of several submissions
+/// writes one command record and still names each event's command; one foreign append writes
+/// one origin record; origins and commands read by range match the point reads; and a
+/// document whose foreign events carry the older one-record-per-event layout reads the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_and_origins_read_by_range_from_both_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.elf");
+    let file = engine().init(&path, "Alice").await.unwrap();
+    let seam = file.foreign_log().unwrap();
+    seam.record_commands(true);
+    // Concurrent submissions: they share commit groups.
+    let made: Vec<_> = futures_util::future::join_all(
+        (0..24).map(|i| file.submit(create(&format!("b{i}")))),
+    )
+    .await
+    .into_iter()
+    .map(|r| r.unwrap().remove(0))
+    .collect();
+    let template = made[0].clone();
+    let theirs = |n: usize| {
+        (0..n)
+            .map(|i| {
+                let mut e = template.clone();
+                e.value["block_id"] = json!(format!("t{n}-{i}"));
+                // Another device's command.
+                e.cmd_id = uuid::Uuid::new_v4();
+                e.event_id = uuid::Uuid::new_v4();
+                (e, format!("origin {n}-{i}").into_bytes())
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = seam.append(theirs(3), Vec::new()).await.unwrap();
+    let one = file.submit(create("after")).await.unwrap().remove(0);
+    let second = seam.append(theirs(1), Vec::new()).await.unwrap();
+    let last = file.last_seq();
+    let expect: Vec<(u64, Vec<u8>)> = first
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.seq, format!("origin 3-{i}").into_bytes()))
+        .chain([(second[0].seq, b"origin 1-0".to_vec())])
+        .collect();
+    assert_eq!(seam.origins(1, last).unwrap(), expect);
+    // A range that starts inside an append.
+    assert_eq!(seam.origins(first[1].seq, first[1].seq).unwrap(), expect[1..2]);
+    let commands = seam.commands(1, last).unwrap();
+    for e in made.iter().chain([&one]) {
+        assert_eq!(
+            commands.get(&e.seq),
+            Some(&("core.create".to_owned(), None)),
+            "seq {}",
+            e.seq
+        );
+        assert_eq!(
+            seam.command_of(e.seq).unwrap(),
+            Some(("core.create".to_owned(), None))
+        );
+    }
+    for (seq, _) in &expect {
+        assert!(!commands.contains_key(seq), "a foreign event has no command");
+    }
+    let report = file.verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+    file.close().await;
+
+    // The same document as an older build kept it: one `f‖seq` record per foreign event.
+    {
+        let log = elfiee_engine::log::SledEventLog::open(&path.join("log"), &path).unwrap();
+        let events = log.db().open_tree("events").unwrap();
+        for (key, _) in events.scan_prefix(b"o").map(Result::unwrap) {
+            events.remove(key).unwrap();
+        }
+        for (seq, bytes) in &expect {
+            let mut key = vec![b'f'];
+            key.extend_from_slice(&seq.to_be_bytes());
+            events.insert(key, bytes.as_slice()).unwrap();
+        }
+        log.db().flush().unwrap();
+    }
+    let file = engine().open(&path).await.unwrap();
+    let seam = file.foreign_log().unwrap();
+    assert_eq!(seam.origins(1, last).unwrap(), expect);
+    assert_eq!(seam.origin(second[0].seq).unwrap(), Some(b"origin 1-0".to_vec()));
+    let report = file.verify().await.unwrap();
+    assert!(report.ok, "{report:?}");
+    let mut from_log = file.subscribe_from(first[0].seq);
+    let c = from_log.recv_committed().await.unwrap();
+    assert_eq!((c.event.seq, c.origin), (first[0].seq, Origin::Foreign));
+    file.close().await;
+}
