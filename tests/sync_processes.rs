@@ -508,11 +508,7 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
         .await
         .unwrap();
     let last = elfiee_sync::envelope::Message::decode(&last.payload).unwrap();
-    let sent: Vec<String> = last
-        .events()
-        .iter()
-        .map(|e| e.value.to_string())
-        .collect();
+    let sent: Vec<String> = last.events().iter().map(|e| e.value.to_string()).collect();
     assert!(sent.len() >= 5, "one envelope holds the batch: {sent:?}");
     for i in 0..5 {
         let marker = format!("written-before-the-crash-{i}");
@@ -525,7 +521,11 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
         let log = d.events();
         for i in 0..5 {
             assert!(
-                marker_in(&log, "core.create", &format!("written-before-the-crash-{i}")),
+                marker_in(
+                    &log,
+                    "core.create",
+                    &format!("written-before-the-crash-{i}")
+                ),
                 "missing on {}",
                 d.name
             );
@@ -554,10 +554,18 @@ async fn every_device_shows_an_event_under_one_identity() {
             "--name",
             &format!("from-{}", d.name),
         ]);
-        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        assert!(
+            made.status.success(),
+            "{}",
+            String::from_utf8_lossy(&made.stderr)
+        );
         let id = ok_json(made)["block_id"].as_str().unwrap().to_owned();
         let wrote = d.run(&["markdown", "write", &id, "--text", &format!("text {i}")]);
-        assert!(wrote.status.success(), "{}", String::from_utf8_lossy(&wrote.stderr));
+        assert!(
+            wrote.status.success(),
+            "{}",
+            String::from_utf8_lossy(&wrote.stderr)
+        );
     }
     {
         let all: Vec<&Device> = c.devices.iter().collect();
@@ -573,13 +581,19 @@ async fn every_device_shows_an_event_under_one_identity() {
             let place = &e["sync"];
             assert_eq!(place["local_seq"], e["seq"], "{}: {e}", d.name);
             assert_eq!(place["local_hash"], e["hash"], "{}: {e}", d.name);
-            assert!(place["origin_node"].as_str().is_some_and(|n| n.len() == 64), "{e}");
+            assert!(
+                place["origin_node"].as_str().is_some_and(|n| n.len() == 64),
+                "{e}"
+            );
             by_id.insert(e["event_id"].as_str().unwrap().to_owned(), e);
         }
         shown.push(by_id);
     }
     let ids: Vec<BTreeSet<&String>> = shown.iter().map(|m| m.keys().collect()).collect();
-    assert!(ids.iter().all(|i| *i == ids[0]), "every device holds the same event ids");
+    assert!(
+        ids.iter().all(|i| *i == ids[0]),
+        "every device holds the same event ids"
+    );
     let origin = |e: &Value| {
         let p = &e["sync"];
         (
@@ -595,7 +609,13 @@ async fn every_device_shows_an_event_under_one_identity() {
         .map(|d| {
             ok_json(elfiee(
                 &d.elf,
-                &["--json", "sync", "node-id", "--key", d.key.to_str().unwrap()],
+                &[
+                    "--json",
+                    "sync",
+                    "node-id",
+                    "--key",
+                    d.key.to_str().unwrap(),
+                ],
             ))["node_id"]
                 .as_str()
                 .unwrap()
@@ -617,7 +637,10 @@ async fn every_device_shows_an_event_under_one_identity() {
             }
         }
     }
-    assert!(written_elsewhere >= 2, "B's events are on A under B's identity");
+    assert!(
+        written_elsewhere >= 2,
+        "B's events are on A under B's identity"
+    );
 }
 
 /// A terminal command runs on the device that asked for it, once: the other devices receive

@@ -1,7 +1,6 @@
-//! Issue 28's sync figures beside the throughput: how long one write takes to show on another
-//! device (while nothing else happens, and while a third device commits a 64-submitter
-//! burst), and how long a fresh device takes to catch up with a long document from the stream,
-//! against a local replay of the same log.
+//! Issue 28's latency figures beside the throughput: how long one write takes to show on
+//! another device (while nothing else happens, and while a third device commits a
+//! 64-submitter burst). The catch-up figure is `sync::catch_up`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -101,70 +100,4 @@ pub(crate) async fn write_latencies(
     };
     watcher.abort();
     result
-}
-
-/// A fresh device catches up with A's document of `total` events from the stream: the seconds
-/// from its start until its merged state holds every event, against A's replay of its own log
-/// (`FileHandle::replay`: the hash chain, decode and fold, what `elfiee replay` does). A gets
-/// more events first (64 submitters), published before the clock starts.
-pub(crate) async fn catch_up(
-    base: &std::path::Path,
-    url: &str,
-    a: &crate::sync::Device,
-    total: u64,
-    block: &str,
-    text: &str,
-) -> Result<Value, BoxError> {
-    let have = a.file.last_seq();
-    if total > have {
-        crate::sync::commit_many(&a.file, block, text, total - have).await?;
-    }
-    let deadline = Instant::now() + Duration::from_secs(900);
-    loop {
-        let s = a.node.status();
-        if s.published >= s.own_events {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("A did not publish its events: {s:?}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let events = a.node.status().events;
-    let started = Instant::now();
-    let d = crate::sync::device(base, "d", url, 4, false).await?;
-    crate::sync::wait_for(&[&d], events, Duration::from_secs(1800)).await?;
-    let caught_up = started.elapsed().as_secs_f64();
-    let same = d.node.digest()? == a.node.digest()?;
-    d.file.close().await;
-    if !same {
-        return Err("the fresh device's merged state differs from A's".into());
-    }
-    // What `elfiee replay` does for a synced document: the engine's replay of the log, and
-    // the merged state folded again from it (its "synced digest").
-    let started = Instant::now();
-    let (report, _) = a.file.replay().await?;
-    let engine_replay = started.elapsed().as_secs_f64();
-    let merged = elfiee_sync::node::synced_state(&a.file, crate::sync::registry())?
-        .ok_or("A's document is not synced")?;
-    let replay = started.elapsed().as_secs_f64();
-    if merged.digest() != a.node.digest()? {
-        return Err("the merged state folded from A's log differs from A's live one".into());
-    }
-    info!(
-        "sync: catch-up of {events} events: fresh device {caught_up:.2} s, local replay {replay:.2} s (engine {engine_replay:.2} s; {} events)",
-        report.events
-    );
-    Ok(json!({
-        "unit": "s (lower is better)",
-        "events": events,
-        "fresh_device_s": round(caught_up, 2),
-        "local_replay_s": round(replay, 3),
-        "local_engine_replay_s": round(engine_replay, 3),
-        "ratio": round(caught_up / replay, 2),
-        "target": "ratio <= 2 (issue 28)",
-        "met": caught_up / replay <= 2.0,
-        "digest_equal": same,
-        "how": "A's document grows to `events` (64 submitters, published); a fresh device (a new engine and SyncNode in this process) starts and is timed until its merged state holds every event; then what `elfiee replay` does for a synced document is timed on A's log: the engine's replay (FileHandle::replay, local_engine_replay_s) and the merged state folded again from the log (elfiee_sync::node::synced_state)",
-    }))
 }

@@ -719,7 +719,7 @@ impl SledEventLog {
 fn run_values(
     commands: &[&[(u64, Vec<u8>)]],
     lone_as_run: bool,
-) -> Result<Vec<Vec<([u8; 9], Vec<u8>)>>, EngineError> {
+) -> Result<Vec<Vec<KeyValue>>, EngineError> {
     let mut out = Vec::new();
     let mut start = 0;
     while start < commands.len() {
@@ -753,6 +753,9 @@ fn run_values(
     }
     Ok(out)
 }
+
+/// An event, run or group key and its value.
+type KeyValue = ([u8; 9], Vec<u8>);
 
 /// Bytes a command takes in a run.
 fn size(command: &[(u64, Vec<u8>)]) -> usize {

@@ -127,13 +127,12 @@ async fn commands_and_origins_read_by_range_from_both_layouts() {
     let seam = file.foreign_log().unwrap();
     seam.record_commands(true);
     // Concurrent submissions: they share commit groups.
-    let made: Vec<_> = futures_util::future::join_all(
-        (0..24).map(|i| file.submit(create(&format!("b{i}")))),
-    )
-    .await
-    .into_iter()
-    .map(|r| r.unwrap().remove(0))
-    .collect();
+    let made: Vec<_> =
+        futures_util::future::join_all((0..24).map(|i| file.submit(create(&format!("b{i}")))))
+            .await
+            .into_iter()
+            .map(|r| r.unwrap().remove(0))
+            .collect();
     let template = made[0].clone();
     let theirs = |n: usize| {
         (0..n)
@@ -159,7 +158,10 @@ async fn commands_and_origins_read_by_range_from_both_layouts() {
         .collect();
     assert_eq!(seam.origins(1, last).unwrap(), expect);
     // A range that starts inside an append.
-    assert_eq!(seam.origins(first[1].seq, first[1].seq).unwrap(), expect[1..2]);
+    assert_eq!(
+        seam.origins(first[1].seq, first[1].seq).unwrap(),
+        expect[1..2]
+    );
     let commands = seam.commands(1, last).unwrap();
     for e in made.iter().chain([&one]) {
         assert_eq!(
@@ -174,7 +176,10 @@ async fn commands_and_origins_read_by_range_from_both_layouts() {
         );
     }
     for (seq, _) in &expect {
-        assert!(!commands.contains_key(seq), "a foreign event has no command");
+        assert!(
+            !commands.contains_key(seq),
+            "a foreign event has no command"
+        );
     }
     let report = file.verify().await.unwrap();
     assert!(report.ok, "{report:?}");
@@ -197,7 +202,10 @@ async fn commands_and_origins_read_by_range_from_both_layouts() {
     let file = engine().open(&path).await.unwrap();
     let seam = file.foreign_log().unwrap();
     assert_eq!(seam.origins(1, last).unwrap(), expect);
-    assert_eq!(seam.origin(second[0].seq).unwrap(), Some(b"origin 1-0".to_vec()));
+    assert_eq!(
+        seam.origin(second[0].seq).unwrap(),
+        Some(b"origin 1-0".to_vec())
+    );
     let report = file.verify().await.unwrap();
     assert!(report.ok, "{report:?}");
     let mut from_log = file.subscribe_from(first[0].seq);

@@ -18,7 +18,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::{sig_bytes, Keys, NodeId, NodeKey, Rejection, SyncEvent};
 
-
 /// The format an envelope says it is.
 pub const ENVELOPE_VERSION: u8 = 2;
 
@@ -345,7 +344,9 @@ mod tests {
         // A format this program does not know, and an empty batch.
         let mut newer = env.clone();
         newer.v = 3;
-        assert!(matches!(wire(&newer).verify(&mut keys), Err(Rejection::Malformed(m)) if m.contains('3')));
+        assert!(
+            matches!(wire(&newer).verify(&mut keys), Err(Rejection::Malformed(m)) if m.contains('3'))
+        );
         let empty = Envelope::seal(&key, Vec::new());
         assert!(matches!(
             wire(&empty).verify(&mut keys),

@@ -583,7 +583,10 @@ mod tests {
         let mut unsigned = s.clone();
         unsigned.sig = [0; 64];
         assert_eq!(SyncEvent::from_kept(&s.kept(), &stored).unwrap(), unsigned);
-        assert_eq!(SyncEvent::from_kept(&s.encode(), &stored).unwrap(), unsigned);
+        assert_eq!(
+            SyncEvent::from_kept(&s.encode(), &stored).unwrap(),
+            unsigned
+        );
         // An envelope carries it as the bytes its id hashes.
         let carried = SyncEvent::from_hashed(&s.hashed_bytes()).unwrap();
         assert_eq!(carried, unsigned);

@@ -212,13 +212,20 @@ impl SyncNode {
     /// Bytes of this node's last sealed event as it travels inside an envelope (for the
     /// benchmark).
     pub fn last_own_event_size(&self) -> Option<usize> {
-        self.inner.lock().own.last().map(|e| e.hashed_bytes().len() + 3)
+        self.inner
+            .lock()
+            .own
+            .last()
+            .map(|e| e.hashed_bytes().len() + 3)
     }
 
     /// Where each of `events` (this file's, as read from it) sits: the committing node, its
     /// origin seq and hash there (the same on every device), and its local seq and hash
     /// ([`EventPlace`]); `None` for an event the merged state does not hold yet.
-    pub fn places(&self, events: &[elfiee_model::Event]) -> Result<Vec<Option<EventPlace>>, SyncError> {
+    pub fn places(
+        &self,
+        events: &[elfiee_model::Event],
+    ) -> Result<Vec<Option<EventPlace>>, SyncError> {
         let foreign = self.inner.file.foreign_log()?;
         let mut core = self.inner.lock();
         core.catch_up(&self.inner.file)?;

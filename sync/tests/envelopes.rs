@@ -102,10 +102,7 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
         .remove(0);
     converge(&[&a, &b], Duration::from_secs(20)).await;
     let ids = a.node.event_ids().unwrap();
-    let head = *ids
-        .iter()
-        .max_by_key(|id| a.node.local_seq(id))
-        .unwrap();
+    let head = *ids.iter().max_by_key(|id| a.node.local_seq(id)).unwrap();
     let chain = d_chain(&d_key, &template, 7, head);
     let js = jetstream::new(async_nats::connect(server.url()).await.unwrap());
     let subject = format!("elf.wire.ev.{d_hex}");
@@ -155,7 +152,13 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
 
     // Batches cut anew after a crash: 4..=7 overlaps what arrived; 6 and 7 are new.
     let overlapping = Envelope::seal(&d_key, chain[3..7].to_vec());
-    publish(&js, &subject, &overlapping.message_id(), overlapping.encode()).await;
+    publish(
+        &js,
+        &subject,
+        &overlapping.message_id(),
+        overlapping.encode(),
+    )
+    .await;
     until(&[&a, &b], "the overlapping envelope stored", |d| {
         has_block(d, "d7")
     })
@@ -178,7 +181,11 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
         assert_eq!(ids.len(), log.len(), "{} stores an event twice", d.name);
         // D's events show under the event ids they were committed with.
         for k in 1..=7u128 {
-            assert!(ids.contains(&uuid::Uuid::from_u128(0xd000 + k)), "{}", d.name);
+            assert!(
+                ids.contains(&uuid::Uuid::from_u128(0xd000 + k)),
+                "{}",
+                d.name
+            );
         }
         d.assert_verifies().await;
     }

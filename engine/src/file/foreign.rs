@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashSet};
 use elfiee_model::Command;
 
 use crate::error::EngineError;
-use crate::log::{side_key, SledEventLog};
+use crate::log::{side_key, SideRecord, SledEventLog};
 
 const COMMANDS: u8 = b'm';
 const FOREIGN: u8 = b'f';
@@ -122,7 +122,10 @@ pub(crate) fn commands_in(
     to: u64,
 ) -> Result<BTreeMap<u64, (String, Option<String>)>, EngineError> {
     let mut out = BTreeMap::new();
-    let before = log.side_before(&side_key(COMMANDS, &0u64.to_be_bytes()), &side_key(COMMANDS, &from.to_be_bytes()))?;
+    let before = log.side_before(
+        &side_key(COMMANDS, &0u64.to_be_bytes()),
+        &side_key(COMMANDS, &from.to_be_bytes()),
+    )?;
     let after = if from < u64::MAX {
         log.side_records(
             &side_key(COMMANDS, &(from + 1).to_be_bytes()),
@@ -145,7 +148,10 @@ pub(crate) fn commands_in(
     Ok(out)
 }
 
-fn decode_commands(bytes: &[u8]) -> Result<Vec<(u64, String, Option<String>)>, EngineError> {
+/// A command record's list: (event count, capability, target) per command.
+type CommandList = Vec<(u64, String, Option<String>)>;
+
+fn decode_commands(bytes: &[u8]) -> Result<CommandList, EngineError> {
     rmp_serde::from_slice(bytes)
         .map_err(|e| EngineError::Storage(format!("a command record does not decode: {e}")))
 }
@@ -153,14 +159,11 @@ fn decode_commands(bytes: &[u8]) -> Result<Vec<(u64, String, Option<String>)>, E
 /// Merges the `m‖` records of consecutive submissions (one commit group) into one record,
 /// so a group writes one command record, not one per submission. Other records pass as
 /// they are.
-pub(crate) fn merge_command_records(
-    side: Vec<(Vec<u8>, Vec<u8>)>,
-) -> Result<Vec<(Vec<u8>, Vec<u8>)>, EngineError> {
+pub(crate) fn merge_command_records(side: Vec<SideRecord>) -> Result<Vec<SideRecord>, EngineError> {
     let mut out = Vec::with_capacity(side.len());
     // The merged record so far: its first seq, the seq after it, its list.
-    let mut open: Option<(u64, u64, Vec<(u64, String, Option<String>)>)> = None;
-    let close = |open: Option<(u64, u64, Vec<(u64, String, Option<String>)>)>,
-                 out: &mut Vec<(Vec<u8>, Vec<u8>)>| {
+    let mut open: Option<(u64, u64, CommandList)> = None;
+    let close = |open: Option<(u64, u64, CommandList)>, out: &mut Vec<SideRecord>| {
         if let Some((first, _, list)) = open {
             // Plain data into a Vec: cannot fail.
             let bytes = rmp_serde::to_vec(&list).unwrap_or_default();

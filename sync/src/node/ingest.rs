@@ -126,7 +126,10 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
         let c = match stream.create_consumer(config).await {
             Ok(c) => c,
             Err(e) => {
-                inner.offline(format!("cannot open a consumer on {}: {e}", inner.config.stream()));
+                inner.offline(format!(
+                    "cannot open a consumer on {}: {e}",
+                    inner.config.stream()
+                ));
                 backoff.wait().await;
                 continue;
             }
@@ -347,11 +350,7 @@ pub(super) async fn store_batch(
         .await
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;
     // The follower folds them as they are (no reading back).
-    let known: BTreeMap<u64, SyncEvent> = stored
-        .iter()
-        .map(|s| s.seq)
-        .zip(queue.events)
-        .collect();
+    let known: BTreeMap<u64, SyncEvent> = stored.iter().map(|s| s.seq).zip(queue.events).collect();
     inner.catch_up_with(known).map_err(|e| e.to_string())?;
     Ok(())
 }
