@@ -50,7 +50,7 @@ async fn publish(js: &jetstream::Context, subject: &str, id: &str, payload: Vec<
         subject.to_owned(),
         PublishMessage::build()
             .payload(payload.into())
-            .message_id(id.to_owned()),
+            .message_id(id),
     )
     .await
     .unwrap()
@@ -136,7 +136,7 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
     for d in [&a, &b] {
         let blocks = d.node.state().unwrap().blocks;
         assert!(
-            !["d3", "d4", "d5"].iter().any(|b| blocks.contains_key(*b)),
+            !["d3", "d4", "d5"].iter().any(|b| blocks.contains_key(b)),
             "{}: nothing of the forged envelope is stored",
             d.name
         );
