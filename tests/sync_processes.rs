@@ -545,6 +545,11 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
 async fn every_device_shows_an_event_under_one_identity() {
     let server = NatsServer::start().unwrap();
     let mut c = cluster(server, "ident").await;
+    {
+        // B knows its editor once A's grants arrived.
+        let all: Vec<&Device> = c.devices.iter().collect();
+        converge(&all, Duration::from_secs(30));
+    }
     for (i, d) in c.devices.iter().enumerate().take(2) {
         let name = format!("from-{}", d.name);
         let made = ok_json(d.run(&["block", "create", "--type", "markdown", "--name", &name]));
