@@ -538,9 +538,10 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
     }
 }
 
-/// One event, one identity (issue 28): every device's `log --json` shows each event under
-/// the event id it was committed with and the same origin (node, origin seq, origin hash);
-/// the local seq and hash are marked local and match the device's own log.
+/// One event, one identity (issue 28): every device's `log --json` (through its serving
+/// process, and as the file's owner once stopped) shows each event under the event id it was
+/// committed with and the same origin (node, origin seq, origin hash); the local seq and hash
+/// are marked local and match the device's own log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_device_shows_an_event_under_one_identity() {
     let server = NatsServer::start().unwrap();
@@ -560,11 +561,14 @@ async fn every_device_shows_an_event_under_one_identity() {
         let all: Vec<&Device> = c.devices.iter().collect();
         converge(&all, Duration::from_secs(30));
     }
-    // Read each log as its owner (a stopped device): with where each event sits.
+    // Read each log through its serving process, then as its owner (stopped): the same
+    // events, each with where it sits.
     let mut shown: Vec<BTreeMap<String, Value>> = Vec::new();
     for d in &mut c.devices {
+        let served = d.events();
         d.stop();
         let log = d.events();
+        assert_eq!(served, log, "{}: served and held logs differ", d.name);
         let mut by_id = BTreeMap::new();
         for e in log {
             let place = &e["sync"];

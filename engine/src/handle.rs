@@ -452,6 +452,18 @@ impl FileHandle {
     }
 
     /// Last seq an effect named `name` has handled (0 if never). Stored inside the `.elf`.
+    /// What the owner's view (sync's merged state, when it syncs this file) adds to the
+    /// events `from..=to` where they are shown, by seq: fields to merge into each event's
+    /// JSON ([`crate::StateView::notes`]). Empty when no view is set. Works from the owner
+    /// process and from its clients alike.
+    pub fn notes(&self, from: u64, to: u64) -> Result<Vec<(u64, serde_json::Value)>, EngineError> {
+        match self.link.mode() {
+            Mode::Owner { owned, .. } => owned.notes(from, to),
+            Mode::Client(r) => r.notes(from, to),
+            Mode::Unopened => Err(EngineError::Closed),
+        }
+    }
+
     pub fn checkpoint(&self, name: &str) -> Result<u64, EngineError> {
         match self.link.mode() {
             Mode::Owner { owned, .. } => owned.checkpoint(name),

@@ -213,3 +213,44 @@ async fn commands_and_origins_read_by_range_from_both_layouts() {
     assert_eq!((c.event.seq, c.origin), (first[0].seq, Origin::Foreign));
     file.close().await;
 }
+
+/// A view that notes every event with its seq doubled, and shows the committed state.
+struct Doubling;
+
+impl elfiee_engine::StateView for Doubling {
+    fn view(&self, _: &mut dyn FnMut(&elfiee_projections::State)) {}
+
+    fn notes(&self, events: &[elfiee_model::Event]) -> Vec<Option<serde_json::Value>> {
+        events
+            .iter()
+            .map(|e| (e.seq % 2 == 0).then(|| json!({"twice": e.seq * 2})))
+            .collect()
+    }
+}
+
+/// What the owner's view adds to events (sync's places) reaches the owner's readers and its
+/// clients through the socket alike; without a view there is nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_views_notes_reach_owner_and_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("n.elf");
+    let owner = engine().init(&path, "Alice").await.unwrap();
+    let client = engine().open(&path).await.unwrap();
+    assert!(client.is_remote());
+    owner.submit(create("x")).await.unwrap();
+    let last = owner.last_seq();
+    assert!(owner.notes(1, last).unwrap().is_empty());
+    assert!(client.notes(1, last).unwrap().is_empty());
+    owner
+        .foreign_log()
+        .unwrap()
+        .set_view(Some(std::sync::Arc::new(Doubling)));
+    let expect: Vec<(u64, serde_json::Value)> = (1..=last)
+        .filter(|s| s % 2 == 0)
+        .map(|s| (s, json!({"twice": s * 2})))
+        .collect();
+    assert_eq!(owner.notes(1, last).unwrap(), expect);
+    assert_eq!(client.notes(1, last).unwrap(), expect);
+    client.close().await;
+    owner.close().await;
+}

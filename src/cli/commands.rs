@@ -207,10 +207,12 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                         Some(e) if print => {
                             let mut line = json!(e);
                             // Where the event sits, the same on every device (issue 28).
-                            if let Some(node) = &node {
-                                if let Ok(mut p) = node.places(std::slice::from_ref(&e)) {
-                                    if let Some(Some(p)) = p.pop() {
-                                        line["sync"] = json!(p);
+                            if node.is_some() {
+                                if let Ok(notes) = s.file.notes(e.seq, e.seq) {
+                                    for (_, n) in notes {
+                                        if let (Value::Object(f), Some(o)) = (n, line.as_object_mut()) {
+                                            o.extend(f);
+                                        }
                                     }
                                 }
                             }
@@ -302,21 +304,21 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                     e.value = s.file.resolve_value(&e.value)?;
                 }
             }
-            // A synced document's events with where each sits (origin and local); only
-            // here when this process holds the file (a serving process keeps its merged
-            // state to itself).
-            let places = if out.json {
-                super::sync::places(&s.file, &events)
+            // A synced document's events with where each sits (origin and local): from the
+            // process that syncs it (its view's notes), else folded from the log here.
+            let notes = if out.json {
+                super::sync::event_notes(&s.file, &events)
             } else {
-                None
+                Default::default()
             };
             let shown: Vec<Value> = events
                 .iter()
-                .enumerate()
-                .map(|(i, e)| {
+                .map(|e| {
                     let mut v = json!(e);
-                    if let Some(Some(p)) = places.as_ref().and_then(|p| p.get(i)) {
-                        v["sync"] = json!(p);
+                    if let (Some(Value::Object(fields)), Some(obj)) =
+                        (notes.get(&e.seq), v.as_object_mut())
+                    {
+                        obj.extend(fields.clone());
                     }
                     v
                 })

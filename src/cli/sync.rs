@@ -286,16 +286,34 @@ pub async fn status(file: &FileHandle, out: &Out) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Where each of `events` sits in a synced document this process holds (`None` when it was
-/// never synced, or another process serves it).
-pub fn places(
+/// What to add to each of `events` (by seq) where `log --json` shows it: for a synced
+/// document, `{"sync": EventPlace}` — from the process that syncs it (the owner's view), or
+/// folded from the log here when this process holds the file. Empty for a document never
+/// synced.
+pub fn event_notes(
     file: &FileHandle,
     events: &[elfiee_model::Event],
-) -> Option<Vec<Option<elfiee_model::EventPlace>>> {
+) -> std::collections::BTreeMap<u64, serde_json::Value> {
+    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+        return Default::default();
+    };
+    let served: std::collections::BTreeMap<u64, serde_json::Value> = file
+        .notes(first.seq, last.seq)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    if !served.is_empty() {
+        return served;
+    }
     let registry = Engine::global().config().registry.clone();
-    elfiee_sync::node::event_places(file, registry, events)
-        .ok()
-        .flatten()
+    match elfiee_sync::node::event_places(file, registry, events) {
+        Ok(Some(places)) => events
+            .iter()
+            .zip(places)
+            .filter_map(|(e, p)| p.map(|p| (e.seq, json!({ "sync": p }))))
+            .collect(),
+        _ => Default::default(),
+    }
 }
 
 /// The merged digest of a synced file, for `elfiee replay` (`None` when never synced).

@@ -19,6 +19,13 @@ use crate::layout::ElfPaths;
 pub trait StateView: Send + Sync {
     /// Calls `f` once with the state to show (not calling it shows the committed state).
     fn view(&self, f: &mut dyn FnMut(&State));
+
+    /// What the view adds to each of `events` where it is shown (fields to merge into the
+    /// event's JSON, e.g. sync's `{"sync": {origin…, local…}}`), aligned with `events`;
+    /// nothing by default.
+    fn notes(&self, events: &[elfiee_model::Event]) -> Vec<Option<serde_json::Value>> {
+        vec![None; events.len()]
+    }
 }
 
 /// Where a committed event was decided.
@@ -161,6 +168,15 @@ impl FileCore {
         }
         let f = f.expect("taken only by a view, which then answered");
         f(&self.committed.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// [`StateView::notes`] of the view, when one is set.
+    pub fn notes(&self, events: &[elfiee_model::Event]) -> Vec<Option<serde_json::Value>> {
+        let view = self.view.read().unwrap_or_else(|p| p.into_inner()).clone();
+        match view {
+            Some(v) => v.notes(events),
+            None => vec![None; events.len()],
+        }
     }
 
     pub fn set_view(&self, view: Option<Arc<dyn StateView>>) {

@@ -420,6 +420,20 @@ impl Owned {
             .unwrap_or(0))
     }
 
+    /// What the view adds to the events `from..=to`, by seq (see [`crate::StateView::notes`]).
+    pub(crate) fn notes(
+        &self,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<(u64, serde_json::Value)>, EngineError> {
+        let events = self.read_events(from, to)?;
+        Ok(events
+            .iter()
+            .zip(self.core.notes(&events))
+            .filter_map(|(e, n)| n.map(|n| (e.seq, n)))
+            .collect())
+    }
+
     pub(crate) fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
         use crate::log::EventLog;
         self.log()?

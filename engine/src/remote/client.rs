@@ -116,6 +116,13 @@ impl RemoteClient {
         }
     }
 
+    pub fn notes(&self, from: u64, to: u64) -> Result<Vec<(u64, serde_json::Value)>, EngineError> {
+        match self.call(&Request::Notes { from, to })? {
+            Response::Notes(n) => Ok(n),
+            _ => Err(unexpected()),
+        }
+    }
+
     pub fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
         self.call(&Request::SetCheckpoint(name.to_owned(), seq))
             .map(|_| ())

@@ -110,6 +110,7 @@ async fn connection(owned: Arc<Owned>, stream: tokio::net::UnixStream) {
             Request::Replay => answer(owned.replay().await, |(r, _)| Response::Replayed(r)),
             Request::Verify => answer(owned.verify().await, Response::Verified),
             Request::GetCheckpoint(n) => answer(owned.checkpoint(&n), Response::Checkpoint),
+            Request::Notes { from, to } => answer(owned.notes(from, to), Response::Notes),
             Request::SetCheckpoint(n, s) => answer(owned.set_checkpoint(&n, s), |_| Response::Done),
             Request::Content(r) => answer(core.content.get(&r), Response::Content),
             Request::PutBytes(b) => answer(core.content.put_bytes(&b), Response::Stored),

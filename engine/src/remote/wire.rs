@@ -37,6 +37,11 @@ pub enum Request {
         to: u64,
     },
     GetCheckpoint(String),
+    /// What the view adds to the events `from..=to` ([`crate::StateView::notes`]).
+    Notes {
+        from: u64,
+        to: u64,
+    },
     SetCheckpoint(String, u64),
     Replay,
     Verify,
@@ -66,6 +71,8 @@ pub enum Response {
     Event(Event, Origin),
     Committed(Vec<(Event, Origin)>),
     Checkpoint(u64),
+    /// `(seq, fields)` of each event the view said something about.
+    Notes(Vec<(u64, serde_json::Value)>),
     Replayed(crate::replay::ReplayReport),
     Verified(crate::replay::VerifyReport),
     Content(String),

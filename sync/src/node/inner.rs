@@ -466,6 +466,31 @@ impl elfiee_engine::StateView for MergedView {
             f(core.replica.state());
         }
     }
+
+    /// Where each event sits (`{"sync": EventPlace}`), for the events the merged state holds.
+    fn notes(&self, events: &[Event]) -> Vec<Option<serde_json::Value>> {
+        let none = || vec![None; events.len()];
+        let Some(inner) = self.0.upgrade() else {
+            return none();
+        };
+        let Ok(foreign) = inner.file.foreign_log() else {
+            return none();
+        };
+        let mut core = inner.lock();
+        if let Err(e) = core.catch_up(&inner.file) {
+            tracing::warn!(error = %e, "sync: the merged state could not catch up");
+        }
+        match core.places(&foreign, events) {
+            Ok(places) => places
+                .into_iter()
+                .map(|p| p.map(|p| serde_json::json!({ "sync": p })))
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, "sync: cannot tell where events sit");
+                none()
+            }
+        }
+    }
 }
 
 /// The merged state of a synced file, folded from its log alone (what `elfiee replay` shows
