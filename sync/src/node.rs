@@ -88,7 +88,18 @@ impl SyncNode {
         // events (they are published by it) and goes on as this one.
         let mut adopted = adopted(&foreign)?;
         let mut side = Vec::new();
-        match recorded_node(&foreign)? {
+        let synced_before = recorded_node(&foreign)?;
+        if foreign.side(IDENTITY_SIDE)?.is_none() {
+            // A file synced by a build before issue 28 keeps its events' ids as that build
+            // sealed them; what is written from now on carries its event id and hash.
+            let from = if synced_before.is_some() {
+                file.last_seq() + 1
+            } else {
+                1
+            };
+            side.push((IDENTITY_SIDE.to_vec(), from.to_be_bytes().to_vec()));
+        }
+        match synced_before {
             Some(n) if n == node => {}
             earlier => {
                 if let Some(n) = earlier {
@@ -111,6 +122,7 @@ impl SyncNode {
         }
         let mut core = Core::new(registry, node);
         core.adopted = adopted;
+        core.identity_from = identity_from(&foreign)?;
         core.catch_up(&file)?;
         // Ticks when the client connects or loses its connection (it tells at once when the
         // socket closes), for ingest to stop waiting on a fetch from a broker that is gone.

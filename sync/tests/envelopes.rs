@@ -190,3 +190,117 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
         d.assert_verifies().await;
     }
 }
+
+/// A document synced by a build before issue 28 keeps its events' ids: the events it had
+/// when this build first synced it are sealed as that build sealed them (no event id or hash
+/// in the id), so the devices that hold them under those ids still accept what follows;
+/// what is written from then on travels under the event id it was committed with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_document_synced_by_an_older_build_keeps_its_event_ids() {
+    use elfiee_engine::{Engine, EngineConfig};
+    use elfiee_sync::node::SyncNode;
+
+    let server = NatsServer::start().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = || {
+        Engine::new(EngineConfig {
+            registry: common::registry(),
+            ..Default::default()
+        })
+    };
+    let a_path = dir.path().join("a.elf");
+    let a_file = engine().init(&a_path, "Alice").await.unwrap();
+    let early = a_file
+        .submit(elfiee_model::Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "early", "block_type": "markdown", "block_id": "early"}),
+        ))
+        .await
+        .unwrap()
+        .remove(0);
+    // What an older build leaves: a synced file without the identity record, its events
+    // sealed the old way. The record says so from here on.
+    let from = a_file.last_seq() + 1;
+    a_file
+        .foreign_log()
+        .unwrap()
+        .append(
+            Vec::new(),
+            vec![(b"sync.identity_from".to_vec(), from.to_be_bytes().to_vec())],
+        )
+        .await
+        .unwrap();
+    let a_config = common::config(&server.url(), "old", [61; 32]);
+    let a = SyncNode::start(a_file.clone(), common::registry(), a_config.clone())
+        .await
+        .unwrap();
+    let b_file = engine()
+        .create_empty(dir.path().join("b.elf"))
+        .await
+        .unwrap();
+    let b = SyncNode::start(
+        b_file.clone(),
+        common::registry(),
+        common::config(&server.url(), "old", [62; 32]),
+    )
+    .await
+    .unwrap();
+    let same = |a: &SyncNode, b: &SyncNode| {
+        a.digest().unwrap() == b.digest().unwrap()
+            && a.status().events == b.status().events
+            && a.status().to_publish == 0
+    };
+    let wait = |a: SyncNode, b: SyncNode| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while !same(&a, &b) {
+            assert!(tokio::time::Instant::now() < deadline, "{:?}", b.status());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    wait(a.clone(), b.clone()).await;
+    let on_b = |seq_on_a: &elfiee_model::Event| {
+        b_file
+            .events(1)
+            .unwrap()
+            .into_iter()
+            .find(|e| e.cmd_id == seq_on_a.cmd_id)
+            .unwrap()
+    };
+    // The early event: under the first 16 bytes of its old-style id, not A's event id.
+    assert_ne!(on_b(&early).event_id, early.event_id);
+    // A new event: under A's event id.
+    let new = a_file
+        .submit(elfiee_model::Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "new", "block_type": "markdown", "block_id": "new"}),
+        ))
+        .await
+        .unwrap()
+        .remove(0);
+    wait(a.clone(), b.clone()).await;
+    assert_eq!(on_b(&new).event_id, new.event_id);
+    // A restarted A seals its events again the same way: B takes what follows.
+    a_file.close().await;
+    let a_file = engine().open(&a_path).await.unwrap();
+    let a = SyncNode::start(a_file.clone(), common::registry(), a_config)
+        .await
+        .unwrap();
+    a_file
+        .submit(elfiee_model::Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "later", "block_type": "markdown", "block_id": "later"}),
+        ))
+        .await
+        .unwrap();
+    wait(a.clone(), b.clone()).await;
+    assert!(b.state().unwrap().blocks.contains_key("later"));
+    assert!(b.rejected().is_empty(), "{:?}", b.rejected());
+    a_file.close().await;
+    b_file.close().await;
+}

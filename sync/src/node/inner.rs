@@ -35,6 +35,9 @@ pub(super) struct Core {
     pub(super) ids: HashMap<EventId, u64>,
     /// By local seq - 1: the node that committed the event and its origin seq there.
     pub(super) located: Vec<(NodeId, u64)>,
+    /// The first local seq whose own events are sealed with their event id and hash
+    /// ([`IDENTITY_SIDE`]).
+    pub(super) identity_from: u64,
     /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
     /// events up to each `through` seq are that node's.
     pub(super) adopted: Vec<(NodeId, u64)>,
@@ -50,6 +53,7 @@ impl Core {
             chains: BTreeMap::new(),
             ids: HashMap::new(),
             located: Vec::new(),
+            identity_from: 1,
             adopted: Vec::new(),
         }
     }
@@ -67,6 +71,7 @@ impl Core {
         };
         let mut core = Core::new(registry, node);
         core.adopted = adopted(&foreign)?;
+        core.identity_from = identity_from(&foreign)?;
         core.catch_up(file)?;
         Ok(Some(core))
     }
@@ -232,7 +237,13 @@ impl Core {
                 .filter_map(|(_, chain)| chain.last().copied())
                 .collect(),
         };
-        SyncEvent::seal_parts(None, origin, cap, target, e)
+        let mut sealed = SyncEvent::seal_parts(None, origin, cap, target, e);
+        if e.seq < self.identity_from {
+            // Sealed (and published) by a build before issue 28: its id as that build made it.
+            (sealed.event_id, sealed.hash) = (None, None);
+            sealed.id = sealed.id_of();
+        }
+        sealed
     }
 }
 

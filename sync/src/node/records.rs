@@ -23,6 +23,11 @@ pub(super) const GENESIS_SIDE: &[u8] = b"sync.genesis";
 pub(super) const NODE_SIDE: &[u8] = b"sync.node";
 /// Side record: earlier nodes of a copied file and the last local seq each wrote.
 pub(super) const ADOPTED_SIDE: &[u8] = b"sync.adopted";
+/// Side record: the first local seq whose own events are sealed with their event id and hash
+/// (u64 BE; issue 28). Events before it were sealed, and published, by an older build
+/// without them, so their ids stay as they were.
+pub(super) const IDENTITY_SIDE: &[u8] = b"sync.identity_from";
+
 /// Side record: the broker and the document name last used (JSON).
 pub(super) const CONFIG_SIDE: &[u8] = b"sync.config";
 
@@ -48,6 +53,17 @@ pub(super) fn ingested(foreign: &ForeignLog) -> Result<u64, SyncError> {
         .unwrap_or(0))
 }
 
+/// The first local seq sealed with an event id and hash ([`IDENTITY_SIDE`]). A file that
+/// was synced without the record (by a build before issue 28) seals every event as that
+/// build did.
+pub(super) fn identity_from(foreign: &ForeignLog) -> Result<u64, SyncError> {
+    Ok(foreign
+        .side(IDENTITY_SIDE)?
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .unwrap_or(u64::MAX))
+}
+
 pub(super) fn adopted(foreign: &ForeignLog) -> Result<Vec<(NodeId, u64)>, SyncError> {
     Ok(foreign
         .side(ADOPTED_SIDE)?
@@ -61,6 +77,7 @@ pub fn join_records(node: &NodeId, url: &str, doc: &str) -> Vec<(Vec<u8>, Vec<u8
     vec![
         (NODE_SIDE.to_vec(), node.0.to_vec()),
         (CONFIG_SIDE.to_vec(), config_record(url, doc)),
+        (IDENTITY_SIDE.to_vec(), 1u64.to_be_bytes().to_vec()),
     ]
 }
 
