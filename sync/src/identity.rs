@@ -354,17 +354,7 @@ impl SyncEvent {
     /// the event id it was committed with (for an event sealed before issue 28, the first
     /// 16 bytes of its id).
     pub fn to_event(&self) -> Event {
-        Event {
-            seq: 0,
-            event_id: self.event_id.unwrap_or_else(|| self.id.uuid()),
-            cmd_id: self.cmd_id,
-            entity: self.entity.clone(),
-            attribute: self.attribute.clone(),
-            value: self.value.clone(),
-            clock: self.clock.clone(),
-            created_at: DateTime::<Utc>::from_timestamp_millis(self.created_at).unwrap_or_default(),
-            hash: EventHash::ZERO,
-        }
+        self.clone().into_parts().0
     }
 
     /// About how many bytes the event takes on the wire (an upper estimate without

@@ -191,6 +191,19 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
     }
 }
 
+/// Alice creates markdown block `id` on `file`; its event.
+async fn create_block(file: &elfiee_engine::FileHandle, id: &str) -> Event {
+    file.submit(elfiee_model::Command::new(
+        "alice",
+        "core.create",
+        None,
+        json!({"name": id, "block_type": "markdown", "block_id": id}),
+    ))
+    .await
+    .unwrap()
+    .remove(0)
+}
+
 /// A document synced by a build before issue 28 keeps its events' ids: the events it had
 /// when this build first synced it are sealed as that build sealed them (no event id or hash
 /// in the id), so the devices that hold them under those ids still accept what follows;
@@ -210,16 +223,7 @@ async fn a_document_synced_by_an_older_build_keeps_its_event_ids() {
     };
     let a_path = dir.path().join("a.elf");
     let a_file = engine().init(&a_path, "Alice").await.unwrap();
-    let early = a_file
-        .submit(elfiee_model::Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": "early", "block_type": "markdown", "block_id": "early"}),
-        ))
-        .await
-        .unwrap()
-        .remove(0);
+    let early = create_block(&a_file, "early").await;
     // What an older build leaves: a synced file without the identity record, its events
     // sealed the old way. The record says so from here on.
     let from = a_file.last_seq() + 1;
@@ -271,16 +275,7 @@ async fn a_document_synced_by_an_older_build_keeps_its_event_ids() {
     // The early event: under the first 16 bytes of its old-style id, not A's event id.
     assert_ne!(on_b(&early).event_id, early.event_id);
     // A new event: under A's event id.
-    let new = a_file
-        .submit(elfiee_model::Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": "new", "block_type": "markdown", "block_id": "new"}),
-        ))
-        .await
-        .unwrap()
-        .remove(0);
+    let new = create_block(&a_file, "new").await;
     wait(a.clone(), b.clone()).await;
     assert_eq!(on_b(&new).event_id, new.event_id);
     // A restarted A seals its events again the same way: B takes what follows.
@@ -289,15 +284,7 @@ async fn a_document_synced_by_an_older_build_keeps_its_event_ids() {
     let a = SyncNode::start(a_file.clone(), common::registry(), a_config)
         .await
         .unwrap();
-    a_file
-        .submit(elfiee_model::Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": "later", "block_type": "markdown", "block_id": "later"}),
-        ))
-        .await
-        .unwrap();
+    create_block(&a_file, "later").await;
     wait(a.clone(), b.clone()).await;
     assert!(b.state().unwrap().blocks.contains_key("later"));
     assert!(b.rejected().is_empty(), "{:?}", b.rejected());
