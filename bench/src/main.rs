@@ -53,6 +53,7 @@ mod raw;
 mod surfaces;
 mod sync;
 mod sync_figures;
+mod sync_parts;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -173,6 +174,10 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     // Not in the default run: it writes 1.25 GiB twice over (sender and receiver).
     if args.only.iter().any(|o| o == "sync-memory") {
         out["sync_memory"] = sync::memory_phase(&rt, base, &plan)?;
+    }
+    // Not in the default run: a breakdown of the sync figure, for whoever works on it.
+    if args.only.iter().any(|o| o == "sync-parts") {
+        out["sync_parts"] = sync_parts::parts_phase(&rt, base, &plan)?;
     }
     engine_summary(&out);
     out["elapsed_before_cleanup_s"] = round(started.elapsed().as_secs_f64(), 1);

@@ -66,7 +66,7 @@ pub(crate) async fn wait_for(
     }
 }
 
-fn nats_missing() -> bool {
+pub(crate) fn nats_missing() -> bool {
     std::process::Command::new("nats-server")
         .arg("--version")
         .output()
@@ -256,7 +256,7 @@ pub fn sync_phase(
 }
 
 /// CPU seconds (user + system) of this process, or of the process `pid`, from `/proc`.
-fn cpu_seconds(pid: Option<u32>) -> f64 {
+pub(crate) fn cpu_seconds(pid: Option<u32>) -> f64 {
     let path = pid.map_or("/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
     let Ok(stat) = std::fs::read_to_string(path) else {
         return 0.0;

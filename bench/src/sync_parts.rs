@@ -1,0 +1,139 @@
+//! The `sync-parts` phase (not in the default run; `--only sync-parts`): where a synced
+//! commit's cost goes. The same 64-submitter commits on device A, step by step: unsynced, with
+//! its commands recorded (what sync turns on), synced with the broker unreachable (the
+//! follower and the merged state alone), synced with the broker and no receiver, then with
+//! one and with two receiving devices (in this process). Each step: events per second until
+//! every receiver holds A's events, and the CPU (this process and nats-server) per event.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use elfiee_engine::{Engine, EngineConfig, FileHandle};
+use elfiee_model::Command;
+use elfiee_sync::node::{SyncConfig, SyncNode};
+use elfiee_sync::testing::NatsServer;
+use serde_json::{json, Value};
+
+use crate::common::{round, BoxError, Plan};
+use crate::sync::{commit_many, cpu_seconds, device, registry, wait_for};
+
+/// A's setup for one step.
+enum Step {
+    Unsynced,
+    Recording,
+    Offline,
+    Receivers(usize),
+}
+
+pub fn parts_phase(
+    rt: &tokio::runtime::Runtime,
+    base: &Path,
+    plan: &Plan,
+) -> Result<Value, BoxError> {
+    if crate::sync::nats_missing() {
+        return Ok(json!({"skipped": "nats-server is not installed"}));
+    }
+    let n: u64 = if plan.mode == "quick" { 5_000 } else { 20_000 };
+    let steps = [
+        ("unsynced", Step::Unsynced),
+        ("recording commands", Step::Recording),
+        ("synced, broker unreachable", Step::Offline),
+        ("synced, no receiver", Step::Receivers(0)),
+        ("synced, one receiver", Step::Receivers(1)),
+        ("synced, two receivers", Step::Receivers(2)),
+    ];
+    let mut rows = Vec::new();
+    for (i, (name, step)) in steps.iter().enumerate() {
+        let dir = base.join(format!("parts-{i}"));
+        std::fs::create_dir_all(&dir)?;
+        let (rate, cpu_us) = rt.block_on(run_step(&dir, step, n))?;
+        info!("sync-parts: {name}: {rate:.0} events/s, {cpu_us:.1} µs CPU per event");
+        rows.push(json!({
+            "step": name,
+            "events_per_s": round(rate, 0),
+            "cpu_us_per_event": round(cpu_us, 1),
+        }));
+    }
+    Ok(json!({
+        "events": n,
+        "steps": rows,
+        "how": "64 tasks submit markdown.write (150 bytes) on A until `events` are committed and every receiver holds them; CPU is user + system time of this process and of nats-server (a fresh one per step), per event",
+    }))
+}
+
+/// One step: events/s and CPU µs per event.
+async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64), BoxError> {
+    let text = "x".repeat(150);
+    let server = match step {
+        Step::Receivers(_) => Some(NatsServer::start()?),
+        _ => None,
+    };
+    let cpu = || cpu_seconds(None) + server.as_ref().map_or(0.0, |s| cpu_seconds(Some(s.pid())));
+    let (file, node, receivers) = match step {
+        Step::Receivers(k) => {
+            let url = server.as_ref().map(|s| s.url()).unwrap_or_default();
+            let a = device(dir, "a", &url, 21, true).await?;
+            let mut receivers = Vec::new();
+            for r in 0..*k {
+                receivers.push(device(dir, &format!("r{r}"), &url, 22 + r as u8, false).await?);
+            }
+            (a.file, Some(a.node), receivers)
+        }
+        _ => {
+            let engine = Engine::new(EngineConfig {
+                registry: registry(),
+                ..Default::default()
+            });
+            let file = engine.init(dir.join("a.elf"), "Alice").await?;
+            let node = match step {
+                Step::Recording => {
+                    file.foreign_log()?.record_commands(true);
+                    None
+                }
+                // A closed port on this machine: the node syncs nothing and keeps retrying.
+                Step::Offline => Some(
+                    SyncNode::start(
+                        file.clone(),
+                        registry(),
+                        SyncConfig::new("nats://127.0.0.1:9", "parts", [21; 32]),
+                    )
+                    .await?,
+                ),
+                _ => None,
+            };
+            (file, node, Vec::new())
+        }
+    };
+    let block = made_block(&file).await?;
+    if let Some(node) = &node {
+        let events = node.status().events;
+        let all: Vec<&crate::sync::Device> = receivers.iter().collect();
+        wait_for(&all, events, Duration::from_secs(60)).await?;
+    }
+    let (started, before) = (Instant::now(), cpu());
+    commit_many(&file, &block, &text, n).await?;
+    if let Some(node) = &node {
+        let events = node.status().events;
+        let all: Vec<&crate::sync::Device> = receivers.iter().collect();
+        wait_for(&all, events, Duration::from_secs(600)).await?;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let used = cpu() - before;
+    for r in receivers {
+        r.file.close().await;
+    }
+    file.close().await;
+    Ok((n as f64 / elapsed, used * 1e6 / n as f64))
+}
+
+async fn made_block(file: &FileHandle) -> Result<String, BoxError> {
+    let made = file
+        .submit(Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": "parts", "block_type": "markdown"}),
+        ))
+        .await?;
+    Ok(made[0].entity.clone())
+}
