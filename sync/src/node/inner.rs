@@ -109,13 +109,28 @@ impl Core {
     pub(super) fn catch_up_with(
         &mut self,
         file: &FileHandle,
+        known: BTreeMap<u64, SyncEvent>,
+    ) -> Result<bool, SyncError> {
+        self.catch_up_from(file, known, Vec::new())
+    }
+
+    /// [`Core::catch_up_with`], also told committed events (`seen`, in seq order) that need
+    /// not be read back when they cover everything new.
+    pub(super) fn catch_up_from(
+        &mut self,
+        file: &FileHandle,
         mut known: BTreeMap<u64, SyncEvent>,
+        mut seen: Vec<Event>,
     ) -> Result<bool, SyncError> {
         let last = file.last_seq();
         if last <= self.followed {
             return Ok(false);
         }
         known.retain(|seq, _| *seq > self.followed);
+        seen.retain(|e| e.seq > self.followed);
+        let covered = seen.first().is_some_and(|e| e.seq == self.followed + 1)
+            && seen.len() as u64 == last - self.followed
+            && seen.last().is_some_and(|e| e.seq == last);
         let mut batch = Vec::new();
         if known.len() as u64 == last - self.followed {
             for (seq, sealed) in known {
@@ -124,7 +139,11 @@ impl Core {
         } else {
             // The events, then what is kept beside them, by range: no storage read per event.
             let foreign = file.foreign_log()?;
-            let events = file.events(self.followed + 1)?;
+            let events = if covered {
+                seen
+            } else {
+                file.events(self.followed + 1)?
+            };
             let (from, to) = match (events.first(), events.last()) {
                 (Some(f), Some(l)) => (f.seq, l.seq),
                 _ => return Ok(false),
@@ -301,6 +320,19 @@ impl Inner {
 
     pub(super) fn catch_up(&self) -> Result<(), SyncError> {
         self.catch_up_with(BTreeMap::new())
+    }
+
+    /// [`Inner::catch_up`] with committed events the caller was told of (`seen`, in seq
+    /// order), which need not be read back when they cover what is new.
+    pub(super) fn catch_up_seen(&self, seen: Vec<Event>) -> Result<(), SyncError> {
+        let moved = self
+            .lock()
+            .catch_up_from(&self.file, BTreeMap::new(), seen)?;
+        if moved {
+            self.wake_publisher.notify_one();
+            self.refresh_status(|_| {});
+        }
+        Ok(())
     }
 
     pub(super) fn catch_up_with(&self, known: BTreeMap<u64, SyncEvent>) -> Result<(), SyncError> {

@@ -95,13 +95,23 @@ impl Actor for LoopActor {
 }
 
 /// The follower: every committed event, local or not, joins the merged state in log order.
+/// It folds the committed events it is told of as they come (with what else arrived by
+/// then), reading the log only when they do not cover what is new.
 pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
+    use futures_util::FutureExt;
     let from = inner.lock().followed + 1;
     let mut events = inner.file.subscribe_from(from);
+    let mut seen = Vec::new();
     loop {
-        inner.catch_up().map_err(|e| e.to_string())?;
-        if events.recv().await.is_none() {
-            return Ok(());
+        inner
+            .catch_up_seen(std::mem::take(&mut seen))
+            .map_err(|e| e.to_string())?;
+        match events.recv().await {
+            Some(e) => seen.push(e),
+            None => return Ok(()),
+        }
+        while let Some(Some(e)) = events.recv().now_or_never() {
+            seen.push(e);
         }
     }
 }
