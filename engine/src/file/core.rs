@@ -170,6 +170,14 @@ impl FileCore {
         f(&self.committed.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// Whether a view is set.
+    pub fn has_view(&self) -> bool {
+        self.view
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+    }
+
     /// [`StateView::notes`] of the view, when one is set.
     pub fn notes(&self, events: &[elfiee_model::Event]) -> Vec<Option<serde_json::Value>> {
         let view = self.view.read().unwrap_or_else(|p| p.into_inner()).clone();

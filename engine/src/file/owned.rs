@@ -426,6 +426,10 @@ impl Owned {
         from: u64,
         to: u64,
     ) -> Result<Vec<(u64, serde_json::Value)>, EngineError> {
+        if !self.core.has_view() {
+            // Nothing to say: the events are not even read.
+            return Ok(Vec::new());
+        }
         let events = self.read_events(from, to)?;
         Ok(events
             .iter()
