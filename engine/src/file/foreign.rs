@@ -39,6 +39,23 @@ pub(crate) fn origins_record(
     Ok((origins_key(first_seq), crate::log::encode_list(origins)?))
 }
 
+/// The `prefix‖first_seq` records that may cover seqs in `from..=to` (records that each
+/// hold several events from their first seq on): the one that starts at or before `from`,
+/// then those that start inside the range (two range scans).
+fn overlapping(
+    log: &SledEventLog,
+    prefix: u8,
+    from: u64,
+    to: u64,
+) -> Result<Vec<SideRecord>, EngineError> {
+    let key = |seq: u64| side_key(prefix, &seq.to_be_bytes());
+    let mut records: Vec<SideRecord> = log.side_before(&key(0), &key(from))?.into_iter().collect();
+    if from < to {
+        records.extend(log.side_records(&key(from + 1), &key(to))?);
+    }
+    Ok(records)
+}
+
 /// The foreign events in `from..=to` with their origin bytes, in seq order: the `o‖` records
 /// that overlap the range (the one that starts at or before `from`, then a range scan) and
 /// older builds' `f‖seq` records.
@@ -48,13 +65,7 @@ pub(crate) fn origins(
     to: u64,
 ) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
     let mut out = Vec::new();
-    let before = log.side_before(&origins_key(0), &origins_key(from))?;
-    let after = if from < u64::MAX {
-        log.side_records(&origins_key(from + 1), &origins_key(to))?
-    } else {
-        Vec::new()
-    };
-    for (key, value) in before.into_iter().chain(after) {
+    for (key, value) in overlapping(log, ORIGINS, from, to)? {
         let first = crate::codec::key_seq(&key).unwrap_or(u64::MAX);
         for (seq, bytes) in crate::log::decode_list(first, &value)? {
             if (from..=to).contains(&seq) {
@@ -122,19 +133,7 @@ pub(crate) fn commands_in(
     to: u64,
 ) -> Result<BTreeMap<u64, (String, Option<String>)>, EngineError> {
     let mut out = BTreeMap::new();
-    let before = log.side_before(
-        &side_key(COMMANDS, &0u64.to_be_bytes()),
-        &side_key(COMMANDS, &from.to_be_bytes()),
-    )?;
-    let after = if from < u64::MAX {
-        log.side_records(
-            &side_key(COMMANDS, &(from + 1).to_be_bytes()),
-            &side_key(COMMANDS, &to.to_be_bytes()),
-        )?
-    } else {
-        Vec::new()
-    };
-    for (key, bytes) in before.into_iter().chain(after) {
+    for (key, bytes) in overlapping(log, COMMANDS, from, to)? {
         let mut at = crate::codec::key_seq(&key).unwrap_or(u64::MAX);
         for (count, cap, target) in decode_commands(&bytes)? {
             for seq in at..at.saturating_add(count) {
