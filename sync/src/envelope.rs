@@ -91,17 +91,6 @@ impl Envelope {
         }
     }
 
-    /// An envelope of `node` without events (what a node's own message counts as when it
-    /// comes back: nothing to store).
-    pub fn empty(node: NodeId) -> Envelope {
-        Envelope {
-            v: ENVELOPE_VERSION,
-            node,
-            events: Vec::new(),
-            sig: [0; 64],
-        }
-    }
-
     /// What the signature covers (see the module docs).
     pub fn signed_hash(node: &NodeId, events: &[SyncEvent]) -> [u8; 32] {
         let mut h = blake3::Hasher::new();

@@ -9,7 +9,7 @@ use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
 use futures_util::{FutureExt, StreamExt};
 
-use crate::envelope::{Envelope, Message};
+use crate::envelope::Message;
 use crate::identity::{EventId, NodeId, Rejection, SyncEvent};
 
 use super::inner::*;
@@ -276,25 +276,20 @@ pub(super) async fn store_batch(
         chains: HashMap::new(),
         members: crate::membership::members(inner.lock().replica.state()),
     };
-    let seqs: Vec<u64> = batch
-        .iter()
-        .map(|m| m.info().map_or(0, |i| i.stream_sequence))
-        .collect();
     // Everything up to the batch's last message is settled (stored, here already, or
     // refused): a restart reads on from there.
-    let settled = seqs.iter().copied().max().unwrap_or(0);
+    let settled = batch
+        .iter()
+        .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
+        .max()
+        .unwrap_or(0);
     // This node's own messages come back too (one consumer reads every node's subject):
     // they are skipped without decoding.
     let own = inner.config.events_subject(&inner.node);
     let decoded: Vec<Result<Message, Rejection>> = batch
         .iter()
-        .map(|m| {
-            if m.subject.as_str() == own {
-                Ok(Message::Batch(Envelope::empty(inner.node)))
-            } else {
-                Message::decode(&m.payload)
-            }
-        })
+        .filter(|m| m.subject.as_str() != own)
+        .map(|m| Message::decode(&m.payload))
         .collect();
     let signatures = check_signatures(inner, &decoded);
     for (d, signature) in decoded.into_iter().zip(signatures) {
@@ -351,7 +346,9 @@ pub(super) async fn store_batch(
         .map_err(|e| format!("cannot store events from the broker: {e}"))?;
     // The follower folds them as they are (no reading back).
     let known: BTreeMap<u64, SyncEvent> = stored.iter().map(|s| s.seq).zip(queue.events).collect();
-    inner.catch_up_with(known).map_err(|e| e.to_string())?;
+    inner
+        .catch_up_from(known, Vec::new())
+        .map_err(|e| e.to_string())?;
     Ok(())
 }
 

@@ -101,21 +101,12 @@ impl Core {
 
     /// Folds the log's events after `followed` into the merged state.
     pub(super) fn catch_up(&mut self, file: &FileHandle) -> Result<bool, SyncError> {
-        self.catch_up_with(file, BTreeMap::new())
+        self.catch_up_from(file, BTreeMap::new(), Vec::new())
     }
 
-    /// [`Core::catch_up`] told the foreign events just appended (by local seq), which then
-    /// need not be read back and decoded; when they are all that is new, the log is not read.
-    pub(super) fn catch_up_with(
-        &mut self,
-        file: &FileHandle,
-        known: BTreeMap<u64, SyncEvent>,
-    ) -> Result<bool, SyncError> {
-        self.catch_up_from(file, known, Vec::new())
-    }
-
-    /// [`Core::catch_up_with`], also told committed events (`seen`, in seq order) that need
-    /// not be read back when they cover everything new.
+    /// [`Core::catch_up`], told the foreign events just appended (`known`, by local seq) and
+    /// committed events (`seen`, in seq order), which need not be read back and decoded; when
+    /// they cover everything new, the log is not read for the events.
     pub(super) fn catch_up_from(
         &mut self,
         file: &FileHandle,
@@ -319,24 +310,16 @@ impl Inner {
     }
 
     pub(super) fn catch_up(&self) -> Result<(), SyncError> {
-        self.catch_up_with(BTreeMap::new())
+        self.catch_up_from(BTreeMap::new(), Vec::new())
     }
 
-    /// [`Inner::catch_up`] with committed events the caller was told of (`seen`, in seq
-    /// order), which need not be read back when they cover what is new.
-    pub(super) fn catch_up_seen(&self, seen: Vec<Event>) -> Result<(), SyncError> {
-        let moved = self
-            .lock()
-            .catch_up_from(&self.file, BTreeMap::new(), seen)?;
-        if moved {
-            self.wake_publisher.notify_one();
-            self.refresh_status(|_| {});
-        }
-        Ok(())
-    }
-
-    pub(super) fn catch_up_with(&self, known: BTreeMap<u64, SyncEvent>) -> Result<(), SyncError> {
-        let moved = self.lock().catch_up_with(&self.file, known)?;
+    /// [`Core::catch_up_from`]; when it moved, wakes the publisher and refreshes the status.
+    pub(super) fn catch_up_from(
+        &self,
+        known: BTreeMap<u64, SyncEvent>,
+        seen: Vec<Event>,
+    ) -> Result<(), SyncError> {
+        let moved = self.lock().catch_up_from(&self.file, known, seen)?;
         if moved {
             self.wake_publisher.notify_one();
             self.refresh_status(|_| {});

@@ -1,6 +1,7 @@
 //! The node's children: the supervised loops (follower, publisher, ingest) and the publisher,
 //! which sends this device's sealed events and their bodies to the stream.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,7 +105,7 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
     let mut seen = Vec::new();
     loop {
         inner
-            .catch_up_seen(std::mem::take(&mut seen))
+            .catch_up_from(BTreeMap::new(), std::mem::take(&mut seen))
             .map_err(|e| e.to_string())?;
         match events.recv().await {
             Some(e) => seen.push(e),
