@@ -119,6 +119,14 @@ struct Cluster {
     devices: Vec<Device>,
 }
 
+impl Cluster {
+    /// [`converge`] over every device, within 30 s; the digest.
+    fn converge(&self) -> String {
+        let all: Vec<&Device> = self.devices.iter().collect();
+        converge(&all, Duration::from_secs(30))
+    }
+}
+
 async fn cluster(server: NatsServer, doc: &str) -> Cluster {
     let dir = tempfile::tempdir().unwrap();
     let mut devices = Vec::new();
@@ -439,10 +447,7 @@ async fn three_serving_devices_converge_through_partitions_and_sigkills_part_3()
 async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_write() {
     let server = NatsServer::start().unwrap();
     let mut c = cluster(server, "crash").await;
-    {
-        let all: Vec<&Device> = c.devices.iter().collect();
-        converge(&all, Duration::from_secs(30));
-    }
+    c.converge();
     let b = &mut c.devices[1];
     b.kill();
     // Acknowledged by CLI processes that own the file for one command each: five writes
@@ -515,8 +520,7 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
         assert!(sent.iter().any(|v| v.contains(&marker)), "{sent:?}");
     }
     b.start(&[]);
-    let all: Vec<&Device> = c.devices.iter().collect();
-    converge(&all, Duration::from_secs(30));
+    c.converge();
     for d in &c.devices {
         let log = d.events();
         for i in 0..5 {
@@ -546,21 +550,15 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
 async fn every_device_shows_an_event_under_one_identity() {
     let server = NatsServer::start().unwrap();
     let mut c = cluster(server, "ident").await;
-    {
-        // B knows its editor once A's grants arrived.
-        let all: Vec<&Device> = c.devices.iter().collect();
-        converge(&all, Duration::from_secs(30));
-    }
+    // B knows its editor once A's grants arrived.
+    c.converge();
     for (i, d) in c.devices.iter().enumerate().take(2) {
         let name = format!("from-{}", d.name);
         let made = ok_json(d.run(&["block", "create", "--type", "markdown", "--name", &name]));
         let id = made["block_id"].as_str().unwrap();
         ok_json(d.run(&["markdown", "write", id, "--text", &format!("text {i}")]));
     }
-    {
-        let all: Vec<&Device> = c.devices.iter().collect();
-        converge(&all, Duration::from_secs(30));
-    }
+    c.converge();
     // Read each log through its serving process, then as its owner (stopped): the same
     // events, each with where it sits.
     let mut shown: Vec<BTreeMap<String, Value>> = Vec::new();
@@ -653,11 +651,10 @@ async fn a_remote_terminal_execute_runs_nothing_locally() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let all: Vec<&Device> = c.devices.iter().collect();
-    converge(&all, Duration::from_secs(30));
+    c.converge();
     // Give the other devices' effects time to (wrongly) pick the request up.
     std::thread::sleep(Duration::from_millis(1500));
-    converge(&all, Duration::from_secs(30));
+    c.converge();
     assert_eq!(
         std::fs::read_to_string(&ran).unwrap(),
         "ran\n",
