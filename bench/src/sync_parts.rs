@@ -43,26 +43,34 @@ pub fn parts_phase(
         ("synced, two receivers", Step::Receivers(2)),
     ];
     let mut rows = Vec::new();
+    // `ELFIEE_BENCH_PARTS=4,5` runs only those steps (for profiling one of them).
+    let only: Option<Vec<usize>> = std::env::var("ELFIEE_BENCH_PARTS")
+        .ok()
+        .map(|v| v.split(',').filter_map(|p| p.trim().parse().ok()).collect());
     for (i, (name, step)) in steps.iter().enumerate() {
+        if only.as_ref().is_some_and(|o| !o.contains(&i)) {
+            continue;
+        }
         let dir = base.join(format!("parts-{i}"));
         std::fs::create_dir_all(&dir)?;
-        let (rate, cpu_us) = rt.block_on(run_step(&dir, step, n))?;
-        info!("sync-parts: {name}: {rate:.0} events/s, {cpu_us:.1} µs CPU per event");
+        let (rate, cpu_us, flushes) = rt.block_on(run_step(&dir, step, n))?;
+        info!("sync-parts: {name}: {rate:.0} events/s, {cpu_us:.1} µs CPU per event, {flushes} flushes on A");
         rows.push(json!({
             "step": name,
             "events_per_s": round(rate, 0),
             "cpu_us_per_event": round(cpu_us, 1),
+            "flushes_on_a": flushes,
         }));
     }
     Ok(json!({
         "events": n,
         "steps": rows,
-        "how": "64 tasks submit markdown.write (150 bytes) on A until `events` are committed and every receiver holds them; CPU is user + system time of this process and of nats-server (a fresh one per step), per event",
+        "how": "64 tasks submit markdown.write (150 bytes) on A until `events` are committed and every receiver holds them; CPU is user + system time of this process and of nats-server (a fresh one per step), per event; flushes_on_a: A's log flushes while it committed (its commit groups)",
     }))
 }
 
 /// One step: events/s and CPU µs per event.
-async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64), BoxError> {
+async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), BoxError> {
     let text = "x".repeat(150);
     let server = match step {
         Step::Receivers(_) => Some(NatsServer::start()?),
@@ -110,8 +118,10 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64), BoxErro
         let all: Vec<&crate::sync::Device> = receivers.iter().collect();
         wait_for(&all, events, Duration::from_secs(60)).await?;
     }
-    let (started, before) = (Instant::now(), cpu());
+    let syncs = || file.durability().map_or(0, |d| d.syncs);
+    let (started, before, flushes) = (Instant::now(), cpu(), syncs());
     commit_many(&file, &block, &text, n).await?;
+    let flushes = syncs() - flushes;
     if let Some(node) = &node {
         let events = node.status().events;
         let all: Vec<&crate::sync::Device> = receivers.iter().collect();
@@ -123,7 +133,7 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64), BoxErro
         r.file.close().await;
     }
     file.close().await;
-    Ok((n as f64 / elapsed, used * 1e6 / n as f64))
+    Ok((n as f64 / elapsed, used * 1e6 / n as f64, flushes))
 }
 
 async fn made_block(file: &FileHandle) -> Result<String, BoxError> {

@@ -606,6 +606,12 @@ impl SledEventLog {
             synced_seq: self.sync.synced_seq.load(Ordering::Acquire),
         }
     }
+
+    /// Events were written since the last flush (other devices' events, which are answered
+    /// before they are durable).
+    pub fn unflushed(&self) -> bool {
+        self.written_seq.load(Ordering::Acquire) > self.sync.synced_seq.load(Ordering::Acquire)
+    }
 }
 
 impl SledEventLog {

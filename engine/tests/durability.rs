@@ -60,3 +60,55 @@ async fn concurrent_commits_are_synced_before_any_of_them_is_answered() {
     assert!(d.syncs >= 2 && d.syncs <= 321, "{d:?}");
     f.close().await;
 }
+
+/// Another device's events are answered before they are durable (the broker keeps them and
+/// the ingest checkpoint goes with them), without a sync of their own; the next local commit
+/// makes them durable with it, and closing leaves none unsynced (the file reopens with them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_appends_share_the_next_local_sync_and_close_syncs_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.elf");
+    let f = engine().init(&path, "Alice").await.unwrap();
+    let local = f.submit(create("alice", "mine")).await.unwrap().remove(0);
+    let foreign_event = |name: &str| {
+        let mut e = local.clone();
+        e.event_id = uuid::Uuid::new_v4();
+        e.entity = name.to_owned();
+        e.value["name"] = name.into();
+        if e.value.get("block_id").is_some() {
+            e.value["block_id"] = name.into();
+        }
+        (e, b"origin".to_vec())
+    };
+    let seam = f.foreign_log().unwrap();
+    let before = f.durability().unwrap();
+    let theirs = seam
+        .append(vec![foreign_event("t1"), foreign_event("t2")], Vec::new())
+        .await
+        .unwrap();
+    let after = f.durability().unwrap();
+    assert_eq!(after.syncs, before.syncs, "no sync of their own: {after:?}");
+    assert!(after.synced_seq < theirs[1].seq, "{after:?}");
+    let mine = f.submit(create("alice", "next")).await.unwrap();
+    let d = f.durability().unwrap();
+    assert!(
+        d.synced_seq >= mine[0].seq && d.syncs == after.syncs + 1,
+        "{d:?}"
+    );
+    // Appended last, then closed: the close syncs them.
+    let last = seam
+        .append(vec![foreign_event("t3")], Vec::new())
+        .await
+        .unwrap();
+    assert!(f.durability().unwrap().synced_seq < last[0].seq);
+    f.close().await;
+    let reopened = engine().open(&path).await.unwrap();
+    assert_eq!(reopened.last_seq(), last[0].seq);
+    let blocks = reopened.state().blocks;
+    assert!(
+        ["t1", "t2", "t3"].iter().all(|b| blocks.contains_key(*b)),
+        "{:?}",
+        blocks.keys().collect::<Vec<_>>()
+    );
+    reopened.close().await;
+}

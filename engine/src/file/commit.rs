@@ -100,13 +100,18 @@ pub(crate) fn commit_group(
         Err(e) => return path.fail(batch, e),
     };
     let n = batch.len();
+    // Another device's events need not be durable before they are answered: the broker
+    // keeps them, and the ingest checkpoint written with them (same atomic batch) is lost
+    // with them, so a crash makes ingest read them again. The next local commit's flush
+    // makes them durable with it (docs/ARCHITECTURE.md, "Invariants").
+    let durable = batch.iter().any(|p| p.origin == Origin::Local);
     // Bodies first: a durable event never refers to bytes that are not.
     let written = path
         .core
         .content
         .sync()
         .and_then(|_| log.write_group(&group, &side))
-        .and_then(|_| log.flush());
+        .and_then(|_| if durable { log.flush() } else { Ok(()) });
     if let Err(e) = written {
         return path.fail(batch, e);
     }
@@ -180,7 +185,7 @@ pub(crate) fn commit_group(
     path.in_progress.fetch_sub(n, Ordering::AcqRel);
     tracing::trace!(commands = n, flush_us, "group committed");
     if snapshot_due(path, &cursor) {
-        hand_off_snapshot(path, &mut cursor);
+        hand_off_snapshot(path, log, &mut cursor);
     }
 }
 
@@ -235,9 +240,13 @@ pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
     // bulk command in it); the next open replays the short tail and indexes its commands.
     let mut cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = path.core.committed_seq.load(Ordering::Acquire);
+    // Other devices' events appended since the last local commit: durable before closing.
+    if let Err(e) = flush_behind(&log) {
+        tracing::warn!(error = %e, "other devices' last events not made durable at close");
+    }
     let at_close = path.core.config.snapshot_at_close_after.max(1);
     if snapshot_due(&path, &cursor) || seq >= cursor.last_snapshot + at_close || cursor.tail_bulk {
-        hand_off_snapshot(&path, &mut cursor);
+        hand_off_snapshot(&path, &log, &mut cursor);
     }
     // Dropping the sender lets the snapshot thread finish the jobs it has and stop.
     path.snapshots
@@ -246,9 +255,24 @@ pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
         .take();
 }
 
+/// Flushes the log when events were written but not flushed (other devices' events are
+/// answered before they are durable: see `commit_group`).
+fn flush_behind(log: &SledEventLog) -> Result<(), EngineError> {
+    if log.unflushed() {
+        log.flush()?;
+    }
+    Ok(())
+}
+
 /// Encodes the committed state (the caller holds the cursor, so no commit moves it) and hands
-/// it, with the pending index entries, to the snapshot thread.
-fn hand_off_snapshot(path: &CommitPath, cursor: &mut Cursor) {
+/// it, with the pending index entries, to the snapshot thread. A snapshot (and the HEAD
+/// written with it) says every event up to its seq is durable: other devices' events not
+/// flushed yet are flushed first.
+fn hand_off_snapshot(path: &CommitPath, log: &SledEventLog, cursor: &mut Cursor) {
+    if let Err(e) = flush_behind(log) {
+        tracing::warn!(error = %e, "snapshot skipped: the events before it are not durable");
+        return;
+    }
     let (seq, bytes) = {
         let state = path
             .core

@@ -113,15 +113,21 @@ impl Core {
         mut known: BTreeMap<u64, SyncEvent>,
         mut seen: Vec<Event>,
     ) -> Result<bool, SyncError> {
-        let last = file.last_seq();
+        known.retain(|seq, _| *seq > self.followed);
+        seen.retain(|e| e.seq > self.followed);
+        // The committed events the follower was told of, when they follow on from what it
+        // folded: they are folded alone (the ones committed since come to it next), so the
+        // log is not read back for them.
+        let told = seen.first().is_some_and(|e| e.seq == self.followed + 1)
+            && seen.windows(2).all(|w| w[1].seq == w[0].seq + 1);
+        let last = match seen.last() {
+            Some(e) if told => e.seq,
+            _ => file.last_seq(),
+        };
         if last <= self.followed {
             return Ok(false);
         }
-        known.retain(|seq, _| *seq > self.followed);
-        seen.retain(|e| e.seq > self.followed);
-        let covered = seen.first().is_some_and(|e| e.seq == self.followed + 1)
-            && seen.len() as u64 == last - self.followed
-            && seen.last().is_some_and(|e| e.seq == last);
+        let covered = told && seen.len() as u64 == last - self.followed;
         let mut batch = Vec::new();
         if known.len() as u64 == last - self.followed {
             for (seq, sealed) in known {
