@@ -56,12 +56,35 @@ impl ForeignLog {
         events: Vec<(Event, Vec<u8>)>,
         side: Vec<(Vec<u8>, Vec<u8>)>,
     ) -> Result<Vec<Event>, EngineError> {
+        self.submit(events, side, true).await
+    }
+
+    /// [`ForeignLog::append`], answered once written, before it is durable: the next durable
+    /// append, local commit, snapshot or close makes it durable (with no flush of its own it
+    /// costs a fraction). For events a crash may lose because they can be fetched again
+    /// (sync's ingest, while more are coming: the ingest checkpoint in `side` goes with them).
+    pub async fn append_deferred(
+        &self,
+        events: Vec<(Event, Vec<u8>)>,
+        side: Vec<(Vec<u8>, Vec<u8>)>,
+    ) -> Result<Vec<Event>, EngineError> {
+        self.submit(events, side, false).await
+    }
+
+    async fn submit(
+        &self,
+        events: Vec<(Event, Vec<u8>)>,
+        side: Vec<(Vec<u8>, Vec<u8>)>,
+        durable: bool,
+    ) -> Result<Vec<Event>, EngineError> {
         self.owned.log()?;
         let side = side
             .into_iter()
             .map(|(k, v)| (keys::side_record_key(&k), v))
             .collect();
-        self.owned.submit(Submission::Foreign(events, side)).await
+        self.owned
+            .submit(Submission::Foreign(events, side, durable))
+            .await
     }
 
     /// The `origin` bytes kept with event `seq` when it came from another device

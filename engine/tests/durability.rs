@@ -61,11 +61,12 @@ async fn concurrent_commits_are_synced_before_any_of_them_is_answered() {
     f.close().await;
 }
 
-/// Another device's events are answered before they are durable (the broker keeps them and
-/// the ingest checkpoint goes with them), without a sync of their own; the next local commit
-/// makes them durable with it, and closing leaves none unsynced (the file reopens with them).
+/// Another device's events appended deferred are answered before they are durable (the
+/// broker keeps them and the ingest checkpoint goes with them), without a sync of their own;
+/// the next durable append or local commit makes them durable with it, and closing leaves
+/// none unsynced (the file reopens with them). A plain append is synced before its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn foreign_appends_share_the_next_local_sync_and_close_syncs_the_rest() {
+async fn deferred_foreign_appends_share_the_next_sync_and_close_syncs_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.elf");
     let f = engine().init(&path, "Alice").await.unwrap();
@@ -83,7 +84,7 @@ async fn foreign_appends_share_the_next_local_sync_and_close_syncs_the_rest() {
     let seam = f.foreign_log().unwrap();
     let before = f.durability().unwrap();
     let theirs = seam
-        .append(vec![foreign_event("t1"), foreign_event("t2")], Vec::new())
+        .append_deferred(vec![foreign_event("t1"), foreign_event("t2")], Vec::new())
         .await
         .unwrap();
     let after = f.durability().unwrap();
@@ -95,9 +96,18 @@ async fn foreign_appends_share_the_next_local_sync_and_close_syncs_the_rest() {
         d.synced_seq >= mine[0].seq && d.syncs == after.syncs + 1,
         "{d:?}"
     );
-    // Appended last, then closed: the close syncs them.
-    let last = seam
+    let plain = seam
         .append(vec![foreign_event("t3")], Vec::new())
+        .await
+        .unwrap();
+    let d = f.durability().unwrap();
+    assert!(
+        d.synced_seq >= plain[0].seq,
+        "a plain append is durable: {d:?}"
+    );
+    // Appended last, deferred, then closed: the close syncs it.
+    let last = seam
+        .append_deferred(vec![foreign_event("t4")], Vec::new())
         .await
         .unwrap();
     assert!(f.durability().unwrap().synced_seq < last[0].seq);
@@ -106,7 +116,9 @@ async fn foreign_appends_share_the_next_local_sync_and_close_syncs_the_rest() {
     assert_eq!(reopened.last_seq(), last[0].seq);
     let blocks = reopened.state().blocks;
     assert!(
-        ["t1", "t2", "t3"].iter().all(|b| blocks.contains_key(*b)),
+        ["t1", "t2", "t3", "t4"]
+            .iter()
+            .all(|b| blocks.contains_key(*b)),
         "{:?}",
         blocks.keys().collect::<Vec<_>>()
     );

@@ -38,6 +38,9 @@ pub(crate) struct CommitPath {
 pub(crate) struct Pending {
     pub cmd_id: uuid::Uuid,
     pub origin: Origin,
+    /// Answered only once durable: every local command; another device's events when their
+    /// appender asks ([`crate::ForeignLog::append_deferred`] does not).
+    pub durable: bool,
     pub work: Work,
     pub reply: Reply,
     /// The command's `commit` span (disabled unless DEBUG tracing is on for the engine).
@@ -100,11 +103,11 @@ pub(crate) fn commit_group(
         Err(e) => return path.fail(batch, e),
     };
     let n = batch.len();
-    // Another device's events need not be durable before they are answered: the broker
-    // keeps them, and the ingest checkpoint written with them (same atomic batch) is lost
-    // with them, so a crash makes ingest read them again. The next local commit's flush
-    // makes them durable with it (docs/ARCHITECTURE.md, "Invariants").
-    let durable = batch.iter().any(|p| p.origin == Origin::Local);
+    // Another device's events may be answered before they are durable (a deferred append:
+    // the broker keeps them, and the ingest checkpoint written with them, in the same atomic
+    // batch, is lost with them, so a crash makes ingest read them again). The next durable
+    // group, a snapshot or the close makes them durable (docs/ARCHITECTURE.md, "Invariants").
+    let durable = batch.iter().any(|p| p.durable);
     // Bodies first: a durable event never refers to bytes that are not.
     let written = path
         .core

@@ -28,8 +28,9 @@ pub(crate) enum Submission {
     /// commands of many client processes share flushes.
     Socket(Vec<Command>),
     /// Events decided on another device, with their `origin` bytes, and side records
-    /// written in the same atomic batch (see [`crate::foreign`]).
-    Foreign(Vec<(Event, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>),
+    /// written in the same atomic batch (see [`crate::foreign`]); whether they are answered
+    /// only once durable.
+    Foreign(Vec<(Event, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>, bool),
 }
 
 /// What a file actor owns besides its state: stopped when the file closes.
@@ -244,7 +245,9 @@ impl Owned {
         match s {
             Submission::Local(cmds) => self.sequence(cmds, tx, true),
             Submission::Socket(cmds) => self.sequence(cmds, tx, false),
-            Submission::Foreign(events, side) => self.sequence_foreign(events, side, tx),
+            Submission::Foreign(events, side, durable) => {
+                self.sequence_foreign(events, side, durable, tx)
+            }
         }
         rx.await.unwrap_or(Err(EngineError::Closed))
     }
@@ -304,6 +307,7 @@ impl Owned {
         let p = Pending {
             cmd_id: cmds[0].cmd_id,
             origin: Origin::Local,
+            durable: true,
             work,
             reply,
             span,
@@ -317,6 +321,7 @@ impl Owned {
         &self,
         foreign: Vec<(Event, Vec<u8>)>,
         side: Vec<(Vec<u8>, Vec<u8>)>,
+        durable: bool,
         reply: Reply,
     ) {
         self.sequencing.fetch_add(1, Ordering::AcqRel);
@@ -333,6 +338,7 @@ impl Owned {
                 Pending {
                     cmd_id: uuid::Uuid::nil(),
                     origin: Origin::Foreign,
+                    durable,
                     work: Work::Fresh(events, records, side),
                     reply,
                     span: tracing::Span::none(),

@@ -333,6 +333,19 @@ impl Inner {
         Ok(())
     }
 
+    /// [`Inner::catch_up_from`] on a blocking thread: a long fold does not hold up the
+    /// runtime's workers (the document's submitters run there).
+    pub(super) async fn catch_up_blocking(
+        self: &std::sync::Arc<Self>,
+        known: BTreeMap<u64, SyncEvent>,
+        seen: Vec<Event>,
+    ) -> Result<(), SyncError> {
+        let inner = self.clone();
+        tokio::task::spawn_blocking(move || inner.catch_up_from(known, seen))
+            .await
+            .map_err(|e| SyncError::Engine(format!("the merged state's fold failed: {e}")))?
+    }
+
     /// Recomputes the counts in the status, applies `change`, and tells subscribers when
     /// something moved.
     pub(super) fn refresh_status(&self, change: impl FnOnce(&mut SyncStatus)) {

@@ -105,7 +105,8 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
     let mut seen = Vec::new();
     loop {
         inner
-            .catch_up_from(BTreeMap::new(), std::mem::take(&mut seen))
+            .catch_up_blocking(BTreeMap::new(), std::mem::take(&mut seen))
+            .await
             .map_err(|e| e.to_string())?;
         match events.recv().await {
             Some(e) => seen.push(e),
@@ -159,11 +160,14 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         loop {
             let batch = next_envelope(&inner, next);
             if batch.is_empty() {
-                // Wait for new own events (or look again now and then: membership, status).
-                let _ =
+                // Wait for new own events (the follower wakes it when it folded some), or look
+                // again now and then (membership, status).
+                let woken =
                     tokio::time::timeout(Duration::from_secs(1), inner.wake_publisher.notified())
                         .await;
-                inner.catch_up().map_err(|e| e.to_string())?;
+                if woken.is_err() {
+                    inner.catch_up().map_err(|e| e.to_string())?;
+                }
                 continue;
             }
             match publish_envelope(&inner, &js, &subject, batch, subject_seq).await {
