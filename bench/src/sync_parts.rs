@@ -3,7 +3,8 @@
 //! its commands recorded (what sync turns on), synced with the broker unreachable (the
 //! follower and the merged state alone), synced with the broker and no receiver, then with
 //! one and with two receiving devices (in this process). Each step: events per second until
-//! every receiver holds A's events, and the CPU (this process and nats-server) per event.
+//! every receiver holds A's events, the CPU (this process and nats-server) per event, and A's
+//! flushes. `ELFIEE_BENCH_PARTS=3,5` runs only those steps (0-based), e.g. under a profiler.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
