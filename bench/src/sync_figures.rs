@@ -58,7 +58,10 @@ pub(crate) async fn write_latencies(
                 seen.lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .entry(e.cmd_id)
-                    .or_insert_with(Instant::now);
+                    .or_insert_with(|| {
+                        tracing::trace!(cmd = %e.cmd_id, "latency probe seen");
+                        Instant::now()
+                    });
             }
         }
     });
@@ -76,6 +79,7 @@ pub(crate) async fn write_latencies(
         let id = cmd.cmd_id;
         writer.submit(cmd).await?;
         committed.push((id, Instant::now()));
+        tracing::trace!(probe = i, cmd = %id, "latency probe committed");
     }
     let deadline = Instant::now() + within;
     let result = loop {

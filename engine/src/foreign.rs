@@ -71,6 +71,20 @@ impl ForeignLog {
         self.submit(events, side, false).await
     }
 
+    /// Makes every event appended so far durable: one flush when some are not (deferred
+    /// appends), nothing otherwise. Runs beside the commit path, not in its queue.
+    pub async fn sync(&self) -> Result<(), EngineError> {
+        let log = self.owned.log()?;
+        tokio::task::spawn_blocking(move || {
+            if log.unflushed() {
+                crate::log::EventLog::flush(log.as_ref())?;
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| EngineError::Storage(format!("the flush did not finish: {e}")))?
+    }
+
     async fn submit(
         &self,
         events: Vec<(Event, Vec<u8>)>,

@@ -63,8 +63,9 @@ async fn concurrent_commits_are_synced_before_any_of_them_is_answered() {
 
 /// Another device's events appended deferred are answered before they are durable (the
 /// broker keeps them and the ingest checkpoint goes with them), without a sync of their own;
-/// the next durable append or local commit makes them durable with it, and closing leaves
-/// none unsynced (the file reopens with them). A plain append is synced before its answer.
+/// the next durable append or local commit makes them durable with it, `ForeignLog::sync`
+/// does on request, and closing leaves none unsynced (the file reopens with them). A plain
+/// append is synced before its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deferred_foreign_appends_share_the_next_sync_and_close_syncs_the_rest() {
     let dir = tempfile::tempdir().unwrap();
@@ -111,12 +112,26 @@ async fn deferred_foreign_appends_share_the_next_sync_and_close_syncs_the_rest()
         .await
         .unwrap();
     assert!(f.durability().unwrap().synced_seq < last[0].seq);
+    seam.sync().await.unwrap();
+    let d = f.durability().unwrap();
+    assert!(d.synced_seq >= last[0].seq, "synced on request: {d:?}");
+    seam.sync().await.unwrap();
+    assert_eq!(
+        f.durability().unwrap().syncs,
+        d.syncs,
+        "nothing left to sync"
+    );
+    // One more, deferred, then closed: the close syncs it.
+    let last = seam
+        .append_deferred(vec![foreign_event("t5")], Vec::new())
+        .await
+        .unwrap();
     f.close().await;
     let reopened = engine().open(&path).await.unwrap();
     assert_eq!(reopened.last_seq(), last[0].seq);
     let blocks = reopened.state().blocks;
     assert!(
-        ["t1", "t2", "t3", "t4"]
+        ["t1", "t2", "t3", "t4", "t5"]
             .iter()
             .all(|b| blocks.contains_key(*b)),
         "{:?}",

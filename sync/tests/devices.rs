@@ -399,3 +399,36 @@ async fn status_until(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Another device's events are stored without a flush each (they show before the disk has
+/// them), and once ingest has caught up they are made durable with no local commit on the
+/// receiver: a receiver that only reads ends with its whole log synced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_makes_what_it_ingested_durable_once_caught_up() {
+    let server = NatsServer::start().unwrap();
+    let (a, b, _c) = three_devices(&server, "durable", 7).await;
+    converge(&[&a, &b], Duration::from_secs(20)).await;
+    for i in 0..40 {
+        a.run(
+            "core.create",
+            None,
+            json!({"name": format!("n{i}"), "block_type": "markdown", "block_id": format!("n{i}")}),
+        )
+        .await
+        .unwrap();
+    }
+    converge(&[&a, &b], Duration::from_secs(20)).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = b.file.durability().unwrap();
+        if d.synced_seq >= b.file.last_seq() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B's log up to {} never became durable: {d:?}",
+            b.file.last_seq()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -101,6 +101,8 @@ pub(super) async fn fetch_body(
 pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
     let js = inner.js();
     let mut backoff = Backoff::new(&inner.config);
+    let caught_up = Arc::new(tokio::sync::Notify::new());
+    let _flusher = AbortOnDrop(tokio::spawn(make_durable(inner.clone(), caught_up.clone())));
     'connect: loop {
         let stream = inner.stream_when_ready(&js, &mut backoff).await;
         let ingested = inner
@@ -199,12 +201,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                 continue;
             }
             own_settled = Instant::now();
-            // Durable when nothing more is waiting; while more come, the last batch of the
-            // run makes the ones before it durable (a crash in between loses them here, and
-            // ingest reads them again from the checkpoint stored with them). Where ingest got
-            // in this node's own messages alone is never worth a flush.
-            let durable = !own_only && pending.is_none_or(|p| p == 0);
-            if let Err(e) = store_batch(&inner, &stream, batch, durable).await {
+            if let Err(e) = store_batch(&inner, &stream, batch).await {
                 inner.offline(e);
                 backoff.wait().await;
                 continue 'connect;
@@ -215,6 +212,11 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                 backoff.wait().await;
                 continue 'connect;
             }
+            // Caught up: what was stored becomes durable beside the next batches (where
+            // ingest got in this node's own messages alone is never worth a flush).
+            if !own_only && pending.is_none_or(|p| p == 0) {
+                caught_up.notify_one();
+            }
             inner.refresh_status(|s| {
                 s.online = true;
                 if let Some(p) = pending {
@@ -222,6 +224,36 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                 }
             });
         }
+    }
+}
+
+/// Another device's events are stored without a flush of their own
+/// ([`ForeignLog::append_deferred`]): they show (to subscribers, in the merged state) once
+/// written, and a flush stall of the disk (tens of ms under a burst) does not hold them up.
+/// Each time ingest has caught up, this task makes what it stored durable, beside the next
+/// batches (a crash before that loses them here, with the ingest checkpoint stored with
+/// them: ingest reads them again from the broker). Wakes coalesce: one flush covers
+/// everything stored before it.
+async fn make_durable(inner: Arc<Inner>, caught_up: Arc<tokio::sync::Notify>) {
+    loop {
+        caught_up.notified().await;
+        let synced = match inner.file.foreign_log() {
+            Ok(foreign) => foreign.sync().await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = synced {
+            // The engine poisons the file on a failed flush; the next local commit says so.
+            tracing::warn!(error = %e, "sync: other devices' events not made durable");
+        }
+    }
+}
+
+/// Aborts the task when dropped (the ingest loop ending, or its actor stopping).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -284,9 +316,9 @@ pub(super) async fn store_batch(
     inner: &Arc<Inner>,
     stream: &jetstream::stream::Stream,
     batch: Vec<jetstream::Message>,
-    durable: bool,
 ) -> Result<(), String> {
     tracing::trace!(messages = batch.len(), "sync: ingest batch");
+    let started = std::time::Instant::now();
     // This node's own messages come back too (one consumer reads every node's subject):
     // they are skipped without decoding.
     let own = inner.config.events_subject(&inner.node);
@@ -362,18 +394,24 @@ pub(super) async fn store_batch(
         .map(|e| (e.to_event(), e.kept()))
         .collect();
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
-    let stored = if durable {
-        foreign.append(events, side).await
-    } else {
-        foreign.append_deferred(events, side).await
-    };
-    let stored = stored.map_err(|e| format!("cannot store events from the broker: {e}"))?;
+    let stored = foreign
+        .append_deferred(events, side)
+        .await
+        .map_err(|e| format!("cannot store events from the broker: {e}"))?;
     // The follower folds them as they are (no reading back).
     let known: BTreeMap<u64, SyncEvent> = stored.iter().map(|s| s.seq).zip(queue.events).collect();
+    let count = known.len();
     inner
         .catch_up_blocking(known, Vec::new())
         .await
         .map_err(|e| e.to_string())?;
+    tracing::trace!(
+        node = %inner.node,
+        events = count,
+        settled,
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "sync: ingest batch stored"
+    );
     Ok(())
 }
 

@@ -275,6 +275,7 @@ pub(super) async fn publish_envelope(
         .map_err(|err| format!("no PubAck for {}: {err}", envelope.message_id()))?;
     set_checkpoint(inner, last)?;
     tracing::trace!(
+        node = %inner.node,
         events = envelope.events.len(),
         stream_seq = acked.sequence,
         "sync: envelope published"
