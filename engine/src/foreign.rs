@@ -62,7 +62,8 @@ impl ForeignLog {
     /// [`ForeignLog::append`], answered once written, before it is durable: the next durable
     /// append, local commit, snapshot or close makes it durable (with no flush of its own it
     /// costs a fraction). For events a crash may lose because they can be fetched again
-    /// (sync's ingest, while more are coming: the ingest checkpoint in `side` goes with them).
+    /// (sync's ingest: the ingest checkpoint in `side` goes with them, and it calls
+    /// [`ForeignLog::sync`] each time it has caught up).
     pub async fn append_deferred(
         &self,
         events: Vec<(Event, Vec<u8>)>,
@@ -75,14 +76,9 @@ impl ForeignLog {
     /// appends), nothing otherwise. Runs beside the commit path, not in its queue.
     pub async fn sync(&self) -> Result<(), EngineError> {
         let log = self.owned.log()?;
-        tokio::task::spawn_blocking(move || {
-            if log.unflushed() {
-                crate::log::EventLog::flush(log.as_ref())?;
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| EngineError::Storage(format!("the flush did not finish: {e}")))?
+        tokio::task::spawn_blocking(move || log.flush_written())
+            .await
+            .map_err(|e| EngineError::Storage(format!("the flush did not finish: {e}")))?
     }
 
     async fn submit(

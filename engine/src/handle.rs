@@ -451,19 +451,28 @@ impl FileHandle {
         }
     }
 
-    /// Last seq an effect named `name` has handled (0 if never). Stored inside the `.elf`.
-    /// What the owner's view (sync's merged state, when it syncs this file) adds to the
-    /// events `from..=to` where they are shown, by seq: fields to merge into each event's
-    /// JSON ([`crate::StateView::notes`]). Empty when no view is set. Works from the owner
-    /// process and from its clients alike.
-    pub fn notes(&self, from: u64, to: u64) -> Result<Vec<(u64, serde_json::Value)>, EngineError> {
+    /// What the owner's view (sync's merged state, when it syncs this file) adds to each of
+    /// `events` (this file's, in seq order) where they are shown, by seq: fields to merge into
+    /// the event's JSON ([`crate::StateView::notes`]). Empty when no view is set. Works from
+    /// the owner process (with the events given) and from its clients (the owner reads the
+    /// events' range from its log).
+    pub fn notes(&self, events: &[Event]) -> Result<Vec<(u64, serde_json::Value)>, EngineError> {
         match self.link.mode() {
-            Mode::Owner { owned, .. } => owned.notes(from, to),
-            Mode::Client(r) => r.notes(from, to),
+            Mode::Owner { owned, .. } => Ok(owned.notes_of(events)),
+            Mode::Client(r) => {
+                let (Some(first), Some(last)) = (events.first(), events.last()) else {
+                    return Ok(Vec::new());
+                };
+                let seqs: std::collections::HashSet<u64> = events.iter().map(|e| e.seq).collect();
+                let mut notes = r.notes(first.seq, last.seq)?;
+                notes.retain(|(seq, _)| seqs.contains(seq));
+                Ok(notes)
+            }
             Mode::Unopened => Err(EngineError::Closed),
         }
     }
 
+    /// Last seq an effect named `name` has handled (0 if never). Stored inside the `.elf`.
     pub fn checkpoint(&self, name: &str) -> Result<u64, EngineError> {
         match self.link.mode() {
             Mode::Owner { owned, .. } => owned.checkpoint(name),

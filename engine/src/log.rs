@@ -607,10 +607,12 @@ impl SledEventLog {
         }
     }
 
-    /// Events were written since the last flush (other devices' events, which are answered
-    /// before they are durable).
-    pub fn unflushed(&self) -> bool {
-        self.written_seq.load(Ordering::Acquire) > self.sync.synced_seq.load(Ordering::Acquire)
+    /// Flushes if events were written since the last flush (`ForeignLog::append_deferred`).
+    pub fn flush_written(&self) -> Result<(), EngineError> {
+        if self.written_seq.load(Ordering::Acquire) > self.sync.synced_seq.load(Ordering::Acquire) {
+            self.flush()?;
+        }
+        Ok(())
     }
 }
 

@@ -239,8 +239,9 @@ async fn the_views_notes_reach_owner_and_clients() {
     assert!(client.is_remote());
     owner.submit(create("x")).await.unwrap();
     let last = owner.last_seq();
-    assert!(owner.notes(1, last).unwrap().is_empty());
-    assert!(client.notes(1, last).unwrap().is_empty());
+    let events = owner.events(1).unwrap();
+    assert!(owner.notes(&events).unwrap().is_empty());
+    assert!(client.notes(&events).unwrap().is_empty());
     owner
         .foreign_log()
         .unwrap()
@@ -249,8 +250,8 @@ async fn the_views_notes_reach_owner_and_clients() {
         .filter(|s| s % 2 == 0)
         .map(|s| (s, json!({"twice": s * 2})))
         .collect();
-    assert_eq!(owner.notes(1, last).unwrap(), expect);
-    assert_eq!(client.notes(1, last).unwrap(), expect);
+    assert_eq!(owner.notes(&events).unwrap(), expect);
+    assert_eq!(client.notes(&events).unwrap(), expect);
     client.close().await;
     owner.close().await;
 }

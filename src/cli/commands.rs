@@ -205,18 +205,13 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                     _ = tokio::signal::ctrl_c() => break,
                     e = events.recv() => match e {
                         Some(e) if print => {
-                            let mut line = json!(e);
                             // Where the event sits, the same on every device (issue 28).
-                            if node.is_some() {
-                                if let Ok(notes) = s.file.notes(e.seq, e.seq) {
-                                    for (_, n) in notes {
-                                        if let (Value::Object(f), Some(o)) = (n, line.as_object_mut()) {
-                                            o.extend(f);
-                                        }
-                                    }
-                                }
-                            }
-                            println!("{line}");
+                            let notes = if node.is_some() {
+                                s.file.notes(std::slice::from_ref(&e)).unwrap_or_default().into_iter().collect()
+                            } else {
+                                Default::default()
+                            };
+                            println!("{}", super::sync::event_json(&e, &notes));
                         }
                         Some(_) => {}
                         None => break,
@@ -313,15 +308,7 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             };
             let shown: Vec<Value> = events
                 .iter()
-                .map(|e| {
-                    let mut v = json!(e);
-                    if let (Some(Value::Object(fields)), Some(obj)) =
-                        (notes.get(&e.seq), v.as_object_mut())
-                    {
-                        obj.extend(fields.clone());
-                    }
-                    v
-                })
+                .map(|e| super::sync::event_json(e, &notes))
                 .collect();
             out.print(&json!(shown), || {
                 events.iter().map(event_line).collect::<Vec<_>>().join("\n")

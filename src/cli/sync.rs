@@ -294,14 +294,11 @@ pub fn event_notes(
     file: &FileHandle,
     events: &[elfiee_model::Event],
 ) -> std::collections::BTreeMap<u64, serde_json::Value> {
-    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+    if events.is_empty() {
         return Default::default();
-    };
-    let served: std::collections::BTreeMap<u64, serde_json::Value> = file
-        .notes(first.seq, last.seq)
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
+    }
+    let served: std::collections::BTreeMap<u64, serde_json::Value> =
+        file.notes(events).unwrap_or_default().into_iter().collect();
     if !served.is_empty() {
         return served;
     }
@@ -314,6 +311,21 @@ pub fn event_notes(
             .collect(),
         _ => Default::default(),
     }
+}
+
+/// `event` as JSON with the fields `notes` holds for it (an `{"sync": …}` object from
+/// [`event_notes`]) merged in.
+pub fn event_json(
+    event: &elfiee_model::Event,
+    notes: &std::collections::BTreeMap<u64, serde_json::Value>,
+) -> serde_json::Value {
+    let mut v = json!(event);
+    if let (Some(serde_json::Value::Object(fields)), Some(obj)) =
+        (notes.get(&event.seq), v.as_object_mut())
+    {
+        obj.extend(fields.clone());
+    }
+    v
 }
 
 /// The merged digest of a synced file, for `elfiee replay` (`None` when never synced).

@@ -244,7 +244,7 @@ pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
     let mut cursor = path.cursor.lock().unwrap_or_else(|p| p.into_inner());
     let seq = path.core.committed_seq.load(Ordering::Acquire);
     // Other devices' events appended since the last local commit: durable before closing.
-    if let Err(e) = flush_behind(&log) {
+    if let Err(e) = log.flush_written() {
         tracing::warn!(error = %e, "other devices' last events not made durable at close");
     }
     let at_close = path.core.config.snapshot_at_close_after.max(1);
@@ -258,21 +258,12 @@ pub(crate) fn run_flusher(path: Arc<CommitPath>, log: Arc<SledEventLog>) {
         .take();
 }
 
-/// Flushes the log when events were written but not flushed (other devices' events are
-/// answered before they are durable: see `commit_group`).
-fn flush_behind(log: &SledEventLog) -> Result<(), EngineError> {
-    if log.unflushed() {
-        log.flush()?;
-    }
-    Ok(())
-}
-
 /// Encodes the committed state (the caller holds the cursor, so no commit moves it) and hands
 /// it, with the pending index entries, to the snapshot thread. A snapshot (and the HEAD
 /// written with it) says every event up to its seq is durable: other devices' events not
 /// flushed yet are flushed first.
 fn hand_off_snapshot(path: &CommitPath, log: &SledEventLog, cursor: &mut Cursor) {
-    if let Err(e) = flush_behind(log) {
+    if let Err(e) = log.flush_written() {
         tracing::warn!(error = %e, "snapshot skipped: the events before it are not durable");
         return;
     }

@@ -436,12 +436,16 @@ impl Owned {
             // Nothing to say: the events are not even read.
             return Ok(Vec::new());
         }
-        let events = self.read_events(from, to)?;
-        Ok(events
+        Ok(self.notes_of(&self.read_events(from, to)?))
+    }
+
+    /// What the view adds to `events`, by seq (none without a view).
+    pub(crate) fn notes_of(&self, events: &[Event]) -> Vec<(u64, serde_json::Value)> {
+        events
             .iter()
-            .zip(self.core.notes(&events))
+            .zip(self.core.notes(events))
             .filter_map(|(e, n)| n.map(|n| (e.seq, n)))
-            .collect())
+            .collect()
     }
 
     pub(crate) fn set_checkpoint(&self, name: &str, seq: u64) -> Result<(), EngineError> {
