@@ -238,10 +238,7 @@ impl SyncNode {
         &self,
         events: &[elfiee_model::Event],
     ) -> Result<Vec<Option<EventPlace>>, SyncError> {
-        let foreign = self.inner.file.foreign_log()?;
-        let mut core = self.inner.lock();
-        core.catch_up(&self.inner.file)?;
-        core.places(&foreign, events)
+        self.inner.places(events)
     }
 
     /// The local seq of an event, by its id.

@@ -146,6 +146,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             }
         };
         let name = inner.config.stream();
+        let own = inner.config.events_subject(&inner.node);
         inner.online();
         backoff.reset();
         let mut own_settled = Instant::now();
@@ -192,7 +193,6 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             let pending = batch.last().and_then(|m| m.info().ok()).map(|i| i.pending);
             // This node's own messages, and nothing else: nothing to store but how far ingest
             // got, which waits (at most a second) while more are coming.
-            let own = inner.config.events_subject(&inner.node);
             let own_only = batch.iter().all(|m| m.subject.as_str() == own);
             if own_only
                 && pending.is_some_and(|p| p > 0)

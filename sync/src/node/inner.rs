@@ -333,6 +333,14 @@ impl Inner {
         Ok(())
     }
 
+    /// Where each of `events` sits ([`Core::places`]), the merged state caught up first.
+    pub(super) fn places(&self, events: &[Event]) -> Result<Vec<Option<EventPlace>>, SyncError> {
+        let foreign = self.file.foreign_log()?;
+        let mut core = self.lock();
+        core.catch_up(&self.file)?;
+        core.places(&foreign, events)
+    }
+
     /// [`Inner::catch_up_from`] on a blocking thread: a long fold does not hold up the
     /// runtime's workers (the document's submitters run there).
     pub(super) async fn catch_up_blocking(
@@ -518,14 +526,7 @@ impl elfiee_engine::StateView for MergedView {
         let Some(inner) = self.0.upgrade() else {
             return none();
         };
-        let Ok(foreign) = inner.file.foreign_log() else {
-            return none();
-        };
-        let mut core = inner.lock();
-        if let Err(e) = core.catch_up(&inner.file) {
-            tracing::warn!(error = %e, "sync: the merged state could not catch up");
-        }
-        match core.places(&foreign, events) {
+        match inner.places(events) {
             Ok(places) => places
                 .into_iter()
                 .map(|p| p.map(|p| serde_json::json!({ "sync": p })))
