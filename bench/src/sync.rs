@@ -96,11 +96,7 @@ pub fn sync_phase(
                 .submit(Command::new("alice", "node.add", None, json!({"node_id": hex, "public_key": hex})))
                 .await?;
         }
-        let made = a
-            .file
-            .submit(Command::new("alice", "core.create", None, json!({"name": "bench", "block_type": "markdown"})))
-            .await?;
-        let block = made[0].entity.clone();
+        let block = markdown_block(&a.file, "bench").await?;
         let mut events = a.node.status().events;
         wait_for(&[&b, &c], events, Duration::from_secs(60)).await?;
         let text = "x".repeat(150);
@@ -108,11 +104,9 @@ pub fn sync_phase(
         let (plain, plain_cpu_us) = {
             let engine = Engine::new(EngineConfig::default());
             let f = engine.init(base.join("sync-plain.elf"), "Alice").await?;
-            let made = f
-                .submit(Command::new("alice", "core.create", None, json!({"name": "p", "block_type": "markdown"})))
-                .await?;
+            let block = markdown_block(&f, "p").await?;
             let (started, cpu) = (Instant::now(), cpu_seconds(None));
-            commit_many(&f, &made[0].entity, &text, n).await?;
+            commit_many(&f, &block, &text, n).await?;
             let rate = n as f64 / started.elapsed().as_secs_f64();
             let cpu_us = (cpu_seconds(None) - cpu) * 1e6 / n as f64;
             f.close().await;
@@ -543,6 +537,19 @@ pub(crate) async fn commit_many(
         t.await??;
     }
     Ok(())
+}
+
+/// Alice creates a markdown block named `name` in `file`; its id.
+pub(crate) async fn markdown_block(file: &FileHandle, name: &str) -> Result<String, BoxError> {
+    let made = file
+        .submit(Command::new(
+            "alice",
+            "core.create",
+            None,
+            json!({"name": name, "block_type": "markdown"}),
+        ))
+        .await?;
+    Ok(made[0].entity.clone())
 }
 
 /// A fresh device catches up with A's document of `total` events from the stream: the seconds

@@ -9,14 +9,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use elfiee_engine::{Engine, EngineConfig, FileHandle};
-use elfiee_model::Command;
+use elfiee_engine::{Engine, EngineConfig};
 use elfiee_sync::node::{SyncConfig, SyncNode};
 use elfiee_sync::testing::NatsServer;
 use serde_json::{json, Value};
 
 use crate::common::{round, BoxError, Plan};
-use crate::sync::{commit_many, cpu_seconds, device, registry, wait_for};
+use crate::sync::{commit_many, cpu_seconds, device, markdown_block, registry, wait_for};
 
 /// A's setup for one step.
 enum Step {
@@ -113,7 +112,7 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
             (file, node, Vec::new())
         }
     };
-    let block = made_block(&file).await?;
+    let block = markdown_block(&file, "parts").await?;
     if let Some(node) = &node {
         let events = node.status().events;
         let all: Vec<&crate::sync::Device> = receivers.iter().collect();
@@ -135,16 +134,4 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
     }
     file.close().await;
     Ok((n as f64 / elapsed, used * 1e6 / n as f64, flushes))
-}
-
-async fn made_block(file: &FileHandle) -> Result<String, BoxError> {
-    let made = file
-        .submit(Command::new(
-            "alice",
-            "core.create",
-            None,
-            json!({"name": "parts", "block_type": "markdown"}),
-        ))
-        .await?;
-    Ok(made[0].entity.clone())
 }
