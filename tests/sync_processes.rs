@@ -105,6 +105,21 @@ impl Device {
             .unwrap()
             .clone()
     }
+
+    /// This device's node id (from its key).
+    fn node_id(&self) -> String {
+        let args = [
+            "--json",
+            "sync",
+            "node-id",
+            "--key",
+            self.key.to_str().unwrap(),
+        ];
+        ok_json(elfiee(&self.elf, &args))["node_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
 }
 
 impl Drop for Device {
@@ -170,20 +185,10 @@ async fn cluster(server: NatsServer, doc: &str) -> Cluster {
                 d.key.to_str().unwrap(),
             ],
         ));
-        let node = ok_json(elfiee(
-            &d.elf,
-            &[
-                "--json",
-                "sync",
-                "node-id",
-                "--key",
-                d.key.to_str().unwrap(),
-            ],
-        ));
-        let node = node["node_id"].as_str().unwrap();
+        let node = d.node_id();
         ok_json(elfiee(
             &a.elf,
-            &["--json", "sync", "add-node", node, "--name", &d.name],
+            &["--json", "sync", "add-node", &node, "--name", &d.name],
         ));
         ok_json(elfiee(
             &a.elf,
@@ -493,18 +498,8 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
     let said = std::fs::read_to_string(c.dir.path().join("crash.log")).unwrap();
     assert!(said.contains("ELFIEE_TEST_CRASH_BEFORE_PUBACK"), "{said}");
     // The broker stored the event; the publisher's checkpoint did not move past it.
-    let node = ok_json(elfiee(
-        &b.elf,
-        &[
-            "--json",
-            "sync",
-            "node-id",
-            "--key",
-            b.key.to_str().unwrap(),
-        ],
-    ));
-    let node = node["node_id"].as_str().unwrap().to_owned();
-    let before = ok_json(elfiee(&b.elf, &["--json", "sync", "status"]));
+    let node = b.node_id();
+    let before = b.status();
     assert!(before["to_publish"].as_u64().unwrap() >= 1, "{before}");
     let js = async_nats::jetstream::new(async_nats::connect(c._server.url()).await.unwrap());
     let stream = js.get_stream("ELF_crash").await.unwrap();
@@ -594,25 +589,7 @@ async fn every_device_shows_an_event_under_one_identity() {
             e["cmd_id"].clone(),
         )
     };
-    let nodes: Vec<String> = c
-        .devices
-        .iter()
-        .map(|d| {
-            ok_json(elfiee(
-                &d.elf,
-                &[
-                    "--json",
-                    "sync",
-                    "node-id",
-                    "--key",
-                    d.key.to_str().unwrap(),
-                ],
-            ))["node_id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
-        .collect();
+    let nodes: Vec<String> = c.devices.iter().map(Device::node_id).collect();
     let mut written_elsewhere = 0;
     for (id, e) in &shown[0] {
         for other in &shown[1..] {

@@ -47,13 +47,7 @@ async fn three_devices_share_one_document() {
 async fn a_partition_heals_to_one_winner_the_same_conflicts_and_the_same_flags() {
     let server = NatsServer::start().unwrap();
     let (a, b, c) = three_devices(&server, "part", 11).await;
-    a.run(
-        "core.create",
-        None,
-        json!({"name": "x", "block_type": "markdown", "block_id": "x"}),
-    )
-    .await
-    .unwrap();
+    a.create_block("x").await;
     converge(&[&a, &b, &c], Duration::from_secs(20)).await;
 
     a.relay.cut();
@@ -229,13 +223,7 @@ async fn forged_events_are_rejected_and_valid_ones_still_flow() {
         "nothing forged was stored"
     );
     // Valid events still flow.
-    b.run(
-        "core.create",
-        None,
-        json!({"name": "after", "block_type": "markdown", "block_id": "after"}),
-    )
-    .await
-    .unwrap();
+    b.create_block("after").await;
     converge(&[&a, &b, &c], Duration::from_secs(20)).await;
     assert!(a.node.state().unwrap().blocks.contains_key("after"));
 }
@@ -317,20 +305,8 @@ async fn a_rolled_back_checkpoint_outside_the_duplicate_window_stores_nothing_tw
 async fn bodies_travel_in_chunks_to_a_fresh_device() {
     let server = NatsServer::start().unwrap();
     let a = Device::genesis(&server, "bodies", 41).await;
-    a.run(
-        "core.create",
-        None,
-        json!({"name": "big", "block_type": "markdown", "block_id": "big"}),
-    )
-    .await
-    .unwrap();
-    a.run(
-        "core.create",
-        None,
-        json!({"name": "small", "block_type": "markdown", "block_id": "small"}),
-    )
-    .await
-    .unwrap();
+    a.create_block("big").await;
+    a.create_block("small").await;
     // 600 KiB: three chunks; line breaks and multi-byte characters across chunk borders.
     let big: String = (0..600 * 1024 / 8)
         .map(|i| if i % 7 == 0 { "é line\n" } else { "abcdefg\n" })
@@ -366,13 +342,7 @@ async fn an_idle_device_shows_the_broker_going_away_and_coming_back() {
     assert!(status.last_error.is_some(), "{status:?}");
     a.relay.restore();
     status_until(&a, "online again", |s| s.online, Duration::from_secs(30)).await;
-    a.run(
-        "core.create",
-        None,
-        json!({"name": "after", "block_type": "markdown", "block_id": "after"}),
-    )
-    .await
-    .unwrap();
+    a.create_block("after").await;
     status_until(
         &a,
         "published",
@@ -409,13 +379,7 @@ async fn a_receiver_makes_what_it_ingested_durable_once_caught_up() {
     let (a, b, _c) = three_devices(&server, "durable", 7).await;
     converge(&[&a, &b], Duration::from_secs(20)).await;
     for i in 0..40 {
-        a.run(
-            "core.create",
-            None,
-            json!({"name": format!("n{i}"), "block_type": "markdown", "block_id": format!("n{i}")}),
-        )
-        .await
-        .unwrap();
+        a.create_block(&format!("n{i}")).await;
     }
     converge(&[&a, &b], Duration::from_secs(20)).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);

@@ -165,13 +165,7 @@ async fn old_singles_are_read_a_forged_envelope_is_refused_whole_and_overlapping
     .await;
 
     // Valid writes of the devices still flow; every device stores each event once.
-    b.run(
-        "core.create",
-        None,
-        json!({"name": "after", "block_type": "markdown", "block_id": "after"}),
-    )
-    .await
-    .unwrap();
+    b.create_block("after").await;
     converge(&[&a, &b], Duration::from_secs(20)).await;
     for d in [&a, &b] {
         assert!(has_block(d, "after"));

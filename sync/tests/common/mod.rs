@@ -114,6 +114,17 @@ impl Device {
             .map_err(|e| e.to_string())
     }
 
+    /// This device's editor creates markdown block `id` (named `id` too).
+    pub async fn create_block(&self, id: &str) -> Vec<elfiee_model::Event> {
+        self.run(
+            "core.create",
+            None,
+            json!({"name": id, "block_type": "markdown", "block_id": id}),
+        )
+        .await
+        .unwrap()
+    }
+
     pub fn node_hex(&self) -> String {
         self.node.node().to_hex()
     }
