@@ -100,18 +100,13 @@ pub fn sync_phase(
         let mut events = a.node.status().events;
         wait_for(&[&b, &c], events, Duration::from_secs(60)).await?;
         let text = "x".repeat(150);
-        // The ceiling: the same commits on a document nobody syncs (one engine, no broker).
-        let (plain, plain_cpu_us) = {
-            let engine = Engine::new(EngineConfig::default());
-            let f = engine.init(base.join("sync-plain.elf"), "Alice").await?;
-            let block = markdown_block(&f, "p").await?;
-            let (started, cpu) = (Instant::now(), cpu_seconds(None));
-            commit_many(&f, &block, &text, n).await?;
-            let rate = n as f64 / started.elapsed().as_secs_f64();
-            let cpu_us = (cpu_seconds(None) - cpu) * 1e6 / n as f64;
-            f.close().await;
-            (rate, cpu_us)
-        };
+        // The ceiling: the same commits on a document nobody syncs (one engine, no broker),
+        // `runs` times (the median). And the floor of any sync design in this process: the
+        // same commits while two more engines here store a copy of each event, handed over
+        // in memory (no broker, no seal, no signature, no merged state).
+        let (plain, plain_cpu_us) = unsynced_runs(base, "sync-plain", 0, &text, n, runs).await?;
+        let (floor, _) = unsynced_runs(base, "sync-floor", 2, &text, n, runs).await?;
+        info!("sync: unsynced commit {plain:.0} events/s; with two in-memory copies (the floor) {floor:.0} events/s = {:.3} of it", floor / plain);
         let (mut synced, mut raw) = (Vec::new(), Vec::new());
         let (mut cpu_per_event, mut busy) = (Vec::new(), Vec::new());
         let mut nats_per_event = Vec::new();
@@ -175,6 +170,7 @@ pub fn sync_phase(
                 "raw_runs": raw.iter().map(|r| round(*r, 0)).collect::<Vec<_>>(),
                 "events_per_run": n,
                 "unsynced_commit": round(plain, 0),
+                "floor_two_copies": round(floor, 0),
                 "ceiling_ratio": round(plain / rw, 3),
                 "ceiling_note": "unsynced_commit: the same 64-task commits on a document nobody syncs, in this run; even a sync path that cost nothing could not beat it, so ceiling_ratio = unsynced_commit / raw bounds the ratio on this machine",
                 "cpu_us_per_event": {
@@ -236,6 +232,8 @@ pub fn sync_phase(
             "ratio": round(s / plain, 3),
             "target": "ratio >= 0.8 (issue 28)",
             "met": s / plain >= 0.8,
+            "floor_ratio": round(floor / plain, 3),
+            "floor_note": "floor_ratio: the same commits while two more engines in this process store a copy of each event handed over in memory (no broker, seal, signature or merged state: what B and C must do at the least), over the unsynced commit; no sync design that stores the events on B and C in this process can do better here",
         });
         info!("sync: latency {} / under a burst {}", out["latency"], out["latency_under_burst"]);
         for d in [b, c] {
@@ -507,6 +505,46 @@ fn memory_run(
         "receiver_peak_rss_mib": round(hwm_kib / 1024.0, 1),
         "receiver_content_bytes": content,
     }))
+}
+
+/// Commits on a fresh unsynced document named `name`, with `copies` in-memory copies
+/// ([`crate::sync_parts::Copies`]): `n` events `runs` times; the median events/s (until the
+/// copies hold them) and the median CPU µs per event.
+async fn unsynced_runs(
+    base: &Path,
+    name: &str,
+    copies: usize,
+    text: &str,
+    n: u64,
+    runs: usize,
+) -> Result<(f64, f64), BoxError> {
+    let engine = Engine::new(EngineConfig {
+        registry: registry(),
+        ..Default::default()
+    });
+    let f = engine
+        .init(base.join(format!("{name}.elf")), "Alice")
+        .await?;
+    let dir = base.join(name);
+    std::fs::create_dir_all(&dir)?;
+    let copies = crate::sync_parts::Copies::start(&dir, &f, copies).await?;
+    let block = markdown_block(&f, "p").await?;
+    copies
+        .wait_for(f.last_seq(), Duration::from_secs(60))
+        .await?;
+    let (mut rates, mut cpus) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (started, cpu) = (Instant::now(), cpu_seconds(None));
+        commit_many(&f, &block, text, n).await?;
+        copies
+            .wait_for(f.last_seq(), Duration::from_secs(300))
+            .await?;
+        rates.push(n as f64 / started.elapsed().as_secs_f64());
+        cpus.push((cpu_seconds(None) - cpu) * 1e6 / n as f64);
+    }
+    copies.close().await;
+    f.close().await;
+    Ok((crate::common::median(&rates), crate::common::median(&cpus)))
 }
 
 /// `n` markdown.writes of `text` to `block`, from 64 tasks (group commit).

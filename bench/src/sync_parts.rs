@@ -23,6 +23,12 @@ enum Step {
     Recording,
     Offline,
     Receivers(usize),
+    /// The floor of any design that keeps a copy on each of `n` other engines in this
+    /// process: A unsynced, its committed events handed in memory (no broker, no seal, no
+    /// signature, no merged state) to `n` engines that append them as another device's
+    /// events ([`elfiee_engine::ForeignLog::append_deferred`], made durable each time they
+    /// have caught up, as ingest does).
+    Copied(usize),
 }
 
 pub fn parts_phase(
@@ -41,6 +47,10 @@ pub fn parts_phase(
         ("synced, no receiver", Step::Receivers(0)),
         ("synced, one receiver", Step::Receivers(1)),
         ("synced, two receivers", Step::Receivers(2)),
+        (
+            "floor: unsynced, copied in memory to two engines",
+            Step::Copied(2),
+        ),
     ];
     let mut rows = Vec::new();
     // `ELFIEE_BENCH_PARTS=4,5` runs only those steps (for profiling one of them).
@@ -112,7 +122,14 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
             (file, node, Vec::new())
         }
     };
+    let copies = match step {
+        Step::Copied(k) => Copies::start(dir, &file, *k).await?,
+        _ => Copies(Vec::new()),
+    };
     let block = markdown_block(&file, "parts").await?;
+    copies
+        .wait_for(file.last_seq(), Duration::from_secs(60))
+        .await?;
     if let Some(node) = &node {
         let events = node.status().events;
         let all: Vec<&crate::sync::Device> = receivers.iter().collect();
@@ -127,11 +144,83 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
         let all: Vec<&crate::sync::Device> = receivers.iter().collect();
         wait_for(&all, events, Duration::from_secs(600)).await?;
     }
+    copies
+        .wait_for(file.last_seq(), Duration::from_secs(600))
+        .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let used = cpu() - before;
     for r in receivers {
         r.file.close().await;
     }
+    copies.close().await;
     file.close().await;
     Ok((n as f64 / elapsed, used * 1e6 / n as f64, flushes))
+}
+
+/// Engines that hold a copy of every event a source file commits: the floor of any sync
+/// design in this process (see [`Step::Copied`]).
+pub(crate) struct Copies(Vec<(elfiee_engine::FileHandle, tokio::task::JoinHandle<()>)>);
+
+impl Copies {
+    /// `k` fresh engines beside `source`, each fed every event `source` commits from now on,
+    /// in the batches its subscription has ready.
+    pub(crate) async fn start(
+        dir: &Path,
+        source: &elfiee_engine::FileHandle,
+        k: usize,
+    ) -> Result<Copies, BoxError> {
+        use futures_util::FutureExt;
+        let mut out = Vec::new();
+        for i in 0..k {
+            let engine = Engine::new(EngineConfig {
+                registry: registry(),
+                ..Default::default()
+            });
+            let copy = engine
+                .create_empty(dir.join(format!("copy-{i}.elf")))
+                .await?;
+            let foreign = copy.foreign_log()?;
+            let mut events = source.subscribe_from(1);
+            let task = tokio::spawn(async move {
+                while let Some(first) = events.recv().await {
+                    let mut batch = vec![(first, Vec::new())];
+                    while let Some(Some(e)) = events.recv().now_or_never() {
+                        batch.push((e, Vec::new()));
+                    }
+                    if foreign.append_deferred(batch, Vec::new()).await.is_err() {
+                        return;
+                    }
+                    // Nothing more was ready: caught up, so made durable, as ingest makes what
+                    // it stored. (Flushing less often, or never, was measured slower: the
+                    // copies then take smaller batches and more of the cores A commits on.)
+                    if foreign.sync().await.is_err() {
+                        return;
+                    }
+                }
+            });
+            out.push((copy, task));
+        }
+        Ok(Copies(out))
+    }
+
+    /// Waits until every copy holds `last` events.
+    pub(crate) async fn wait_for(&self, last: u64, within: Duration) -> Result<(), BoxError> {
+        let deadline = Instant::now() + within;
+        while self.0.iter().any(|(f, _)| f.last_seq() < last) {
+            if Instant::now() > deadline {
+                return Err(
+                    format!("the in-memory copies did not catch up within {within:?}").into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(self) {
+        for (f, task) in self.0 {
+            task.abort();
+            f.close().await;
+        }
+    }
 }
