@@ -323,8 +323,12 @@ pub(super) async fn store_batch(
     // they are skipped without decoding.
     let own = inner.config.events_subject(&inner.node);
     if batch.iter().any(|m| m.subject.as_str() != own) {
-        // What the judge compares with: every event committed here.
-        inner.catch_up().map_err(|e| e.to_string())?;
+        // What the judge compares with: every event committed here (folded on a blocking
+        // thread, as the follower folds: not on a runtime worker the devices' tasks share).
+        inner
+            .catch_up_blocking(BTreeMap::new(), Vec::new())
+            .await
+            .map_err(|e| e.to_string())?;
     }
     let genesis = inner.genesis();
     let mut queue = Queue {
@@ -394,6 +398,7 @@ pub(super) async fn store_batch(
         .map(|e| (e.to_event(), e.kept()))
         .collect();
     let side = vec![(INGEST_SIDE.to_vec(), settled.to_be_bytes().to_vec())];
+    let judged = started.elapsed();
     let stored = foreign
         .append_deferred(events, side)
         .await
@@ -401,6 +406,7 @@ pub(super) async fn store_batch(
     // The follower folds them as they are (no reading back).
     let known: BTreeMap<u64, SyncEvent> = stored.iter().map(|s| s.seq).zip(queue.events).collect();
     let count = known.len();
+    let appended = started.elapsed();
     inner
         .catch_up_blocking(known, Vec::new())
         .await
@@ -410,6 +416,8 @@ pub(super) async fn store_batch(
         events = count,
         settled,
         ms = started.elapsed().as_secs_f64() * 1e3,
+        judged_ms = judged.as_secs_f64() * 1e3,
+        appended_ms = appended.as_secs_f64() * 1e3,
         "sync: ingest batch stored"
     );
     Ok(())

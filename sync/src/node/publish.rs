@@ -97,23 +97,35 @@ impl Actor for LoopActor {
 
 /// The follower: every committed event, local or not, joins the merged state in log order.
 /// It folds the committed events it is told of as they come (with what else arrived by
-/// then), reading the log only when they do not cover what is new.
+/// then), reading the log only when they do not cover what is new. Another device's events
+/// alone are left to ingest, which folds them as it decoded them: the follower folding them
+/// too would read back what ingest kept beside them, and hold the merged state's lock while
+/// ingest waits for it.
 pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
     use futures_util::FutureExt;
     let from = inner.lock().followed + 1;
     let mut events = inner.file.subscribe_from(from);
     let mut seen = Vec::new();
+    // What is in the log when the follower starts is folded whatever its origin.
+    let mut local = true;
     loop {
-        inner
-            .catch_up_blocking(BTreeMap::new(), std::mem::take(&mut seen))
-            .await
-            .map_err(|e| e.to_string())?;
-        match events.recv().await {
-            Some(e) => seen.push(e),
+        if local {
+            inner
+                .catch_up_blocking(BTreeMap::new(), std::mem::take(&mut seen))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        seen.clear();
+        match events.recv_committed().await {
+            Some(c) => {
+                local = !c.origin.is_foreign();
+                seen.push(c.event);
+            }
             None => return Ok(()),
         }
-        while let Some(Some(e)) = events.recv().now_or_never() {
-            seen.push(e);
+        while let Some(Some(c)) = events.recv_committed().now_or_never() {
+            local |= !c.origin.is_foreign();
+            seen.push(c.event);
         }
     }
 }
