@@ -23,6 +23,64 @@ pub(crate) fn registry() -> Registry {
 pub(crate) struct Device {
     pub(crate) file: FileHandle,
     pub(crate) node: SyncNode,
+    /// The runtime its tasks run on, when not the caller's ([`receiving_device`]).
+    _runtime: Option<OwnRuntime>,
+}
+
+/// A tokio runtime of its own (two workers, like the shared one), shut down in the
+/// background when dropped (allowed inside async code).
+pub(crate) struct OwnRuntime(Option<tokio::runtime::Runtime>);
+
+impl OwnRuntime {
+    pub(crate) fn new() -> Result<OwnRuntime, BoxError> {
+        Ok(OwnRuntime(Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?,
+        )))
+    }
+
+    /// Runs `work` on this runtime: whatever it spawns (an engine's actors, a sync node's
+    /// loops) runs there too.
+    pub(crate) async fn run<T: Send + 'static>(
+        &self,
+        work: impl std::future::Future<Output = Result<T, String>> + Send + 'static,
+    ) -> Result<T, BoxError> {
+        let rt = self.0.as_ref().ok_or("the runtime is shut down")?;
+        Ok(rt.spawn(work).await??)
+    }
+}
+
+impl Drop for OwnRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// A device that joins the document (B, C, a fresh one), started on a runtime of its own, as
+/// a device in another process runs on its own scheduler: the 64 submitters on A, on the
+/// caller's runtime, then cannot hold up its ingest between their awaits (the OS shares the
+/// cores between the devices' threads instead).
+pub(crate) async fn receiving_device(
+    base: &Path,
+    name: &str,
+    url: &str,
+    seed: u8,
+) -> Result<Device, BoxError> {
+    let runtime = OwnRuntime::new()?;
+    let (base, name, url) = (base.to_owned(), name.to_owned(), url.to_owned());
+    let mut d = runtime
+        .run(async move {
+            device(&base, &name, &url, seed, false)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await?;
+    d._runtime = Some(runtime);
+    Ok(d)
 }
 
 pub(crate) async fn device(
@@ -45,7 +103,11 @@ pub(crate) async fn device(
     };
     let config = SyncConfig::new(url, "bench", [seed; 32]);
     let node = SyncNode::start(file.clone(), registry(), config).await?;
-    Ok(Device { file, node })
+    Ok(Device {
+        file,
+        node,
+        _runtime: None,
+    })
 }
 
 pub(crate) async fn wait_for(
@@ -88,8 +150,8 @@ pub fn sync_phase(
     let url = server.url();
     rt.block_on(async {
         let a = device(base, "a", &url, 1, true).await?;
-        let b = device(base, "b", &url, 2, false).await?;
-        let c = device(base, "c", &url, 3, false).await?;
+        let b = receiving_device(base, "b", &url, 2).await?;
+        let c = receiving_device(base, "c", &url, 3).await?;
         for d in [&b, &c] {
             let hex = d.node.node().to_hex();
             a.file
@@ -619,7 +681,7 @@ pub(crate) async fn catch_up(
     }
     let events = a.node.status().events;
     let started = Instant::now();
-    let d = device(base, "d", url, 4, false).await?;
+    let d = receiving_device(base, "d", url, 4).await?;
     wait_for(&[&d], events, Duration::from_secs(1800)).await?;
     let caught_up = started.elapsed().as_secs_f64();
     let same = d.node.digest()? == a.node.digest()?;

@@ -51,18 +51,32 @@ pub(crate) async fn write_latencies(
 ) -> Result<Vec<f64>, BoxError> {
     let seen: Arc<Mutex<HashMap<uuid::Uuid, Instant>>> = Arc::default();
     let mut sub = reader.subscribe();
-    let watcher = tokio::spawn({
+    // The subscriber runs on a thread of its own, as a reader in another process would: on
+    // the runtime the devices share it would wait for A's submitters to yield.
+    let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+    let watcher = std::thread::spawn({
         let seen = seen.clone();
-        async move {
-            while let Some(e) = sub.recv().await {
-                seen.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(e.cmd_id)
-                    .or_insert_with(|| {
-                        tracing::trace!(cmd = %e.cmd_id, "latency probe seen");
-                        Instant::now()
-                    });
-            }
+        move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let Ok(rt) = rt else { return };
+            rt.block_on(async move {
+                loop {
+                    let e = tokio::select! {
+                        e = sub.recv() => e,
+                        _ = &mut stopped => None,
+                    };
+                    let Some(e) = e else { break };
+                    seen.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(e.cmd_id)
+                        .or_insert_with(|| {
+                            tracing::trace!(cmd = %e.cmd_id, "latency probe seen");
+                            Instant::now()
+                        });
+                }
+            })
         }
     });
     let mut committed = Vec::with_capacity(count);
@@ -102,6 +116,7 @@ pub(crate) async fn write_latencies(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    watcher.abort();
+    let _ = stop.send(());
+    let _ = tokio::task::spawn_blocking(move || watcher.join()).await;
     result
 }

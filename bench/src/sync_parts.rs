@@ -15,7 +15,10 @@ use elfiee_sync::testing::NatsServer;
 use serde_json::{json, Value};
 
 use crate::common::{round, BoxError, Plan};
-use crate::sync::{commit_many, cpu_seconds, device, markdown_block, registry, wait_for};
+use crate::sync::{
+    commit_many, cpu_seconds, device, markdown_block, receiving_device, registry, wait_for,
+    OwnRuntime,
+};
 
 /// A's setup for one step.
 enum Step {
@@ -93,7 +96,7 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
             let a = device(dir, "a", &url, 21, true).await?;
             let mut receivers = Vec::new();
             for r in 0..*k {
-                receivers.push(device(dir, &format!("r{r}"), &url, 22 + r as u8, false).await?);
+                receivers.push(receiving_device(dir, &format!("r{r}"), &url, 22 + r as u8).await?);
             }
             (a.file, Some(a.node), receivers)
         }
@@ -159,46 +162,24 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
 
 /// Engines that hold a copy of every event a source file commits: the floor of any sync
 /// design in this process (see [`Step::Copied`]).
-pub(crate) struct Copies(Vec<(elfiee_engine::FileHandle, tokio::task::JoinHandle<()>)>);
+pub(crate) struct Copies(Vec<(elfiee_engine::FileHandle, OwnRuntime)>);
 
 impl Copies {
-    /// `k` fresh engines beside `source`, each fed every event `source` commits from now on,
+    /// `k` fresh engines beside `source`, each on a runtime of its own (as a receiving
+    /// device runs, [`receiving_device`]) and fed every event `source` commits from now on,
     /// in the batches its subscription has ready.
     pub(crate) async fn start(
         dir: &Path,
         source: &elfiee_engine::FileHandle,
         k: usize,
     ) -> Result<Copies, BoxError> {
-        use futures_util::FutureExt;
         let mut out = Vec::new();
         for i in 0..k {
-            let engine = Engine::new(EngineConfig {
-                registry: registry(),
-                ..Default::default()
-            });
-            let copy = engine
-                .create_empty(dir.join(format!("copy-{i}.elf")))
-                .await?;
-            let foreign = copy.foreign_log()?;
-            let mut events = source.subscribe_from(1);
-            let task = tokio::spawn(async move {
-                while let Some(first) = events.recv().await {
-                    let mut batch = vec![(first, Vec::new())];
-                    while let Some(Some(e)) = events.recv().now_or_never() {
-                        batch.push((e, Vec::new()));
-                    }
-                    if foreign.append_deferred(batch, Vec::new()).await.is_err() {
-                        return;
-                    }
-                    // Nothing more was ready: caught up, so made durable, as ingest makes what
-                    // it stored. (Flushing less often, or never, was measured slower: the
-                    // copies then take smaller batches and more of the cores A commits on.)
-                    if foreign.sync().await.is_err() {
-                        return;
-                    }
-                }
-            });
-            out.push((copy, task));
+            let runtime = OwnRuntime::new()?;
+            let path = dir.join(format!("copy-{i}.elf"));
+            let events = source.subscribe_from(1);
+            let copy = runtime.run(copy_of(path, events)).await?;
+            out.push((copy, runtime));
         }
         Ok(Copies(out))
     }
@@ -218,9 +199,41 @@ impl Copies {
     }
 
     pub(crate) async fn close(self) {
-        for (f, task) in self.0 {
-            task.abort();
+        for (f, _runtime) in self.0 {
             f.close().await;
         }
     }
+}
+
+/// A fresh engine at `path` that appends every event `events` brings as another device's
+/// (on the runtime this runs on).
+async fn copy_of(
+    path: std::path::PathBuf,
+    mut events: elfiee_engine::Subscription,
+) -> Result<elfiee_engine::FileHandle, String> {
+    use futures_util::FutureExt;
+    let engine = Engine::new(EngineConfig {
+        registry: registry(),
+        ..Default::default()
+    });
+    let copy = engine.create_empty(path).await.map_err(|e| e.to_string())?;
+    let foreign = copy.foreign_log().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        while let Some(first) = events.recv().await {
+            let mut batch = vec![(first, Vec::new())];
+            while let Some(Some(e)) = events.recv().now_or_never() {
+                batch.push((e, Vec::new()));
+            }
+            if foreign.append_deferred(batch, Vec::new()).await.is_err() {
+                return;
+            }
+            // Nothing more was ready: caught up, so made durable, as ingest makes what it
+            // stored. (Flushing less often, or never, was measured slower: the copies then
+            // take smaller batches and more of the cores A commits on.)
+            if foreign.sync().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(copy)
 }
