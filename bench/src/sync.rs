@@ -574,7 +574,7 @@ fn memory_run(
 }
 
 /// Commits on a fresh unsynced document named `name`, with `copies` in-memory copies
-/// ([`crate::sync_parts::Copies`]): `n` events `runs` times; the median events/s (until the
+/// ([`Copies`]): `n` events `runs` times; the median events/s (until the
 /// copies hold them) and the median CPU µs per event.
 async fn unsynced_runs(
     base: &Path,
@@ -593,7 +593,7 @@ async fn unsynced_runs(
         .await?;
     let dir = base.join(name);
     std::fs::create_dir_all(&dir)?;
-    let copies = crate::sync_parts::Copies::start(&dir, &f, copies).await?;
+    let copies = Copies::start(&dir, &f, copies).await?;
     let block = markdown_block(&f, "p").await?;
     copies
         .wait_for(f.last_seq(), Duration::from_secs(60))
@@ -720,4 +720,88 @@ pub(crate) async fn catch_up(
         "digest_equal": same,
         "how": "A's document grows to `events` (64 submitters, published); a fresh device (a new engine and SyncNode in this process) starts and is timed until its merged state holds every event; then what `elfiee replay` does for a synced document is timed on A's log: the engine's replay (FileHandle::replay, local_engine_replay_s) and the merged state folded again from the log (elfiee_sync::node::synced_state)",
     }))
+}
+
+/// Engines that hold a copy of every event a source file commits: the floor of any sync
+/// design in this process (the floor beside the sync throughput, and a step of
+/// `sync-parts`).
+pub(crate) struct Copies(Vec<(elfiee_engine::FileHandle, OwnRuntime)>);
+
+impl Copies {
+    /// No copies (waiting for them returns at once).
+    pub(crate) fn none() -> Copies {
+        Copies(Vec::new())
+    }
+
+    /// `k` fresh engines beside `source`, each on a runtime of its own (as a receiving
+    /// device runs, [`receiving_device`]) and fed every event `source` commits from now on,
+    /// in the batches its subscription has ready.
+    pub(crate) async fn start(
+        dir: &Path,
+        source: &elfiee_engine::FileHandle,
+        k: usize,
+    ) -> Result<Copies, BoxError> {
+        let mut out = Vec::new();
+        for i in 0..k {
+            let runtime = OwnRuntime::new()?;
+            let path = dir.join(format!("copy-{i}.elf"));
+            let events = source.subscribe_from(1);
+            let copy = runtime.run(copy_of(path, events)).await?;
+            out.push((copy, runtime));
+        }
+        Ok(Copies(out))
+    }
+
+    /// Waits until every copy holds `last` events.
+    pub(crate) async fn wait_for(&self, last: u64, within: Duration) -> Result<(), BoxError> {
+        let deadline = Instant::now() + within;
+        while self.0.iter().any(|(f, _)| f.last_seq() < last) {
+            if Instant::now() > deadline {
+                return Err(
+                    format!("the in-memory copies did not catch up within {within:?}").into(),
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn close(self) {
+        for (f, _runtime) in self.0 {
+            f.close().await;
+        }
+    }
+}
+
+/// A fresh engine at `path` that appends every event `events` brings as another device's
+/// (on the runtime this runs on).
+async fn copy_of(
+    path: std::path::PathBuf,
+    mut events: elfiee_engine::Subscription,
+) -> Result<elfiee_engine::FileHandle, String> {
+    use futures_util::FutureExt;
+    let engine = Engine::new(EngineConfig {
+        registry: registry(),
+        ..Default::default()
+    });
+    let copy = engine.create_empty(path).await.map_err(|e| e.to_string())?;
+    let foreign = copy.foreign_log().map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        while let Some(first) = events.recv().await {
+            let mut batch = vec![(first, Vec::new())];
+            while let Some(Some(e)) = events.recv().now_or_never() {
+                batch.push((e, Vec::new()));
+            }
+            if foreign.append_deferred(batch, Vec::new()).await.is_err() {
+                return;
+            }
+            // Nothing more was ready: caught up, so made durable, as ingest makes what it
+            // stored. (Flushing less often, or never, was measured slower: the copies then
+            // take smaller batches and more of the cores A commits on.)
+            if foreign.sync().await.is_err() {
+                return;
+            }
+        }
+    });
+    Ok(copy)
 }

@@ -16,8 +16,7 @@ use serde_json::{json, Value};
 
 use crate::common::{round, BoxError, Plan};
 use crate::sync::{
-    commit_many, cpu_seconds, device, markdown_block, receiving_device, registry, wait_for,
-    OwnRuntime,
+    commit_many, cpu_seconds, device, markdown_block, receiving_device, registry, wait_for, Copies,
 };
 
 /// A's setup for one step.
@@ -127,7 +126,7 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
     };
     let copies = match step {
         Step::Copied(k) => Copies::start(dir, &file, *k).await?,
-        _ => Copies(Vec::new()),
+        _ => Copies::none(),
     };
     let block = markdown_block(&file, "parts").await?;
     copies
@@ -158,82 +157,4 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
     copies.close().await;
     file.close().await;
     Ok((n as f64 / elapsed, used * 1e6 / n as f64, flushes))
-}
-
-/// Engines that hold a copy of every event a source file commits: the floor of any sync
-/// design in this process (see [`Step::Copied`]).
-pub(crate) struct Copies(Vec<(elfiee_engine::FileHandle, OwnRuntime)>);
-
-impl Copies {
-    /// `k` fresh engines beside `source`, each on a runtime of its own (as a receiving
-    /// device runs, [`receiving_device`]) and fed every event `source` commits from now on,
-    /// in the batches its subscription has ready.
-    pub(crate) async fn start(
-        dir: &Path,
-        source: &elfiee_engine::FileHandle,
-        k: usize,
-    ) -> Result<Copies, BoxError> {
-        let mut out = Vec::new();
-        for i in 0..k {
-            let runtime = OwnRuntime::new()?;
-            let path = dir.join(format!("copy-{i}.elf"));
-            let events = source.subscribe_from(1);
-            let copy = runtime.run(copy_of(path, events)).await?;
-            out.push((copy, runtime));
-        }
-        Ok(Copies(out))
-    }
-
-    /// Waits until every copy holds `last` events.
-    pub(crate) async fn wait_for(&self, last: u64, within: Duration) -> Result<(), BoxError> {
-        let deadline = Instant::now() + within;
-        while self.0.iter().any(|(f, _)| f.last_seq() < last) {
-            if Instant::now() > deadline {
-                return Err(
-                    format!("the in-memory copies did not catch up within {within:?}").into(),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        Ok(())
-    }
-
-    pub(crate) async fn close(self) {
-        for (f, _runtime) in self.0 {
-            f.close().await;
-        }
-    }
-}
-
-/// A fresh engine at `path` that appends every event `events` brings as another device's
-/// (on the runtime this runs on).
-async fn copy_of(
-    path: std::path::PathBuf,
-    mut events: elfiee_engine::Subscription,
-) -> Result<elfiee_engine::FileHandle, String> {
-    use futures_util::FutureExt;
-    let engine = Engine::new(EngineConfig {
-        registry: registry(),
-        ..Default::default()
-    });
-    let copy = engine.create_empty(path).await.map_err(|e| e.to_string())?;
-    let foreign = copy.foreign_log().map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        while let Some(first) = events.recv().await {
-            let mut batch = vec![(first, Vec::new())];
-            while let Some(Some(e)) = events.recv().now_or_never() {
-                batch.push((e, Vec::new()));
-            }
-            if foreign.append_deferred(batch, Vec::new()).await.is_err() {
-                return;
-            }
-            // Nothing more was ready: caught up, so made durable, as ingest makes what it
-            // stored. (Flushing less often, or never, was measured slower: the copies then
-            // take smaller batches and more of the cores A commits on.)
-            if foreign.sync().await.is_err() {
-                return;
-            }
-        }
-    });
-    Ok(copy)
 }
