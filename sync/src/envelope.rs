@@ -16,12 +16,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::identity::{sig_bytes, Keys, NodeId, NodeKey, Rejection, SyncEvent};
+use crate::identity::{sig_bytes, EventId, Keys, NodeId, NodeKey, Rejection, SyncEvent};
 
 /// The format an envelope says it is.
 pub const ENVELOPE_VERSION: u8 = 2;
 
-/// An envelope holds events up to about this many bytes (by [`SyncEvent::wire_size`]), under
+/// An envelope holds events up to this many bytes (each event's bytes and `bin` header), under
 /// the server's default payload limit of 1 MiB; one larger event travels alone.
 pub const ENVELOPE_BYTES: usize = 768 * 1024;
 
@@ -41,7 +41,7 @@ pub struct Envelope {
 struct WireOut<'a> {
     v: u8,
     node: &'a NodeId,
-    events: Vec<Bin>,
+    events: Vec<Bin<'a>>,
     #[serde(with = "sig_bytes")]
     sig: [u8; 64],
 }
@@ -57,11 +57,37 @@ struct WireIn {
 }
 
 /// Bytes written as MessagePack `bin`.
-struct Bin(Vec<u8>);
+struct Bin<'a>(&'a [u8]);
 
-impl Serialize for Bin {
+impl Serialize for Bin<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(&self.0)
+        s.serialize_bytes(self.0)
+    }
+}
+
+/// One of this node's events as the publisher keeps it once the follower sealed it: what an
+/// envelope needs of it, not the event itself.
+#[derive(Debug, Clone)]
+pub struct Outgoing {
+    pub id: EventId,
+    /// Its origin seq.
+    pub seq: u64,
+    /// The bytes its id hashes ([`SyncEvent::hashed_bytes`]), as an envelope carries them.
+    pub bytes: std::sync::Arc<[u8]>,
+    /// The bodies it names (published before it).
+    pub refs: Vec<elfiee_model::ContentRef>,
+}
+
+impl Outgoing {
+    /// `e` (one of this node's sealed events) as the publisher keeps it; `bytes` are the
+    /// bytes its id hashes when the sealer has them, else they are encoded here.
+    pub fn of(e: &SyncEvent, bytes: Option<Vec<u8>>) -> Outgoing {
+        Outgoing {
+            id: e.id,
+            seq: e.origin.seq,
+            bytes: bytes.unwrap_or_else(|| e.hashed_bytes()).into(),
+            refs: elfiee_projections::content::event_refs(&e.value),
+        }
     }
 }
 
@@ -93,25 +119,35 @@ impl Envelope {
 
     /// What the signature covers (see the module docs).
     pub fn signed_hash(node: &NodeId, events: &[SyncEvent]) -> [u8; 32] {
-        let mut h = blake3::Hasher::new();
-        h.update(b"elfiee envelope 2");
-        h.update(&node.0);
-        h.update(&(events.len() as u32).to_le_bytes());
-        for e in events {
-            h.update(&e.id.0);
-        }
-        *h.finalize().as_bytes()
+        signed_hash_of(node, events.iter().map(|e| &e.id))
+    }
+
+    /// The wire form of an envelope of `events` (this node's consecutive events, as the
+    /// publisher keeps them) signed with `key`, and its message id: the same bytes and id as
+    /// [`Envelope::seal`], [`Envelope::encode`] and [`Envelope::message_id`] give for those
+    /// events, with no event encoded again.
+    pub fn encode_outgoing(key: &NodeKey, events: &[Outgoing]) -> (Vec<u8>, String) {
+        let node = key.node();
+        let sig = key.sign(&signed_hash_of(&node, events.iter().map(|e| &e.id)));
+        let bytes = wire_form(
+            ENVELOPE_VERSION,
+            &node,
+            &sig,
+            events.iter().map(|e| &e.bytes[..]).collect(),
+        );
+        let seq = |e: Option<&Outgoing>| e.map_or(0, |e| e.seq);
+        let id = message_id(&node, seq(events.first()), seq(events.last()));
+        (bytes, id)
     }
 
     /// `<node>:<first origin seq>-<last origin seq>`: the same batch sent again is a
     /// duplicate to the broker.
     pub fn message_id(&self) -> String {
         let seq = |e: Option<&SyncEvent>| e.map_or(0, |e| e.origin.seq);
-        format!(
-            "{}:{}-{}",
-            self.node.to_hex(),
+        message_id(
+            &self.node,
             seq(self.events.first()),
-            seq(self.events.last())
+            seq(self.events.last()),
         )
     }
 
@@ -152,14 +188,13 @@ impl Envelope {
 
     /// The wire form (see the module docs).
     pub fn encode(&self) -> Vec<u8> {
-        let wire = WireOut {
-            v: self.v,
-            node: &self.node,
-            events: self.events.iter().map(|e| Bin(e.hashed_bytes())).collect(),
-            sig: self.sig,
-        };
-        // Plain data into a Vec: cannot fail.
-        rmp_serde::to_vec_named(&wire).unwrap_or_default()
+        let events: Vec<Vec<u8>> = self.events.iter().map(|e| e.hashed_bytes()).collect();
+        wire_form(
+            self.v,
+            &self.node,
+            &self.sig,
+            events.iter().map(|b| &b[..]).collect(),
+        )
     }
 
     /// Reads the wire form: each event's id is the blake3 of its bytes.
@@ -178,6 +213,35 @@ impl Envelope {
             sig: wire.sig,
         })
     }
+}
+
+/// blake3 of `"elfiee envelope 2" ‖ node ‖ count (u32 LE) ‖ each id`.
+fn signed_hash_of<'a>(node: &NodeId, ids: impl ExactSizeIterator<Item = &'a EventId>) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(b"elfiee envelope 2");
+    h.update(&node.0);
+    h.update(&(ids.len() as u32).to_le_bytes());
+    for id in ids {
+        h.update(&id.0);
+    }
+    *h.finalize().as_bytes()
+}
+
+/// The message id of an envelope of `node`'s events `first..=last` (origin seqs).
+fn message_id(node: &NodeId, first: u64, last: u64) -> String {
+    format!("{}:{first}-{last}", node.to_hex())
+}
+
+/// An envelope's wire form (MessagePack, named fields), each event as its bytes.
+fn wire_form(v: u8, node: &NodeId, sig: &[u8; 64], events: Vec<&[u8]>) -> Vec<u8> {
+    let wire = WireOut {
+        v,
+        node,
+        events: events.into_iter().map(Bin).collect(),
+        sig: *sig,
+    };
+    // Plain data into a Vec: cannot fail.
+    rmp_serde::to_vec_named(&wire).unwrap_or_default()
 }
 
 impl Message {
@@ -250,6 +314,20 @@ mod tests {
                 s
             })
             .collect()
+    }
+
+    #[test]
+    fn the_publishers_envelope_is_the_sealed_one_byte_for_byte() {
+        let key = NodeKey::from_seed([3; 32]);
+        let events = chain(&key, 7);
+        let outgoing: Vec<Outgoing> = events.iter().map(|e| Outgoing::of(e, None)).collect();
+        let (bytes, id) = Envelope::encode_outgoing(&key, &outgoing);
+        let sealed = Envelope::seal(&key, events);
+        assert_eq!(bytes, sealed.encode());
+        assert_eq!(id, sealed.message_id());
+        let read = Envelope::decode(&bytes).unwrap();
+        read.verify(&mut Keys::default()).unwrap();
+        assert_eq!(read.events.len(), 7);
     }
 
     #[test]

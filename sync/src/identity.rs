@@ -243,6 +243,21 @@ impl SyncEvent {
         target: Option<String>,
         event: &Event,
     ) -> SyncEvent {
+        let (mut e, _) = SyncEvent::sealed(origin, cap, target, event);
+        if let Some(key) = key {
+            e.sig = key.0.sign(&e.id.0).to_bytes();
+        }
+        e
+    }
+
+    /// [`SyncEvent::seal_parts`] without a signature (an envelope's covers it), and the bytes
+    /// its id hashes, which the envelope carries.
+    pub fn sealed(
+        origin: Origin,
+        cap: String,
+        target: Option<String>,
+        event: &Event,
+    ) -> (SyncEvent, Vec<u8>) {
         let mut e = SyncEvent {
             origin,
             cap,
@@ -258,11 +273,17 @@ impl SyncEvent {
             id: EventId([0; 32]),
             sig: [0; 64],
         };
-        e.id = e.id_of();
-        if let Some(key) = key {
-            e.sig = key.0.sign(&e.id.0).to_bytes();
-        }
-        e
+        let bytes = e.set_id();
+        (e, bytes)
+    }
+
+    /// Sets the id of an event sealed without one (its [`SyncEvent::hashed_bytes`] hashed)
+    /// and gives back those bytes: what an envelope carries, so the publisher need not
+    /// encode the event again.
+    pub fn set_id(&mut self) -> Vec<u8> {
+        let bytes = self.hashed_bytes();
+        self.id = EventId(*blake3::hash(&bytes).as_bytes());
+        bytes
     }
 
     /// The bytes its id hashes: the origin and the change (MessagePack, named fields; see
@@ -355,21 +376,6 @@ impl SyncEvent {
     /// 16 bytes of its id).
     pub fn to_event(&self) -> Event {
         self.clone().into_parts().0
-    }
-
-    /// About how many bytes the event takes on the wire (an upper estimate without
-    /// encoding it: what an envelope is filled by).
-    pub fn wire_size(&self) -> usize {
-        let mut value = Counter(0);
-        // Counting bytes cannot fail.
-        let _ = rmp_serde::encode::write_named(&mut value, &self.value);
-        let strings = self.cap.len()
-            + self.target.as_ref().map_or(0, String::len)
-            + self.entity.len()
-            + self.attribute.len();
-        let clock: usize = self.clock.keys().map(|k| k.len() + 16).sum();
-        // Field names, the ids, the signature, the numbers.
-        320 + value.0 + strings + clock + 40 * self.origin.deps.len()
     }
 
     /// [`SyncEvent::to_event`] without copying, and the command (capability, target).
@@ -486,20 +492,6 @@ pub fn verify_members(events: &[&SyncEvent], keys: &mut Keys) -> Vec<Result<(), 
         }
     }
     out
-}
-
-/// A writer that only counts.
-struct Counter(usize);
-
-impl std::io::Write for Counter {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 pub(crate) mod sig_bytes {

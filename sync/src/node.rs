@@ -224,11 +224,7 @@ impl SyncNode {
     /// Bytes of this node's last sealed event as it travels inside an envelope (for the
     /// benchmark).
     pub fn last_own_event_size(&self) -> Option<usize> {
-        self.inner
-            .lock()
-            .own
-            .last()
-            .map(|e| e.hashed_bytes().len() + 3)
+        self.inner.lock().own.last().map(|e| e.bytes.len() + 3)
     }
 
     /// Where each of `events` (this file's, as read from it) sits: the committing node, its

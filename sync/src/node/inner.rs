@@ -12,6 +12,7 @@ use elfiee_model::{Event, EventPlace};
 use elfiee_projections::State;
 use tokio::sync::{watch, Notify};
 
+use crate::envelope::Outgoing;
 use crate::identity::{EventId, Keys, NodeId, NodeKey, Origin, SyncEvent};
 use crate::replica::Replica;
 
@@ -26,8 +27,8 @@ pub(super) struct Core {
     pub(super) node: NodeId,
     /// Last local seq folded in.
     pub(super) followed: u64,
-    /// This node's sealed events, by origin seq - 1.
-    pub(super) own: Vec<SyncEvent>,
+    /// This node's sealed events as the publisher sends them, by origin seq - 1.
+    pub(super) own: Vec<Outgoing>,
     /// Per node, its events' ids by origin seq - 1 (stored or about to be); the last of
     /// another node's is its head (what the next own event depends on).
     pub(super) chains: BTreeMap<NodeId, Vec<EventId>>,
@@ -131,7 +132,7 @@ impl Core {
         let mut batch = Vec::new();
         if known.len() as u64 == last - self.followed {
             for (seq, sealed) in known {
-                self.follow(seq, sealed, &mut batch);
+                self.follow(seq, sealed, None, &mut batch);
             }
         } else {
             // The events, then what is kept beside them, by range: no storage read per event.
@@ -149,17 +150,21 @@ impl Core {
                 foreign.origins(from, to)?.into_iter().collect();
             let mut commands = foreign.commands(from, to)?;
             for e in events {
-                let sealed = match (known.remove(&e.seq), origins.remove(&e.seq)) {
-                    (Some(s), _) => s,
-                    (None, Some(bytes)) => SyncEvent::from_kept(&bytes, &e).map_err(|r| {
-                        SyncError::Engine(format!("the origin kept with event {}: {r}", e.seq))
-                    })?,
+                let (sealed, bytes) = match (known.remove(&e.seq), origins.remove(&e.seq)) {
+                    (Some(s), _) => (s, None),
+                    (None, Some(bytes)) => {
+                        let kept = SyncEvent::from_kept(&bytes, &e).map_err(|r| {
+                            SyncError::Engine(format!("the origin kept with event {}: {r}", e.seq))
+                        })?;
+                        (kept, None)
+                    }
                     (None, None) => {
                         let command = commands.remove(&e.seq);
-                        self.seal_own(&e, command)
+                        let (sealed, bytes) = self.seal_own(&e, command);
+                        (sealed, Some(bytes))
                     }
                 };
-                self.follow(e.seq, sealed, &mut batch);
+                self.follow(e.seq, sealed, bytes, &mut batch);
             }
         }
         // One fold for the lot (one rollback at most when some sort before applied ones).
@@ -175,8 +180,16 @@ impl Core {
     }
 
     /// Takes local event `seq`, sealed, into the follower's books and `batch`; another node's
-    /// becomes that node's head (what the next own event depends on).
-    pub(super) fn follow(&mut self, seq: u64, sealed: SyncEvent, batch: &mut Vec<SyncEvent>) {
+    /// becomes that node's head (what the next own event depends on). `bytes`: the bytes its
+    /// id hashes, when the sealer has them (this node's events are kept as the publisher
+    /// sends them).
+    pub(super) fn follow(
+        &mut self,
+        seq: u64,
+        sealed: SyncEvent,
+        bytes: Option<Vec<u8>>,
+        batch: &mut Vec<SyncEvent>,
+    ) {
         self.chains
             .entry(sealed.origin.node)
             .or_default()
@@ -184,7 +197,7 @@ impl Core {
         self.ids.insert(sealed.id, seq);
         self.located.push((sealed.origin.node, sealed.origin.seq));
         if sealed.origin.node == self.node {
-            self.own.push(sealed.clone());
+            self.own.push(Outgoing::of(&sealed, bytes));
         }
         batch.push(sealed);
         self.followed = seq;
@@ -232,7 +245,7 @@ impl Core {
         &self,
         e: &Event,
         command: Option<(String, Option<String>)>,
-    ) -> SyncEvent {
+    ) -> (SyncEvent, Vec<u8>) {
         let (cap, target) =
             command.unwrap_or_else(|| (e.cap_id().to_owned(), Some(e.entity.clone())));
         let author = self
@@ -253,13 +266,13 @@ impl Core {
                 .filter_map(|(_, chain)| chain.last().copied())
                 .collect(),
         };
-        let mut sealed = SyncEvent::seal_parts(None, origin, cap, target, e);
+        let (mut sealed, mut bytes) = SyncEvent::sealed(origin, cap, target, e);
         if e.seq < self.identity_from {
             // Sealed (and published) by a build before issue 28: its id as that build made it.
             (sealed.event_id, sealed.hash) = (None, None);
-            sealed.id = sealed.id_of();
+            bytes = sealed.set_id();
         }
-        sealed
+        (sealed, bytes)
     }
 }
 

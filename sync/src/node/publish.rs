@@ -9,8 +9,7 @@ use async_nats::jetstream::{self, message::PublishMessage};
 use elfiee_model::ContentRef;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
-use crate::envelope::{Envelope, Message, ENVELOPE_BYTES};
-use crate::identity::SyncEvent;
+use crate::envelope::{Envelope, Message, Outgoing, ENVELOPE_BYTES};
 
 use super::ingest::*;
 use super::inner::*;
@@ -220,7 +219,7 @@ fn own_last_seq(inner: &Inner, payload: &[u8]) -> u64 {
 /// This node's sealed events from origin seq `next` on, as many as one envelope takes
 /// ([`SyncConfig::envelope_events`], [`ENVELOPE_BYTES`]); none while this node may not
 /// publish.
-fn next_envelope(inner: &Inner, next: u64) -> Vec<SyncEvent> {
+fn next_envelope(inner: &Inner, next: u64) -> Vec<Outgoing> {
     let core = inner.lock();
     if !core.is_member(inner.genesis().as_ref()) {
         return Vec::new();
@@ -233,7 +232,8 @@ fn next_envelope(inner: &Inner, next: u64) -> Vec<SyncEvent> {
         .skip(next as usize - 1)
         .take(inner.config.envelope_events.max(1))
     {
-        bytes += e.wire_size();
+        // Its bytes and their MessagePack `bin` header.
+        bytes += e.bytes.len() + 5;
         if !batch.is_empty() && bytes > ENVELOPE_BYTES {
             break;
         }
@@ -257,19 +257,19 @@ pub(super) async fn publish_envelope(
     inner: &Inner,
     js: &jetstream::Context,
     subject: &str,
-    batch: Vec<SyncEvent>,
+    batch: Vec<Outgoing>,
     subject_seq: u64,
 ) -> Result<(u64, u64), String> {
     for e in &batch {
-        for r in elfiee_projections::content::event_refs(&e.value) {
-            publish_body(inner, js, &r).await?;
+        for r in &e.refs {
+            publish_body(inner, js, r).await?;
         }
     }
-    let last = batch.last().map_or(0, |e| e.origin.seq);
-    let envelope = Envelope::seal(&inner.key, batch);
+    let last = batch.last().map_or(0, |e| e.seq);
+    let (payload, message_id) = Envelope::encode_outgoing(&inner.key, &batch);
     let msg = PublishMessage::build()
-        .payload(envelope.encode().into())
-        .message_id(envelope.message_id())
+        .payload(payload.into())
+        .message_id(message_id.as_str())
         .expected_last_subject_sequence(subject_seq);
     let ack = js
         .send_publish(subject.to_owned(), msg)
@@ -284,11 +284,11 @@ pub(super) async fn publish_envelope(
     }
     let acked = ack
         .await
-        .map_err(|err| format!("no PubAck for {}: {err}", envelope.message_id()))?;
+        .map_err(|err| format!("no PubAck for {message_id}: {err}"))?;
     set_checkpoint(inner, last)?;
     tracing::trace!(
         node = %inner.node,
-        events = envelope.events.len(),
+        events = batch.len(),
         stream_seq = acked.sequence,
         "sync: envelope published"
     );
