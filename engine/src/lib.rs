@@ -34,6 +34,7 @@ pub mod codec;
 pub mod commit_queue;
 mod config;
 pub mod content;
+mod durable;
 mod engine;
 mod error;
 mod file;

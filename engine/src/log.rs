@@ -22,13 +22,15 @@
 //!
 //! [`records`]: EventLog::records
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use elfiee_model::{Event, EventHash};
+
+pub use crate::durable::{Durability, SledSync};
 
 use crate::codec::{self, event_key};
 use crate::error::EngineError;
@@ -420,77 +422,6 @@ fn split_records<'b>(
         return Err(corrupt(format!("{what} has bytes after its last event")));
     }
     Ok(out)
-}
-
-/// What a flush must add to sled's own to be durable on power loss. sled's `flush` writes its
-/// buffers with `sync_file_range`, which flushes neither the disk's write cache nor the file's
-/// metadata (sled issue #1452), and it writes a page too large for a quarter of a segment to a
-/// blob file of its own without syncing it or its folder. [`SledSync::sync`] adds an
-/// `fdatasync` of the database file, then one of every blob file not synced yet and of the
-/// blob folder. The benchmark's raw baseline calls the same code.
-pub struct SledSync {
-    db_file: std::fs::File,
-    blobs: std::path::PathBuf,
-    /// Blob files known to be durable.
-    blobs_synced: Mutex<HashSet<std::ffi::OsString>>,
-    syncs: AtomicU64,
-    /// Highest seq written before the last completed sync (see [`Durability`]).
-    synced_seq: AtomicU64,
-}
-
-/// How far the log is known durable: for hosts' diagnostics and the tests that check that
-/// no commit is answered before it is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Durability {
-    /// Completed syncs ([`SledSync::sync`]) since the file was opened.
-    pub syncs: u64,
-    /// Every event up to this seq was written before a completed sync.
-    pub synced_seq: u64,
-}
-
-impl SledSync {
-    /// For the sled database in `dir` (opened already: its file exists). Blob files present
-    /// now count as durable (they were synced by the process that wrote them, or long ago
-    /// written back).
-    pub fn new(dir: &Path) -> std::io::Result<SledSync> {
-        let blobs = dir.join("blobs");
-        let known = blob_names(&blobs)?;
-        Ok(SledSync {
-            db_file: std::fs::File::open(dir.join("db"))?,
-            blobs,
-            blobs_synced: Mutex::new(known),
-            syncs: AtomicU64::new(0),
-            synced_seq: AtomicU64::new(0),
-        })
-    }
-
-    /// Makes everything sled has written so far durable; call it after `Db::flush`.
-    pub fn sync(&self) -> std::io::Result<()> {
-        self.db_file.sync_data()?;
-        let mut synced = self.blobs_synced.lock().unwrap_or_else(|p| p.into_inner());
-        let mut added = false;
-        for name in blob_names(&self.blobs)? {
-            if !synced.contains(&name) {
-                std::fs::File::open(self.blobs.join(&name))?.sync_data()?;
-                synced.insert(name);
-                added = true;
-            }
-        }
-        if added {
-            crate::layout::sync_dir(&self.blobs)?;
-        }
-        self.syncs.fetch_add(1, Ordering::AcqRel);
-        Ok(())
-    }
-}
-
-/// Names of the files in sled's blob folder (none when it does not exist).
-fn blob_names(dir: &Path) -> std::io::Result<HashSet<std::ffi::OsString>> {
-    match std::fs::read_dir(dir) {
-        Ok(entries) => entries.map(|e| e.map(|e| e.file_name())).collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(HashSet::new()),
-        Err(e) => Err(e),
-    }
 }
 
 impl SledEventLog {
