@@ -173,11 +173,19 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
                     continue 'connect;
                 }
             };
-            // The batch: what is here now, up to a limit (stored and folded together).
+            // The batch: what is here now, up to a limit (stored and folded together): large
+            // while far behind (a catch-up), small once nearly caught up, so another
+            // device's write is not held up behind a long batch.
+            let behind = first.info().map_or(0, |i| i.pending);
+            let limit = if behind > CATCH_UP_PENDING {
+                BATCH_BYTES
+            } else {
+                LIVE_BATCH_BYTES
+            };
             let mut bytes = first.payload.len();
             let mut batch = vec![first];
             let mut broke = None;
-            while batch.len() < inner.config.batch && bytes < BATCH_BYTES {
+            while batch.len() < inner.config.batch && bytes < limit {
                 match messages.next().now_or_never() {
                     Some(Some(Ok(m))) => {
                         bytes += m.payload.len();
@@ -257,9 +265,17 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Ingest stores at most about this many payload bytes in one batch (what is already here
-/// when it looks; memory holds the batch decoded).
+/// Ingest stores at most about this many payload bytes in one batch while it catches up
+/// (what is already here when it looks; memory holds the batch decoded).
 const BATCH_BYTES: usize = 8 << 20;
+
+/// … and this many once nearly caught up (about 500 small events, a few ms to store and
+/// fold).
+const LIVE_BATCH_BYTES: usize = 256 << 10;
+
+/// Messages waiting on the broker behind a batch's first one above which ingest is catching
+/// up.
+const CATCH_UP_PENDING: u64 = 64;
 
 /// What to do with one fetched event.
 pub(super) enum Verdict {

@@ -24,7 +24,10 @@ pub struct SyncConfig {
     /// Most messages ingest fetches and stores in one batch.
     pub batch: usize,
     /// Most events in one envelope (the publisher has one envelope in flight at a time;
-    /// an envelope also stays under [`crate::envelope::ENVELOPE_BYTES`]).
+    /// an envelope also stays under [`crate::envelope::ENVELOPE_BYTES`]). A receiver stores
+    /// and folds an envelope whole before what follows it in the stream, so a large one
+    /// holds up every other device's writes behind it: 256 events take a receiver a few ms
+    /// (an envelope of 1,215 took 50 ms under a burst, where 4,096 were allowed).
     pub envelope_events: usize,
     /// First pause after the broker failed; doubles up to `max_backoff`.
     pub backoff: Duration,
@@ -41,7 +44,7 @@ impl SyncConfig {
             key_seed,
             duplicate_window: Duration::from_secs(120),
             batch: 256,
-            envelope_events: 4096,
+            envelope_events: 256,
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
