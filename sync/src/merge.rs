@@ -36,7 +36,8 @@ pub enum Missing {
 /// The events a node has, with their merge keys and causal pasts.
 #[derive(Debug, Clone, Default)]
 pub struct MergeIndex {
-    entries: HashMap<EventId, Entry>,
+    /// Boxed: growing a map of tens of thousands moves 40 bytes an entry.
+    entries: HashMap<EventId, Box<Entry>>,
     /// Per node, the id of its latest event here and that event's `origin_seq`.
     heads: BTreeMap<NodeId, (u64, EventId)>,
     order: BTreeSet<MergeKey>,
@@ -137,11 +138,11 @@ impl MergeIndex {
         };
         self.entries.insert(
             id,
-            Entry {
+            Box::new(Entry {
                 key,
                 seq: origin.seq,
                 past,
-            },
+            }),
         );
         self.heads.insert(origin.node, (origin.seq, id));
         self.order.insert(key);
