@@ -20,6 +20,27 @@ pub(crate) fn registry() -> Registry {
     r
 }
 
+/// An engine with the sync phases' registry; `node_id` names the device in its events.
+pub(crate) fn engine(node_id: &str) -> Engine {
+    Engine::new(EngineConfig {
+        registry: registry(),
+        node_id: node_id.into(),
+        ..Default::default()
+    })
+}
+
+/// Waits (polling every few ms) until `done`; false when `within` passed first.
+pub(crate) async fn until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    true
+}
+
 pub(crate) struct Device {
     pub(crate) file: FileHandle,
     pub(crate) node: SyncNode,
@@ -90,11 +111,7 @@ pub(crate) async fn device(
     seed: u8,
     first: bool,
 ) -> Result<Device, BoxError> {
-    let engine = Engine::new(EngineConfig {
-        registry: registry(),
-        node_id: name.into(),
-        ..Default::default()
-    });
+    let engine = engine(name);
     let path = base.join(format!("sync-{name}.elf"));
     let file = if first {
         engine.init(&path, "Alice").await?
@@ -115,17 +132,15 @@ pub(crate) async fn wait_for(
     events: u64,
     within: Duration,
 ) -> Result<(), BoxError> {
-    let deadline = Instant::now() + within;
-    loop {
-        if devices.iter().all(|d| d.node.status().events >= events) {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            let s: Vec<_> = devices.iter().map(|d| d.node.status()).collect();
-            return Err(format!("devices did not catch up within {within:?}: {s:?}").into());
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
+    if until(within, || {
+        devices.iter().all(|d| d.node.status().events >= events)
+    })
+    .await
+    {
+        return Ok(());
     }
+    let s: Vec<_> = devices.iter().map(|d| d.node.status()).collect();
+    Err(format!("devices did not catch up within {within:?}: {s:?}").into())
 }
 
 pub(crate) fn nats_missing() -> bool {
@@ -584,11 +599,7 @@ async fn unsynced_runs(
     n: u64,
     runs: usize,
 ) -> Result<(f64, f64), BoxError> {
-    let engine = Engine::new(EngineConfig {
-        registry: registry(),
-        ..Default::default()
-    });
-    let f = engine
+    let f = engine(name)
         .init(base.join(format!("{name}.elf")), "Alice")
         .await?;
     let dir = base.join(name);
@@ -754,16 +765,10 @@ impl Copies {
 
     /// Waits until every copy holds `last` events.
     pub(crate) async fn wait_for(&self, last: u64, within: Duration) -> Result<(), BoxError> {
-        let deadline = Instant::now() + within;
-        while self.0.iter().any(|(f, _)| f.last_seq() < last) {
-            if Instant::now() > deadline {
-                return Err(
-                    format!("the in-memory copies did not catch up within {within:?}").into(),
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+        if until(within, || self.0.iter().all(|(f, _)| f.last_seq() >= last)).await {
+            return Ok(());
         }
-        Ok(())
+        Err(format!("the in-memory copies did not catch up within {within:?}").into())
     }
 
     pub(crate) async fn close(self) {
@@ -780,11 +785,10 @@ async fn copy_of(
     mut events: elfiee_engine::Subscription,
 ) -> Result<elfiee_engine::FileHandle, String> {
     use futures_util::FutureExt;
-    let engine = Engine::new(EngineConfig {
-        registry: registry(),
-        ..Default::default()
-    });
-    let copy = engine.create_empty(path).await.map_err(|e| e.to_string())?;
+    let copy = engine("copy")
+        .create_empty(path)
+        .await
+        .map_err(|e| e.to_string())?;
     let foreign = copy.foreign_log().map_err(|e| e.to_string())?;
     tokio::spawn(async move {
         while let Some(first) = events.recv().await {

@@ -9,14 +9,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use elfiee_engine::{Engine, EngineConfig};
 use elfiee_sync::node::{SyncConfig, SyncNode};
 use elfiee_sync::testing::NatsServer;
 use serde_json::{json, Value};
 
 use crate::common::{round, BoxError, Plan};
 use crate::sync::{
-    commit_many, cpu_seconds, device, markdown_block, receiving_device, registry, wait_for, Copies,
+    commit_many, cpu_seconds, device, engine, markdown_block, receiving_device, registry, wait_for,
+    Copies,
 };
 
 /// A's setup for one step.
@@ -100,11 +100,7 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
             (a.file, Some(a.node), receivers)
         }
         _ => {
-            let engine = Engine::new(EngineConfig {
-                registry: registry(),
-                ..Default::default()
-            });
-            let file = engine.init(dir.join("a.elf"), "Alice").await?;
+            let file = engine("a").init(dir.join("a.elf"), "Alice").await?;
             let node = match step {
                 Step::Recording => {
                     file.foreign_log()?.record_commands(true);
