@@ -113,8 +113,9 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
                 .catch_up_blocking(BTreeMap::new(), std::mem::take(&mut seen))
                 .await
                 .map_err(|e| e.to_string())?;
+        } else {
+            seen.clear();
         }
-        seen.clear();
         match events.recv_committed().await {
             Some(c) => {
                 local = !c.origin.is_foreign();
