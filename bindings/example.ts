@@ -83,6 +83,8 @@ export function describe(error: EngineError): string {
       return error.detail;
     case "io":
       return `${error.detail.path}: ${error.detail.message}`;
+    case "newer_format":
+      return `${error.detail.path} needs a newer elfiee (format ${error.detail.found}; this one reads up to ${error.detail.supported}).`;
   }
 }
 

@@ -15,6 +15,12 @@ pub enum EngineError {
     // arrow to the layout that returns it.)
     #[error("{path} is not an .elf document (no ELFIEE inside); create one with `elfiee init {path}`", path = .0.display())]
     NotAnElf(PathBuf),
+    #[error("{} was written in format version {found}; this build of elfiee reads format versions up to {supported} — open it with a newer elfiee (nothing was changed)", path.display())]
+    NewerFormat {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
     #[error("{} already exists; choose another path or open it instead", .0.display())]
     AlreadyExists(PathBuf),
     #[error("{} is open in another process; close that process or talk to it instead", .0.display())]

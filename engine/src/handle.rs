@@ -510,6 +510,21 @@ impl FileHandle {
         }
     }
 
+    /// Appends to the backup file `to` everything new up to the committed tail (the whole
+    /// document the first time), in whichever process owns the file, while writers go on
+    /// ([`crate::backup`]). A relative `to` is taken from this process's working folder.
+    pub async fn backup(
+        &self,
+        to: impl AsRef<Path>,
+    ) -> Result<crate::backup::BackupReport, EngineError> {
+        let to = std::path::absolute(to.as_ref()).map_err(|e| EngineError::io(to.as_ref(), e))?;
+        match self.link.mode() {
+            Mode::Owner { owned, .. } => owned.backup(to).await,
+            Mode::Client(r) => r.backup(to).await,
+            Mode::Unopened => Err(EngineError::Closed),
+        }
+    }
+
     /// Live committed events from now on.
     pub fn subscribe(&self) -> Subscription {
         Subscription::new(self.core.clone(), self.link.clone(), None)

@@ -45,6 +45,16 @@ impl ElfPaths {
         self.root.join("commands.idx")
     }
 
+    /// The format version the marker names (`format_version = N`); `None` when the marker
+    /// does not say (damaged: the log and the snapshots still carry their own versions).
+    pub fn format_version(&self) -> Option<u32> {
+        let text = std::fs::read(self.marker()).ok()?;
+        String::from_utf8_lossy(&text).lines().find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "format_version").then(|| v.trim().parse().ok())?
+        })
+    }
+
     /// Reads `HEAD` (`"<seq> <hash hex>"`); `None` if absent or unreadable.
     pub fn read_head(&self) -> Option<(u64, elfiee_model::EventHash)> {
         let text = std::fs::read_to_string(self.head_file()).ok()?;
@@ -102,7 +112,17 @@ impl ElfPaths {
         if !root.join(MARKER).is_file() {
             return Err(EngineError::NotAnElf(path.to_owned()));
         }
-        Ok(ElfPaths { root })
+        let paths = ElfPaths { root };
+        if let Some(found) = paths.format_version() {
+            if found > elfiee_model::FORMAT_VERSION {
+                return Err(EngineError::NewerFormat {
+                    path: path.to_owned(),
+                    found,
+                    supported: elfiee_model::FORMAT_VERSION,
+                });
+            }
+        }
+        Ok(paths)
     }
 }
 

@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backup;
 mod children;
 pub mod cmd_index;
 pub mod codec;

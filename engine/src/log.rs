@@ -508,6 +508,17 @@ impl SledEventLog {
             .collect()
     }
 
+    /// Every side record whose key starts with `prefix`.
+    pub fn side_prefix(&self, prefix: &[u8]) -> Result<Vec<SideRecord>, EngineError> {
+        self.events
+            .scan_prefix(prefix)
+            .map(|r| {
+                let (k, v) = r?;
+                Ok((k.to_vec(), v.to_vec()))
+            })
+            .collect()
+    }
+
     /// The keys of the side records in `from..=to` (one range scan; values are not read).
     pub fn side_keys(&self, from: &[u8], to: &[u8]) -> Result<Vec<Vec<u8>>, EngineError> {
         self.side_reads.fetch_add(1, Ordering::Relaxed);

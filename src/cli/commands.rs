@@ -12,6 +12,7 @@ use super::{
 
 mod agent;
 mod files;
+pub(crate) mod keep;
 
 use agent::*;
 use files::*;
@@ -76,6 +77,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             file.close().await;
             return result;
         }
+        Cmd::Restore { backup, new } => return keep::restore(backup, new, &out),
         Cmd::Caps => {
             let ids = Engine::global().config().registry.ids().to_vec();
             out.print(&json!(ids), || ids.join("\n"));
@@ -91,10 +93,16 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
 
 async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
     match &cli.cmd {
-        Cmd::Init { .. } | Cmd::Replay | Cmd::Verify | Cmd::Caps | Cmd::Completions { .. } => {
+        Cmd::Init { .. }
+        | Cmd::Replay
+        | Cmd::Verify
+        | Cmd::Caps
+        | Cmd::Restore { .. }
+        | Cmd::Completions { .. } => {
             unreachable!("handled in run")
         }
         Cmd::Exec(args) => exec(s, args, out).await?,
+        Cmd::Backup { to } => keep::backup(s, to.as_deref(), out).await?,
         Cmd::Undo { steps, force } => {
             let r =
                 elfiee_adapters::checkpoint::undo_edits(&s.file, &s.editor, *steps, *force).await?;

@@ -258,6 +258,23 @@ pub enum Cmd {
     Verify,
     /// List the capabilities this program knows (its registry).
     Caps,
+    /// Copy the document into one backup file, while it is in use: the first run writes
+    /// every event and body, each later run against the same file appends only what is new.
+    Backup {
+        /// The backup file (default: NAME.elf.backup beside the document).
+        #[arg(long, value_name = "FILE")]
+        to: Option<std::path::PathBuf>,
+    },
+    /// Rebuild a document from a backup file (the newest point it holds), checking every
+    /// event's hash chain and every body.
+    Restore {
+        /// The backup file (written by `elfiee backup`).
+        #[arg(value_name = "BACKUP")]
+        backup: std::path::PathBuf,
+        /// The new document to create (must not exist).
+        #[arg(value_name = "NEW_ELF")]
+        new: std::path::PathBuf,
+    },
     /// Run one command of any capability the program knows (see `caps`), as the --as editor.
     Exec(ExecArgs),
     /// Draw the relation graph (blocks and their reference / implement relations) as DOT,

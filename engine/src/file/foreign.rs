@@ -82,6 +82,31 @@ pub(crate) fn origins(
     Ok(out)
 }
 
+/// Every side record kept for the events `from..=to` (the `m‖`, `o‖` and `f‖` records that
+/// start in the range: they are written once, with their events, and never change), for a
+/// backup.
+pub(crate) fn records_of(
+    log: &SledEventLog,
+    from: u64,
+    to: u64,
+) -> Result<Vec<SideRecord>, EngineError> {
+    let mut out = Vec::new();
+    if from > to {
+        return Ok(out);
+    }
+    for prefix in [COMMANDS, ORIGINS, FOREIGN] {
+        let key = |seq: u64| side_key(prefix, &seq.to_be_bytes());
+        out.extend(log.side_records(&key(from), &key(to))?);
+    }
+    Ok(out)
+}
+
+/// Every `x‖` record (what sync keeps beside the events; they change), for a backup: read
+/// while nothing is being written, so they match the events up to the log's tail.
+pub(crate) fn current_records(log: &SledEventLog) -> Result<Vec<SideRecord>, EngineError> {
+    log.side_prefix(&[SIDE])
+}
+
 /// The key under which a side record `key` of sync is stored.
 pub(crate) fn side_record_key(key: &[u8]) -> Vec<u8> {
     side_key(SIDE, key)

@@ -231,6 +231,27 @@ impl Owned {
             .ok_or(EngineError::Closed)
     }
 
+    /// Runs `f` while nothing is being written: no command is sequenced (the sequencer lock
+    /// is held) and everything written is committed. Writers wait meanwhile (one flush at
+    /// most, plus `f`); an error when the file is closed or does not settle within 10 s.
+    pub(crate) fn quiet<R>(&self, f: impl FnOnce(&Arc<SledEventLog>) -> R) -> Result<R, EngineError> {
+        use crate::log::EventLog;
+        let guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
+        let log = guard.as_ref().ok_or(EngineError::Closed)?.log().clone();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        while log.tail()?.0 != self.core.last_seq() {
+            if Instant::now() > deadline {
+                return Err(EngineError::Storage(
+                    "the file's commits did not settle within 10 s; try again".into(),
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        let out = f(&log);
+        drop(guard);
+        Ok(out)
+    }
+
     /// Where a command's events are, `(first_seq, count)`, if it was accepted (it may not be
     /// durable yet: compare with the committed seq).
     pub(crate) fn command_range(&self, cmd_id: uuid::Uuid) -> Option<(u64, u64)> {

@@ -150,6 +150,16 @@ impl RemoteClient {
             _ => Err(unexpected()),
         }
     }
+
+    pub async fn backup(
+        self: &Arc<Self>,
+        to: std::path::PathBuf,
+    ) -> Result<crate::backup::BackupReport, EngineError> {
+        match self.call_blocking(Request::Backup(to)).await? {
+            Response::BackedUp(rep) => Ok(rep),
+            _ => Err(unexpected()),
+        }
+    }
 }
 
 impl EventSource for RemoteClient {

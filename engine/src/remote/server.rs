@@ -109,6 +109,7 @@ async fn connection(owned: Arc<Owned>, stream: tokio::net::UnixStream) {
             Request::State => current(core),
             Request::Replay => answer(owned.replay().await, |(r, _)| Response::Replayed(r)),
             Request::Verify => answer(owned.verify().await, Response::Verified),
+            Request::Backup(to) => answer(owned.backup(to).await, Response::BackedUp),
             Request::GetCheckpoint(n) => answer(owned.checkpoint(&n), Response::Checkpoint),
             Request::Notes { from, to } => answer(owned.notes(from, to), Response::Notes),
             Request::SetCheckpoint(n, s) => answer(owned.set_checkpoint(&n, s), |_| Response::Done),

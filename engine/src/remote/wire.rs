@@ -45,6 +45,8 @@ pub enum Request {
     SetCheckpoint(String, u64),
     Replay,
     Verify,
+    /// Append to the backup file at this (absolute) path.
+    Backup(std::path::PathBuf),
     /// A body from the content store.
     Content(elfiee_model::ContentRef),
     /// The state as of a seq (time travel), as [`Response::State`].
@@ -75,6 +77,7 @@ pub enum Response {
     Notes(Vec<(u64, serde_json::Value)>),
     Replayed(crate::replay::ReplayReport),
     Verified(crate::replay::VerifyReport),
+    BackedUp(crate::backup::BackupReport),
     Content(String),
     Stored(elfiee_model::ContentRef),
     Bytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),

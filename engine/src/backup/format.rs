@@ -1,0 +1,361 @@
+//! The backup file (see docs/EVENTS.md, "Backup files"): one portable, versioned file that
+//! only ever grows.
+//!
+//! ```text
+//! file   = header frame*
+//! header = "ELFIEEBK" ‖ backup format (u32 BE, 1) ‖ document format (u32 BE)
+//! frame  = tag (u8) ‖ len (u64 BE) ‖ payload[len] ‖ crc32(tag ‖ len ‖ payload) (u32 BE)
+//!   'E'  events:  first_seq (u64) ‖ count (u32) ‖ (len (u32) ‖ hash ‖ body)*   as the log stores them
+//!   'C'  a body:  blake3 (32) ‖ bytes                                          content store
+//!   'S'  side records: count (u32) ‖ (klen (u32) ‖ key ‖ vlen (u32) ‖ value)*  written with the events
+//!   'K'  a point: seq (u64) ‖ hash of seq (32) ‖ written at (i64 ms)           everything before it is whole
+//! ```
+//!
+//! Each run of `elfiee backup` appends the frames of what is new and ends with a `K` frame.
+//! Whatever follows the last `K` (a run that was cut off) is ignored by readers and cut off
+//! by the next run.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use elfiee_model::EventHash;
+
+pub const MAGIC: &[u8; 8] = b"ELFIEEBK";
+/// The version of the backup file's own layout.
+pub const BACKUP_FORMAT: u32 = 1;
+pub const HEADER_LEN: u64 = 16;
+/// tag ‖ len
+const FRAME_HEAD: u64 = 9;
+const FRAME_CRC: u64 = 4;
+
+pub const EVENTS: u8 = b'E';
+pub const CONTENT: u8 = b'C';
+pub const SIDE: u8 = b'S';
+pub const POINT: u8 = b'K';
+
+/// A frame is at most this long (a body of the content store can be large; 1 TiB guards
+/// against a damaged length making a reader allocate the world).
+const MAX_FRAME: u64 = 1 << 40;
+
+/// A consistent point of a backup: the events up to `seq`, whose last hash is `hash`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    pub seq: u64,
+    pub hash: EventHash,
+    pub at_ms: i64,
+    /// Where the file ends after this point's frame.
+    pub end: u64,
+}
+
+pub fn header(doc_format: u32) -> [u8; HEADER_LEN as usize] {
+    let mut h = [0u8; HEADER_LEN as usize];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&BACKUP_FORMAT.to_be_bytes());
+    h[12..16].copy_from_slice(&doc_format.to_be_bytes());
+    h
+}
+
+/// Checks a header; `Ok(document format)`.
+pub fn check_header(h: &[u8], path: &Path) -> Result<u32, String> {
+    if h.len() < HEADER_LEN as usize || &h[..8] != MAGIC {
+        return Err(format!(
+            "{} is not an elfiee backup (it does not start with {})",
+            path.display(),
+            String::from_utf8_lossy(MAGIC)
+        ));
+    }
+    let version = u32::from_be_bytes(h[8..12].try_into().unwrap_or_default());
+    if version > BACKUP_FORMAT {
+        return Err(format!(
+            "{} is a backup in backup format {version}; this build of elfiee reads backup formats up to {BACKUP_FORMAT} — use a newer elfiee",
+            path.display()
+        ));
+    }
+    let doc = u32::from_be_bytes(h[12..16].try_into().unwrap_or_default());
+    if doc > elfiee_model::FORMAT_VERSION {
+        return Err(format!(
+            "{} holds a document in format version {doc}; this build of elfiee reads format versions up to {} — use a newer elfiee",
+            path.display(),
+            elfiee_model::FORMAT_VERSION
+        ));
+    }
+    Ok(doc)
+}
+
+/// The bytes of one frame.
+pub fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + (FRAME_HEAD + FRAME_CRC) as usize);
+    out.push(tag);
+    out.extend_from_slice(&(payload.len() as u64).to_be_bytes());
+    out.extend_from_slice(payload);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_be_bytes());
+    out
+}
+
+/// Writes a frame whose payload is `parts` one after the other (a body is not copied).
+pub fn write_frame(w: &mut impl Write, tag: u8, parts: &[&[u8]]) -> std::io::Result<u64> {
+    let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    let mut head = [0u8; FRAME_HEAD as usize];
+    head[0] = tag;
+    head[1..].copy_from_slice(&len.to_be_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&head);
+    w.write_all(&head)?;
+    for p in parts {
+        crc.update(p);
+        w.write_all(p)?;
+    }
+    w.write_all(&crc.finalize().to_be_bytes())?;
+    Ok(len + FRAME_HEAD + FRAME_CRC)
+}
+
+pub fn point_payload(seq: u64, hash: &EventHash, at_ms: i64) -> Vec<u8> {
+    let mut p = Vec::with_capacity(48);
+    p.extend_from_slice(&seq.to_be_bytes());
+    p.extend_from_slice(&hash.0);
+    p.extend_from_slice(&at_ms.to_be_bytes());
+    p
+}
+
+fn decode_point(p: &[u8], end: u64) -> Option<Point> {
+    (p.len() == 48).then(|| Point {
+        seq: u64::from_be_bytes(p[..8].try_into().unwrap_or_default()),
+        hash: EventHash(p[8..40].try_into().unwrap_or_default()),
+        at_ms: i64::from_be_bytes(p[40..48].try_into().unwrap_or_default()),
+        end,
+    })
+}
+
+/// The payload of an `E` frame.
+pub fn events_payload(first_seq: u64, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    let size: usize = records.iter().map(|(_, r)| r.len() + 4).sum();
+    let mut p = Vec::with_capacity(12 + size);
+    p.extend_from_slice(&first_seq.to_be_bytes());
+    p.extend_from_slice(&(records.len() as u32).to_be_bytes());
+    for (_, r) in records {
+        p.extend_from_slice(&(r.len() as u32).to_be_bytes());
+        p.extend_from_slice(r);
+    }
+    p
+}
+
+/// The records of an `E` frame: `(seq, hash ‖ body)`.
+pub fn decode_events(p: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, String> {
+    let mut r = Cursor(p);
+    let first = r.u64()?;
+    let count = r.u32()?;
+    let mut out = Vec::with_capacity((count as usize).min(p.len() / 4));
+    for i in 0..count as u64 {
+        let len = r.u32()? as usize;
+        out.push((first + i, r.take(len)?.to_vec()));
+    }
+    r.end()?;
+    Ok(out)
+}
+
+/// The payload of an `S` frame.
+pub fn side_payload(records: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    let mut p = Vec::new();
+    p.extend_from_slice(&(records.len() as u32).to_be_bytes());
+    for (k, v) in records {
+        p.extend_from_slice(&(k.len() as u32).to_be_bytes());
+        p.extend_from_slice(k);
+        p.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        p.extend_from_slice(v);
+    }
+    p
+}
+
+pub fn decode_side(p: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+    let mut r = Cursor(p);
+    let count = r.u32()?;
+    let mut out = Vec::new();
+    for _ in 0..count {
+        let kl = r.u32()? as usize;
+        let k = r.take(kl)?.to_vec();
+        let vl = r.u32()? as usize;
+        out.push((k, r.take(vl)?.to_vec()));
+    }
+    r.end()?;
+    Ok(out)
+}
+
+struct Cursor<'a>(&'a [u8]);
+
+impl<'a> Cursor<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "a frame ends {} bytes early",
+                n.saturating_sub(self.0.len())
+            ));
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().unwrap_or_default()))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().unwrap_or_default()))
+    }
+    fn end(&self) -> Result<(), String> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} bytes too many in a frame", self.0.len()))
+        }
+    }
+}
+
+/// What a quick walk over a backup file finds (frame heads only; bodies are skipped): the
+/// newest whole point, and the bodies it holds up to there.
+#[derive(Debug, Default)]
+pub struct Outline {
+    pub doc_format: u32,
+    pub last: Option<Point>,
+    pub bodies: std::collections::HashSet<[u8; 32]>,
+}
+
+/// Walks the frames of `file` by their lengths (reading only the heads, the hash of each
+/// body and the points), up to the last whole point. A frame cut short ends the walk.
+pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
+    let len = file.metadata().map_err(|e| e.to_string())?.len();
+    let mut head = [0u8; HEADER_LEN as usize];
+    file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
+    file.read_exact(&mut head)
+        .map_err(|_| format!("{} is too short to be an elfiee backup", path.display()))?;
+    let doc_format = check_header(&head, path)?;
+    let mut out = Outline {
+        doc_format,
+        ..Outline::default()
+    };
+    let mut pending = Vec::new();
+    let mut at = HEADER_LEN;
+    let mut fh = [0u8; FRAME_HEAD as usize];
+    while at + FRAME_HEAD + FRAME_CRC <= len {
+        file.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
+        if file.read_exact(&mut fh).is_err() {
+            break;
+        }
+        let flen = u64::from_be_bytes(fh[1..].try_into().unwrap_or_default());
+        let end = at + FRAME_HEAD + flen + FRAME_CRC;
+        if flen > MAX_FRAME || end > len {
+            break;
+        }
+        match fh[0] {
+            CONTENT if flen >= 32 => {
+                let mut h = [0u8; 32];
+                file.read_exact(&mut h).map_err(|e| e.to_string())?;
+                pending.push(h);
+            }
+            POINT => {
+                let mut whole = vec![0u8; (FRAME_HEAD + flen + FRAME_CRC) as usize];
+                file.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
+                file.read_exact(&mut whole).map_err(|e| e.to_string())?;
+                let (body, crc) = whole.split_at(whole.len() - FRAME_CRC as usize);
+                if crc32fast::hash(body).to_be_bytes() != crc {
+                    break;
+                }
+                let Some(p) = decode_point(&body[FRAME_HEAD as usize..], end) else {
+                    break;
+                };
+                out.bodies.extend(pending.drain(..));
+                out.last = Some(p);
+            }
+            EVENTS | SIDE | CONTENT => {}
+            _ => break,
+        }
+        at = end;
+    }
+    Ok(out)
+}
+
+/// One frame read in full and checked.
+pub enum Frame {
+    Events(Vec<(u64, Vec<u8>)>),
+    Content([u8; 32], Vec<u8>),
+    Side(Vec<(Vec<u8>, Vec<u8>)>),
+    Point(Point),
+}
+
+/// Reads the frames of a backup in order, each checked against its crc.
+pub struct Frames<R> {
+    r: R,
+    at: u64,
+    len: u64,
+}
+
+impl Frames<std::io::BufReader<File>> {
+    /// Opens `path` and checks its header; `(frames, document format)`.
+    pub fn open(path: &Path) -> Result<(Self, u32), String> {
+        let mut f = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let len = f.metadata().map_err(|e| e.to_string())?.len();
+        let mut head = [0u8; HEADER_LEN as usize];
+        f.read_exact(&mut head)
+            .map_err(|_| format!("{} is too short to be an elfiee backup", path.display()))?;
+        let doc = check_header(&head, path)?;
+        Ok((
+            Frames {
+                r: std::io::BufReader::with_capacity(1 << 20, f),
+                at: HEADER_LEN,
+                len,
+            },
+            doc,
+        ))
+    }
+}
+
+impl<R: Read> Frames<R> {
+    /// Where the next frame starts.
+    pub fn offset(&self) -> u64 {
+        self.at
+    }
+
+    /// The next frame; `Ok(None)` at the end of the file (or of what was whole: a frame cut
+    /// short at the end is a run that was stopped, not damage); `Err` for a damaged frame.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, String> {
+        if self.at + FRAME_HEAD + FRAME_CRC > self.len {
+            return Ok(None);
+        }
+        let mut fh = [0u8; FRAME_HEAD as usize];
+        self.r.read_exact(&mut fh).map_err(|e| e.to_string())?;
+        let flen = u64::from_be_bytes(fh[1..].try_into().unwrap_or_default());
+        let at = self.at;
+        let end = at + FRAME_HEAD + flen + FRAME_CRC;
+        if flen > MAX_FRAME || end > self.len {
+            if matches!(fh[0], EVENTS | CONTENT | SIDE | POINT) && flen <= MAX_FRAME {
+                return Ok(None);
+            }
+            return Err(format!("the frame at byte {at} is damaged (its length is wrong)"));
+        }
+        let mut payload = vec![0u8; flen as usize];
+        self.r.read_exact(&mut payload).map_err(|e| e.to_string())?;
+        let mut crc = [0u8; 4];
+        self.r.read_exact(&mut crc).map_err(|e| e.to_string())?;
+        let mut h = crc32fast::Hasher::new();
+        h.update(&fh);
+        h.update(&payload);
+        if h.finalize().to_be_bytes() != crc {
+            return Err(format!("the frame at byte {at} is damaged (checksum mismatch)"));
+        }
+        self.at = end;
+        let bad = |why: String| format!("the frame at byte {at}: {why}");
+        Ok(Some(match fh[0] {
+            EVENTS => Frame::Events(decode_events(&payload).map_err(bad)?),
+            SIDE => Frame::Side(decode_side(&payload).map_err(bad)?),
+            CONTENT if payload.len() >= 32 => {
+                let hash: [u8; 32] = payload[..32].try_into().unwrap_or_default();
+                payload.drain(..32);
+                Frame::Content(hash, payload)
+            }
+            POINT => Frame::Point(
+                decode_point(&payload, end).ok_or_else(|| bad("a point of the wrong size".into()))?,
+            ),
+            t => return Err(bad(format!("unknown frame kind {t:#04x}"))),
+        }))
+    }
+}

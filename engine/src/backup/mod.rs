@@ -1,0 +1,431 @@
+//! Backups of a document into one portable file ([`format`]), and documents rebuilt from
+//! them.
+//!
+//! A backup is taken in the process that owns the document, while it serves
+//! ([`crate::FileHandle::backup`]): it holds the events up to one seq (the committed tail at
+//! the moment it starts), the bodies they refer to, and the records kept beside them. Run
+//! again against the same file it appends only what is new. [`restore`] rebuilds a document
+//! from the newest whole point of a backup, checking the hash chain and every body.
+
+pub mod format;
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use elfiee_model::{ContentRef, EventHash};
+use elfiee_projections::Folds;
+use serde::{Deserialize, Serialize};
+
+use crate::content::ContentStore;
+use crate::error::EngineError;
+use crate::layout::ElfPaths;
+use crate::log::{EventLog, SideRecord, SledEventLog};
+
+/// Events per `E` frame (at most; also at most [`CHUNK_BYTES`]).
+const CHUNK_EVENTS: usize = 4096;
+const CHUNK_BYTES: usize = 4 << 20;
+
+/// What one run of a backup did.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BackupReport {
+    /// The backup file.
+    pub path: PathBuf,
+    /// The backup now holds every event up to this seq ...
+    pub seq: u64,
+    /// ... whose hash is this (hex).
+    pub head: String,
+    /// `false` when this run started the file; `true` when it appended to an earlier backup.
+    pub incremental: bool,
+    /// The seq this run started from (1 for a new file).
+    pub from_seq: u64,
+    /// Events, bodies and side records this run wrote.
+    pub events: u64,
+    pub bodies: u64,
+    pub side_records: u64,
+    /// Bytes this run appended; the file's size after it.
+    pub bytes_written: u64,
+    pub file_bytes: u64,
+    pub elapsed_ms: u64,
+}
+
+/// What [`restore`] rebuilt.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RestoreReport {
+    /// The new document.
+    pub path: PathBuf,
+    /// Its events (1 to `seq`) and the hash of the last.
+    pub seq: u64,
+    pub head: String,
+    pub bodies: u64,
+    pub side_records: u64,
+    /// The digest of its state (the same as the source's at `seq`).
+    pub state_digest: String,
+    /// When the backup's point was written (ms since the Unix epoch).
+    pub backed_up_at_ms: i64,
+    pub elapsed_ms: u64,
+}
+
+/// A consistent cut of a document: its events up to `seq` and the records that change
+/// (sync's), read while nothing was being written.
+pub(crate) struct Cut {
+    pub seq: u64,
+    pub hash: EventHash,
+    pub current: Vec<SideRecord>,
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> EngineError + '_ {
+    move |e| EngineError::io(path, e)
+}
+
+fn bad_backup(path: &Path, why: impl std::fmt::Display) -> EngineError {
+    let (why, name) = (why.to_string(), path.display().to_string());
+    if why.contains(&name) {
+        EngineError::rejected(why)
+    } else {
+        EngineError::rejected(format!("the backup {name}: {why}"))
+    }
+}
+
+/// Appends to the backup file `to` what is new in `log` up to `cut` (see the module docs).
+/// `progress(done, total)` counts events.
+pub(crate) fn write_backup(
+    log: &SledEventLog,
+    content: &ContentStore,
+    cut: Cut,
+    to: &Path,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<BackupReport, EngineError> {
+    let started = Instant::now();
+    let existed = to.exists();
+    if to.is_dir() {
+        return Err(EngineError::rejected(format!(
+            "{} is a folder; give a file for the backup (e.g. {}/document.backup)",
+            to.display(),
+            to.display()
+        )));
+    }
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(to)
+        .map_err(io(to))?;
+    let len = file.metadata().map_err(io(to))?.len();
+    let (mut at, done_seq, mut have) = if len == 0 {
+        file.write_all(&format::header(elfiee_model::FORMAT_VERSION))
+            .map_err(io(to))?;
+        (format::HEADER_LEN, 0, std::collections::HashSet::new())
+    } else {
+        let outline = format::outline(&mut file, to).map_err(|why| {
+            EngineError::rejected(format!(
+                "{why}; choose another file for the backup (nothing was written)"
+            ))
+        })?;
+        match outline.last {
+            Some(p) => {
+                if p.seq > cut.seq || crate::log::stored_hash(log, p.seq) != p.hash {
+                    return Err(EngineError::rejected(format!(
+                        "{} is a backup of another document (or of another history of this one: its event {} differs); choose another file",
+                        to.display(),
+                        p.seq
+                    )));
+                }
+                (p.end, p.seq, outline.bodies)
+            }
+            None => (format::HEADER_LEN, 0, std::collections::HashSet::new()),
+        }
+    };
+    // Whatever a run that was stopped left after the last point goes.
+    file.set_len(at).map_err(io(to))?;
+    file.seek(SeekFrom::Start(at)).map_err(io(to))?;
+    let first_written = at;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let (mut events, mut bodies) = (0u64, 0u64);
+    let total = cut.seq.saturating_sub(done_seq);
+    let mut prev = crate::log::stored_hash(log, done_seq);
+    let mut chunk: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut chunk_bytes = 0;
+    let flush_chunk = |chunk: &mut Vec<(u64, Vec<u8>)>,
+                           w: &mut BufWriter<File>,
+                           at: &mut u64|
+     -> Result<(), EngineError> {
+        if let Some(&(first, _)) = chunk.first() {
+            let payload = format::events_payload(first, chunk);
+            *at += format::write_frame(w, format::EVENTS, &[&payload]).map_err(io(to))?;
+            chunk.clear();
+        }
+        Ok(())
+    };
+    for r in log.records(done_seq + 1, cut.seq) {
+        let (seq, bytes) = r?;
+        let e = crate::codec::open(seq, &bytes, Some(&prev))
+            .map_err(|reason| EngineError::Corrupt { seq, reason })?;
+        prev = e.hash;
+        // Bodies go before the events that refer to them.
+        for r in elfiee_projections::content::event_refs(&e.value) {
+            if have.insert(r.hash.0) {
+                let body = content.get_bytes(&r)?;
+                at += format::write_frame(&mut w, format::CONTENT, &[&r.hash.0, &body])
+                    .map_err(io(to))?;
+                bodies += 1;
+            }
+        }
+        chunk_bytes += bytes.len();
+        chunk.push((seq, bytes));
+        events += 1;
+        if chunk.len() >= CHUNK_EVENTS || chunk_bytes >= CHUNK_BYTES {
+            flush_chunk(&mut chunk, &mut w, &mut at)?;
+            chunk_bytes = 0;
+            progress(events, total);
+        }
+    }
+    flush_chunk(&mut chunk, &mut w, &mut at)?;
+    if events == 0 && done_seq > 0 {
+        // Nothing new: the file stays as it was.
+        drop(w);
+        return Ok(BackupReport {
+            path: to.to_owned(),
+            seq: done_seq,
+            head: cut.hash.to_hex(),
+            incremental: true,
+            from_seq: done_seq + 1,
+            events: 0,
+            bodies: 0,
+            side_records: 0,
+            bytes_written: 0,
+            file_bytes: at,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        });
+    }
+    if done_seq + events != cut.seq || prev != cut.hash {
+        return Err(EngineError::Corrupt {
+            seq: done_seq + events + 1,
+            reason: format!(
+                "the log holds {} events up to the committed seq {}",
+                done_seq + events,
+                cut.seq
+            ),
+        });
+    }
+    let mut side = crate::file::foreign::records_of(log, done_seq + 1, cut.seq)?;
+    side.extend(cut.current);
+    if !side.is_empty() {
+        at += format::write_frame(&mut w, format::SIDE, &[&format::side_payload(&side)])
+            .map_err(io(to))?;
+    }
+    let now = chrono::Utc::now().timestamp_millis();
+    at += format::write_frame(
+        &mut w,
+        format::POINT,
+        &[&format::point_payload(cut.seq, &cut.hash, now)],
+    )
+    .map_err(io(to))?;
+    let file = w.into_inner().map_err(|e| EngineError::io(to, e.error()))?;
+    file.sync_data().map_err(io(to))?;
+    if !existed {
+        if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+            crate::layout::sync_dir(dir).map_err(io(dir))?;
+        }
+    }
+    progress(events, total);
+    Ok(BackupReport {
+        path: to.to_owned(),
+        seq: cut.seq,
+        head: cut.hash.to_hex(),
+        incremental: done_seq > 0,
+        from_seq: done_seq + 1,
+        events,
+        bodies,
+        side_records: side.len() as u64,
+        bytes_written: at - first_written,
+        file_bytes: at,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// Rebuilds a document at `to` (which must not exist, or be an empty folder) from the newest
+/// whole point of the backup `from`: every event checked against the hash chain, every body
+/// against its hash; then the state is folded with `folds`, and a snapshot, the command
+/// index and `HEAD` are written, so the new document opens at once. `progress(done, total)`
+/// counts events.
+pub fn restore(
+    from: &Path,
+    to: &Path,
+    folds: &Folds,
+    mut progress: impl FnMut(u64, u64),
+) -> Result<RestoreReport, EngineError> {
+    let started = Instant::now();
+    let point = {
+        let mut f = File::open(from).map_err(|e| {
+            EngineError::rejected(format!("cannot read the backup {}: {e}", from.display()))
+        })?;
+        format::outline(&mut f, from)
+            .map_err(|why| bad_backup(from, why))?
+            .last
+            .ok_or_else(|| {
+                bad_backup(from, "holds no whole backup yet (it was cut off before its first point); nothing to restore")
+            })?
+    };
+    let (mut frames, _doc) = format::Frames::open(from).map_err(|why| bad_backup(from, why))?;
+    let paths = ElfPaths::create(to)?;
+    let written = (|| {
+        let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+        let content = ContentStore::new(&paths.root);
+        let mut rebuilt = Rebuilt::new(&log, &content);
+        while frames.offset() < point.end {
+            let frame = frames
+                .next_frame()
+                .map_err(|why| bad_backup(from, why))?
+                .ok_or_else(|| bad_backup(from, "ends before its newest point"))?;
+            match frame {
+                format::Frame::Events(records) => {
+                    rebuilt
+                        .events(&records)
+                        .map_err(|why| bad_backup(from, why))?;
+                    progress(rebuilt.seq, point.seq);
+                }
+                format::Frame::Content(hash, bytes) => {
+                    rebuilt.body(&hash, &bytes).map_err(|why| bad_backup(from, why))?
+                }
+                format::Frame::Side(records) => rebuilt.side.extend(records),
+                format::Frame::Point(_) => {}
+            }
+        }
+        if (rebuilt.seq, rebuilt.prev) != (point.seq, point.hash) {
+            return Err(bad_backup(
+                from,
+                format!(
+                    "its point says seq {} but its events end at {}",
+                    point.seq, rebuilt.seq
+                ),
+            ));
+        }
+        let (bodies, side) = (rebuilt.bodies, rebuilt.side.len() as u64);
+        rebuilt.finish()?;
+        let digest = seal_document(&paths, &log, folds)?;
+        Ok((bodies, side, digest))
+    })();
+    let (bodies, side_records, state_digest) = match written {
+        Ok(w) => w,
+        Err(e) => {
+            // Half a document is no document: leave nothing behind.
+            let _ = std::fs::remove_dir_all(&paths.root);
+            return Err(e);
+        }
+    };
+    Ok(RestoreReport {
+        path: paths.root,
+        seq: point.seq,
+        head: point.hash.to_hex(),
+        bodies,
+        side_records,
+        state_digest,
+        backed_up_at_ms: point.at_ms,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// A new document's log being written from records already sealed elsewhere (a backup, a
+/// salvage): each checked against the hash chain and appended in order.
+pub(crate) struct Rebuilt<'a> {
+    log: &'a SledEventLog,
+    content: &'a ContentStore,
+    pub seq: u64,
+    pub prev: EventHash,
+    pub bodies: u64,
+    pub side: Vec<SideRecord>,
+}
+
+impl<'a> Rebuilt<'a> {
+    pub fn new(log: &'a SledEventLog, content: &'a ContentStore) -> Rebuilt<'a> {
+        Rebuilt {
+            log,
+            content,
+            seq: 0,
+            prev: EventHash::ZERO,
+            bodies: 0,
+            side: Vec::new(),
+        }
+    }
+
+    /// Appends the next records (`(seq, hash ‖ body)`), which must continue the chain.
+    pub fn events(&mut self, records: &[(u64, Vec<u8>)]) -> Result<(), String> {
+        for (seq, bytes) in records {
+            if *seq != self.seq + 1 {
+                return Err(format!("event {} follows event {}", seq, self.seq));
+            }
+            let e = crate::codec::open(*seq, bytes, Some(&self.prev))
+                .map_err(|why| format!("event {seq}: {why}"))?;
+            self.prev = e.hash;
+            self.seq = *seq;
+        }
+        if !records.is_empty() {
+            self.log
+                .write_group(&[records], &[])
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Stores a body, which must match its hash.
+    pub fn body(&mut self, hash: &[u8; 32], bytes: &[u8]) -> Result<(), String> {
+        let r: ContentRef = elfiee_projections::content::content_ref(bytes);
+        if &r.hash.0 != hash {
+            return Err(format!(
+                "the body {} is damaged (its bytes hash to {})",
+                &EventHash(*hash).to_hex()[..12],
+                &r.hash.to_hex()[..12]
+            ));
+        }
+        self.content.put_bytes(bytes).map_err(|e| e.to_string())?;
+        self.bodies += 1;
+        Ok(())
+    }
+
+    /// Writes the side records and makes everything durable.
+    pub fn finish(self) -> Result<(), EngineError> {
+        if !self.side.is_empty() {
+            self.log.write_group(&[], &self.side)?;
+        }
+        self.content.sync()?;
+        self.log.flush()
+    }
+}
+
+/// Folds a freshly written log and stores what an open would otherwise rebuild: the command
+/// index, a snapshot and `HEAD`. Returns the state's digest.
+pub(crate) fn seal_document(
+    paths: &ElfPaths,
+    log: &SledEventLog,
+    folds: &Folds,
+) -> Result<String, EngineError> {
+    let mut entries: Vec<crate::cmd_index::Entry> = Vec::new();
+    let mut state = elfiee_projections::State::default();
+    let mut prev = EventHash::ZERO;
+    for e in crate::log::read_events(log, 1, u64::MAX, Some(EventHash::ZERO)) {
+        let e = e?;
+        match entries.last_mut() {
+            Some((c, _, n)) if *c == e.cmd_id => *n += 1,
+            _ => entries.push((e.cmd_id, e.seq, 1)),
+        }
+        prev = e.hash;
+        folds.apply(&mut state, &e);
+    }
+    let index = paths.commands_index_file();
+    crate::cmd_index::rewrite(&index, &entries).map_err(io(&index))?;
+    if state.last_seq > 0 {
+        let bytes =
+            crate::replay::encode_snapshot(state.last_seq, prev, folds.fingerprint(), &state);
+        crate::replay::write_snapshot(paths, state.last_seq, &bytes)
+            .map_err(io(&paths.snapshots_dir()))?;
+        paths
+            .write_head(state.last_seq, &prev)
+            .map_err(io(&paths.head_file()))?;
+    }
+    Ok(state.digest())
+}

@@ -1,0 +1,76 @@
+//! Keeping documents: `backup` and `restore`.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+
+use super::super::output::Out;
+use super::super::session::Session;
+use super::super::CliError;
+use crate::Engine;
+
+/// Where `elfiee backup` writes when no `--to` is given: `NAME.elf.backup` beside the
+/// document (outside it, so a damaged folder does not take its backup with it).
+pub(crate) fn default_backup_path(elf: &Path) -> PathBuf {
+    let name = elf
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "document.elf".into());
+    elf.with_file_name(format!("{name}.backup"))
+}
+
+pub(super) async fn backup(s: &Session, to: Option<&Path>, out: &Out) -> Result<(), CliError> {
+    let to = to
+        .map(Path::to_owned)
+        .unwrap_or_else(|| default_backup_path(s.file.path()));
+    let r = s.file.backup(&to).await?;
+    out.print(&json!(r), || {
+        let what = if r.incremental {
+            format!("appended events {}..{}", r.from_seq, r.seq)
+        } else {
+            format!("wrote events 1..{}", r.seq)
+        };
+        let what = if r.events == 0 {
+            format!("nothing new since seq {}", r.seq)
+        } else {
+            what
+        };
+        format!(
+            "backup {}: {what} ({} bodies, {} bytes) in {} ms; it now holds seq {} (head {})",
+            r.path.display(),
+            r.bodies,
+            r.bytes_written,
+            r.elapsed_ms,
+            r.seq,
+            &r.head[..12]
+        )
+    });
+    Ok(())
+}
+
+pub(super) fn restore(from: &Path, to: &Path, out: &Out) -> Result<(), CliError> {
+    let bar = (!out.json).then(|| super::files::progress("restoring"));
+    let folds = Engine::global().config().registry.folds().clone();
+    let r = crate::engine::backup::restore(from, to, &folds, |done, total| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let r = r?;
+    out.print(&json!(r), || {
+        format!(
+            "restored {} from {}: events 1..{} (head {}), {} bodies; state digest {}",
+            r.path.display(),
+            from.display(),
+            r.seq,
+            &r.head[..12],
+            r.bodies,
+            r.state_digest
+        )
+    });
+    Ok(())
+}
