@@ -109,6 +109,19 @@ impl Registry {
         self.folds.register(kind, fold);
     }
 
+    /// Registers the upcaster of `kind`'s payload from `from_version` to the next
+    /// ([`Folds::register_upcast`]; once each, in order, from 1, or this panics). Events this
+    /// registry's handlers commit for `kind` then carry `"$v": <current version>`, and older
+    /// ones reach the fold (and so every handler's view of the state) in the current shape.
+    pub fn register_upcast(
+        &mut self,
+        kind: impl Into<String>,
+        from_version: u32,
+        upcaster: impl Fn(serde_json::Value) -> serde_json::Value + Send + Sync + 'static,
+    ) {
+        self.folds.register_upcast(kind, from_version, upcaster);
+    }
+
     /// Declares where events of `kind` carry large bodies ([`Folds::declare_body`]).
     pub fn declare_body(&mut self, kind: impl Into<String>, keys: &[&str]) {
         self.folds.declare_body(kind, keys);
@@ -158,7 +171,8 @@ impl Registry {
     }
 
     /// The pure pipeline for one command: lookup, target check, CBAC, handler, optimistic
-    /// concurrency, then events with ids, attribute, clock and time filled in. `seq` and `hash`
+    /// concurrency, then events with ids, attribute, clock, time and payload version
+    /// ([`Folds::stamp_version`]) filled in. `seq` and `hash`
     /// are left at zero for the log to assign. A payload nested deeper than
     /// [`crate::MAX_PAYLOAD_DEPTH`] is refused before any handler sees it.
     pub fn execute(&self, cmd: &Command, state: &State, ctx: &Ctx) -> Result<Vec<Event>, CapError> {
@@ -212,7 +226,7 @@ impl Registry {
                 });
             }
         }
-        Ok(finalize(cmd, drafts, state, ctx))
+        Ok(finalize(cmd, drafts, state, ctx, &self.folds))
     }
 }
 
@@ -257,15 +271,23 @@ fn resolve_target<'s>(
 }
 
 /// Turns handler drafts into events: deterministic ids from `ctx`, attribute
-/// `"<editor>/<kind>"`, the editor's vector clock advanced once per event, time from `ctx`.
-fn finalize(cmd: &Command, drafts: Vec<EventDraft>, state: &State, ctx: &Ctx) -> Vec<Event> {
+/// `"<editor>/<kind>"`, the editor's vector clock advanced once per event, time from `ctx`,
+/// the kind's current payload version in the value.
+fn finalize(
+    cmd: &Command,
+    drafts: Vec<EventDraft>,
+    state: &State,
+    ctx: &Ctx,
+    folds: &Folds,
+) -> Vec<Event> {
     let key = format!("{}:{}", ctx.node_id, cmd.editor_id);
     let mut clock = state.clocks.clone();
     drafts
         .into_iter()
         .enumerate()
-        .map(|(i, d)| {
+        .map(|(i, mut d)| {
             *clock.entry(key.clone()).or_insert(0) += 1;
+            folds.stamp_version(&d.kind, &mut d.value);
             Event {
                 seq: 0,
                 event_id: ctx.new_id(1_000_000 + i as u32),

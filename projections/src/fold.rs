@@ -12,6 +12,10 @@
 //! for in [`State::unknown_kinds`], so a document written by a program that knew more kinds
 //! still opens, and says what it could not give a meaning.
 //!
+//! A kind's payload may change shape: [`Folds::register_upcast`] registers the step from one
+//! version to the next, and [`Folds::apply`] brings an event's value to the current shape
+//! before the kind's fold sees it ([`crate::upcast`]); the log is never rewritten.
+//!
 //! ```
 //! use elfiee_projections::{Folded, Folds, State};
 //! use elfiee_model::Event;
@@ -27,13 +31,17 @@
 //! assert!(folds.knows("counter.bump") && !folds.knows("core.create"));
 //! ```
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use elfiee_model::Event;
+use serde_json::Value;
 
+use crate::caught::panic_message;
 use crate::state::State;
+use crate::upcast::{self, Chain, UpcastError, VERSION_KEY};
 
 /// What a fold did with its event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,16 +83,23 @@ where
 pub enum Applied {
     /// Its kind's fold ran.
     Folded(Folded),
-    /// No fold is registered for its kind: it is counted in [`State::unknown_kinds`].
+    /// No fold is registered for its kind, or its payload version is newer than the kind's
+    /// (or not a version): it is counted in [`State::unknown_kinds`], under `kind` or
+    /// `kind@v3` ([`UpcastError::unknown_kind`]).
     Unknown,
     /// The kind's fold panicked (with this message); the state holds what it did until then.
     Panicked(String),
+    /// The kind's upcaster from version `from` panicked (with this message); the fold did not
+    /// run.
+    UpcastPanicked { from: u32, message: String },
 }
 
 /// The fold of every known event kind.
 #[derive(Clone, Default)]
 pub struct Folds {
     by_kind: BTreeMap<String, Arc<dyn Fold>>,
+    /// Kind → its upcasters, for a kind whose payload changed shape.
+    upcasts: BTreeMap<String, Chain>,
     fingerprint: String,
     /// Event kind → the `value.contents` keys that may hold a large body.
     bodies: BTreeMap<String, Vec<String>>,
@@ -111,7 +126,68 @@ impl Folds {
     /// [`Folds::register`] for a fold already shared.
     pub fn register_arc(&mut self, kind: impl Into<String>, fold: Arc<dyn Fold>) {
         self.by_kind.insert(kind.into(), fold);
-        self.fingerprint = fingerprint(&self.by_kind);
+        self.fingerprint = fingerprint(&self.by_kind, &self.upcasts);
+    }
+
+    /// Registers the upcaster of `kind` from payload version `from_version` to the next
+    /// ([`crate::upcast`]): a pure, total function from a value of the old shape to one of the
+    /// new. The kind's current version becomes `from_version + 1`; events the registry's
+    /// handlers commit say so in their value's `"$v"`, and older events are upcast before its
+    /// fold sees them.
+    ///
+    /// # Panics
+    ///
+    /// When `from_version` is not the kind's current version: upcasters are registered once
+    /// each, in order, from version 1 (a mistake in the program, found when it builds its
+    /// registry).
+    pub fn register_upcast(
+        &mut self,
+        kind: impl Into<String>,
+        from_version: u32,
+        upcaster: impl Fn(Value) -> Value + Send + Sync + 'static,
+    ) {
+        let kind = kind.into();
+        let chain = self.upcasts.entry(kind.clone()).or_default();
+        chain.push(&kind, from_version, Arc::new(upcaster));
+        self.fingerprint = fingerprint(&self.by_kind, &self.upcasts);
+    }
+
+    /// The current payload version of `kind`: 1 plus the number of its upcasters.
+    pub fn version(&self, kind: &str) -> u32 {
+        self.upcasts.get(kind).map_or(1, Chain::current)
+    }
+
+    /// The kinds with upcasters and their current versions, sorted.
+    pub fn versioned_kinds(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.upcasts.iter().map(|(k, c)| (k.as_str(), c.current()))
+    }
+
+    /// `value`, an event of `kind`'s, in the kind's current shape: borrowed when it is already
+    /// (no copy), else upcast. What [`Folds::apply`] gives the fold; an effect that reads old
+    /// events' values reads them through this too.
+    pub fn upcast<'v>(&self, kind: &str, value: &'v Value) -> Result<Cow<'v, Value>, UpcastError> {
+        match self.upcasts.get(kind) {
+            Some(chain) => chain.upcast(value),
+            None => upcast::upcast_with(&[], value),
+        }
+    }
+
+    /// Marks a value a handler wrote for `kind` with the kind's current version: `"$v"` set
+    /// when the version is above 1, removed when it is 1 (absent means 1), so an event says
+    /// which shape it carries whatever the handler put there. Values that are not objects
+    /// are left as they are (they read as version 1).
+    pub fn stamp_version(&self, kind: &str, value: &mut Value) {
+        let Value::Object(o) = value else {
+            return;
+        };
+        match self.version(kind) {
+            1 => {
+                o.remove(VERSION_KEY);
+            }
+            v => {
+                o.insert(VERSION_KEY.into(), v.into());
+            }
+        }
     }
 
     /// Registers `kind` as known with no effect on the state (a request that an effect
@@ -172,14 +248,17 @@ impl Folds {
         self.by_kind.keys().map(String::as_str)
     }
 
-    /// A short hash of the kinds and their fold versions. Snapshots record it: a state folded
-    /// by other folds is not the one these folds would give.
+    /// A short hash of the kinds, their fold versions and their payload versions. Snapshots
+    /// record it: a state folded by other folds (or without an upcaster) is not the one these
+    /// folds would give.
     pub fn fingerprint(&self) -> &str {
         &self.fingerprint
     }
 
     /// Folds one committed event into `state`: `last_seq`, the vector clock, then the kind's
-    /// fold (panics caught), then the block's seq if the fold touched its block. Total.
+    /// fold (panics caught) on the event's value in the kind's current shape ([`Folds::upcast`];
+    /// an event of a newer version is counted as unknown, `kind@v3`), then the block's seq if
+    /// the fold touched its block. Total.
     pub fn apply(&self, state: &mut State, event: &Event) -> Applied {
         state.last_seq = event.seq;
         for (k, v) in &event.clock {
@@ -190,6 +269,29 @@ impl Folds {
         let Some(fold) = self.by_kind.get(kind) else {
             *state.unknown_kinds.entry(kind.to_owned()).or_insert(0) += 1;
             return Applied::Unknown;
+        };
+        let upcast;
+        let event = match self.upcast(kind, &event.value) {
+            Ok(Cow::Borrowed(_)) => event,
+            Ok(Cow::Owned(value)) => {
+                upcast = with_value(event, value);
+                &upcast
+            }
+            Err(UpcastError::Panicked { from, message }) => {
+                tracing::error!(
+                    kind,
+                    seq = event.seq,
+                    from,
+                    %message,
+                    "an upcaster panicked; the event's meaning is missing from this state"
+                );
+                return Applied::UpcastPanicked { from, message };
+            }
+            Err(unreadable) => {
+                let name = unreadable.unknown_kind(kind);
+                *state.unknown_kinds.entry(name).or_insert(0) += 1;
+                return Applied::Unknown;
+            }
         };
         match catch_unwind(AssertUnwindSafe(|| fold.apply(state, event))) {
             Ok(Folded::Block) => {
@@ -211,20 +313,208 @@ impl Folds {
     }
 }
 
-/// The text of a caught panic.
-pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "panic".into())
+/// `event` with another value (the rest copied; the old value is not).
+fn with_value(event: &Event, value: Value) -> Event {
+    Event {
+        seq: event.seq,
+        event_id: event.event_id,
+        cmd_id: event.cmd_id,
+        entity: event.entity.clone(),
+        attribute: event.attribute.clone(),
+        value,
+        clock: event.clock.clone(),
+        created_at: event.created_at,
+        hash: event.hash,
+    }
 }
 
-fn fingerprint(by_kind: &BTreeMap<String, Arc<dyn Fold>>) -> String {
+fn fingerprint(
+    by_kind: &BTreeMap<String, Arc<dyn Fold>>,
+    upcasts: &BTreeMap<String, Chain>,
+) -> String {
     let mut h = blake3::Hasher::new();
     for (kind, fold) in by_kind {
         h.update(kind.as_bytes());
         h.update(&[0]);
         h.update(&fold.version().to_le_bytes());
+        // Only for a kind with upcasters, so folds without any keep their fingerprint (and
+        // their snapshots). 0xff starts no UTF-8 text, so no kind name reads the same.
+        if let Some(chain) = upcasts.get(kind) {
+            h.update(&[0xff]);
+            h.update(&chain.current().to_le_bytes());
+        }
     }
     h.finalize().to_hex()[..16].to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::DateTime;
+    use elfiee_model::EventHash;
+    use serde_json::json;
+
+    fn ev(seq: u64, kind: &str, value: Value) -> Event {
+        Event {
+            seq,
+            event_id: uuid::Uuid::nil(),
+            cmd_id: uuid::Uuid::nil(),
+            entity: "list".into(),
+            attribute: format!("alice/{kind}"),
+            value,
+            clock: [("n:alice".to_string(), seq)].into(),
+            created_at: DateTime::from_timestamp_millis(seq as i64 * 1000).unwrap(),
+            hash: EventHash::ZERO,
+        }
+    }
+
+    /// `todo.add` keeps every value its fold sees, in order, in the extension `todo`.
+    fn todo_folds() -> Folds {
+        let mut folds = Folds::default();
+        folds.register("todo.add", |s: &mut State, e: &Event| {
+            let seen = s.extension_mut("todo").entry("seen").or_insert(json!([]));
+            if let Some(list) = seen.as_array_mut() {
+                list.push(e.value.clone());
+            }
+            Folded::Done
+        });
+        folds
+    }
+
+    fn add_due(mut v: Value) -> Value {
+        if let Some(o) = v.as_object_mut() {
+            o.insert("due".into(), Value::Null);
+        }
+        v
+    }
+
+    fn seen(s: &State) -> Value {
+        s.extensions["todo"]["seen"].clone()
+    }
+
+    #[test]
+    fn the_fold_sees_old_and_new_events_in_the_current_shape() {
+        let mut folds = todo_folds();
+        folds.register_upcast("todo.add", 1, add_due);
+        folds.register_upcast("todo.add", 2, |mut v: Value| {
+            if let Some(o) = v.as_object_mut() {
+                let text = o.remove("text").unwrap_or(Value::Null);
+                o.insert("title".into(), text);
+            }
+            v
+        });
+        let mut s = State::default();
+        let old = ev(1, "todo.add", json!({"text": "milk"}));
+        let kept = old.clone();
+        folds.apply(&mut s, &old);
+        folds.apply(
+            &mut s,
+            &ev(
+                2,
+                "todo.add",
+                json!({"text": "tea", "due": "2026-12-01", "$v": 2}),
+            ),
+        );
+        folds.apply(
+            &mut s,
+            &ev(3, "todo.add", json!({"title": "jam", "due": null, "$v": 3})),
+        );
+        assert_eq!(
+            seen(&s),
+            json!([
+                {"title": "milk", "due": null, "$v": 3},
+                {"title": "tea", "due": "2026-12-01", "$v": 3},
+                {"title": "jam", "due": null, "$v": 3},
+            ])
+        );
+        // The event itself (what the log holds) is not touched.
+        assert_eq!(old, kept);
+        assert!(s.unknown_kinds.is_empty());
+    }
+
+    #[test]
+    fn a_newer_or_malformed_version_is_counted_as_unknown_not_misread() {
+        let mut folds = todo_folds();
+        folds.register_upcast("todo.add", 1, add_due);
+        let mut s = State::default();
+        let applied = folds.apply(&mut s, &ev(1, "todo.add", json!({"text": "a", "$v": 3})));
+        assert_eq!(applied, Applied::Unknown);
+        folds.apply(&mut s, &ev(2, "todo.add", json!({"text": "b", "$v": 3})));
+        folds.apply(&mut s, &ev(3, "todo.add", json!({"text": "c", "$v": "2"})));
+        assert_eq!(
+            s.unknown_kinds,
+            [
+                ("todo.add@v3".to_string(), 2),
+                ("todo.add@v?".to_string(), 1)
+            ]
+            .into()
+        );
+        assert!(!s.extensions.contains_key("todo"));
+        assert_eq!(s.last_seq, 3);
+        // A kind without upcasters is at version 1: a `$v` of 2 is newer too.
+        let mut plain = todo_folds();
+        plain.register("todo.tick", |_: &mut State, _: &Event| Folded::Done);
+        let mut s = State::default();
+        plain.apply(&mut s, &ev(1, "todo.tick", json!({"$v": 2})));
+        plain.apply(&mut s, &ev(2, "todo.tick", json!({"$v": 1})));
+        assert_eq!(s.unknown_kinds, [("todo.tick@v2".to_string(), 1)].into());
+    }
+
+    #[test]
+    fn a_panicking_upcaster_is_caught_and_the_fold_does_not_run() {
+        let mut folds = todo_folds();
+        folds.register_upcast("todo.add", 1, |v: Value| {
+            let text = v["text"].as_str().expect("a text");
+            json!({"text": text, "due": null})
+        });
+        let mut s = State::default();
+        let applied = folds.apply(&mut s, &ev(1, "todo.add", json!({"txt": "a"})));
+        assert_eq!(
+            applied,
+            Applied::UpcastPanicked {
+                from: 1,
+                message: "a text".into()
+            }
+        );
+        assert!(!s.extensions.contains_key("todo"));
+        assert_eq!(s.last_seq, 1);
+        folds.apply(&mut s, &ev(2, "todo.add", json!({"text": "b"})));
+        assert_eq!(seen(&s), json!([{"text": "b", "due": null, "$v": 2}]));
+    }
+
+    #[test]
+    fn the_fingerprint_counts_each_kinds_upcasters() {
+        let plain = todo_folds();
+        let mut one = todo_folds();
+        one.register_upcast("todo.add", 1, add_due);
+        let mut again = todo_folds();
+        again.register_upcast("todo.add", 1, add_due);
+        let mut two = one.clone();
+        two.register_upcast("todo.add", 2, add_due);
+        assert_ne!(plain.fingerprint(), one.fingerprint());
+        assert_ne!(one.fingerprint(), two.fingerprint());
+        assert_eq!(one.fingerprint(), again.fingerprint());
+        // The order of registration (fold, upcaster) does not matter.
+        let mut first = Folds::default();
+        first.register_upcast("todo.add", 1, add_due);
+        first.register_arc("todo.add", todo_folds().get("todo.add").unwrap().clone());
+        assert_eq!(first.fingerprint(), one.fingerprint());
+        assert_eq!((one.version("todo.add"), two.version("todo.add")), (2, 3));
+        assert_eq!(plain.version("todo.add"), 1);
+    }
+
+    #[test]
+    fn stamping_sets_the_current_version_and_drops_a_stray_one() {
+        let mut folds = todo_folds();
+        folds.register_upcast("todo.add", 1, add_due);
+        let mut v = json!({"text": "a", "$v": 9});
+        folds.stamp_version("todo.add", &mut v);
+        assert_eq!(v, json!({"text": "a", "$v": 2}));
+        let mut v = json!({"n": 1, "$v": 9});
+        folds.stamp_version("todo.tick", &mut v);
+        assert_eq!(v, json!({"n": 1}));
+        let mut v = json!([1]);
+        folds.stamp_version("todo.add", &mut v);
+        assert_eq!(v, json!([1]));
+    }
 }

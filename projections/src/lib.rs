@@ -15,6 +15,7 @@
 //! assert_eq!(state.digest(), State::default().digest());
 //! ```
 
+mod caught;
 pub mod content;
 pub mod context;
 mod fold;
@@ -22,13 +23,16 @@ mod graph;
 pub mod lazy;
 mod state;
 pub mod toolkit;
+pub mod upcast;
 
+pub use caught::panic_message;
 pub use context::{
     collect_context, collect_context_with, count_tokens, keywords, Context, ContextItem,
     ContextOptions, Rank,
 };
-pub use fold::{panic_message, Applied, Fold, Folded, Folds};
+pub use fold::{Applied, Fold, Folded, Folds};
 pub use graph::RelationGraph;
 pub use lazy::{Image, LazyMap};
 pub use state::{State, StateDigest};
 pub use toolkit::{fold_patch, set_block, update_block};
+pub use upcast::{UpcastError, Upcaster};
