@@ -1,0 +1,234 @@
+//! Backups taken while writers write, appended incrementally, and restored: the restored
+//! document's digest is the source's at the backup's seq (issue 29).
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use elfiee_engine::backup::restore;
+use elfiee_engine::{EngineError, FileHandle};
+use serde_json::json;
+use tempfile::TempDir;
+
+fn folds() -> elfiee_projections::Folds {
+    elfiee_capabilities::Registry::builtin().folds().clone()
+}
+
+/// Creates `n` markdown blocks `b0..` and returns their ids.
+async fn blocks(f: &FileHandle, n: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let ev = f.submit(create("alice", &format!("b{i}"))).await.unwrap();
+        ids.push(ev[0].entity.clone());
+    }
+    ids
+}
+
+/// Text for write `i`: every third one is long enough for the content store.
+fn text(w: usize, i: usize) -> String {
+    if i % 3 == 0 {
+        format!("writer {w} write {i} {}", "long body ".repeat(40))
+    } else {
+        format!("writer {w} write {i}")
+    }
+}
+
+/// Restores `backup` into `dir/name` and returns its digest and seq.
+fn restored(backup: &Path, dir: &TempDir, name: &str) -> (String, u64) {
+    let r = restore(backup, &dir.path().join(name), &folds(), |_, _| {}).unwrap();
+    let verified = verify_ok(&r.path);
+    assert_eq!(verified.events, r.seq);
+    (r.state_digest, r.seq)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_backup_taken_while_four_writers_write_restores_to_the_state_at_its_seq() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 4).await;
+    let backup = dir.path().join("x.backup");
+    // The writers write until the three backups are taken (and at least 100 writes each).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = ids
+        .iter()
+        .enumerate()
+        .map(|(w, id)| {
+            let (f, id, stop) = (f.clone(), id.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut i = 0;
+                while i < 100 || !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let p = json!({"markdown": text(w, i)});
+                    f.submit(elfiee_model::Command::new("alice", "markdown.write", Some(&id), p))
+                        .await
+                        .unwrap();
+                    if i == 50 && w == 0 {
+                        // A bulk command too: its events are stored as a group.
+                        f.submit(import(40, "mid")).await.unwrap();
+                    }
+                    i += 1;
+                }
+                i
+            })
+        })
+        .collect();
+    // Three backups into the same file while they write; a copy of the file after each.
+    let mut taken = Vec::new();
+    for k in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let r = f.backup(&backup).await.unwrap();
+        let copy = dir.path().join(format!("x.backup.{k}"));
+        std::fs::copy(&backup, &copy).unwrap();
+        taken.push((r, copy));
+    }
+    // Some more writes after the last backup, then stop.
+    let seen = f.last_seq();
+    while f.last_seq() < seen + 20 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for w in writers {
+        assert!(w.await.unwrap() >= 100);
+    }
+    let last = f.last_seq();
+    assert!(
+        taken[2].0.seq < last,
+        "the backups ran while the writers wrote (last backup at {}, writers ended at {last})",
+        taken[2].0.seq
+    );
+    assert!(!taken[0].0.incremental && taken[1].0.incremental && taken[2].0.incremental);
+    for pair in taken.windows(2) {
+        assert_eq!(pair[1].0.from_seq, pair[0].0.seq + 1, "appends only what is new");
+    }
+    for (k, (r, copy)) in taken.iter().enumerate() {
+        let (digest, seq) = restored(copy, &dir, &format!("r{k}.elf"));
+        assert_eq!(seq, r.seq);
+        let expected = f.state_at(r.seq).await.unwrap().digest();
+        assert_eq!(digest, expected, "backup {k} restores the state at seq {seq}");
+    }
+    // And once more after the writers: the whole document.
+    let r = f.backup(&backup).await.unwrap();
+    assert_eq!(r.seq, last);
+    let (digest, _) = restored(&backup, &dir, "final.elf");
+    assert_eq!(digest, f.state_digest());
+    f.close().await;
+    // The restored document opens, and takes writes.
+    let g = engine.open(dir.path().join("final.elf")).await.unwrap();
+    assert_eq!(g.state_digest(), digest);
+    g.submit(create("alice", "after")).await.unwrap();
+    g.close().await;
+}
+
+#[tokio::test]
+async fn a_backup_cut_off_midway_keeps_its_last_point_and_the_next_run_mends_it() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 1).await;
+    let backup = dir.path().join("x.backup");
+    let first = f.backup(&backup).await.unwrap();
+    let at_first = f.state_digest();
+    for i in 0..50 {
+        alice(&f, "markdown.write", Some(&ids[0]), json!({"markdown": text(0, i)})).await;
+    }
+    let second = f.backup(&backup).await.unwrap();
+    let len = std::fs::metadata(&backup).unwrap().len();
+    assert_eq!(second.file_bytes, len);
+    // A run stopped half way through its frames: only the first point is whole.
+    let cut = first.file_bytes + (len - first.file_bytes) / 2;
+    let file = std::fs::OpenOptions::new().write(true).open(&backup).unwrap();
+    file.set_len(cut).unwrap();
+    drop(file);
+    let (digest, seq) = restored(&backup, &dir, "half.elf");
+    assert_eq!((digest, seq), (at_first, first.seq));
+    // The next run cuts the torn frames off and appends everything after the first point.
+    let third = f.backup(&backup).await.unwrap();
+    assert_eq!(third.from_seq, first.seq + 1);
+    assert_eq!(third.seq, f.last_seq());
+    let (digest, _) = restored(&backup, &dir, "mended.elf");
+    assert_eq!(digest, f.state_digest());
+    // Nothing new: nothing written.
+    let again = f.backup(&backup).await.unwrap();
+    assert_eq!((again.events, again.bytes_written), (0, 0));
+    assert_eq!(std::fs::metadata(&backup).unwrap().len(), third.file_bytes);
+    f.close().await;
+}
+
+#[tokio::test]
+async fn a_backup_file_of_another_document_or_no_backup_at_all_is_left_alone() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let a = engine.init(dir.path().join("a.elf"), "Alice").await.unwrap();
+    let b = engine.init(dir.path().join("b.elf"), "Bob").await.unwrap();
+    let backup = dir.path().join("a.backup");
+    a.backup(&backup).await.unwrap();
+    let before = std::fs::read(&backup).unwrap();
+    let err = b.backup(&backup).await.unwrap_err();
+    assert!(err.to_string().contains("another document"), "{err}");
+    assert_eq!(std::fs::read(&backup).unwrap(), before, "left as it was");
+    let notes = dir.path().join("notes.txt");
+    std::fs::write(&notes, "my notes, not a backup").unwrap();
+    let err = b.backup(&notes).await.unwrap_err();
+    assert!(err.to_string().contains("not an elfiee backup"), "{err}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes, not a backup");
+    let err = b.backup(dir.path()).await.unwrap_err();
+    assert!(err.to_string().contains("is a folder"), "{err}");
+    a.close().await;
+    b.close().await;
+}
+
+#[tokio::test]
+async fn a_damaged_backup_is_refused_naming_where_and_leaves_no_half_document() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 2).await;
+    for i in 0..30 {
+        alice(&f, "markdown.write", Some(&ids[i % 2]), json!({"markdown": text(1, i)})).await;
+    }
+    let backup = dir.path().join("x.backup");
+    let r = f.backup(&backup).await.unwrap();
+    f.close().await;
+    // A flipped byte in the middle of the events.
+    flip_byte(&backup, |len| len / 2);
+    let target = dir.path().join("r.elf");
+    let err = restore(&backup, &target, &folds(), |_, _| {}).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("damaged") && msg.contains("x.backup"), "{msg}");
+    assert!(!target.exists(), "no half document is left behind");
+    assert!(r.seq > 30);
+    // Restoring over an existing document is refused.
+    let err = restore(&backup, &dir.path().join("x.elf"), &folds(), |_, _| {}).unwrap_err();
+    assert!(matches!(err, EngineError::AlreadyExists(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_document_of_a_newer_format_is_refused_naming_both_versions() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let path = f.path().to_owned();
+    f.close().await;
+    let marker = path.join("ELFIEE");
+    let text = std::fs::read_to_string(&marker).unwrap();
+    let newer = elfiee_model::FORMAT_VERSION + 1;
+    std::fs::write(
+        &marker,
+        text.replace(
+            &format!("format_version = {}", elfiee_model::FORMAT_VERSION),
+            &format!("format_version = {newer}"),
+        ),
+    )
+    .unwrap();
+    let err = engine.open(&path).await.unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, EngineError::NewerFormat { .. }), "{err:?}");
+    assert!(
+        msg.contains(&format!("format version {newer}"))
+            && msg.contains(&format!("up to {}", elfiee_model::FORMAT_VERSION)),
+        "{msg}"
+    );
+    let err = elfiee_engine::verify(&path, |_, _| {}).unwrap_err();
+    assert!(matches!(err, EngineError::NewerFormat { .. }), "{err:?}");
+}
