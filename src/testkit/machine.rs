@@ -25,6 +25,7 @@ use super::pipeline::{Invariant, Pipeline, Violation, NODE_ID};
 /// ```
 pub struct Check {
     registry: Registry,
+    older: Option<Registry>,
     ops: Vec<(u32, BoxedStrategy<Op>)>,
     extra_types: Vec<String>,
     grantable: Vec<String>,
@@ -43,6 +44,10 @@ pub struct Report {
     pub accepted: u64,
     pub rejected: u64,
     pub reopens: u64,
+    /// Commands the older program committed ([`Op::Older`]).
+    pub older: u64,
+    /// Values run through the upcasters ([`super::check_upcasters`]).
+    pub upcast_values: u64,
 }
 
 /// A broken invariant with the minimal step sequence proptest shrank the failing one to.
@@ -65,16 +70,24 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "{}", self.violation)?;
+        if self.ops.is_empty() {
+            // Not from a sequence (the upcasters' check, before any).
+            return Ok(());
+        }
         writeln!(
             f,
             "minimal command sequence ({} steps, after the document's elf.init):",
             self.commands.len()
         )?;
         for (i, c) in self.commands.iter().enumerate() {
+            let by = match self.ops.get(i) {
+                Some(Op::Older(_)) => " (the older program)",
+                _ => "",
+            };
             match c {
                 Some(c) => writeln!(
                     f,
-                    "  {:>3}. {} {} on {} {}",
+                    "  {:>3}. {} {} on {} {}{by}",
                     i + 1,
                     c.editor_id,
                     c.cap_id,
@@ -95,6 +108,7 @@ impl Check {
     pub fn new(registry: Registry) -> Check {
         Check {
             registry,
+            older: None,
             ops: Vec::new(),
             extra_types: Vec::new(),
             grantable: Vec::new(),
@@ -119,6 +133,15 @@ impl Check {
         self.extra_types.extend(types.iter().map(|t| t.to_string()));
         self.grantable
             .extend(grantable.iter().map(|t| t.to_string()));
+        self
+    }
+
+    /// The registry of the program as it was before a payload changed shape (the kind at its
+    /// old version, without the upcaster): [`Op::Older`] steps run their commands with it, so
+    /// the log mixes old and new payload versions, and every invariant (live = replay =
+    /// snapshot + tail, engine = pipeline) holds across them.
+    pub fn older(mut self, registry: Registry) -> Check {
+        self.older = Some(registry);
         self
     }
 
@@ -166,8 +189,17 @@ impl Check {
         proptest::collection::vec(one, self.steps.clone()).boxed()
     }
 
-    /// Runs the cases; the first broken invariant comes back shrunk.
+    /// Runs the upcasters' check ([`super::check_upcasters`]), then the cases; the first broken
+    /// invariant comes back shrunk.
     pub fn run(self) -> Result<Report, Failure> {
+        let upcast_values =
+            super::upcast::check_upcasters(&self.registry, UPCAST_CASES).map_err(|violation| {
+                Failure {
+                    violation,
+                    commands: Vec::new(),
+                    ops: Vec::new(),
+                }
+            })?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -194,6 +226,7 @@ impl Check {
             Ok(()) => {
                 let mut r = report.get();
                 r.cases = self.cases;
+                r.upcast_values = upcast_values;
                 Ok(r)
             }
             Err(TestError::Fail(reason, minimal)) => {
@@ -273,16 +306,12 @@ impl Check {
         let mut done: Vec<Option<Command>> = Vec::new();
         let dir = tempfile::tempdir().map_err(|e| (io_violation(e), Vec::new()))?;
         let path = dir.path().join("kit.elf");
-        let engine = self.engine.then(|| {
-            Engine::new(EngineConfig {
-                registry: self.registry.clone(),
-                fixed_ctx: Some(p.fixed),
-                node_id: NODE_ID.into(),
-                snapshot_every: 16,
-                snapshot_at_close_after: 1,
-                ..EngineConfig::default()
-            })
-        });
+        let engine = self.engine.then(|| engine_for(self.registry.clone(), &p));
+        let older = self
+            .older
+            .as_ref()
+            .filter(|_| self.engine)
+            .map(|r| engine_for(r.clone(), &p));
         let mut file = None;
         // The document: the engine's elf.init, or the same command in the pipeline alone.
         let init = Command::new(
@@ -320,7 +349,7 @@ impl Check {
             .run_steps(
                 steps,
                 &mut p,
-                engine.as_ref(),
+                (engine.as_ref(), older.as_ref()),
                 &mut file,
                 &path,
                 &mut snapshots,
@@ -353,7 +382,7 @@ impl Check {
         &self,
         steps: &[Op],
         p: &mut Pipeline,
-        engine: Option<&Engine>,
+        (engine, older): (Option<&Engine>, Option<&Engine>),
         file: &mut Option<FileHandle>,
         path: &Path,
         snapshots: &mut Vec<(u64, Vec<u8>)>,
@@ -375,6 +404,11 @@ impl Check {
                         same_digest(&f, p, "after close and reopen (snapshot + tail)")?;
                         *file = Some(f);
                     }
+                }
+                Op::Older(c) => {
+                    snapshots.push(p.snapshot());
+                    self.run_older(c, p, (engine, older), file, path, done, stats)
+                        .await?;
                 }
                 Op::Run(c) => {
                     let cmd = c.resolve(&p.state);
@@ -400,6 +434,100 @@ impl Check {
         }
         Ok(())
     }
+
+    /// An [`Op::Older`] step: the older program's handler on the log as its folds see it,
+    /// committed to the pure pipeline; in the engine, the document closed, opened by the older
+    /// program (same state as its pipeline), the command committed there (same events), and
+    /// the document opened again by this program (its snapshot plus the older events: the
+    /// same state as the pipeline).
+    #[allow(clippy::too_many_arguments)]
+    async fn run_older(
+        &self,
+        c: &ops::OpCmd,
+        p: &mut Pipeline,
+        (engine, older): (Option<&Engine>, Option<&Engine>),
+        file: &mut Option<FileHandle>,
+        path: &Path,
+        done: &mut Vec<Option<Command>>,
+        stats: &mut Report,
+    ) -> Result<(), Violation> {
+        let registry = self
+            .older
+            .clone()
+            .expect("an Op::Older step needs the older program's registry: Check::older(registry)");
+        // The older program's view: the same log, folded by its folds.
+        let mut old = Pipeline::new(registry);
+        old.fixed = p.fixed;
+        old.node_id = p.node_id.clone();
+        old.commit(p.events.clone())?;
+        let cmd = c.resolve(&old.state);
+        done.push(Some(cmd.clone()));
+        stats.commands += 1;
+        let opened = match (older, file.take()) {
+            (Some(older), Some(f)) => {
+                f.close().await;
+                let of = older.open(path).await.map_err(|e| {
+                    engine_violation(format!("the older program cannot open it: {e}"))
+                })?;
+                if let Err(v) = same_digest(&of, &old, "in the older program, once opened") {
+                    of.close().await;
+                    return Err(v);
+                }
+                Some(of)
+            }
+            _ => None,
+        };
+        let pure = old.run(&cmd);
+        if let (Ok(pure), Some(of)) = (&pure, opened.as_ref()) {
+            let before = of.last_seq();
+            let real = of.submit(cmd.clone()).await;
+            let compared = compare(&cmd, pure, real, before, of);
+            if compared.is_err() {
+                of.close().await;
+                compared?;
+            }
+        }
+        if let Some(of) = opened {
+            of.close().await;
+        }
+        match pure? {
+            Ok(events) => {
+                stats.accepted += 1;
+                stats.older += 1;
+                p.content.append(&mut old.content);
+                p.commit(events)?;
+            }
+            Err(_) => stats.rejected += 1,
+        }
+        if let Some(engine) = engine.filter(|_| older.is_some()) {
+            let f = engine.open(path).await.map_err(|e| {
+                engine_violation(format!("reopen after the older program failed: {e}"))
+            })?;
+            same_digest(
+                &f,
+                p,
+                "after the older program wrote (snapshot + its events)",
+            )?;
+            *file = Some(f);
+        }
+        Ok(())
+    }
+}
+
+/// Values each kind's upcasters are run on by [`Check::run`].
+const UPCAST_CASES: u32 = 256;
+
+/// An engine over `registry` that commits what the pipeline `p` commits (its fixed time, ids
+/// and node), snapshotting often and at every close.
+fn engine_for(registry: Registry, p: &Pipeline) -> Engine {
+    Engine::new(EngineConfig {
+        registry,
+        fixed_ctx: Some(p.fixed),
+        node_id: NODE_ID.into(),
+        snapshot_every: 16,
+        snapshot_at_close_after: 1,
+        ..EngineConfig::default()
+    })
 }
 
 fn compare(
@@ -464,9 +592,10 @@ fn same_digest(f: &FileHandle, p: &Pipeline, when: &str) -> Result<(), Violation
     let (real, pure) = (f.state_digest(), p.state.digest());
     if real != pure {
         return Err(engine_violation(format!(
-            "the engine's state differs from the pure pipeline's {when} (digest {} vs {})",
+            "the engine's state differs from the pure pipeline's {when} (digest {} vs {}){}",
             &real[..12],
-            &pure[..12]
+            &pure[..12],
+            super::pipeline::first_difference(&p.state, &f.state())
         )));
     }
     Ok(())

@@ -11,7 +11,11 @@
 //!   strategies) through the pure pipeline and the real sled engine side by side, with
 //!   close-and-reopen steps; a broken invariant comes back as a [`Failure`] that names it,
 //!   with the sequence shrunk to a minimal one. `Check::new(registry).ops(1, my_steps()).assert()`
-//!   is the one line for a test suite.
+//!   is the one line for a test suite. With `Check::older(registry)`, [`Op::Older`] steps run
+//!   commands with the program as it was before a payload changed shape, so one log holds
+//!   old and new payload versions.
+//! - [`check_upcasters`]: every kind's upcasters (`Registry::register_upcast`) on generated
+//!   values: total, deterministic, idempotent (`Check::run` does it first).
 //!
 //! And for end-to-end tests of a binary built on `elfiee::cli`: [`serve`] starts its
 //! `serve --sync` processes and waits until the devices agree.
@@ -19,8 +23,9 @@
 //! The invariants ([`Invariant`]), checked on every command:
 //! the handler is deterministic (run twice on equal inputs: equal events); a rejected command
 //! writes nothing; commands, events and the state survive the log's encoding, a snapshot image
-//! and JSON; folding never panics and is deterministic; and the live state equals the state
-//! replayed from the log and the state loaded from a snapshot plus the events after it. With
+//! and JSON; folding (upcasters included) never panics and is deterministic; and the live
+//! state equals the state replayed from the log and the state loaded from a snapshot plus the
+//! events after it. With
 //! the engine: it accepts and rejects what the pure pipeline does, commits the same events
 //! (same ids, values and hashes), and has the same state after every step, after reopening,
 //! and after its own replay, and `verify` passes.
@@ -46,6 +51,7 @@ mod machine;
 pub mod ops;
 mod pipeline;
 pub mod serve;
+mod upcast;
 
 use chrono::{DateTime, Utc};
 use elfiee_capabilities::Registry;
@@ -55,6 +61,7 @@ use elfiee_projections::State;
 pub use machine::{Check, Failure, Report};
 pub use ops::{Op, OpCmd};
 pub use pipeline::{default_fixed_ctx, Invariant, Violation, NODE_ID};
+pub use upcast::check_upcasters;
 
 /// Given / when / then over the pure pipeline; see the [module docs](self).
 pub struct Kit {

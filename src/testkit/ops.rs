@@ -22,6 +22,11 @@ pub enum Op {
     /// Close and reopen the document (the engine loads its snapshot plus the tail); the pure
     /// pipeline takes a snapshot image here and checks snapshot + tail = live at the end.
     Reopen,
+    /// Run a command with the older program (`Check::older`): its registry's handlers, on the
+    /// document as its folds see it, and the engine closes the document, lets that program
+    /// open it and commit, then reopens it (its snapshot plus the older program's events).
+    /// What mixes old and new payload versions in one log.
+    Older(OpCmd),
 }
 
 /// A command with placeholders (see the module docs).

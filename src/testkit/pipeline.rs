@@ -29,6 +29,12 @@ pub enum Invariant {
     FoldNeverPanics,
     /// Folding the same events into equal states gives equal states.
     FoldDeterministic,
+    /// Upcasting a value (`Registry::register_upcast`) never panics, whatever its shape.
+    UpcastNeverPanics,
+    /// Upcasting equal values gives equal values.
+    UpcastDeterministic,
+    /// An upcast value reads as current: upcast again, it stays as it is.
+    UpcastIdempotent,
     /// The live state equals the state replayed from the log alone.
     ReplayEqualsLive,
     /// The state loaded from a snapshot plus the events after it equals the live state.
@@ -47,6 +53,9 @@ impl Invariant {
             Invariant::JsonRoundTrip => "json-round-trip",
             Invariant::FoldNeverPanics => "fold-never-panics",
             Invariant::FoldDeterministic => "fold-deterministic",
+            Invariant::UpcastNeverPanics => "upcast-never-panics",
+            Invariant::UpcastDeterministic => "upcast-deterministic",
+            Invariant::UpcastIdempotent => "upcast-idempotent",
             Invariant::ReplayEqualsLive => "replay-equals-live",
             Invariant::SnapshotEqualsLive => "snapshot-equals-live",
             Invariant::EngineEqualsPipeline => "engine-equals-pipeline",
@@ -343,23 +352,38 @@ fn load_image(image: Vec<u8>) -> Result<State, Violation> {
         })
 }
 
-/// Folds `events` into `state` with the registry's folds; a panicking fold is a violation.
+/// Folds `events` into `state` with the registry's folds; a panicking fold (or upcaster) is a
+/// violation.
 pub(crate) fn fold_all(
     registry: &Registry,
     state: &mut State,
     events: &[Event],
 ) -> Result<(), Violation> {
     for e in events {
-        if let Applied::Panicked(message) = registry.apply(state, e) {
-            return Err(Violation::new(
-                Invariant::FoldNeverPanics,
-                format!(
-                    "the fold of '{}' panicked on event {} ({message}); value: {}",
-                    e.cap_id(),
-                    e.seq,
-                    e.value
-                ),
-            ));
+        match registry.apply(state, e) {
+            Applied::Panicked(message) => {
+                return Err(Violation::new(
+                    Invariant::FoldNeverPanics,
+                    format!(
+                        "the fold of '{}' panicked on event {} ({message}); value: {}",
+                        e.cap_id(),
+                        e.seq,
+                        e.value
+                    ),
+                ))
+            }
+            Applied::UpcastPanicked { from, message } => {
+                return Err(Violation::new(
+                    Invariant::UpcastNeverPanics,
+                    format!(
+                        "the upcaster of '{}' from version {from} panicked on event {} ({message}); value: {}",
+                        e.cap_id(),
+                        e.seq,
+                        e.value
+                    ),
+                ))
+            }
+            Applied::Folded(_) | Applied::Unknown => {}
         }
     }
     Ok(())
@@ -436,7 +460,7 @@ fn kinds_text(events: &[Event]) -> String {
 }
 
 /// `: at <path>, a vs b` for the first place two states' JSON forms differ.
-fn first_difference(a: &State, b: &State) -> String {
+pub(crate) fn first_difference(a: &State, b: &State) -> String {
     json_difference(
         &serde_json::to_value(a).unwrap_or_default(),
         &serde_json::to_value(b).unwrap_or_default(),
