@@ -2,7 +2,11 @@
 //! API only (the `elfiee` facade crate). docs/EMBEDDING.md walks through it.
 //!
 //! Three capabilities, each a pure handler with its own pure fold:
-//! - `checklist.add {text}` appends an unticked item to `contents.items`;
+//! - `checklist.add {text, due}` appends an unticked item to `contents.items`, with an
+//!   optional due date (`YYYY-MM-DD`). Its payload changed shape: version 1 was `{text}`, and
+//!   [`add_due`], registered as the upcaster from version 1, reads those events as version 2
+//!   with no due date (their log entries stay as written; docs/EMBEDDING.md, "Changing a
+//!   payload's shape");
 //! - `checklist.tick {index, done}` ticks (or unticks) an item; ticking a ticked item commits
 //!   nothing;
 //! - `checklist.notes {notes}` sets the list's notes, a body that goes to the content store
@@ -34,11 +38,15 @@ pub const BLOCK_TYPE: &str = "checklist";
 /// Longest item text, in characters.
 pub const MAX_TEXT: usize = 500;
 
-/// `checklist.add`.
+/// `checklist.add` (payload version 2; version 1 had no `due`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, TS)]
 #[serde(deny_unknown_fields)]
 pub struct AddPayload {
     pub text: String,
+    /// When it is due, `YYYY-MM-DD` (none when absent or null).
+    #[serde(default)]
+    #[ts(optional = nullable)]
+    pub due: Option<String>,
 }
 
 /// `checklist.tick`.
@@ -65,6 +73,10 @@ pub struct NotesPayload {
 pub struct Item {
     pub text: String,
     pub done: bool,
+    /// When it is due, `YYYY-MM-DD`; null for none (and for every item added before due
+    /// dates existed).
+    #[serde(default)]
+    pub due: Option<String>,
 }
 
 fn yes() -> bool {
@@ -75,6 +87,7 @@ fn yes() -> bool {
 pub fn registry() -> Registry {
     let mut r = Registry::builtin();
     r.register(Arc::new(Add));
+    r.register_upcast("checklist.add", 1, add_due);
     r.register(Arc::new(Tick));
     r.register(Arc::new(Notes));
     r.register(Arc::new(Export));
@@ -95,6 +108,46 @@ pub fn items(block: &Block) -> Vec<Item> {
         .get("items")
         .and_then(|v| Vec::<Item>::deserialize(v).ok())
         .unwrap_or_default()
+}
+
+/// The upcaster of `checklist.add` from version 1 (`{text}`) to version 2 (`{text, due}`):
+/// an item added before due dates existed has none. Pure and total: a value that is not an
+/// object comes back as it was (the fold skips it).
+pub fn add_due(mut value: Value) -> Value {
+    if let Some(o) = value.as_object_mut() {
+        o.insert("due".into(), Value::Null);
+    }
+    value
+}
+
+/// Checks a due date is `YYYY-MM-DD` and a day of the calendar.
+fn check_due(due: &str) -> Result<(), String> {
+    let b = due.as_bytes();
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let d = b.get(r)?;
+        if !d.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        std::str::from_utf8(d).ok()?.parse().ok()
+    };
+    let shape = b.len() == 10 && b[4] == b'-' && b[7] == b'-';
+    let (true, Some(year), Some(month), Some(day)) =
+        (shape, digits(0..4), digits(5..7), digits(8..10))
+    else {
+        return Err("it is not YYYY-MM-DD".into());
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return Err(format!("there is no month {month}")),
+    };
+    if day == 0 || day > days {
+        return Err(format!("{year}-{month:02} has no day {day}"));
+    }
+    Ok(())
 }
 
 fn parse<T: for<'de> Deserialize<'de>>(cmd: &Command) -> Result<T, CapError> {
@@ -133,21 +186,34 @@ impl Capability for Add {
                 format!("the item's text has {chars} characters; the limit is {MAX_TEXT}"),
             ));
         }
+        if let Some(due) = &p.due {
+            check_due(due).map_err(|why| {
+                CapError::payload(
+                    self.id(),
+                    format!("due '{due}' is not a date: {why}; write it as YYYY-MM-DD, e.g. \"2026-12-01\", or leave it out"),
+                )
+            })?;
+        }
         let block = target(cmd, state)?;
+        // The pipeline adds `"$v": 2` (the kind's version, from its upcaster).
         Ok(vec![EventDraft::new(
             &block.block_id,
             self.id(),
-            json!({"text": text}),
+            json!({"text": text, "due": p.due}),
         )])
     }
 
+    /// Folds version 2 only (`{text, due}`, `due` a date or null; anything else is skipped):
+    /// version 1 events reach it through [`add_due`].
     fn fold(&self) -> Option<Arc<dyn Fold>> {
         Some(Arc::new(|state: &mut State, event: &Event| {
             update_block(state, event, |b, v| {
-                let Some(text) = v.get("text").and_then(Value::as_str) else {
+                let text = v.get("text").and_then(Value::as_str);
+                let due = v.get("due").filter(|d| d.is_null() || d.is_string());
+                let (Some(text), Some(due)) = (text, due) else {
                     return;
                 };
-                let item = json!({"text": text, "done": false});
+                let item = json!({"text": text, "done": false, "due": due});
                 if !b.contents.is_object() {
                     b.contents = json!({});
                 }
@@ -330,12 +396,13 @@ impl Capability for Exported {
     }
 }
 
-/// The list as Markdown: `- [x] text` per item.
+/// The list as Markdown: `- [x] text` per item, `(due YYYY-MM-DD)` after it when it has one.
 pub fn markdown(block: &Block) -> String {
     let mut out = format!("# {}\n\n", block.name);
     for item in items(block) {
         let mark = if item.done { 'x' } else { ' ' };
-        out.push_str(&format!("- [{mark}] {}\n", item.text));
+        let due = item.due.map(|d| format!(" (due {d})")).unwrap_or_default();
+        out.push_str(&format!("- [{mark}] {}{due}\n", item.text));
     }
     out
 }

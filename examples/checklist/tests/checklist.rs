@@ -104,7 +104,8 @@ async fn the_checklist_is_the_same_live_after_reopen_and_after_replay() {
         live_items[0],
         Item {
             text: "item 0".into(),
-            done: true
+            done: true,
+            due: None
         }
     );
     let live = file.state_digest();
@@ -166,9 +167,10 @@ fn the_command_line_drives_a_checklist() {
             r#"{"text": "write the docs"}"#,
         ],
     );
+    // The event says which shape of the payload it carries (`$v`: version 2, with `due`).
     assert_eq!(
         added["events"][0]["value"],
-        json!({"text": "write the docs"})
+        json!({"text": "write the docs", "due": null, "$v": 2})
     );
     cli_json(
         &elf,
@@ -178,7 +180,7 @@ fn the_command_line_drives_a_checklist() {
             "--block",
             &id,
             "--payload",
-            r#"{"text": "ship"}"#,
+            r#"{"text": "ship", "due": "2026-12-01"}"#,
         ],
     );
     cli_json(
@@ -196,7 +198,10 @@ fn the_command_line_drives_a_checklist() {
     let block = shown.get("block").unwrap_or(&shown);
     assert_eq!(
         block["contents"]["items"],
-        json!([{"text": "write the docs", "done": false}, {"text": "ship", "done": true}]),
+        json!([
+            {"text": "write the docs", "done": false, "due": null},
+            {"text": "ship", "done": true, "due": "2026-12-01"}
+        ]),
         "{shown}"
     );
     // A bad tick is refused with the handler's message, and nothing is written.
@@ -216,6 +221,26 @@ fn the_command_line_drives_a_checklist() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("item 7 does not exist; the list 'todo' has 2 items"),
+        "{err}"
+    );
+    assert_eq!(cli_json(&elf, &["state-digest"]), before);
+    let out = cli(
+        &elf,
+        &[
+            "exec",
+            "checklist.add",
+            "--block",
+            "todo",
+            "--payload",
+            r#"{"text": "x", "due": "1 December"}"#,
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && err.contains(
+                "due '1 December' is not a date: it is not YYYY-MM-DD; write it as YYYY-MM-DD"
+            ),
         "{err}"
     );
     assert_eq!(cli_json(&elf, &["state-digest"]), before);
@@ -316,14 +341,41 @@ fn given_when_then() {
         json!({"text": "  milk "}),
     ))
     .kinds(&["checklist.add"])
-    .values(&[json!({"text": "milk"})])
+    .values(&[json!({"text": "milk", "due": null, "$v": 2})])
     .state(|s| {
         items(s.block(&list).unwrap())
             == [Item {
                 text: "milk".into(),
                 done: false,
+                due: None,
             }]
     });
+    kit.when(alice(
+        "checklist.add",
+        Some(&list),
+        json!({"text": "eggs", "due": "2028-02-29"}),
+    ))
+    .values(&[json!({"text": "eggs", "due": "2028-02-29", "$v": 2})])
+    .state(|s| items(s.block(&list).unwrap())[1].due.as_deref() == Some("2028-02-29"));
+    for (due, why) in [
+        ("2026-02-29", "2026-02 has no day 29"),
+        ("2026-13-01", "there is no month 13"),
+        ("2026-12-00", "2026-12 has no day 0"),
+        ("26-12-01", "it is not YYYY-MM-DD"),
+        ("2026/12/01", "it is not YYYY-MM-DD"),
+        ("２０２６-12-01", "it is not YYYY-MM-DD"),
+        ("", "it is not YYYY-MM-DD"),
+    ] {
+        kit.when(alice(
+            "checklist.add",
+            Some(&list),
+            json!({"text": "x", "due": due}),
+        ))
+        .rejected(
+            "invalid_payload",
+            &format!("due '{due}' is not a date: {why}"),
+        );
+    }
     kit.when(alice("checklist.add", Some(&list), json!({"text": " "})))
         .rejected("invalid_payload", "empty");
     kit.when(alice("checklist.add", Some(&list), json!({"txt": "x"})))
@@ -354,11 +406,22 @@ fn given_when_then() {
         .state(|s| s.block(&list).is_none() && s.parents_of(&note).count() == 0);
 }
 
+/// A due date, sometimes not one.
+fn due() -> BoxedStrategy<String> {
+    prop_oneof![
+        6 => (2020u32..2030, 1u32..13, 1u32..29).prop_map(|(y, m, d)| format!("{y}-{m:02}-{d:02}")),
+        1 => "[0-9-]{0,11}",
+    ]
+    .boxed()
+}
+
 /// The checklist's own steps for the property run, on checklist blocks by placeholder.
 fn checklist_steps() -> BoxedStrategy<Op> {
     let list = (0usize..4).prop_map(|n| format!("$block:checklist:{n}"));
     prop_oneof![
-        3 => (list.clone(), "[a-z ]{0,12}").prop_map(|(b, t)| OpCmd::new("checklist.add", json!({"text": t})).on(b).into()),
+        3 => (list.clone(), "[a-z ]{0,12}", proptest::option::of(due())).prop_map(|(b, t, due)| {
+            OpCmd::new("checklist.add", json!({"text": t, "due": due})).on(b).into()
+        }),
         3 => (list.clone(), 0u32..12, any::<bool>()).prop_map(|(b, i, d)| {
             OpCmd::new("checklist.tick", json!({"index": i, "done": d})).on(b).into()
         }),
@@ -420,7 +483,9 @@ fn typescript_types_of_the_payloads_are_current() {
         "stale: run ELFIEE_BLESS=1 cargo test -p elfiee-checklist"
     );
     assert!(
-        out.contains("index: number") && out.contains("done?: boolean"),
+        out.contains("index: number")
+            && out.contains("done?: boolean")
+            && out.contains("due?: string | null"),
         "{out}"
     );
 }
@@ -469,7 +534,8 @@ async fn mcp_exec_and_time_travel_serve_checklists() {
         items(then.block(&list).unwrap()),
         [Item {
             text: "from an agent".into(),
-            done: false
+            done: false,
+            due: None
         }]
     );
     file.close().await;
@@ -501,7 +567,13 @@ async fn the_export_effect_writes_the_list_once() {
         json!({"text": "post office"}),
     )
     .await;
-    submit(&file, "checklist.add", Some(&list), json!({"text": "bank"})).await;
+    submit(
+        &file,
+        "checklist.add",
+        Some(&list),
+        json!({"text": "bank", "due": "2026-12-01"}),
+    )
+    .await;
     submit(&file, "checklist.tick", Some(&list), json!({"index": 1})).await;
     let bad = file
         .submit(Command::new(
@@ -524,7 +596,7 @@ async fn the_export_effect_writes_the_list_once() {
         .settle(&file, std::time::Duration::from_secs(30))
         .await
         .unwrap();
-    let expected = "# errands\n\n- [ ] post office\n- [x] bank\n";
+    let expected = "# errands\n\n- [ ] post office\n- [x] bank (due 2026-12-01)\n";
     assert_eq!(std::fs::read_to_string(&out).unwrap(), expected);
     let last = file.block(&list).unwrap().metadata.custom["last_export"].clone();
     assert_eq!(last["bytes"], json!(expected.len()), "{last}");
@@ -558,5 +630,5 @@ async fn the_export_effect_writes_the_list_once() {
     );
     assert!(std::fs::read_to_string(&again)
         .unwrap()
-        .contains("- [x] bank"));
+        .contains("- [x] bank (due 2026-12-01)"));
 }
