@@ -6,7 +6,7 @@
 //! header = "ELFIEEBK" ‖ backup format (u32 BE, 1) ‖ document format (u32 BE)
 //! frame  = tag (u8) ‖ len (u64 BE) ‖ payload[len] ‖ crc32(tag ‖ len ‖ payload) (u32 BE)
 //!   'E'  events:  first_seq (u64) ‖ count (u32) ‖ (len (u32) ‖ hash ‖ body)*   as the log stores them
-//!   'C'  a body:  blake3 (32) ‖ bytes                                          content store
+//!   'C'  bodies:  count (u32) ‖ (blake3 (32) ‖ len (u64))* ‖ the bodies, one after the other
 //!   'S'  side records: count (u32) ‖ (klen (u32) ‖ key ‖ vlen (u32) ‖ value)*  written with the events
 //!   'K'  a point: seq (u64) ‖ hash of seq (32) ‖ written at (i64 ms)           everything before it is whole
 //! ```
@@ -109,6 +109,63 @@ pub fn write_frame(w: &mut impl Write, tag: u8, parts: &[&[u8]]) -> std::io::Res
     }
     w.write_all(&crc.finalize().to_be_bytes())?;
     Ok(len + FRAME_HEAD + FRAME_CRC)
+}
+
+/// Writes one `C` frame holding `bodies` (`(blake3, len)`, with `fetch` giving each one's
+/// bytes when it is written: one body in memory at a time). A body whose bytes are not as
+/// long as its reference says is an error.
+pub fn write_bodies(
+    w: &mut impl Write,
+    bodies: &[([u8; 32], u64)],
+    mut fetch: impl FnMut(&[u8; 32], u64) -> std::io::Result<Vec<u8>>,
+) -> std::io::Result<u64> {
+    let table = 4 + bodies.len() as u64 * 40;
+    let len: u64 = table + bodies.iter().map(|(_, l)| l).sum::<u64>();
+    let mut head = [0u8; FRAME_HEAD as usize];
+    head[0] = CONTENT;
+    head[1..].copy_from_slice(&len.to_be_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    let mut put = |w: &mut dyn Write, bytes: &[u8]| {
+        crc.update(bytes);
+        w.write_all(bytes)
+    };
+    put(w, &head)?;
+    put(w, &(bodies.len() as u32).to_be_bytes())?;
+    for (hash, l) in bodies {
+        put(w, hash)?;
+        put(w, &l.to_be_bytes())?;
+    }
+    for (hash, l) in bodies {
+        let bytes = fetch(hash, *l)?;
+        if bytes.len() as u64 != *l {
+            return Err(std::io::Error::other(format!(
+                "the body {} is {} bytes, not {l}",
+                &EventHash(*hash).to_hex()[..12],
+                bytes.len()
+            )));
+        }
+        put(w, &bytes)?;
+    }
+    w.write_all(&crc.finalize().to_be_bytes())?;
+    Ok(len + FRAME_HEAD + FRAME_CRC)
+}
+
+/// The bodies of a `C` frame: `(blake3, bytes)`.
+pub fn decode_bodies(p: &[u8]) -> Result<Vec<([u8; 32], Vec<u8>)>, String> {
+    let mut r = Cursor(p);
+    let count = r.u32()? as usize;
+    let mut table = Vec::with_capacity(count.min(p.len() / 40));
+    for _ in 0..count {
+        let hash: [u8; 32] = r.take(32)?.try_into().unwrap_or_default();
+        table.push((hash, r.u64()?));
+    }
+    let mut out = Vec::with_capacity(table.len());
+    for (hash, len) in table {
+        let len = usize::try_from(len).map_err(|_| "a body too large".to_string())?;
+        out.push((hash, r.take(len)?.to_vec()));
+    }
+    r.end()?;
+    Ok(out)
 }
 
 pub fn point_payload(seq: u64, hash: &EventHash, at_ms: i64) -> Vec<u8> {
@@ -233,7 +290,7 @@ pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
         doc_format,
         ..Outline::default()
     };
-    let mut pending = Vec::new();
+    let mut pending: Vec<[u8; 32]> = Vec::new();
     let mut at = HEADER_LEN;
     let mut fh = [0u8; FRAME_HEAD as usize];
     while at + FRAME_HEAD + FRAME_CRC <= len {
@@ -247,10 +304,18 @@ pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
             break;
         }
         match fh[0] {
-            CONTENT if flen >= 32 => {
-                let mut h = [0u8; 32];
-                file.read_exact(&mut h).map_err(|e| e.to_string())?;
-                pending.push(h);
+            CONTENT if flen >= 4 => {
+                let mut n = [0u8; 4];
+                file.read_exact(&mut n).map_err(|e| e.to_string())?;
+                let n = u32::from_be_bytes(n) as u64;
+                if 4 + n * 40 > flen {
+                    break;
+                }
+                let mut table = vec![0u8; (n * 40) as usize];
+                file.read_exact(&mut table).map_err(|e| e.to_string())?;
+                for row in table.chunks_exact(40) {
+                    pending.push(row[..32].try_into().unwrap_or_default());
+                }
             }
             POINT => {
                 let mut whole = vec![0u8; (FRAME_HEAD + flen + FRAME_CRC) as usize];
@@ -277,7 +342,7 @@ pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
 /// One frame read in full and checked.
 pub enum Frame {
     Events(Vec<(u64, Vec<u8>)>),
-    Content([u8; 32], Vec<u8>),
+    Content(Vec<([u8; 32], Vec<u8>)>),
     Side(Vec<(Vec<u8>, Vec<u8>)>),
     Point(Point),
 }
@@ -347,11 +412,7 @@ impl<R: Read> Frames<R> {
         Ok(Some(match fh[0] {
             EVENTS => Frame::Events(decode_events(&payload).map_err(bad)?),
             SIDE => Frame::Side(decode_side(&payload).map_err(bad)?),
-            CONTENT if payload.len() >= 32 => {
-                let hash: [u8; 32] = payload[..32].try_into().unwrap_or_default();
-                payload.drain(..32);
-                Frame::Content(hash, payload)
-            }
+            CONTENT => Frame::Content(decode_bodies(&payload).map_err(bad)?),
             POINT => Frame::Point(
                 decode_point(&payload, end).ok_or_else(|| bad("a point of the wrong size".into()))?,
             ),

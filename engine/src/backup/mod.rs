@@ -90,6 +90,50 @@ fn bad_backup(path: &Path, why: impl std::fmt::Display) -> EngineError {
     }
 }
 
+/// Checks that the stored record `seq` continues the chain after `prev`; its hash.
+fn check_link(seq: u64, bytes: &[u8], prev: &EventHash) -> Result<EventHash, EngineError> {
+    let corrupt = |reason: String| EngineError::Corrupt { seq, reason };
+    if bytes.len() < 33 {
+        return Err(corrupt(format!("record is {} bytes", bytes.len())));
+    }
+    let (hash, body) = bytes.split_at(32);
+    let computed = crate::codec::chain_hash(prev, seq, body);
+    if computed.0 != hash {
+        return Err(corrupt("hash chain broken".into()));
+    }
+    Ok(computed)
+}
+
+/// The bodies an event's record refers to (only records that mention a reference are
+/// decoded).
+fn refs_in(seq: u64, bytes: &[u8]) -> Result<Vec<ContentRef>, EngineError> {
+    let key = elfiee_projections::content::CONTENT_KEY.as_bytes();
+    if !bytes.windows(key.len()).any(|w| w == key) {
+        return Ok(Vec::new());
+    }
+    let e = crate::codec::open(seq, bytes, None)
+        .map_err(|reason| EngineError::Corrupt { seq, reason })?;
+    Ok(elfiee_projections::content::event_refs(&e.value))
+}
+
+/// `refs` in runs of at most 64 MiB of bodies (a larger body alone), one `C` frame each.
+fn split_bodies(refs: &[([u8; 32], u64)]) -> Vec<&[([u8; 32], u64)]> {
+    const MAX: u64 = 64 << 20;
+    let mut out = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (i, (_, len)) in refs.iter().enumerate() {
+        if i > start && size + len > MAX {
+            out.push(&refs[start..i]);
+            (start, size) = (i, 0);
+        }
+        size += len;
+    }
+    if start < refs.len() {
+        out.push(&refs[start..]);
+    }
+    out
+}
+
 /// Appends to the backup file `to` what is new in `log` up to `cut` (see the module docs).
 /// `progress(done, total)` counts events.
 pub(crate) fn write_backup(
@@ -150,10 +194,25 @@ pub(crate) fn write_backup(
     let mut prev = crate::log::stored_hash(log, done_seq);
     let mut chunk: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut chunk_bytes = 0;
-    let flush_chunk = |chunk: &mut Vec<(u64, Vec<u8>)>,
-                           w: &mut BufWriter<File>,
-                           at: &mut u64|
+    // Each chunk of events goes after a `C` frame of the bodies it refers to first.
+    let mut refs: Vec<([u8; 32], u64)> = Vec::new();
+    let write_chunk = |chunk: &mut Vec<(u64, Vec<u8>)>,
+                       refs: &mut Vec<([u8; 32], u64)>,
+                       w: &mut BufWriter<File>,
+                       at: &mut u64|
      -> Result<(), EngineError> {
+        for part in split_bodies(refs) {
+            *at += format::write_bodies(w, part, |hash, len| {
+                content
+                    .get_bytes(&ContentRef {
+                        hash: EventHash(*hash),
+                        len,
+                    })
+                    .map_err(std::io::Error::other)
+            })
+            .map_err(io(to))?;
+        }
+        refs.clear();
         if let Some(&(first, _)) = chunk.first() {
             let payload = format::events_payload(first, chunk);
             *at += format::write_frame(w, format::EVENTS, &[&payload]).map_err(io(to))?;
@@ -163,15 +222,10 @@ pub(crate) fn write_backup(
     };
     for r in log.records(done_seq + 1, cut.seq) {
         let (seq, bytes) = r?;
-        let e = crate::codec::open(seq, &bytes, Some(&prev))
-            .map_err(|reason| EngineError::Corrupt { seq, reason })?;
-        prev = e.hash;
-        // Bodies go before the events that refer to them.
-        for r in elfiee_projections::content::event_refs(&e.value) {
+        prev = check_link(seq, &bytes, &prev)?;
+        for r in refs_in(seq, &bytes)? {
             if have.insert(r.hash.0) {
-                let body = content.get_bytes(&r)?;
-                at += format::write_frame(&mut w, format::CONTENT, &[&r.hash.0, &body])
-                    .map_err(io(to))?;
+                refs.push((r.hash.0, r.len));
                 bodies += 1;
             }
         }
@@ -179,12 +233,12 @@ pub(crate) fn write_backup(
         chunk.push((seq, bytes));
         events += 1;
         if chunk.len() >= CHUNK_EVENTS || chunk_bytes >= CHUNK_BYTES {
-            flush_chunk(&mut chunk, &mut w, &mut at)?;
+            write_chunk(&mut chunk, &mut refs, &mut w, &mut at)?;
             chunk_bytes = 0;
             progress(events, total);
         }
     }
-    flush_chunk(&mut chunk, &mut w, &mut at)?;
+    write_chunk(&mut chunk, &mut refs, &mut w, &mut at)?;
     if events == 0 && done_seq > 0 {
         // Nothing new: the file stays as it was.
         drop(w);
@@ -289,8 +343,12 @@ pub fn restore(
                         .map_err(|why| bad_backup(from, why))?;
                     progress(rebuilt.seq, point.seq);
                 }
-                format::Frame::Content(hash, bytes) => {
-                    rebuilt.body(&hash, &bytes).map_err(|why| bad_backup(from, why))?
+                format::Frame::Content(bodies) => {
+                    for (hash, bytes) in bodies {
+                        rebuilt
+                            .body(&hash, &bytes)
+                            .map_err(|why| bad_backup(from, why))?
+                    }
                 }
                 format::Frame::Side(records) => rebuilt.side.extend(records),
                 format::Frame::Point(_) => {}
