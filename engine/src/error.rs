@@ -1,4 +1,4 @@
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use elfiee_model::CapError;
 use thiserror::Error;
@@ -29,7 +29,7 @@ pub enum EngineError {
     PayloadTooLarge { size: usize, limit: usize },
     #[error("event {seq} is corrupt: {reason}; nothing was changed — run `elfiee verify` for a full report")]
     Corrupt { seq: u64, reason: String },
-    #[error("storage error: {0}; check the disk, then reopen the file")]
+    #[error("storage error: {0}{advice}", advice = storage_advice(.0))]
     Storage(String),
     #[error("{0}")]
     Effect(String),
@@ -62,6 +62,62 @@ impl EngineError {
     }
 }
 
+/// What a storage error ends with: what to do, unless its message says it already.
+fn storage_advice(msg: &str) -> &'static str {
+    if msg.contains("reopen") {
+        ""
+    } else {
+        "; check the disk, then reopen the file"
+    }
+}
+
+/// A write to the document at `doc` failed with `e`. When the disk is the cause (full:
+/// `ENOSPC`, `EDQUOT`; failing: `EIO`), an error that says so and what to do; the commit path
+/// acknowledges nothing it could not write, so it can say that nothing acknowledged was lost.
+/// Otherwise `other(e)`.
+pub(crate) fn write_error(
+    doc: &Path,
+    e: std::io::Error,
+    other: impl FnOnce(std::io::Error) -> EngineError,
+) -> EngineError {
+    use std::io::ErrorKind::{QuotaExceeded, StorageFull};
+    let code = os_code(&e);
+    let (what, fix) = if matches!(e.kind(), StorageFull | QuotaExceeded) {
+        ("is full", "free some space")
+    } else if code == Some(5) {
+        ("failed a write", "check the disk")
+    } else {
+        return other(e);
+    };
+    EngineError::Storage(format!(
+        "the disk holding {} {what} ({}): {fix}, then reopen the document; no acknowledged change was lost",
+        doc.display(),
+        code.map_or(e.to_string(), |c| std::io::Error::from_raw_os_error(c).to_string())
+    ))
+}
+
+/// [`write_error`] for an error of sled's (`other(e)` when the disk is not the cause).
+pub(crate) fn sled_write_error(
+    doc: &Path,
+    e: sled::Error,
+    other: impl FnOnce(sled::Error) -> EngineError,
+) -> EngineError {
+    match e {
+        sled::Error::Io(io) => write_error(doc, io, |io| other(sled::Error::Io(io))),
+        e => other(e),
+    }
+}
+
+/// The OS error code of `e`, also when `e` is sled's copy of the error that stopped it
+/// (`io::Error::new(kind, format!("{e:?}"))`: the code survives only in the text).
+fn os_code(e: &std::io::Error) -> Option<i32> {
+    e.raw_os_error().or_else(|| {
+        let text = e.to_string();
+        let rest = text.strip_prefix("Os { code: ")?;
+        rest.split(',').next()?.parse().ok()
+    })
+}
+
 impl From<sled::Error> for EngineError {
     fn from(e: sled::Error) -> Self {
         EngineError::Storage(e.to_string())
@@ -70,6 +126,38 @@ impl From<sled::Error> for EngineError {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_or_failing_disk_is_named_with_what_to_do() {
+        let doc = Path::new("/data/notes.elf");
+        let other = |e: std::io::Error| EngineError::io("elsewhere", e);
+        let full = write_error(doc, std::io::Error::from_raw_os_error(28), other);
+        let msg = full.to_string();
+        assert!(
+            msg.starts_with("storage error: the disk holding /data/notes.elf is full (")
+                && msg.ends_with(
+                    "): free some space, then reopen the document; no acknowledged change was lost"
+                ),
+            "{msg}"
+        );
+        // sled's copy of the error that stopped it: the kind and the code only in the text.
+        let copied = |code| {
+            let os = std::io::Error::from_raw_os_error(code);
+            sled::Error::Io(std::io::Error::new(os.kind(), format!("{os:?}")))
+        };
+        assert_eq!(
+            sled_write_error(doc, copied(28), EngineError::from).to_string(),
+            msg
+        );
+        let eio = sled_write_error(doc, copied(5), EngineError::from).to_string();
+        assert!(eio.contains("/data/notes.elf failed a write ("), "{eio}");
+        assert!(eio.contains("): check the disk, then reopen"), "{eio}");
+        assert!(!eio.contains("Os {"), "{eio}");
+        let denied = write_error(doc, std::io::Error::from_raw_os_error(13), other);
+        assert!(matches!(denied, EngineError::Io { .. }), "{denied}");
+    }
+
     #[test]
     fn the_not_an_elf_message_names_the_marker() {
         let e = super::EngineError::NotAnElf("x.elf".into());

@@ -33,7 +33,7 @@ use elfiee_model::{Event, EventHash};
 pub use crate::durable::{Durability, SledSync};
 
 use crate::codec::{self, event_key};
-use crate::error::EngineError;
+use crate::error::{sled_write_error, write_error, EngineError};
 
 /// Side records live in the `events` tree beside the events, under their own first byte, so
 /// they are written in the same atomic batch as the events they belong to and never met by
@@ -286,12 +286,17 @@ struct GroupPack {
 }
 
 impl GroupPack {
-    /// Runs `f` on the pack, opening it first; only a writer (`create`) may create it.
+    /// Runs `f` on the pack, opening it first; only a writer (`create`) may create it (and
+    /// its errors name a full or failing disk as such).
     fn with<R>(
         &self,
         create: bool,
         f: impl FnOnce(&std::fs::File) -> std::io::Result<R>,
     ) -> Result<R, EngineError> {
+        let failed = |e: std::io::Error| match (create, self.path.parent()) {
+            (true, Some(doc)) => write_error(doc, e, |e| EngineError::io(&self.path, e)),
+            _ => EngineError::io(&self.path, e),
+        };
         let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if file.is_none() {
             let existed = self.path.exists();
@@ -307,15 +312,16 @@ impl GroupPack {
                 .create(true)
                 .truncate(false)
                 .open(&self.path)
-                .map_err(|e| EngineError::io(&self.path, e))?;
+                .map_err(failed)?;
             if !existed {
                 if let Some(dir) = self.path.parent() {
-                    crate::layout::sync_dir(dir).map_err(|e| EngineError::io(dir, e))?;
+                    crate::layout::sync_dir(dir)
+                        .map_err(|e| write_error(dir, e, |e| EngineError::io(dir, e)))?;
                 }
             }
             *file = Some(opened);
         }
-        f(file.as_ref().expect("opened above")).map_err(|e| EngineError::io(&self.path, e))
+        f(file.as_ref().expect("opened above")).map_err(failed)
     }
 
     /// Appends the records of one command at `offset` and makes them durable.
@@ -445,10 +451,10 @@ impl SledEventLog {
                 return Err(EngineError::Locked(elf.to_owned()))
             }
             Ok(Err(e)) => {
-                return Err(EngineError::Storage(format!(
-                    "cannot open the log in {}: {e}",
-                    dir.display()
-                )))
+                // sled writes as it opens: a full disk is named as such.
+                return Err(sled_write_error(elf, e, |e| {
+                    EngineError::Storage(format!("cannot open the log in {}: {e}", dir.display()))
+                }));
             }
             Err(_) => {
                 return Err(EngineError::Storage(format!(
@@ -647,16 +653,26 @@ impl SledEventLog {
         for mut values in run_values(commands, false)? {
             if values.len() == 1 {
                 let (k, v) = values.remove(0);
-                self.events.insert(k, v)?;
+                self.events.insert(k, v).map_err(|e| self.failed(e))?;
             } else {
                 let mut batch = sled::Batch::default();
                 for (k, v) in values {
                     batch.insert(&k[..], v);
                 }
-                self.events.apply_batch(batch)?;
+                self.events.apply_batch(batch).map_err(|e| self.failed(e))?;
             }
         }
         Ok(())
+    }
+
+    /// A write or flush of sled's failed with `e`: a full or failing disk named as such.
+    fn failed(&self, e: sled::Error) -> EngineError {
+        sled_write_error(self.doc(), e, EngineError::from)
+    }
+
+    /// The document's folder.
+    fn doc(&self) -> &Path {
+        self.pack.path.parent().unwrap_or(&self.pack.path)
     }
 }
 
@@ -892,17 +908,17 @@ impl EventLog for SledEventLog {
             }
         }
         put_small(&mut small, &mut batch)?;
-        self.events.apply_batch(batch)?;
+        self.events.apply_batch(batch).map_err(|e| self.failed(e))?;
         Ok(())
     }
 
     fn flush(&self) -> Result<(), EngineError> {
         let written = self.written_seq.load(Ordering::Acquire);
-        self.db.flush()?;
+        self.db.flush().map_err(|e| self.failed(e))?;
         self.sync.sync().map_err(|e| {
-            EngineError::Storage(format!(
+            write_error(self.doc(), e, |e| EngineError::Storage(format!(
                 "cannot make the log durable (fdatasync failed: {e}); nothing in this flush was acknowledged"
-            ))
+            )))
         })?;
         self.sync.synced_seq.fetch_max(written, Ordering::AcqRel);
         Ok(())
@@ -931,7 +947,10 @@ impl EventLog for SledEventLog {
     }
 
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError> {
-        self.db.open_tree(tree)?.insert(key, bytes)?;
+        self.db
+            .open_tree(tree)?
+            .insert(key, bytes)
+            .map_err(|e| self.failed(e))?;
         Ok(())
     }
 

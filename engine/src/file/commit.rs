@@ -202,8 +202,12 @@ impl CommitPath {
 
     /// A write or flush failed: refuse further commands (the file is poisoned) and this group.
     fn fail(&self, batch: Vec<Pending>, e: EngineError) {
-        let why = format!("{e} (the commands in this flush were not acknowledged)");
-        tracing::error!(error = %why, "flush failed; refusing further commands");
+        tracing::error!(error = %e, "flush failed (its commands were not acknowledged); refusing further commands");
+        // Later commands are refused as `Storage(why)`: the same words, not wrapped twice.
+        let why = match &e {
+            EngineError::Storage(why) => why.clone(),
+            e => e.to_string(),
+        };
         self.core.set_poisoned(Some(why));
         self.failed
             .lock()
