@@ -36,13 +36,18 @@ fn encode(entries: &[Entry], out: &mut Vec<u8>) {
 pub fn append(path: &Path, entries: &[Entry]) -> std::io::Result<()> {
     let mut f = OpenOptions::new().create(true).append(true).open(path)?;
     let mut buf = Vec::new();
-    let new = f.metadata()?.len() == 0;
+    let len = f.metadata()?.len();
+    let new = len == 0;
     if new {
         buf.extend_from_slice(MAGIC);
     }
     encode(entries, &mut buf);
-    f.write_all(&buf)?;
-    f.sync_data()?;
+    if let Err(e) = f.write_all(&buf).and_then(|()| f.sync_data()) {
+        // A torn append (a full disk) is taken back out: the entries are appended again with
+        // the next snapshot, and records after a torn one would be read misaligned.
+        let _ = f.set_len(len);
+        return Err(e);
+    }
     if new {
         sync_parent(path)?;
     }

@@ -37,6 +37,8 @@ pub struct ContentStore {
 }
 
 struct Inner {
+    /// The document's folder (named when a write fails for lack of space).
+    doc: PathBuf,
     index: HashMap<[u8; 32], (u64, u64)>,
     /// Whether `index` holds every record (else only those this process appended).
     complete: bool,
@@ -135,13 +137,15 @@ impl ContentStore {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(inner) = g.as_mut().filter(|i| i.dirty) {
             // Only the pack: the index is a cache of it, checked and completed at load.
-            inner.pack.sync_data().map_err(io_err)?;
-            if inner.fresh {
+            let synced = inner.pack.sync_data().and_then(|()| {
+                if !inner.fresh {
+                    return Ok(());
+                }
                 crate::layout::sync_dir(&self.dir)
                     .and_then(|()| self.dir.parent().map_or(Ok(()), crate::layout::sync_dir))
-                    .map_err(io_err)?;
-                inner.fresh = false;
-            }
+            });
+            synced.map_err(|e| inner.write_error(e))?;
+            inner.fresh = false;
             inner.dirty = false;
         }
         Ok(())
@@ -291,6 +295,7 @@ impl Inner {
                 })
         };
         Ok(consistent.then(|| Inner {
+            doc: doc_of(dir),
             index: HashMap::new(),
             complete: false,
             pack,
@@ -349,6 +354,7 @@ impl Inner {
             }
         }
         let mut inner = Inner {
+            doc: doc_of(dir),
             index,
             complete: true,
             pack,
@@ -410,13 +416,17 @@ impl Inner {
         let mut header = [0u8; PACK_HEADER as usize];
         header[..8].copy_from_slice(&len.to_le_bytes());
         header[8..].copy_from_slice(key);
-        self.pack.write_all(&header).map_err(io_err)?;
-        self.pack.write_all(bytes).map_err(io_err)?;
         let body = self.pack_end + PACK_HEADER;
+        let written = self
+            .pack
+            .write_all(&header)
+            .and_then(|()| self.pack.write_all(bytes))
+            .and_then(|()| self.idx.write_all(&index_record(key, body, len)));
+        if let Err(e) = written {
+            self.take_back(self.pack_end);
+            return Err(self.write_error(e));
+        }
         self.pack_end = body + len;
-        self.idx
-            .write_all(&index_record(key, body, len))
-            .map_err(io_err)?;
         self.index.insert(*key, (body, len));
         self.dirty = true;
         Ok(())
@@ -433,44 +443,87 @@ impl Inner {
         let mut header = [0u8; PACK_HEADER as usize];
         header[..8].copy_from_slice(&r.len.to_le_bytes());
         header[8..].copy_from_slice(&r.hash.0);
-        let copied = (|| -> Result<(), String> {
-            self.pack.write_all(&header).map_err(|e| e.to_string())?;
+        let copied = (|| -> Result<(), CopyFailure> {
+            self.pack.write_all(&header).map_err(CopyFailure::Write)?;
             let mut hasher = blake3::Hasher::new();
             let mut buf = vec![0u8; 64 * 1024];
             let mut left = r.len;
             while left > 0 {
                 let want = buf.len().min(left as usize);
-                let n = reader.read(&mut buf[..want]).map_err(|e| e.to_string())?;
+                let n = reader
+                    .read(&mut buf[..want])
+                    .map_err(|e| CopyFailure::Bad(e.to_string()))?;
                 if n == 0 {
-                    return Err(format!("the body {} ended {left} bytes short", r.hash));
+                    return Err(CopyFailure::Bad(format!(
+                        "the body {} ended {left} bytes short",
+                        r.hash
+                    )));
                 }
                 hasher.update(&buf[..n]);
-                self.pack.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+                self.pack.write_all(&buf[..n]).map_err(CopyFailure::Write)?;
                 left -= n as u64;
             }
             if hasher.finalize().as_bytes() != &r.hash.0 {
-                return Err(format!(
+                return Err(CopyFailure::Bad(format!(
                     "the bytes received for body {} do not match its hash",
                     r.hash
-                ));
+                )));
             }
             Ok(())
         })();
-        if let Err(why) = copied {
-            // Take the partial record back out: the next one must follow a whole one.
-            let _ = self.pack.set_len(start);
-            let _ = self.pack.seek(SeekFrom::Start(start));
-            return Err(EngineError::Effect(why));
-        }
         let body = start + PACK_HEADER;
+        let copied = copied.and_then(|()| {
+            self.idx
+                .write_all(&index_record(&r.hash.0, body, r.len))
+                .map_err(CopyFailure::Write)
+        });
+        if let Err(why) = copied {
+            self.take_back(start);
+            return Err(match why {
+                CopyFailure::Write(e) => self.write_error(e),
+                CopyFailure::Bad(why) => EngineError::Effect(why),
+            });
+        }
         self.pack_end = body + r.len;
-        self.idx
-            .write_all(&index_record(&r.hash.0, body, r.len))
-            .map_err(io_err)?;
         self.index.insert(r.hash.0, (body, r.len));
         self.dirty = true;
         Ok(())
     }
+}
+
+/// Why copying a body into the pack stopped.
+enum CopyFailure {
+    /// Writing failed (the disk).
+    Write(std::io::Error),
+    /// The bytes given were not the body (short, unreadable or another hash).
+    Bad(String),
+}
+
+impl Inner {
+    /// Takes a failed append back out: the pack is cut back to `pack_end` (where the record
+    /// began) and the index to its last whole record, so the next append follows a whole
+    /// record. Left in, a torn record shifted every later body away from the offset its index
+    /// record names (reads found them damaged), and the next load cut the pack at the torn
+    /// record, losing the acknowledged bodies after it.
+    fn take_back(&mut self, pack_end: u64) {
+        let _ = self.pack.set_len(pack_end);
+        let _ = self.pack.seek(SeekFrom::Start(pack_end));
+        if let Ok(m) = self.idx.metadata() {
+            let _ = self
+                .idx
+                .set_len(m.len() / INDEX_RECORD as u64 * INDEX_RECORD as u64);
+        }
+    }
+
+    /// A write of the store failed with `e` (see [`crate::error::write_error`]).
+    fn write_error(&self, e: std::io::Error) -> EngineError {
+        crate::error::write_error(&self.doc, e, io_err)
+    }
+}
+
+/// The document folder of a content store's folder.
+fn doc_of(content_dir: &Path) -> PathBuf {
+    content_dir.parent().unwrap_or(content_dir).to_owned()
 }
 
 fn index_record(key: &[u8; 32], off: u64, len: u64) -> [u8; INDEX_RECORD] {

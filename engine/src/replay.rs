@@ -41,11 +41,14 @@ pub(crate) fn write_snapshot(paths: &ElfPaths, seq: u64, bytes: &[u8]) -> std::i
     let dir = paths.snapshots_dir();
     std::fs::create_dir_all(&dir)?;
     let tmp = dir.join(format!(".{seq:020}.tmp"));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_data()?;
-    drop(f);
-    std::fs::rename(&tmp, dir.join(format!("{seq:020}.snap")))?;
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_data()))
+        .and_then(|()| std::fs::rename(&tmp, dir.join(format!("{seq:020}.snap"))));
+    if let Err(e) = written {
+        // Half a snapshot (a full disk) would only hold on to the space.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
     std::fs::File::open(&dir)?.sync_all()?;
     for (_, old) in stored_snapshots(paths).into_iter().skip(KEEP_SNAPSHOTS) {
         let _ = std::fs::remove_file(old);
