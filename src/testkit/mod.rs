@@ -47,6 +47,7 @@
 //!     .rejected("unknown_editor", "bob");
 //! ```
 
+pub mod golden;
 mod machine;
 pub mod ops;
 mod pipeline;
