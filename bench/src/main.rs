@@ -35,6 +35,10 @@
 //! `graph` (also in the default run; `--only graph` alone) draws two generated 1,000-block
 //! documents with `elfiee graph`, in this process and as a CLI call (`bench/src/graph.rs`).
 //!
+//! `backup` (also in the default run; `bench/src/backup.rs`): a full backup of a document
+//! with an imported project beside `cp -r` of it, an incremental one after 1 % more events
+//! beside the full one, and a restore checked against the digest.
+//!
 //! Options: `--only sequential,concurrent,big` runs a subset (for profiling); `--keep` keeps the
 //! scratch directory; `RUST_LOG=elfiee_engine=trace` prints the engine's group-commit traces.
 
@@ -44,6 +48,7 @@ macro_rules! info {
 
 mod common;
 
+mod backup;
 mod big;
 mod checkpoint;
 mod commit;
@@ -167,6 +172,9 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     }
     if args.wants("checkpoint") {
         out["checkpoint"] = checkpoint::checkpoint_phase(&rt, &engine, base, &plan)?;
+    }
+    if args.wants("backup") {
+        out["backup"] = backup::backup_phase(&rt, &engine, base, &plan)?;
     }
     if args.wants("sync") {
         settle_disk();

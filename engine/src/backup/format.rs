@@ -198,6 +198,28 @@ pub fn events_payload(first_seq: u64, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
     p
 }
 
+/// Writes an `E` frame of `records` (their first is the frame's first seq) without copying
+/// them into one payload first.
+pub fn write_events(w: &mut impl Write, records: &[(u64, Vec<u8>)]) -> std::io::Result<u64> {
+    let Some(&(first, _)) = records.first() else {
+        return Ok(0);
+    };
+    let lens: Vec<[u8; 4]> = records
+        .iter()
+        .map(|(_, r)| (r.len() as u32).to_be_bytes())
+        .collect();
+    let mut head = [0u8; 12];
+    head[..8].copy_from_slice(&first.to_be_bytes());
+    head[8..].copy_from_slice(&(records.len() as u32).to_be_bytes());
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + records.len() * 2);
+    parts.push(&head);
+    for ((_, r), l) in records.iter().zip(&lens) {
+        parts.push(l);
+        parts.push(r);
+    }
+    write_frame(w, EVENTS, &parts)
+}
+
 /// The records of an `E` frame: `(seq, hash ‖ body)`.
 pub fn decode_events(p: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, String> {
     let mut r = Cursor(p);

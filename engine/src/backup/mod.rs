@@ -49,6 +49,8 @@ pub struct BackupReport {
     pub bytes_written: u64,
     pub file_bytes: u64,
     pub elapsed_ms: u64,
+    /// Of which making the file durable (its fdatasync) took this long.
+    pub sync_ms: u64,
 }
 
 /// What [`restore`] rebuilt.
@@ -108,12 +110,69 @@ fn check_link(seq: u64, bytes: &[u8], prev: &EventHash) -> Result<EventHash, Eng
 /// decoded).
 fn refs_in(seq: u64, bytes: &[u8]) -> Result<Vec<ContentRef>, EngineError> {
     let key = elfiee_projections::content::CONTENT_KEY.as_bytes();
-    if !bytes.windows(key.len()).any(|w| w == key) {
+    let mentions = bytes
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'$' && bytes[i..].starts_with(key));
+    if !mentions {
         return Ok(Vec::new());
     }
     let e = crate::codec::open(seq, bytes, None)
         .map_err(|reason| EngineError::Corrupt { seq, reason })?;
     Ok(elfiee_projections::content::event_refs(&e.value))
+}
+
+/// A run of records to back up, and the bodies they refer to first.
+struct Chunk {
+    records: Vec<(u64, Vec<u8>)>,
+    refs: Vec<([u8; 32], u64)>,
+}
+
+/// Reads the records `after + 1..=to` and sends them in chunks with the bodies they refer
+/// to that `have` does not hold (the writer checks the chain, on its own core).
+fn read_chunks(
+    log: &SledEventLog,
+    after: u64,
+    to: u64,
+    have: &mut std::collections::HashSet<[u8; 32]>,
+    tx: std::sync::mpsc::SyncSender<Result<Chunk, EngineError>>,
+) -> Result<(), EngineError> {
+    let mut chunk = Chunk {
+        records: Vec::new(),
+        refs: Vec::new(),
+    };
+    let mut bytes_in_chunk = 0;
+    let fail = |tx: &std::sync::mpsc::SyncSender<_>, e: EngineError| {
+        let _ = tx.send(Err(e.clone()));
+        e
+    };
+    for r in log.records(after + 1, to) {
+        let (seq, bytes) = r.map_err(|e| fail(&tx, e))?;
+        for r in refs_in(seq, &bytes).map_err(|e| fail(&tx, e))? {
+            if have.insert(r.hash.0) {
+                chunk.refs.push((r.hash.0, r.len));
+            }
+        }
+        bytes_in_chunk += bytes.len();
+        chunk.records.push((seq, bytes));
+        if chunk.records.len() >= CHUNK_EVENTS || bytes_in_chunk >= CHUNK_BYTES {
+            let full = std::mem::replace(
+                &mut chunk,
+                Chunk {
+                    records: Vec::new(),
+                    refs: Vec::new(),
+                },
+            );
+            bytes_in_chunk = 0;
+            if tx.send(Ok(full)).is_err() {
+                return Ok(()); // the writer stopped; it says why
+            }
+        }
+    }
+    if !chunk.records.is_empty() {
+        let _ = tx.send(Ok(chunk));
+    }
+    Ok(())
 }
 
 /// `refs` in runs of at most 64 MiB of bodies (a larger body alone), one `C` frame each.
@@ -189,56 +248,46 @@ pub(crate) fn write_backup(
     file.seek(SeekFrom::Start(at)).map_err(io(to))?;
     let first_written = at;
     let mut w = BufWriter::with_capacity(1 << 20, file);
-    let (mut events, mut bodies) = (0u64, 0u64);
     let total = cut.seq.saturating_sub(done_seq);
-    let mut prev = crate::log::stored_hash(log, done_seq);
-    let mut chunk: Vec<(u64, Vec<u8>)> = Vec::new();
-    let mut chunk_bytes = 0;
-    // Each chunk of events goes after a `C` frame of the bodies it refers to first.
-    let mut refs: Vec<([u8; 32], u64)> = Vec::new();
-    let write_chunk = |chunk: &mut Vec<(u64, Vec<u8>)>,
-                       refs: &mut Vec<([u8; 32], u64)>,
-                       w: &mut BufWriter<File>,
-                       at: &mut u64|
-     -> Result<(), EngineError> {
-        for part in split_bodies(refs) {
-            *at += format::write_bodies(w, part, |hash, len| {
-                content
-                    .get_bytes(&ContentRef {
-                        hash: EventHash(*hash),
-                        len,
+    // One thread reads the log (chain checked, bodies found) while this one writes: a chunk
+    // of events goes after a `C` frame of the bodies it refers to first.
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk, EngineError>>(4);
+    let (events, bodies, prev) = std::thread::scope(|scope| {
+        let reader = scope.spawn(move || read_chunks(log, done_seq, cut.seq, &mut have, tx));
+        let (mut events, mut bodies) = (0u64, 0u64);
+        let mut prev = crate::log::stored_hash(log, done_seq);
+        let written = (|| {
+            for chunk in rx {
+                let Chunk { records, refs } = chunk?;
+                for (seq, bytes) in &records {
+                    prev = check_link(*seq, bytes, &prev)?;
+                }
+                for part in split_bodies(&refs) {
+                    at += format::write_bodies(&mut w, part, |hash, len| {
+                        content
+                            .get_bytes(&ContentRef {
+                                hash: EventHash(*hash),
+                                len,
+                            })
+                            .map_err(std::io::Error::other)
                     })
-                    .map_err(std::io::Error::other)
-            })
-            .map_err(io(to))?;
-        }
-        refs.clear();
-        if let Some(&(first, _)) = chunk.first() {
-            let payload = format::events_payload(first, chunk);
-            *at += format::write_frame(w, format::EVENTS, &[&payload]).map_err(io(to))?;
-            chunk.clear();
-        }
-        Ok(())
-    };
-    for r in log.records(done_seq + 1, cut.seq) {
-        let (seq, bytes) = r?;
-        prev = check_link(seq, &bytes, &prev)?;
-        for r in refs_in(seq, &bytes)? {
-            if have.insert(r.hash.0) {
-                refs.push((r.hash.0, r.len));
-                bodies += 1;
+                    .map_err(io(to))?;
+                }
+                bodies += refs.len() as u64;
+                events += records.len() as u64;
+                at += format::write_events(&mut w, &records).map_err(io(to))?;
+                progress(events, total);
             }
-        }
-        chunk_bytes += bytes.len();
-        chunk.push((seq, bytes));
-        events += 1;
-        if chunk.len() >= CHUNK_EVENTS || chunk_bytes >= CHUNK_BYTES {
-            write_chunk(&mut chunk, &mut refs, &mut w, &mut at)?;
-            chunk_bytes = 0;
-            progress(events, total);
-        }
-    }
-    write_chunk(&mut chunk, &mut refs, &mut w, &mut at)?;
+            Ok::<(), EngineError>(())
+        })();
+        // A writer that stopped drops the receiver, which stops the reader.
+        let read = reader
+            .join()
+            .unwrap_or_else(|_| Err(EngineError::Storage("the backup's reader panicked".into())));
+        written?;
+        read?;
+        Ok::<_, EngineError>((events, bodies, prev))
+    })?;
     if events == 0 && done_seq > 0 {
         // Nothing new: the file stays as it was.
         drop(w);
@@ -254,6 +303,7 @@ pub(crate) fn write_backup(
             bytes_written: 0,
             file_bytes: at,
             elapsed_ms: started.elapsed().as_millis() as u64,
+            sync_ms: 0,
         });
     }
     if done_seq + events != cut.seq || prev != cut.hash {
@@ -280,6 +330,7 @@ pub(crate) fn write_backup(
     )
     .map_err(io(to))?;
     let file = w.into_inner().map_err(|e| EngineError::io(to, e.error()))?;
+    let syncing = Instant::now();
     file.sync_data().map_err(io(to))?;
     if !existed {
         if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -299,6 +350,7 @@ pub(crate) fn write_backup(
         bytes_written: at - first_written,
         file_bytes: at,
         elapsed_ms: started.elapsed().as_millis() as u64,
+        sync_ms: syncing.elapsed().as_millis() as u64,
     })
 }
 
