@@ -30,6 +30,29 @@ pub struct EngineConfig {
     /// clock and a random seed, so the same commands give the same events as the pure
     /// pipeline ([`FixedCtx`]). `None` (the default) in real use.
     pub fixed_ctx: Option<FixedCtx>,
+    /// Back every file up on its own (off by default): see [`AutoBackup`].
+    pub auto_backup: Option<AutoBackup>,
+}
+
+/// An automatic backup ([`crate::backup`]) of every file the engine owns: appended after
+/// every `every_events` committed events (checked about ten times a second) and when the
+/// file closes, into `NAME.elf.backup` in `dir` (default: beside the document). A failed
+/// backup is logged and tried again later; it never stops the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoBackup {
+    pub every_events: u64,
+    pub dir: Option<std::path::PathBuf>,
+}
+
+impl AutoBackup {
+    /// Where the backup of the document at `elf` goes.
+    pub fn path_for(&self, elf: &std::path::Path) -> std::path::PathBuf {
+        let default = crate::backup::default_path(elf);
+        match (&self.dir, default.file_name()) {
+            (Some(dir), Some(name)) => dir.join(name),
+            _ => default,
+        }
+    }
 }
 
 /// A fixed handler context: commands run at `now`, and the id seed of the `i`-th command of a
@@ -53,6 +76,7 @@ impl Default for EngineConfig {
             handover_wait: std::time::Duration::from_secs(10),
             registry: Registry::builtin(),
             fixed_ctx: None,
+            auto_backup: None,
         }
     }
 }

@@ -51,7 +51,7 @@ mod sync;
 pub mod tree;
 
 pub use children::{ChildSpec, ChildState, ChildStatus, FileStatus, RestartPolicy, StartChild};
-pub use config::{EngineConfig, FixedCtx};
+pub use config::{AutoBackup, EngineConfig, FixedCtx};
 pub use content::ContentStore;
 pub use engine::Engine;
 pub use error::EngineError;

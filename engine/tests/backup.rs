@@ -232,3 +232,43 @@ async fn a_document_of_a_newer_format_is_refused_naming_both_versions() {
     let err = elfiee_engine::verify(&path, |_, _| {}).unwrap_err();
     assert!(matches!(err, EngineError::NewerFormat { .. }), "{err:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_automatic_backup_follows_the_writes_and_takes_the_last_ones_at_close() {
+    let dir = TempDir::new().unwrap();
+    let backups = dir.path().join("backups");
+    std::fs::create_dir(&backups).unwrap();
+    let engine = elfiee_engine::Engine::new(elfiee_engine::EngineConfig {
+        node_id: "test-node".into(),
+        auto_backup: Some(elfiee_engine::AutoBackup {
+            every_events: 50,
+            dir: Some(backups.clone()),
+        }),
+        ..elfiee_engine::EngineConfig::default()
+    });
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 2).await;
+    let backup = backups.join("x.elf.backup");
+    for i in 0..120 {
+        alice(&f, "markdown.write", Some(&ids[i % 2]), json!({"markdown": text(2, i)})).await;
+    }
+    // Taken on its own while the file is open, at least 50 events behind at most.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let at_least = f.last_seq() - 50;
+    loop {
+        let point = elfiee_engine::backup::newest_point(&backup).map_or(0, |p| p.seq);
+        if point >= at_least {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no automatic backup (at {point})");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    alice(&f, "markdown.write", Some(&ids[0]), json!({"markdown": "the last one"})).await;
+    let (last, digest) = (f.last_seq(), f.state_digest());
+    f.close().await;
+    let point = elfiee_engine::backup::newest_point(&backup).unwrap();
+    assert_eq!(point.seq, last, "the close took the last events into the backup");
+    let (restored, seq) = restored(&backup, &dir, "r.elf");
+    assert_eq!((restored, seq), (digest, last));
+    assert!(!dir.path().join("x.elf.backup").exists(), "it went where it was told");
+}

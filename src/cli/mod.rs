@@ -77,6 +77,15 @@ pub fn main_with_effects(
         .with_writer(std::io::stderr)
         .try_init();
     let json = args.json;
+    if config.auto_backup.is_none() {
+        match auto_backup_from_env() {
+            Ok(auto) => config.auto_backup = auto,
+            Err(e) => {
+                e.report(json);
+                return ExitCode::from(e.code());
+            }
+        }
+    }
     if !Engine::set_global(config) {
         let e = CliError::failed(
             "engine_in_use",
@@ -111,6 +120,33 @@ static EXTRA_EFFECTS: std::sync::OnceLock<crate::adapters::effects::EffectSet> =
     std::sync::OnceLock::new();
 
 /// The effects config the CLI attaches: the defaults plus the program's own effects.
+/// The automatic backup the environment asks for: `ELFIEE_AUTO_BACKUP_EVERY=N` (events; 0 or
+/// unset: off) and `ELFIEE_AUTO_BACKUP_DIR=PATH` (default: beside each document).
+fn auto_backup_from_env() -> Result<Option<crate::engine::AutoBackup>, CliError> {
+    let every = match std::env::var("ELFIEE_AUTO_BACKUP_EVERY") {
+        Err(_) => return Ok(None),
+        Ok(v) => v.trim().parse::<u64>().map_err(|_| {
+            CliError::usage(format!(
+                "ELFIEE_AUTO_BACKUP_EVERY is '{v}'; give a number of events (e.g. 1000), or 0 to turn the automatic backup off"
+            ))
+        })?,
+    };
+    if every == 0 {
+        return Ok(None);
+    }
+    let dir = std::env::var_os("ELFIEE_AUTO_BACKUP_DIR").map(std::path::PathBuf::from);
+    if let Some(d) = dir.as_ref().filter(|d| !d.is_dir()) {
+        return Err(CliError::usage(format!(
+            "ELFIEE_AUTO_BACKUP_DIR is {}, which is not a folder; create it or point it at one",
+            d.display()
+        )));
+    }
+    Ok(Some(crate::engine::AutoBackup {
+        every_events: every,
+        dir,
+    }))
+}
+
 pub(crate) fn effects_config() -> crate::adapters::EffectsConfig {
     crate::adapters::EffectsConfig {
         extra: EXTRA_EFFECTS.get().cloned().unwrap_or_default(),

@@ -23,6 +23,22 @@ use crate::error::EngineError;
 use crate::layout::ElfPaths;
 use crate::log::{EventLog, SideRecord, SledEventLog};
 
+/// Where a backup of the document at `elf` goes unless told otherwise: `NAME.elf.backup`
+/// beside it (outside the document, so a damaged folder does not take its backup with it).
+pub fn default_path(elf: &Path) -> PathBuf {
+    let name = elf
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "document.elf".into());
+    elf.with_file_name(format!("{name}.backup"))
+}
+
+/// The newest whole point of the backup at `path` (`None`: no backup there, or none whole).
+pub fn newest_point(path: &Path) -> Option<format::Point> {
+    let mut f = File::open(path).ok()?;
+    format::outline(&mut f, path).ok()?.last
+}
+
 /// Events per `E` frame (at most; also at most [`CHUNK_BYTES`]).
 const CHUNK_EVENTS: usize = 4096;
 const CHUNK_BYTES: usize = 4 << 20;

@@ -39,6 +39,8 @@ struct Parts {
     snapshotter: std::thread::JoinHandle<()>,
     /// Stops serving other processes (set once the owner socket is up).
     stop_serving: Option<Box<dyn FnOnce() + Send>>,
+    /// The automatic backup, when the engine has one.
+    auto_backup: Option<super::backup::Auto>,
 }
 
 /// The file as this process owns it (see the module docs). Made by [`Owned::open`], ended by
@@ -159,7 +161,8 @@ impl Owned {
         // A replica's subscribers wait for events; wake them to read what they missed.
         core.applied.notify_waiters();
         tracing::info!(path = %paths.root.display(), seq = last_seq, "opened");
-        Ok(Arc::new(Owned {
+        let policy = core.config.auto_backup.clone();
+        let owned = Arc::new(Owned {
             core,
             log: RwLock::new(Some(log)),
             commit,
@@ -170,8 +173,16 @@ impl Owned {
                 flusher,
                 snapshotter,
                 stop_serving: None,
+                auto_backup: None,
             })),
-        }))
+        });
+        if let Some(policy) = policy {
+            let auto = super::backup::start(Arc::downgrade(&owned), &policy, &paths.root);
+            if let Some(p) = owned.parts.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+                p.auto_backup = auto;
+            }
+        }
+        Ok(owned)
     }
 
     /// Keeps `stop` to run first when the file closes (the owner socket's).
@@ -213,9 +224,18 @@ impl Owned {
         self.commit.queue.close();
         // The flusher commits what is queued, hands its last snapshot to the snapshot thread
         // and drops the sender; the snapshot thread then writes what it has and stops.
+        let log = self.log.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let core = self.core.clone();
         let _ = tokio::task::spawn_blocking(move || {
             let _ = parts.flusher.join();
             let _ = parts.snapshotter.join();
+            if let Some(log) = &log {
+                record_head(log, &core.paths);
+            }
+            if let (Some(auto), Some(log)) = (parts.auto_backup, log) {
+                // Everything is committed: the last events go into the backup too.
+                auto.finish(&log, &core);
+            }
         })
         .await;
         self.core.end_stream();
@@ -561,4 +581,22 @@ fn start_writeback(db: &std::path::Path) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = db;
+}
+
+/// Records the log's tail in `HEAD` when the file closes (when it is ahead of what `HEAD`
+/// says), so a log that later loses events after the last snapshot is found out at the next
+/// open instead of opening short.
+fn record_head(log: &SledEventLog, paths: &crate::layout::ElfPaths) {
+    use crate::log::EventLog;
+    let recorded = paths.read_head().map_or(0, |(seq, _)| seq);
+    let tail = log.flush_written().and_then(|()| log.tail());
+    match tail {
+        Ok((seq, hash)) if seq > recorded => {
+            if let Err(e) = paths.write_head(seq, &hash) {
+                tracing::warn!(error = %e, "HEAD not written at close");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "HEAD not written at close"),
+    }
 }

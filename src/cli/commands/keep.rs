@@ -1,6 +1,6 @@
 //! Keeping documents: `backup` and `restore`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::json;
 
@@ -9,20 +9,17 @@ use super::super::session::Session;
 use super::super::CliError;
 use crate::Engine;
 
-/// Where `elfiee backup` writes when no `--to` is given: `NAME.elf.backup` beside the
-/// document (outside it, so a damaged folder does not take its backup with it).
-pub(crate) fn default_backup_path(elf: &Path) -> PathBuf {
-    let name = elf
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "document.elf".into());
-    elf.with_file_name(format!("{name}.backup"))
-}
-
 pub(super) async fn backup(s: &Session, to: Option<&Path>, out: &Out) -> Result<(), CliError> {
     let to = to
         .map(Path::to_owned)
-        .unwrap_or_else(|| default_backup_path(s.file.path()));
+        .unwrap_or_else(|| {
+            crate::Engine::global()
+                .config()
+                .auto_backup
+                .as_ref()
+                .map(|a| a.path_for(s.file.path()))
+                .unwrap_or_else(|| crate::engine::backup::default_path(s.file.path()))
+        });
     let r = s.file.backup(&to).await?;
     out.print(&json!(r), || {
         let what = if r.incremental {
