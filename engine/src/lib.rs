@@ -46,6 +46,7 @@ pub mod log;
 pub mod node;
 pub mod remote;
 pub mod replay;
+pub mod salvage;
 mod subscription;
 mod sync;
 pub mod tree;

@@ -78,6 +78,11 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             return result;
         }
         Cmd::Restore { backup, new } => return keep::restore(backup, new, &out),
+        Cmd::Salvage {
+            damaged,
+            new,
+            backup,
+        } => return keep::salvage(damaged, new, backup.as_deref(), &out),
         Cmd::Caps => {
             let ids = Engine::global().config().registry.ids().to_vec();
             out.print(&json!(ids), || ids.join("\n"));
@@ -98,6 +103,7 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         | Cmd::Verify
         | Cmd::Caps
         | Cmd::Restore { .. }
+        | Cmd::Salvage { .. }
         | Cmd::Completions { .. } => {
             unreachable!("handled in run")
         }

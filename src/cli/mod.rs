@@ -301,6 +301,21 @@ pub enum Cmd {
         #[arg(long, value_name = "FILE")]
         to: Option<std::path::PathBuf>,
     },
+    /// Recover what can be proven of a damaged document into a new one: the events whose
+    /// hash chain holds from the start, then its newest backup, then what is readable past
+    /// it; prints the seq ranges lost and why. The damaged document is not changed.
+    Salvage {
+        /// The damaged document.
+        #[arg(value_name = "DAMAGED_ELF")]
+        damaged: std::path::PathBuf,
+        /// The new document to create (must not exist).
+        #[arg(value_name = "NEW_ELF")]
+        new: std::path::PathBuf,
+        /// The backup to use (default: NAME.elf.backup beside the damaged document, or
+        /// ELFIEE_AUTO_BACKUP_DIR's).
+        #[arg(long, value_name = "FILE")]
+        backup: Option<std::path::PathBuf>,
+    },
     /// Rebuild a document from a backup file (the newest point it holds), checking every
     /// event's hash chain and every body.
     Restore {

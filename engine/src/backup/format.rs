@@ -397,6 +397,11 @@ impl Frames<std::io::BufReader<File>> {
 }
 
 impl<R: Read> Frames<R> {
+    /// Frames read from `r`, positioned at `offset`, in a file of `len` bytes.
+    pub fn at(r: R, offset: u64, len: u64) -> Frames<R> {
+        Frames { r, at: offset, len }
+    }
+
     /// Where the next frame starts.
     pub fn offset(&self) -> u64 {
         self.at

@@ -101,6 +101,17 @@ pub(crate) fn records_of(
     Ok(out)
 }
 
+/// The seq a side record belongs to: `Some(Some(seq))` for the records of events (`m‖`,
+/// `o‖`, `f‖`: the first seq they cover), `Some(None)` for sync's own (`x‖`), `None` for a key
+/// that is no side record.
+pub(crate) fn record_seq(key: &[u8]) -> Option<Option<u64>> {
+    match key.first()? {
+        &COMMANDS | &ORIGINS | &FOREIGN => Some(Some(crate::codec::key_seq(key)?)),
+        &SIDE => Some(None),
+        _ => None,
+    }
+}
+
 /// Every `x‖` record (what sync keeps beside the events; they change), for a backup: read
 /// while nothing is being written, so they match the events up to the log's tail.
 pub(crate) fn current_records(log: &SledEventLog) -> Result<Vec<SideRecord>, EngineError> {

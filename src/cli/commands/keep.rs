@@ -1,4 +1,4 @@
-//! Keeping documents: `backup` and `restore`.
+//! Keeping documents: `backup`, `restore` and `salvage`.
 
 use std::path::Path;
 
@@ -68,6 +68,50 @@ pub(super) fn restore(from: &Path, to: &Path, out: &Out) -> Result<(), CliError>
             r.bodies,
             r.state_digest
         )
+    });
+    Ok(())
+}
+
+pub(super) fn salvage(
+    damaged: &Path,
+    to: &Path,
+    backup: Option<&Path>,
+    out: &Out,
+) -> Result<(), CliError> {
+    let config = Engine::global().config();
+    // The automatic backup's place, when the environment names one and no --backup is given.
+    let auto = config
+        .auto_backup
+        .as_ref()
+        .map(|a| a.path_for(damaged))
+        .filter(|p| p.is_file());
+    let backup = backup.map(Path::to_owned).or(auto);
+    let folds = config.registry.folds().clone();
+    let r = crate::engine::salvage::salvage(damaged, to, backup.as_deref(), &folds, |_| {})?;
+    out.print(&json!(r), || {
+        let mut t = format!(
+            "salvaged {} into {}: events 1..{} (head {}), {} bodies; state digest {}",
+            damaged.display(),
+            r.path.display(),
+            r.seq,
+            &r.head[..12.min(r.head.len())],
+            r.bodies,
+            r.state_digest
+        );
+        for s in &r.recovered {
+            t.push_str(&format!("\n  recovered {}..{} from the {}", s.from, s.to, s.source));
+        }
+        if r.lost.is_empty() {
+            t.push_str("\n  nothing was lost");
+        }
+        for l in &r.lost {
+            let to = l.to.map_or("(its end is unknown)".to_string(), |t| t.to_string());
+            t.push_str(&format!("\n  LOST {}..{to}: {}", l.from, l.why));
+        }
+        for n in &r.notes {
+            t.push_str(&format!("\n  note: {n}"));
+        }
+        t
     });
     Ok(())
 }

@@ -1,0 +1,545 @@
+//! Salvage: a new document from a damaged one, holding every event that can be proven intact
+//! (see docs/EVENTS.md, "Backups, salvage and the format promise").
+//!
+//! The events come, in seq order, from
+//! 1. the damaged log, from seq 1 for as long as each record continues the hash chain;
+//! 2. then the newest backup ([`crate::backup`]), from where the log stopped up to the
+//!    backup's point, when the backup holds the same history (its hash where the log stopped
+//!    agrees);
+//! 3. then the damaged log again, past the backup's point, for as long as the chain holds.
+//!
+//! An event whose body is neither in the damaged content store (whole) nor in the backup
+//! ends the salvage too: a document that refers to a missing body would fail `verify`. What
+//! is not recovered is reported as seq ranges with the reason, up to the last seq anything in
+//! the damaged document still knows of (its log's tail, `HEAD`, snapshot names, the command
+//! index, the backup). The damaged document is never written to.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use elfiee_model::{ContentRef, EventHash};
+use elfiee_projections::Folds;
+use serde::{Deserialize, Serialize};
+
+use crate::backup::{format, seal_document, Rebuilt};
+use crate::content::ContentStore;
+use crate::error::EngineError;
+use crate::layout::ElfPaths;
+use crate::log::{EventLog, SideRecord, SledEventLog};
+
+/// Events recovered from one source.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Span {
+    pub from: u64,
+    pub to: u64,
+    /// `"log"` or `"backup"`.
+    pub source: String,
+}
+
+/// Events not recovered: `from` to `to` (`None`: to an end nothing in the document knows).
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Lost {
+    pub from: u64,
+    pub to: Option<u64>,
+    pub why: String,
+}
+
+/// What [`salvage`] recovered and what it could not.
+#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SalvageReport {
+    /// The new document.
+    pub path: PathBuf,
+    /// It holds events 1 to `seq`; the hash of the last.
+    pub seq: u64,
+    pub head: String,
+    pub recovered: Vec<Span>,
+    pub lost: Vec<Lost>,
+    /// The backup that was used, and its point.
+    pub backup: Option<PathBuf>,
+    pub backup_seq: Option<u64>,
+    pub bodies: u64,
+    pub state_digest: String,
+    /// Things the user should know (a backup of another history, sync's records left out).
+    pub notes: Vec<String>,
+    pub elapsed_ms: u64,
+}
+
+/// Rebuilds what can be proven of the damaged document `damaged` at `to` (see the module
+/// docs), with the backup `backup` (default: [`crate::backup::default_path`] beside it, if
+/// there is one). `progress(done)` counts recovered events.
+pub fn salvage(
+    damaged: &Path,
+    to: &Path,
+    backup: Option<&Path>,
+    folds: &Folds,
+    mut progress: impl FnMut(u64),
+) -> Result<SalvageReport, EngineError> {
+    let started = Instant::now();
+    let root = damaged
+        .canonicalize()
+        .map_err(|e| EngineError::rejected(format!("cannot read {}: {e}", damaged.display())))?;
+    if !root.is_dir() {
+        return Err(EngineError::NotAnElf(damaged.to_owned()));
+    }
+    let mut notes = Vec::new();
+    if to.exists() {
+        return Err(EngineError::AlreadyExists(to.to_owned()));
+    }
+    // sled and the content store mend what they open; salvage reads a copy, so the damaged
+    // document stays exactly as it was.
+    let scratch = scratch_dir(to);
+    copy_tree(&root, &scratch)
+        .map_err(|e| EngineError::io(&scratch, format!("cannot copy the damaged document: {e}")))?;
+    let _cleanup = RemoveOnDrop(scratch.clone());
+    let source = ElfPaths { root: scratch };
+    let backup_path = backup
+        .map(Path::to_owned)
+        .or_else(|| Some(crate::backup::default_path(&root)).filter(|p| p.is_file()));
+    let saved = match &backup_path {
+        Some(p) => match Saved::open(p) {
+            Ok(s) => Some(s),
+            Err(why) if backup.is_some() => return Err(EngineError::rejected(why)),
+            Err(why) => {
+                notes.push(format!("the backup beside it was not used: {why}"));
+                None
+            }
+        },
+        None => None,
+    };
+    let log = open_quietly(&source);
+    if let Err(why) = &log {
+        notes.push(format!("the log could not be opened: {why}"));
+    }
+    let log = log.ok();
+    let store = ContentStore::new(&source.root);
+
+    let paths = ElfPaths::create(to)?;
+    let out = (|| {
+        let new_log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
+        let content = ContentStore::new(&paths.root);
+        let mut w = Writer {
+            rebuilt: Rebuilt::new(&new_log, &content),
+            pending: Vec::new(),
+            bodies_from: (&store, saved.as_ref()),
+            spans: Vec::new(),
+        };
+        // 1. The log from the start.
+        let mut stop = match &log {
+            Some(log) => w.from_log(log, 1)?,
+            None => Some("the log could not be opened".to_string()),
+        };
+        // 2. The backup past where the log stopped, if it holds the same history.
+        if let Some(s) = saved.as_ref() {
+            w.flush()?;
+            let at = w.rebuilt.seq;
+            if s.point.seq > at && stop.is_some() {
+                match s.hash_at(at) {
+                    Ok(h) if h == w.rebuilt.prev || at == 0 => {
+                        stop = w.from_backup(&s, at)?;
+                        if stop.is_none() {
+                            stop = match &log {
+                                Some(log) => w.from_log(log, s.point.seq + 1)?,
+                                None => Some("the log could not be opened".to_string()),
+                            };
+                        }
+                    }
+                    Ok(_) => notes.push(format!(
+                        "the backup {} holds another history (its event {at} differs) and was not used",
+                        s.path.display()
+                    )),
+                    Err(why) => notes.push(format!("the backup was not used: {why}")),
+                }
+            }
+        }
+        w.flush()?;
+        progress(w.rebuilt.seq);
+        if w.rebuilt.seq == 0 {
+            let why = stop.clone().unwrap_or_default();
+            return Err(EngineError::rejected(format!(
+                "nothing in {} can be proven intact ({why}); if you have a backup of it, give it with --backup, or rebuild it with `elfiee restore BACKUP NEW.elf`",
+                damaged.display()
+            )));
+        }
+        let (seq, prev) = (w.rebuilt.seq, w.rebuilt.prev);
+        let bodies = w.rebuilt.bodies;
+        let spans = std::mem::take(&mut w.spans);
+        // The records kept beside the events: those of recovered events only, and sync's
+        // own only when nothing was lost (they would point past what is left).
+        let end = known_end(&source, log.as_ref(), saved.as_ref());
+        let complete = stop.is_none() || end.is_some_and(|e| e <= seq);
+        w.rebuilt.side = side_records(log.as_ref(), saved.as_ref(), seq, complete);
+        if !complete && has_sync_records(log.as_ref(), saved.as_ref()) {
+            notes.push("sync's records were left out, as events were lost: to sync this document again, join it afresh (`elfiee sync join`) and let `elfiee serve --sync` bring the events back".into());
+        }
+        w.rebuilt.finish()?;
+        let digest = seal_document(&paths, &new_log, folds)?;
+        let lost = match (stop, end) {
+            (_, Some(end)) if end <= seq => Vec::new(),
+            (None, None) => Vec::new(),
+            (why, end) => vec![Lost {
+                from: seq + 1,
+                to: end,
+                why: why.unwrap_or_else(|| "the log ends before the seq the document recorded".into()),
+            }],
+        };
+        Ok((seq, prev, bodies, spans, lost, digest))
+    })();
+    // Messages name the damaged document, not the copy salvage read.
+    let scratch = source.root.display().to_string();
+    let original = root.display().to_string();
+    let name = |s: String| s.replace(&scratch, &original);
+    let notes: Vec<String> = notes.into_iter().map(name).collect();
+    let (seq, prev, bodies, recovered, lost, state_digest) = match out {
+        Ok((seq, prev, bodies, spans, lost, digest)) => {
+            let lost = lost
+                .into_iter()
+                .map(|l| Lost { why: name(l.why), ..l })
+                .collect::<Vec<_>>();
+            (seq, prev, bodies, spans, lost, digest)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&paths.root);
+            return Err(e);
+        }
+    };
+    Ok(SalvageReport {
+        path: paths.root,
+        seq,
+        head: prev.to_hex(),
+        recovered,
+        lost,
+        backup: saved.as_ref().map(|s| s.path.clone()),
+        backup_seq: saved.as_ref().map(|s| s.point.seq),
+        bodies,
+        state_digest,
+        notes,
+        elapsed_ms: started.elapsed().as_millis() as u64,
+    })
+}
+
+/// Opens the damaged log without letting a panic of sled's out.
+fn open_quietly(paths: &ElfPaths) -> Result<SledEventLog, String> {
+    std::panic::catch_unwind(|| SledEventLog::open(&paths.log_dir(), &paths.root))
+        .map_err(|_| "sled panicked while opening it".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// The last seq anything in the damaged document (or its backup) knows of.
+fn known_end(paths: &ElfPaths, log: Option<&SledEventLog>, saved: Option<&Saved>) -> Option<u64> {
+    let tail = log.and_then(|l| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.tail().ok()))
+            .ok()
+            .flatten()
+            .map(|(s, _)| s)
+    });
+    let head = paths.read_head().map(|(s, _)| s);
+    let snapshot = crate::replay::stored_snapshots(paths).first().map(|(s, _)| *s);
+    let index = crate::cmd_index::load(&paths.commands_index_file())
+        .ok()
+        .and_then(|e| e.iter().map(|(_, first, n)| first + n - 1).max());
+    let backup = saved.map(|s| s.point.seq);
+    [tail, head, snapshot, index, backup].into_iter().flatten().max()
+}
+
+/// Appends recovered events (with their bodies) to the new document.
+struct Writer<'a, 'b> {
+    rebuilt: Rebuilt<'a>,
+    pending: Vec<(u64, Vec<u8>)>,
+    /// Where bodies come from: the damaged store, else the backup.
+    bodies_from: (&'b ContentStore, Option<&'b Saved>),
+    spans: Vec<Span>,
+}
+
+impl Writer<'_, '_> {
+    /// Takes one record; `Err(why)` when it cannot be proven (the caller stops there).
+    fn take(&mut self, seq: u64, bytes: Vec<u8>, source: &str) -> Result<Result<(), String>, EngineError> {
+        let expect = self.rebuilt.seq + self.pending.len() as u64 + 1;
+        if seq != expect {
+            return Ok(Err(format!("event {expect} is missing (the next readable one is {seq})")));
+        }
+        let prev = self.pending.last().map_or(self.rebuilt.prev, |(_, b)| {
+            EventHash(b[..32].try_into().unwrap_or_default())
+        });
+        let e = match crate::codec::open(seq, &bytes, Some(&prev)) {
+            Ok(e) => e,
+            Err(why) => return Ok(Err(format!("event {seq}: {why}"))),
+        };
+        for r in elfiee_projections::content::event_refs(&e.value) {
+            if let Err(why) = self.body(&r) {
+                return Ok(Err(format!("event {seq} refers to a body that is lost ({why})")));
+            }
+        }
+        match self.spans.last_mut() {
+            Some(s) if s.source == source && s.to + 1 == seq => s.to = seq,
+            _ => self.spans.push(Span {
+                from: seq,
+                to: seq,
+                source: source.into(),
+            }),
+        }
+        self.pending.push((seq, bytes));
+        if self.pending.len() >= 4096 {
+            self.flush()?;
+        }
+        Ok(Ok(()))
+    }
+
+    fn flush(&mut self) -> Result<(), EngineError> {
+        let records = std::mem::take(&mut self.pending);
+        self.rebuilt
+            .events(&records)
+            .map_err(|why| EngineError::Storage(format!("salvage: {why}")))
+    }
+
+    /// Stores body `r` in the new document, from the damaged store or the backup.
+    fn body(&mut self, r: &ContentRef) -> Result<(), String> {
+        let from_store = self.bodies_from.0.get_bytes(r).map_err(|e| e.to_string());
+        let bytes = match from_store {
+            Ok(b) => b,
+            Err(why) => match self.bodies_from.1 {
+                Some(s) => s.body(r).map_err(|w| format!("{why}; in the backup: {w}"))?,
+                None => return Err(why),
+            },
+        };
+        self.rebuilt.body(&r.hash.0, &bytes)
+    }
+
+    /// Events from the damaged log from `from` on, while the chain holds; why it stopped
+    /// (`None`: it reached the log's end).
+    fn from_log(&mut self, log: &SledEventLog, from: u64) -> Result<Option<String>, EngineError> {
+        let mut records = log.records(from, u64::MAX);
+        loop {
+            let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| records.next()));
+            let (seq, bytes) = match next {
+                Err(_) => return Ok(Some("the log is unreadable here (sled panicked)".into())),
+                Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => return Ok(Some(e.to_string())),
+                Ok(Some(Ok(r))) => r,
+            };
+            if let Err(why) = self.take(seq, bytes, "log")? {
+                return Ok(Some(why));
+            }
+        }
+    }
+
+    /// Events from the backup after `at` up to its point; why it stopped (`None`: whole).
+    fn from_backup(&mut self, s: &Saved, at: u64) -> Result<Option<String>, EngineError> {
+        for &(first, count, offset) in &s.event_frames {
+            if first + count as u64 <= at + 1 {
+                continue;
+            }
+            let records = match s.events_at(offset) {
+                Ok(r) => r,
+                Err(why) => return Ok(Some(format!("the backup: {why}"))),
+            };
+            for (seq, bytes) in records {
+                if seq <= at || seq > s.point.seq {
+                    continue;
+                }
+                if let Err(why) = self.take(seq, bytes, "backup")? {
+                    return Ok(Some(format!("the backup: {why}")));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The side records to keep: those of the events up to `seq` (the backup's, then the log's),
+/// and sync's own (`x‖`) only when `complete`.
+fn side_records(
+    log: Option<&SledEventLog>,
+    saved: Option<&Saved>,
+    seq: u64,
+    complete: bool,
+) -> Vec<SideRecord> {
+    let mut all: Vec<SideRecord> = saved.map(|s| s.side.clone()).unwrap_or_default();
+    if let Some(log) = log {
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut v = crate::file::foreign::records_of(log, 1, seq).unwrap_or_default();
+            v.extend(crate::file::foreign::current_records(log).unwrap_or_default());
+            v
+        }));
+        all.extend(read.unwrap_or_default());
+    }
+    let mut keep: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = Default::default();
+    for (k, v) in all {
+        let ok = match crate::file::foreign::record_seq(&k) {
+            Some(Some(s)) => s <= seq,
+            Some(None) => complete,
+            None => false,
+        };
+        if ok {
+            keep.insert(k, v);
+        }
+    }
+    keep.into_iter().collect()
+}
+
+fn has_sync_records(log: Option<&SledEventLog>, saved: Option<&Saved>) -> bool {
+    let in_log = log.is_some_and(|l| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::file::foreign::current_records(l).is_ok_and(|v| !v.is_empty())
+        }))
+        .unwrap_or(false)
+    });
+    let in_backup = saved.is_some_and(|s| {
+        s.side
+            .iter()
+            .any(|(k, _)| matches!(crate::file::foreign::record_seq(k), Some(None)))
+    });
+    in_log || in_backup
+}
+
+/// A backup as salvage reads it: where its event frames and bodies are, up to its newest
+/// whole point.
+struct Saved {
+    path: PathBuf,
+    file: File,
+    point: format::Point,
+    /// `(first seq, count, frame offset)` of each `E` frame.
+    event_frames: Vec<(u64, u32, u64)>,
+    /// blake3 → (offset, len) of each body.
+    bodies: HashMap<[u8; 32], (u64, u64)>,
+    side: Vec<SideRecord>,
+}
+
+impl Saved {
+    fn open(path: &Path) -> Result<Saved, String> {
+        let mut file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let point = format::outline(&mut file, path)?
+            .last
+            .ok_or_else(|| format!("{} holds no whole backup", path.display()))?;
+        let mut s = Saved {
+            path: path.to_owned(),
+            file,
+            point,
+            event_frames: Vec::new(),
+            bodies: HashMap::new(),
+            side: Vec::new(),
+        };
+        let mut at = format::HEADER_LEN;
+        while at < point.end {
+            let mut head = [0u8; 9];
+            s.file.read_exact_at(&mut head, at).map_err(|e| e.to_string())?;
+            let len = u64::from_be_bytes(head[1..].try_into().unwrap_or_default());
+            let payload = at + 9;
+            match head[0] {
+                format::EVENTS => {
+                    let mut h = [0u8; 12];
+                    s.file.read_exact_at(&mut h, payload).map_err(|e| e.to_string())?;
+                    let first = u64::from_be_bytes(h[..8].try_into().unwrap_or_default());
+                    let count = u32::from_be_bytes(h[8..].try_into().unwrap_or_default());
+                    s.event_frames.push((first, count, at));
+                }
+                format::CONTENT => {
+                    let mut n = [0u8; 4];
+                    s.file.read_exact_at(&mut n, payload).map_err(|e| e.to_string())?;
+                    let n = u32::from_be_bytes(n) as u64;
+                    let mut table = vec![0u8; (n * 40) as usize];
+                    s.file.read_exact_at(&mut table, payload + 4).map_err(|e| e.to_string())?;
+                    let mut body_at = payload + 4 + n * 40;
+                    for row in table.chunks_exact(40) {
+                        let hash: [u8; 32] = row[..32].try_into().unwrap_or_default();
+                        let blen = u64::from_be_bytes(row[32..].try_into().unwrap_or_default());
+                        s.bodies.insert(hash, (body_at, blen));
+                        body_at += blen;
+                    }
+                }
+                format::SIDE => {
+                    let mut p = vec![0u8; len as usize];
+                    s.file.read_exact_at(&mut p, payload).map_err(|e| e.to_string())?;
+                    if let Ok(records) = format::decode_side(&p) {
+                        s.side.extend(records);
+                    }
+                }
+                _ => {}
+            }
+            at = payload + len + 4;
+        }
+        Ok(s)
+    }
+
+    /// The records of the `E` frame at `offset`, checked against its crc.
+    fn events_at(&self, offset: u64) -> Result<Vec<(u64, Vec<u8>)>, String> {
+        let mut f = &self.file;
+        f.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
+        let mut frames = format::Frames::at(f, offset, self.point.end);
+        match frames.next_frame()? {
+            Some(format::Frame::Events(records)) => Ok(records),
+            _ => Err(format!("no events at byte {offset}")),
+        }
+    }
+
+    /// The hash of event `seq` as the backup holds it (`ZERO` for 0).
+    fn hash_at(&self, seq: u64) -> Result<EventHash, String> {
+        if seq == 0 {
+            return Ok(EventHash::ZERO);
+        }
+        let frame = self
+            .event_frames
+            .iter()
+            .find(|(first, n, _)| (*first..*first + *n as u64).contains(&seq))
+            .ok_or_else(|| format!("it does not hold event {seq}"))?;
+        let records = self.events_at(frame.2)?;
+        let (_, bytes) = records
+            .iter()
+            .find(|(s, _)| *s == seq)
+            .ok_or_else(|| format!("it does not hold event {seq}"))?;
+        let hash = bytes.get(..32).ok_or("a record too short")?;
+        Ok(EventHash(hash.try_into().unwrap_or_default()))
+    }
+
+    /// A body, checked against its hash.
+    fn body(&self, r: &ContentRef) -> Result<Vec<u8>, String> {
+        let (off, len) = *self.bodies.get(&r.hash.0).ok_or("not there")?;
+        let mut buf = vec![0u8; len as usize];
+        self.file.read_exact_at(&mut buf, off).map_err(|e| e.to_string())?;
+        if blake3::hash(&buf).as_bytes() != &r.hash.0 {
+            return Err("damaged".into());
+        }
+        Ok(buf)
+    }
+}
+
+/// A scratch folder beside `to` for the copy of the damaged document.
+fn scratch_dir(to: &Path) -> PathBuf {
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "salvaged".into());
+    to.with_file_name(format!(".{name}.salvage-{}", std::process::id()))
+}
+
+/// Copies a folder recursively (files that cannot be read are skipped: they are damage).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (p, dest) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&p, &dest)?;
+        } else if kind.is_file() {
+            if let Err(e) = std::fs::copy(&p, &dest) {
+                tracing::warn!(error = %e, file = %p.display(), "salvage: a file of the damaged document cannot be read");
+            }
+        }
+    }
+    Ok(())
+}
+
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
