@@ -293,7 +293,11 @@ impl Engine {
         let slot = opened.clone();
         let open = Box::new(move || -> BoxFuture<'static, _> {
             Box::pin(async move {
-                let owned = Owned::open(core).await?;
+                let paths = core.paths.clone();
+                let auto = core.config.auto_backup.clone();
+                let owned = Owned::open(core)
+                    .await
+                    .map_err(|e| crate::salvage::advise(&paths, auto.as_ref(), e))?;
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(owned.clone());
                 // Serve other processes (CLI, MCP servers, the desktop app).
                 match crate::remote::server::serve(owned.clone()) {

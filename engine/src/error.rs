@@ -64,7 +64,7 @@ impl EngineError {
 
 /// What a storage error ends with: what to do, unless its message says it already.
 fn storage_advice(msg: &str) -> &'static str {
-    if msg.contains("reopen") {
+    if msg.contains("reopen") || msg.contains("elfiee salvage") {
         ""
     } else {
         "; check the disk, then reopen the file"

@@ -139,10 +139,10 @@ pub fn salvage(
         if let Some(s) = saved.as_ref() {
             w.flush()?;
             let at = w.rebuilt.seq;
-            if s.point.seq > at && stop.is_some() {
+            if s.point.seq > at {
                 match s.hash_at(at) {
                     Ok(h) if h == w.rebuilt.prev || at == 0 => {
-                        stop = w.from_backup(&s, at)?;
+                        stop = w.from_backup(s, at)?;
                         if stop.is_none() {
                             stop = match &log {
                                 Some(log) => w.from_log(log, s.point.seq + 1)?,
@@ -222,6 +222,56 @@ pub fn salvage(
         notes,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
+}
+
+/// `e`, an open of the document at `paths` that failed, with what to do when it failed
+/// because the document is damaged (a broken chain, a log sled cannot read): `elfiee
+/// salvage`, the newest backup there is (the automatic backup's place from `auto`, else the
+/// default one), and for a synced document, joining it afresh. Other errors are returned as
+/// they are (a full disk says what to do already).
+pub fn advise(paths: &ElfPaths, auto: Option<&crate::AutoBackup>, e: EngineError) -> EngineError {
+    let damaged = match &e {
+        EngineError::Corrupt { .. } => true,
+        EngineError::Storage(msg) => !msg.contains("the disk holding"),
+        _ => false,
+    };
+    if !damaged {
+        return e;
+    }
+    let root = &paths.root;
+    let backup = auto
+        .map(|a| a.path_for(root))
+        .unwrap_or_else(|| crate::backup::default_path(root));
+    let mut advice = format!(
+        "the document is damaged: `elfiee salvage {} NEW.elf` recovers every event it can prove into a new document, leaving this one as it is",
+        root.display()
+    );
+    match crate::backup::newest_point(&backup) {
+        Some(p) => {
+            let when = chrono::DateTime::from_timestamp_millis(p.at_ms)
+                .map(|t| t.format("%Y-%m-%d %H:%M UTC").to_string())
+                .unwrap_or_default();
+            advice.push_str(&format!(
+                " (with its newest backup, {}: seq {}, taken {when})",
+                backup.display(),
+                p.seq
+            ));
+        }
+        None => advice.push_str(
+            " (give it a backup with --backup FILE if you have one; `elfiee restore BACKUP NEW.elf` rebuilds from a backup alone)",
+        ),
+    }
+    if root.join("sync-status.json").is_file() {
+        advice.push_str("; as it syncs, you can also join the document afresh from its broker (`elfiee sync join NEW.elf --broker URL --doc NAME`, then `elfiee serve --sync URL`) and receive every event again");
+    }
+    match e {
+        EngineError::Corrupt { seq, reason } => EngineError::Corrupt {
+            seq,
+            reason: format!("{reason}; {advice}"),
+        },
+        EngineError::Storage(msg) => EngineError::Storage(format!("{msg}; {advice}")),
+        other => other,
+    }
 }
 
 /// Opens the damaged log without letting a panic of sled's out.

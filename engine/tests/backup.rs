@@ -272,3 +272,41 @@ async fn an_automatic_backup_follows_the_writes_and_takes_the_last_ones_at_close
     assert_eq!((restored, seq), (digest, last));
     assert!(!dir.path().join("x.elf.backup").exists(), "it went where it was told");
 }
+
+#[tokio::test]
+async fn opening_a_damaged_document_names_salvage_its_newest_backup_and_for_a_synced_one_rejoining() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 1).await;
+    for i in 0..20 {
+        alice(&f, "markdown.write", Some(&ids[0]), json!({"markdown": text(3, i)})).await;
+    }
+    let path = f.path().to_owned();
+    let backup = elfiee_engine::backup::default_path(&path);
+    let r = f.backup(&backup).await.unwrap();
+    f.close().await;
+    // sled's file cut short: the log does not open.
+    let db = std::fs::OpenOptions::new().write(true).open(path.join("log/db")).unwrap();
+    db.set_len(300).unwrap();
+    drop(db);
+    let err = engine.open(&path).await.unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("elfiee salvage {}", path.display()))
+            && err.contains(&backup.display().to_string())
+            && err.contains(&format!("seq {}", r.seq)),
+        "{err}"
+    );
+    assert!(!err.contains("check the disk"), "{err}");
+    assert!(!err.contains("join the document afresh"), "not synced: {err}");
+    std::fs::write(path.join("sync-status.json"), "{}").unwrap();
+    let err = engine.open(&path).await.unwrap_err().to_string();
+    assert!(err.contains("join the document afresh"), "{err}");
+    // And salvage, with that backup found beside it, gives back every event it holds.
+    let out = dir.path().join("saved.elf");
+    let report = elfiee_engine::salvage::salvage(&path, &out, None, &folds(), |_| {}).unwrap();
+    assert_eq!(report.seq, r.seq, "{report:#?}");
+    assert!(report.lost.is_empty(), "{report:?}");
+    assert_eq!(report.backup.as_deref(), Some(backup.as_path()));
+    verify_ok(&report.path);
+}
