@@ -386,7 +386,7 @@ context_block_ids: Array<string>, };
 
 export type AgentApprovePayload = { proposal_id: string, approved: boolean, feedback: string | null, };
 
-export type EngineError = { "kind": "rejected", "detail": CapError } | { "kind": "not_an_elf", "detail": string } | { "kind": "already_exists", "detail": string } | { "kind": "locked", "detail": string } | { "kind": "payload_too_large", "detail": { size: number, limit: number, } } | { "kind": "corrupt", "detail": { seq: number, reason: string, } } | { "kind": "storage", "detail": string } | { "kind": "effect", "detail": string } | { "kind": "closed" } | { "kind": "io", "detail": { path: string, message: string, } };
+export type EngineError = { "kind": "rejected", "detail": CapError } | { "kind": "not_an_elf", "detail": string } | { "kind": "newer_format", "detail": { path: string, found: number, supported: number, } } | { "kind": "already_exists", "detail": string } | { "kind": "locked", "detail": string } | { "kind": "payload_too_large", "detail": { size: number, limit: number, } } | { "kind": "corrupt", "detail": { seq: number, reason: string, } } | { "kind": "storage", "detail": string } | { "kind": "effect", "detail": string } | { "kind": "closed" } | { "kind": "io", "detail": { path: string, message: string, } };
 
 export type ReplayReport = { events: number, blocks: number, state_digest: string, elapsed_ms: number, 
 /**
