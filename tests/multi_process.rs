@@ -442,3 +442,95 @@ fn a_client_waiting_for_an_effect_takes_over_when_the_owner_is_killed() {
     assert_eq!(outputs, 1, "one outcome for the one run: {log}");
     assert_eq!(ok_json(elfiee(&elf, &["--json", "verify"]))["ok"], true);
 }
+
+/// `elfiee backup` from another process while four processes write through the owner: each
+/// backup restores (`elfiee restore`) to the state at its seq, and the second one appended.
+#[test]
+fn a_backup_from_another_process_while_four_processes_write_restores_to_the_state_at_its_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("x.elf");
+    ok_json(elfiee(&elf, &["--json", "init", elf.to_str().unwrap()]));
+    let created = ok_json(elfiee(
+        &elf,
+        &[
+            "--json", "block", "create", "--type", "markdown", "--name", "doc",
+        ],
+    ));
+    let block = created["block_id"].as_str().unwrap().to_owned();
+    let mut owner = serve(&elf);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (elf, block, stop) = (elf.clone(), block.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while i < 10 || !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let text = format!(
+                        "writer {w} write {i} {}",
+                        "x".repeat(if i % 2 == 0 { 300 } else { 5 })
+                    );
+                    ok_json(elfiee(
+                        &elf,
+                        &["--json", "markdown", "write", &block, "--text", &text],
+                    ));
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let backup = dir.path().join("x.backup");
+    let mut taken = Vec::new();
+    for k in 0..2 {
+        std::thread::sleep(Duration::from_millis(400));
+        let r = ok_json(elfiee(
+            &elf,
+            &["--json", "backup", "--to", backup.to_str().unwrap()],
+        ));
+        let copy = dir.path().join(format!("x.backup.{k}"));
+        std::fs::copy(&backup, &copy).unwrap();
+        taken.push((r, copy));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for w in writers {
+        w.join().unwrap();
+    }
+    unsafe { libc::kill(owner.id() as i32, libc::SIGINT) };
+    owner.wait().unwrap();
+    assert_eq!(taken[1].0["incremental"], true);
+    assert_eq!(
+        taken[1].0["from_seq"].as_u64(),
+        taken[0].0["seq"].as_u64().map(|s| s + 1)
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let engine = Engine::new(EngineConfig::default());
+    let file = rt.block_on(engine.open(&elf)).unwrap();
+    let last = file.last_seq();
+    for (k, (r, copy)) in taken.iter().enumerate() {
+        let seq = r["seq"].as_u64().unwrap();
+        assert!(
+            seq < last,
+            "backup {k} ran while the writers wrote ({seq} < {last})"
+        );
+        let target = dir.path().join(format!("r{k}.elf"));
+        let restored = ok_json(elfiee(
+            &elf,
+            &[
+                "--json",
+                "restore",
+                copy.to_str().unwrap(),
+                target.to_str().unwrap(),
+            ],
+        ));
+        assert_eq!(restored["seq"].as_u64(), Some(seq));
+        let expected = rt.block_on(file.state_at(seq)).unwrap().digest();
+        assert_eq!(
+            restored["state_digest"].as_str(),
+            Some(expected.as_str()),
+            "backup {k}"
+        );
+        let verified = ok_json(elfiee(&target, &["--json", "verify"]));
+        assert_eq!(verified["ok"], true, "{verified}");
+    }
+    rt.block_on(file.close());
+}
