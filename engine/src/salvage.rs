@@ -186,7 +186,8 @@ pub fn salvage(
             (why, end) => vec![Lost {
                 from: seq + 1,
                 to: end,
-                why: why.unwrap_or_else(|| "the log ends before the seq the document recorded".into()),
+                why: why
+                    .unwrap_or_else(|| "the log ends before the seq the document recorded".into()),
             }],
         };
         Ok((seq, prev, bodies, spans, lost, digest))
@@ -200,7 +201,10 @@ pub fn salvage(
         Ok((seq, prev, bodies, spans, lost, digest)) => {
             let lost = lost
                 .into_iter()
-                .map(|l| Lost { why: name(l.why), ..l })
+                .map(|l| Lost {
+                    why: name(l.why),
+                    ..l
+                })
                 .collect::<Vec<_>>();
             (seq, prev, bodies, spans, lost, digest)
         }
@@ -290,12 +294,17 @@ fn known_end(paths: &ElfPaths, log: Option<&SledEventLog>, saved: Option<&Saved>
             .map(|(s, _)| s)
     });
     let head = paths.read_head().map(|(s, _)| s);
-    let snapshot = crate::replay::stored_snapshots(paths).first().map(|(s, _)| *s);
+    let snapshot = crate::replay::stored_snapshots(paths)
+        .first()
+        .map(|(s, _)| *s);
     let index = crate::cmd_index::load(&paths.commands_index_file())
         .ok()
         .and_then(|e| e.iter().map(|(_, first, n)| first + n - 1).max());
     let backup = saved.map(|s| s.point.seq);
-    [tail, head, snapshot, index, backup].into_iter().flatten().max()
+    [tail, head, snapshot, index, backup]
+        .into_iter()
+        .flatten()
+        .max()
 }
 
 /// Appends recovered events (with their bodies) to the new document.
@@ -309,10 +318,17 @@ struct Writer<'a, 'b> {
 
 impl Writer<'_, '_> {
     /// Takes one record; `Err(why)` when it cannot be proven (the caller stops there).
-    fn take(&mut self, seq: u64, bytes: Vec<u8>, source: &str) -> Result<Result<(), String>, EngineError> {
+    fn take(
+        &mut self,
+        seq: u64,
+        bytes: Vec<u8>,
+        source: &str,
+    ) -> Result<Result<(), String>, EngineError> {
         let expect = self.rebuilt.seq + self.pending.len() as u64 + 1;
         if seq != expect {
-            return Ok(Err(format!("event {expect} is missing (the next readable one is {seq})")));
+            return Ok(Err(format!(
+                "event {expect} is missing (the next readable one is {seq})"
+            )));
         }
         let prev = self.pending.last().map_or(self.rebuilt.prev, |(_, b)| {
             EventHash(b[..32].try_into().unwrap_or_default())
@@ -323,7 +339,9 @@ impl Writer<'_, '_> {
         };
         for r in elfiee_projections::content::event_refs(&e.value) {
             if let Err(why) = self.body(&r) {
-                return Ok(Err(format!("event {seq} refers to a body that is lost ({why})")));
+                return Ok(Err(format!(
+                    "event {seq} refers to a body that is lost ({why})"
+                )));
             }
         }
         match self.spans.last_mut() {
@@ -354,7 +372,9 @@ impl Writer<'_, '_> {
         let bytes = match from_store {
             Ok(b) => b,
             Err(why) => match self.bodies_from.1 {
-                Some(s) => s.body(r).map_err(|w| format!("{why}; in the backup: {w}"))?,
+                Some(s) => s
+                    .body(r)
+                    .map_err(|w| format!("{why}; in the backup: {w}"))?,
                 None => return Err(why),
             },
         };
@@ -463,7 +483,8 @@ struct Saved {
 
 impl Saved {
     fn open(path: &Path) -> Result<Saved, String> {
-        let mut file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let mut file =
+            File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let point = format::outline(&mut file, path)?
             .last
             .ok_or_else(|| format!("{} holds no whole backup", path.display()))?;
@@ -478,23 +499,31 @@ impl Saved {
         let mut at = format::HEADER_LEN;
         while at < point.end {
             let mut head = [0u8; 9];
-            s.file.read_exact_at(&mut head, at).map_err(|e| e.to_string())?;
+            s.file
+                .read_exact_at(&mut head, at)
+                .map_err(|e| e.to_string())?;
             let len = u64::from_be_bytes(head[1..].try_into().unwrap_or_default());
             let payload = at + 9;
             match head[0] {
                 format::EVENTS => {
                     let mut h = [0u8; 12];
-                    s.file.read_exact_at(&mut h, payload).map_err(|e| e.to_string())?;
+                    s.file
+                        .read_exact_at(&mut h, payload)
+                        .map_err(|e| e.to_string())?;
                     let first = u64::from_be_bytes(h[..8].try_into().unwrap_or_default());
                     let count = u32::from_be_bytes(h[8..].try_into().unwrap_or_default());
                     s.event_frames.push((first, count, at));
                 }
                 format::CONTENT => {
                     let mut n = [0u8; 4];
-                    s.file.read_exact_at(&mut n, payload).map_err(|e| e.to_string())?;
+                    s.file
+                        .read_exact_at(&mut n, payload)
+                        .map_err(|e| e.to_string())?;
                     let n = u32::from_be_bytes(n) as u64;
                     let mut table = vec![0u8; (n * 40) as usize];
-                    s.file.read_exact_at(&mut table, payload + 4).map_err(|e| e.to_string())?;
+                    s.file
+                        .read_exact_at(&mut table, payload + 4)
+                        .map_err(|e| e.to_string())?;
                     let mut body_at = payload + 4 + n * 40;
                     for row in table.chunks_exact(40) {
                         let hash: [u8; 32] = row[..32].try_into().unwrap_or_default();
@@ -505,7 +534,9 @@ impl Saved {
                 }
                 format::SIDE => {
                     let mut p = vec![0u8; len as usize];
-                    s.file.read_exact_at(&mut p, payload).map_err(|e| e.to_string())?;
+                    s.file
+                        .read_exact_at(&mut p, payload)
+                        .map_err(|e| e.to_string())?;
                     if let Ok(records) = format::decode_side(&p) {
                         s.side.extend(records);
                     }
@@ -551,7 +582,9 @@ impl Saved {
     fn body(&self, r: &ContentRef) -> Result<Vec<u8>, String> {
         let (off, len) = *self.bodies.get(&r.hash.0).ok_or("not there")?;
         let mut buf = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut buf, off).map_err(|e| e.to_string())?;
+        self.file
+            .read_exact_at(&mut buf, off)
+            .map_err(|e| e.to_string())?;
         if blake3::hash(&buf).as_bytes() != &r.hash.0 {
             return Err("damaged".into());
         }

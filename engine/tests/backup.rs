@@ -60,9 +60,14 @@ async fn a_backup_taken_while_four_writers_write_restores_to_the_state_at_its_se
                 let mut i = 0;
                 while i < 100 || !stop.load(std::sync::atomic::Ordering::Acquire) {
                     let p = json!({"markdown": text(w, i)});
-                    f.submit(elfiee_model::Command::new("alice", "markdown.write", Some(&id), p))
-                        .await
-                        .unwrap();
+                    f.submit(elfiee_model::Command::new(
+                        "alice",
+                        "markdown.write",
+                        Some(&id),
+                        p,
+                    ))
+                    .await
+                    .unwrap();
                     if i == 50 && w == 0 {
                         // A bulk command too: its events are stored as a group.
                         f.submit(import(40, "mid")).await.unwrap();
@@ -99,13 +104,20 @@ async fn a_backup_taken_while_four_writers_write_restores_to_the_state_at_its_se
     );
     assert!(!taken[0].0.incremental && taken[1].0.incremental && taken[2].0.incremental);
     for pair in taken.windows(2) {
-        assert_eq!(pair[1].0.from_seq, pair[0].0.seq + 1, "appends only what is new");
+        assert_eq!(
+            pair[1].0.from_seq,
+            pair[0].0.seq + 1,
+            "appends only what is new"
+        );
     }
     for (k, (r, copy)) in taken.iter().enumerate() {
         let (digest, seq) = restored(copy, &dir, &format!("r{k}.elf"));
         assert_eq!(seq, r.seq);
         let expected = f.state_at(r.seq).await.unwrap().digest();
-        assert_eq!(digest, expected, "backup {k} restores the state at seq {seq}");
+        assert_eq!(
+            digest, expected,
+            "backup {k} restores the state at seq {seq}"
+        );
     }
     // And once more after the writers: the whole document.
     let r = f.backup(&backup).await.unwrap();
@@ -130,14 +142,23 @@ async fn a_backup_cut_off_midway_keeps_its_last_point_and_the_next_run_mends_it(
     let first = f.backup(&backup).await.unwrap();
     let at_first = f.state_digest();
     for i in 0..50 {
-        alice(&f, "markdown.write", Some(&ids[0]), json!({"markdown": text(0, i)})).await;
+        alice(
+            &f,
+            "markdown.write",
+            Some(&ids[0]),
+            json!({"markdown": text(0, i)}),
+        )
+        .await;
     }
     let second = f.backup(&backup).await.unwrap();
     let len = std::fs::metadata(&backup).unwrap().len();
     assert_eq!(second.file_bytes, len);
     // A run stopped half way through its frames: only the first point is whole.
     let cut = first.file_bytes + (len - first.file_bytes) / 2;
-    let file = std::fs::OpenOptions::new().write(true).open(&backup).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&backup)
+        .unwrap();
     file.set_len(cut).unwrap();
     drop(file);
     let (digest, seq) = restored(&backup, &dir, "half.elf");
@@ -159,7 +180,10 @@ async fn a_backup_cut_off_midway_keeps_its_last_point_and_the_next_run_mends_it(
 async fn a_backup_file_of_another_document_or_no_backup_at_all_is_left_alone() {
     let dir = TempDir::new().unwrap();
     let engine = engine();
-    let a = engine.init(dir.path().join("a.elf"), "Alice").await.unwrap();
+    let a = engine
+        .init(dir.path().join("a.elf"), "Alice")
+        .await
+        .unwrap();
     let b = engine.init(dir.path().join("b.elf"), "Bob").await.unwrap();
     let backup = dir.path().join("a.backup");
     a.backup(&backup).await.unwrap();
@@ -171,7 +195,10 @@ async fn a_backup_file_of_another_document_or_no_backup_at_all_is_left_alone() {
     std::fs::write(&notes, "my notes, not a backup").unwrap();
     let err = b.backup(&notes).await.unwrap_err();
     assert!(err.to_string().contains("not an elfiee backup"), "{err}");
-    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes, not a backup");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "my notes, not a backup"
+    );
     let err = b.backup(dir.path()).await.unwrap_err();
     assert!(err.to_string().contains("is a folder"), "{err}");
     a.close().await;
@@ -185,7 +212,13 @@ async fn a_damaged_backup_is_refused_naming_where_and_leaves_no_half_document() 
     let f = init(&engine, &dir).await;
     let ids = blocks(&f, 2).await;
     for i in 0..30 {
-        alice(&f, "markdown.write", Some(&ids[i % 2]), json!({"markdown": text(1, i)})).await;
+        alice(
+            &f,
+            "markdown.write",
+            Some(&ids[i % 2]),
+            json!({"markdown": text(1, i)}),
+        )
+        .await;
     }
     let backup = dir.path().join("x.backup");
     let r = f.backup(&backup).await.unwrap();
@@ -250,7 +283,13 @@ async fn an_automatic_backup_follows_the_writes_and_takes_the_last_ones_at_close
     let ids = blocks(&f, 2).await;
     let backup = backups.join("x.elf.backup");
     for i in 0..120 {
-        alice(&f, "markdown.write", Some(&ids[i % 2]), json!({"markdown": text(2, i)})).await;
+        alice(
+            &f,
+            "markdown.write",
+            Some(&ids[i % 2]),
+            json!({"markdown": text(2, i)}),
+        )
+        .await;
     }
     // Taken on its own while the file is open, at least 50 events behind at most.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -260,34 +299,59 @@ async fn an_automatic_backup_follows_the_writes_and_takes_the_last_ones_at_close
         if point >= at_least {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "no automatic backup (at {point})");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no automatic backup (at {point})"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    alice(&f, "markdown.write", Some(&ids[0]), json!({"markdown": "the last one"})).await;
+    alice(
+        &f,
+        "markdown.write",
+        Some(&ids[0]),
+        json!({"markdown": "the last one"}),
+    )
+    .await;
     let (last, digest) = (f.last_seq(), f.state_digest());
     f.close().await;
     let point = elfiee_engine::backup::newest_point(&backup).unwrap();
-    assert_eq!(point.seq, last, "the close took the last events into the backup");
+    assert_eq!(
+        point.seq, last,
+        "the close took the last events into the backup"
+    );
     let (restored, seq) = restored(&backup, &dir, "r.elf");
     assert_eq!((restored, seq), (digest, last));
-    assert!(!dir.path().join("x.elf.backup").exists(), "it went where it was told");
+    assert!(
+        !dir.path().join("x.elf.backup").exists(),
+        "it went where it was told"
+    );
 }
 
 #[tokio::test]
-async fn opening_a_damaged_document_names_salvage_its_newest_backup_and_for_a_synced_one_rejoining() {
+async fn opening_a_damaged_document_names_salvage_its_newest_backup_and_for_a_synced_one_rejoining()
+{
     let dir = TempDir::new().unwrap();
     let engine = engine();
     let f = init(&engine, &dir).await;
     let ids = blocks(&f, 1).await;
     for i in 0..20 {
-        alice(&f, "markdown.write", Some(&ids[0]), json!({"markdown": text(3, i)})).await;
+        alice(
+            &f,
+            "markdown.write",
+            Some(&ids[0]),
+            json!({"markdown": text(3, i)}),
+        )
+        .await;
     }
     let path = f.path().to_owned();
     let backup = elfiee_engine::backup::default_path(&path);
     let r = f.backup(&backup).await.unwrap();
     f.close().await;
     // sled's file cut short: the log does not open.
-    let db = std::fs::OpenOptions::new().write(true).open(path.join("log/db")).unwrap();
+    let db = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path.join("log/db"))
+        .unwrap();
     db.set_len(300).unwrap();
     drop(db);
     let err = engine.open(&path).await.unwrap_err().to_string();
@@ -298,7 +362,10 @@ async fn opening_a_damaged_document_names_salvage_its_newest_backup_and_for_a_sy
         "{err}"
     );
     assert!(!err.contains("check the disk"), "{err}");
-    assert!(!err.contains("join the document afresh"), "not synced: {err}");
+    assert!(
+        !err.contains("join the document afresh"),
+        "not synced: {err}"
+    );
     std::fs::write(path.join("sync-status.json"), "{}").unwrap();
     let err = engine.open(&path).await.unwrap_err().to_string();
     assert!(err.contains("join the document afresh"), "{err}");

@@ -49,22 +49,41 @@ pub fn check_golden(dir: &Path, binary: &Path, binary_name: &str) -> Vec<String>
         let verify = run(&["verify"]);
         assert_eq!(verify["ok"], true, "golden {name}: verify: {verify}");
         assert_eq!(verify["events"], want["events"], "golden {name}: events");
-        assert_eq!(verify["commands"], want["commands"], "golden {name}: commands");
+        assert_eq!(
+            verify["commands"], want["commands"],
+            "golden {name}: commands"
+        );
         let replay = run(&["replay"]);
         assert_eq!(
             replay["state_digest"], want["state_digest"],
             "golden {name}: the replayed state differs from the one this document was made with"
         );
         if want.get("synced_digest").is_some() {
-            assert_eq!(replay["synced_digest"], want["synced_digest"], "golden {name}: synced digest");
+            assert_eq!(
+                replay["synced_digest"], want["synced_digest"],
+                "golden {name}: synced digest"
+            );
         }
         let opened = run(&["state-digest"]);
-        assert_eq!(opened["state_digest"], want["state_digest"], "golden {name}: opened state");
+        assert_eq!(
+            opened["state_digest"], want["state_digest"],
+            "golden {name}: opened state"
+        );
         // Still a living document: it takes a write, and verifies and reopens after it.
-        let created = run(&["block", "create", "--type", "markdown", "--name", "golden-check"]);
+        let created = run(&[
+            "block",
+            "create",
+            "--type",
+            "markdown",
+            "--name",
+            "golden-check",
+        ]);
         assert!(created["block_id"].is_string(), "golden {name}: {created}");
         let verify = run(&["verify"]);
-        assert_eq!(verify["ok"], true, "golden {name}: verify after a write: {verify}");
+        assert_eq!(
+            verify["ok"], true,
+            "golden {name}: verify after a write: {verify}"
+        );
         let after = run(&["state-digest"]);
         assert_eq!(after["seq"], want["events"].as_u64().unwrap_or(0) + 1);
         checked.push(name.clone());

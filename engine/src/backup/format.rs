@@ -276,10 +276,14 @@ impl<'a> Cursor<'a> {
         Ok(a)
     }
     fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_be_bytes(self.take(4)?.try_into().unwrap_or_default()))
+        Ok(u32::from_be_bytes(
+            self.take(4)?.try_into().unwrap_or_default(),
+        ))
     }
     fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_be_bytes(self.take(8)?.try_into().unwrap_or_default()))
+        Ok(u64::from_be_bytes(
+            self.take(8)?.try_into().unwrap_or_default(),
+        ))
     }
     fn end(&self) -> Result<(), String> {
         if self.0.is_empty() {
@@ -422,7 +426,9 @@ impl<R: Read> Frames<R> {
             if matches!(fh[0], EVENTS | CONTENT | SIDE | POINT) && flen <= MAX_FRAME {
                 return Ok(None);
             }
-            return Err(format!("the frame at byte {at} is damaged (its length is wrong)"));
+            return Err(format!(
+                "the frame at byte {at} is damaged (its length is wrong)"
+            ));
         }
         let mut payload = vec![0u8; flen as usize];
         self.r.read_exact(&mut payload).map_err(|e| e.to_string())?;
@@ -432,7 +438,9 @@ impl<R: Read> Frames<R> {
         h.update(&fh);
         h.update(&payload);
         if h.finalize().to_be_bytes() != crc {
-            return Err(format!("the frame at byte {at} is damaged (checksum mismatch)"));
+            return Err(format!(
+                "the frame at byte {at} is damaged (checksum mismatch)"
+            ));
         }
         self.at = end;
         let bad = |why: String| format!("the frame at byte {at}: {why}");
@@ -441,7 +449,8 @@ impl<R: Read> Frames<R> {
             SIDE => Frame::Side(decode_side(&payload).map_err(bad)?),
             CONTENT => Frame::Content(decode_bodies(&payload).map_err(bad)?),
             POINT => Frame::Point(
-                decode_point(&payload, end).ok_or_else(|| bad("a point of the wrong size".into()))?,
+                decode_point(&payload, end)
+                    .ok_or_else(|| bad("a point of the wrong size".into()))?,
             ),
             t => return Err(bad(format!("unknown frame kind {t:#04x}"))),
         }))

@@ -24,9 +24,8 @@ impl Owned {
     }
 
     fn backup_blocking(&self, to: &Path) -> Result<BackupReport, EngineError> {
-        let (cut, log) = self.quiet(|log| -> Result<_, EngineError> {
-            Ok((cut_of(log)?, log.clone()))
-        })??;
+        let (cut, log) =
+            self.quiet(|log| -> Result<_, EngineError> { Ok((cut_of(log)?, log.clone())) })??;
         write_backup(&log, &self.core.content, cut, to, |_, _| {})
     }
 }

@@ -10,16 +10,14 @@ use super::super::CliError;
 use crate::Engine;
 
 pub(super) async fn backup(s: &Session, to: Option<&Path>, out: &Out) -> Result<(), CliError> {
-    let to = to
-        .map(Path::to_owned)
-        .unwrap_or_else(|| {
-            crate::Engine::global()
-                .config()
-                .auto_backup
-                .as_ref()
-                .map(|a| a.path_for(s.file.path()))
-                .unwrap_or_else(|| crate::engine::backup::default_path(s.file.path()))
-        });
+    let to = to.map(Path::to_owned).unwrap_or_else(|| {
+        crate::Engine::global()
+            .config()
+            .auto_backup
+            .as_ref()
+            .map(|a| a.path_for(s.file.path()))
+            .unwrap_or_else(|| crate::engine::backup::default_path(s.file.path()))
+    });
     let r = s.file.backup(&to).await?;
     out.print(&json!(r), || {
         let what = if r.incremental {
@@ -99,13 +97,17 @@ pub(super) fn salvage(
             r.state_digest
         );
         for s in &r.recovered {
-            t.push_str(&format!("\n  recovered {}..{} from the {}", s.from, s.to, s.source));
+            t.push_str(&format!(
+                "\n  recovered {}..{} from the {}",
+                s.from, s.to, s.source
+            ));
         }
         if r.lost.is_empty() {
             t.push_str("\n  nothing was lost");
         }
         for l in &r.lost {
-            let to = l.to.map_or("(its end is unknown)".to_string(), |t| t.to_string());
+            let to =
+                l.to.map_or("(its end is unknown)".to_string(), |t| t.to_string());
             t.push_str(&format!("\n  LOST {}..{to}: {}", l.from, l.why));
         }
         for n in &r.notes {
