@@ -132,7 +132,7 @@ pub fn salvage(
         };
         // 1. The log from the start.
         let mut stop = match &log {
-            Some(log) => w.from_log(log, 1)?,
+            Some(log) => w.log_from(log, 1)?,
             None => Some("the log could not be opened".to_string()),
         };
         // 2. The backup past where the log stopped, if it holds the same history.
@@ -142,10 +142,10 @@ pub fn salvage(
             if s.point.seq > at {
                 match s.hash_at(at) {
                     Ok(h) if h == w.rebuilt.prev || at == 0 => {
-                        stop = w.from_backup(s, at)?;
+                        stop = w.backup_from(s, at)?;
                         if stop.is_none() {
                             stop = match &log {
-                                Some(log) => w.from_log(log, s.point.seq + 1)?,
+                                Some(log) => w.log_from(log, s.point.seq + 1)?,
                                 None => Some("the log could not be opened".to_string()),
                             };
                         }
@@ -383,7 +383,7 @@ impl Writer<'_, '_> {
 
     /// Events from the damaged log from `from` on, while the chain holds; why it stopped
     /// (`None`: it reached the log's end).
-    fn from_log(&mut self, log: &SledEventLog, from: u64) -> Result<Option<String>, EngineError> {
+    fn log_from(&mut self, log: &SledEventLog, from: u64) -> Result<Option<String>, EngineError> {
         let mut records = log.records(from, u64::MAX);
         loop {
             let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| records.next()));
@@ -400,7 +400,7 @@ impl Writer<'_, '_> {
     }
 
     /// Events from the backup after `at` up to its point; why it stopped (`None`: whole).
-    fn from_backup(&mut self, s: &Saved, at: u64) -> Result<Option<String>, EngineError> {
+    fn backup_from(&mut self, s: &Saved, at: u64) -> Result<Option<String>, EngineError> {
         for &(first, count, offset) in &s.event_frames {
             if first + count as u64 <= at + 1 {
                 continue;

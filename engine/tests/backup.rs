@@ -27,7 +27,7 @@ async fn blocks(f: &FileHandle, n: usize) -> Vec<String> {
 
 /// Text for write `i`: every third one is long enough for the content store.
 fn text(w: usize, i: usize) -> String {
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         format!("writer {w} write {i} {}", "long body ".repeat(40))
     } else {
         format!("writer {w} write {i}")

@@ -133,7 +133,7 @@ async fn deferred_foreign_appends_share_the_next_sync_and_close_syncs_the_rest()
     assert!(
         ["t1", "t2", "t3", "t4", "t5"]
             .iter()
-            .all(|b| blocks.contains_key(*b)),
+            .all(|b| blocks.contains_key(b)),
         "{:?}",
         blocks.keys().collect::<Vec<_>>()
     );

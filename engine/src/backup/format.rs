@@ -22,6 +22,11 @@ use std::path::Path;
 use elfiee_model::EventHash;
 
 pub const MAGIC: &[u8; 8] = b"ELFIEEBK";
+
+/// A body and its blake3.
+pub type Body = ([u8; 32], Vec<u8>);
+
+pub use crate::log::SideRecord;
 /// The version of the backup file's own layout.
 pub const BACKUP_FORMAT: u32 = 1;
 pub const HEADER_LEN: u64 = 16;
@@ -151,7 +156,7 @@ pub fn write_bodies(
 }
 
 /// The bodies of a `C` frame: `(blake3, bytes)`.
-pub fn decode_bodies(p: &[u8]) -> Result<Vec<([u8; 32], Vec<u8>)>, String> {
+pub fn decode_bodies(p: &[u8]) -> Result<Vec<Body>, String> {
     let mut r = Cursor(p);
     let count = r.u32()? as usize;
     let mut table = Vec::with_capacity(count.min(p.len() / 40));
@@ -247,7 +252,7 @@ pub fn side_payload(records: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     p
 }
 
-pub fn decode_side(p: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, String> {
+pub fn decode_side(p: &[u8]) -> Result<Vec<SideRecord>, String> {
     let mut r = Cursor(p);
     let count = r.u32()?;
     let mut out = Vec::new();
@@ -368,8 +373,8 @@ pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
 /// One frame read in full and checked.
 pub enum Frame {
     Events(Vec<(u64, Vec<u8>)>),
-    Content(Vec<([u8; 32], Vec<u8>)>),
-    Side(Vec<(Vec<u8>, Vec<u8>)>),
+    Content(Vec<Body>),
+    Side(Vec<SideRecord>),
     Point(Point),
 }
 

@@ -1,37 +1,27 @@
-//! Backups taken by the owner while it serves (see [`crate::backup`]): on request, and the
-//! automatic ones ([`crate::AutoBackup`]).
+//! The automatic backup of an owned file ([`crate::AutoBackup`]): a thread that appends to
+//! the backup after every N committed events, and a last run at close. (A backup on
+//! request is `Owned::backup`.)
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::owned::Owned;
 use crate::backup::{write_backup, BackupReport, Cut};
 use crate::error::EngineError;
 use crate::log::{EventLog, SledEventLog};
 use crate::AutoBackup;
 
-impl Owned {
-    /// Appends what is new up to the committed tail to the backup file `to`. Writers wait
-    /// only while the cut is taken (the tail and sync's records); the events are read
-    /// after, while they write on.
-    pub(crate) async fn backup(self: &Arc<Self>, to: PathBuf) -> Result<BackupReport, EngineError> {
-        let me = self.clone();
-        tokio::task::spawn_blocking(move || me.backup_blocking(&to))
-            .await
-            .map_err(|e| EngineError::Storage(format!("backup task failed: {e}")))?
-    }
-
-    fn backup_blocking(&self, to: &Path) -> Result<BackupReport, EngineError> {
-        let (cut, log) =
-            self.quiet(|log| -> Result<_, EngineError> { Ok((cut_of(log)?, log.clone())) })??;
-        write_backup(&log, &self.core.content, cut, to, |_, _| {})
-    }
+/// What the automatic backup needs of the file it backs up (the owner's half).
+pub(crate) trait Source: Send + Sync {
+    /// The committed seq.
+    fn committed(&self) -> u64;
+    /// Appends what is new to the backup at `to`.
+    fn back_up(&self, to: &Path) -> Result<BackupReport, EngineError>;
 }
 
 /// The cut of a log nobody writes to.
-fn cut_of(log: &SledEventLog) -> Result<Cut, EngineError> {
+pub(crate) fn cut_of(log: &SledEventLog) -> Result<Cut, EngineError> {
     let (seq, hash) = log.tail()?;
     let current = super::foreign::current_records(log)?;
     Ok(Cut { seq, hash, current })
@@ -46,7 +36,7 @@ pub(crate) struct Auto {
     to: PathBuf,
 }
 
-pub(crate) fn start(owned: Weak<Owned>, policy: &AutoBackup, elf: &Path) -> Option<Auto> {
+pub(crate) fn start(owned: Weak<dyn Source>, policy: &AutoBackup, elf: &Path) -> Option<Auto> {
     let to = policy.path_for(elf);
     let every = policy.every_events.max(1);
     let stop = Arc::new(AtomicBool::new(false));
@@ -60,10 +50,10 @@ pub(crate) fn start(owned: Weak<Owned>, policy: &AutoBackup, elf: &Path) -> Opti
                 while !stop.load(Ordering::Acquire) {
                     std::thread::park_timeout(pause);
                     let Some(owned) = owned.upgrade() else { return };
-                    if owned.core.last_seq() < done + every || stop.load(Ordering::Acquire) {
+                    if owned.committed() < done + every || stop.load(Ordering::Acquire) {
                         continue;
                     }
-                    match owned.backup_blocking(&to) {
+                    match owned.back_up(&to) {
                         Ok(r) => {
                             tracing::debug!(seq = r.seq, events = r.events, ms = r.elapsed_ms, to = %to.display(), "automatic backup");
                             done = r.seq;

@@ -177,8 +177,14 @@ impl Owned {
             })),
         });
         if let Some(policy) = policy {
-            let auto = super::backup::start(Arc::downgrade(&owned), &policy, &paths.root);
-            if let Some(p) = owned.parts.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            let source: std::sync::Weak<dyn super::backup::Source> = Arc::downgrade(&owned) as _;
+            let auto = super::backup::start(source, &policy, &paths.root);
+            if let Some(p) = owned
+                .parts
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_mut()
+            {
                 p.auto_backup = auto;
             }
         }
@@ -254,7 +260,10 @@ impl Owned {
     /// Runs `f` while nothing is being written: no command is sequenced (the sequencer lock
     /// is held) and everything written is committed. Writers wait meanwhile (one flush at
     /// most, plus `f`); an error when the file is closed or does not settle within 10 s.
-    pub(crate) fn quiet<R>(&self, f: impl FnOnce(&Arc<SledEventLog>) -> R) -> Result<R, EngineError> {
+    pub(crate) fn quiet<R>(
+        &self,
+        f: impl FnOnce(&Arc<SledEventLog>) -> R,
+    ) -> Result<R, EngineError> {
         use crate::log::EventLog;
         let guard = self.sequencer.lock().unwrap_or_else(|p| p.into_inner());
         let log = guard.as_ref().ok_or(EngineError::Closed)?.log().clone();
@@ -270,6 +279,19 @@ impl Owned {
         let out = f(&log);
         drop(guard);
         Ok(out)
+    }
+
+    /// Appends what is new up to the committed tail to the backup file `to`
+    /// ([`crate::backup`]). Writers wait only while the cut is taken (the tail and sync's
+    /// records); the events are read after, while they write on.
+    pub(crate) async fn backup(
+        self: &Arc<Self>,
+        to: std::path::PathBuf,
+    ) -> Result<crate::backup::BackupReport, EngineError> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || super::backup::Source::back_up(me.as_ref(), &to))
+            .await
+            .map_err(|e| EngineError::Storage(format!("backup task failed: {e}")))?
     }
 
     /// Where a command's events are, `(first_seq, count)`, if it was accepted (it may not be
@@ -598,5 +620,18 @@ fn record_head(log: &SledEventLog, paths: &crate::layout::ElfPaths) {
         }
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "HEAD not written at close"),
+    }
+}
+
+impl super::backup::Source for Owned {
+    fn committed(&self) -> u64 {
+        self.core.last_seq()
+    }
+
+    fn back_up(&self, to: &std::path::Path) -> Result<crate::backup::BackupReport, EngineError> {
+        let (cut, log) = self.quiet(|log| -> Result<_, EngineError> {
+            Ok((super::backup::cut_of(log)?, log.clone()))
+        })??;
+        crate::backup::write_backup(&log, &self.core.content, cut, to, |_, _| {})
     }
 }
