@@ -57,42 +57,9 @@ pub(crate) fn backup_phase(
     rt.block_on(file.close());
     let elf_bytes = dir_size(&elf);
 
-    // ---- cp -r ----
-    let mut cp = Vec::new();
-    for i in 0..3 {
-        let to = base.join(format!("backup-cp-{i}.elf"));
-        let t = Instant::now();
-        let ok = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(&elf)
-            .arg(&to)
-            .status()?
-            .success();
-        cp.push(t.elapsed().as_secs_f64());
-        if !ok {
-            return Err("cp -r failed".into());
-        }
-        std::fs::remove_dir_all(&to)?;
-    }
-
-    // ---- cp -r, then every copied file made durable (as a backup must be) ----
-    let mut cp_synced = Vec::new();
-    for i in 0..3 {
-        let to = base.join(format!("backup-cps-{i}.elf"));
-        let t = Instant::now();
-        let ok = std::process::Command::new("cp")
-            .arg("-r")
-            .arg(&elf)
-            .arg(&to)
-            .status()?
-            .success();
-        if !ok {
-            return Err("cp -r failed".into());
-        }
-        sync_tree(&to)?;
-        cp_synced.push(t.elapsed().as_secs_f64());
-        std::fs::remove_dir_all(&to)?;
-    }
+    // ---- cp -r, plain and with every copied file then made durable (as a backup must be) ----
+    let cp = copy_runs(&elf, base, false)?;
+    let cp_synced = copy_runs(&elf, base, true)?;
 
     // ---- full backups ----
     let file = rt.block_on(engine.open(&elf))?;
@@ -222,6 +189,30 @@ async fn write_many(file: &FileHandle, block: &str, from: u64, n: u64) -> Result
         t.await??;
     }
     Ok(())
+}
+
+/// Three timed `cp -r` of `elf` (each copy then made durable with `durable`), in seconds.
+fn copy_runs(elf: &Path, base: &Path, durable: bool) -> Result<Vec<f64>, BoxError> {
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let to = base.join(format!("backup-cp-{i}.elf"));
+        let t = Instant::now();
+        let ok = std::process::Command::new("cp")
+            .arg("-r")
+            .arg(elf)
+            .arg(&to)
+            .status()?
+            .success();
+        if !ok {
+            return Err("cp -r failed".into());
+        }
+        if durable {
+            sync_tree(&to)?;
+        }
+        runs.push(t.elapsed().as_secs_f64());
+        std::fs::remove_dir_all(&to)?;
+    }
+    Ok(runs)
 }
 
 /// fdatasync of every file under `dir`, then of the folders (what makes a copy durable).
