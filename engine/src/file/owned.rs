@@ -258,7 +258,7 @@ impl Owned {
     }
 
     /// Runs `f` while nothing is being written: no command is sequenced (the sequencer lock
-    /// is held) and everything written is committed. Writers wait meanwhile (one flush at
+    /// is held) and everything written is committed and durable. Writers wait meanwhile (one flush at
     /// most, plus `f`); an error when the file is closed or does not settle within 10 s.
     pub(crate) fn quiet<R>(
         &self,
@@ -276,6 +276,9 @@ impl Owned {
             }
             std::thread::sleep(std::time::Duration::from_micros(200));
         }
+        // Another device's events may be committed before they are durable: a cut holds
+        // only durable events.
+        log.flush_written()?;
         let out = f(&log);
         drop(guard);
         Ok(out)
