@@ -8,11 +8,13 @@
 //!    agrees);
 //! 3. then the damaged log again, past the backup's point, for as long as the chain holds.
 //!
-//! An event whose body is neither in the damaged content store (whole) nor in the backup
-//! ends the salvage too: a document that refers to a missing body would fail `verify`. What
-//! is not recovered is reported as seq ranges with the reason, up to the last seq anything in
-//! the damaged document still knows of (its log's tail, `HEAD`, snapshot names, the command
-//! index, the backup). The damaged document is never written to.
+//! An event whose body is neither in the damaged content store (whole, or found by its hash
+//! in the pack when the store's index lost it) nor in the backup ends the salvage too: a
+//! document that refers to a missing body would fail `verify`. What is not recovered is
+//! reported as seq ranges with the reason, up to the last seq anything in the damaged
+//! document still knows of (its log's tail, `HEAD`, snapshot names, the command index, the
+//! backup; `HEAD` and the index only where they agree with the recovered events, as neither
+//! has a checksum). The damaged document is never written to.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -113,7 +115,7 @@ pub fn salvage(
         },
         None => None,
     };
-    let log = open_quietly(&source);
+    let log = open_quietly(&source, &mut notes);
     if let Err(why) = &log {
         notes.push(format!("the log could not be opened: {why}"));
     }
@@ -128,7 +130,9 @@ pub fn salvage(
             rebuilt: Rebuilt::new(&new_log, &content),
             pending: Vec::new(),
             bodies_from: (&store, saved.as_ref()),
+            pack: PackBodies::new(&root),
             spans: Vec::new(),
+            commands: Vec::new(),
         };
         // 1. The log from the start.
         let mut stop = match &log {
@@ -172,7 +176,12 @@ pub fn salvage(
         let spans = std::mem::take(&mut w.spans);
         // The records kept beside the events: those of recovered events only, and sync's
         // own only when nothing was lost (they would point past what is left).
-        let end = known_end(&source, log.as_ref(), saved.as_ref());
+        let end = known_end(
+            &source,
+            log.as_ref(),
+            saved.as_ref(),
+            (seq, prev, &w.commands),
+        );
         let complete = stop.is_none() || end.is_some_and(|e| e <= seq);
         w.rebuilt.side = side_records(log.as_ref(), saved.as_ref(), seq, complete);
         if !complete && has_sync_records(log.as_ref(), saved.as_ref()) {
@@ -279,41 +288,118 @@ pub fn advise(paths: &ElfPaths, auto: Option<&crate::AutoBackup>, e: EngineError
 }
 
 /// Opens the damaged log without letting a panic of sled's out.
-fn open_quietly(paths: &ElfPaths) -> Result<SledEventLog, String> {
-    std::panic::catch_unwind(|| SledEventLog::open(&paths.log_dir(), &paths.root))
-        .map_err(|_| "sled panicked while opening it".to_string())?
-        .map_err(|e| e.to_string())
+/// Opens the damaged log without letting a panic of sled's out. sled refuses a log whose
+/// `conf` (its settings: segment size, compression, version, which the engine never changes)
+/// is damaged, though its data may be whole: without one, it writes this build's and reads
+/// the rest.
+fn open_quietly(paths: &ElfPaths, notes: &mut Vec<String>) -> Result<SledEventLog, String> {
+    let open = || {
+        std::panic::catch_unwind(|| SledEventLog::open(&paths.log_dir(), &paths.root))
+            .map_err(|_| "sled panicked while opening it".to_string())?
+            .map_err(|e| e.to_string())
+    };
+    let why = match open() {
+        Ok(log) => return Ok(log),
+        Err(why) => why,
+    };
+    let conf = paths.log_dir().join("conf");
+    if std::fs::remove_file(&conf).is_err() {
+        return Err(why);
+    }
+    let log =
+        open().map_err(|again| format!("{why}; without its settings file (log/conf): {again}"))?;
+    notes.push(format!(
+        "the log's settings file (log/conf) was unreadable ({why}); the log was read without it"
+    ));
+    Ok(log)
 }
 
-/// The last seq anything in the damaged document (or its backup) knows of.
-fn known_end(paths: &ElfPaths, log: Option<&SledEventLog>, saved: Option<&Saved>) -> Option<u64> {
+/// The last seq anything in the damaged document (or its backup) knows of, given what was
+/// recovered: events 1 to `seq`, the last one's hash `prev`, and their commands.
+fn known_end(
+    paths: &ElfPaths,
+    log: Option<&SledEventLog>,
+    saved: Option<&Saved>,
+    (seq, prev, commands): (u64, EventHash, &[CommandSpan]),
+) -> Option<u64> {
     let tail = log.and_then(|l| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.tail().ok()))
             .ok()
             .flatten()
-            .map(|(s, _)| s)
     });
-    let head = paths.read_head().map(|(s, _)| s);
+    // A `HEAD` whose hash is that of the log's last record, or of the last event recovered,
+    // under another seq, had its seq damaged: it is no sign of lost events.
+    let head = paths.read_head().filter(|&(s, h)| {
+        let names = |(at, hash): (u64, EventHash)| hash == h && at != s;
+        !names((seq, prev)) && !tail.is_some_and(names)
+    });
     let snapshot = crate::replay::stored_snapshots(paths)
         .first()
         .map(|(s, _)| *s);
     let index = crate::cmd_index::load(&paths.commands_index_file())
         .ok()
-        .and_then(|e| e.iter().map(|(_, first, n)| first + n - 1).max());
+        .and_then(|entries| index_end(&entries, commands, seq));
     let backup = saved.map(|s| s.point.seq);
-    [tail, head, snapshot, index, backup]
-        .into_iter()
-        .flatten()
-        .max()
+    [
+        tail.map(|(s, _)| s),
+        head.map(|(s, _)| s),
+        snapshot,
+        index,
+        backup,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+}
+
+/// A command of the recovered events: its id, first seq and number of events.
+type CommandSpan = (uuid::Uuid, u64, u64);
+
+/// The last seq the command index `entries` names, if every entry agrees with the recovered
+/// `commands` (events 1 to `seq`): one that names recovered events names their command and
+/// count (the last command may go on past `seq`), and one past `seq` names no recovered
+/// command. `None` otherwise: the index has no checksum, and a damaged entry names any seq.
+fn index_end(
+    entries: &[crate::cmd_index::Entry],
+    commands: &[CommandSpan],
+    seq: u64,
+) -> Option<u64> {
+    let mut end = 0;
+    let mut past = std::collections::HashSet::new();
+    for &(id, first, count) in entries {
+        let last = first.checked_add(count.checked_sub(1)?)?;
+        if first == 0 {
+            return None;
+        }
+        if first <= seq {
+            let at = commands.binary_search_by_key(&first, |c| c.1).ok()?;
+            let (cmd, _, n) = commands[at];
+            let cut_short = at + 1 == commands.len() && count > n;
+            if cmd != id || !(count == n || cut_short) {
+                return None;
+            }
+        } else {
+            past.insert(id);
+        }
+        end = end.max(last);
+    }
+    if !past.is_empty() && commands.iter().any(|c| past.contains(&c.0)) {
+        return None;
+    }
+    Some(end)
 }
 
 /// Appends recovered events (with their bodies) to the new document.
 struct Writer<'a, 'b> {
     rebuilt: Rebuilt<'a>,
     pending: Vec<(u64, Vec<u8>)>,
-    /// Where bodies come from: the damaged store, else the backup.
+    /// Where bodies come from: the damaged store, else the backup, else the damaged pack as
+    /// salvage reads it.
     bodies_from: (&'b ContentStore, Option<&'b Saved>),
+    pack: PackBodies,
     spans: Vec<Span>,
+    /// The commands of the events taken, in seq order.
+    commands: Vec<CommandSpan>,
 }
 
 impl Writer<'_, '_> {
@@ -344,6 +430,10 @@ impl Writer<'_, '_> {
                 )));
             }
         }
+        match self.commands.last_mut() {
+            Some((id, first, n)) if *id == e.cmd_id && *first + *n == seq => *n += 1,
+            _ => self.commands.push((e.cmd_id, seq, 1)),
+        }
         match self.spans.last_mut() {
             Some(s) if s.source == source && s.to + 1 == seq => s.to = seq,
             _ => self.spans.push(Span {
@@ -366,17 +456,25 @@ impl Writer<'_, '_> {
             .map_err(|why| EngineError::Storage(format!("salvage: {why}")))
     }
 
-    /// Stores body `r` in the new document, from the damaged store or the backup.
+    /// Stores body `r` in the new document, from the damaged store, the backup, or the
+    /// damaged pack.
     fn body(&mut self, r: &ContentRef) -> Result<(), String> {
         let from_store = self.bodies_from.0.get_bytes(r).map_err(|e| e.to_string());
         let bytes = match from_store {
             Ok(b) => b,
-            Err(why) => match self.bodies_from.1 {
-                Some(s) => s
-                    .body(r)
-                    .map_err(|w| format!("{why}; in the backup: {w}"))?,
-                None => return Err(why),
-            },
+            Err(why) => {
+                let from_backup = match self.bodies_from.1 {
+                    Some(s) => s.body(r).map_err(|w| format!("{why}; in the backup: {w}")),
+                    None => Err(why),
+                };
+                match from_backup {
+                    Ok(b) => b,
+                    Err(why) => self
+                        .pack
+                        .get(r)
+                        .map_err(|w| format!("{why}; by its hash in the pack: {w}"))?,
+                }
+            }
         };
         self.rebuilt.body(&r.hash.0, &bytes)
     }
@@ -420,6 +518,106 @@ impl Writer<'_, '_> {
         }
         Ok(None)
     }
+}
+
+/// The bodies of the damaged document's content pack as salvage finds them itself, whatever
+/// the store made of them: the store drops a body whose index record is damaged (the index
+/// has no checksum), and cuts its pack at the first damaged record when it rebuilds the
+/// index, losing the whole bodies after it. Read from the damaged document, not the copy the
+/// store mends.
+struct PackBodies {
+    dir: PathBuf,
+    /// Where each body may be: the records met walking the pack from its start (until one is
+    /// damaged), then the damaged document's index records; `None` until first needed.
+    places: Option<HashMap<[u8; 32], (u64, u64)>>,
+}
+
+/// A record's head in the pack: `len (u64 LE) ‖ blake3`.
+const PACK_HEAD: usize = 40;
+
+impl PackBodies {
+    fn new(root: &Path) -> PackBodies {
+        PackBodies {
+            dir: root.join("content"),
+            places: None,
+        }
+    }
+
+    /// Body `r`, checked against its hash: where the walk or the index places it, else
+    /// wherever its hash stands in the pack before its bytes.
+    fn get(&mut self, r: &ContentRef) -> Result<Vec<u8>, String> {
+        let file = File::open(self.dir.join("pack")).map_err(|e| e.to_string())?;
+        let size = file.metadata().map_err(|e| e.to_string())?.len();
+        let places = self
+            .places
+            .get_or_insert_with(|| places(&file, size, &self.dir.join("index")));
+        let read = |at: u64| {
+            let mut body = vec![0u8; r.len as usize];
+            let whole = file.read_exact_at(&mut body, at).is_ok()
+                && blake3::hash(&body).as_bytes() == &r.hash.0;
+            whole.then_some(body)
+        };
+        if let Some(body) = places
+            .get(&r.hash.0)
+            .filter(|&&(_, len)| len == r.len)
+            .and_then(|&(at, _)| read(at))
+        {
+            return Ok(body);
+        }
+        search(&file, size, r)?
+            .and_then(read)
+            .ok_or_else(|| "not there".into())
+    }
+}
+
+/// Where [`PackBodies`] looks for bodies.
+fn places(pack: &File, size: u64, index: &Path) -> HashMap<[u8; 32], (u64, u64)> {
+    let mut out = HashMap::new();
+    let mut at = 0u64;
+    let mut head = [0u8; PACK_HEAD];
+    while at + PACK_HEAD as u64 <= size && pack.read_exact_at(&mut head, at).is_ok() {
+        let len = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+        let body = at + PACK_HEAD as u64;
+        if len > size - body {
+            break;
+        }
+        let mut bytes = vec![0u8; len as usize];
+        if pack.read_exact_at(&mut bytes, body).is_err()
+            || blake3::hash(&bytes).as_bytes()[..] != head[8..]
+        {
+            break;
+        }
+        out.insert(head[8..].try_into().unwrap_or_default(), (body, len));
+        at = body + len;
+    }
+    for rec in std::fs::read(index).unwrap_or_default().chunks_exact(48) {
+        let key: [u8; 32] = rec[..32].try_into().unwrap_or_default();
+        let off = u64::from_le_bytes(rec[32..40].try_into().unwrap_or_default());
+        let len = u64::from_le_bytes(rec[40..].try_into().unwrap_or_default());
+        out.entry(key).or_insert((off, len));
+    }
+    out
+}
+
+/// The offset of the bytes after the first head `r.len ‖ r.hash` in the pack.
+fn search(file: &File, size: u64, r: &ContentRef) -> Result<Option<u64>, String> {
+    let mut want = [0u8; PACK_HEAD];
+    want[..8].copy_from_slice(&r.len.to_le_bytes());
+    want[8..].copy_from_slice(&r.hash.0);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0u64;
+    while at + PACK_HEAD as u64 <= size {
+        let n = buf.len().min((size - at) as usize);
+        file.read_exact_at(&mut buf[..n], at)
+            .map_err(|e| e.to_string())?;
+        // Every head that starts in `0..=n - PACK_HEAD` is whole in this window; the next
+        // one starts where the first that is not begins.
+        if let Some(i) = buf[..n].windows(PACK_HEAD).position(|w| w == want) {
+            return Ok(Some(at + (i + PACK_HEAD) as u64));
+        }
+        at += (n - PACK_HEAD + 1) as u64;
+    }
+    Ok(None)
 }
 
 /// The side records to keep: those of the events up to `seq` (the backup's, then the log's),
