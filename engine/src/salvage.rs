@@ -287,31 +287,53 @@ pub fn advise(paths: &ElfPaths, auto: Option<&crate::AutoBackup>, e: EngineError
     }
 }
 
-/// Opens the damaged log without letting a panic of sled's out.
-/// Opens the damaged log without letting a panic of sled's out. sled refuses a log whose
-/// `conf` (its settings: segment size, compression, version, which the engine never changes)
-/// is damaged, though its data may be whole: without one, it writes this build's and reads
-/// the rest.
+/// Opens the damaged log without letting a panic of sled's out. sled refuses a log whose own
+/// files beside its data are damaged, though the data may be whole: its page-table
+/// snapshots (`log/snap.*`, rebuilt from the data when missing; an open of a damaged log
+/// can leave one that no longer fits it) and its settings (`log/conf`: segment size,
+/// compression, version, which the engine never changes; written anew when missing). So
+/// when the open fails, it is tried again without them.
 fn open_quietly(paths: &ElfPaths, notes: &mut Vec<String>) -> Result<SledEventLog, String> {
+    let dir = paths.log_dir();
     let open = || {
-        std::panic::catch_unwind(|| SledEventLog::open(&paths.log_dir(), &paths.root))
+        std::panic::catch_unwind(|| SledEventLog::open(&dir, &paths.root))
             .map_err(|_| "sled panicked while opening it".to_string())?
             .map_err(|e| e.to_string())
     };
-    let why = match open() {
+    let mut why = match open() {
         Ok(log) => return Ok(log),
         Err(why) => why,
     };
-    let conf = paths.log_dir().join("conf");
-    if std::fs::remove_file(&conf).is_err() {
-        return Err(why);
+    // Set aside in turn: what, and how the names of its files begin.
+    let steps = [
+        ("its page-table snapshots (log/snap.*)", "snap."),
+        ("its settings file (log/conf)", "conf"),
+    ];
+    let mut without = Vec::new();
+    for (what, aside) in steps {
+        let removed = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with(aside))
+            .filter(|e| std::fs::remove_file(e.path()).is_ok())
+            .count();
+        if removed == 0 {
+            continue;
+        }
+        without.push(what);
+        match open() {
+            Ok(log) => {
+                notes.push(format!(
+                    "the log could not be opened ({why}); it was read without {}",
+                    without.join(" and ")
+                ));
+                return Ok(log);
+            }
+            Err(again) => why = format!("{why}; without {what}: {again}"),
+        }
     }
-    let log =
-        open().map_err(|again| format!("{why}; without its settings file (log/conf): {again}"))?;
-    notes.push(format!(
-        "the log's settings file (log/conf) was unreadable ({why}); the log was read without it"
-    ));
-    Ok(log)
+    Err(why)
 }
 
 /// The last seq anything in the damaged document (or its backup) knows of, given what was
