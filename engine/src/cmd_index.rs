@@ -86,7 +86,7 @@ pub fn load(path: &Path) -> std::io::Result<Vec<Entry>> {
             .open(path)?
             .set_len((MAGIC.len() + whole) as u64)?;
     }
-    Ok(body[..whole]
+    let entries: Vec<Entry> = body[..whole]
         .chunks_exact(RECORD)
         .map(|r| {
             let id = Uuid::from_bytes(r[..16].try_into().unwrap_or_default());
@@ -94,7 +94,26 @@ pub fn load(path: &Path) -> std::io::Result<Vec<Entry>> {
             let count = u32::from_be_bytes(r[24..28].try_into().unwrap_or_default());
             (id, first, count as u64)
         })
-        .collect())
+        .collect();
+    // Records are appended in seq order, each covering at least one event: any other shape
+    // is damage, and the caller rebuilds the index from the log.
+    let mut after = 0u64;
+    for (i, (_, first, count)) in entries.iter().enumerate() {
+        let last = first.checked_add(*count).and_then(|end| end.checked_sub(1));
+        match last {
+            Some(last) if *count > 0 && *first > after => after = last,
+            _ => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{} is damaged: record {i} says seq {first} and {count} events",
+                        path.display()
+                    ),
+                ))
+            }
+        }
+    }
+    Ok(entries)
 }
 
 /// Replaces the file with `entries` (used when it had to be rebuilt).

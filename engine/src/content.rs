@@ -328,7 +328,6 @@ impl Inner {
                 break;
             }
             index.insert(key, (off, len));
-            end = end.max(off + len);
             valid += INDEX_RECORD;
         }
         if valid != raw.len() {
@@ -346,7 +345,12 @@ impl Inner {
             let ok = pack.read_exact_at(&mut header, off - PACK_HEADER).is_ok()
                 && header[8..] == rec[..32]
                 && header[..8] == rec[40..48];
-            if !ok {
+            if ok {
+                // Records are appended in pack order: the last one ends where the re-indexing
+                // of what a crash left unindexed starts (a damaged record before it must not
+                // move that start into the middle of a body).
+                end = off + u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
+            } else {
                 tracing::warn!("content index does not match the pack; rebuilding it");
                 index.clear();
                 end = 0;
@@ -368,7 +372,9 @@ impl Inner {
     }
 
     /// Re-indexes whole, hash-checked pack records after `from` (written before a crash cut
-    /// their index records off); a torn record at the end is cut off.
+    /// their index records off). A torn record at the end (one that runs past it: an append a
+    /// crash cut short) is cut off; a whole record that does not match its hash is damage,
+    /// and is left as it is (later appends go after it).
     fn recover_tail(&mut self, from: u64, pack_len: u64) -> Result<(), EngineError> {
         // `from` is the end of the last indexed body, i.e. the start of the next header.
         let mut pos = from;
@@ -385,6 +391,11 @@ impl Inner {
             let mut buf = vec![0u8; len as usize];
             self.pack.read_exact_at(&mut buf, body).map_err(io_err)?;
             if blake3::hash(&buf).as_bytes() != &key {
+                tracing::warn!(
+                    at = pos,
+                    "content pack: a record does not match its hash; left as it is"
+                );
+                pos = pack_len;
                 break;
             }
             if let std::collections::hash_map::Entry::Vacant(v) = self.index.entry(key) {
