@@ -55,7 +55,7 @@ struct Inner {
 
 fn corrupt(what: impl std::fmt::Display) -> EngineError {
     EngineError::Storage(format!(
-        "the content store is damaged: {what}; run `elfiee verify` and restore the .elf from a backup"
+        "the content store is damaged: {what}; run `elfiee verify`, then `elfiee salvage` (it takes bodies from a backup too)"
     ))
 }
 

@@ -498,7 +498,7 @@ fn check_head(
     if tail < seq {
         return Err(EngineError::Corrupt {
             seq: tail + 1,
-            reason: format!("the log ends at seq {tail} but seq {seq} was committed (recorded in HEAD); the log lost events — restore the .elf from a backup"),
+            reason: format!("the log ends at seq {tail} but seq {seq} was committed (recorded in HEAD): the log lost events"),
         });
     }
     if crate::log::stored_hash(log, seq) != hash {

@@ -504,7 +504,8 @@ fn replay(cli: &Cli, out: &Out, synced: Option<String>) -> Result<(), CliError> 
     let (report, state): (_, State) = crate::engine::replay_with(&path, folds, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
-    })?;
+    })
+    .map_err(|e| damaged(&path, e))?;
     bar.finish_and_clear();
     print_replay(&report, Some(state.editors.len()), synced, out);
     Ok(())
@@ -549,9 +550,23 @@ fn verify(cli: &Cli, out: &Out) -> Result<(), CliError> {
     let report = crate::engine::verify_with(&path, folds, |done, total| {
         bar.set_length(total);
         bar.set_position(done);
-    })?;
+    })
+    .map_err(|e| damaged(&path, e))?;
     bar.finish_and_clear();
     print_verify(&report, out)
+}
+
+/// `e` from reading the document at `path` directly, with what to do when it is damaged
+/// (as an open says it: `elfiee salvage`, the newest backup).
+fn damaged(path: &std::path::Path, e: crate::EngineError) -> crate::EngineError {
+    match crate::engine::layout::ElfPaths::existing(path) {
+        Ok(paths) => crate::engine::salvage::advise(
+            &paths,
+            Engine::global().config().auto_backup.as_ref(),
+            e,
+        ),
+        Err(_) => e,
+    }
 }
 
 fn print_verify(report: &crate::engine::VerifyReport, out: &Out) -> Result<(), CliError> {
