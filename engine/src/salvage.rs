@@ -703,69 +703,27 @@ struct Saved {
 
 impl Saved {
     fn open(path: &Path) -> Result<Saved, String> {
-        let mut file =
-            File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let point = format::outline(&mut file, path)?
+        let file = File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let outline = format::outline(&file, path)?;
+        let point = outline
             .last
             .ok_or_else(|| format!("{} holds no whole backup", path.display()))?;
-        let mut s = Saved {
+        let mut side = Vec::new();
+        for &(at, len) in &outline.sides {
+            let mut p = vec![0u8; len as usize];
+            file.read_exact_at(&mut p, at).map_err(|e| e.to_string())?;
+            if let Ok(records) = format::decode_side(&p) {
+                side.extend(records);
+            }
+        }
+        Ok(Saved {
             path: path.to_owned(),
             file,
             point,
-            event_frames: Vec::new(),
-            bodies: HashMap::new(),
-            side: Vec::new(),
-        };
-        let mut at = format::HEADER_LEN;
-        while at < point.end {
-            let mut head = [0u8; 9];
-            s.file
-                .read_exact_at(&mut head, at)
-                .map_err(|e| e.to_string())?;
-            let len = u64::from_be_bytes(head[1..].try_into().unwrap_or_default());
-            let payload = at + 9;
-            match head[0] {
-                format::EVENTS => {
-                    let mut h = [0u8; 12];
-                    s.file
-                        .read_exact_at(&mut h, payload)
-                        .map_err(|e| e.to_string())?;
-                    let first = u64::from_be_bytes(h[..8].try_into().unwrap_or_default());
-                    let count = u32::from_be_bytes(h[8..].try_into().unwrap_or_default());
-                    s.event_frames.push((first, count, at));
-                }
-                format::CONTENT => {
-                    let mut n = [0u8; 4];
-                    s.file
-                        .read_exact_at(&mut n, payload)
-                        .map_err(|e| e.to_string())?;
-                    let n = u32::from_be_bytes(n) as u64;
-                    let mut table = vec![0u8; (n * 40) as usize];
-                    s.file
-                        .read_exact_at(&mut table, payload + 4)
-                        .map_err(|e| e.to_string())?;
-                    let mut body_at = payload + 4 + n * 40;
-                    for row in table.chunks_exact(40) {
-                        let hash: [u8; 32] = row[..32].try_into().unwrap_or_default();
-                        let blen = u64::from_be_bytes(row[32..].try_into().unwrap_or_default());
-                        s.bodies.insert(hash, (body_at, blen));
-                        body_at += blen;
-                    }
-                }
-                format::SIDE => {
-                    let mut p = vec![0u8; len as usize];
-                    s.file
-                        .read_exact_at(&mut p, payload)
-                        .map_err(|e| e.to_string())?;
-                    if let Ok(records) = format::decode_side(&p) {
-                        s.side.extend(records);
-                    }
-                }
-                _ => {}
-            }
-            at = payload + len + 4;
-        }
-        Ok(s)
+            event_frames: outline.events,
+            bodies: outline.bodies,
+            side,
+        })
     }
 
     /// The records of the `E` frame at `offset`, checked against its crc.

@@ -15,8 +15,10 @@
 //! Whatever follows the last `K` (a run that was cut off) is ignored by readers and cut off
 //! by the next run.
 
+use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use elfiee_model::EventHash;
@@ -86,17 +88,6 @@ pub fn check_header(h: &[u8], path: &Path) -> Result<u32, String> {
         ));
     }
     Ok(doc)
-}
-
-/// The bytes of one frame.
-pub fn frame(tag: u8, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + (FRAME_HEAD + FRAME_CRC) as usize);
-    out.push(tag);
-    out.extend_from_slice(&(payload.len() as u64).to_be_bytes());
-    out.extend_from_slice(payload);
-    let crc = crc32fast::hash(&out);
-    out.extend_from_slice(&crc.to_be_bytes());
-    out
 }
 
 /// Writes a frame whose payload is `parts` one after the other (a body is not copied).
@@ -188,19 +179,6 @@ fn decode_point(p: &[u8], end: u64) -> Option<Point> {
         at_ms: i64::from_be_bytes(p[40..48].try_into().unwrap_or_default()),
         end,
     })
-}
-
-/// The payload of an `E` frame.
-pub fn events_payload(first_seq: u64, records: &[(u64, Vec<u8>)]) -> Vec<u8> {
-    let size: usize = records.iter().map(|(_, r)| r.len() + 4).sum();
-    let mut p = Vec::with_capacity(12 + size);
-    p.extend_from_slice(&first_seq.to_be_bytes());
-    p.extend_from_slice(&(records.len() as u32).to_be_bytes());
-    for (_, r) in records {
-        p.extend_from_slice(&(r.len() as u32).to_be_bytes());
-        p.extend_from_slice(r);
-    }
-    p
 }
 
 /// Writes an `E` frame of `records` (their first is the frame's first seq) without copying
@@ -299,59 +277,75 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// What a quick walk over a backup file finds (frame heads only; bodies are skipped): the
-/// newest whole point, and the bodies it holds up to there.
+/// What a quick walk over a backup file finds (frame heads and body tables only), up to its
+/// newest whole point: the point, and where its frames and bodies are.
 #[derive(Debug, Default)]
 pub struct Outline {
     pub doc_format: u32,
     pub last: Option<Point>,
-    pub bodies: std::collections::HashSet<[u8; 32]>,
+    /// Each `E` frame: `(first seq, count, offset of the frame)`.
+    pub events: Vec<(u64, u32, u64)>,
+    /// Each body: blake3 → `(offset of its bytes, len)`.
+    pub bodies: HashMap<[u8; 32], (u64, u64)>,
+    /// Each `S` frame: `(offset of its payload, len)`.
+    pub sides: Vec<(u64, u64)>,
 }
 
-/// Walks the frames of `file` by their lengths (reading only the heads, the hash of each
-/// body and the points), up to the last whole point. A frame cut short ends the walk.
-pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
+/// Walks the frames of `file` by their lengths (reading only the heads, the table of each
+/// `C` frame and the points), up to the last whole point. A frame cut short ends the walk;
+/// what comes after the last whole point is left out.
+pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
     let len = file.metadata().map_err(|e| e.to_string())?.len();
     let mut head = [0u8; HEADER_LEN as usize];
-    file.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
-    file.read_exact(&mut head)
+    file.read_exact_at(&mut head, 0)
         .map_err(|_| format!("{} is too short to be an elfiee backup", path.display()))?;
-    let doc_format = check_header(&head, path)?;
     let mut out = Outline {
-        doc_format,
+        doc_format: check_header(&head, path)?,
         ..Outline::default()
     };
-    let mut pending: Vec<[u8; 32]> = Vec::new();
+    // What the frames since the last point hold; kept once a point closes them.
+    let mut pending = Outline::default();
+    let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at).map_err(|e| e.to_string());
     let mut at = HEADER_LEN;
     let mut fh = [0u8; FRAME_HEAD as usize];
     while at + FRAME_HEAD + FRAME_CRC <= len {
-        file.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
-        if file.read_exact(&mut fh).is_err() {
-            break;
-        }
+        read(&mut fh, at)?;
         let flen = u64::from_be_bytes(fh[1..].try_into().unwrap_or_default());
-        let end = at + FRAME_HEAD + flen + FRAME_CRC;
+        let (payload, end) = (at + FRAME_HEAD, at + FRAME_HEAD + flen + FRAME_CRC);
         if flen > MAX_FRAME || end > len {
             break;
         }
         match fh[0] {
+            EVENTS if flen >= 12 => {
+                let mut h = [0u8; 12];
+                read(&mut h, payload)?;
+                let first = u64::from_be_bytes(h[..8].try_into().unwrap_or_default());
+                let count = u32::from_be_bytes(h[8..].try_into().unwrap_or_default());
+                pending.events.push((first, count, at));
+            }
             CONTENT if flen >= 4 => {
                 let mut n = [0u8; 4];
-                file.read_exact(&mut n).map_err(|e| e.to_string())?;
+                read(&mut n, payload)?;
                 let n = u32::from_be_bytes(n) as u64;
                 if 4 + n * 40 > flen {
                     break;
                 }
                 let mut table = vec![0u8; (n * 40) as usize];
-                file.read_exact(&mut table).map_err(|e| e.to_string())?;
+                read(&mut table, payload + 4)?;
+                let mut body_at = payload + 4 + n * 40;
                 for row in table.chunks_exact(40) {
-                    pending.push(row[..32].try_into().unwrap_or_default());
+                    let blen = u64::from_be_bytes(row[32..].try_into().unwrap_or_default());
+                    pending
+                        .bodies
+                        .insert(row[..32].try_into().unwrap_or_default(), (body_at, blen));
+                    body_at += blen;
                 }
             }
+            SIDE => pending.sides.push((payload, flen)),
+            EVENTS | CONTENT => {}
             POINT => {
                 let mut whole = vec![0u8; (FRAME_HEAD + flen + FRAME_CRC) as usize];
-                file.seek(SeekFrom::Start(at)).map_err(|e| e.to_string())?;
-                file.read_exact(&mut whole).map_err(|e| e.to_string())?;
+                read(&mut whole, at)?;
                 let (body, crc) = whole.split_at(whole.len() - FRAME_CRC as usize);
                 if crc32fast::hash(body).to_be_bytes() != crc {
                     break;
@@ -359,10 +353,11 @@ pub fn outline(file: &mut File, path: &Path) -> Result<Outline, String> {
                 let Some(p) = decode_point(&body[FRAME_HEAD as usize..], end) else {
                     break;
                 };
-                out.bodies.extend(pending.drain(..));
+                out.events.append(&mut pending.events);
+                out.bodies.extend(pending.bodies.drain());
+                out.sides.append(&mut pending.sides);
                 out.last = Some(p);
             }
-            EVENTS | SIDE | CONTENT => {}
             _ => break,
         }
         at = end;

@@ -35,8 +35,8 @@ pub fn default_path(elf: &Path) -> PathBuf {
 
 /// The newest whole point of the backup at `path` (`None`: no backup there, or none whole).
 pub fn newest_point(path: &Path) -> Option<format::Point> {
-    let mut f = File::open(path).ok()?;
-    format::outline(&mut f, path).ok()?.last
+    let f = File::open(path).ok()?;
+    format::outline(&f, path).ok()?.last
 }
 
 /// Events per `E` frame (at most; also at most [`CHUNK_BYTES`]).
@@ -260,7 +260,7 @@ pub(crate) fn write_backup(
             .map_err(io(to))?;
         (format::HEADER_LEN, 0, std::collections::HashSet::new())
     } else {
-        let outline = format::outline(&mut file, to).map_err(|why| {
+        let outline = format::outline(&file, to).map_err(|why| {
             EngineError::rejected(format!(
                 "{why}; choose another file for the backup (nothing was written)"
             ))
@@ -274,7 +274,7 @@ pub(crate) fn write_backup(
                         p.seq
                     )));
                 }
-                (p.end, p.seq, outline.bodies)
+                (p.end, p.seq, outline.bodies.into_keys().collect())
             }
             None => (format::HEADER_LEN, 0, std::collections::HashSet::new()),
         }
@@ -411,10 +411,10 @@ pub fn restore(
 ) -> Result<RestoreReport, EngineError> {
     let started = Instant::now();
     let point = {
-        let mut f = File::open(from).map_err(|e| {
+        let f = File::open(from).map_err(|e| {
             EngineError::rejected(format!("cannot read the backup {}: {e}", from.display()))
         })?;
-        format::outline(&mut f, from)
+        format::outline(&f, from)
             .map_err(|why| bad_backup(from, why))?
             .last
             .ok_or_else(|| {
