@@ -49,6 +49,11 @@ impl EngineError {
         )
     }
 
+    /// Whether this is a full or failing disk ([`write_error`]), not damage to the document.
+    pub(crate) fn blames_the_disk(&self) -> bool {
+        matches!(self, EngineError::Storage(msg) if msg.contains(DISK))
+    }
+
     /// A request refused with `msg` (which says what to do instead).
     pub fn rejected(msg: impl Into<String>) -> EngineError {
         EngineError::Rejected(CapError::rejected(msg))
@@ -61,6 +66,9 @@ impl EngineError {
         }
     }
 }
+
+/// How a storage error that blames the disk (full or failing) begins ([`write_error`]).
+const DISK: &str = "the disk holding";
 
 /// What a storage error ends with: what to do, unless its message says it already.
 fn storage_advice(msg: &str) -> &'static str {
@@ -90,7 +98,7 @@ pub(crate) fn write_error(
         return other(e);
     };
     EngineError::Storage(format!(
-        "the disk holding {} {what} ({}): {fix}, then reopen the document; no acknowledged change was lost",
+        "{DISK} {} {what} ({}): {fix}, then reopen the document; no acknowledged change was lost",
         doc.display(),
         code.map_or(e.to_string(), |c| std::io::Error::from_raw_os_error(c).to_string())
     ))

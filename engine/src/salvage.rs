@@ -245,7 +245,7 @@ pub fn salvage(
 pub fn advise(paths: &ElfPaths, auto: Option<&crate::AutoBackup>, e: EngineError) -> EngineError {
     let damaged = match &e {
         EngineError::Corrupt { .. } => true,
-        EngineError::Storage(msg) => !msg.contains("the disk holding"),
+        EngineError::Storage(_) => !e.blames_the_disk(),
         _ => false,
     };
     if !damaged {
