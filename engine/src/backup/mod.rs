@@ -99,13 +99,10 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> EngineError + '_ {
     move |e| EngineError::io(path, e)
 }
 
+/// A refusal about the frames of the backup at `path` (messages about the file as a whole,
+/// from [`format::outline`] and [`format::Frames::open`], name it already).
 fn bad_backup(path: &Path, why: impl std::fmt::Display) -> EngineError {
-    let (why, name) = (why.to_string(), path.display().to_string());
-    if why.contains(&name) {
-        EngineError::rejected(why)
-    } else {
-        EngineError::rejected(format!("the backup {name}: {why}"))
-    }
+    EngineError::rejected(format!("the backup {}: {why}", path.display()))
 }
 
 /// Checks that the stored record `seq` continues the chain after `prev`; its hash.
@@ -332,56 +329,44 @@ pub(crate) fn write_backup(
         read?;
         Ok::<_, EngineError>((events, bodies, prev))
     })?;
-    if events == 0 && done_seq > 0 {
+    let (side_records, sync_ms) = if done_seq > 0 && cut.seq == done_seq {
         // Nothing new: the file stays as it was.
-        drop(w);
-        return Ok(BackupReport {
-            path: to.to_owned(),
-            seq: done_seq,
-            head: cut.hash.to_hex(),
-            incremental: true,
-            from_seq: done_seq + 1,
-            events: 0,
-            bodies: 0,
-            side_records: 0,
-            bytes_written: 0,
-            file_bytes: at,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-            sync_ms: 0,
-        });
-    }
-    if done_seq + events != cut.seq || prev != cut.hash {
-        return Err(EngineError::Corrupt {
-            seq: done_seq + events + 1,
-            reason: format!(
-                "the log holds {} events up to the committed seq {}",
-                done_seq + events,
-                cut.seq
-            ),
-        });
-    }
-    let mut side = crate::file::foreign::records_of(log, done_seq + 1, cut.seq)?;
-    side.extend(cut.current);
-    if !side.is_empty() {
-        at += format::write_frame(&mut w, format::SIDE, &[&format::side_payload(&side)])
-            .map_err(io(to))?;
-    }
-    let now = chrono::Utc::now().timestamp_millis();
-    at += format::write_frame(
-        &mut w,
-        format::POINT,
-        &[&format::point_payload(cut.seq, &cut.hash, now)],
-    )
-    .map_err(io(to))?;
-    let file = w.into_inner().map_err(|e| EngineError::io(to, e.error()))?;
-    let syncing = Instant::now();
-    file.sync_data().map_err(io(to))?;
-    if !existed {
-        if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::layout::sync_dir(dir).map_err(io(dir))?;
+        (0, 0)
+    } else {
+        if done_seq + events != cut.seq || prev != cut.hash {
+            return Err(EngineError::Corrupt {
+                seq: done_seq + events + 1,
+                reason: format!(
+                    "the log holds {} events up to the committed seq {}",
+                    done_seq + events,
+                    cut.seq
+                ),
+            });
         }
-    }
-    progress(events, total);
+        let mut side = crate::file::foreign::records_of(log, done_seq + 1, cut.seq)?;
+        side.extend(cut.current);
+        if !side.is_empty() {
+            at += format::write_frame(&mut w, format::SIDE, &[&format::side_payload(&side)])
+                .map_err(io(to))?;
+        }
+        let now = chrono::Utc::now().timestamp_millis();
+        at += format::write_frame(
+            &mut w,
+            format::POINT,
+            &[&format::point_payload(cut.seq, &cut.hash, now)],
+        )
+        .map_err(io(to))?;
+        let file = w.into_inner().map_err(|e| EngineError::io(to, e.error()))?;
+        let syncing = Instant::now();
+        file.sync_data().map_err(io(to))?;
+        if !existed {
+            if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
+                crate::layout::sync_dir(dir).map_err(io(dir))?;
+            }
+        }
+        progress(events, total);
+        (side.len() as u64, syncing.elapsed().as_millis() as u64)
+    };
     Ok(BackupReport {
         path: to.to_owned(),
         seq: cut.seq,
@@ -390,11 +375,11 @@ pub(crate) fn write_backup(
         from_seq: done_seq + 1,
         events,
         bodies,
-        side_records: side.len() as u64,
+        side_records,
         bytes_written: at - first_written,
         file_bytes: at,
         elapsed_ms: started.elapsed().as_millis() as u64,
-        sync_ms: syncing.elapsed().as_millis() as u64,
+        sync_ms,
     })
 }
 
@@ -415,13 +400,13 @@ pub fn restore(
             EngineError::rejected(format!("cannot read the backup {}: {e}", from.display()))
         })?;
         format::outline(&f, from)
-            .map_err(|why| bad_backup(from, why))?
+            .map_err(EngineError::rejected)?
             .last
             .ok_or_else(|| {
                 bad_backup(from, "holds no whole backup yet (it was cut off before its first point); nothing to restore")
             })?
     };
-    let (mut frames, _doc) = format::Frames::open(from).map_err(|why| bad_backup(from, why))?;
+    let (mut frames, _doc) = format::Frames::open(from).map_err(EngineError::rejected)?;
     let paths = ElfPaths::create(to)?;
     let written = (|| {
         let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
