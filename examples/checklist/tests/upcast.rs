@@ -141,13 +141,7 @@ async fn a_document_with_old_payloads_folds_as_one_written_with_due_null() {
     // The new program's document: version 2 events.
     let file = new.open(&new_elf).await.unwrap();
     let expected = file.state_digest();
-    let added: Vec<Value> = file
-        .events(1)
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.cap_id() == "checklist.add")
-        .map(|e| e.value)
-        .collect();
+    let added = adds(&file);
     assert_eq!(added[0], json!({"text": "milk", "due": null, "$v": 2}));
     file.close().await;
 
@@ -155,13 +149,7 @@ async fn a_document_with_old_payloads_folds_as_one_written_with_due_null() {
     // wrote at close was made by other folds and is not used; the log is replayed through
     // the upcaster. The log itself still holds version 1.
     let file = new.open(&old_elf).await.unwrap();
-    let added: Vec<Value> = file
-        .events(1)
-        .unwrap()
-        .into_iter()
-        .filter(|e| e.cap_id() == "checklist.add")
-        .map(|e| e.value)
-        .collect();
+    let added = adds(&file);
     assert_eq!(
         added,
         [
@@ -312,4 +300,14 @@ fn mixed_old_and_new_adds_hold_live_replay_and_snapshot_plus_tail() {
         report.older > 20 && report.reopens > 0 && report.upcast_values > 0,
         "{report:?}"
     );
+}
+
+/// The values of the `checklist.add` events in `file`'s log, as stored.
+fn adds(file: &FileHandle) -> Vec<Value> {
+    file.events(1)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.cap_id() == "checklist.add")
+        .map(|e| e.value)
+        .collect()
 }
