@@ -130,3 +130,27 @@ impl ElfPaths {
 pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
+
+/// Copies the folder `from` (a document, or any folder) to `to`, recursively: folders and
+/// regular files (not sockets). A file that cannot be copied goes to `unreadable`, which
+/// decides: an error stops the copy, `Ok` skips the file.
+pub fn copy_tree(
+    from: &Path,
+    to: &Path,
+    unreadable: impl Fn(&Path, std::io::Error) -> std::io::Result<()> + Copy,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let (p, dest) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&p, &dest, unreadable)?;
+        } else if kind.is_file() {
+            if let Err(e) = std::fs::copy(&p, &dest) {
+                unreadable(&p, e)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::backup::{format, seal_document, Rebuilt};
 use crate::content::ContentStore;
 use crate::error::EngineError;
-use crate::layout::ElfPaths;
+use crate::layout::{copy_tree, ElfPaths};
 use crate::log::{EventLog, SideRecord, SledEventLog};
 
 /// Events recovered from one source.
@@ -97,8 +97,12 @@ pub fn salvage(
     // sled and the content store mend what they open; salvage reads a copy, so the damaged
     // document stays exactly as it was.
     let scratch = scratch_dir(to);
-    copy_tree(&root, &scratch)
-        .map_err(|e| EngineError::io(&scratch, format!("cannot copy the damaged document: {e}")))?;
+    copy_tree(&root, &scratch, |file, e| {
+        // A file that cannot be read is damage: salvage goes on without it.
+        tracing::warn!(error = %e, file = %file.display(), "salvage: a file of the damaged document cannot be read");
+        Ok(())
+    })
+    .map_err(|e| EngineError::io(&scratch, format!("cannot copy the damaged document: {e}")))?;
     let _cleanup = RemoveOnDrop(scratch.clone());
     let source = ElfPaths { root: scratch };
     let backup_path = backup
@@ -777,24 +781,6 @@ fn scratch_dir(to: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "salvaged".into());
     to.with_file_name(format!(".{name}.salvage-{}", std::process::id()))
-}
-
-/// Copies a folder recursively (files that cannot be read are skipped: they are damage).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (p, dest) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            copy_tree(&p, &dest)?;
-        } else if kind.is_file() {
-            if let Err(e) = std::fs::copy(&p, &dest) {
-                tracing::warn!(error = %e, file = %p.display(), "salvage: a file of the damaged document cannot be read");
-            }
-        }
-    }
-    Ok(())
 }
 
 struct RemoveOnDrop(PathBuf);

@@ -29,7 +29,8 @@ pub fn check_golden(dir: &Path, binary: &Path, binary_name: &str) -> Vec<String>
         }
         let work = tempfile::tempdir().expect("temp dir");
         let elf = work.path().join(format!("{name}.elf"));
-        copy_dir(&dir.join(format!("{name}.elf")), &elf);
+        crate::engine::layout::copy_tree(&dir.join(format!("{name}.elf")), &elf, |_, e| Err(e))
+            .expect("copy the golden document");
         let run = |args: &[&str]| -> Value {
             let out = Command::new(binary)
                 .arg("--elf")
@@ -89,17 +90,4 @@ pub fn check_golden(dir: &Path, binary: &Path, binary_name: &str) -> Vec<String>
         checked.push(name.clone());
     }
     checked
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create the copy");
-    for entry in std::fs::read_dir(from).expect("read the golden document") {
-        let p = entry.expect("an entry").path();
-        let dest = to.join(p.file_name().expect("a name"));
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).expect("copy a file");
-        }
-    }
 }

@@ -108,16 +108,7 @@ pub async fn assert_reopens_to(engine: &Engine, path: &Path, digest: &str, why: 
 
 /// Copies a closed `.elf` (or any folder) recursively.
 pub fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let p = entry.unwrap().path();
-        let dest = to.join(p.file_name().unwrap());
-        if p.is_dir() {
-            copy_dir(&p, &dest);
-        } else {
-            std::fs::copy(&p, &dest).unwrap();
-        }
-    }
+    elfiee_engine::layout::copy_tree(from, to, |_, e| Err(e)).unwrap();
 }
 
 /// `verify` must flag the damage at `seq`: either a report with `ok == false` naming the event,
