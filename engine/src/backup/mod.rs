@@ -498,9 +498,12 @@ impl<'a> Rebuilt<'a> {
             if *seq != self.seq + 1 {
                 return Err(format!("event {} follows event {}", seq, self.seq));
             }
-            let e = crate::codec::open(*seq, bytes, Some(&self.prev))
-                .map_err(|why| format!("event {seq}: {why}"))?;
-            self.prev = e.hash;
+            // The chain only: the records are decoded once, when the new log is folded
+            // (`seal_document`), or were already by the caller.
+            self.prev = check_link(*seq, bytes, &self.prev).map_err(|e| match e {
+                EngineError::Corrupt { reason, .. } => format!("event {seq}: {reason}"),
+                e => e.to_string(),
+            })?;
             self.seq = *seq;
         }
         if !records.is_empty() {
