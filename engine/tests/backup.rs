@@ -25,6 +25,14 @@ async fn blocks(f: &FileHandle, n: usize) -> Vec<String> {
     ids
 }
 
+/// Writer `tag` writes `n` times, in turn on each of `blocks`.
+async fn writes(f: &FileHandle, blocks: &[String], tag: usize, n: usize) {
+    for i in 0..n {
+        let p = json!({"markdown": text(tag, i)});
+        alice(f, "markdown.write", Some(&blocks[i % blocks.len()]), p).await;
+    }
+}
+
 /// Text for write `i`: every third one is long enough for the content store.
 fn text(w: usize, i: usize) -> String {
     if i.is_multiple_of(3) {
@@ -141,15 +149,7 @@ async fn a_backup_cut_off_midway_keeps_its_last_point_and_the_next_run_mends_it(
     let backup = dir.path().join("x.backup");
     let first = f.backup(&backup).await.unwrap();
     let at_first = f.state_digest();
-    for i in 0..50 {
-        alice(
-            &f,
-            "markdown.write",
-            Some(&ids[0]),
-            json!({"markdown": text(0, i)}),
-        )
-        .await;
-    }
+    writes(&f, &ids[..1], 0, 50).await;
     let second = f.backup(&backup).await.unwrap();
     let len = std::fs::metadata(&backup).unwrap().len();
     assert_eq!(second.file_bytes, len);
@@ -211,15 +211,7 @@ async fn a_damaged_backup_is_refused_naming_where_and_leaves_no_half_document() 
     let engine = engine();
     let f = init(&engine, &dir).await;
     let ids = blocks(&f, 2).await;
-    for i in 0..30 {
-        alice(
-            &f,
-            "markdown.write",
-            Some(&ids[i % 2]),
-            json!({"markdown": text(1, i)}),
-        )
-        .await;
-    }
+    writes(&f, &ids, 1, 30).await;
     let backup = dir.path().join("x.backup");
     let r = f.backup(&backup).await.unwrap();
     f.close().await;
@@ -282,15 +274,7 @@ async fn an_automatic_backup_follows_the_writes_and_takes_the_last_ones_at_close
     let f = init(&engine, &dir).await;
     let ids = blocks(&f, 2).await;
     let backup = backups.join("x.elf.backup");
-    for i in 0..120 {
-        alice(
-            &f,
-            "markdown.write",
-            Some(&ids[i % 2]),
-            json!({"markdown": text(2, i)}),
-        )
-        .await;
-    }
+    writes(&f, &ids, 2, 120).await;
     // Taken on its own while the file is open, at least 50 events behind at most.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let at_least = f.last_seq() - 50;
@@ -334,15 +318,7 @@ async fn opening_a_damaged_document_names_salvage_its_newest_backup_and_for_a_sy
     let engine = engine();
     let f = init(&engine, &dir).await;
     let ids = blocks(&f, 1).await;
-    for i in 0..20 {
-        alice(
-            &f,
-            "markdown.write",
-            Some(&ids[0]),
-            json!({"markdown": text(3, i)}),
-        )
-        .await;
-    }
+    writes(&f, &ids[..1], 3, 20).await;
     let path = f.path().to_owned();
     let backup = elfiee_engine::backup::default_path(&path);
     let r = f.backup(&backup).await.unwrap();
