@@ -59,6 +59,21 @@ fn corrupt(what: impl std::fmt::Display) -> EngineError {
     ))
 }
 
+/// Bodies read by [`ContentStore::get_many`]: reads of the pack, and where each body lies in
+/// its read.
+pub struct Bodies {
+    reads: Vec<(Vec<u8>, Vec<std::ops::Range<usize>>)>,
+}
+
+impl Bodies {
+    /// The bodies, in the order they were asked for.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.reads
+            .iter()
+            .flat_map(|(buf, spans)| spans.iter().map(move |s| &buf[s.clone()]))
+    }
+}
+
 impl ContentStore {
     pub fn new(elf_root: &Path) -> ContentStore {
         ContentStore {
@@ -89,17 +104,27 @@ impl ContentStore {
         key: &[u8; 32],
         f: impl FnOnce(&mut Inner, Option<(u64, u64)>) -> R,
     ) -> Result<R, EngineError> {
+        self.lookup_all(std::slice::from_ref(key), |inner| {
+            let found = inner.index.get(key).copied();
+            f(inner, found)
+        })
+    }
+
+    /// Runs `f` on the store once it has the records of all `keys` or its whole index.
+    fn lookup_all<R>(
+        &self,
+        keys: &[[u8; 32]],
+        f: impl FnOnce(&mut Inner) -> R,
+    ) -> Result<R, EngineError> {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let found = g.as_ref().and_then(|i| i.index.get(key).copied());
-        if found.is_none() && !g.as_ref().is_some_and(|i| i.complete) {
+        let has_all = |i: &Inner| keys.iter().all(|k| i.index.contains_key(k));
+        if !g.as_ref().is_some_and(|i| i.complete || has_all(i)) {
             let dirty = g.as_ref().is_some_and(|i| i.dirty);
             let mut full = Inner::load(&self.dir)?;
             full.dirty |= dirty;
             *g = Some(full);
         }
-        let inner = g.as_mut().expect("loaded above");
-        let found = inner.index.get(key).copied();
-        Ok(f(inner, found))
+        Ok(f(g.as_mut().expect("loaded above")))
     }
 
     /// Stores `text` (once per distinct body among those this process has seen) and returns
@@ -177,6 +202,76 @@ impl ContentStore {
             }
             Ok(r)
         })
+    }
+
+    /// The bytes of `refs`, each checked against its hash, read in as few reads as their
+    /// places in the pack allow (bodies stored one after the other are read together, up to
+    /// `max_read` bytes at a time), without holding the store while reading (for a bulk
+    /// reader: a backup).
+    pub fn get_many(&self, refs: &[ContentRef], max_read: u64) -> Result<Bodies, EngineError> {
+        let mut bodies = Bodies { reads: Vec::new() };
+        if refs.is_empty() {
+            return Ok(bodies);
+        }
+        let (pack, places) = self.places(refs)?;
+        let mut i = 0;
+        while i < refs.len() {
+            // The bodies stored one after the other from refs[i] on, up to max_read bytes.
+            let start = places[i].0;
+            let mut end = i + 1;
+            while end < refs.len()
+                && places[end].0 == places[end - 1].0 + places[end - 1].1 + PACK_HEADER
+                && places[end].0 + places[end].1 - start <= max_read
+            {
+                end += 1;
+            }
+            let last = places[end - 1];
+            let mut buf = vec![0u8; (last.0 + last.1 - start) as usize];
+            pack.read_exact_at(&mut buf, start)
+                .map_err(|e| corrupt(format!("the body {} cannot be read: {e}", refs[i].hash)))?;
+            let spans = (i..end)
+                .map(|j| {
+                    let at = (places[j].0 - start) as usize;
+                    let span = at..at + places[j].1 as usize;
+                    if blake3::hash(&buf[span.clone()]).as_bytes() != &refs[j].hash.0 {
+                        return Err(corrupt(format!(
+                            "the body {} does not match its hash",
+                            refs[j].hash
+                        )));
+                    }
+                    Ok(span)
+                })
+                .collect::<Result<_, _>>()?;
+            bodies.reads.push((buf, spans));
+            i = end;
+        }
+        Ok(bodies)
+    }
+
+    /// The pack (a handle of its own) and where each of `refs` is in it, its length checked.
+    fn places(&self, refs: &[ContentRef]) -> Result<(File, Vec<(u64, u64)>), EngineError> {
+        let keys: Vec<[u8; 32]> = refs.iter().map(|r| r.hash.0).collect();
+        self.lookup_all(&keys, |inner| {
+            let places = refs
+                .iter()
+                .map(|r| match inner.index.get(&r.hash.0) {
+                    Some(&(off, len)) if len == r.len => Ok((off, len)),
+                    Some(&(_, len)) => Err(corrupt(format!(
+                        "the body {} has {len} bytes, its event says {}",
+                        r.hash, r.len
+                    ))),
+                    None => Err(corrupt(format!(
+                        "the body {} ({} bytes) is missing",
+                        r.hash, r.len
+                    ))),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let pack = inner
+                .pack
+                .try_clone()
+                .map_err(|e| EngineError::io(&self.dir.join("pack"), e))?;
+            Ok((pack, places))
+        })?
     }
 
     /// The bytes `r` refers to, checked against its hash (any bytes, see

@@ -22,6 +22,8 @@
 //!
 //! [`records`]: EventLog::records
 
+mod blocks;
+
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -31,6 +33,9 @@ use std::sync::Mutex;
 use elfiee_model::{Event, EventHash};
 
 pub use crate::durable::{Durability, SledSync};
+pub use blocks::{Block, Blocks};
+
+use blocks::RunIter;
 
 use crate::codec::{self, event_key};
 use crate::error::{sled_write_error, write_error, EngineError};
@@ -353,8 +358,8 @@ impl GroupPack {
         })
     }
 
-    /// The records of a group, checked against its blake3.
-    fn read(&self, g: &GroupEntry) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
+    /// The bytes of a group's records, checked against its blake3.
+    fn read(&self, g: &GroupEntry) -> Result<Vec<u8>, EngineError> {
         let pack_len = self
             .with(false, |f| f.metadata().map(|m| m.len()))
             .map_err(|e| EngineError::Corrupt {
@@ -390,7 +395,7 @@ impl GroupPack {
                 ),
             });
         }
-        split_group(g, &buf)
+        Ok(buf)
     }
 }
 
@@ -409,6 +414,19 @@ fn split_records<'b>(
     buf: &'b [u8],
     what: &str,
 ) -> Result<Vec<(u64, &'b [u8])>, EngineError> {
+    Ok((first..)
+        .zip(split_spans(first, count, buf, what)?)
+        .map(|(seq, span)| (seq, &buf[span]))
+        .collect())
+}
+
+/// Where the records of [`split_records`] lie in `buf`.
+fn split_spans(
+    first: u64,
+    count: u32,
+    buf: &[u8],
+    what: &str,
+) -> Result<Vec<std::ops::Range<usize>>, EngineError> {
     let corrupt = |reason: String| EngineError::Corrupt { seq: first, reason };
     // A damaged count must not reserve memory it cannot back: each event takes 4 bytes or more.
     let mut out = Vec::with_capacity((count as usize).min(buf.len() / 4));
@@ -418,10 +436,10 @@ fn split_records<'b>(
             .get(pos..pos + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
             .ok_or_else(|| corrupt(format!("{what} ends before event {seq}")))?;
-        let rec = buf
-            .get(pos + 4..pos + 4 + n)
-            .ok_or_else(|| corrupt(format!("{what} ends inside event {seq}")))?;
-        out.push((seq, rec));
+        if buf.len() - (pos + 4) < n {
+            return Err(corrupt(format!("{what} ends inside event {seq}")));
+        }
+        out.push(pos + 4..pos + 4 + n);
         pos += 4 + n;
     }
     if pos != buf.len() {
@@ -565,6 +583,12 @@ impl SledEventLog {
 }
 
 impl SledEventLog {
+    /// The stored records of `from..=to` (`from <= to`) in the buffers they were read in (see
+    /// [`Block`]).
+    pub fn blocks(&self, from: u64, to: u64) -> Blocks<'_> {
+        Blocks::new(self, from, to)
+    }
+
     /// The group with the highest seqs.
     fn last_group(&self) -> Result<Option<GroupEntry>, EngineError> {
         match self
@@ -728,109 +752,8 @@ fn size(command: &[(u64, Vec<u8>)]) -> usize {
     command.iter().map(|(_, b)| b.len() + 4).sum()
 }
 
-/// Run keys and values in seq order (see [`SledEventLog::runs_overlapping`]).
-type RunIter =
-    std::iter::Peekable<Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>>;
-
 fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
     codec::key_seq(k).ok_or_else(|| EngineError::Storage("bad event key".into()))
-}
-
-/// Single events (sled keys), grouped ones (`events.pack`) and runs merged in seq order; a
-/// group or a run is read when the merge reaches it.
-struct MergedRecords<'a> {
-    log: &'a SledEventLog,
-    from: u64,
-    to: u64,
-    singles: std::iter::Peekable<sled::Iter>,
-    groups: VecDeque<GroupEntry>,
-    runs: RunIter,
-    current: VecDeque<(u64, Vec<u8>)>,
-}
-
-/// Which source holds the next record.
-enum Next {
-    Single,
-    Group,
-    Run,
-}
-
-/// The seq of the next key of `keys`; 0 for an error or a bad key, so it is reported first.
-fn peek_seq<I>(keys: &mut std::iter::Peekable<I>) -> Option<u64>
-where
-    I: Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>,
-{
-    match keys.peek()? {
-        Ok((k, _)) => Some(seq_of_key(k).unwrap_or(0)),
-        Err(_) => Some(0),
-    }
-}
-
-/// No runs (what is left to read after a damaged one).
-fn no_runs() -> RunIter {
-    let none: Box<dyn Iterator<Item = _>> = Box::new(std::iter::empty());
-    none.peekable()
-}
-
-impl MergedRecords<'_> {
-    /// The source whose next record has the lowest seq.
-    fn next_source(&mut self) -> Option<Next> {
-        [
-            (peek_seq(&mut self.singles), Next::Single),
-            (self.groups.front().map(|g| g.first), Next::Group),
-            (peek_seq(&mut self.runs), Next::Run),
-        ]
-        .into_iter()
-        .filter_map(|(seq, which)| seq.map(|s| (s, which)))
-        .min_by_key(|(seq, _)| *seq)
-        .map(|(_, which)| which)
-    }
-
-    /// Queues (copies) the records of a group or run that fall in the range.
-    fn queue<R: Into<Vec<u8>>>(&mut self, records: Vec<(u64, R)>) {
-        let (from, to) = (self.from, self.to);
-        self.current = records
-            .into_iter()
-            .filter(|(seq, _)| (from..=to).contains(seq))
-            .map(|(seq, r)| (seq, r.into()))
-            .collect();
-    }
-}
-
-impl Iterator for MergedRecords<'_> {
-    type Item = Result<(u64, Vec<u8>), EngineError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        loop {
-            if let Some(r) = self.current.pop_front() {
-                return Some(Ok(r));
-            }
-            let read = match self.next_source()? {
-                Next::Single => {
-                    return self.singles.next().map(|r| {
-                        let (k, v) = r?;
-                        Ok((seq_of_key(&k)?, v.to_vec()))
-                    })
-                }
-                Next::Group => {
-                    let g = self.groups.pop_front().expect("peeked");
-                    let log = self.log;
-                    log.pack.read(&g).map(|records| self.queue(records))
-                }
-                Next::Run => match self.runs.next().expect("peeked") {
-                    Ok((k, v)) => run_records(&k, &v).map(|records| self.queue(records)),
-                    Err(e) => Err(e.into()),
-                },
-            };
-            if let Err(e) = read {
-                // No later group or run is read; single events after it still come (and
-                // `read_events` reports the gap the damaged one left).
-                self.groups.clear();
-                self.runs = no_runs();
-                return Some(Err(e));
-            }
-        }
-    }
 }
 
 impl EventLog for SledEventLog {
@@ -928,21 +851,9 @@ impl EventLog for SledEventLog {
         if from > to {
             return Box::new(std::iter::empty());
         }
-        let groups = match self.groups_overlapping(from, to) {
-            Ok(g) => g,
-            Err(e) => return Box::new(std::iter::once(Err(e))),
-        };
-        Box::new(MergedRecords {
-            log: self,
-            from,
-            to,
-            singles: self
-                .events
-                .range(event_key(from)..=event_key(to))
-                .peekable(),
-            groups,
-            runs: self.runs_overlapping(from, to),
-            current: VecDeque::new(),
+        Box::new(blocks::Owned {
+            blocks: self.blocks(from, to),
+            current: None,
         })
     }
 

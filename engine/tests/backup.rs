@@ -353,3 +353,66 @@ async fn opening_a_damaged_document_names_salvage_its_newest_backup_and_for_a_sy
     assert_eq!(report.backup.as_deref(), Some(backup.as_path()));
     verify_ok(&report.path);
 }
+
+#[tokio::test]
+async fn a_backup_of_a_document_with_a_damaged_body_or_group_is_refused_and_writes_no_point() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 2).await;
+    writes(&f, &ids, 1, 12).await;
+    let backup = dir.path().join("x.backup");
+    let first = f.backup(&backup).await.unwrap();
+    // After the first backup: a group in events.pack and bodies in the content store (the
+    // group not last: an open checks the last event against HEAD, and would refuse first).
+    f.submit(import(40, "later")).await.unwrap();
+    writes(&f, &ids, 2, 12).await;
+    f.close().await;
+    let elf = dir.path().join("x.elf");
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    for (k, (damaged, says)) in [
+        (elf.join("content/pack"), "does not match its hash"),
+        (elf.join("events.pack"), "does not match its blake3"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // The last byte of the last body; a byte in the middle of the group.
+        let at = |len: usize| {
+            if says.contains("blake3") {
+                len / 2
+            } else {
+                len - 1
+            }
+        };
+        flip_byte(&damaged, at);
+        let before = size(&backup);
+        let f = engine.open(&elf).await.unwrap();
+        let err = f.backup(&backup).await.unwrap_err().to_string();
+        assert!(err.contains(says), "{err}");
+        let again = f.backup(&dir.path().join("new.backup")).await.unwrap_err();
+        assert!(again.to_string().contains(says), "{again}");
+        f.close().await;
+        let point = elfiee_engine::backup::newest_point(&backup).unwrap();
+        assert_eq!(point.seq, first.seq, "the refused run wrote no point");
+        assert!(size(&backup) >= before);
+        let (_, seq) = restored(&backup, &dir, &format!("r-{k}.elf"));
+        assert_eq!(seq, first.seq);
+        // Mended, the next run appends from the first point.
+        flip_byte(&damaged, at);
+        let f = engine.open(&elf).await.unwrap();
+        let r = f.backup(&backup).await.unwrap();
+        assert_eq!(r.from_seq, first.seq + 1);
+        let whole = f.last_seq();
+        f.close().await;
+        let (_, seq) = restored(&backup, &dir, &format!("whole-{k}.elf"));
+        assert_eq!(seq, whole);
+        // Back to the first point for the next damage.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&backup)
+            .unwrap()
+            .set_len(first.file_bytes)
+            .unwrap();
+    }
+}

@@ -17,7 +17,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{IoSlice, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
@@ -90,60 +90,83 @@ pub fn check_header(h: &[u8], path: &Path) -> Result<u32, String> {
     Ok(doc)
 }
 
-/// Writes a frame whose payload is `parts` one after the other (a body is not copied).
+/// Writes a frame whose payload is `parts` one after the other, in vectored writes (nothing
+/// is copied on the way).
 pub fn write_frame(w: &mut impl Write, tag: u8, parts: &[&[u8]]) -> std::io::Result<u64> {
     let len: u64 = parts.iter().map(|p| p.len() as u64).sum();
-    let mut head = [0u8; FRAME_HEAD as usize];
-    head[0] = tag;
-    head[1..].copy_from_slice(&len.to_be_bytes());
+    let head = frame_head(tag, len);
     let mut crc = crc32fast::Hasher::new();
     crc.update(&head);
-    w.write_all(&head)?;
     for p in parts {
         crc.update(p);
-        w.write_all(p)?;
     }
-    w.write_all(&crc.finalize().to_be_bytes())?;
+    let crc = crc.finalize().to_be_bytes();
+    let mut slices = Vec::with_capacity(parts.len() + 2);
+    slices.push(IoSlice::new(&head));
+    slices.extend(parts.iter().map(|p| IoSlice::new(p)));
+    slices.push(IoSlice::new(&crc));
+    write_all_vectored(w, &mut slices)?;
     Ok(len + FRAME_HEAD + FRAME_CRC)
 }
 
-/// Writes one `C` frame holding `bodies` (`(blake3, len)`, with `fetch` giving each one's
-/// bytes when it is written: one body in memory at a time). A body whose bytes are not as
-/// long as its reference says is an error.
-pub fn write_bodies(
+fn frame_head(tag: u8, len: u64) -> [u8; FRAME_HEAD as usize] {
+    let mut head = [0u8; FRAME_HEAD as usize];
+    head[0] = tag;
+    head[1..].copy_from_slice(&len.to_be_bytes());
+    head
+}
+
+/// The bytes of an `E` frame of records of these lengths.
+pub fn events_frame_len(records: impl Iterator<Item = u64>) -> u64 {
+    FRAME_HEAD + 12 + records.map(|l| 4 + l).sum::<u64>() + FRAME_CRC
+}
+
+/// The bytes of a `C` frame of bodies of these lengths.
+pub fn bodies_frame_len(bodies: impl IntoIterator<Item = u64>) -> u64 {
+    FRAME_HEAD + 4 + bodies.into_iter().map(|l| 40 + l).sum::<u64>() + FRAME_CRC
+}
+
+/// [`Write::write_all`] for vectored writes (the std one is unstable).
+fn write_all_vectored(w: &mut impl Write, mut slices: &mut [IoSlice<'_>]) -> std::io::Result<()> {
+    while !slices.is_empty() {
+        match w.write_vectored(slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// The start of a `C` frame's payload: `count ‖ (blake3 ‖ len)*` of `bodies`.
+fn body_table(bodies: &[([u8; 32], u64)]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(4 + bodies.len() * 40);
+    t.extend_from_slice(&(bodies.len() as u32).to_be_bytes());
+    for (hash, len) in bodies {
+        t.extend_from_slice(hash);
+        t.extend_from_slice(&len.to_be_bytes());
+    }
+    t
+}
+
+/// Writes one `C` frame holding `bodies` (`(blake3, len)`) whose bytes are `bytes`, in order
+/// (already read and checked).
+pub fn write_read_bodies<'b>(
     w: &mut impl Write,
     bodies: &[([u8; 32], u64)],
-    mut fetch: impl FnMut(&[u8; 32], u64) -> std::io::Result<Vec<u8>>,
+    bytes: impl IntoIterator<Item = &'b [u8]>,
 ) -> std::io::Result<u64> {
-    let table = 4 + bodies.len() as u64 * 40;
-    let len: u64 = table + bodies.iter().map(|(_, l)| l).sum::<u64>();
-    let mut head = [0u8; FRAME_HEAD as usize];
-    head[0] = CONTENT;
-    head[1..].copy_from_slice(&len.to_be_bytes());
-    let mut crc = crc32fast::Hasher::new();
-    let mut put = |w: &mut dyn Write, bytes: &[u8]| {
-        crc.update(bytes);
-        w.write_all(bytes)
-    };
-    put(w, &head)?;
-    put(w, &(bodies.len() as u32).to_be_bytes())?;
-    for (hash, l) in bodies {
-        put(w, hash)?;
-        put(w, &l.to_be_bytes())?;
+    let table = body_table(bodies);
+    let mut parts: Vec<&[u8]> = Vec::with_capacity(1 + bodies.len());
+    parts.push(&table);
+    for b in bytes {
+        parts.push(b);
     }
-    for (hash, l) in bodies {
-        let bytes = fetch(hash, *l)?;
-        if bytes.len() as u64 != *l {
-            return Err(std::io::Error::other(format!(
-                "the body {} is {} bytes, not {l}",
-                &EventHash(*hash).to_hex()[..12],
-                bytes.len()
-            )));
-        }
-        put(w, &bytes)?;
+    if parts.len() != 1 + bodies.len() {
+        return Err(std::io::Error::other("a body of the frame is missing"));
     }
-    w.write_all(&crc.finalize().to_be_bytes())?;
-    Ok(len + FRAME_HEAD + FRAME_CRC)
+    write_frame(w, CONTENT, &parts)
 }
 
 /// The bodies of a `C` frame: `(blake3, bytes)`.
@@ -183,13 +206,16 @@ fn decode_point(p: &[u8], end: u64) -> Option<Point> {
 
 /// Writes an `E` frame of `records` (their first is the frame's first seq) without copying
 /// them into one payload first.
-pub fn write_events(w: &mut impl Write, records: &[(u64, Vec<u8>)]) -> std::io::Result<u64> {
+pub fn write_events<R: AsRef<[u8]>>(
+    w: &mut impl Write,
+    records: &[(u64, R)],
+) -> std::io::Result<u64> {
     let Some(&(first, _)) = records.first() else {
         return Ok(0);
     };
     let lens: Vec<[u8; 4]> = records
         .iter()
-        .map(|(_, r)| (r.len() as u32).to_be_bytes())
+        .map(|(_, r)| (r.as_ref().len() as u32).to_be_bytes())
         .collect();
     let mut head = [0u8; 12];
     head[..8].copy_from_slice(&first.to_be_bytes());
@@ -198,7 +224,7 @@ pub fn write_events(w: &mut impl Write, records: &[(u64, Vec<u8>)]) -> std::io::
     parts.push(&head);
     for ((_, r), l) in records.iter().zip(&lens) {
         parts.push(l);
-        parts.push(r);
+        parts.push(r.as_ref());
     }
     write_frame(w, EVENTS, &parts)
 }

@@ -7,6 +7,7 @@
 //! again against the same file it appends only what is new. [`restore`] rebuilds a document
 //! from the newest whole point of a backup, checking the hash chain and every body.
 
+mod copy;
 pub mod format;
 
 use std::fs::{File, OpenOptions};
@@ -38,10 +39,6 @@ pub fn newest_point(path: &Path) -> Option<format::Point> {
     let f = File::open(path).ok()?;
     format::outline(&f, path).ok()?.last
 }
-
-/// Events per `E` frame (at most; also at most [`CHUNK_BYTES`]).
-const CHUNK_EVENTS: usize = 4096;
-const CHUNK_BYTES: usize = 4 << 20;
 
 /// What one run of a backup did.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -122,12 +119,11 @@ fn check_link(seq: u64, bytes: &[u8], prev: &EventHash) -> Result<EventHash, Eng
 /// The bodies an event's record refers to (only records that mention a reference are
 /// decoded).
 fn refs_in(seq: u64, bytes: &[u8]) -> Result<Vec<ContentRef>, EngineError> {
-    let key = elfiee_projections::content::CONTENT_KEY.as_bytes();
-    let mentions = bytes
-        .iter()
-        .enumerate()
-        .any(|(i, &b)| b == b'$' && bytes[i..].starts_with(key));
-    if !mentions {
+    static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| {
+            memchr::memmem::Finder::new(elfiee_projections::content::CONTENT_KEY)
+        });
+    if KEY.find(bytes).is_none() {
         return Ok(Vec::new());
     }
     let e = crate::codec::open(seq, bytes, None)
@@ -153,77 +149,6 @@ fn start_writeback(file: &File, from: u64, len: u64) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (file, from, len);
-}
-
-/// A run of records to back up, and the bodies they refer to first.
-struct Chunk {
-    records: Vec<(u64, Vec<u8>)>,
-    refs: Vec<([u8; 32], u64)>,
-}
-
-/// Reads the records `after + 1..=to` and sends them in chunks with the bodies they refer
-/// to that `have` does not hold (the writer checks the chain, on its own core).
-fn read_chunks(
-    log: &SledEventLog,
-    after: u64,
-    to: u64,
-    have: &mut std::collections::HashSet<[u8; 32]>,
-    tx: std::sync::mpsc::SyncSender<Result<Chunk, EngineError>>,
-) -> Result<(), EngineError> {
-    let mut chunk = Chunk {
-        records: Vec::new(),
-        refs: Vec::new(),
-    };
-    let mut bytes_in_chunk = 0;
-    let fail = |tx: &std::sync::mpsc::SyncSender<_>, e: EngineError| {
-        let _ = tx.send(Err(e.clone()));
-        e
-    };
-    for r in log.records(after + 1, to) {
-        let (seq, bytes) = r.map_err(|e| fail(&tx, e))?;
-        for r in refs_in(seq, &bytes).map_err(|e| fail(&tx, e))? {
-            if have.insert(r.hash.0) {
-                chunk.refs.push((r.hash.0, r.len));
-            }
-        }
-        bytes_in_chunk += bytes.len();
-        chunk.records.push((seq, bytes));
-        if chunk.records.len() >= CHUNK_EVENTS || bytes_in_chunk >= CHUNK_BYTES {
-            let full = std::mem::replace(
-                &mut chunk,
-                Chunk {
-                    records: Vec::new(),
-                    refs: Vec::new(),
-                },
-            );
-            bytes_in_chunk = 0;
-            if tx.send(Ok(full)).is_err() {
-                return Ok(()); // the writer stopped; it says why
-            }
-        }
-    }
-    if !chunk.records.is_empty() {
-        let _ = tx.send(Ok(chunk));
-    }
-    Ok(())
-}
-
-/// `refs` in runs of at most 64 MiB of bodies (a larger body alone), one `C` frame each.
-fn split_bodies(refs: &[([u8; 32], u64)]) -> Vec<&[([u8; 32], u64)]> {
-    const MAX: u64 = 64 << 20;
-    let mut out = Vec::new();
-    let (mut start, mut size) = (0, 0);
-    for (i, (_, len)) in refs.iter().enumerate() {
-        if i > start && size + len > MAX {
-            out.push(&refs[start..i]);
-            (start, size) = (i, 0);
-        }
-        size += len;
-    }
-    if start < refs.len() {
-        out.push(&refs[start..]);
-    }
-    out
 }
 
 /// Appends to the backup file `to` what is new in `log` up to `cut` (see the module docs).
@@ -278,57 +203,24 @@ pub(crate) fn write_backup(
     };
     // Whatever a run that was stopped left after the last point goes.
     file.set_len(at).map_err(io(to))?;
-    file.seek(SeekFrom::Start(at)).map_err(io(to))?;
     let first_written = at;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
     let total = cut.seq.saturating_sub(done_seq);
-    // One thread reads the log (chain checked, bodies found) while this one writes: a chunk
-    // of events goes after a `C` frame of the bodies it refers to first.
-    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<Chunk, EngineError>>(4);
-    let (events, bodies, prev) = std::thread::scope(|scope| {
-        let reader = scope.spawn(move || read_chunks(log, done_seq, cut.seq, &mut have, tx));
-        let (mut events, mut bodies) = (0u64, 0u64);
-        let mut prev = crate::log::stored_hash(log, done_seq);
-        let mut kicked = at;
-        let written = (|| {
-            for chunk in rx {
-                let Chunk { records, refs } = chunk?;
-                for (seq, bytes) in &records {
-                    prev = check_link(*seq, bytes, &prev)?;
-                }
-                for part in split_bodies(&refs) {
-                    at += format::write_bodies(&mut w, part, |hash, len| {
-                        content
-                            .get_bytes(&ContentRef {
-                                hash: EventHash(*hash),
-                                len,
-                            })
-                            .map_err(std::io::Error::other)
-                    })
-                    .map_err(io(to))?;
-                }
-                bodies += refs.len() as u64;
-                events += records.len() as u64;
-                at += format::write_events(&mut w, &records).map_err(io(to))?;
-                // Start writing back what is in the file so far, so the fdatasync at the end
-                // waits for the last part only.
-                let written = at - w.buffer().len() as u64;
-                if written >= kicked + (8 << 20) {
-                    start_writeback(w.get_ref(), kicked, written - kicked);
-                    kicked = written;
-                }
-                progress(events, total);
-            }
-            Ok::<(), EngineError>(())
-        })();
-        // A writer that stopped drops the receiver, which stops the reader.
-        let read = reader
-            .join()
-            .unwrap_or_else(|_| Err(EngineError::Storage("the backup's reader panicked".into())));
-        written?;
-        read?;
-        Ok::<_, EngineError>((events, bodies, prev))
-    })?;
+    let copy::Copied {
+        events,
+        bodies,
+        last: prev,
+        end,
+    } = copy::copy(
+        log,
+        content,
+        (done_seq, cut.seq),
+        (to, at),
+        &mut have,
+        |events| progress(events, total),
+    )?;
+    at = end;
+    file.seek(SeekFrom::Start(at)).map_err(io(to))?;
+    let mut w = BufWriter::new(file);
     let (side_records, sync_ms) = if done_seq > 0 && cut.seq == done_seq {
         // Nothing new: the file stays as it was.
         (0, 0)
