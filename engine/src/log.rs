@@ -33,9 +33,9 @@ use std::sync::Mutex;
 use elfiee_model::{Event, EventHash};
 
 pub use crate::durable::{Durability, SledSync};
-pub use blocks::{Block, Blocks};
+pub use blocks::{Block, Blocks, GroupEntry};
 
-use blocks::RunIter;
+use blocks::{run_count, seq_of_key, split_spans, RunIter};
 
 use crate::codec::{self, event_key};
 use crate::error::{sled_write_error, write_error, EngineError};
@@ -176,13 +176,6 @@ fn encode_records<'a>(
     Ok(())
 }
 
-/// The count of events a run value holds, from its first 4 bytes (`None`: too short or 0).
-fn run_count(v: &[u8]) -> Option<u32> {
-    v.get(..4)
-        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
-        .filter(|c| *c > 0)
-}
-
 /// The `(seq, record)`s of a run, from its key and value (public for the benchmark's raw
 /// floor, which reads the storage without the engine).
 pub fn split_run(key: &[u8], v: &[u8]) -> Result<Vec<(u64, Vec<u8>)>, EngineError> {
@@ -220,65 +213,6 @@ fn run_records<'v>(key: &[u8], v: &'v [u8]) -> Result<Vec<(u64, &'v [u8])>, Engi
         reason: format!("a run record of {} bytes has no event count", v.len()),
     })?;
     split_records(first, count, &v[4..], "run")
-}
-
-/// What a group key points at: `count (u32) ‖ offset (u64) ‖ len (u64) ‖ blake3 (32) ‖ last
-/// event's hash (32)`, all little-endian, 84 bytes.
-/// (Public for tools and the benchmark's raw floor, which read the storage without the engine.)
-#[derive(Debug, Clone, Copy)]
-pub struct GroupEntry {
-    pub first: u64,
-    pub count: u32,
-    /// Where the group's bytes start in `events.pack`, and how many there are.
-    pub offset: u64,
-    pub len: u64,
-    pub blake3: [u8; 32],
-    pub last_hash: [u8; 32],
-}
-
-impl GroupEntry {
-    const LEN: usize = 84;
-
-    /// Seq of the group's last event.
-    pub fn last(&self) -> u64 {
-        self.first + u64::from(self.count) - 1
-    }
-
-    fn encode(&self) -> [u8; Self::LEN] {
-        let mut v = [0u8; Self::LEN];
-        v[..4].copy_from_slice(&self.count.to_le_bytes());
-        v[4..12].copy_from_slice(&self.offset.to_le_bytes());
-        v[12..20].copy_from_slice(&self.len.to_le_bytes());
-        v[20..52].copy_from_slice(&self.blake3);
-        v[52..].copy_from_slice(&self.last_hash);
-        v
-    }
-
-    /// Parses a `g` key and its value.
-    pub fn decode(key: &[u8], v: &[u8]) -> Result<GroupEntry, EngineError> {
-        let first =
-            codec::key_seq(key).ok_or_else(|| EngineError::Storage("bad group key".into()))?;
-        let bad = || EngineError::Corrupt {
-            seq: first,
-            reason: format!("group record is {} bytes, not {}", v.len(), Self::LEN),
-        };
-        if v.len() != Self::LEN {
-            return Err(bad());
-        }
-        let u64_at = |i: usize| u64::from_le_bytes(v[i..i + 8].try_into().expect("8 bytes"));
-        let entry = GroupEntry {
-            first,
-            count: u32::from_le_bytes(v[..4].try_into().expect("4 bytes")),
-            offset: u64_at(4),
-            len: u64_at(12),
-            blake3: v[20..52].try_into().expect("32 bytes"),
-            last_hash: v[52..].try_into().expect("32 bytes"),
-        };
-        if entry.count == 0 {
-            return Err(bad());
-        }
-        Ok(entry)
-    }
 }
 
 /// `events.pack`: the records of every group, `len (u32 LE) ‖ record` each, groups one after
@@ -357,9 +291,10 @@ impl GroupPack {
             last_hash,
         })
     }
+}
 
-    /// The bytes of a group's records, checked against its blake3.
-    fn read(&self, g: &GroupEntry) -> Result<Vec<u8>, EngineError> {
+impl blocks::GroupBytes for GroupPack {
+    fn group_bytes(&self, g: &GroupEntry) -> Result<Vec<u8>, EngineError> {
         let pack_len = self
             .with(false, |f| f.metadata().map(|m| m.len()))
             .map_err(|e| EngineError::Corrupt {
@@ -418,34 +353,6 @@ fn split_records<'b>(
         .zip(split_spans(first, count, buf, what)?)
         .map(|(seq, span)| (seq, &buf[span]))
         .collect())
-}
-
-/// Where the records of [`split_records`] lie in `buf`.
-fn split_spans(
-    first: u64,
-    count: u32,
-    buf: &[u8],
-    what: &str,
-) -> Result<Vec<std::ops::Range<usize>>, EngineError> {
-    let corrupt = |reason: String| EngineError::Corrupt { seq: first, reason };
-    // A damaged count must not reserve memory it cannot back: each event takes 4 bytes or more.
-    let mut out = Vec::with_capacity((count as usize).min(buf.len() / 4));
-    let mut pos = 0usize;
-    for seq in first..first + u64::from(count) {
-        let n = buf
-            .get(pos..pos + 4)
-            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-            .ok_or_else(|| corrupt(format!("{what} ends before event {seq}")))?;
-        if buf.len() - (pos + 4) < n {
-            return Err(corrupt(format!("{what} ends inside event {seq}")));
-        }
-        out.push(pos + 4..pos + 4 + n);
-        pos += 4 + n;
-    }
-    if pos != buf.len() {
-        return Err(corrupt(format!("{what} has bytes after its last event")));
-    }
-    Ok(out)
 }
 
 impl SledEventLog {
@@ -586,7 +493,13 @@ impl SledEventLog {
     /// The stored records of `from..=to` (`from <= to`) in the buffers they were read in (see
     /// [`Block`]).
     pub fn blocks(&self, from: u64, to: u64) -> Blocks<'_> {
-        Blocks::new(self, from, to)
+        Blocks::new(
+            self.events.range(event_key(from)..=event_key(to)),
+            self.groups_overlapping(from, to),
+            self.runs_overlapping(from, to),
+            &self.pack,
+            (from, to),
+        )
     }
 
     /// The group with the highest seqs.
@@ -750,10 +663,6 @@ type KeyValue = ([u8; 9], Vec<u8>);
 /// Bytes a command takes in a run.
 fn size(command: &[(u64, Vec<u8>)]) -> usize {
     command.iter().map(|(_, b)| b.len() + 4).sum()
-}
-
-fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
-    codec::key_seq(k).ok_or_else(|| EngineError::Storage("bad event key".into()))
 }
 
 impl EventLog for SledEventLog {

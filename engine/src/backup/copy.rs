@@ -32,7 +32,7 @@ use std::sync::Mutex;
 
 use elfiee_model::{ContentRef, EventHash};
 
-use super::{format, io, refs_in, start_writeback};
+use super::format;
 use crate::content::ContentStore;
 use crate::error::EngineError;
 use crate::log::{Block, SledEventLog};
@@ -108,7 +108,7 @@ pub(super) fn copy(
             let out = OpenOptions::new()
                 .write(true)
                 .open(file)
-                .map_err(io(file))?;
+                .map_err(|e| EngineError::io(file, e))?;
             std::thread::Builder::new()
                 .name("elfiee-backup".into())
                 .spawn_scoped(scope, move || work(content, file, out, chunks, fail, stop))
@@ -285,22 +285,24 @@ fn check_and_write(
         })
         .collect();
     let bodies = content.get_many(&refs, CHUNK_BYTES)?;
-    out.seek(SeekFrom::Start(chunk.at)).map_err(io(file))?;
+    out.seek(SeekFrom::Start(chunk.at))
+        .map_err(|e| EngineError::io(file, e))?;
     let mut written = 0;
     if !small.is_empty() {
         let small: Vec<_> = small.into_iter().copied().collect();
-        written += format::write_read_bodies(out, &small, bodies.iter()).map_err(io(file))?;
+        written += format::write_read_bodies(out, &small, bodies.iter())
+            .map_err(|e| EngineError::io(file, e))?;
     }
     for &&(hash, len) in &large {
         let bytes = content.get_bytes(&ContentRef {
             hash: EventHash(hash),
             len,
         })?;
-        written +=
-            format::write_read_bodies(out, &[(hash, len)], [bytes.as_slice()]).map_err(io(file))?;
+        written += format::write_read_bodies(out, &[(hash, len)], [bytes.as_slice()])
+            .map_err(|e| EngineError::io(file, e))?;
     }
     let records: Vec<(u64, &[u8])> = chunk.blocks.iter().flat_map(Block::records).collect();
-    written += format::write_events(out, &records).map_err(io(file))?;
+    written += format::write_events(out, &records).map_err(|e| EngineError::io(file, e))?;
     if written != chunk.len {
         return Err(EngineError::Storage(format!(
             "the backup's frames from byte {} took {written} bytes, not the {} laid out for them",
@@ -310,4 +312,39 @@ fn check_and_write(
     // Start writing them back, so the fdatasync at the end waits for the last part only.
     start_writeback(out, chunk.at, chunk.len);
     Ok(())
+}
+
+/// The bodies an event's record refers to (only records that mention a reference are
+/// decoded).
+fn refs_in(seq: u64, bytes: &[u8]) -> Result<Vec<ContentRef>, EngineError> {
+    static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| {
+            memchr::memmem::Finder::new(elfiee_projections::content::CONTENT_KEY)
+        });
+    if KEY.find(bytes).is_none() {
+        return Ok(Vec::new());
+    }
+    let e = crate::codec::open(seq, bytes, None)
+        .map_err(|reason| EngineError::Corrupt { seq, reason })?;
+    Ok(elfiee_projections::content::event_refs(&e.value))
+}
+
+/// Asks the kernel to start writing `len` bytes of `file` from `from` back to the disk, without
+/// waiting (Linux; elsewhere nothing).
+fn start_writeback(file: &File, from: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: an open file's descriptor and a range inside it; the call only starts I/O.
+        unsafe {
+            libc::sync_file_range(
+                file.as_raw_fd(),
+                from as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, from, len);
 }

@@ -116,41 +116,6 @@ fn check_link(seq: u64, bytes: &[u8], prev: &EventHash) -> Result<EventHash, Eng
     Ok(computed)
 }
 
-/// The bodies an event's record refers to (only records that mention a reference are
-/// decoded).
-fn refs_in(seq: u64, bytes: &[u8]) -> Result<Vec<ContentRef>, EngineError> {
-    static KEY: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| {
-            memchr::memmem::Finder::new(elfiee_projections::content::CONTENT_KEY)
-        });
-    if KEY.find(bytes).is_none() {
-        return Ok(Vec::new());
-    }
-    let e = crate::codec::open(seq, bytes, None)
-        .map_err(|reason| EngineError::Corrupt { seq, reason })?;
-    Ok(elfiee_projections::content::event_refs(&e.value))
-}
-
-/// Asks the kernel to start writing `len` bytes of `file` from `from` back to the disk, without
-/// waiting (Linux; elsewhere nothing).
-fn start_writeback(file: &File, from: u64, len: u64) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: an open file's descriptor and a range inside it; the call only starts I/O.
-        unsafe {
-            libc::sync_file_range(
-                file.as_raw_fd(),
-                from as libc::off64_t,
-                len as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (file, from, len);
-}
-
 /// Appends to the backup file `to` what is new in `log` up to `cut` (see the module docs).
 /// `progress(done, total)` counts events.
 pub(crate) fn write_backup(

@@ -7,8 +7,7 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
-use super::{run_count, seq_of_key, split_spans, GroupEntry, SledEventLog};
-use crate::codec::event_key;
+use crate::codec;
 use crate::error::EngineError;
 
 /// Stored records `(seq, hash ‖ body)` of consecutive seqs, sharing one buffer.
@@ -66,14 +65,20 @@ impl Block {
     }
 }
 
-/// Run keys and values in seq order (see [`SledEventLog::runs_overlapping`]).
+/// Where the groups' records are (`events.pack`).
+pub(super) trait GroupBytes {
+    /// The bytes of a group's records, checked against its blake3.
+    fn group_bytes(&self, g: &GroupEntry) -> Result<Vec<u8>, EngineError>;
+}
+
+/// Run keys and values in seq order (the run that reaches into a range first).
 pub(super) type RunIter =
     std::iter::Peekable<Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>>;
 
 /// The blocks of `from..=to`: single events (sled keys), groups and runs merged in seq
 /// order; a group or a run is read when the merge reaches it.
 pub struct Blocks<'a> {
-    log: &'a SledEventLog,
+    pack: &'a dyn GroupBytes,
     from: u64,
     to: u64,
     singles: std::iter::Peekable<sled::Iter>,
@@ -81,6 +86,7 @@ pub struct Blocks<'a> {
     runs: RunIter,
     /// An error found before the first block (reported once, then nothing).
     failed: Option<EngineError>,
+    done: bool,
 }
 
 /// Which source holds the next record.
@@ -102,25 +108,34 @@ where
 }
 
 /// No runs (what is left to read after a damaged one).
-fn no_runs() -> RunIter {
+pub(super) fn no_runs() -> RunIter {
     let none: Box<dyn Iterator<Item = _>> = Box::new(std::iter::empty());
     none.peekable()
 }
 
 impl<'a> Blocks<'a> {
-    pub(super) fn new(log: &'a SledEventLog, from: u64, to: u64) -> Blocks<'a> {
-        let (groups, failed) = match log.groups_overlapping(from, to) {
+    /// The blocks of `from..=to` from the sources that hold them: the single events' keys, the
+    /// groups and the runs that overlap the range, in seq order.
+    pub(super) fn new(
+        singles: sled::Iter,
+        groups: Result<VecDeque<GroupEntry>, EngineError>,
+        runs: RunIter,
+        pack: &'a dyn GroupBytes,
+        (from, to): (u64, u64),
+    ) -> Blocks<'a> {
+        let (groups, failed) = match groups {
             Ok(g) => (g, None),
             Err(e) => (VecDeque::new(), Some(e)),
         };
         Blocks {
-            log,
+            pack,
             from,
             to,
-            singles: log.events.range(event_key(from)..=event_key(to)).peekable(),
+            singles: singles.peekable(),
             groups,
-            runs: log.runs_overlapping(from, to),
+            runs,
             failed,
+            done: false,
         }
     }
 
@@ -148,7 +163,7 @@ impl<'a> Blocks<'a> {
             }
             Next::Group => {
                 let g = self.groups.pop_front().expect("peeked");
-                let buf = self.log.pack.read(&g)?;
+                let buf = self.pack.group_bytes(&g)?;
                 let spans = split_spans(g.first, g.count, &buf, "group")?;
                 Ok(Block::new(g.first, Buf::Pack(buf), spans, from, to))
             }
@@ -173,10 +188,12 @@ impl Iterator for Blocks<'_> {
     type Item = Result<Block, EngineError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
         if let Some(e) = self.failed.take() {
             // Nothing is read after it.
-            self.singles = self.log.events.range(event_key(1)..event_key(1)).peekable();
-            self.runs = no_runs();
+            self.done = true;
             return Some(Err(e));
         }
         loop {
@@ -226,4 +243,103 @@ impl Iterator for Owned<'_> {
             }
         }
     }
+}
+
+/// What a group key points at: `count (u32) ‖ offset (u64) ‖ len (u64) ‖ blake3 (32) ‖ last
+/// event's hash (32)`, all little-endian, 84 bytes.
+/// (Public for tools and the benchmark's raw floor, which read the storage without the engine.)
+#[derive(Debug, Clone, Copy)]
+pub struct GroupEntry {
+    pub first: u64,
+    pub count: u32,
+    /// Where the group's bytes start in `events.pack`, and how many there are.
+    pub offset: u64,
+    pub len: u64,
+    pub blake3: [u8; 32],
+    pub last_hash: [u8; 32],
+}
+
+impl GroupEntry {
+    const LEN: usize = 84;
+
+    /// Seq of the group's last event.
+    pub fn last(&self) -> u64 {
+        self.first + u64::from(self.count) - 1
+    }
+
+    pub(super) fn encode(&self) -> [u8; Self::LEN] {
+        let mut v = [0u8; Self::LEN];
+        v[..4].copy_from_slice(&self.count.to_le_bytes());
+        v[4..12].copy_from_slice(&self.offset.to_le_bytes());
+        v[12..20].copy_from_slice(&self.len.to_le_bytes());
+        v[20..52].copy_from_slice(&self.blake3);
+        v[52..].copy_from_slice(&self.last_hash);
+        v
+    }
+
+    /// Parses a `g` key and its value.
+    pub fn decode(key: &[u8], v: &[u8]) -> Result<GroupEntry, EngineError> {
+        let first =
+            codec::key_seq(key).ok_or_else(|| EngineError::Storage("bad group key".into()))?;
+        let bad = || EngineError::Corrupt {
+            seq: first,
+            reason: format!("group record is {} bytes, not {}", v.len(), Self::LEN),
+        };
+        if v.len() != Self::LEN {
+            return Err(bad());
+        }
+        let u64_at = |i: usize| u64::from_le_bytes(v[i..i + 8].try_into().expect("8 bytes"));
+        let entry = GroupEntry {
+            first,
+            count: u32::from_le_bytes(v[..4].try_into().expect("4 bytes")),
+            offset: u64_at(4),
+            len: u64_at(12),
+            blake3: v[20..52].try_into().expect("32 bytes"),
+            last_hash: v[52..].try_into().expect("32 bytes"),
+        };
+        if entry.count == 0 {
+            return Err(bad());
+        }
+        Ok(entry)
+    }
+}
+
+/// The count of events a run value holds, from its first 4 bytes (`None`: too short or 0).
+pub(super) fn run_count(v: &[u8]) -> Option<u32> {
+    v.get(..4)
+        .map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes")))
+        .filter(|c| *c > 0)
+}
+
+pub(super) fn seq_of_key(k: &[u8]) -> Result<u64, EngineError> {
+    codec::key_seq(k).ok_or_else(|| EngineError::Storage("bad event key".into()))
+}
+
+/// Where the records `len (u32 LE) ‖ record` of events `first..first + count` lie in `buf`
+/// (nothing after them).
+pub(super) fn split_spans(
+    first: u64,
+    count: u32,
+    buf: &[u8],
+    what: &str,
+) -> Result<Vec<std::ops::Range<usize>>, EngineError> {
+    let corrupt = |reason: String| EngineError::Corrupt { seq: first, reason };
+    // A damaged count must not reserve memory it cannot back: each event takes 4 bytes or more.
+    let mut out = Vec::with_capacity((count as usize).min(buf.len() / 4));
+    let mut pos = 0usize;
+    for seq in first..first + u64::from(count) {
+        let n = buf
+            .get(pos..pos + 4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+            .ok_or_else(|| corrupt(format!("{what} ends before event {seq}")))?;
+        if buf.len() - (pos + 4) < n {
+            return Err(corrupt(format!("{what} ends inside event {seq}")));
+        }
+        out.push(pos + 4..pos + 4 + n);
+        pos += 4 + n;
+    }
+    if pos != buf.len() {
+        return Err(corrupt(format!("{what} has bytes after its last event")));
+    }
+    Ok(out)
 }
