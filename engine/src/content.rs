@@ -59,21 +59,6 @@ fn corrupt(what: impl std::fmt::Display) -> EngineError {
     ))
 }
 
-/// Bodies read by [`ContentStore::get_many`]: reads of the pack, and where each body lies in
-/// its read.
-pub struct Bodies {
-    reads: Vec<(Vec<u8>, Vec<std::ops::Range<usize>>)>,
-}
-
-impl Bodies {
-    /// The bodies, in the order they were asked for.
-    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.reads
-            .iter()
-            .flat_map(|(buf, spans)| spans.iter().map(move |s| &buf[s.clone()]))
-    }
-}
-
 impl ContentStore {
     pub fn new(elf_root: &Path) -> ContentStore {
         ContentStore {
@@ -204,48 +189,56 @@ impl ContentStore {
         })
     }
 
-    /// The bytes of `refs`, each checked against its hash, read in as few reads as their
-    /// places in the pack allow (bodies stored one after the other are read together, up to
-    /// `max_read` bytes at a time), without holding the store while reading (for a bulk
-    /// reader: a backup).
-    pub fn get_many(&self, refs: &[ContentRef], max_read: u64) -> Result<Bodies, EngineError> {
-        let mut bodies = Bodies { reads: Vec::new() };
+    /// Reads the bytes of `refs` into `buf` (grown when it is too small, and reused by the
+    /// caller from one call to the next) and returns where each body lies in it; each is
+    /// checked against its hash. Bodies stored one after the other are read in one read, and
+    /// the store is not held while reading (for a bulk reader: a backup).
+    pub fn get_many(
+        &self,
+        refs: &[ContentRef],
+        buf: &mut Vec<u8>,
+    ) -> Result<Vec<std::ops::Range<usize>>, EngineError> {
         if refs.is_empty() {
-            return Ok(bodies);
+            return Ok(Vec::new());
         }
         let (pack, places) = self.places(refs)?;
-        let mut i = 0;
-        while i < refs.len() {
-            // The bodies stored one after the other from refs[i] on, up to max_read bytes.
-            let start = places[i].0;
-            let mut end = i + 1;
-            while end < refs.len()
-                && places[end].0 == places[end - 1].0 + places[end - 1].1 + PACK_HEADER
-                && places[end].0 + places[end].1 - start <= max_read
-            {
-                end += 1;
+        // The runs of bodies stored one after the other: (first, end) indices into `refs`.
+        let mut runs = Vec::new();
+        let mut first = 0;
+        for i in 1..=refs.len() {
+            if i == refs.len() || places[i].0 != places[i - 1].0 + places[i - 1].1 + PACK_HEADER {
+                runs.push((first, i));
+                first = i;
             }
-            let last = places[end - 1];
-            let mut buf = vec![0u8; (last.0 + last.1 - start) as usize];
-            pack.read_exact_at(&mut buf, start)
-                .map_err(|e| corrupt(format!("the body {} cannot be read: {e}", refs[i].hash)))?;
-            let spans = (i..end)
-                .map(|j| {
-                    let at = (places[j].0 - start) as usize;
-                    let span = at..at + places[j].1 as usize;
-                    if blake3::hash(&buf[span.clone()]).as_bytes() != &refs[j].hash.0 {
-                        return Err(corrupt(format!(
-                            "the body {} does not match its hash",
-                            refs[j].hash
-                        )));
-                    }
-                    Ok(span)
-                })
-                .collect::<Result<_, _>>()?;
-            bodies.reads.push((buf, spans));
-            i = end;
         }
-        Ok(bodies)
+        let run_len =
+            |&(a, b): &(usize, usize)| (places[b - 1].0 + places[b - 1].1 - places[a].0) as usize;
+        let total: usize = runs.iter().map(run_len).sum();
+        if buf.len() < total {
+            buf.resize(total, 0);
+        }
+        let mut spans = Vec::with_capacity(refs.len());
+        let mut at = 0;
+        for run in &runs {
+            let (start, len) = (places[run.0].0, run_len(run));
+            pack.read_exact_at(&mut buf[at..at + len], start)
+                .map_err(|e| {
+                    corrupt(format!("the body {} cannot be read: {e}", refs[run.0].hash))
+                })?;
+            for j in run.0..run.1 {
+                let from = at + (places[j].0 - start) as usize;
+                let span = from..from + places[j].1 as usize;
+                if blake3::hash(&buf[span.clone()]).as_bytes() != &refs[j].hash.0 {
+                    return Err(corrupt(format!(
+                        "the body {} does not match its hash",
+                        refs[j].hash
+                    )));
+                }
+                spans.push(span);
+            }
+            at += len;
+        }
+        Ok(spans)
     }
 
     /// The pack (a handle of its own) and where each of `refs` is in it, its length checked.

@@ -253,6 +253,8 @@ fn work(
     fail: &impl Fn(usize, EngineError),
     stop: &impl Fn() -> bool,
 ) {
+    // The bodies of one chunk at a time, the same memory for every chunk.
+    let mut scratch = Vec::new();
     loop {
         let next = chunks.lock().unwrap_or_else(|p| p.into_inner()).recv();
         let Ok(chunk) = next else {
@@ -262,7 +264,7 @@ fn work(
             continue; // a chunk failed: the run is over, the reader stops soon
         }
         let k = chunk.k;
-        if let Err(e) = check_and_write(content, file, &mut out, chunk) {
+        if let Err(e) = check_and_write(content, file, &mut out, chunk, &mut scratch) {
             fail(k, e);
         }
     }
@@ -275,6 +277,7 @@ fn check_and_write(
     file: &Path,
     out: &mut File,
     chunk: Chunk,
+    scratch: &mut Vec<u8>,
 ) -> Result<(), EngineError> {
     let (small, large): (Vec<_>, Vec<_>) = chunk.refs.iter().partition(|(_, l)| small(*l));
     let refs: Vec<ContentRef> = small
@@ -284,14 +287,15 @@ fn check_and_write(
             len,
         })
         .collect();
-    let bodies = content.get_many(&refs, CHUNK_BYTES)?;
+    let spans = content.get_many(&refs, scratch)?;
+    let bodies = spans.iter().map(|s| &scratch[s.clone()]);
     out.seek(SeekFrom::Start(chunk.at))
         .map_err(|e| EngineError::io(file, e))?;
     let mut written = 0;
     if !small.is_empty() {
         let small: Vec<_> = small.into_iter().copied().collect();
-        written += format::write_read_bodies(out, &small, bodies.iter())
-            .map_err(|e| EngineError::io(file, e))?;
+        written +=
+            format::write_read_bodies(out, &small, bodies).map_err(|e| EngineError::io(file, e))?;
     }
     for &&(hash, len) in &large {
         let bytes = content.get_bytes(&ContentRef {
