@@ -262,7 +262,7 @@ impl ContentStore {
             let pack = inner
                 .pack
                 .try_clone()
-                .map_err(|e| EngineError::io(&self.dir.join("pack"), e))?;
+                .map_err(|e| EngineError::io(self.dir.join("pack"), e))?;
             Ok((pack, places))
         })?
     }

@@ -158,7 +158,7 @@ impl<'a> Blocks<'a> {
         match next {
             Next::Single => {
                 let (k, v) = self.singles.next().expect("peeked")?;
-                let spans = vec![0..v.len()];
+                let spans = std::iter::once(0..v.len()).collect();
                 Ok(Block::new(seq_of_key(&k)?, Buf::Sled(v), spans, from, to))
             }
             Next::Group => {
