@@ -9,9 +9,9 @@
 //!   (median of three rounds), beside the full backup's time;
 //! - `restore` of the result, checked against the document's digest.
 //!
-//! Targets: full ≥ 0.5 × `cp -r` (issue 29's; see docs/PERFORMANCE.md: the backup checks
-//! every hash and makes its file durable, which `cp -r` does not) and ≥ 0.5 × the durable
-//! `cp -r`; incremental ≤ 0.05 × full.
+//! Targets: full ≥ 0.5 × `cp -r` (issue 29's; the backup checks every body and group hash
+//! and makes its file durable, which `cp -r` does not) and ≥ 0.5 × the durable `cp -r`;
+//! incremental ≤ 0.05 × full.
 
 use elfiee_adapters::import::{import_folder, ImportLimits};
 
