@@ -182,7 +182,11 @@ pub(crate) fn write_backup(
         (to, at),
         &mut have,
         |events| progress(events, total),
-    )?;
+    )
+    .inspect_err(|_| {
+        // What the run wrote before it failed goes (a reader would skip it anyway).
+        let _ = file.set_len(first_written);
+    })?;
     at = end;
     file.seek(SeekFrom::Start(at)).map_err(io(to))?;
     let mut w = BufWriter::new(file);
