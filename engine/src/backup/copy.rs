@@ -63,7 +63,7 @@ struct Chunk {
 pub(super) struct Copied {
     pub events: u64,
     pub bodies: u64,
-    /// The hash of the last event written (checked against the chain).
+    /// The hash stored with the last event written (the caller checks it is the committed head).
     pub last: EventHash,
     /// Where the frames written end.
     pub end: u64,
