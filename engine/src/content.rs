@@ -638,6 +638,61 @@ mod tests {
     use super::*;
 
     #[test]
+    fn get_many_reads_bodies_in_any_order_into_one_reused_buffer_and_checks_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ContentStore::new(dir.path());
+        let bodies: Vec<String> = (0..5)
+            .map(|i| format!("body {i} ").repeat(i * 7 + 1))
+            .collect();
+        let refs: Vec<ContentRef> = bodies.iter().map(|b| store.put(b).unwrap()).collect();
+        store.sync().unwrap();
+        drop(store);
+        // Another process (the index loaded on demand); out of pack order, with gaps.
+        let store = ContentStore::new(dir.path());
+        let order = [3, 4, 0, 2];
+        let asked: Vec<ContentRef> = order.iter().map(|&i| refs[i].clone()).collect();
+        let mut buf = vec![7u8; 3];
+        let spans = store.get_many(&asked, &mut buf).unwrap();
+        for (span, &i) in spans.iter().zip(&order) {
+            assert_eq!(&buf[span.clone()], bodies[i].as_bytes());
+        }
+        // Reused: a smaller read leaves the buffer as large as it was.
+        let len = buf.len();
+        let spans = store.get_many(&asked[..1], &mut buf).unwrap();
+        assert_eq!(
+            (buf.len(), &buf[spans[0].clone()]),
+            (len, bodies[3].as_bytes())
+        );
+        assert!(store.get_many(&[], &mut buf).unwrap().is_empty());
+        // A wrong length, a missing body, a changed byte: errors that say which.
+        let mut wrong = refs[1].clone();
+        wrong.len += 1;
+        let err = store.get_many(&[wrong], &mut buf).unwrap_err().to_string();
+        assert!(err.contains("its event says"), "{err}");
+        let missing = elfiee_projections::content::ref_for("never stored");
+        let err = store
+            .get_many(&[missing], &mut buf)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is missing"), "{err}");
+        drop(store);
+        let pack = dir.path().join("content").join("pack");
+        let mut bytes = std::fs::read(&pack).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&pack, bytes).unwrap();
+        let store = ContentStore::new(dir.path());
+        let err = store
+            .get_many(&refs[3..], &mut buf)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not match its hash") && err.contains(&refs[4].hash.to_string()),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn a_writer_appends_without_reading_the_index_and_a_damaged_index_is_still_repaired() {
         let dir = tempfile::tempdir().unwrap();
         let first = ContentStore::new(dir.path());
