@@ -416,3 +416,46 @@ async fn a_backup_of_a_document_with_a_damaged_body_or_group_is_refused_and_writ
             .unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn backups_run_at_once_into_one_file_take_turns_and_it_restores_to_the_newest() {
+    let dir = TempDir::new().unwrap();
+    let engine = engine();
+    let f = init(&engine, &dir).await;
+    let ids = blocks(&f, 2).await;
+    writes(&f, &ids, 0, 30).await;
+    let backup = dir.path().join("x.backup");
+    // Six runs at once into the same file while a writer writes (as the automatic backup and
+    // `elfiee backup` both use NAME.elf.backup).
+    let writer = {
+        let (f, ids) = (f.clone(), ids.clone());
+        tokio::spawn(async move { writes(&f, &ids, 1, 60).await })
+    };
+    let runs: Vec<_> = (0..6)
+        .map(|_| {
+            let (f, backup) = (f.clone(), backup.clone());
+            tokio::spawn(async move { f.backup(&backup).await.unwrap() })
+        })
+        .collect();
+    let mut reports = Vec::new();
+    for r in runs {
+        reports.push(r.await.unwrap());
+    }
+    writer.await.unwrap();
+    // Each run appended from where the one before it ended: together they cover 1..=newest
+    // once, with nothing written twice.
+    reports.sort_by_key(|r| r.from_seq);
+    let newest = reports.iter().map(|r| r.seq).max().unwrap();
+    let mut next = 1;
+    for r in reports.iter().filter(|r| r.events > 0) {
+        assert_eq!(r.from_seq, next, "{reports:?}");
+        next = r.seq + 1;
+    }
+    assert_eq!(next, newest + 1);
+    let point = elfiee_engine::backup::newest_point(&backup).unwrap();
+    assert_eq!(point.seq, newest);
+    let digest = f.state_at(newest).await.unwrap().digest();
+    let (restored_digest, seq) = restored(&backup, &dir, "r.elf");
+    assert_eq!((restored_digest, seq), (digest, newest));
+    f.close().await;
+}
