@@ -143,7 +143,11 @@ pub(crate) fn write_backup(
         .map_err(io(to))?;
     // One run at a time per backup file (the automatic backup and `elfiee backup` share the
     // default file): a second run waits here, then appends what the first did not take.
-    file.lock().map_err(io(to))?;
+    match file.lock() {
+        // A file system without locks: runs into one file must not overlap (as before locks).
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {}
+        locked => locked.map_err(io(to))?,
+    }
     let len = file.metadata().map_err(io(to))?.len();
     let (mut at, done_seq, mut have) = if len == 0 {
         file.write_all(&format::header(elfiee_model::FORMAT_VERSION))
