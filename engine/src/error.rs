@@ -100,7 +100,8 @@ pub(crate) fn write_error(
     EngineError::Storage(format!(
         "{DISK} {} {what} ({}): {fix}, then reopen the document; no acknowledged change was lost",
         doc.display(),
-        code.map_or(e.to_string(), |c| std::io::Error::from_raw_os_error(c).to_string())
+        code.map_or(e.to_string(), |c| std::io::Error::from_raw_os_error(c)
+            .to_string())
     ))
 }
 
