@@ -483,10 +483,13 @@ async fn effects_learn_an_events_origin_without_a_storage_read_per_event() {
     }
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
     let read = file.side_reads().unwrap() - reads;
-    // The effects (five of them) caught up from the log once each at most, one range scan
-    // per catch-up, whatever the number of events; never one read per event.
+    // The effects (five of them) caught up from the log once each at most (the backlog),
+    // with one read of each of the three places origins are kept, whatever the number of
+    // events; never one read per event, also not for a live event whose commit is still
+    // being sent when the effect asks for the next one (before session 20 such an event was
+    // read from the log: 17–41 reads on a loaded machine).
     assert!(
-        read < triggers.len() as u64,
+        read <= 5 * 3,
         "{read} side-record reads for {} wanted events",
         triggers.len()
     );

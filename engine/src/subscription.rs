@@ -25,6 +25,8 @@ pub struct Subscription {
     core: Arc<FileCore>,
     source: Arc<dyn EventSource>,
     backlog: VecDeque<Committed>,
+    /// Whether `recv_committed` ran once (the first call reads what the channel missed).
+    started: bool,
     /// How many times this subscriber had to catch up from the log.
     pub catch_ups: u64,
 }
@@ -46,6 +48,7 @@ impl Subscription {
             core,
             source,
             backlog: VecDeque::new(),
+            started: false,
             catch_ups: 0,
         }
     }
@@ -72,8 +75,17 @@ impl Subscription {
                 return Some(c);
             }
             let committed = self.core.last_seq();
-            if committed >= self.next && self.rx.is_empty() {
-                // Older events than the channel holds (subscribed from an earlier seq).
+            // Events that were sent before this subscription could receive them: everything
+            // committed on the first call (subscribed from an earlier seq, or sent between
+            // the watermark and the subscribe), later only what was sent and not received (a
+            // reset). An event committed and still being sent is waited for, not read.
+            let sent = if self.started {
+                self.core.published_seq()
+            } else {
+                committed
+            };
+            self.started = true;
+            if sent.min(committed) >= self.next && self.rx.is_empty() {
                 if !self.fill_from_log(committed)? {
                     continue;
                 }

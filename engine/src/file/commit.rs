@@ -166,6 +166,7 @@ pub(crate) fn commit_group(
             .store(state.last_seq, Ordering::Release);
     }
     let tx = path.core.listened();
+    let published = path.core.last_seq();
     for p in batch {
         let answer = match p.work {
             Work::Fresh(events, _, _) => {
@@ -185,6 +186,7 @@ pub(crate) fn commit_group(
         };
         let _ = p.reply.send(answer);
     }
+    path.core.mark_published(published);
     path.in_progress.fetch_sub(n, Ordering::AcqRel);
     tracing::trace!(commands = n, flush_us, "group committed");
     if snapshot_due(path, &cursor) {

@@ -59,6 +59,10 @@ pub(crate) struct FileCore {
     pub committed: RwLock<State>,
     /// Seq of the last durable, applied and published event.
     pub committed_seq: AtomicU64,
+    /// Seq of the last event sent to the live stream (it trails `committed_seq` while a
+    /// commit sends): a subscriber reads the log only for events that were sent and that it
+    /// did not receive, never for one that is still being sent.
+    published_seq: AtomicU64,
     /// Live committed events; `None` once the stream has ended (the file closed).
     events_tx: Mutex<Option<broadcast::Sender<Arc<Committed>>>>,
     /// Set when a flush failed (or a hand-over did): the file refuses commands until reopened.
@@ -81,6 +85,7 @@ impl FileCore {
             config,
             committed: RwLock::new(State::default()),
             committed_seq: AtomicU64::new(0),
+            published_seq: AtomicU64::new(0),
             events_tx: Mutex::new(Some(tx)),
             poisoned: Mutex::new(None),
             applied: tokio::sync::Notify::new(),
@@ -98,6 +103,17 @@ impl FileCore {
         let seq = state.last_seq;
         *committed = state;
         self.committed_seq.store(seq, Ordering::Release);
+        self.published_seq.store(seq, Ordering::Release);
+    }
+
+    /// Seq of the last event sent to the live stream (or of the state a reset jumped to).
+    pub fn published_seq(&self) -> u64 {
+        self.published_seq.load(Ordering::Acquire)
+    }
+
+    /// Every event up to `seq` was sent to the live stream (called after the sends).
+    pub fn mark_published(&self, seq: u64) {
+        self.published_seq.fetch_max(seq, Ordering::AcqRel);
     }
 
     /// Why the file refuses commands, if it does.

@@ -239,9 +239,11 @@ pub(crate) fn connect(
                     core.committed_seq.store(st.last_seq, Ordering::Release);
                 }
                 core.applied.notify_waiters();
+                let seq = event.seq;
                 if let Some(tx) = core.listened() {
                     let _ = tx.send(Arc::new(Committed { event, origin }));
                 }
+                core.mark_published(seq);
             }
             // The owner went away: requests to it fail from now on; `lost` decides what
             // next (the engine takes the file over, unless the handle is being closed).
