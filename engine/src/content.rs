@@ -59,6 +59,25 @@ fn corrupt(what: impl std::fmt::Display) -> EngineError {
     ))
 }
 
+/// Why body `r` is not there.
+fn missing(r: &ContentRef) -> String {
+    format!("the body {} ({} bytes) is missing", r.hash, r.len)
+}
+
+/// Why body `r` could not be read.
+fn unreadable(r: &ContentRef, e: std::io::Error) -> String {
+    format!("the body {} cannot be read: {e}", r.hash)
+}
+
+/// Whether `bytes` are body `r`'s (its blake3; every read of a body checks it).
+fn check_body(r: &ContentRef, bytes: &[u8]) -> Result<(), String> {
+    if blake3::hash(bytes).as_bytes() == &r.hash.0 {
+        Ok(())
+    } else {
+        Err(format!("the body {} does not match its hash", r.hash))
+    }
+}
+
 impl ContentStore {
     pub fn new(elf_root: &Path) -> ContentStore {
         ContentStore {
@@ -222,18 +241,11 @@ impl ContentStore {
         for run in &runs {
             let (start, len) = (places[run.0].0, run_len(run));
             pack.read_exact_at(&mut buf[at..at + len], start)
-                .map_err(|e| {
-                    corrupt(format!("the body {} cannot be read: {e}", refs[run.0].hash))
-                })?;
+                .map_err(|e| corrupt(unreadable(&refs[run.0], e)))?;
             for j in run.0..run.1 {
                 let from = at + (places[j].0 - start) as usize;
                 let span = from..from + places[j].1 as usize;
-                if blake3::hash(&buf[span.clone()]).as_bytes() != &refs[j].hash.0 {
-                    return Err(corrupt(format!(
-                        "the body {} does not match its hash",
-                        refs[j].hash
-                    )));
-                }
+                check_body(&refs[j], &buf[span.clone()]).map_err(corrupt)?;
                 spans.push(span);
             }
             at += len;
@@ -253,10 +265,7 @@ impl ContentStore {
                         "the body {} has {len} bytes, its event says {}",
                         r.hash, r.len
                     ))),
-                    None => Err(corrupt(format!(
-                        "the body {} ({} bytes) is missing",
-                        r.hash, r.len
-                    ))),
+                    None => Err(corrupt(missing(r))),
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let pack = inner
@@ -281,22 +290,17 @@ impl ContentStore {
         let bytes = self
             .lookup(&key, |inner, found| {
                 let Some((off, len)) = found else {
-                    return Err(format!("the body {} ({} bytes) is missing", r.hash, r.len));
+                    return Err(missing(r));
                 };
                 let mut buf = vec![0u8; len as usize];
                 match inner.pack.read_exact_at(&mut buf, off) {
                     Ok(()) => Ok(buf),
-                    Err(e) => Err(format!("the body {} cannot be read: {e}", r.hash)),
+                    Err(e) => Err(unreadable(r, e)),
                 }
             })
             .map_err(Failure::Io)?
             .map_err(Failure::Bad)?;
-        if blake3::hash(&bytes).as_bytes() != &key {
-            return Err(Failure::Bad(format!(
-                "the body {} does not match its hash",
-                r.hash
-            )));
-        }
+        check_body(r, &bytes).map_err(Failure::Bad)?;
         Ok(bytes)
     }
 

@@ -52,8 +52,10 @@ struct Chunk {
     /// Its number (chunks are numbered in seq order; a failure reports the first).
     k: usize,
     blocks: Vec<Block>,
-    /// `(blake3, len)` of the bodies, in the order the records first refer to them.
-    refs: Vec<([u8; 32], u64)>,
+    /// The bodies read together (up to [`CHUNK_BYTES`] each), then those read one at a time
+    /// as they are written; each in the order the records first refer to them.
+    small: Vec<ContentRef>,
+    large: Vec<ContentRef>,
     /// Where its frames start in the file, and their bytes.
     at: u64,
     len: u64,
@@ -147,7 +149,8 @@ fn read(
     let new_chunk = |k| Chunk {
         k,
         blocks: Vec::new(),
-        refs: Vec::new(),
+        small: Vec::new(),
+        large: Vec::new(),
         at: 0,
         len: 0,
     };
@@ -167,7 +170,7 @@ fn read(
         full.len = frames_len(&full);
         *at += full.len;
         copied.events += full.blocks.iter().map(|b| b.len() as u64).sum::<u64>();
-        copied.bodies += full.refs.len() as u64;
+        copied.bodies += (full.small.len() + full.large.len()) as u64;
         progress(copied.events);
         tx.send(full).is_ok()
     };
@@ -191,7 +194,11 @@ fn read(
                 for r in refs_in(seq, record)? {
                     if have.insert(r.hash.0) {
                         bytes += r.len;
-                        chunk.refs.push((r.hash.0, r.len));
+                        if r.len <= CHUNK_BYTES {
+                            chunk.small.push(r);
+                        } else {
+                            chunk.large.push(r);
+                        }
                     }
                 }
             }
@@ -224,23 +231,18 @@ fn read(
     copied
 }
 
-/// The bodies a chunk reads ahead (the others are read one at a time as they are written).
-fn small(len: u64) -> bool {
-    len <= CHUNK_BYTES
-}
-
 /// The bytes of a chunk's frames: one `C` frame of its small bodies (when it has any), one
 /// per larger body, one `E` frame.
 fn frames_len(chunk: &Chunk) -> u64 {
-    let (small, large): (Vec<_>, Vec<_>) = chunk.refs.iter().partition(|(_, l)| small(*l));
     let records = chunk.blocks.iter().flat_map(Block::records);
     let mut len = format::events_frame_len(records.map(|(_, r)| r.len() as u64));
-    if !small.is_empty() {
-        len += format::bodies_frame_len(small.iter().map(|(_, l)| *l));
+    if !chunk.small.is_empty() {
+        len += format::bodies_frame_len(chunk.small.iter().map(|r| r.len));
     }
-    len + large
+    len + chunk
+        .large
         .iter()
-        .map(|(_, l)| format::bodies_frame_len([*l]))
+        .map(|r| format::bodies_frame_len([r.len]))
         .sum::<u64>()
 }
 
@@ -270,8 +272,8 @@ fn work(
     }
 }
 
-/// Checks a chunk (its records against the chain, its bodies against their hashes) and writes
-/// its frames at its place (see [`frames_len`]).
+/// Checks a chunk's bodies against their hashes and writes its frames at its place (see
+/// [`frames_len`]); the reader checked its records.
 fn check_and_write(
     content: &ContentStore,
     file: &Path,
@@ -279,30 +281,18 @@ fn check_and_write(
     chunk: Chunk,
     scratch: &mut Vec<u8>,
 ) -> Result<(), EngineError> {
-    let (small, large): (Vec<_>, Vec<_>) = chunk.refs.iter().partition(|(_, l)| small(*l));
-    let refs: Vec<ContentRef> = small
-        .iter()
-        .map(|&&(hash, len)| ContentRef {
-            hash: EventHash(hash),
-            len,
-        })
-        .collect();
-    let spans = content.get_many(&refs, scratch)?;
+    let spans = content.get_many(&chunk.small, scratch)?;
     let bodies = spans.iter().map(|s| &scratch[s.clone()]);
     out.seek(SeekFrom::Start(chunk.at))
         .map_err(|e| EngineError::io(file, e))?;
     let mut written = 0;
-    if !small.is_empty() {
-        let small: Vec<_> = small.into_iter().copied().collect();
-        written +=
-            format::write_read_bodies(out, &small, bodies).map_err(|e| EngineError::io(file, e))?;
+    if !chunk.small.is_empty() {
+        written += format::write_read_bodies(out, &chunk.small, bodies)
+            .map_err(|e| EngineError::io(file, e))?;
     }
-    for &&(hash, len) in &large {
-        let bytes = content.get_bytes(&ContentRef {
-            hash: EventHash(hash),
-            len,
-        })?;
-        written += format::write_read_bodies(out, &[(hash, len)], [bytes.as_slice()])
+    for r in &chunk.large {
+        let bytes = content.get_bytes(r)?;
+        written += format::write_read_bodies(out, std::slice::from_ref(r), [bytes.as_slice()])
             .map_err(|e| EngineError::io(file, e))?;
     }
     let records: Vec<(u64, &[u8])> = chunk.blocks.iter().flat_map(Block::records).collect();

@@ -21,7 +21,7 @@ use std::io::{IoSlice, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use elfiee_model::EventHash;
+use elfiee_model::{ContentRef, EventHash};
 
 pub const MAGIC: &[u8; 8] = b"ELFIEEBK";
 
@@ -140,21 +140,21 @@ fn write_all_vectored(w: &mut impl Write, mut slices: &mut [IoSlice<'_>]) -> std
 }
 
 /// The start of a `C` frame's payload: `count ‖ (blake3 ‖ len)*` of `bodies`.
-fn body_table(bodies: &[([u8; 32], u64)]) -> Vec<u8> {
+fn body_table(bodies: &[ContentRef]) -> Vec<u8> {
     let mut t = Vec::with_capacity(4 + bodies.len() * 40);
     t.extend_from_slice(&(bodies.len() as u32).to_be_bytes());
-    for (hash, len) in bodies {
-        t.extend_from_slice(hash);
-        t.extend_from_slice(&len.to_be_bytes());
+    for r in bodies {
+        t.extend_from_slice(&r.hash.0);
+        t.extend_from_slice(&r.len.to_be_bytes());
     }
     t
 }
 
-/// Writes one `C` frame holding `bodies` (`(blake3, len)`) whose bytes are `bytes`, in order
-/// (already read and checked).
+/// Writes one `C` frame holding `bodies` whose bytes are `bytes`, in order (already read and
+/// checked).
 pub fn write_read_bodies<'b>(
     w: &mut impl Write,
-    bodies: &[([u8; 32], u64)],
+    bodies: &[ContentRef],
     bytes: impl IntoIterator<Item = &'b [u8]>,
 ) -> std::io::Result<u64> {
     let table = body_table(bodies);
