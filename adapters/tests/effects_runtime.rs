@@ -43,8 +43,12 @@ async fn create(file: &FileHandle, id: &str, block_type: &str) {
     .await;
 }
 
+/// Two agents' calls to a provider that answers after 1 s run at once: the second request
+/// reaches the provider while the first is still waiting, and both end in less than the 2 s
+/// that one after the other takes at the least (the bounds do not depend on how loaded the
+/// machine is: in turn, they cannot be met).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_invokes_of_two_agents_against_a_1s_provider_finish_within_1_6s_together() {
+async fn two_invokes_of_two_agents_against_a_1s_provider_overlap() {
     std::env::set_var("ELFIEE_FX_TEST_KEY", "sk-fx");
     let mut slow = Reply::sse(&answer_stream("no changes needed"), 64);
     slow.stall = Duration::from_secs(1);
@@ -69,12 +73,12 @@ async fn two_invokes_of_two_agents_against_a_1s_provider_finish_within_1_6s_toge
     assert_eq!(reqs.len(), 2);
     let apart = reqs[1].at.duration_since(reqs[0].at);
     assert!(
-        apart < Duration::from_millis(500),
+        apart < Duration::from_secs(1),
         "the second call started {apart:?} after the first: the calls did not overlap"
     );
     assert!(
-        took < Duration::from_millis(1600),
-        "two 1 s calls took {took:?} together"
+        took < Duration::from_secs(2),
+        "two 1 s calls took {took:?} together: they ran in turn"
     );
     fx.settle(&file, Duration::from_secs(10)).await.unwrap();
     file.close().await;
