@@ -382,15 +382,33 @@ pub(crate) fn project_steps(
         "import",
         cli_import(&mut cli, &small_doc, &small_tree, flag_for(&small)),
     );
-    let import_ms = imported.as_ref().map(|i| i.run.ms());
-    if let Some(imp) = &imported {
+    // Two more imports of the same tree into fresh documents (deleted again), when the first
+    // was quick: the wall is the median of three, as the raw floor's is. One child run moves
+    // by ±30 % on this machine, and the target is a ratio of the two.
+    let mut walls: Vec<f64> = imported.iter().map(|i| i.run.ms()).collect();
+    let mut rss: Vec<f64> = imported.iter().map(|i| i.run.rss_mib()).collect();
+    if walls.first().is_some_and(|ms| *ms < 5000.0) {
+        for k in 0..2 {
+            let again = dir.join(format!("project-again-{k}.elf"));
+            let run = cli_import(&mut cli, &again, &small_tree, flag_for(&small));
+            let _ = std::fs::remove_dir_all(&again);
+            if let Some(imp) = soft(out, "import_again", run) {
+                walls.push(imp.run.ms());
+                rss.push(imp.run.rss_mib());
+            }
+        }
+    }
+    let import_ms = imported.as_ref().map(|_| median(&walls));
+    if let (Some(imp), Some(wall_ms)) = (&imported, import_ms) {
         let (check, ok) = import_check(imp, &small);
-        let r = imp.run.ms() / 1000.0 / raw_s;
+        let r = wall_ms / 1000.0 / raw_s;
         out["import"] = json!({
-            "wall_s": round(imp.run.ms() / 1000.0, 3), "peak_rss_mib": round(imp.run.rss_mib(), 1),
+            "wall_s": round(wall_ms / 1000.0, 3), "peak_rss_mib": round(rss.iter().copied().fold(0.0, f64::max), 1),
+            "statistic": format!("median of {} (peak RSS: the largest)", walls.len()),
+            "runs_s": walls.iter().map(|ms| round(ms / 1000.0, 3)).collect::<Vec<_>>(),
             "raw_s": round(raw_s, 3), "ratio": round(r, 3), "block_id": imp.block_id,
-            "mib_per_s": round(small.text_bytes as f64 / MIB / (imp.run.ms() / 1000.0), 1),
-            "check": check, "one_run": true,
+            "mib_per_s": round(small.text_bytes as f64 / MIB / (wall_ms / 1000.0), 1),
+            "check": check,
             "how": "`elfiee --elf D --json dir import TREE` as a child process after `elfiee init D`; wall from spawn to reaping, peak RSS = ru_maxrss from wait4",
         });
         targets.check(
@@ -412,7 +430,7 @@ pub(crate) fn project_steps(
     );
     targets.at_most(
         "import peak RSS",
-        imported.as_ref().map(|i| i.run.rss_mib()),
+        imported.as_ref().map(|_| rss.iter().copied().fold(0.0, f64::max)),
         128.0,
         "MiB",
     );
