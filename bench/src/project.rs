@@ -430,7 +430,9 @@ pub(crate) fn project_steps(
     );
     targets.at_most(
         "import peak RSS",
-        imported.as_ref().map(|_| rss.iter().copied().fold(0.0, f64::max)),
+        imported
+            .as_ref()
+            .map(|_| rss.iter().copied().fold(0.0, f64::max)),
         128.0,
         "MiB",
     );
