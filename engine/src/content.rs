@@ -285,6 +285,15 @@ impl ContentStore {
         })
     }
 
+    /// [`ContentStore::get_bytes`], with why a body cannot be had in plain words and no advice
+    /// (for a report that says what to do itself: salvage's).
+    pub fn get_bytes_or_why(&self, r: &ContentRef) -> Result<Vec<u8>, String> {
+        self.read_bytes(r).map_err(|why| match why {
+            Failure::Io(e) => e.to_string(),
+            Failure::Bad(why) => why,
+        })
+    }
+
     fn read_bytes(&self, r: &ContentRef) -> Result<Vec<u8>, Failure> {
         let key = r.hash.0;
         let bytes = self

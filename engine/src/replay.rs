@@ -300,7 +300,7 @@ fn check_against_log(
         .records(snap.seq, snap.seq)
         .next()
         .transpose()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("{LOG_UNREADABLE}: {e}"))?;
     match rec {
         Some((_, bytes)) if bytes.get(..32) == Some(&snap.hash.0[..]) => Ok(snap),
         _ => Err(format!("hash at seq {} does not match the log", snap.seq)),
@@ -318,6 +318,10 @@ pub fn describe_kinds(kinds: &std::collections::BTreeMap<String, u64>) -> String
 
 /// Start of the reason a snapshot made by other folds is not used.
 const OTHER_FOLDS: &str = "it was made by other folds";
+/// Why a snapshot could not be checked when the log cannot be read at its seq: every other
+/// way to open (an older snapshot, the log alone) reads that event too and fails with the
+/// error the user sees, so this is no news of its own.
+const LOG_UNREADABLE: &str = "the log cannot be read at its seq";
 
 /// The fingerprint of the folds that made a snapshot that does not say: the built-in folds
 /// of the time (the 35 built-in kinds before `core.restore`, all at version 1), which were
@@ -393,6 +397,9 @@ pub(crate) fn load_state(
             }
             Err(why) if why.starts_with(OTHER_FOLDS) => {
                 tracing::info!(%why, file = %file.display(), "replaying instead of the snapshot")
+            }
+            Err(why) if why.starts_with(LOG_UNREADABLE) => {
+                tracing::debug!(%why, file = %file.display(), "ignoring snapshot")
             }
             Err(why) => tracing::warn!(%why, file = %file.display(), "ignoring snapshot"),
         }

@@ -485,13 +485,17 @@ impl Writer<'_, '_> {
     /// Stores body `r` in the new document, from the damaged store, the backup, or the
     /// damaged pack.
     fn body(&mut self, r: &ContentRef) -> Result<(), String> {
-        let from_store = self.bodies_from.0.get_bytes(r).map_err(|e| e.to_string());
+        let from_store = self
+            .bodies_from
+            .0
+            .get_bytes_or_why(r)
+            .map_err(|why| format!("in the store: {why}"));
         let bytes = match from_store {
             Ok(b) => b,
             Err(why) => {
                 let from_backup = match self.bodies_from.1 {
                     Some(s) => s.body(r).map_err(|w| format!("{why}; in the backup: {w}")),
-                    None => Err(why),
+                    None => Err(format!("{why}; no backup")),
                 };
                 match from_backup {
                     Ok(b) => b,
