@@ -201,6 +201,13 @@ async fn a_backup_file_of_another_document_or_no_backup_at_all_is_left_alone() {
     );
     let err = b.backup(dir.path()).await.unwrap_err();
     assert!(err.to_string().contains("is a folder"), "{err}");
+    let nowhere = dir.path().join("not-made").join("x.backup");
+    let err = b.backup(&nowhere).await.unwrap_err();
+    assert!(
+        err.to_string().contains("does not exist; create it first"),
+        "{err}"
+    );
+    assert!(!nowhere.parent().unwrap().exists());
     a.close().await;
     b.close().await;
 }

@@ -134,6 +134,15 @@ pub(crate) fn write_backup(
             to.display()
         )));
     }
+    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(EngineError::rejected(format!(
+                "the folder {} of the backup {} does not exist; create it first, or give another file",
+                parent.display(),
+                to.display()
+            )));
+        }
+    }
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
