@@ -132,6 +132,7 @@ pub fn salvage(
         let content = ContentStore::new(&paths.root);
         let mut w = Writer {
             rebuilt: Rebuilt::new(&new_log, &content),
+            progress: &mut progress,
             pending: Vec::new(),
             bodies_from: (&store, saved.as_ref()),
             pack: PackBodies::new(&root),
@@ -167,7 +168,6 @@ pub fn salvage(
             }
         }
         w.flush()?;
-        progress(w.rebuilt.seq);
         if w.rebuilt.seq == 0 {
             let why = stop.clone().unwrap_or_default();
             return Err(EngineError::rejected(format!(
@@ -418,6 +418,8 @@ fn index_end(
 /// Appends recovered events (with their bodies) to the new document.
 struct Writer<'a, 'b> {
     rebuilt: Rebuilt<'a>,
+    /// Told the count of events recovered after each flush.
+    progress: &'b mut dyn FnMut(u64),
     pending: Vec<(u64, Vec<u8>)>,
     /// Where bodies come from: the damaged store, else the backup, else the damaged pack as
     /// salvage reads it.
@@ -479,7 +481,9 @@ impl Writer<'_, '_> {
         let records = std::mem::take(&mut self.pending);
         self.rebuilt
             .events(&records)
-            .map_err(|why| EngineError::Storage(format!("salvage: {why}")))
+            .map_err(|why| EngineError::Storage(format!("salvage: {why}")))?;
+        (self.progress)(self.rebuilt.seq);
+        Ok(())
     }
 
     /// Stores body `r` in the new document, from the damaged store, the backup, or the

@@ -371,6 +371,17 @@ pub(super) fn progress(label: &'static str) -> ProgressBar {
     bar
 }
 
+/// A count of events done, for work whose total is not known ahead.
+pub(super) fn counter(label: &'static str) -> ProgressBar {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {msg}: {pos} events ({per_sec})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.set_message(label);
+    bar
+}
+
 /// One line `\n{label}{path}` per path, appended to a command's text output.
 fn push_lines(t: &mut String, label: &str, paths: &[String]) {
     for p in paths {

@@ -85,7 +85,17 @@ pub(super) fn salvage(
         .filter(|p| p.is_file());
     let backup = backup.map(Path::to_owned).or(auto);
     let folds = config.registry.folds().clone();
-    let r = crate::engine::salvage::salvage(damaged, to, backup.as_deref(), &folds, |_| {})?;
+    // How many events are recovered so far (how many there are is what salvage finds out).
+    let bar = (!out.json).then(|| super::files::counter("salvaging"));
+    let r = crate::engine::salvage::salvage(damaged, to, backup.as_deref(), &folds, |done| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let r = r?;
     out.print(&json!(r), || {
         let mut t = format!(
             "salvaged {} into {}: events 1..{} (head {}), {} bodies; state digest {}",
