@@ -54,7 +54,7 @@ fn make(dir: &Path, elf: &Path) -> Made {
     ok(elf, &["init", elf.to_str().unwrap()]);
     let mut blocks = Vec::new();
     for (i, (name, text)) in texts().into_iter().enumerate() {
-        let id = common::new_block(|e, a| ok(e, a), elf, "markdown", name);
+        let id = common::new_block(ok, elf, "markdown", name);
         let file = dir.join(format!("text-{i}.md"));
         std::fs::write(&file, &text).unwrap();
         ok(

@@ -622,7 +622,7 @@ async fn watched_equals_walk(rounds: Vec<Vec<Change>>) -> Result<(), TestCaseErr
         let (watched, _) = tracker.scan().unwrap();
         let (walked, _) =
             checkpoint::scan::scan(&root, &Default::default(), |_, _, _| Ok(())).unwrap();
-        prop_assert_eq!(contents(&watched), contents(&walked), "after {:?}", round);
+        prop_assert_eq!(contents(watched), contents(&walked), "after {:?}", round);
     }
     file.close().await;
     Ok(())

@@ -85,11 +85,12 @@ impl Subscription {
                 committed
             };
             self.started = true;
-            if sent.min(committed) >= self.next && self.rx.is_empty() {
-                if !self.fill_from_log(committed)? {
-                    continue;
-                }
-                // Nothing could be read yet: wait for the channel rather than ask again.
+            // When nothing could be read yet, wait for the channel rather than ask again.
+            if sent.min(committed) >= self.next
+                && self.rx.is_empty()
+                && !self.fill_from_log(committed)?
+            {
+                continue;
             }
             match self.rx.recv().await {
                 Ok(c) if c.event.seq < self.next => continue,

@@ -497,9 +497,12 @@ async fn net_of(file: &FileHandle, changes: &[&Change]) -> Result<Net, EngineErr
     })
 }
 
+/// A regular file's bytes and mode.
+type Kept = (Vec<u8>, u32);
+
 /// The version a file on disk holds now (`None`: absent), and its bytes and mode when it is a
 /// regular file (to put back if a later write fails).
-fn on_disk(path: &Path) -> Result<(Option<Version>, Option<(Vec<u8>, u32)>), EngineError> {
+fn on_disk(path: &Path) -> Result<(Option<Version>, Option<Kept>), EngineError> {
     use std::os::unix::fs::MetadataExt;
     match std::fs::symlink_metadata(path) {
         Ok(m) if m.is_file() => {
