@@ -12,9 +12,7 @@ fn run(elf: &Path, args: &[&str]) -> std::process::Output {
 }
 
 fn ok(elf: &Path, args: &[&str]) -> Value {
-    let mut all = vec!["--json"];
-    all.extend_from_slice(args);
-    common::success_json(&all, &run(elf, &all))
+    common::elfiee_json(elf, args)
 }
 
 fn text(elf: &Path, id: &str) -> Value {

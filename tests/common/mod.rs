@@ -60,6 +60,14 @@ pub async fn run_elfiee_async(
     .expect("the CLI call's thread")
 }
 
+/// `elfiee --json ARGS` on `elf` (no extra environment); its JSON, or a panic with its stderr
+/// when it failed.
+pub fn elfiee_json(elf: &std::path::Path, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    success_json(&all, &run_elfiee(elf, &all, &[]))
+}
+
 /// The JSON a successful run printed; panics with its stderr when it failed.
 pub fn success_json(args: &[&str], out: &std::process::Output) -> serde_json::Value {
     assert!(
