@@ -646,5 +646,14 @@ pub async fn invoke_agent(
             }
         }
     };
+    // The effect sends every delta before it records the outcome, but `select!` may take
+    // the outcome first: what is still in the channel is the answer's tail.
+    loop {
+        match deltas.try_recv() {
+            Ok(d) if d.proposal_id == proposal_id => on_delta(&d.text),
+            Ok(_) | Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => {}
+            Err(_) => break,
+        }
+    }
     Ok(outcome.first().map(|e| e.value.clone()).unwrap_or_default())
 }
