@@ -129,13 +129,36 @@ fn os_code(e: &std::io::Error) -> Option<i32> {
 
 impl From<sled::Error> for EngineError {
     fn from(e: sled::Error) -> Self {
-        EngineError::Storage(e.to_string())
+        EngineError::Storage(sled_text(&e))
+    }
+}
+
+/// What a sled error says, in words a user can read (sled's own text for damage is
+/// "Read corrupted data at file offset None backtrace ()").
+pub(crate) fn sled_text(e: &sled::Error) -> String {
+    match e {
+        sled::Error::Corruption { at: Some(at), .. } => {
+            format!("sled found damaged data in its file (at {at:?})")
+        }
+        sled::Error::Corruption { at: None, .. } => "sled found damaged data in its file".into(),
+        e => e.to_string(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sled_damage_is_named_in_plain_words() {
+        let damaged = sled::Error::Corruption { at: None, bt: () };
+        let msg = EngineError::from(damaged).to_string();
+        assert!(
+            msg.starts_with("storage error: sled found damaged data in its file"),
+            "{msg}"
+        );
+        assert!(!msg.contains("backtrace"), "{msg}");
+    }
 
     #[test]
     fn a_full_or_failing_disk_is_named_with_what_to_do() {

@@ -378,7 +378,11 @@ impl SledEventLog {
             Ok(Err(e)) => {
                 // sled writes as it opens: a full disk is named as such.
                 return Err(sled_write_error(elf, e, |e| {
-                    EngineError::Storage(format!("cannot open the log in {}: {e}", dir.display()))
+                    EngineError::Storage(format!(
+                        "cannot open the log in {}: {}",
+                        dir.display(),
+                        crate::error::sled_text(&e)
+                    ))
                 }));
             }
             Err(_) => {
