@@ -121,7 +121,7 @@ fn check_link(seq: u64, bytes: &[u8], prev: &EventHash) -> Result<EventHash, Eng
 pub(crate) fn write_backup(
     log: &SledEventLog,
     content: &ContentStore,
-    cut: Cut,
+    mut cut: Cut,
     to: &Path,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<BackupReport, EngineError> {
@@ -180,21 +180,12 @@ pub(crate) fn write_backup(
                 if p.seq > cut.seq {
                     // A run that took its cut after this one's wrote first (runs take turns
                     // at the file's lock, not at the cut): the file already holds more than
-                    // this run would add, and stays as it is.
-                    return Ok(BackupReport {
-                        path: to.to_owned(),
+                    // this run would add; its point is the cut, and nothing is new.
+                    cut = Cut {
                         seq: p.seq,
-                        head: p.hash.to_hex(),
-                        incremental: true,
-                        from_seq: p.seq + 1,
-                        events: 0,
-                        bodies: 0,
-                        side_records: 0,
-                        bytes_written: 0,
-                        file_bytes: p.end,
-                        elapsed_ms: started.elapsed().as_millis() as u64,
-                        sync_ms: 0,
-                    });
+                        hash: p.hash,
+                        current: Vec::new(),
+                    };
                 }
                 (p.end, p.seq, outline.bodies.into_keys().collect())
             }
