@@ -19,8 +19,8 @@ use tokio::sync::broadcast;
 
 use crate::effects::{BoxFuture, Effect, EffectCx, FailedOutcome};
 use crate::llm::{
-    parse_structured_output, AnthropicProvider, ApiKey, ContentBlock, LlmError, LlmRequest,
-    Message, OpenAiProvider, Provider, ProviderConfig, Role, StreamEvent,
+    build_provider, parse_structured_output, ContentBlock, LlmError, LlmRequest, Message, Provider,
+    ProviderConfig, Role, StreamEvent,
 };
 use crate::payload::{str_field, str_list};
 
@@ -28,24 +28,15 @@ use crate::payload::{str_field, str_list};
 pub type ProviderFactory =
     Arc<dyn Fn(&AgentConfig) -> Result<Arc<dyn Provider>, LlmError> + Send + Sync>;
 
-/// The real providers: Anthropic or OpenAI-compatible, key from `config.api_key_env`.
+/// The real providers ([`crate::llm::CLIENTS`]), by the agent's `provider`, key from
+/// `config.api_key_env`; an unknown provider is an error, not another provider.
 pub fn default_provider_factory() -> ProviderFactory {
     Arc::new(|cfg: &AgentConfig| {
         let pc = ProviderConfig {
             base_url: cfg.base_url.clone(),
             ..ProviderConfig::default()
         };
-        let p: Arc<dyn Provider> = match cfg.provider.as_str() {
-            "openai" => Arc::new(OpenAiProvider::new(
-                ApiKey::from_env(&cfg.api_key_env).ok(),
-                pc,
-            )?),
-            _ => Arc::new(AnthropicProvider::new(
-                ApiKey::from_env(&cfg.api_key_env)?,
-                pc,
-            )?),
-        };
-        Ok(p)
+        build_provider(&cfg.provider, &cfg.api_key_env, pc)
     })
 }
 

@@ -62,6 +62,12 @@ pub enum LlmError {
     #[error("malformed response: {0}; the base URL may not point at a compatible API")]
     Malformed(String),
 
+    /// An agent names a provider this program has no client for.
+    #[error(
+        "unknown provider '{name}'; use one of {known} (elfiee agent configure ID --provider P)"
+    )]
+    UnknownProvider { name: String, known: String },
+
     #[error("gave up after {attempts} attempts; last error: {last}")]
     RetriesExhausted { attempts: u32, last: Box<LlmError> },
 }

@@ -17,7 +17,8 @@ use crate::payload::parse;
 use crate::{Handled, Target};
 use elfiee_projections::fold_patch;
 
-/// Providers `agent.configure` accepts.
+/// Providers `agent.configure` accepts: the one list of provider names. Each has its client in
+/// `elfiee_adapters::llm::CLIENTS` (`adapters/tests/providers.rs` checks both name the same).
 pub const PROVIDERS: &[&str] = &["anthropic", "openai"];
 
 /// Payload of `agent.configure`: every field optional (partial update). The API key itself is
