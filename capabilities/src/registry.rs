@@ -70,6 +70,66 @@ pub trait Capability: Send + Sync + 'static {
 
 /// All known capabilities, by id, and the fold of every known event kind: what an engine
 /// needs to run commands and to fold their events (live, on replay, from a snapshot).
+///
+/// [`Registry::builtin`] holds the built-in block types; a program adds its own
+/// capabilities with [`Registry::register`] and gives the registry to the engine
+/// (`EngineConfig { registry, .. }`), the command line (`elfiee::cli::main_with`) and the
+/// test kit alike. Its capabilities then get what the built-in ones get: CBAC, the log,
+/// replay, snapshots, `elfiee exec`, MCP.
+///
+/// ```
+/// use std::sync::Arc;
+/// use elfiee_capabilities::{Capability, Handled, Registry, Target};
+/// use elfiee_model::{Command, Ctx, EventDraft};
+/// use elfiee_projections::{fold_patch, Fold, State};
+/// use serde_json::json;
+///
+/// /// `note.pin`: marks a markdown block as pinned (`metadata.custom.pinned`).
+/// struct Pin;
+///
+/// impl Capability for Pin {
+///     fn id(&self) -> &'static str {
+///         "note.pin"
+///     }
+///     fn target(&self) -> Target {
+///         Target::Block(Some("markdown")) // checked before `handle` runs
+///     }
+///     fn handle(&self, cmd: &Command, _: &State, _: &Ctx) -> Handled {
+///         let block = cmd.block_id.clone().unwrap_or_default();
+///         Ok(vec![EventDraft::new(block, self.id(), json!({"custom": {"pinned": true}}))])
+///     }
+///     fn fold(&self) -> Option<Arc<dyn Fold>> {
+///         Some(Arc::new(fold_patch)) // `custom` keys go into the block's metadata
+///     }
+/// }
+///
+/// let mut registry = Registry::builtin();
+/// registry.register(Arc::new(Pin));
+/// assert!(registry.ids().iter().any(|id| id == "note.pin"));
+///
+/// // The pure pipeline by hand, as the engine runs it (the engine adds the log and the seqs).
+/// let ctx = registry.ctx(chrono::DateTime::UNIX_EPOCH, "node-1", [7; 16]);
+/// let mut state = State::default();
+/// let mut seq = 0;
+/// let mut run = |state: &mut State, cmd: Command| {
+///     let events = registry.execute(&cmd, state, &ctx)?;
+///     for mut event in events.clone() {
+///         seq += 1;
+///         event.seq = seq;
+///         registry.apply(state, &event);
+///     }
+///     Ok::<_, elfiee_model::CapError>(events)
+/// };
+/// run(&mut state, Command::new("alice", "elf.init", None, json!({"name": "Alice"})))?;
+/// let created = run(&mut state, Command::new("alice", "core.create", None, json!({"name": "n", "block_type": "markdown"})))?;
+/// let note = created[0].entity.clone();
+///
+/// run(&mut state, Command::new("alice", "note.pin", Some(&note), json!({})))?;
+/// assert_eq!(state.blocks[note.as_str()].metadata.custom["pinned"], true);
+/// // CBAC: an editor without a grant is refused before the handler runs.
+/// assert!(run(&mut state, Command::new("bob", "note.pin", Some(&note), json!({}))).is_err());
+/// # Ok::<(), elfiee_model::CapError>(())
+/// ```
 #[derive(Clone, Default)]
 pub struct Registry {
     caps: BTreeMap<&'static str, Arc<dyn Capability>>,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use ractor::ActorCell;
 use serde::Serialize;
 
+/// A boxed, sendable future: what [`StartChild`] and the takeover hooks return.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Starts (or restarts) a child linked to the given supervisor (the file actor's cell).
@@ -21,7 +22,9 @@ pub type StartChild =
 pub struct ChildSpec {
     /// Unique per file (a second spec with the same name replaces nothing and is refused).
     pub name: String,
+    /// Starts the child, linked to the supervisor it is given.
     pub start: StartChild,
+    /// How it is restarted after a failure.
     pub restart: RestartPolicy,
 }
 
@@ -31,6 +34,7 @@ pub struct RestartPolicy {
     /// Pause before the first restart; it doubles with each failure in a row, up to
     /// `max_backoff`.
     pub backoff: Duration,
+    /// The longest pause between restarts.
     pub max_backoff: Duration,
     /// Failures in a row after which the child is left stopped ([`ChildState::GaveUp`]).
     pub max_failures: u32,
@@ -49,9 +53,11 @@ impl Default for RestartPolicy {
     }
 }
 
+/// Where a supervised child is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChildState {
+    /// Started and not failed since.
     Running,
     /// Failed; restarts after its backoff.
     Restarting,
@@ -64,17 +70,23 @@ pub enum ChildState {
 /// What a host can read about a supervised child ([`crate::FileHandle::children`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct ChildStatus {
+    /// Its [`ChildSpec::name`].
     pub name: String,
+    /// Where it is now.
     pub state: ChildState,
     /// Times it was restarted after a failure.
     pub restarts: u32,
+    /// Why it failed last, if it ever did.
     pub last_error: Option<String>,
 }
 
 /// One open file as the engine supervisor reports it ([`crate::Engine::status`]).
 #[derive(Clone, Debug, Serialize)]
 pub struct FileStatus {
+    /// The document (canonical path).
     pub path: PathBuf,
+    /// Its last committed seq.
     pub last_seq: u64,
+    /// Its supervised children (effects, sync), by name.
     pub children: Vec<ChildStatus>,
 }

@@ -106,6 +106,7 @@ pub fn open(seq: u64, stored: &[u8], prev: Option<&EventHash>) -> Result<Event, 
     })
 }
 
+/// The key of the event at `seq` in the log's `events` tree.
 pub fn event_key(seq: u64) -> [u8; 9] {
     seq_key(b'e', seq)
 }

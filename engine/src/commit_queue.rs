@@ -12,6 +12,7 @@
 
 use super::sync::{Condvar, Mutex};
 
+/// The queue itself (see the module docs for what it guarantees).
 pub struct CommitQueue<T> {
     inner: Mutex<Inner<T>>,
     ready: Condvar,
@@ -29,6 +30,7 @@ impl<T> Default for CommitQueue<T> {
 }
 
 impl<T> CommitQueue<T> {
+    /// An open, empty queue.
     pub fn new() -> Self {
         CommitQueue {
             inner: Mutex::new(Inner {

@@ -40,7 +40,9 @@ pub struct EngineConfig {
 /// backup is logged and tried again later; it never stops the file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AutoBackup {
+    /// Committed events between two automatic backups.
     pub every_events: u64,
+    /// The folder the backups go into; `None`: beside each document.
     pub dir: Option<std::path::PathBuf>,
 }
 
@@ -60,7 +62,9 @@ impl AutoBackup {
 /// [`elfiee_model::Ctx::command_seed`]`(id_base, last_seq, i)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FixedCtx {
+    /// The time every command runs at.
     pub now: chrono::DateTime<chrono::Utc>,
+    /// The base the id seeds of commands are derived from.
     pub id_base: [u8; 16],
 }
 

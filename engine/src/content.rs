@@ -79,6 +79,8 @@ fn check_body(r: &ContentRef, bytes: &[u8]) -> Result<(), String> {
 }
 
 impl ContentStore {
+    /// The store of the document at `elf_root` (its `content/` folder); nothing is read
+    /// until it is used.
     pub fn new(elf_root: &Path) -> ContentStore {
         ContentStore {
             dir: elf_root.join("content"),

@@ -25,6 +25,30 @@ static GLOBAL: OnceLock<Engine> = OnceLock::new();
 
 /// The registry of open files: opening the same canonical path twice in one process returns
 /// the same actor. Needs a tokio runtime.
+///
+/// Most programs use the process-wide [`Engine::global`] (made once with
+/// [`Engine::set_global`] when they bring their own capabilities); [`Engine::new`] makes a
+/// separate one, e.g. for a test with its own configuration.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use elfiee_engine::{Engine, EngineConfig};
+///
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("notes.elf");
+/// let engine = Engine::new(EngineConfig::default()); // the built-in capabilities
+/// let file = engine.init(&path, "Alice").await?; // a new document; its owner is `alice`
+/// assert_eq!(file.owner().as_deref(), Some("alice"));
+///
+/// // The same path again is the same open file, not a second writer.
+/// let again = engine.open(&path).await?;
+/// assert_eq!(engine.open_files().len(), 1);
+/// assert_eq!(again.last_seq(), file.last_seq());
+///
+/// file.close().await; // drains, snapshots, releases the lock (every clone)
+/// assert!(engine.open_files().is_empty());
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct Engine {
     config: EngineConfig,
@@ -35,6 +59,8 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine with no files open, over `config` (its capabilities, folds and limits). It
+    /// starts nothing until the first file is opened.
     pub fn new(config: EngineConfig) -> Engine {
         Engine {
             config,
@@ -84,6 +110,8 @@ impl Engine {
         config.is_none()
     }
 
+    /// The configuration this engine opens files with (its registry: the capabilities it
+    /// knows).
     pub fn config(&self) -> &EngineConfig {
         &self.config
     }

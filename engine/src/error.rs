@@ -9,34 +9,69 @@ use thiserror::Error;
 #[derive(Debug, Clone, Error, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "kind", content = "detail", rename_all = "snake_case")]
 pub enum EngineError {
+    /// The pure pipeline refused the command (unknown capability, no grant, bad payload,
+    /// conflict, the handler's own reason); nothing was written.
     #[error(transparent)]
     Rejected(#[from] CapError),
     // (`ELFIEE` is `crate::layout::MARKER`; a test holds them equal, so the error needs no
     // arrow to the layout that returns it.)
+    /// The path is not an `.elf` document: its folder has no `ELFIEE` marker.
     #[error("{path} is not an .elf document (no ELFIEE inside); create one with `elfiee init {path}`", path = .0.display())]
     NotAnElf(PathBuf),
     #[error("{} was written in format version {found}; this build of elfiee reads format versions up to {supported} — open it with a newer elfiee (nothing was changed)", path.display())]
+    /// The document was written by a newer elfiee in a format this build cannot read; it
+    /// was left as it was.
     NewerFormat {
+        /// The document.
         path: PathBuf,
+        /// The format version its marker names.
         found: u32,
+        /// The newest format version this build reads ([`elfiee_model::FORMAT_VERSION`]).
         supported: u32,
     },
+    /// Creating a document (or a restore or salvage target) where something already is.
     #[error("{} already exists; choose another path or open it instead", .0.display())]
     AlreadyExists(PathBuf),
+    /// Another process holds the document's log: reading the log directly (the CLI's replay
+    /// and verify) cannot, and an open that reached no owner within
+    /// `EngineConfig::handover_wait` gives up with this.
     #[error("{} is open in another process; close that process or talk to it instead", .0.display())]
     Locked(PathBuf),
     #[error("payload is {size} bytes; the limit is {limit} bytes — store large content in several blocks")]
-    PayloadTooLarge { size: usize, limit: usize },
+    /// The command's payload is over the engine's limit (`EngineConfig::max_payload_bytes`);
+    /// refused before any handler ran.
+    PayloadTooLarge {
+        /// The payload's size in bytes (as JSON).
+        size: usize,
+        /// The limit in bytes.
+        limit: usize,
+    },
     #[error("event {seq} is corrupt: {reason}; nothing was changed — run `elfiee verify` for a full report")]
-    Corrupt { seq: u64, reason: String },
+    /// A stored event failed its checks (hash chain, encoding) while being read.
+    Corrupt {
+        /// The event's seq.
+        seq: u64,
+        /// What was wrong with it.
+        reason: String,
+    },
+    /// The log or the disk under it failed (sled, a full or failing disk); the message says
+    /// what to do.
     #[error("storage error: {0}{advice}", advice = storage_advice(.0))]
     Storage(String),
+    /// An effect (I/O done after a commit, outside the pure pipeline) failed.
     #[error("{0}")]
     Effect(String),
+    /// The file was closed through another clone of this handle (or is closing).
     #[error("the file was closed; open it again with `Engine::open`")]
     Closed,
     #[error("I/O error on {path}: {message}")]
-    Io { path: PathBuf, message: String },
+    /// A file of the document (or one it reads or writes) could not be read or written.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's message.
+        message: String,
+    },
 }
 
 impl EngineError {

@@ -108,6 +108,43 @@ impl EventSource for Link {
 }
 
 /// A cloneable handle to one open `.elf`. All clones share the file and its role.
+///
+/// Every change is a [`Command`] through [`FileHandle::submit`], answered once its events
+/// are durable; reads see the committed state without a copy ([`FileHandle::with_state`]) or
+/// one block with CBAC ([`FileHandle::read_block`]); a [`Subscription`] gets every committed
+/// event in order, with no gaps.
+///
+/// ```
+/// # #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use elfiee_engine::Engine;
+/// use elfiee_model::Command;
+/// use serde_json::json;
+///
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("notes.elf");
+/// let file = Engine::global().init(&path, "Alice").await?;
+/// let mut events = file.subscribe(); // from the next commit on
+///
+/// let created = file
+///     .submit(Command::new("alice", "core.create", None, json!({"name": "Spec", "block_type": "markdown"})))
+///     .await?;
+/// let spec = created[0].entity.clone();
+/// file.submit(Command::new("alice", "markdown.write", Some(&spec), json!({"markdown": "# Hello"})))
+///     .await?;
+///
+/// assert_eq!(events.recv().await.unwrap().cap_id(), "core.create");
+/// assert_eq!(events.recv().await.unwrap().cap_id(), "markdown.write");
+/// assert_eq!(file.read_block("alice", &spec)?.contents["markdown"], "# Hello");
+/// assert_eq!(file.with_state(|s| s.blocks.len()), 1);
+///
+/// // Who may not write is refused, and nothing is written.
+/// let refused = file
+///     .submit(Command::new("bob", "markdown.write", Some(&spec), json!({"markdown": "x"})))
+///     .await;
+/// assert!(refused.is_err());
+/// file.close().await;
+/// # Ok(()) }
+/// ```
 #[derive(Clone)]
 pub struct FileHandle {
     pub(crate) core: Arc<FileCore>,

@@ -3,29 +3,38 @@
 //! - `log/` — the sled database (events, snapshots, effect checkpoints),
 //! - `HEAD` — the last committed seq and hash as of the last snapshot,
 //! - `commands.idx` — the command index (see [`crate::cmd_index`]),
+//! - `snapshots/` — state snapshots, the newest few,
+//! - `content/` — the content store of large bodies (see [`crate::content`]),
 //! - `assets/` — room for block assets written by effects.
 
 use std::path::{Path, PathBuf};
 
 use crate::error::EngineError;
 
+/// The marker file's name: a folder with it is an `.elf` document.
 pub const MARKER: &str = "ELFIEE";
 
+/// The paths of one document's files, from its folder.
 #[derive(Debug, Clone)]
 pub struct ElfPaths {
+    /// The document's folder.
     pub root: PathBuf,
 }
 
 impl ElfPaths {
+    /// The paths of the document at `root` (nothing is checked or created).
     pub fn new(root: impl Into<PathBuf>) -> ElfPaths {
         ElfPaths { root: root.into() }
     }
+    /// `ELFIEE`: the marker, with the format version.
     pub fn marker(&self) -> PathBuf {
         self.root.join(MARKER)
     }
+    /// `log/`: the sled database.
     pub fn log_dir(&self) -> PathBuf {
         self.root.join("log")
     }
+    /// `assets/`: room for block assets written by effects.
     pub fn assets_dir(&self) -> PathBuf {
         self.root.join("assets")
     }
@@ -35,12 +44,12 @@ impl ElfPaths {
         self.root.join("HEAD")
     }
 
-    /// The command index file (see [`crate::cmd_index`]).
     /// Snapshot files, `<seq, 20 digits>.snap`; the newest few are kept.
     pub fn snapshots_dir(&self) -> PathBuf {
         self.root.join("snapshots")
     }
 
+    /// The command index file (see [`crate::cmd_index`]).
     pub fn commands_index_file(&self) -> PathBuf {
         self.root.join("commands.idx")
     }

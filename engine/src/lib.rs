@@ -13,12 +13,14 @@
 //! everything queued in one `fsync` (group commit). Either way the events are applied to the
 //! committed state and published, each with its [`Origin`], before the caller is answered.
 //!
-//! ```no_run
-//! # async fn demo() -> Result<(), elfiee_engine::EngineError> {
+//! ```
+//! # #[tokio::main] async fn main() -> Result<(), elfiee_engine::EngineError> {
 //! use elfiee_engine::Engine;
 //! use elfiee_model::Command;
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("notes.elf");
 //! let engine = Engine::global();
-//! let file = engine.init("notes.elf", "Alice").await?;
+//! let file = engine.init(&path, "Alice").await?;
 //! let owner = file.owner().unwrap();
 //! let events = file
 //!     .submit(Command::new(&owner, "core.create", None, serde_json::json!({"name": "todo", "block_type": "markdown"})))
@@ -27,6 +29,8 @@
 //! file.close().await;
 //! # Ok(()) }
 //! ```
+
+#![warn(missing_docs)]
 
 pub mod backup;
 mod children;

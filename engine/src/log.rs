@@ -76,8 +76,10 @@ pub trait EventLog: Send + Sync + 'static {
     fn flush(&self) -> Result<(), EngineError>;
     /// Raw stored records with `from <= seq <= to`, in order.
     fn records(&self, from: u64, to: u64) -> Records<'_>;
-    /// Stores the snapshot under a name (overwriting the previous one).
+    /// Stores `bytes` under `key` in the auxiliary tree `tree` (overwriting what was there):
+    /// records kept beside the events that are not events (named checkpoints of effects).
     fn put_aux(&self, tree: &str, key: &str, bytes: &[u8]) -> Result<(), EngineError>;
+    /// What [`EventLog::put_aux`] stored under `key` in `tree`, if anything.
     fn get_aux(&self, tree: &str, key: &str) -> Result<Option<Vec<u8>>, EngineError>;
 }
 
@@ -125,6 +127,7 @@ pub fn stored_hash<L: EventLog + ?Sized>(log: &L, seq: u64) -> EventHash {
     }
 }
 
+/// The [`EventLog`] of a document: its sled database in `log/`.
 pub struct SledEventLog {
     db: sled::Db,
     events: sled::Tree,

@@ -65,12 +65,16 @@ pub(crate) fn newest_snapshot(paths: &ElfPaths) -> Option<Vec<u8>> {
 
 /// A stored projection: valid only if `format_version`, `seq` and `hash` match the log.
 pub struct Snapshot {
+    /// The snapshot format it was written in.
     pub format_version: u32,
+    /// The last event folded into `state`.
     pub seq: u64,
+    /// That event's hash: the snapshot is used only if the log has the same event there.
     pub hash: EventHash,
     /// [`Folds::fingerprint`] of the folds that made the state (empty: the built-in folds,
     /// before snapshots recorded it).
     pub folds: String,
+    /// The state after event `seq`.
     pub state: State,
 }
 
@@ -125,6 +129,7 @@ pub(crate) fn encode_snapshot(seq: u64, hash: EventHash, folds: &str, state: &St
 }
 
 impl Snapshot {
+    /// The bytes of a snapshot file (the current layout, with its checksum).
     pub fn encode(&self) -> Vec<u8> {
         encode_snapshot(self.seq, self.hash, &self.folds, &self.state)
     }
@@ -521,9 +526,13 @@ fn check_head(
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReplayReport {
+    /// Events replayed (the whole log, hash chain checked).
     pub events: u64,
+    /// Blocks in the rebuilt state.
     pub blocks: usize,
+    /// The rebuilt state's digest ([`State::digest`]): equal to the live state's.
     pub state_digest: String,
+    /// How long the replay took, in milliseconds.
     pub elapsed_ms: u64,
     /// Event kinds the folds do not know, with their event counts (their meaning is missing
     /// from the state; see [`State::unknown_kinds`]).
@@ -593,10 +602,17 @@ pub fn replay_log(
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct VerifyReport {
+    /// `problems` is empty.
     pub ok: bool,
+    /// Events checked.
     pub events: u64,
+    /// Commands found in the log (this device's), each checked against the command index.
     pub commands: u64,
+    /// What became of the newest snapshot: `valid at seq N`, `invalid: …` or `not compared:
+    /// …`; `None` when there is none.
     pub snapshot: Option<String>,
+    /// Each problem found, in words (a broken chain, an index entry that disagrees, a body
+    /// that does not match its hash, a snapshot that differs).
     pub problems: Vec<String>,
     /// Event kinds the folds do not know, with their event counts: not a problem (the log is
     /// whole), but their meaning is missing from the state this program shows.

@@ -37,7 +37,9 @@ use crate::log::{EventLog, SideRecord, SledEventLog};
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Span {
+    /// The first event of the span ...
     pub from: u64,
+    /// ... and its last.
     pub to: u64,
     /// `"log"` or `"backup"`.
     pub source: String,
@@ -47,8 +49,12 @@ pub struct Span {
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Lost {
+    /// The first event lost.
     pub from: u64,
+    /// The last one, when something still says where the document ended.
     pub to: Option<u64>,
+    /// Why they could not be recovered, in words (where each was looked for, what was
+    /// found).
     pub why: String,
 }
 
@@ -58,18 +64,25 @@ pub struct Lost {
 pub struct SalvageReport {
     /// The new document.
     pub path: PathBuf,
-    /// It holds events 1 to `seq`; the hash of the last.
+    /// It holds events 1 to `seq` ...
     pub seq: u64,
+    /// ... and this is the last one's hash (hex).
     pub head: String,
+    /// Where each recovered range of events came from, in seq order.
     pub recovered: Vec<Span>,
+    /// The ranges that could not be recovered, with why.
     pub lost: Vec<Lost>,
-    /// The backup that was used, and its point.
+    /// The backup that was used ...
     pub backup: Option<PathBuf>,
+    /// ... and the seq of its point.
     pub backup_seq: Option<u64>,
+    /// Bodies put into the new document's content store.
     pub bodies: u64,
+    /// The digest of the new document's state.
     pub state_digest: String,
     /// Things the user should know (a backup of another history, sync's records left out).
     pub notes: Vec<String>,
+    /// How long the salvage took, in milliseconds.
     pub elapsed_ms: u64,
 }
 

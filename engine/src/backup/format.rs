@@ -23,6 +23,7 @@ use std::path::Path;
 
 use elfiee_model::{ContentRef, EventHash};
 
+/// The first eight bytes of every backup file.
 pub const MAGIC: &[u8; 8] = b"ELFIEEBK";
 
 /// A body and its blake3.
@@ -31,14 +32,19 @@ pub type Body = ([u8; 32], Vec<u8>);
 pub use crate::log::SideRecord;
 /// The version of the backup file's own layout.
 pub const BACKUP_FORMAT: u32 = 1;
+/// Bytes of the header: magic, backup format, document format.
 pub const HEADER_LEN: u64 = 16;
 /// tag ‖ len
 const FRAME_HEAD: u64 = 9;
 const FRAME_CRC: u64 = 4;
 
+/// The tag of a frame of events, as the log stores them.
 pub const EVENTS: u8 = b'E';
+/// The tag of a frame of bodies from the content store.
 pub const CONTENT: u8 = b'C';
+/// The tag of a frame of side records.
 pub const SIDE: u8 = b'S';
+/// The tag of a point: everything before it is whole.
 pub const POINT: u8 = b'K';
 
 /// A frame is at most this long (a body of the content store can be large; 1 TiB guards
@@ -48,13 +54,17 @@ const MAX_FRAME: u64 = 1 << 40;
 /// A consistent point of a backup: the events up to `seq`, whose last hash is `hash`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
+    /// The last event the point covers.
     pub seq: u64,
+    /// That event's hash (the head of the hash chain at `seq`).
     pub hash: EventHash,
+    /// When the point was written, in ms since the Unix epoch.
     pub at_ms: i64,
     /// Where the file ends after this point's frame.
     pub end: u64,
 }
 
+/// The header of a new backup of a document in format `doc_format`.
 pub fn header(doc_format: u32) -> [u8; HEADER_LEN as usize] {
     let mut h = [0u8; HEADER_LEN as usize];
     h[..8].copy_from_slice(MAGIC);
@@ -187,6 +197,7 @@ pub fn decode_bodies(p: &[u8]) -> Result<Vec<Body>, String> {
     Ok(out)
 }
 
+/// The payload of a `K` frame: the point `(seq, hash)`, written at `at_ms`.
 pub fn point_payload(seq: u64, hash: &EventHash, at_ms: i64) -> Vec<u8> {
     let mut p = Vec::with_capacity(48);
     p.extend_from_slice(&seq.to_be_bytes());
@@ -256,6 +267,7 @@ pub fn side_payload(records: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
     p
 }
 
+/// The records of an `S` frame's payload; `Err` names what is malformed.
 pub fn decode_side(p: &[u8]) -> Result<Vec<SideRecord>, String> {
     let mut r = Cursor(p);
     let count = r.u32()?;
@@ -307,7 +319,9 @@ impl<'a> Cursor<'a> {
 /// newest whole point: the point, and where its frames and bodies are.
 #[derive(Debug, Default)]
 pub struct Outline {
+    /// The document format the header names.
     pub doc_format: u32,
+    /// The newest whole point (`None`: the file has none yet).
     pub last: Option<Point>,
     /// Each `E` frame: `(first seq, count, offset of the frame)`.
     pub events: Vec<(u64, u32, u64)>,
@@ -393,9 +407,13 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
 
 /// One frame read in full and checked.
 pub enum Frame {
+    /// `E`: events as `(seq, stored bytes)`, in seq order.
     Events(Vec<(u64, Vec<u8>)>),
+    /// `C`: bodies with their blake3.
     Content(Vec<Body>),
+    /// `S`: side records.
     Side(Vec<SideRecord>),
+    /// `K`: a point.
     Point(Point),
 }
 

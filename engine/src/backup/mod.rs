@@ -54,13 +54,17 @@ pub struct BackupReport {
     pub incremental: bool,
     /// The seq this run started from (1 for a new file).
     pub from_seq: u64,
-    /// Events, bodies and side records this run wrote.
+    /// Events this run wrote.
     pub events: u64,
+    /// Bodies (content-store entries) this run wrote.
     pub bodies: u64,
+    /// Side records (sync's records kept beside the log) this run wrote.
     pub side_records: u64,
-    /// Bytes this run appended; the file's size after it.
+    /// Bytes this run appended.
     pub bytes_written: u64,
+    /// The file's size after this run.
     pub file_bytes: u64,
+    /// How long the run took, in milliseconds.
     pub elapsed_ms: u64,
     /// Of which making the file durable (its fdatasync) took this long.
     pub sync_ms: u64,
@@ -72,15 +76,19 @@ pub struct BackupReport {
 pub struct RestoreReport {
     /// The new document.
     pub path: PathBuf,
-    /// Its events (1 to `seq`) and the hash of the last.
+    /// Its events are 1 to `seq` ...
     pub seq: u64,
+    /// ... and the last one's hash is this (hex).
     pub head: String,
+    /// Bodies put back into its content store.
     pub bodies: u64,
+    /// Side records put back beside its log.
     pub side_records: u64,
     /// The digest of its state (the same as the source's at `seq`).
     pub state_digest: String,
     /// When the backup's point was written (ms since the Unix epoch).
     pub backed_up_at_ms: i64,
+    /// How long the restore took, in milliseconds.
     pub elapsed_ms: u64,
 }
 

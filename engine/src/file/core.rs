@@ -38,6 +38,7 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// Whether the event came from another device.
     pub fn is_foreign(self) -> bool {
         self == Origin::Foreign
     }
@@ -47,7 +48,9 @@ impl Origin {
 /// subscriber (an effect) can skip another device's events without reading storage.
 #[derive(Clone, Debug)]
 pub struct Committed {
+    /// The event as it is in the log.
     pub event: Event,
+    /// Where it was decided.
     pub origin: Origin,
 }
 

@@ -45,6 +45,7 @@ impl Block {
         self.spans.len()
     }
 
+    /// Whether it holds no record.
     pub fn is_empty(&self) -> bool {
         self.spans.is_empty()
     }
@@ -250,12 +251,17 @@ impl Iterator for Owned<'_> {
 /// (Public for tools and the benchmark's raw floor, which read the storage without the engine.)
 #[derive(Debug, Clone, Copy)]
 pub struct GroupEntry {
+    /// The seq of the group's first event (the key it is stored under).
     pub first: u64,
+    /// How many events the group holds (seqs `first..first + count`).
     pub count: u32,
-    /// Where the group's bytes start in `events.pack`, and how many there are.
+    /// Where the group's bytes start in `events.pack` ...
     pub offset: u64,
+    /// ... and how many there are.
     pub len: u64,
+    /// blake3 of those bytes, checked when they are read.
     pub blake3: [u8; 32],
+    /// The hash of the group's last event (the chain's head after it).
     pub last_hash: [u8; 32],
 }
 

@@ -14,36 +14,58 @@ use crate::error::EngineError;
 use crate::file::core::Origin;
 use crate::layout::ElfPaths;
 
+/// The owner socket's file name inside the document's folder.
 pub const SOCKET_NAME: &str = "owner.sock";
 pub(crate) const MAX_FRAME: usize = 512 * 1024 * 1024;
 
+/// What a client process asks the owner process.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
+    /// The first request of a connection: who owns the file, and how far it is
+    /// ([`Response::Hello`]).
     Hello,
+    /// Run one command, as [`crate::FileHandle::submit`] ([`Response::Events`]).
     Submit(Command),
+    /// Run commands in one group, as [`crate::FileHandle::submit_all`] ([`Response::Events`]).
     SubmitAll(Vec<Command>),
+    /// The committed events `from..=to` ([`Response::Events`]).
     Events {
+        /// First seq.
         from: u64,
+        /// Last seq.
         to: u64,
     },
+    /// The events a command committed, by its `cmd_id` ([`Response::MaybeEvents`]).
     CommandEvents(uuid::Uuid),
+    /// The committed state now ([`Response::State`]).
     State,
+    /// Turns the connection into a stream of committed events from `from` on
+    /// ([`Response::Event`], one frame each), until the file closes.
     Subscribe {
+        /// The first seq to send.
         from: u64,
     },
     /// Committed events with their origins, as [`Response::Committed`].
     Committed {
+        /// First seq.
         from: u64,
+        /// Last seq.
         to: u64,
     },
+    /// The seq a named checkpoint holds ([`Response::Checkpoint`]; 0 when unset).
     GetCheckpoint(String),
     /// What the view adds to the events `from..=to` ([`crate::StateView::notes`]).
     Notes {
+        /// First seq.
         from: u64,
+        /// Last seq.
         to: u64,
     },
+    /// Sets a named checkpoint to a seq ([`Response::Done`]).
     SetCheckpoint(String, u64),
+    /// Replay the log in the owner ([`Response::Replayed`]).
     Replay,
+    /// Verify the log in the owner ([`Response::Verified`]).
     Verify,
     /// Append to the backup file at this (absolute) path.
     Backup(std::path::PathBuf),
@@ -57,31 +79,49 @@ pub enum Request {
     Bytes(elfiee_model::ContentRef),
 }
 
+/// What the owner answers (one per request; a `Subscribe` connection gets only `Event`s).
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Response {
+    /// The owner process and its last committed seq.
     Hello {
+        /// The owner's process id.
         pid: u32,
+        /// Its last committed seq.
         last_seq: u64,
     },
+    /// Committed events, in seq order.
     Events(Vec<Event>),
+    /// A command's events; `None` when no command with that id was committed.
     MaybeEvents(Option<Vec<Event>>),
+    /// A state and the seq it is at.
     State {
+        /// The state's last seq.
         seq: u64,
+        /// The state in its canonical encoding ([`elfiee_projections::State::canonical_bytes`]).
         state: Vec<u8>,
     },
     /// One event of a `Subscribe` stream, and where it was decided.
     Event(Event, Origin),
+    /// Committed events with where each was decided.
     Committed(Vec<(Event, Origin)>),
+    /// The seq a named checkpoint holds.
     Checkpoint(u64),
     /// `(seq, fields)` of each event the view said something about.
     Notes(Vec<(u64, serde_json::Value)>),
+    /// What the owner's replay found.
     Replayed(crate::replay::ReplayReport),
+    /// What the owner's verify found.
     Verified(crate::replay::VerifyReport),
+    /// What the owner's backup run did.
     BackedUp(crate::backup::BackupReport),
+    /// A body from the content store, as text.
     Content(String),
+    /// Where the bytes were stored.
     Stored(elfiee_model::ContentRef),
+    /// Bytes from the content store.
     Bytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
     Done,
+    /// The request failed (a rejected command, a storage error, …).
     Error(EngineError),
 }
 
@@ -130,6 +170,7 @@ pub(crate) fn decode<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, Engine
         .map_err(|e| EngineError::Storage(format!("bad message from the owner process: {e}")))
 }
 
+/// Where the owner of the document at `paths` serves its socket.
 pub fn socket_path(paths: &ElfPaths) -> PathBuf {
     paths.root.join(SOCKET_NAME)
 }
