@@ -604,7 +604,7 @@ async fn check_salvage(
                 );
                 let damaged = read(as_damaged, "check-as-damaged.elf").await.unwrap();
                 if damaged.is_ok() {
-                    // The known limitation (ARCHITECTURE, "Salvage after a refused open"):
+                    // The known limitation (docs/decisions/0039-salvage-after-a-refused-open.md):
                     // sled mends the data of a cut `db` while the engine opens it, before the
                     // open can be refused. Counted and named; anything else fails.
                     assert!(
@@ -1103,7 +1103,7 @@ fn readable_events(doc: &Path, scratch: &Path) -> u64 {
 /// the data; without it, the data reads shorter) loses the last readable events. Here, 12 of
 /// 32 cuts in the segment before the last lose 1 to 4 events each.
 ///
-/// Known, not fixed (issue 29's closing note; ARCHITECTURE "Salvage after a refused open"):
+/// Known, not fixed (issue 29's closing note; docs/decisions/0039-salvage-after-a-refused-open.md):
 /// sled mends the data of the file it opens, before the engine can tell the file is damaged,
 /// and keeping sled's snapshot files from before the open (tried) does not bring the events
 /// back. Run it with `--ignored`.

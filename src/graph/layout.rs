@@ -4,7 +4,8 @@
 //! Why `rust-sugiyama` and not a crate that also draws: on 1,000 blocks (release build)
 //! `layout-rs` took 78 s (400 blocks: 6 s) and `dagre` 4.8 s, `rust-sugiyama` 0.1–0.3 s without
 //! its `transpose` step (with it, up to 3.9 s when relations span many layers) and with its
-//! longest-path ranking instead of network simplex. The table is in docs/ARCHITECTURE.md.
+//! longest-path ranking instead of network simplex. The table is in
+//! docs/decisions/0022-graph-layout-with-rust-sugiyama.md.
 
 use std::collections::HashMap;
 

@@ -31,7 +31,7 @@ pub(crate) struct Inputs<'a> {
 /// The sequencing half of the pipeline: the working state (committed + accepted, not yet
 /// durable), the hash chain head and the id seeds. It lives behind a mutex in
 /// [`super::owned::Owned`], so every writer runs the pipeline on its own task, with no task
-/// hand-off (see docs/ARCHITECTURE.md).
+/// hand-off (see docs/decisions/0013-sequencer-on-the-callers-task.md).
 pub(crate) struct Sequencer {
     log: Arc<SledEventLog>,
     registry: Registry,
