@@ -1,7 +1,7 @@
 //! The relation graph of a document as a picture: blocks are nodes (name and type), relations
 //! (`reference`, `implement`) are edges, drawn as DOT, Mermaid or a self-contained SVG.
 //!
-//! [`Graph`] is plain data (it serializes to `{"nodes", "edges"}`), built from a [`State`]
+//! [`Graph`] is plain data (it serializes to `{"nodes", "edges"}`), built from a [`State`](crate::State)
 //! either for the whole document ([`Graph::document`]) or for the blocks near one block
 //! ([`Graph::around`]). The renderers are pure functions of it and deterministic: nodes in
 //! block-id order, edges in `(from, to, relation)` order, so the same state gives the same

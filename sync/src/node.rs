@@ -11,7 +11,7 @@
 //!   of this device's events: origin seq, the previous own event's id, and as `deps` the
 //!   latest event of every other node before it in the log. That makes the seal a function of
 //!   the log alone, so it is the same after a restart, and `replay` rebuilds it. It then adds
-//!   every event to the [`Replica`], whose fold in merge order is the document's state.
+//!   every event to the [`Replica`](crate::replica::Replica), whose fold in merge order is the document's state.
 //! - **`SyncPublisher`** publishes this device's sealed events to `elf.<doc>.ev.<node>` as
 //!   envelopes ([`crate::envelope`]: one signature per batch), one in flight at a time, with
 //!   message id `<node>:<first origin seq>-<last>` and the subject's last stream sequence as

@@ -52,7 +52,7 @@ impl std::fmt::Display for ToolError {
 
 impl std::error::Error for ToolError {}
 
-/// `kind` of the error [`call`] returns for a name that is not in the catalogue.
+/// `kind` of the error [`call`](super::tools::call) returns for a name that is not in the catalogue.
 pub const UNKNOWN_TOOL: &str = "unknown_tool";
 
 pub(crate) const RELATIONS: [&str; 2] = ["reference", "implement"];

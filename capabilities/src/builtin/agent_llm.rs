@@ -48,7 +48,7 @@ pub struct AgentConfigurePayload {
     pub rules: Option<Vec<Value>>,
     /// Knowledge seeds (seed 003 §4): standing facts the agent loop always recalls into the
     /// system prompt's memory section; replaces the list, `[]` clears it. At most
-    /// [`MAX_KNOWLEDGE`] entries of at most [`MAX_KNOWLEDGE_CHARS`] characters each.
+    /// `MAX_KNOWLEDGE` entries of at most `MAX_KNOWLEDGE_CHARS` characters each.
     pub knowledge: Option<Vec<String>>,
 }
 

@@ -1,4 +1,4 @@
-//! Backups of a document into one portable file ([`format`]), and documents rebuilt from
+//! Backups of a document into one portable file ([`format`](mod@format)), and documents rebuilt from
 //! them.
 //!
 //! A backup is taken in the process that owns the document, while it serves

@@ -17,7 +17,7 @@ pub struct SyncConfig {
     /// The document's name on the broker: stream `ELF_<doc>`, subjects `elf.<doc>.…`.
     /// Letters, digits, `-` and `_`.
     pub doc: String,
-    /// This device's key seed (32 bytes; see [`NodeKey::from_seed`]).
+    /// This device's key seed (32 bytes; see [`NodeKey::from_seed`](crate::identity::NodeKey::from_seed)).
     pub key_seed: [u8; 32],
     /// The stream's duplicate window (when this node creates the stream).
     pub duplicate_window: Duration,
