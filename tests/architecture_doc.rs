@@ -183,6 +183,95 @@ fn every_decision_record_is_in_the_index_and_every_link_resolves() {
     }
 }
 
+/// Lines joined by single spaces, comment markers dropped, so a phrase wrapped over lines (in a
+/// doc comment or a Markdown paragraph) reads as one.
+fn flatten(text: &str) -> String {
+    text.lines()
+        .map(|l| {
+            let l = l.trim_start();
+            ["//!", "///", "//"]
+                .iter()
+                .find_map(|m| l.strip_prefix(m))
+                .unwrap_or(l)
+                .trim()
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The phrases other files quote from this document: `ARCHITECTURE.md, "Actor tree"`,
+/// `ARCHITECTURE "Invariants"`.
+fn quoted_sections(text: &str) -> Vec<String> {
+    let flat = flatten(text);
+    let mut out = Vec::new();
+    for (i, _) in flat.match_indices("ARCHITECTURE") {
+        let rest = &flat[i + "ARCHITECTURE".len()..];
+        let rest = rest.strip_prefix(".md").unwrap_or(rest);
+        let rest = rest.strip_prefix(',').unwrap_or(rest);
+        if let Some(quoted) = rest.strip_prefix(" \"") {
+            if let Some(end) = quoted.find('"') {
+                out.push(quoted[..end].to_owned());
+            }
+        }
+    }
+    out
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || name == "target" || name == "node_modules" {
+            continue;
+        }
+        if path.is_dir() {
+            sources(&path, out);
+        } else if [".rs", ".md", ".py", ".sh", ".toml"]
+            .iter()
+            .any(|e| name.ends_with(e))
+        {
+            out.push(path);
+        }
+    }
+}
+
+/// Code comments and other documents that send a reader to a part of this one
+/// (`docs/ARCHITECTURE.md, "Hand-over between processes"`) find it there; a part that moved to
+/// a decision record is pointed to by its file instead.
+#[test]
+fn every_section_other_files_quote_is_in_the_architecture_document() {
+    let doc = flatten(&read("docs/ARCHITECTURE.md"));
+    let mut files = Vec::new();
+    sources(&root(), &mut files);
+    let mut dangling = Vec::new();
+    let mut found = 0;
+    for file in files
+        .iter()
+        .filter(|f| !f.ends_with("tests/architecture_doc.rs"))
+    {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for section in quoted_sections(&text) {
+            found += 1;
+            if !doc.contains(&section) {
+                let rel = file.strip_prefix(root()).unwrap_or(file);
+                dangling.push(format!("{}: \"{section}\"", rel.display()));
+            }
+        }
+    }
+    assert!(
+        found >= 5,
+        "only {found} quoted sections found: is the reader still right?"
+    );
+    assert!(
+        dangling.is_empty(),
+        "these point to parts of docs/ARCHITECTURE.md that are not there (moved to \
+         docs/decisions/? point to the record):\n{}",
+        dangling.join("\n")
+    );
+}
+
 #[test]
 fn the_path_reader_finds_paths_and_only_paths() {
     assert!(is_path("engine/src/log.rs"));
@@ -200,4 +289,9 @@ fn the_path_reader_finds_paths_and_only_paths() {
         links("see [x](decisions/README.md#a) and [y](https://e.org)"),
         ["decisions/README.md"]
     );
+    assert_eq!(
+        quoted_sections("a (docs/ARCHITECTURE.md, \"Actor\n//! tree\") b ARCHITECTURE \"X\" c"),
+        ["Actor tree", "X"]
+    );
+    assert!(quoted_sections("read(\"docs/ARCHITECTURE.md\")").is_empty());
 }
