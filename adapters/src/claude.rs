@@ -340,7 +340,8 @@ async fn enable(
         json!({"kind": "symlink", "path": p.link, "target": p.skill_src, "created": p.link.symlink_metadata().is_err()}),
     ];
     let entry = server_entry(elfiee_bin, cx.file.path(), &agent.editor_id);
-    let mut configs: Vec<(JsonFile, Edit)> = Vec::new();
+    // Each config with its planned edits made in memory, written in step 4.
+    let mut configs: Vec<JsonFile> = Vec::new();
     let planned = [
         ("mcp", &p.mcp, plan_server(&p.mcp, SERVER_NAME, &entry)),
         (
@@ -352,17 +353,37 @@ async fn enable(
     ];
     for (kind, path, plan) in planned {
         match plan {
-            Ok((doc, edit, added)) => {
+            Ok((mut doc, edit, added)) => {
                 let mut artifact =
                     json!({"kind": kind, "path": path, "created": !doc.existed(), "added": added});
-                if let Some(edit) = edit {
+                if let Some(edit) = &edit {
                     // Only an edit that adds our entries can be undone by reversing it.
                     if !added.is_empty() {
                         artifact["edit"] = json!(edit.record(doc.text()));
                     }
-                    configs.push((doc, edit));
+                    doc.apply(edit);
                 }
                 artifacts.push(artifact);
+                if kind == "settings" {
+                    // The hooks go into the same file, after the approval: their own artifact
+                    // (disable reverses them first), one edit per event.
+                    let command = crate::hooks::settings::hook_command(
+                        elfiee_bin,
+                        cx.file.path(),
+                        &agent.editor_id,
+                    );
+                    match crate::hooks::settings::add(&mut doc, &command) {
+                        Ok((records, added)) => {
+                            let mut hooks = json!({"kind": "hooks", "path": path, "created": false, "added": added, "command": command});
+                            if !records.is_empty() {
+                                hooks["edits"] = json!(records);
+                            }
+                            artifacts.push(hooks);
+                        }
+                        Err(err) => warnings.push(err),
+                    }
+                }
+                configs.push(doc);
             }
             Err(err) => {
                 warnings.push(err);
@@ -403,8 +424,7 @@ async fn enable(
         }
     }
     // 4. The planned config edits: MCP server entries, the approval.
-    for (mut doc, edit) in configs {
-        doc.apply(&edit);
+    for doc in configs {
         if let Err(err) = doc.save() {
             warnings.push(err);
         }
@@ -472,6 +492,7 @@ fn disable(record: Option<Value>) -> Value {
                 }
                 Ok(())
             }),
+            Some("hooks") => undo_hooks(&path, &added, a),
             Some("settings") => undo_json(&path, created, &added, a.get("edit"), |doc| {
                 if added.contains(&format!("enabledMcpjsonServers[{SERVER_NAME}]").as_str()) {
                     while let Some(edit) =
@@ -509,6 +530,34 @@ fn disable(record: Option<Value>) -> Value {
         format!("Agent disabled with {} warning(s).", warnings.len())
     };
     json!({"ok": warnings.is_empty(), "warnings": warnings, "needs_restart": !artifacts.is_empty(), "message": message, "integration": integration})
+}
+
+/// Takes the hook entries enable added out of the settings file: the recorded edits reversed
+/// when the file is exactly as they left it (its bytes come back), else our entries removed
+/// structurally. The file itself is the `settings` artifact's (undone right after this one).
+fn undo_hooks(path: &Path, added: &[&str], artifact: &Value) -> Result<(), String> {
+    if added.is_empty() {
+        return Ok(());
+    }
+    let mut doc = JsonFile::open(path)?;
+    if !doc.existed() {
+        return Ok(());
+    }
+    let records: Vec<EditRecord> = artifact
+        .get("edits")
+        .and_then(|r| serde_json::from_value(r.clone()).ok())
+        .unwrap_or_default();
+    match crate::hooks::settings::undo_all(&records, doc.text()) {
+        Some(original) if !records.is_empty() => doc.set_text(original),
+        _ => {
+            let command = artifact
+                .get("command")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            crate::hooks::settings::remove(&mut doc, command, added)?;
+        }
+    }
+    doc.save()
 }
 
 /// Undoes what enable did to a JSON file. If the file still has exactly the bytes enable's

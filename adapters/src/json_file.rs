@@ -294,32 +294,48 @@ impl JsonFile {
     /// The edit that appends `item` to the array at top-level `key` (created if missing);
     /// `None` if the array already holds it.
     pub fn push_unique(&self, key: &str, item: &Value) -> Result<Option<Edit>, String> {
+        self.push_unique_at(&[key], item)
+    }
+
+    /// The edit that appends `item` to the array at `path` (keys from the top level down; the
+    /// array and the objects on the way are made when missing); `None` if the array already
+    /// holds it. Errors if something on the way is not an object, or the last is no array.
+    pub fn push_unique_at(&self, path: &[&str], item: &Value) -> Result<Option<Edit>, String> {
+        let one = Value::Array(vec![item.clone()]);
         let Some(root) = root_object(&self.path, &self.text)? else {
-            return Ok(Some(
-                self.fill_blank(&nest(&[key], &Value::Array(vec![item.clone()]))),
-            ));
+            return Ok(Some(self.fill_blank(&nest(path, &one))));
         };
         let layout = Layout::of(&self.text);
-        match member(&root, key) {
-            None => Ok(Some(layout.append(
-                &self.text,
-                root.range,
-                root.properties.iter().map(|p| p.range).collect(),
-                Some(key),
-                &Value::Array(vec![item.clone()]),
-            ))),
-            Some((_, prop)) => match &prop.value {
-                ast::Value::Array(a) if a.elements.iter().any(|e| to_value(e) == *item) => Ok(None),
-                ast::Value::Array(a) => Ok(Some(layout.append(
+        let mut obj = &root;
+        for (depth, key) in path.iter().enumerate() {
+            let Some((_, prop)) = member(obj, key) else {
+                return Ok(Some(layout.append(
                     &self.text,
-                    a.range,
-                    a.elements.iter().map(|e| e.range()).collect(),
-                    None,
-                    item,
-                ))),
-                _ => Err(self.not_a(&[key], "an array")),
-            },
+                    obj.range,
+                    obj.properties.iter().map(|p| p.range).collect(),
+                    Some(key),
+                    &nest(&path[depth + 1..], &one),
+                )));
+            };
+            match &prop.value {
+                ast::Value::Object(o) if depth + 1 < path.len() => obj = o,
+                ast::Value::Array(a) if depth + 1 == path.len() => {
+                    if a.elements.iter().any(|e| to_value(e) == *item) {
+                        return Ok(None);
+                    }
+                    return Ok(Some(layout.append(
+                        &self.text,
+                        a.range,
+                        a.elements.iter().map(|e| e.range()).collect(),
+                        None,
+                        item,
+                    )));
+                }
+                _ if depth + 1 == path.len() => return Err(self.not_a(path, "an array")),
+                _ => return Err(self.not_a(&path[..=depth], "an object")),
+            }
         }
+        Ok(None)
     }
 
     /// The edit that removes the member at `path`; `None` if there is none.
@@ -350,10 +366,26 @@ impl JsonFile {
     /// The edit that removes the first element equal to `item` from the array at top-level
     /// `key`; `None` if there is none.
     pub fn remove_item(&self, key: &str, item: &Value) -> Result<Option<Edit>, String> {
+        self.remove_item_at(&[key], item)
+    }
+
+    /// The edit that removes the first element equal to `item` from the array at `path`;
+    /// `None` if there is none.
+    pub fn remove_item_at(&self, path: &[&str], item: &Value) -> Result<Option<Edit>, String> {
+        let Some((last, parents)) = path.split_last() else {
+            return Ok(None);
+        };
         let Some(root) = root_object(&self.path, &self.text)? else {
             return Ok(None);
         };
-        let Some((_, prop)) = member(&root, key) else {
+        let mut obj = &root;
+        for key in parents {
+            match member(obj, key).map(|(_, p)| &p.value) {
+                Some(ast::Value::Object(o)) => obj = o,
+                _ => return Ok(None),
+            }
+        }
+        let Some((_, prop)) = member(obj, last) else {
             return Ok(None);
         };
         let ast::Value::Array(a) = &prop.value else {
@@ -370,6 +402,15 @@ impl JsonFile {
                     i,
                 )
             }))
+    }
+
+    /// The value at `path`, if every key on the way is there.
+    pub fn get_at(&self, path: &[&str]) -> Option<Value> {
+        let mut v = self.value();
+        for key in path {
+            v = v.get(key)?.clone();
+        }
+        Some(v)
     }
 
     /// Writes the current text atomically (temp file + rename), only if it differs from what

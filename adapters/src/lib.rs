@@ -8,6 +8,8 @@
 //!   key, retries with backoff, durable checkpoints, exactly-once outcomes.
 //! - [`builtin`] — the built-in effects registered with the runtime, and their settings.
 //! - [`claude`] — the Claude Code integration of `agent.enable` / `agent.disable`.
+//! - [`hooks`] — Claude Code's own tool calls recorded as steps of its sessions, governed by
+//!   the document's grants (its hooks, installed by enable).
 //! - [`terminal`] — `terminal.execute` runs a shell command with a timeout.
 //! - [`export`] — `directory.export` writes blocks back under the directory's root.
 //! - [`import`] — reads a folder into a `directory.import` command.
@@ -24,6 +26,7 @@ pub mod checkpoint;
 pub mod claude;
 pub mod effects;
 pub mod export;
+pub mod hooks;
 pub mod import;
 pub mod invoke;
 pub mod json_file;

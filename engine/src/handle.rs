@@ -322,6 +322,13 @@ impl FileHandle {
         self.link.remote().map(|r| r.owner_pid)
     }
 
+    /// Offers service `name` on the owner socket while this process owns the file (also after
+    /// a take-over); another process reaches it with [`crate::remote::call_service`] without
+    /// opening the document. Registering again replaces the handler.
+    pub fn provide(&self, name: &str, f: crate::remote::ServiceFn) {
+        self.core.services.set(name, f);
+    }
+
     /// Whether another process owns this file and this handle talks to it over its socket.
     pub fn is_remote(&self) -> bool {
         self.link.remote().is_some()

@@ -13,10 +13,16 @@ use super::{
 mod agent;
 mod files;
 pub(crate) mod keep;
+mod man;
 
 use agent::*;
 use files::*;
+use man::man_pages;
 
+/// Runs one parsed command line ([`Cli`]) on the process-wide engine ([`Engine::global`]):
+/// prints what the command prints and returns its failure, if any, for the caller to report
+/// ([`CliError::report`]) and turn into an exit code ([`CliError::code`]). Needs a tokio
+/// runtime; [`super::main_from`] sets up the engine, the runtime and the logging around it.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     let out = Out { json: cli.json };
     match &cli.cmd {

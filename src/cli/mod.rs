@@ -2,20 +2,20 @@
 //! calls. See docs/CLI.md.
 //!
 //! The `elfiee` binary is [`main`]. A program with its own capabilities (its own block types)
-//! gets the whole command line over them with [`main_with`]:
+//! gets the whole command line over them with [`main_with`] (the process arguments) or
+//! [`main_from`] (arguments it chooses):
 //!
-//! ```no_run
+//! ```
+//! use std::process::ExitCode;
 //! use elfiee::capabilities::Registry;
 //! use elfiee::EngineConfig;
 //!
-//! fn main() -> std::process::ExitCode {
-//!     let registry = Registry::builtin();
-//!     // registry.register(std::sync::Arc::new(MyCapability)); …
-//!     elfiee::cli::main_with(EngineConfig {
-//!         registry,
-//!         ..Default::default()
-//!     })
-//! }
+//! let registry = Registry::builtin();
+//! // registry.register(std::sync::Arc::new(MyCapability)); …
+//! let config = EngineConfig { registry, ..Default::default() };
+//! // `my-tool caps`: prints the capabilities the program knows, one a line.
+//! let code = elfiee::cli::main_from(config, Default::default(), ["my-tool", "caps"]);
+//! assert_eq!(code, ExitCode::SUCCESS);
 //! ```
 
 mod commands;
@@ -41,16 +41,33 @@ pub fn main() -> ExitCode {
     main_with(EngineConfig::default())
 }
 
-/// The whole `elfiee` command line over an engine made with `config` — an embedder's binary
-/// passes `EngineConfig { registry: its_registry, ..Default::default() }` and every command
-/// (`caps`, `exec`, `replay`, `verify`, the MCP server, …) serves its capabilities and folds.
+/// The whole `elfiee` command line over an engine made with `config`, on the process
+/// arguments — an embedder's binary passes `EngineConfig { registry: its_registry,
+/// ..Default::default() }` and every command (`caps`, `exec`, `replay`, `verify`, the MCP
+/// server, …) serves its capabilities and folds.
 ///
-/// Parses the process arguments (usage lines name the program as it was started; `--version`
-/// says `elfiee` and this crate's version), logs to stderr filtered by `RUST_LOG` (default
-/// `warn`; kept if the program already installed a subscriber), makes `config` the
-/// process-wide engine ([`Engine::set_global`]), runs the command on a new tokio runtime and
-/// returns its exit code (0 done, 1 rejected, 2 usage). Call it before anything uses
-/// [`Engine::global`]: otherwise it refuses with exit code 1.
+/// Usage lines name the program as it was started; `--version` says `elfiee`, this crate's
+/// version and the commit it was built from ([`VERSION`]). Logs go to stderr filtered by
+/// `RUST_LOG` (default `warn`; kept if the program already installed a subscriber). It makes
+/// `config` the process-wide engine ([`Engine::set_global`]), runs the command on a new tokio
+/// runtime and returns its exit code (0 done, 1 rejected, 2 usage). Call it before anything
+/// uses [`Engine::global`]: otherwise it refuses with exit code 1.
+///
+/// ```
+/// use std::process::ExitCode;
+/// use elfiee::capabilities::Registry;
+/// use elfiee::EngineConfig;
+///
+/// // The `main` of a program with its own block types:
+/// fn my_main() -> ExitCode {
+///     let registry = Registry::builtin();
+///     // registry.register(std::sync::Arc::new(MyCapability)); …
+///     elfiee::cli::main_with(EngineConfig { registry, ..Default::default() })
+/// }
+///
+/// // rustdoc runs this example without arguments: a usage error (on stderr), exit code 2.
+/// assert_eq!(my_main(), ExitCode::from(2));
+/// ```
 pub fn main_with(config: EngineConfig) -> ExitCode {
     main_with_effects(config, crate::adapters::effects::EffectSet::new())
 }
@@ -58,9 +75,26 @@ pub fn main_with(config: EngineConfig) -> ExitCode {
 /// [`main_with`], with the program's own effects run beside the built-in ones by every
 /// command that opens a document (see docs/EMBEDDING.md, "Your own block types").
 pub fn main_with_effects(
-    mut config: EngineConfig,
+    config: EngineConfig,
     effects: crate::adapters::effects::EffectSet,
 ) -> ExitCode {
+    main_from(config, effects, std::env::args_os())
+}
+
+/// [`main_with_effects`] on the arguments `args` (the first is the program's name, as in
+/// `std::env::args_os()`) instead of the process's: for a program that builds its command
+/// line itself, and for examples and tests. `--help` and `--version` print and return 0, a
+/// usage error prints and returns 2, as the process-argument entry points do. Once per
+/// process: the engine it makes is the process-wide one.
+pub fn main_from<I, T>(
+    mut config: EngineConfig,
+    effects: crate::adapters::effects::EffectSet,
+    args: I,
+) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     // The command line carries sync (`serve --sync`, `sync add-node`): its capability
     // (`node.add`, the file owner lets another device write) joins whatever registry the
     // program built, as the built-in program's does (issue 27: a layer brings its own
@@ -69,7 +103,15 @@ pub fn main_with_effects(
         elfiee_sync::membership::register(&mut config.registry);
     }
     let _ = EXTRA_EFFECTS.set(effects);
-    let args = Cli::parse();
+    let args = match Cli::try_parse_from(args) {
+        Ok(args) => args,
+        Err(e) => {
+            // What `Cli::parse` would print (help and version on stdout, errors on stderr),
+            // without leaving the process.
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt()
@@ -167,40 +209,59 @@ pub(crate) fn program_name() -> String {
         .unwrap_or_else(|| "elfiee".into())
 }
 
-/// Keep block-based, event-sourced `.elf` documents.
+/// What `elfiee --version` prints after the name: this crate's version and the commit it was
+/// built from (build.rs: the git checkout's HEAD, the packaged crate's `.cargo_vcs_info.json`,
+/// or `ELFIEE_BUILD_COMMIT`; `unknown` when none says).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("ELFIEE_BUILD_COMMIT"),
+    ")"
+);
+
+/// A parsed `elfiee` command line. Parse one with `clap::Parser`
+/// (`Cli::try_parse_from(["elfiee", "--elf", "notes.elf", "verify"])`) and run it with [`run`]
+/// on a runtime whose [`Engine::global`] is set up; [`main_from`] does both. What it accepts
+/// is `elfiee --help` and docs/CLI.md; its parts are this module's own.
 #[derive(Parser, Debug)]
-#[command(name = "elfiee", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "elfiee",
+    version = VERSION,
+    about,
+    long_about = None,
+    propagate_version = true
+)]
 pub struct Cli {
     /// The .elf document to work on.
     #[arg(long, global = true, env = "ELFIEE_ELF", value_name = "PATH")]
-    pub elf: Option<PathBuf>,
+    pub(crate) elf: Option<PathBuf>,
     /// Act as this editor (id or unique name); default: the file's owner.
     #[arg(long = "as", global = true, value_name = "EDITOR_ID")]
-    pub as_editor: Option<String>,
+    pub(crate) as_editor: Option<String>,
     /// Print machine-readable JSON on stdout.
     #[arg(long, global = true)]
-    pub json: bool,
+    pub(crate) json: bool,
     #[command(subcommand)]
-    pub cmd: Cmd,
+    pub(crate) cmd: Cmd,
 }
 
 #[derive(Args, Debug)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Also sync the document with other devices through this NATS JetStream broker
     /// (nats://HOST:PORT). Local commands never wait for it.
     #[arg(long, value_name = "URL")]
-    pub sync: Option<String>,
+    pub(crate) sync: Option<String>,
     /// The document's name on the broker (default: the name it was last synced under, else
     /// the file's name). Letters, digits, '-' and '_'.
     #[arg(long, value_name = "NAME", requires = "sync")]
-    pub doc: Option<String>,
+    pub(crate) doc: Option<String>,
     /// This device's key file (made when missing).
     #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
-    pub key: PathBuf,
+    pub(crate) key: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum SyncCmd {
+pub(crate) enum SyncCmd {
     /// Print this device's node id (its public key), making the key file when missing.
     NodeId {
         #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
@@ -236,7 +297,7 @@ pub enum SyncCmd {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum Cmd {
+pub(crate) enum Cmd {
     /// Undo your own newest edits to the document (`--as` editor; default the owner): each
     /// command's blocks back to what they were before it (compensating events; the log stays
     /// append-only). Refused, naming them, when someone else changed those blocks since.
@@ -358,46 +419,46 @@ pub enum Cmd {
 }
 
 #[derive(Args, Debug)]
-pub struct ExecArgs {
+pub(crate) struct ExecArgs {
     /// Capability id, e.g. markdown.write (`elfiee caps` lists them).
     #[arg(value_name = "CAP")]
-    pub cap: String,
+    pub(crate) cap: String,
     /// The block the command targets: an id, a unique id prefix or a unique name ('*' or
     /// none: the whole file).
     #[arg(long, value_name = "ID")]
-    pub block: Option<String>,
+    pub(crate) block: Option<String>,
     /// The command's payload: JSON, `@FILE` to read it from a file, or `-` for stdin
     /// (default `{}`).
     #[arg(long, value_name = "JSON", allow_hyphen_values = true)]
-    pub payload: Option<String>,
+    pub(crate) payload: Option<String>,
 }
 
 #[derive(Args, Debug)]
-pub struct GraphArgs {
+pub(crate) struct GraphArgs {
     /// Only the blocks related to this one (directly or through others, in either direction).
     #[arg(long, value_name = "BLOCK")]
-    pub from: Option<String>,
+    pub(crate) from: Option<String>,
     /// With --from: at most N relation steps away (default: no limit).
     #[arg(long, value_name = "N", requires = "from")]
-    pub depth: Option<usize>,
+    pub(crate) depth: Option<usize>,
     /// dot | mermaid | svg (default: from the -o file's extension, else dot).
     #[arg(long, value_enum)]
-    pub format: Option<GraphFormat>,
+    pub(crate) format: Option<GraphFormat>,
     /// Write the picture to this file instead of stdout (.svg, .dot/.gv, .mmd/.mermaid pick
     /// the format).
     #[arg(short = 'o', long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    pub(crate) output: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GraphFormat {
+pub(crate) enum GraphFormat {
     Dot,
     Mermaid,
     Svg,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum DirCmd {
+pub(crate) enum DirCmd {
     /// Import a folder, streamed in chunks (honours .gitignore/.ignore; skips .git, target,
     /// node_modules, .elf, binary and oversize files). Running it again on a folder whose
     /// import was interrupted resumes that import.
@@ -462,7 +523,7 @@ pub enum DirCmd {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum TerminalCmd {
+pub(crate) enum TerminalCmd {
     /// Create a terminal block.
     Create {
         #[arg(long)]
@@ -499,23 +560,23 @@ pub enum TerminalCmd {
 
 /// What the agent loop may do without asking.
 #[derive(clap::Args, Debug, Clone)]
-pub struct LoopPermissions {
+pub(crate) struct LoopPermissions {
     /// build (every tool; reads run without asking, the rest by the rules) or plan (read
     /// only), explore, general.
     #[arg(long, default_value = "build")]
-    pub profile: String,
+    pub(crate) profile: String,
     /// read_only, supervised (rules decide, unmatched calls ask) or full (everything not
     /// denied runs); default: the profile's.
     #[arg(long)]
-    pub autonomy: Option<String>,
+    pub(crate) autonomy: Option<String>,
     /// Permission rules to add after the profile's and the agent's own: a JSON file
     /// `[{"permission": TOOL, "pattern": GLOB, "action": "allow" | "deny" | "ask"}]`.
     #[arg(long)]
-    pub rules: Option<PathBuf>,
+    pub(crate) rules: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum AgentCmd {
+pub(crate) enum AgentCmd {
     /// Create an agent; with --target it integrates Claude Code into that directory's project.
     Create {
         #[arg(long)]
@@ -579,7 +640,9 @@ pub enum AgentCmd {
         #[arg(long = "context")]
         context: Vec<String>,
     },
-    /// One non-interactive turn of the agent loop (tools run as the agent, through CBAC).
+    /// One non-interactive turn of the agent loop (tools run as the agent, through CBAC);
+    /// prints each tool call and the turn's steps on stderr as `agent chat` does, and fails
+    /// (exit 1) when the model call failed.
     Run {
         id: String,
         #[arg(long)]
@@ -612,10 +675,17 @@ pub enum AgentCmd {
     Sessions { id: String },
     /// List the steps (checkpoints) of an agent session: what each changed in the document
     /// and in the project folder, and whether it is done or undone.
-    Steps { session: String },
+    Steps {
+        /// A session id, a unique start of one, or an agent (name, block id or editor id)
+        /// for the session it worked in last.
+        session: String,
+    },
     /// Undo steps of an agent session, in the document (compensating events) and in the
-    /// project folder (files restored byte for byte). Default: the newest step.
+    /// project folder (files restored byte for byte; files a step made or changed in a
+    /// directory go with it, whoever exported them). Default: the newest step.
     Undo {
+        /// A session id, a unique start of one, or an agent (name, block id or editor id)
+        /// for the session it worked in last.
         session: String,
         /// Undo every step after this one.
         #[arg(long, conflicts_with = "steps")]
@@ -629,6 +699,8 @@ pub enum AgentCmd {
     },
     /// Redo the steps the newest undo of an agent session took back.
     Redo {
+        /// A session id, a unique start of one, or an agent (name, block id or editor id)
+        /// for the session it worked in last.
         session: String,
         /// Overwrite blocks and files changed since by someone else.
         #[arg(long)]
@@ -648,7 +720,7 @@ pub enum AgentCmd {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum EditorCmd {
+pub(crate) enum EditorCmd {
     /// Create an editor.
     Create {
         #[arg(long)]
@@ -666,13 +738,13 @@ pub enum EditorCmd {
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
-pub enum EditorKind {
+pub(crate) enum EditorKind {
     Human,
     Agent,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum BlockCmd {
+pub(crate) enum BlockCmd {
     /// Create a block.
     Create {
         #[arg(long = "type")]
@@ -706,26 +778,26 @@ pub enum BlockCmd {
 }
 
 #[derive(Args, Debug)]
-pub struct LinkArgs {
-    pub from: String,
-    pub to: String,
+pub(crate) struct LinkArgs {
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// reference | implement
     #[arg(long, value_parser = ["reference", "implement"])]
-    pub relation: String,
+    pub(crate) relation: String,
 }
 
 #[derive(Args, Debug)]
-pub struct TextSource {
+pub(crate) struct TextSource {
     /// The text itself.
     #[arg(long, conflicts_with = "file")]
-    pub text: Option<String>,
+    pub(crate) text: Option<String>,
     /// Read the text from a file ('-' for stdin). Without --text or --file, stdin is read.
     #[arg(long)]
-    pub file: Option<PathBuf>,
+    pub(crate) file: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
-pub enum MarkdownCmd {
+pub(crate) enum MarkdownCmd {
     /// Replace a markdown block's text.
     Write {
         id: String,
@@ -737,7 +809,7 @@ pub enum MarkdownCmd {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum CodeCmd {
+pub(crate) enum CodeCmd {
     /// Replace a code block's text.
     Write {
         id: String,
@@ -751,11 +823,11 @@ pub enum CodeCmd {
 }
 
 #[derive(Args, Debug)]
-pub struct GrantArgs {
+pub(crate) struct GrantArgs {
     /// Editor id, or '*' for every editor.
-    pub editor: String,
+    pub(crate) editor: String,
     /// Capability id, e.g. markdown.write.
-    pub cap: String,
+    pub(crate) cap: String,
     /// Block id, or '*' for every block.
-    pub block: String,
+    pub(crate) block: String,
 }

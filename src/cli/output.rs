@@ -4,15 +4,25 @@ use serde_json::{json, Value};
 /// A CLI failure with its exit code: 1 for a rejected command or an unusable file, 2 for usage.
 #[derive(Debug)]
 pub enum CliError {
+    /// The command line is wrong (exit 2); the message says how to write it.
     Usage(String),
-    Failed { kind: String, message: String },
+    /// The command ran and was refused, or the document could not be used (exit 1).
+    Failed {
+        /// A stable name of what went wrong (`rejected`, `locked`, `unauthorized`, …), the
+        /// `kind` of `--json`'s `{"error": {"kind", "message"}}`.
+        kind: String,
+        /// What went wrong and what to do, in words.
+        message: String,
+    },
 }
 
 impl CliError {
+    /// A usage error saying `msg`.
     pub fn usage(msg: impl Into<String>) -> CliError {
         CliError::Usage(msg.into())
     }
 
+    /// A failure of kind `kind` saying `msg`.
     pub fn failed(kind: &str, msg: impl Into<String>) -> CliError {
         CliError::Failed {
             kind: kind.into(),
@@ -20,6 +30,7 @@ impl CliError {
         }
     }
 
+    /// The process exit code: 2 for usage, 1 for a failure.
     pub fn code(&self) -> u8 {
         match self {
             CliError::Usage(_) => 2,

@@ -11,15 +11,20 @@ use serde::{Deserialize, Serialize};
 pub struct Node {
     /// The block id.
     pub id: String,
+    /// The block's name (the label drawn).
     pub name: String,
+    /// Its type (`markdown`, `code`, `directory`, …), drawn under the name.
     pub block_type: String,
 }
 
 /// A relation: `from` links to `to` with `relation` (`reference` or `implement`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Edge {
+    /// The block the relation goes from (its id).
     pub from: String,
+    /// The block it goes to.
     pub to: String,
+    /// Its name: `reference` or `implement`.
     pub relation: String,
 }
 
@@ -27,7 +32,9 @@ pub struct Edge {
 /// Every edge's ends are nodes of the graph.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Graph {
+    /// The blocks, sorted by id.
     pub nodes: Vec<Node>,
+    /// The relations between them, sorted by `(from, to, relation)`.
     pub edges: Vec<Edge>,
 }
 

@@ -18,10 +18,16 @@ use super::pipeline::{Invariant, Pipeline, Violation, NODE_ID};
 
 /// A property run over a registry: see the [module docs](super).
 ///
-/// ```no_run
-/// # use elfiee::testkit::Check;
-/// # let registry = elfiee::capabilities::Registry::builtin();
-/// Check::new(registry).cases(32).assert();
+/// ```
+/// use elfiee::capabilities::Registry;
+/// use elfiee::testkit::Check;
+///
+/// let registry = Registry::builtin(); // with your capabilities registered
+/// // A test suite's line is `Check::new(registry).assert()` (32 sequences of up to 60 steps);
+/// // this example runs a few short ones, each through the pure pipeline and the sled engine.
+/// let report = Check::new(registry).cases(3).steps(5..15).assert();
+/// assert_eq!(report.cases, 3);
+/// assert!(report.accepted > 0);
 /// ```
 pub struct Check {
     registry: Registry,
@@ -39,10 +45,15 @@ pub struct Check {
 /// What a passing run did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Report {
+    /// Generated sequences run.
     pub cases: u32,
+    /// Commands run, accepted or not.
     pub commands: u64,
+    /// Commands that committed.
     pub accepted: u64,
+    /// Commands refused (each checked to have written nothing).
     pub rejected: u64,
+    /// Close-and-reopen steps ([`Op::Reopen`]).
     pub reopens: u64,
     /// Commands the older program committed ([`Op::Older`]).
     pub older: u64,
@@ -53,6 +64,7 @@ pub struct Report {
 /// A broken invariant with the minimal step sequence proptest shrank the failing one to.
 #[derive(Debug, Clone)]
 pub struct Failure {
+    /// Which invariant broke, and how.
     pub violation: Violation,
     /// The minimal sequence's commands, placeholders resolved (as they ran), in order; a
     /// `None` is a close-and-reopen step.
@@ -62,6 +74,7 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// The invariant that broke.
     pub fn invariant(&self) -> Invariant {
         self.violation.invariant
     }

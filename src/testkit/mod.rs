@@ -153,6 +153,7 @@ impl Kit {
         })
     }
 
+    /// The state after everything given and run so far.
     pub fn state(&self) -> &State {
         &self.p.state
     }
@@ -162,6 +163,7 @@ impl Kit {
         &self.p.events
     }
 
+    /// The registry the kit runs commands with.
     pub fn registry(&self) -> &Registry {
         &self.p.registry
     }

@@ -32,9 +32,14 @@ pub enum Op {
 /// A command with placeholders (see the module docs).
 #[derive(Clone, Debug, PartialEq)]
 pub struct OpCmd {
+    /// Who runs it: an editor id or a placeholder (`$owner`, `$editor:N`).
     pub editor: String,
+    /// The capability id.
     pub cap: String,
+    /// The target block: an id or a placeholder (`$block:N`, `$block:TYPE:N`); `None` for
+    /// the whole file.
     pub block: Option<String>,
+    /// The payload; any whole string in it may be a placeholder.
     pub payload: Value,
 }
 
@@ -49,11 +54,13 @@ impl OpCmd {
         }
     }
 
+    /// The same command on `block` (an id or a placeholder).
     pub fn on(mut self, block: impl Into<String>) -> OpCmd {
         self.block = Some(block.into());
         self
     }
 
+    /// The same command run by `editor` (an id or a placeholder).
     pub fn by(mut self, editor: impl Into<String>) -> OpCmd {
         self.editor = editor.into();
         self

@@ -72,7 +72,9 @@ impl fmt::Display for Invariant {
 /// A broken invariant and what broke it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Violation {
+    /// The invariant.
     pub invariant: Invariant,
+    /// What was seen: the command, the values that differ.
     pub detail: String,
 }
 

@@ -62,6 +62,12 @@ fn content_ref(v: &Version) -> Result<ContentRef, EngineError> {
 }
 
 /// Files larger than this are tracked by hash but their bytes are not kept in the document
+/// The bytes of a file version kept in the content store (`None`: not kept, e.g. over
+/// [`MAX_KEPT_BYTES`], or unreadable).
+pub fn stored_bytes(file: &FileHandle, v: &Version) -> Option<Vec<u8>> {
+    file.bytes(&content_ref(v).ok()?).ok()
+}
+
 /// (a video in the project would otherwise be copied into the `.elf` at the first step); an
 /// undo that needs one is refused, naming it.
 pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
@@ -106,10 +112,32 @@ impl FolderTracker {
     }
 
     /// Rescans the folder; the bytes of every file not seen before go to the content store
+    /// Whether the tracker has a manifest to compare with (a cache, or a scan of this
+    /// process); without one, a scan cannot tell what changed.
+    pub fn has_baseline(&self) -> bool {
+        self.last.scanned_at_ns != 0
+    }
+
     /// (durable with the next commit). Returns the manifest (the tracker's own: a caller that
     /// keeps it clones it) and what the scan cost.
     pub fn scan(&mut self) -> Result<(&Manifest, ScanStats), EngineError> {
         let file = self.file.clone();
+        let (m, stats) = self.scan_new()?;
+        self.last = m;
+        Ok((&self.last, stats))
+    }
+
+    /// Rescans the folder (as [`FolderTracker::scan`]) and returns what changed since the
+    /// previous scan, without copying the manifest (a hook's step on a large project).
+    pub fn scan_changes(&mut self) -> Result<(Vec<FileChange>, ScanStats), EngineError> {
+        let (m, stats) = self.scan_new()?;
+        let changes = scan::diff(&self.last, &m);
+        self.last = m;
+        Ok((changes, stats))
+    }
+
+    /// The manifest of the folder now (the tracker's `last` is the baseline it trusts).
+    fn scan_new(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
         let keep = |_: &str, st: &FileState, bytes: &[u8]| {
             if bytes.len() as u64 > MAX_KEPT_BYTES {
                 // Tracked by hash only: an undo that needs these bytes says so.
@@ -125,11 +153,10 @@ impl FolderTracker {
         if let (Some(w), true) = (&self.watch, self.fresh) {
             match w.changes() {
                 watch::Changes::Paths(paths) => {
-                    if let Some((m, stats)) =
+                    if let Some(found) =
                         scan::rescan_paths(&self.root, &self.last, &paths, keep).map_err(failed)?
                     {
-                        self.last = m;
-                        return Ok((&self.last, stats));
+                        return Ok(found);
                     }
                 }
                 watch::Changes::Walk(why) => tracing::debug!(why, "checkpoint walks the folder"),
@@ -148,8 +175,7 @@ impl FolderTracker {
         })
         .map_err(failed)?;
         self.fresh = self.watch.as_ref().is_some_and(|w| w.healthy());
-        self.last = m;
-        Ok((&self.last, stats))
+        Ok((m, stats))
     }
 
     /// Saves the last manifest as the cache (after the commit that made its bytes durable).

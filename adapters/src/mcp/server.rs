@@ -112,14 +112,24 @@ impl ElfieeServer {
     /// server's session when its editor is an agent's (Claude Code's edits, seed 004 §3).
     pub async fn run_tool(&self, name: &str, args: Value) -> Result<Value, tools::ToolError> {
         let (file, editor) = (&self.inner.file, self.inner.editor.as_str());
-        let session = Some(self.inner.session_id.as_str());
+        // With hooks installed, the step tools act on the calling Claude Code session.
+        let hooked = tools::CHECKPOINT_TOOLS
+            .contains(&name)
+            .then(|| super::proposals::agent_of(file, editor))
+            .flatten()
+            .filter(|a| crate::hooks::installed(file, a))
+            .and_then(|a| crate::hooks::claude_session(file, &a));
+        let session = Some(hooked.as_deref().unwrap_or(self.inner.session_id.as_str()));
         let writes = tools::catalogue()
             .iter()
             .any(|t| t.name == name && !t.read_only)
             && !tools::CHECKPOINT_TOOLS.contains(&name);
+        // With hooks installed, Claude Code's calls are steps of its own session, recorded by
+        // the hooks (the call's `PreToolUse` and `PostToolUse` bracket it).
         let agent = writes
             .then(|| super::proposals::agent_of(file, editor))
-            .flatten();
+            .flatten()
+            .filter(|a| !crate::hooks::installed(file, a));
         let Some(agent) = agent else {
             return tools::call_in_session(file, editor, session, name, args).await;
         };
@@ -614,6 +624,8 @@ pub async fn serve_stdio(
     let transport = rmcp::transport::async_rw::AsyncRwTransport::new_server(rmcp_in, stdout)
         .with_max_line_length(super::stdio::MAX_MESSAGE_BYTES + 4096);
 
+    // Claude Code's hooks hand their payloads to this process while it owns the document.
+    crate::hooks::provide(&file);
     let server = ElfieeServer::new(file.clone(), editor.clone());
     let watcher = tokio::spawn(server.clone().watch_file());
     tracing::info!(editor = %editor, elf = %file.path().display(), "MCP server listening on stdio");

@@ -41,6 +41,9 @@ pub const AGENT_DIRECTORY_GRANTS: &[&str] = &[
     "directory.move",
     "directory.remove",
     "directory.export",
+    // Claude Code's own tools change the folder; its hooks record what they changed as the
+    // agent's (`adapters/src/hooks`).
+    "directory.sync",
 ];
 
 /// Grants of [`AGENT_DIRECTORY_GRANTS`] on `dir` for `editor` that it does not hold yet.
@@ -280,14 +283,18 @@ fn handle_effect_plan(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
     )
 }
 
-/// Union by `path`: an artifact stays `created` if any enable created it; `added` entries are
+/// Union by `kind` and `path` (the settings file holds two: the server's approval and the
+/// hooks): an artifact stays `created` if any enable created it; `added` entries are
 /// united; the `edit` (the text edit enable made, which disable can reverse exactly) is the
 /// newest plan's that has one, as only the latest edit can still match the file.
 fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
     let mut out: Vec<Value> = previous;
     for n in new {
-        let path = n.get("path").cloned();
-        match out.iter_mut().find(|o| o.get("path") == path.as_ref()) {
+        let (path, kind) = (n.get("path").cloned(), n.get("kind").cloned());
+        match out
+            .iter_mut()
+            .find(|o| o.get("path") == path.as_ref() && o.get("kind") == kind.as_ref())
+        {
             Some(o) => {
                 let created = o.get("created").and_then(Value::as_bool).unwrap_or(false)
                     || n.get("created").and_then(Value::as_bool).unwrap_or(false);
@@ -308,8 +315,11 @@ fn merge_artifacts(previous: Vec<Value>, new: Vec<Value>) -> Vec<Value> {
                     }
                 }
                 o["added"] = json!(added);
-                if let Some(edit) = n.get("edit") {
-                    o["edit"] = edit.clone();
+                // `edits`: the hook entries' edits (several in one file), newest plan's.
+                for key in ["edit", "edits", "command"] {
+                    if let Some(v) = n.get(key) {
+                        o[key] = v.clone();
+                    }
                 }
             }
             None => out.push(n),

@@ -77,6 +77,8 @@ pub(crate) struct FileCore {
     pub content: ContentStore,
     /// What readers see instead of `committed` (see [`crate::ForeignLog::set_view`]).
     view: RwLock<Option<Arc<dyn StateView>>>,
+    /// Services this process offers on the owner socket while it owns the file.
+    pub services: crate::remote::service::Services,
 }
 
 impl FileCore {
@@ -93,6 +95,7 @@ impl FileCore {
             poisoned: Mutex::new(None),
             applied: tokio::sync::Notify::new(),
             view: RwLock::new(None),
+            services: Default::default(),
         }
     }
 

@@ -13,6 +13,8 @@
 
 pub(crate) mod client;
 pub(crate) mod server;
+pub mod service;
 pub mod wire;
 
+pub use service::{call_service, CallError, ServiceFn, ServiceFuture};
 pub use wire::{socket_path, Request, Response, SOCKET_NAME};

@@ -117,6 +117,13 @@ async fn connection(owned: Arc<Owned>, stream: tokio::net::UnixStream) {
             Request::PutBytes(b) => answer(core.content.put_bytes(&b), Response::Stored),
             Request::Bytes(r) => answer(core.content.get_bytes(&r), Response::Bytes),
             Request::StateAt(seq) if seq == core.last_seq() => current(core),
+            Request::Service { name, body } => match core.services.get(&name) {
+                Some(f) => match f(body).await {
+                    Ok(reply) => Response::Service(reply),
+                    Err(why) => Response::Error(EngineError::Storage(why)),
+                },
+                None => Response::NoService(name),
+            },
             Request::StateAt(seq) => answer(owned.state_at(seq).await, |s| Response::State {
                 seq: s.last_seq,
                 state: s.canonical_bytes(),

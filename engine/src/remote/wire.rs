@@ -77,6 +77,15 @@ pub enum Request {
     PutBytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
     /// Bytes from the content store, as [`Response::Bytes`].
     Bytes(elfiee_model::ContentRef),
+    /// A call of a service the owner registered ([`crate::FileHandle::provide`]), answered
+    /// with [`Response::Service`] or [`Response::NoService`].
+    Service {
+        /// The service's name.
+        name: String,
+        /// The request, in the service's own encoding.
+        #[serde(with = "serde_bytes_vec")]
+        body: Vec<u8>,
+    },
 }
 
 /// What the owner answers (one per request; a `Subscribe` connection gets only `Event`s).
@@ -120,6 +129,11 @@ pub enum Response {
     Stored(elfiee_model::ContentRef),
     /// Bytes from the content store.
     Bytes(#[serde(with = "serde_bytes_vec")] Vec<u8>),
+    /// A service's reply.
+    Service(#[serde(with = "serde_bytes_vec")] Vec<u8>),
+    /// The owner offers no service of that name.
+    NoService(String),
+    /// The request was carried out; nothing to return.
     Done,
     /// The request failed (a rejected command, a storage error, …).
     Error(EngineError),

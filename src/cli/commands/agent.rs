@@ -311,13 +311,24 @@ pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), 
         AgentCmd::Sessions { id } => {
             let id = s.block_id(id)?;
             let list = elfiee_adapters::agent_loop::AgentSession::list(&s.file, &id)?;
+            // Claude Code's sessions (recorded by its hooks) beside the loop's.
+            let claude = elfiee_adapters::hooks::claude_sessions(&s.file, &id);
+            let source = |sid: &str| {
+                if claude.contains(sid) {
+                    "claude-code"
+                } else {
+                    "agent-loop"
+                }
+            };
             let v: Vec<Value> = list
                 .iter()
-                .map(|(sid, title)| json!({"session_id": sid, "title": title}))
+                .map(|(sid, title)| json!({"session_id": sid, "title": title, "source": source(sid)}))
                 .collect();
             out.print(&json!(v), || {
                 list.iter()
-                    .map(|(sid, t)| format!("{sid}  {}", t.as_deref().unwrap_or("")))
+                    .map(|(sid, t)| {
+                        format!("{sid}  {:<11}  {}", source(sid), t.as_deref().unwrap_or(""))
+                    })
                     .collect::<Vec<_>>()
                     .join("\n")
             });

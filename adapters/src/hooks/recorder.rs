@@ -1,0 +1,651 @@
+//! The recorder: turns Claude Code's hook calls into the document's record of the session
+//! (see the module docs of [`crate::hooks`] for what is recorded and why).
+//!
+//! One recorder per open document, in the process that owns it (the `elfiee mcp-server`
+//! Claude Code runs, `elfiee serve`); hooks reach it through the owner socket. A hook that
+//! finds no recorder makes a one-shot one in its own process ([`crate::hooks::handle_locally`]).
+//!
+//! **Step boundaries.** Each agent's project folder has one baseline: the manifest at the last
+//! record. A `PreToolUse` with no other call of that agent open first records what changed
+//! since the baseline as the user's (the disk moved on between calls: the document follows);
+//! a `PostToolUse` records everything that changed since the baseline as that call's step. So
+//! nothing is recorded twice or lost; two calls running at once that both touch the disk may
+//! share one step (the first to finish takes what both did so far). Document ranges of steps
+//! never overlap: a step starts at its call's `PreToolUse` or at the agent's previous record,
+//! whichever is later.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use elfiee_engine::{EngineError, FileHandle};
+use elfiee_model::{Command, Event, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH};
+use serde_json::{json, Value};
+
+use super::govern::{self, AgentRef, Verdict};
+use super::transcript;
+use super::{HookInput, HookReply};
+use crate::checkpoint::{FileChange, FolderTracker};
+
+/// Files larger than this are recorded in the step (by hash) but not as text in the
+/// directory block (as the importer's default limit).
+const MAX_TEXT_BYTES: u64 = 1024 * 1024;
+
+/// Calls left open longer than this (a `PostToolUse` that never came) stop holding the
+/// folder: changes after them are judged as between calls again.
+const STALE_CALL_SECS: u64 = 600;
+
+struct OpenCall {
+    session: String,
+    key: String,
+    tool: String,
+    seq: u64,
+    at: Instant,
+}
+
+struct AgentTrack {
+    agent: AgentRef,
+    /// The agent block's owner: the person who works with the agent (their prompts, their
+    /// changes between calls).
+    owner: String,
+    dir: Option<String>,
+    tracker: Option<FolderTracker>,
+    /// Seq of the agent's last record (steps start after it).
+    last_doc_to: u64,
+    open: Vec<OpenCall>,
+}
+
+#[derive(Default)]
+struct SessionTrack {
+    next_step: u64,
+    offset: u64,
+    titled: bool,
+}
+
+#[derive(Default)]
+struct Tracks {
+    agents: HashMap<String, AgentTrack>,
+    sessions: HashMap<String, SessionTrack>,
+}
+
+/// Records Claude Code sessions of the agents of one document.
+pub struct Recorder {
+    file: FileHandle,
+    tracks: tokio::sync::Mutex<Tracks>,
+}
+
+/// The agent whose editor is `editor`: its block, name, the block's owner, its status.
+fn agent_of(file: &FileHandle, editor: &str) -> Option<(AgentRef, String, bool)> {
+    file.with_state(|s| {
+        s.blocks
+            .values()
+            .find(|b| {
+                b.block_type == "agent"
+                    && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor)
+            })
+            .map(|b| {
+                let enabled = b.contents.get("status").and_then(Value::as_str) != Some("disabled");
+                (
+                    AgentRef {
+                        block_id: b.block_id.clone(),
+                        name: b.name.clone(),
+                        editor_id: editor.to_owned(),
+                    },
+                    b.owner.clone(),
+                    enabled,
+                )
+            })
+    })
+}
+
+/// What the session's records say so far: next step, transcript offset, whether titled.
+fn load_session(file: &FileHandle, session_id: &str) -> Result<SessionTrack, EngineError> {
+    let mut t = SessionTrack {
+        next_step: 1,
+        ..SessionTrack::default()
+    };
+    for e in file.events(1)? {
+        if e.cap_id() != "agent.session"
+            || e.value.get("session_id").and_then(Value::as_str) != Some(session_id)
+        {
+            continue;
+        }
+        match e.value.get("entry").and_then(Value::as_str) {
+            Some("step") => {
+                let n = e.value.get("step").and_then(Value::as_u64).unwrap_or(0);
+                t.next_step = t.next_step.max(n + 1);
+            }
+            Some("title") => t.titled = true,
+            _ => {}
+        }
+        if let Some(o) = e.value.get("transcript_offset").and_then(Value::as_u64) {
+            t.offset = t.offset.max(o);
+        }
+    }
+    Ok(t)
+}
+
+/// The key that pairs a call's `PostToolUse` with its `PreToolUse`.
+fn call_key(input: &HookInput) -> String {
+    match &input.tool_use_id {
+        Some(id) => id.clone(),
+        None => format!(
+            "{}:{}",
+            input.tool_name.as_deref().unwrap_or(""),
+            blake3::hash(
+                input
+                    .tool_input
+                    .as_ref()
+                    .map(Value::to_string)
+                    .unwrap_or_default()
+                    .as_bytes()
+            )
+            .to_hex()
+        ),
+    }
+}
+
+/// Whether a tool's calls are steps: Claude Code's writing tools, `Bash`, and MCP tools —
+/// except the `elfiee` server's tools that only read or that manage steps themselves.
+fn is_step_tool(tool: &str) -> bool {
+    if let Some(name) = tool.strip_prefix("mcp__elfiee__") {
+        use crate::mcp::tools::{catalogue, CHECKPOINT_TOOLS};
+        return catalogue().iter().any(|t| t.name == name && !t.read_only)
+            && !CHECKPOINT_TOOLS.contains(&name);
+    }
+    govern::records_steps(tool)
+}
+
+impl Recorder {
+    /// A recorder for `file`.
+    pub fn new(file: &FileHandle) -> Recorder {
+        Recorder {
+            file: file.clone(),
+            tracks: tokio::sync::Mutex::new(Tracks::default()),
+        }
+    }
+
+    /// Handles one hook call of the agent whose editor is `editor`.
+    pub async fn handle(&self, editor: &str, input: &HookInput) -> Result<HookReply, EngineError> {
+        let Some((agent, owner, enabled)) = agent_of(&self.file, editor) else {
+            return Ok(HookReply::warn(format!(
+                "elfiee: no agent with editor '{editor}' in {}; this session is not recorded (run `elfiee agent enable` again)",
+                self.file.path().display()
+            )));
+        };
+        if !enabled {
+            return Ok(HookReply::default());
+        }
+        let mut guard = self.tracks.lock().await;
+        let tracks = &mut *guard;
+        if !tracks.agents.contains_key(&agent.block_id) {
+            let project = crate::checkpoint::project_of(&self.file, &agent.block_id);
+            let tracker = project
+                .as_ref()
+                .filter(|(_, root)| root.is_dir())
+                .map(|(d, root)| FolderTracker::open(&self.file, d, root));
+            tracks.agents.insert(
+                agent.block_id.clone(),
+                AgentTrack {
+                    agent: agent.clone(),
+                    owner,
+                    dir: project.map(|(d, _)| d),
+                    tracker,
+                    // A call whose `PreToolUse` this recorder did not see starts here.
+                    last_doc_to: self.file.last_seq(),
+                    open: Vec::new(),
+                },
+            );
+        }
+        if !tracks.sessions.contains_key(&input.session_id) {
+            let t = load_session(&self.file, &input.session_id)?;
+            tracks.sessions.insert(input.session_id.clone(), t);
+        }
+        let track = tracks
+            .agents
+            .get_mut(&agent.block_id)
+            .expect("inserted above");
+        let session = tracks
+            .sessions
+            .get_mut(&input.session_id)
+            .expect("inserted above");
+        let mut s = Sess {
+            file: &self.file,
+            input,
+            track,
+            session,
+            warnings: Vec::new(),
+        };
+        let mut reply = HookReply::default();
+        match input.hook_event_name.as_str() {
+            "SessionStart" => {
+                s.baseline().await?;
+            }
+            "UserPromptSubmit" => {
+                s.transcript().await?;
+                s.prompt().await?;
+                s.baseline().await?;
+            }
+            "PreToolUse" => reply = s.pre_tool().await?,
+            "PostToolUse" | "PostToolUseFailure" => s.post_tool().await?,
+            "Stop" | "SubagentStop" | "SessionEnd" => s.stop().await?,
+            _ => {}
+        }
+        if reply.deny.is_none() && !s.warnings.is_empty() {
+            reply.warn = Some(s.warnings.join("\n"));
+        }
+        Ok(reply)
+    }
+}
+
+/// One hook call's view of its agent and session.
+struct Sess<'a> {
+    file: &'a FileHandle,
+    input: &'a HookInput,
+    track: &'a mut AgentTrack,
+    session: &'a mut SessionTrack,
+    /// What the user should hear about this call (the document could not follow, …).
+    warnings: Vec<String>,
+}
+
+impl Sess<'_> {
+    fn agent_editor(&self) -> &str {
+        &self.track.agent.editor_id
+    }
+
+    async fn record(&self, editor: &str, mut entry: Value) -> Result<Vec<Event>, EngineError> {
+        entry["session_id"] = json!(self.input.session_id);
+        entry["source"] = json!("claude-code");
+        self.file
+            .submit(Command::new(
+                editor,
+                "agent.session",
+                Some(&self.track.agent.block_id),
+                entry,
+            ))
+            .await
+    }
+
+    /// The user's prompt (by the agent block's owner), and the session's title from the first.
+    async fn prompt(&mut self) -> Result<(), EngineError> {
+        let Some(prompt) = self.input.prompt.as_deref() else {
+            return Ok(());
+        };
+        let owner = self.track.owner.clone();
+        let mut cmds = Vec::new();
+        let entry = |mut v: Value| {
+            v["session_id"] = json!(self.input.session_id);
+            v["source"] = json!("claude-code");
+            Command::new(&owner, "agent.session", Some(&self.track.agent.block_id), v)
+        };
+        if !self.session.titled {
+            let first = prompt.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let title = transcript::cut(first.trim(), 80);
+            cmds.push(entry(json!({"entry": "title", "title": title})));
+        }
+        let mut message = serde_json::Map::new();
+        message.insert("type".into(), json!("text"));
+        let text = if prompt.len() > transcript::PREVIEW_BYTES {
+            let r = self.file.put_bytes(prompt.as_bytes())?;
+            message.insert(
+                "text_ref".into(),
+                json!({"hash": r.hash.to_hex(), "len": r.len}),
+            );
+            transcript::cut(prompt, transcript::PREVIEW_BYTES)
+        } else {
+            prompt
+        };
+        message.insert("text".into(), json!(text));
+        cmds.push(entry(json!({
+            "entry": "message",
+            "message": {"role": "user", "content": [message]},
+        })));
+        self.file.submit_all(cmds).await?;
+        self.session.titled = true;
+        Ok(())
+    }
+
+    /// Records the transcript's new lines (one batch).
+    async fn transcript(&mut self) -> Result<(), EngineError> {
+        let Some(path) = self.input.transcript_path.as_deref() else {
+            return Ok(());
+        };
+        let (lines, offset) = match transcript::read_new_lines(Path::new(path), self.session.offset)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(error = %e, path, "transcript not readable yet");
+                return Ok(());
+            }
+        };
+        if offset == self.session.offset {
+            return Ok(());
+        }
+        let editor = self.agent_editor().to_owned();
+        let mut cmds: Vec<Value> = lines
+            .iter()
+            .filter_map(|l| transcript::entry_of(self.file, l))
+            .map(|mut v| {
+                v["session_id"] = json!(self.input.session_id);
+                v
+            })
+            .collect();
+        // The offset rides on the last entry (or on a marker when no line was worth keeping),
+        // so a new process resumes where this one stopped.
+        match cmds.last_mut() {
+            Some(last) => last["transcript_offset"] = json!(offset),
+            None => cmds.push(json!({
+                "entry": "message",
+                "session_id": self.input.session_id,
+                "source": "claude-code",
+                "transcript_offset": offset,
+                "message": {"role": "assistant", "content": []},
+            })),
+        }
+        let cmds: Vec<Command> = cmds
+            .into_iter()
+            .map(|v| {
+                Command::new(
+                    &editor,
+                    "agent.session",
+                    Some(&self.track.agent.block_id),
+                    v,
+                )
+            })
+            .collect();
+        self.file.submit_all(cmds).await?;
+        self.session.offset = offset;
+        Ok(())
+    }
+
+    fn root(&self) -> Option<PathBuf> {
+        self.track.tracker.as_ref().map(|t| t.root().to_path_buf())
+    }
+
+    /// Drops calls whose `PostToolUse` never came.
+    fn drop_stale(&mut self) {
+        self.track
+            .open
+            .retain(|c| c.at.elapsed().as_secs() < STALE_CALL_SECS);
+    }
+
+    /// Between calls: what changed on disk since the last record is the user's; the
+    /// document follows (a `directory.sync` by the agent block's owner).
+    async fn baseline(&mut self) -> Result<(), EngineError> {
+        self.drop_stale();
+        if !self.track.open.is_empty() {
+            return Ok(());
+        }
+        let Some(tracker) = self.track.tracker.as_mut() else {
+            return Ok(());
+        };
+        let first = !tracker.has_baseline();
+        let (changes, _) = tracker.scan_changes()?;
+        if !first && !changes.is_empty() {
+            let owner = self.track.owner.clone();
+            if let Err(e) = self.sync(&owner, &changes).await {
+                self.warnings.push(format!(
+                    "elfiee: the project's changes between Claude Code's calls did not enter the document: {e}"
+                ));
+            }
+        }
+        self.track.last_doc_to = self.file.last_seq();
+        if let Some(t) = &self.track.tracker {
+            t.save();
+        }
+        Ok(())
+    }
+
+    async fn pre_tool(&mut self) -> Result<HookReply, EngineError> {
+        let tool = self.input.tool_name.clone().unwrap_or_default();
+        if let Some(name) = tool.strip_prefix("mcp__elfiee__") {
+            if crate::mcp::tools::CHECKPOINT_TOOLS.contains(&name) {
+                super::note_step_tool_call(&self.track.agent.block_id, &self.input.session_id);
+            }
+        }
+        if !is_step_tool(&tool) {
+            return Ok(HookReply::default());
+        }
+        let cwd = self
+            .input
+            .cwd
+            .as_deref()
+            .map(PathBuf::from)
+            .or_else(|| self.root())
+            .unwrap_or_default();
+        let empty = Value::Null;
+        let tool_input = self.input.tool_input.as_ref().unwrap_or(&empty);
+        if let Some(path) = govern::target_path(&tool, tool_input, &cwd) {
+            let verdict = self
+                .file
+                .with_state(|s| govern::judge(s, &self.track.agent, &path, self.file.path()));
+            if let Verdict::Deny(reason) = verdict {
+                return Ok(HookReply::deny(reason));
+            }
+        }
+        self.baseline().await?;
+        self.track.open.push(OpenCall {
+            session: self.input.session_id.clone(),
+            key: call_key(self.input),
+            tool,
+            seq: self.file.last_seq(),
+            at: Instant::now(),
+        });
+        Ok(HookReply::default())
+    }
+
+    async fn post_tool(&mut self) -> Result<(), EngineError> {
+        let tool = self.input.tool_name.clone().unwrap_or_default();
+        if !is_step_tool(&tool) {
+            return Ok(());
+        }
+        let key = call_key(self.input);
+        let started = self
+            .track
+            .open
+            .iter()
+            .position(|c| c.key == key && c.session == self.input.session_id)
+            .map(|i| self.track.open.remove(i).seq);
+        self.transcript().await?;
+        self.step(vec![tool], started).await
+    }
+
+    /// The end of a turn (or of a sub-agent, or of the session): the transcript so far, and
+    /// the calls of this session that never got their `PostToolUse` as one step.
+    async fn stop(&mut self) -> Result<(), EngineError> {
+        self.transcript().await?;
+        let session = self.input.session_id.clone();
+        let mut tools = Vec::new();
+        let mut started = None::<u64>;
+        self.track.open.retain(|c| {
+            if c.session == session {
+                tools.push(c.tool.clone());
+                started = Some(started.map_or(c.seq, |s| s.min(c.seq)));
+                false
+            } else {
+                true
+            }
+        });
+        if !tools.is_empty() {
+            self.step(tools, started).await?;
+        }
+        if self.input.hook_event_name == "Stop" {
+            let editor = self.agent_editor().to_owned();
+            self.record(
+                &editor,
+                json!({"entry": "stop", "stop_reason": {"kind": "end_turn"}}),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Records a step: what changed on disk since the baseline enters the directory block as
+    /// the agent's, then the step's record. Nothing changed anywhere: no step.
+    async fn step(&mut self, tools: Vec<String>, started: Option<u64>) -> Result<(), EngineError> {
+        let doc_from = started
+            .unwrap_or(self.track.last_doc_to)
+            .max(self.track.last_doc_to);
+        let changes = match self.track.tracker.as_mut() {
+            Some(t) if t.has_baseline() => t.scan_changes()?.0,
+            Some(t) => {
+                // No baseline yet (a one-shot recorder on a project never scanned): this scan
+                // becomes it; the call's changes cannot be told apart from the project.
+                tracing::warn!(
+                    "no checkpoint of the project yet; this call's files are not a step"
+                );
+                t.scan_changes()?;
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let (mut outside, mut synced) = (Vec::new(), true);
+        if !changes.is_empty() {
+            if let Some(dir_id) = self.track.dir.clone() {
+                outside = self.file.with_state(|s| {
+                    s.block(&dir_id)
+                        .map(|dir| govern::outside_grants(s, &self.track.agent, dir, &changes))
+                        .unwrap_or_default()
+                });
+            }
+            let editor = self.agent_editor().to_owned();
+            match self.sync(&editor, &changes).await {
+                Ok(created) => self.link(&created).await,
+                Err(e) => {
+                    self.warnings.push(format!(
+                        "elfiee: this step's files did not enter the document's directory block: {e}"
+                    ));
+                    synced = false;
+                }
+            }
+        }
+        let doc_to = self.file.last_seq();
+        let doc_changed = doc_to > doc_from
+            && self
+                .file
+                .events(doc_from + 1)?
+                .iter()
+                .any(|e| e.cap_id() != "agent.session");
+        if changes.is_empty() && !doc_changed {
+            self.track.last_doc_to = self.track.last_doc_to.max(doc_to);
+            return Ok(());
+        }
+        let n = self.session.next_step;
+        let mut entry = json!({
+            "entry": "step",
+            "step": n,
+            "doc_from": doc_from,
+            "doc_to": doc_to,
+            "directory": self.track.dir,
+            "root": self.root().map(|r| r.display().to_string()),
+            "files": changes,
+            "tools": tools,
+        });
+        if let Some(id) = &self.input.tool_use_id {
+            entry["tool_use_id"] = json!(id);
+        }
+        if !outside.is_empty() {
+            entry["outside_grants"] = json!(outside);
+        }
+        if !synced {
+            entry["document_synced"] = json!(false);
+        }
+        let editor = self.agent_editor().to_owned();
+        self.record(&editor, entry).await?;
+        self.session.next_step = n + 1;
+        self.track.last_doc_to = doc_to;
+        if let Some(t) = &self.track.tracker {
+            t.save();
+        }
+        Ok(())
+    }
+
+    /// Brings the directory block up to date with `changes` as `editor` (one
+    /// `directory.sync`); returns the blocks it created.
+    async fn sync(&self, editor: &str, changes: &[FileChange]) -> Result<Vec<String>, EngineError> {
+        let Some(dir_id) = &self.track.dir else {
+            return Ok(Vec::new());
+        };
+        let root = self
+            .file
+            .with_state(|s| {
+                s.block(dir_id)?
+                    .metadata
+                    .custom
+                    .get(EXTERNAL_ROOT_PATH)?
+                    .as_str()
+                    .map(PathBuf::from)
+            })
+            .unwrap_or_default();
+        let (mut files, mut deleted, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+        for c in changes {
+            let Some(after) = &c.after else {
+                deleted.push(c.path.clone());
+                continue;
+            };
+            let skip = |reason: &str| SkippedFile {
+                path: c.path.clone(),
+                reason: reason.to_owned(),
+            };
+            if after.len > MAX_TEXT_BYTES {
+                skipped.push(skip("larger than 1 MiB"));
+                continue;
+            }
+            // The bytes the scan kept (exactly the step's `after`), else the disk's.
+            let bytes = crate::checkpoint::stored_bytes(self.file, after)
+                .or_else(|| std::fs::read(root.join(&c.path)).ok());
+            let Some(bytes) = bytes else {
+                skipped.push(skip("unreadable"));
+                continue;
+            };
+            if bytes[..bytes.len().min(8192)].contains(&0) {
+                skipped.push(skip("binary"));
+                continue;
+            }
+            match String::from_utf8(bytes) {
+                Ok(content) => files.push(ImportedFile {
+                    path: c.path.clone(),
+                    content,
+                }),
+                Err(_) => skipped.push(skip("binary (not UTF-8)")),
+            }
+        }
+        // A file the directory does not track and that is no text stays out of it (as the
+        // importer leaves it out); only tracked paths can be deleted.
+        let events = self
+            .file
+            .submit(Command::new(
+                editor,
+                "directory.sync",
+                Some(dir_id),
+                json!({"files": files, "deleted": deleted, "skipped": skipped}),
+            ))
+            .await?;
+        Ok(events
+            .iter()
+            .filter(|e| e.cap_id() == "core.create")
+            .map(|e| e.entity.clone())
+            .collect())
+    }
+
+    /// `implement` links from the agent to the blocks its step made (as the loop's).
+    async fn link(&self, created: &[String]) {
+        if created.is_empty() {
+            return;
+        }
+        let cmds = created
+            .iter()
+            .map(|id| {
+                Command::new(
+                    self.agent_editor(),
+                    "core.link",
+                    Some(&self.track.agent.block_id),
+                    json!({"to": id, "relation": "implement"}),
+                )
+            })
+            .collect();
+        if let Err(e) = self.file.submit_all(cmds).await {
+            tracing::warn!(error = %e, "the agent's new files were not linked from it");
+        }
+    }
+}
