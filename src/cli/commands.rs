@@ -12,6 +12,7 @@ use super::{
 
 mod agent;
 mod files;
+mod hook;
 pub(crate) mod keep;
 mod man;
 
@@ -33,6 +34,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             clap_complete::generate(*shell, &mut cmd, name, &mut std::io::stdout());
             return Ok(());
         }
+        Cmd::Man { dir } => return man_pages(dir.as_deref(), &out),
+        Cmd::Hook { editor } => return hook::run(&cli, editor).await,
         Cmd::Init { path, owner } => {
             let file = Engine::global().init(path, owner).await?;
             let owner_id = file.owner().unwrap_or_default();
@@ -110,7 +113,9 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
         | Cmd::Caps
         | Cmd::Restore { .. }
         | Cmd::Salvage { .. }
-        | Cmd::Completions { .. } => {
+        | Cmd::Completions { .. }
+        | Cmd::Hook { .. }
+        | Cmd::Man { .. } => {
             unreachable!("handled in run")
         }
         Cmd::Exec(args) => exec(s, args, out).await?,
@@ -207,6 +212,8 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                     format!("process {pid} already owns this file and serves it"),
                 ));
             }
+            // Claude Code's hooks (agents enabled on a project) record through the owner.
+            elfiee_adapters::hooks::provide(&s.file);
             let node = match &args.sync {
                 Some(url) => {
                     Some(super::sync::start(&s.file, url, args.doc.as_deref(), &args.key).await?)

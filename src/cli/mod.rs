@@ -410,6 +410,22 @@ pub(crate) enum Cmd {
     Sync(SyncCmd),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff), or with --dir write one page per command into DIR
+    /// (elfiee.1, elfiee-block.1, elfiee-block-create.1, …).
+    Man {
+        /// Write every command's page into this folder instead of printing the top one.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Record one Claude Code hook call (what the hooks `agent enable` installs run): reads
+    /// the hook's JSON on stdin, records it in the document as the agent's (a step per tool
+    /// call that can change files), and answers a `PreToolUse` the grants refuse with a
+    /// denial. Never blocks Claude Code otherwise.
+    Hook {
+        /// The agent's editor id (from the hook entry).
+        #[arg(long)]
+        editor: String,
+    },
     /// Serve the document over MCP on stdin/stdout (what Claude Code starts).
     McpServer {
         /// Act as this editor (default: the file owner); agent entries pass their editor id.
