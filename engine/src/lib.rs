@@ -51,6 +51,7 @@ pub mod node;
 pub mod remote;
 pub mod replay;
 pub mod salvage;
+mod services;
 mod subscription;
 mod sync;
 pub mod tree;

@@ -78,7 +78,7 @@ pub(crate) struct FileCore {
     /// What readers see instead of `committed` (see [`crate::ForeignLog::set_view`]).
     view: RwLock<Option<Arc<dyn StateView>>>,
     /// Services this process offers on the owner socket while it owns the file.
-    pub services: crate::remote::service::Services,
+    pub services: crate::services::Services,
 }
 
 impl FileCore {

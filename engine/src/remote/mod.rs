@@ -16,5 +16,6 @@ pub(crate) mod server;
 pub mod service;
 pub mod wire;
 
-pub use service::{call_service, CallError, ServiceFn, ServiceFuture};
+pub use crate::services::{ServiceFn, ServiceFuture};
+pub use service::{call_service, CallError};
 pub use wire::{socket_path, Request, Response, SOCKET_NAME};

@@ -1,6 +1,7 @@
 //! Services an owner process offers on its socket besides the log: named request/response
-//! handlers that a layer above the engine registers ([`crate::FileHandle::provide`]) and that
-//! a short-lived process calls ([`call_service`]) without opening the document.
+//! handlers that a layer above the engine registers ([`crate::FileHandle::provide`], kept in
+//! [`crate::services`]) and that a short-lived process calls ([`call_service`]) without
+//! opening the document.
 //!
 //! Why: some work is cheap only in a long-lived process that keeps state between calls (a
 //! project folder's watch, a session's place in a transcript). A Claude Code hook is a new
@@ -8,43 +9,12 @@
 //! mcp-server` Claude Code runs, or `elfiee serve`) in one round trip instead of opening the
 //! document and walking the folder itself. The engine knows no service by name.
 
-use std::collections::HashMap;
-use std::future::Future;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::wire::{read_frame, socket_path, write_frame, Request, Response};
 use crate::layout::ElfPaths;
-
-/// What a service answers: its reply bytes, or a message for the caller.
-pub type ServiceFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, String>> + Send>>;
-
-/// A service handler: request bytes in, reply bytes out (formats are the service's own).
-pub type ServiceFn = Arc<dyn Fn(Vec<u8>) -> ServiceFuture + Send + Sync>;
-
-/// The services registered in this process for one file (served while it owns the file).
-#[derive(Default)]
-pub(crate) struct Services(Mutex<HashMap<String, ServiceFn>>);
-
-impl Services {
-    pub(crate) fn set(&self, name: &str, f: ServiceFn) {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name.to_owned(), f);
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<ServiceFn> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(name)
-            .cloned()
-    }
-}
 
 /// Why [`call_service`] got no reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
