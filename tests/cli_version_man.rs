@@ -68,7 +68,11 @@ fn version_names_the_version_and_the_commit_of_the_checkout() {
 fn man_page_names_every_subcommand() {
     let out = common::output_ok(elfiee().arg("man"));
     let page = unescape(&String::from_utf8_lossy(&out.stdout));
-    assert!(page.contains(".TH elfiee 1"), "{}", &page[..page.len().min(300)]);
+    assert!(
+        page.contains(".TH elfiee 1"),
+        "{}",
+        &page[..page.len().min(300)]
+    );
     let top = subcommands(&[]);
     assert!(top.len() >= 10, "{top:?}");
     for cmd in &top {
@@ -84,17 +88,15 @@ fn man_page_names_every_subcommand() {
 #[test]
 fn man_dir_writes_a_page_per_command() {
     let dir = tempfile::tempdir().unwrap();
-    let out = common::output_ok(
-        elfiee()
-            .args(["--json", "man", "--dir"])
-            .arg(dir.path()),
-    );
+    let out = common::output_ok(elfiee().args(["--json", "man", "--dir"]).arg(dir.path()));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let pages = report["pages"].as_array().unwrap();
     let page = |name: &str| -> String {
         let path = dir.path().join(format!("{name}.1"));
         assert!(
-            pages.iter().any(|p| p.as_str() == Some(&path.display().to_string())),
+            pages
+                .iter()
+                .any(|p| p.as_str() == Some(&path.display().to_string())),
             "{name}.1 is not in the report: {pages:?}"
         );
         unescape(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{name}.1: {e}")))
@@ -104,7 +106,10 @@ fn man_dir_writes_a_page_per_command() {
     for cmd in subcommands(&[]) {
         let nested = subcommands(&[&cmd]);
         let own = page(&format!("elfiee-{cmd}"));
-        assert!(own.contains(&format!(".TH elfiee-{cmd} 1")), "elfiee-{cmd}.1");
+        assert!(
+            own.contains(&format!(".TH elfiee-{cmd} 1")),
+            "elfiee-{cmd}.1"
+        );
         expected += 1 + nested.len();
         for sub in nested {
             assert!(

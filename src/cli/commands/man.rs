@@ -40,9 +40,10 @@ pub(super) fn man_pages(dir: Option<&Path>, out: &Out) -> Result<(), CliError> {
         )
     })?;
     let names: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
-    out.print(&json!({"dir": dir.display().to_string(), "pages": names}), || {
-        names.join("\n")
-    });
+    out.print(
+        &json!({"dir": dir.display().to_string(), "pages": names}),
+        || names.join("\n"),
+    );
     Ok(())
 }
 
