@@ -382,3 +382,92 @@ fn claude_codes_own_tools_become_undoable_governed_steps() {
         settings_before
     );
 }
+
+/// Two Claude Code sessions on one project at once (two terminals), one of them running a
+/// sub-agent that writes: both sessions are recorded through the document's owner (one of
+/// the two MCP servers; the other is its client), none lost, the sub-agent's work and words
+/// in its parent's session.
+#[test]
+fn two_sessions_at_once_and_a_subagent_are_all_recorded() {
+    let Some(bin) = claude_cli() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let project = root.join("two");
+    std::fs::create_dir_all(project.join("src")).unwrap();
+    std::fs::create_dir_all(project.join(".claude")).unwrap();
+    std::fs::write(project.join("src/lib.rs"), "pub mod a;\n").unwrap();
+    let elf = root.join("doc.elf");
+    elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
+    let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created = elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    let agent = created["agent_block_id"].as_str().unwrap().to_owned();
+    let (a_rs, b_rs) = (project.join("src/a.rs"), project.join("src/b.rs"));
+    let runs = [
+        (
+            "with-subagent",
+            "Write a.rs through a helper",
+            vec![
+                Scripted::tool(
+                    "Agent",
+                    json!({"description": "write a.rs", "prompt": "Write src/a.rs",
+                           "subagent_type": "general-purpose", "run_in_background": false}),
+                ),
+                Scripted::tool(
+                    "Write",
+                    json!({"file_path": a_rs, "content": "pub fn a() {}\n"}),
+                )
+                .with_text("The helper writes a.rs."),
+                Scripted::text("helper finished a.rs"),
+                Scripted::text("A is done."),
+            ],
+        ),
+        (
+            "plain",
+            "Write b.rs",
+            vec![
+                Scripted::tool(
+                    "Write",
+                    json!({"file_path": b_rs, "content": "pub fn b() {}\n"}),
+                ),
+                Scripted::text("B is done."),
+            ],
+        ),
+    ];
+    let threads: Vec<_> = runs
+        .into_iter()
+        .map(|(name, prompt, script)| {
+            let (bin, scratch, project) = (bin.clone(), root.join(name), project.clone());
+            std::fs::create_dir_all(&scratch).unwrap();
+            std::thread::spawn(move || claude(&bin, &scratch, &project, prompt, script).0)
+        })
+        .collect();
+    let outs: Vec<Value> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    assert_eq!(outs[0]["result"], "A is done.", "{}", outs[0]);
+    assert_eq!(outs[1]["result"], "B is done.", "{}", outs[1]);
+    assert!(a_rs.exists() && b_rs.exists());
+
+    let sessions = elfiee_json(&elf, &["agent", "sessions", &agent]).to_string();
+    for (out, file) in outs.iter().zip(["src/a.rs", "src/b.rs"]) {
+        let id = out["session_id"].as_str().unwrap();
+        assert!(sessions.contains(id), "{id} listed in {sessions}");
+        let steps = elfiee_json(&elf, &["agent", "steps", id]);
+        let created: Vec<&str> = steps["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["files_created"].as_array().unwrap().iter())
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(created, [file], "{steps}");
+    }
+    let log = elfiee_json(&elf, &["log", "--block", &agent]).to_string();
+    assert!(
+        log.contains("helper finished a.rs"),
+        "the sub-agent's answer is recorded"
+    );
+    assert!(log.contains("\"subagent\""), "marked as the sub-agent's");
+    check_document(&elf);
+}

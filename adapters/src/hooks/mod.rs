@@ -64,6 +64,12 @@ pub struct HookInput {
     pub tool_use_id: Option<String>,
     #[serde(default)]
     pub prompt: Option<String>,
+    /// A sub-agent's id (its hooks and `SubagentStop`).
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    /// `SubagentStop`: the sub-agent's own transcript.
+    #[serde(default)]
+    pub agent_transcript_path: Option<String>,
 }
 
 impl HookInput {
@@ -243,9 +249,17 @@ pub(crate) fn note_step_tool_call(agent_block_id: &str, session_id: &str) {
 }
 
 /// The Claude Code session whose steps the MCP server's `elfiee_steps` / `elfiee_undo` /
-/// `elfiee_redo` act on for `agent_block_id`: the session whose hook announced the call (when
-/// this process records the hooks), else the session that recorded last.
+/// `elfiee_redo` act on for `agent_block_id`: the session that started this MCP server
+/// (`CLAUDE_CODE_SESSION_ID`), else the session whose hook announced the call (when this
+/// process records the hooks), else the session that recorded last.
 pub fn claude_session(file: &FileHandle, agent_block_id: &str) -> Option<String> {
+    // Claude Code names its session in the environment of the MCP server it starts.
+    if let Some(id) = std::env::var("CLAUDE_CODE_SESSION_ID")
+        .ok()
+        .filter(|s| !s.is_empty())
+    {
+        return Some(id);
+    }
     let noted = CALLING
         .lock()
         .unwrap_or_else(|p| p.into_inner())

@@ -58,7 +58,10 @@ struct AgentTrack {
 #[derive(Default)]
 struct SessionTrack {
     next_step: u64,
+    /// Where reading the session's transcript goes on.
     offset: u64,
+    /// The same for each sub-agent's transcript, by agent id.
+    sub_offsets: HashMap<String, u64>,
     titled: bool,
 }
 
@@ -119,7 +122,13 @@ fn load_session(file: &FileHandle, session_id: &str) -> Result<SessionTrack, Eng
             _ => {}
         }
         if let Some(o) = e.value.get("transcript_offset").and_then(Value::as_u64) {
-            t.offset = t.offset.max(o);
+            match e.value.get("subagent").and_then(Value::as_str) {
+                Some(sub) => {
+                    let at = t.sub_offsets.entry(sub.to_owned()).or_default();
+                    *at = (*at).max(o);
+                }
+                None => t.offset = t.offset.max(o),
+            }
         }
     }
     Ok(t)
@@ -305,48 +314,77 @@ impl Sess<'_> {
         Ok(())
     }
 
-    /// Records the transcript's new lines (one batch).
+    /// Records the session's transcript's new lines (one batch).
     async fn transcript(&mut self) -> Result<(), EngineError> {
-        let Some(path) = self.input.transcript_path.as_deref() else {
+        let Some(path) = self.input.transcript_path.clone() else {
             return Ok(());
         };
-        let (lines, offset) = match transcript::read_new_lines(Path::new(path), self.session.offset)
-        {
+        let from = self.session.offset;
+        if let Some(to) = self.read_transcript(&path, from, None).await? {
+            self.session.offset = to;
+        }
+        Ok(())
+    }
+
+    /// Records a finished sub-agent's own transcript (`SubagentStop`), its entries marked
+    /// with the sub-agent's id.
+    async fn subagent_transcript(&mut self) -> Result<(), EngineError> {
+        let (Some(path), Some(id)) = (
+            self.input.agent_transcript_path.clone(),
+            self.input.agent_id.clone(),
+        ) else {
+            return Ok(());
+        };
+        let from = self.session.sub_offsets.get(&id).copied().unwrap_or(0);
+        if let Some(to) = self.read_transcript(&path, from, Some(&id)).await? {
+            self.session.sub_offsets.insert(id, to);
+        }
+        Ok(())
+    }
+
+    /// Records the lines of the transcript at `path` after byte `from`; the offset after them
+    /// (`None`: nothing new, or not readable yet — Claude Code writes it after the first
+    /// prompt).
+    async fn read_transcript(
+        &self,
+        path: &str,
+        from: u64,
+        subagent: Option<&str>,
+    ) -> Result<Option<u64>, EngineError> {
+        let (lines, offset) = match transcript::read_new_lines(Path::new(path), from) {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(error = %e, path, "transcript not readable yet");
-                return Ok(());
+                return Ok(None);
             }
         };
-        if offset == self.session.offset {
-            return Ok(());
+        if offset == from {
+            return Ok(None);
         }
-        let editor = self.agent_editor().to_owned();
-        let mut cmds: Vec<Value> = lines
+        let mut entries: Vec<Value> = lines
             .iter()
             .filter_map(|l| transcript::entry_of(self.file, l))
-            .map(|mut v| {
-                v["session_id"] = json!(self.input.session_id);
-                v
-            })
             .collect();
-        // The offset rides on the last entry (or on a marker when no line was worth keeping),
-        // so a new process resumes where this one stopped.
-        match cmds.last_mut() {
+        // The offset rides on the last entry (or on an empty message when no line was worth
+        // keeping), so a new process resumes where this one stopped.
+        match entries.last_mut() {
             Some(last) => last["transcript_offset"] = json!(offset),
-            None => cmds.push(json!({
+            None => entries.push(json!({
                 "entry": "message",
-                "session_id": self.input.session_id,
                 "source": "claude-code",
                 "transcript_offset": offset,
                 "message": {"role": "assistant", "content": []},
             })),
         }
-        let cmds: Vec<Command> = cmds
+        let cmds: Vec<Command> = entries
             .into_iter()
-            .map(|v| {
+            .map(|mut v| {
+                v["session_id"] = json!(self.input.session_id);
+                if let Some(sub) = subagent {
+                    v["subagent"] = json!(sub);
+                }
                 Command::new(
-                    &editor,
+                    self.agent_editor(),
                     "agent.session",
                     Some(&self.track.agent.block_id),
                     v,
@@ -354,8 +392,7 @@ impl Sess<'_> {
             })
             .collect();
         self.file.submit_all(cmds).await?;
-        self.session.offset = offset;
-        Ok(())
+        Ok(Some(offset))
     }
 
     fn root(&self) -> Option<PathBuf> {
@@ -454,6 +491,9 @@ impl Sess<'_> {
     /// the calls of this session that never got their `PostToolUse` as one step.
     async fn stop(&mut self) -> Result<(), EngineError> {
         self.transcript().await?;
+        if self.input.hook_event_name == "SubagentStop" {
+            self.subagent_transcript().await?;
+        }
         let session = self.input.session_id.clone();
         let mut tools = Vec::new();
         let mut started = None::<u64>;
