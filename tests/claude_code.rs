@@ -471,3 +471,44 @@ fn two_sessions_at_once_and_a_subagent_are_all_recorded() {
     assert!(log.contains("\"subagent\""), "marked as the sub-agent's");
     check_document(&elf);
 }
+
+/// Claude Code undoes its own last step through the `elfiee` MCP server's `elfiee_undo`: the
+/// step of its session (the server knows the session from Claude Code's environment).
+#[test]
+fn claude_code_undoes_its_own_last_step_over_mcp() {
+    let Some(bin) = claude_cli() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().canonicalize().unwrap();
+    let project = root.join("p");
+    std::fs::create_dir_all(project.join(".claude")).unwrap();
+    std::fs::write(project.join("keep.txt"), "keep\n").unwrap();
+    let elf = root.join("doc.elf");
+    elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
+    let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    let oops = project.join("oops.rs");
+    let (out, standin) = claude(
+        &bin,
+        &root,
+        &project,
+        "Write oops.rs, then take it back",
+        vec![
+            Scripted::tool("Write", json!({"file_path": oops, "content": "oops\n"})),
+            Scripted::tool("mcp__elfiee__elfiee_undo", json!({})).with_id(0, "toolu_undo"),
+            Scripted::text("Taken back."),
+        ],
+    );
+    assert_eq!(out["result"], "Taken back.", "{out}");
+    let said = standin.tool_result_text("toolu_undo").unwrap_or_default();
+    assert!(
+        !oops.exists(),
+        "the step was undone on disk; the tool said {said}"
+    );
+    let session = out["session_id"].as_str().unwrap();
+    let steps = elfiee_json(&elf, &["agent", "steps", session]);
+    assert_eq!(steps["steps"][0]["status"], "undone", "{steps}");
+    check_document(&elf);
+}

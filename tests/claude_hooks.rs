@@ -474,3 +474,100 @@ fn hooks_through_the_owner_record_steps_that_undo_and_redo() {
 fn hooks_with_no_owner_record_alone() {
     story(false);
 }
+
+/// Runs `elfiee hook` directly with `payload`; (exit code, stdout, stderr, seconds).
+fn raw_hook(elf: &Path, editor: &str, payload: &Value) -> (i32, String, String, f64) {
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["hook", "--elf", elf.to_str().unwrap(), "--editor", editor])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("RUST_LOG")
+        .env_remove("ELFIEE_ELF")
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(payload.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        started.elapsed().as_secs_f64(),
+    )
+}
+
+/// Never in the way: a document that is gone gets one non-blocking message per session and
+/// silence after; an owner that crashed (its socket left behind) does not stop the recording;
+/// bad input is refused in words, never blocking; every call returns within seconds.
+#[test]
+fn a_hook_never_stands_in_the_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gone = tmp.path().join("gone.elf");
+    let session = format!("gone-{}", std::process::id());
+    let p = json!({"session_id": session, "hook_event_name": "PreToolUse", "cwd": tmp.path(),
+                   "tool_name": "Write", "tool_use_id": "t1",
+                   "tool_input": {"file_path": tmp.path().join("x.rs"), "content": "x"}});
+    let (code, out, err, secs) = raw_hook(&gone, "agent-x", &p);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains("is gone"), "{err}");
+    assert!(secs < 3.0, "{secs} s");
+    let (code, _, err, _) = raw_hook(&gone, "agent-x", &p);
+    assert_eq!((code, err.as_str()), (0, ""), "once per session");
+    // Not a hook payload: said, not blocking (exit 1 is shown, never a denial).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args(["hook", "--elf", gone.to_str().unwrap(), "--editor", "a"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"no\": 1")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
+
+    // An owner that crashed left its socket: the hook records alone.
+    let project = project(tmp.path());
+    let elf = tmp.path().join("doc.elf");
+    elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
+    let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created = elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    let editor = created["editor_id"].as_str().unwrap();
+    drop(std::os::unix::net::UnixListener::bind(elf.join("owner.sock")).unwrap());
+    let call = |event: &str| {
+        json!({"session_id": "crashed-owner", "hook_event_name": event, "cwd": project,
+               "tool_name": "Write", "tool_use_id": "w1",
+               "tool_input": {"file_path": project.join("new.txt"), "content": "new\n"}})
+    };
+    raw_hook(
+        &elf,
+        editor,
+        &json!({"session_id": "crashed-owner", "hook_event_name": "UserPromptSubmit", "prompt": "p"}),
+    );
+    let (code, out, err, secs) = raw_hook(&elf, editor, &call("PreToolUse"));
+    assert_eq!((code, out.as_str()), (0, ""), "{err}");
+    assert!(secs < 5.0, "{secs} s");
+    std::fs::write(project.join("new.txt"), "new\n").unwrap();
+    let (code, _, err, _) = raw_hook(&elf, editor, &call("PostToolUse"));
+    assert_eq!(code, 0, "{err}");
+    let steps = elfiee_json(&elf, &["agent", "steps", "crashed-owner"]);
+    assert_eq!(
+        steps["steps"][0]["files_created"],
+        json!(["new.txt"]),
+        "{steps}"
+    );
+}

@@ -43,7 +43,7 @@ pub use recorder::Recorder;
 pub const SERVICE: &str = "claude-code-hooks";
 
 /// How long a hook waits for the owner's answer before it lets Claude Code go on.
-pub const OWNER_TIMEOUT: Duration = Duration::from_secs(5);
+pub const OWNER_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// The JSON object Claude Code gives a hook on stdin (the fields elfiee reads; others are
 /// ignored).

@@ -16,7 +16,7 @@ use crate::Engine;
 const MAX_INPUT: u64 = 64 * 1024 * 1024;
 
 /// How long a hook that records alone may take before it lets Claude Code go on.
-const LOCAL_TIMEOUT: Duration = Duration::from_secs(8);
+const LOCAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub(super) async fn run(cli: &Cli, editor: &str) -> Result<(), CliError> {
     let exit = hook(cli, editor).await;
