@@ -452,6 +452,17 @@ fn story(with_owner: bool) {
         "{denied}"
     );
     assert!(!project.join("src/new.rs").exists());
+    // What Bash made outside the grants cannot be stopped before; the step names it.
+    s.call(
+        "t6",
+        "Bash",
+        json!({"command": "echo x > bash.txt"}),
+        || std::fs::write(project.join("bash.txt"), "x\n").unwrap(),
+    );
+    let steps = elfiee_json(&elf, &["agent", "steps", &s.id]);
+    let last = steps["steps"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["files_created"], json!(["bash.txt"]), "{last}");
+    assert_eq!(last["outside_grants"], json!(["bash.txt"]), "{last}");
 
     if let Some(o) = owner.as_mut() {
         drop(o.stdin.take());

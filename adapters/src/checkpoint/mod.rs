@@ -286,6 +286,10 @@ pub struct StepInfo {
     pub files_deleted: Vec<String>,
     /// The tools the step called.
     pub tools: Vec<String>,
+    /// Files the step changed that the agent held no grant for (what Claude Code's `Bash`
+    /// did, judged after the fact; see `crate::hooks`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outside_grants: Vec<String>,
 }
 
 /// A session's records, as read from the log.
@@ -301,6 +305,7 @@ pub struct History {
     /// Undo ids after which a new step was taken: like an editor's, they cannot be redone.
     superseded: BTreeSet<String>,
     tools: BTreeMap<u64, Vec<String>>,
+    outside: BTreeMap<u64, Vec<String>>,
 }
 
 impl History {
@@ -327,6 +332,10 @@ impl History {
                         // The tools a step names itself (an MCP server's steps).
                         if e.value.get("tools").is_some_and(Value::is_array) {
                             h.tools.insert(n, str_list(&e.value, "tools"));
+                        }
+                        let outside = str_list(&e.value, "outside_grants");
+                        if !outside.is_empty() {
+                            h.outside.insert(n, outside);
                         }
                         for (id, _, _) in &h.undos {
                             h.superseded.insert(id.clone());
@@ -436,6 +445,7 @@ impl History {
                     files_modified: pick(|x| x.before.is_some() && x.after.is_some()),
                     files_deleted: pick(|x| x.after.is_none()),
                     tools: self.tools.get(n).cloned().unwrap_or_default(),
+                    outside_grants: self.outside.get(n).cloned().unwrap_or_default(),
                 }
             })
             .collect()

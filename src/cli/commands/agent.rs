@@ -510,6 +510,12 @@ pub(super) fn steps_text(steps: &[elfiee_adapters::checkpoint::StepInfo]) -> Str
                 out.push(format!("    {mark} {f}"));
             }
         }
+        if !st.outside_grants.is_empty() {
+            out.push(format!(
+                "    ! outside the agent's grants: {}",
+                st.outside_grants.join(", ")
+            ));
+        }
     }
     out.join("\n")
 }
