@@ -203,8 +203,9 @@ async fn the_plan_profile_refuses_a_write_tool_and_rules_files_decide() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
-/// Issue 26 / seed 003 ToolStatus: `agent chat` shows each tool call as it happens — the
-/// first line of a success's output, the first lines of a failure's error.
+/// Issue 26 / seed 003 ToolStatus: `agent chat` shows each tool call as it happens — a
+/// preview of a success's output (what it says beyond the call's arguments), the first lines
+/// of a failure's error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_chat_prints_each_tools_output_preview_and_errors() {
     use std::io::Write;
@@ -273,9 +274,9 @@ async fn agent_chat_prints_each_tools_output_preview_and_errors() {
     assert!(stdout.contains("There is no ghost."), "{stdout}");
     assert!(
         stderr.contains(
-            "  [Running] elfiee_block_list\n  [Success] elfiee_block_list: {\"blocks\":[{\"block_id\":\""
+            "  [Running] elfiee_block_list\n  [Success] elfiee_block_list: blocks: [{\"block_id\":\""
         ),
-        "the output's first line: {stderr}"
+        "the output's preview: {stderr}"
     );
     assert!(
         stderr.contains(

@@ -199,15 +199,17 @@ async fn the_agent_loop_adds_a_tested_file_its_next_shell_step_passes_cargo_test
         steps[0]["tools"],
         json!(["elfiee_directory_add", "elfiee_code_write"])
     );
-    assert!(
-        steps[1]["files_created"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("src/agent_made.rs")),
-        "the export before the shell wrote it: {:?}",
+    // The files belong to the step whose tools made them; the export before the shell wrote
+    // them to disk, but the shell step holds only what its command changed (issue 37).
+    assert_eq!(steps[0]["files_created"], json!(["src/agent_made.rs"]));
+    assert_eq!(steps[0]["files_modified"], json!(["src/main.rs"]));
+    assert_eq!(
+        steps[1]["files_created"],
+        json!(["Cargo.lock"]),
+        "cargo test's lock file: {:?}",
         steps[1]
     );
-    assert_eq!(steps[1]["files_modified"], json!(["src/main.rs"]));
+    assert_eq!(steps[1]["files_modified"], json!([]));
     let text = run(&p.elf, &["agent", "steps", sid]).await;
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("+ src/agent_made.rs"), "{text}");

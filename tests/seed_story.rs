@@ -235,3 +235,199 @@ async fn the_seed_story_an_agent_writes_code_into_a_project_and_its_tests_run_th
     assert_eq!(ok(&elf, &["dir", "status", &b1]).await["new"], json!([]));
     assert_eq!(ok(&elf, &["verify"]).await["ok"], true);
 }
+
+/// The same story through the agent loop (issue 37 item 8): `a1` reads the requirement and, in
+/// one step, makes `src/pdf.rs` in `b1`, declares the module and links the code to `f1`; the
+/// user runs the tests with `terminal run --export` (the export writes the agent's files);
+/// then `agent undo a1` — by the agent's name — takes the step back: the file gone from disk
+/// and from the document, `src/main.rs` as it was, `dir status` and `git status` clean. (The
+/// user's export of the agent's own files is not a change by someone else.) After a redo and
+/// a real change by the user, the undo is refused naming that block, and `--force` takes the
+/// file too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_seed_story_through_the_loop_then_the_users_export_then_agent_undo_by_name() {
+    std::env::set_var(KEY_ENV, "sk-local");
+    let tmp = tempfile::tempdir().unwrap();
+    let proj = tmp.path().join("proj");
+    common::output_ok(
+        Command::new("cargo")
+            .args(["new", "--quiet", "--vcs", "git", "--name", "proj"])
+            .arg(&proj),
+    );
+    common::output_ok(
+        Command::new("cargo")
+            .args(["generate-lockfile", "--offline"])
+            .current_dir(&proj),
+    );
+    git(&proj, &["add", "-A"]);
+    git(&proj, &["commit", "-q", "-m", "cargo new"]);
+    let original_main = std::fs::read_to_string(proj.join("src/main.rs")).unwrap();
+
+    let elf = tmp.path().join("story.elf");
+    ok(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]).await;
+    let b1 = id(&ok(
+        &elf,
+        &["dir", "import", proj.to_str().unwrap(), "--name", "b1"],
+    )
+    .await);
+    let t1 = id(&ok(&elf, &["terminal", "create", "--name", "t1", "--dir", &b1]).await);
+    let f1 = id(&ok(
+        &elf,
+        &["block", "create", "--type", "markdown", "--name", "f1"],
+    )
+    .await);
+    ok(
+        &elf,
+        &[
+            "markdown",
+            "write",
+            &f1,
+            "--text",
+            "Requirement: a `pdf` module whose `header()` returns the PDF 1.7 header, with a test.",
+        ],
+    )
+    .await;
+    let a1 = ok(&elf, &["agent", "create", "--name", "a1"]).await["agent_block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for target in [&t1, &b1, &f1] {
+        ok(
+            &elf,
+            &["block", "link", &a1, target, "--relation", "reference"],
+        )
+        .await;
+    }
+    let (url, _) = common::llm_turns(
+        vec![
+            common::anthropic_tool_calls(&[("r1", "elfiee_block_get", json!({"block_id": "f1"}))]),
+            common::anthropic_tool_calls(&[
+                (
+                    "w1",
+                    "elfiee_directory_add",
+                    json!({"directory": "b1", "path": "src/pdf.rs", "content": PDF_RS}),
+                ),
+                (
+                    "w2",
+                    "elfiee_code_write",
+                    json!({"block_id": "src/main.rs", "text": MAIN_RS, "language": "rust"}),
+                ),
+                (
+                    "w3",
+                    "elfiee_block_link",
+                    json!({"from": "src/pdf.rs", "to": "f1", "relation": "implement"}),
+                ),
+            ]),
+            common::anthropic_answer("src/pdf.rs implements f1; run `cargo test pdf`."),
+        ],
+        common::anthropic_answer("PDF export"),
+    )
+    .await;
+    ok(
+        &elf,
+        &[
+            "agent",
+            "configure",
+            &a1,
+            "--base-url",
+            &url,
+            "--api-key-env",
+            KEY_ENV,
+        ],
+    )
+    .await;
+    // "根据 f1 实现 PDF 导出" — through the loop.
+    let turn = ok(
+        &elf,
+        &[
+            "agent",
+            "run",
+            "a1",
+            "--approve-all",
+            "--message",
+            "根据 f1 实现 PDF 导出",
+        ],
+    )
+    .await;
+    assert_eq!(turn["stop_reason"]["kind"], "end_turn", "{turn}");
+    let st = ok(&elf, &["dir", "status", &b1]).await;
+    assert_eq!(st["new"], json!(["src/pdf.rs"]), "{st}");
+    assert_eq!(st["modified"], json!(["src/main.rs"]), "{st}");
+
+    // The user: Export & Run.
+    let run = ok(
+        &elf,
+        &[
+            "terminal",
+            "run",
+            &t1,
+            "--export",
+            "--timeout",
+            "600",
+            "--",
+            "cargo test --offline pdf",
+        ],
+    )
+    .await;
+    assert_eq!(run["exit_code"], 0, "{run}");
+    assert!(run["stdout"]
+        .as_str()
+        .unwrap()
+        .contains("pdf_header_is_right ... ok"));
+    assert!(proj.join("src/pdf.rs").exists());
+
+    // `agent undo` by the agent's name: its newest step, file and block together.
+    let r = ok(&elf, &["agent", "undo", "a1"]).await;
+    assert_eq!(r["steps"], json!([2]), "{r}");
+    assert_eq!(r["files_removed"], json!(["src/pdf.rs"]), "{r}");
+    assert_eq!(r["files_restored"], json!(["src/main.rs"]), "{r}");
+    assert!(!proj.join("src/pdf.rs").exists(), "gone from disk");
+    let gone = elfiee(&elf, &["block", "show", "src/pdf.rs"]);
+    assert_eq!(gone.status.code(), Some(1), "and from the document");
+    assert_eq!(
+        std::fs::read_to_string(proj.join("src/main.rs")).unwrap(),
+        original_main
+    );
+    let st = ok(&elf, &["dir", "status", &b1]).await;
+    assert_eq!(
+        (&st["new"], &st["modified"], &st["removed"]),
+        (&json!([]), &json!([]), &json!([])),
+        "{st}"
+    );
+    assert_eq!(git(&proj, &["status", "--porcelain"]), "");
+    assert_eq!(ok(&elf, &["verify"]).await["ok"], true);
+    assert_eq!(
+        ok(&elf, &["replay"]).await["state_digest"],
+        ok(&elf, &["state-digest"]).await["state_digest"]
+    );
+
+    // Redo; then the user really changes a block the step changed: refused, naming it (not
+    // b1, whose export record is no one's change); --force takes the file with the block.
+    ok(&elf, &["agent", "redo", "a1"]).await;
+    assert!(proj.join("src/pdf.rs").exists());
+    ok(
+        &elf,
+        &["code", "write", "src/main.rs", "--text", "// Alice's\n"],
+    )
+    .await;
+    let refused = elfiee(&elf, &["agent", "undo", "a1"]);
+    assert_eq!(refused.status.code(), Some(1));
+    let msg = String::from_utf8_lossy(&refused.stderr);
+    assert!(msg.contains("block 'src/main.rs'"), "{msg}");
+    assert!(!msg.contains("'b1'"), "{msg}");
+    let r = ok(&elf, &["agent", "undo", "a1", "--force"]).await;
+    assert_eq!(r["steps"], json!([2]), "{r}");
+    assert!(!proj.join("src/pdf.rs").exists(), "the file goes too");
+    assert!(elfiee(&elf, &["block", "show", "src/pdf.rs"])
+        .status
+        .code()
+        .is_some_and(|c| c == 1));
+    let st = ok(&elf, &["dir", "status", &b1]).await;
+    assert_eq!(
+        (&st["new"], &st["modified"], &st["removed"]),
+        (&json!([]), &json!([]), &json!([])),
+        "{st}"
+    );
+    assert_eq!(git(&proj, &["status", "--porcelain"]), "");
+    assert_eq!(ok(&elf, &["verify"]).await["ok"], true);
+}

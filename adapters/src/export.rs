@@ -77,7 +77,11 @@ impl Effect for ExportEffect {
     fn run<'a>(&'a self, cx: &'a EffectCx, e: &'a Event) -> BoxFuture<'a, Result<(), EngineError>> {
         Box::pin(async move {
             let force = e.value.get("force").and_then(Value::as_bool) == Some(true);
-            let mut plan = plan_export(&cx.file, &e.entity, force)?;
+            let only: Option<Vec<String>> = e
+                .value
+                .get("paths")
+                .and_then(|p| serde_json::from_value(p.clone()).ok());
+            let mut plan = plan_export_of(&cx.file, &e.entity, force, only.as_deref())?;
             // The root the command recorded (the directory's, when it was submitted).
             if let Some(root) = e.value.get("root").and_then(Value::as_str) {
                 plan.root = PathBuf::from(root);
@@ -135,7 +139,19 @@ pub fn plan_export(
     dir_id: &str,
     force: bool,
 ) -> Result<ExportPlan, EngineError> {
+    plan_export_of(file, dir_id, force, None)
+}
+
+/// [`plan_export`] of the files at `only` (new, changed and removed ones among them; the
+/// directory's other changes stay pending), or of every change for `None`.
+pub fn plan_export_of(
+    file: &elfiee_engine::FileHandle,
+    dir_id: &str,
+    force: bool,
+    only: Option<&[String]>,
+) -> Result<ExportPlan, EngineError> {
     use elfiee_capabilities::builtin::{directory_list, directory_status};
+    let wanted = |p: &str| only.is_none_or(|o| o.iter().any(|x| x == p));
     let (root, status, entries, pending) = file.with_state(|s| {
         let dir = s
             .block(dir_id)
@@ -152,7 +168,11 @@ pub fn plan_export(
                     "directory '{dir_id}' has no folder on disk; import one first"
                 ))
             })?;
-        let pending: Vec<elfiee_model::PendingRemoval> = directory_list(dir, "pending_removals");
+        let pending: Vec<elfiee_model::PendingRemoval> =
+            directory_list::<elfiee_model::PendingRemoval>(dir, "pending_removals")
+                .into_iter()
+                .filter(|p| wanted(&p.path))
+                .collect();
         // The entries the document changed, with their blocks (bodies are read below).
         let st = directory_status(s, dir);
         let changed: std::collections::HashSet<&str> = st
@@ -160,6 +180,7 @@ pub fn plan_export(
             .iter()
             .chain(&st.modified)
             .map(String::as_str)
+            .filter(|p| wanted(p))
             .collect();
         let dirty: Vec<(DirectoryEntry, Option<elfiee_model::Block>)> =
             directory_list::<DirectoryEntry>(dir, "entries")

@@ -312,6 +312,80 @@ pub async fn export_directory_with(
     Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
 }
 
+/// [`export_directory`] of the files at `paths` only: their new, changed and removed files;
+/// the directory's other changes stay pending.
+pub async fn export_directory_paths(
+    file: &FileHandle,
+    editor: &str,
+    dir_id: &str,
+    paths: &[String],
+) -> Result<Value, EngineError> {
+    let events = file
+        .submit(Command::new(
+            editor,
+            "directory.export",
+            Some(dir_id),
+            json!({ "paths": paths }),
+        ))
+        .await?;
+    let out = wait_for_outcome(file, "export", &events[0], Duration::from_secs(120)).await?;
+    Ok(out.first().map(|e| e.value.clone()).unwrap_or_default())
+}
+
+/// Who made each change a directory holds that its folder does not have yet (`dir status`'s
+/// new, modified and removed files): the editor of the newest event that changed that file —
+/// its block's text (`core.create`, a `….write`, `core.restore`) or its place in the
+/// directory (`directory.add`, `.move`, `.remove`). Path → editor id.
+pub fn pending_changes_by(
+    file: &FileHandle,
+    dir_id: &str,
+) -> Result<std::collections::BTreeMap<String, String>, EngineError> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let (blocks, paths): (BTreeMap<String, String>, BTreeSet<String>) = file.with_state(|s| {
+        let Some(dir) = s.block(dir_id) else {
+            return Default::default();
+        };
+        let st = elfiee_capabilities::builtin::directory_status(s, dir);
+        let changed: BTreeSet<String> = st.new.iter().chain(&st.modified).cloned().collect();
+        let blocks = elfiee_capabilities::builtin::directory_list::<elfiee_model::DirectoryEntry>(
+            dir, "entries",
+        )
+        .into_iter()
+        .filter(|e| changed.contains(&e.path))
+        .map(|e| (e.block_id, e.path))
+        .collect();
+        let paths = changed.into_iter().chain(st.removed).collect();
+        (blocks, paths)
+    });
+    let mut out = BTreeMap::new();
+    if paths.is_empty() {
+        return Ok(out);
+    }
+    for e in file.events(1)? {
+        let cap = e.cap_id();
+        if let Some(p) = blocks.get(&e.entity) {
+            if matches!(cap, "core.create" | "core.restore") || cap.ends_with(".write") {
+                out.insert(p.clone(), e.editor_id().to_owned());
+            }
+        }
+        if e.entity == dir_id {
+            let keys: &[&str] = match cap {
+                "directory.add" | "directory.remove" => &["path"],
+                "directory.move" => &["from", "to"],
+                _ => &[],
+            };
+            for k in keys {
+                if let Some(p) = e.value.get(*k).and_then(Value::as_str) {
+                    if paths.contains(p) {
+                        out.insert(p.to_owned(), e.editor_id().to_owned());
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// `agent.configure` (partial). With `api_key_env`, the variable must exist in this process's
 /// environment (seed 000: "Environment variable '…' not found"); its value is never stored.
 pub async fn configure_agent(

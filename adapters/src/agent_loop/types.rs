@@ -152,7 +152,8 @@ pub enum LoopEvent {
         tool: String,
         subject: String,
     },
-    /// Seed 003 `ToolStatus::Success` with the first line of the output.
+    /// Seed 003 `ToolStatus::Success` with a one-line preview of the output: a command's
+    /// first line of output; for a JSON result, what it says beyond the call's arguments.
     ToolSuccess {
         call_id: String,
         tool: String,

@@ -55,6 +55,7 @@ pub(super) fn edits_of(file: &FileHandle, editor: &str) -> Result<Edits, EngineE
                         doc_to: to,
                         root: None,
                         files: Vec::new(),
+                        more: Vec::new(),
                     },
                 ));
             }
@@ -98,6 +99,7 @@ pub(super) fn edits_of(file: &FileHandle, editor: &str) -> Result<Edits, EngineE
             doc_to: to,
             root: None,
             files: Vec::new(),
+            more: Vec::new(),
         };
         if let Some(u) = reason.get("undo") {
             let id = str_field(u, "undo_id");

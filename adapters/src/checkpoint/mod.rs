@@ -18,6 +18,7 @@
 //! `elfiee agent steps` and undo work from any process, and replay calls nothing.
 
 mod edits;
+mod revert;
 pub mod scan;
 pub mod watch;
 
@@ -27,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use elfiee_engine::{EngineError, FileHandle};
-use elfiee_model::{Block, Command, ContentRef, EventHash, EXTERNAL_ROOT_PATH};
+use elfiee_model::{Command, ContentRef, EventHash, EXTERNAL_ROOT_PATH};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -233,13 +234,21 @@ impl StepRecorder {
     /// Checkpoint at the end of a step: the entry to record (`agent.session` payload fields
     /// without the session id).
     pub fn end(&mut self, start: StepStart, step: u64) -> Result<Value, EngineError> {
-        let files = match (&mut self.tracker, &start.manifest) {
+        let mut files = match (&mut self.tracker, &start.manifest) {
             (Some(t), Some(before)) => {
                 let (after, _) = t.scan()?;
                 scan::diff(before, after)
             }
             _ => Vec::new(),
         };
+        // What an export of the directory wrote during the step is the disk following the
+        // document: it belongs to the step that changed those blocks (an undo of that step
+        // takes the file with the block), not to this one.
+        let exported = self.exported_since(start.seq);
+        files.retain(|f| match exported.get(&f.path) {
+            Some(h) => f.after.as_ref().map(|v| &v.hash) != h.as_ref(),
+            None => true,
+        });
         Ok(json!({
             "entry": "step",
             "step": step,
@@ -249,6 +258,33 @@ impl StepRecorder {
             "root": self.tracker.as_ref().map(|t| t.root().display().to_string()),
             "files": files,
         }))
+    }
+
+    /// The files exports of the step's directory wrote since seq `from` (path → the hash
+    /// written) or removed (path → `None`).
+    fn exported_since(&self, from: u64) -> BTreeMap<String, Option<String>> {
+        let mut out = BTreeMap::new();
+        let Some(dir) = &self.dir_block_id else {
+            return out;
+        };
+        let Ok(events) = self.file.events(from + 1) else {
+            return out;
+        };
+        for e in events
+            .iter()
+            .filter(|e| e.entity == *dir && e.cap_id() == "directory.export_outcome")
+        {
+            for p in str_list(&e.value, "written") {
+                let hash = e.value.get("disk").and_then(|d| d.get(&p));
+                if let Some(h) = hash.and_then(Value::as_str) {
+                    out.insert(p, Some(h.to_owned()));
+                }
+            }
+            for p in str_list(&e.value, "removed") {
+                out.insert(p, None);
+            }
+        }
+        out
     }
 
     /// After the step's record is committed: its bytes are durable, so the cache may name them.
@@ -268,6 +304,33 @@ pub struct Change {
     pub root: Option<String>,
     #[serde(default)]
     pub files: Vec<FileChange>,
+    /// Files of other folders (an undo that set back files of another directory's folder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more: Vec<FolderChange>,
+}
+
+/// The files a change changed in one folder.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FolderChange {
+    pub root: String,
+    pub files: Vec<FileChange>,
+}
+
+impl Change {
+    /// Each folder with the files the change changed there.
+    pub fn folders(&self) -> impl Iterator<Item = (&str, &[FileChange])> {
+        let main = (!self.files.is_empty()).then(|| {
+            (
+                self.root.as_deref().unwrap_or_default(),
+                self.files.as_slice(),
+            )
+        });
+        main.into_iter().chain(
+            self.more
+                .iter()
+                .map(|f| (f.root.as_str(), f.files.as_slice())),
+        )
+    }
 }
 
 /// One step of a session as `agent steps` shows it.
@@ -421,35 +484,111 @@ impl History {
     pub fn infos(&self, file: &FileHandle) -> Vec<StepInfo> {
         let undone = self.undone();
         let events = file.events(1).unwrap_or_default();
+        // The path of every file block of a directory (a write of one changes that file).
+        let entry_paths: BTreeMap<String, String> = file.with_state(|s| {
+            s.blocks
+                .values()
+                .filter(|b| b.block_type == "directory")
+                .flat_map(|d| {
+                    elfiee_capabilities::builtin::directory_list::<elfiee_model::DirectoryEntry>(
+                        d, "entries",
+                    )
+                })
+                .map(|e| (e.block_id, e.path))
+                .collect()
+        });
         self.steps
             .iter()
             .map(|(n, c)| {
                 let pick = |f: fn(&FileChange) -> bool| {
-                    c.files
-                        .iter()
+                    c.folders()
+                        .flat_map(|(_, files)| files.iter())
                         .filter(|x| f(x))
                         .map(|x| x.path.clone())
                         .collect::<Vec<_>>()
                 };
+                let range: Vec<&elfiee_model::Event> = events
+                    .iter()
+                    .filter(|e| e.seq > c.doc_from && e.seq <= c.doc_to)
+                    .collect();
+                let mut created = pick(|x| x.before.is_none());
+                let mut modified = pick(|x| x.before.is_some() && x.after.is_some());
+                let mut deleted = pick(|x| x.after.is_none());
+                // The files the step made, changed and removed in the document's directories
+                // (a file it made is its own even when a later export writes it to disk).
+                let (made, changed, gone) = document_files(&range, &entry_paths);
+                let recorded: BTreeSet<String> = created
+                    .iter()
+                    .chain(&modified)
+                    .chain(&deleted)
+                    .cloned()
+                    .collect();
+                for (list, more) in [
+                    (&mut created, made),
+                    (&mut modified, changed),
+                    (&mut deleted, gone),
+                ] {
+                    for p in more {
+                        if !recorded.contains(&p) && !list.contains(&p) {
+                            list.push(p);
+                        }
+                    }
+                }
                 StepInfo {
                     step: *n,
                     status: if undone.contains(n) { "undone" } else { "done" }.into(),
                     doc_from: c.doc_from,
                     doc_to: c.doc_to,
-                    events: events
+                    events: range
                         .iter()
-                        .filter(|e| e.seq > c.doc_from && e.seq <= c.doc_to)
                         .filter(|e| e.cap_id() != "agent.session")
                         .count() as u64,
-                    files_created: pick(|x| x.before.is_none()),
-                    files_modified: pick(|x| x.before.is_some() && x.after.is_some()),
-                    files_deleted: pick(|x| x.after.is_none()),
+                    files_created: created,
+                    files_modified: modified,
+                    files_deleted: deleted,
                     tools: self.tools.get(n).cloned().unwrap_or_default(),
                     outside_grants: self.outside.get(n).cloned().unwrap_or_default(),
                 }
             })
             .collect()
     }
+}
+
+/// The files a range of events made, changed and removed in the document's directories:
+/// `directory.add`, `.move` and `.remove`, and writes of a directory's file blocks
+/// (`entry_paths`: block id → path) made before the range.
+fn document_files(
+    range: &[&elfiee_model::Event],
+    entry_paths: &BTreeMap<String, String>,
+) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let (mut made, mut changed, mut gone) = (Vec::new(), Vec::new(), Vec::new());
+    let new_blocks: BTreeSet<&str> = range
+        .iter()
+        .filter(|e| e.cap_id() == "core.create")
+        .map(|e| e.entity.as_str())
+        .collect();
+    let path = |e: &elfiee_model::Event, k: &str| {
+        e.value.get(k).and_then(Value::as_str).map(str::to_owned)
+    };
+    for e in range {
+        match e.cap_id() {
+            "directory.add" => made.extend(path(e, "path")),
+            "directory.remove" => gone.extend(path(e, "path")),
+            "directory.move" => {
+                gone.extend(path(e, "from"));
+                made.extend(path(e, "to"));
+            }
+            cap if cap.ends_with(".write") && !new_blocks.contains(e.entity.as_str()) => {
+                changed.extend(entry_paths.get(&e.entity).cloned());
+            }
+            _ => {}
+        }
+    }
+    for list in [&mut made, &mut changed, &mut gone] {
+        let mut seen = BTreeSet::new();
+        list.retain(|p| seen.insert(p.clone()));
+    }
+    (made, changed, gone)
 }
 
 /// Which steps an undo takes back.
@@ -479,122 +618,8 @@ pub struct UndoReport {
     pub commands: Vec<String>,
 }
 
-/// The net change of several changes, oldest first: per block, its image before the first
-/// and after the last; per file, the version before the first and after the last.
-struct Net {
-    /// block id → (before, expected now)
-    blocks: BTreeMap<String, (Option<Block>, Option<Block>)>,
-    /// path → (before, expected now)
-    files: BTreeMap<String, (Option<Version>, Option<Version>)>,
-    root: Option<PathBuf>,
-}
-
-async fn net_of(file: &FileHandle, changes: &[&Change]) -> Result<Net, EngineError> {
-    let events = file.events(1)?;
-    let mut blocks: BTreeMap<String, (Option<Block>, Option<Block>)> = BTreeMap::new();
-    let mut files: BTreeMap<String, (Option<Version>, Option<Version>)> = BTreeMap::new();
-    let mut root = None;
-    for c in changes {
-        let touched: BTreeSet<&str> = events
-            .iter()
-            .filter(|e| e.seq > c.doc_from && e.seq <= c.doc_to)
-            .map(|e| e.entity.as_str())
-            .collect();
-        if !touched.is_empty() {
-            let before = file.state_at(c.doc_from).await?;
-            let after = file.state_at(c.doc_to).await?;
-            for id in touched {
-                let (a, b) = (before.block(id).cloned(), after.block(id).cloned());
-                if a == b && !blocks.contains_key(id) {
-                    continue;
-                }
-                blocks
-                    .entry(id.to_owned())
-                    .and_modify(|e| e.1 = b.clone())
-                    .or_insert((a, b));
-            }
-        }
-        for f in &c.files {
-            files
-                .entry(f.path.clone())
-                .and_modify(|e| e.1 = f.after.clone())
-                .or_insert((f.before.clone(), f.after.clone()));
-        }
-        if let Some(r) = &c.root {
-            root = Some(PathBuf::from(r));
-        }
-    }
-    blocks.retain(|_, (a, b)| a != b);
-    files.retain(|_, (a, b)| a != b);
-    Ok(Net {
-        blocks,
-        files,
-        root,
-    })
-}
-
-/// A regular file's bytes and mode.
-type Kept = (Vec<u8>, u32);
-
-/// The version a file on disk holds now (`None`: absent), and its bytes and mode when it is a
-/// regular file (to put back if a later write fails).
-fn on_disk(path: &Path) -> Result<(Option<Version>, Option<Kept>), EngineError> {
-    use std::os::unix::fs::MetadataExt;
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_file() => {
-            let bytes = std::fs::read(path)
-                .map_err(|e| storage(format!("cannot read {}: {e}", path.display())))?;
-            let mode = m.mode() & 0o7777;
-            let version = Version {
-                hash: blake3::hash(&bytes).to_hex().to_string(),
-                len: bytes.len() as u64,
-                mode,
-            };
-            Ok((Some(version), Some((bytes, mode))))
-        }
-        Ok(_) => Ok((
-            Some(Version {
-                hash: "not a regular file".into(),
-                len: 0,
-                mode: 0,
-            }),
-            None,
-        )),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((None, None)),
-        Err(e) => Err(storage(format!("cannot read {}: {e}", path.display()))),
-    }
-}
-
-/// Writes `bytes` with permission bits `mode` at `path` (or removes it for `None`),
-/// atomically: a temporary file renamed over it.
-fn put_file(path: &Path, content: Option<&(Vec<u8>, u32)>) -> Result<(), EngineError> {
-    use std::os::unix::fs::PermissionsExt;
-    let io = |e: std::io::Error| storage(format!("cannot write {}: {e}", path.display()));
-    match content {
-        None => match std::fs::remove_file(path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io(e)),
-        },
-        Some((bytes, mode)) => {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(io)?;
-            }
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().to_string())
-                .unwrap_or_default();
-            let tmp = path.with_file_name(format!(".{name}.elfiee-undo.tmp"));
-            std::fs::write(&tmp, bytes).map_err(io)?;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(*mode)).map_err(io)?;
-            std::fs::rename(&tmp, path).map_err(io)
-        }
-    }
-}
-
-/// Reverts `changes` (oldest first) on both sides, as `editor`; refused (nothing written)
-/// when a block or file changed since, unless `force`. Returns the report and the record
-/// fields of the new change.
+/// Reverts `changes` on both sides, the document's blocks and the recorded files only (a
+/// person's own edits); agent steps use [`revert::revert`] with `follow`.
 async fn revert(
     file: &FileHandle,
     editor: &str,
@@ -602,142 +627,7 @@ async fn revert(
     force: bool,
     reason: Value,
 ) -> Result<(UndoReport, Change), EngineError> {
-    let net = net_of(file, changes).await?;
-    let mut conflicts = Vec::new();
-    let mut forced = Vec::new();
-    let now = file.state();
-    for (id, (_, expected)) in &net.blocks {
-        let current = now.block(id).cloned();
-        if &current != expected {
-            let name = current
-                .as_ref()
-                .or(expected.as_ref())
-                .map(|b| b.name.clone())
-                .unwrap_or_default();
-            let what = format!("block '{name}' ({id})");
-            if force {
-                forced.push(what);
-            } else {
-                conflicts.push(what);
-            }
-        }
-    }
-    let root = net.root.clone();
-    if !net.files.is_empty() && root.as_ref().is_none_or(|r| !r.is_dir()) {
-        return Err(EngineError::rejected(format!(
-            "the project folder {} is not there; nothing was undone",
-            root.map(|r| r.display().to_string()).unwrap_or_default()
-        )));
-    }
-    let root = root.unwrap_or_default();
-    let mut current_files = BTreeMap::new();
-    let mut now_on_disk: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
-    for (path, (_, expected)) in &net.files {
-        let (current, bytes) = on_disk(&root.join(path))?;
-        now_on_disk.insert(path, bytes);
-        if &current != expected {
-            if force {
-                forced.push(path.clone());
-            } else {
-                conflicts.push(path.clone());
-            }
-        }
-        current_files.insert(path.clone(), current);
-    }
-    if !conflicts.is_empty() {
-        return Err(EngineError::rejected(format!(
-            "changed since by someone else, so nothing was undone: {}; look at them, or run again with --force to overwrite them",
-            conflicts.join(", ")
-        )));
-    }
-    // Everything the files need, read before anything is written: the versions to bring back
-    // (a file too large to keep was tracked by hash only: refused here, nothing changed)
-    // (what each path holds now was read above, to put back if a later write fails).
-    let mut wanted: BTreeMap<&String, Option<(Vec<u8>, u32)>> = BTreeMap::new();
-    for (path, (before, _)) in &net.files {
-        let bytes = match before {
-            Some(v) => Some((
-                file.bytes(&content_ref(v)?).map_err(|e| {
-                    EngineError::rejected(format!(
-                        "the earlier version of {path} ({} bytes) was not kept ({e}); nothing was undone",
-                        v.len
-                    ))
-                })?,
-                v.mode,
-            )),
-            None => None,
-        };
-        wanted.insert(path, bytes);
-    }
-    // Files first, each atomically; if one fails, the ones written go back.
-    let mut written: Vec<&String> = Vec::new();
-    let mut report = UndoReport {
-        forced,
-        ..UndoReport::default()
-    };
-    for (path, (before, _)) in &net.files {
-        if let Err(e) = put_file(&root.join(path), wanted[path].as_ref()) {
-            for p in written {
-                let _ = put_file(&root.join(p), now_on_disk[p].as_ref());
-            }
-            return Err(e);
-        }
-        written.push(path);
-        match before {
-            Some(_) => report.files_restored.push(path.clone()),
-            None => report.files_removed.push(path.clone()),
-        }
-    }
-    let blocks: Vec<Value> = net
-        .blocks
-        .iter()
-        .map(|(id, (before, _))| json!({"block_id": id, "block": before}))
-        .collect();
-    let (doc_from, doc_to) = if blocks.is_empty() {
-        (file.last_seq(), file.last_seq())
-    } else {
-        let result = file
-            .submit(Command::new(
-                editor,
-                "core.restore",
-                None,
-                json!({"blocks": blocks, "reason": reason}),
-            ))
-            .await;
-        match result {
-            Ok(ev) => (
-                ev.first().map_or(file.last_seq(), |e| e.seq - 1),
-                ev.last().map_or(file.last_seq(), |e| e.seq),
-            ),
-            Err(e) => {
-                for p in written {
-                    let _ = put_file(&root.join(p), now_on_disk[p].as_ref());
-                }
-                return Err(e);
-            }
-        }
-    };
-    for (id, (before, _)) in &net.blocks {
-        match before {
-            Some(_) => report.blocks_restored.push(id.clone()),
-            None => report.blocks_removed.push(id.clone()),
-        }
-    }
-    let change = Change {
-        doc_from,
-        doc_to,
-        root: net.root.map(|r| r.display().to_string()),
-        files: net
-            .files
-            .into_iter()
-            .map(|(path, (before, _))| FileChange {
-                before: current_files.remove(&path).flatten(),
-                after: before,
-                path,
-            })
-            .collect(),
-    };
-    Ok((report, change))
+    revert::revert(file, editor, changes, force, reason, false).await
 }
 
 async fn record(
@@ -791,7 +681,7 @@ pub async fn undo(
     let changes: Vec<&Change> = picked.iter().map(|n| &h.steps[n]).collect();
     let undo_id = uuid::Uuid::new_v4().to_string();
     let reason = json!({"undo": {"session_id": session_id, "steps": picked, "undo_id": undo_id}});
-    let (mut report, change) = revert(file, editor, &changes, force, reason).await?;
+    let (mut report, change) = revert::revert(file, editor, &changes, force, reason, true).await?;
     record(
         file,
         editor,
@@ -819,7 +709,7 @@ pub async fn redo(
         )));
     };
     let reason = json!({"redo": {"session_id": session_id, "steps": steps, "undo_id": undo_id}});
-    let (mut report, new) = revert(file, editor, &[change], force, reason).await?;
+    let (mut report, new) = revert::revert(file, editor, &[change], force, reason, true).await?;
     record(
         file,
         editor,

@@ -44,7 +44,34 @@ fn handle(cmd: &Command, state: &State, _ctx: &Ctx) -> Handled {
         Some(serde_json::Value::Bool(b)) => *b,
         Some(_) => return Err(CapError::payload(ID, "'force' must be true or false")),
     };
-    on_block(cmd, ID, json!({"root": root, "force": force}))
+    // `paths`: only these files (an agent's shell exports what is its own, not what others
+    // left pending); absent: every change.
+    let paths = match cmd.payload.get("paths") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Array(a)) => {
+            let mut out = Vec::with_capacity(a.len());
+            for p in a {
+                let p = p.as_str().ok_or_else(|| {
+                    CapError::payload(ID, "'paths' must be a list of relative paths")
+                })?;
+                super::directory_import::check_relative_path(p)
+                    .map_err(|e| CapError::payload(ID, format!("'paths': {e}")))?;
+                out.push(p.to_owned());
+            }
+            Some(out)
+        }
+        Some(_) => {
+            return Err(CapError::payload(
+                ID,
+                "'paths' must be a list of relative paths",
+            ))
+        }
+    };
+    let mut value = json!({"root": root, "force": force});
+    if let Some(p) = paths {
+        value["paths"] = json!(p);
+    }
+    on_block(cmd, ID, value)
 }
 
 /// The disk hashes the export wrote, the pending removals it carried out, and the whole
@@ -61,4 +88,36 @@ fn fold_export_outcome(state: &mut State, event: &Event) -> Folded {
         }
         b.metadata.custom.insert("last_export".into(), v.clone());
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::builtin::testkit::Kit;
+    use serde_json::json;
+
+    #[test]
+    fn export_takes_a_list_of_paths_and_refuses_a_bad_one() {
+        let mut k = Kit::new();
+        let dir = k.project(json!([{"path": "src/main.rs", "content": "fn main() {}"}]));
+        let ev = k.ok(
+            "directory.export",
+            Some(&dir),
+            json!({"paths": ["src/main.rs"]}),
+        );
+        assert_eq!(ev[0].value["paths"], json!(["src/main.rs"]));
+        let ev = k.ok("directory.export", Some(&dir), json!({}));
+        assert!(ev[0].value.get("paths").is_none(), "every change");
+        k.err_contains(
+            "directory.export",
+            Some(&dir),
+            json!({"paths": ["../etc/passwd"]}),
+            "'paths'",
+        );
+        k.err_contains(
+            "directory.export",
+            Some(&dir),
+            json!({"paths": "src/main.rs"}),
+            "a list of relative paths",
+        );
+    }
 }

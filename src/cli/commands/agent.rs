@@ -217,18 +217,7 @@ pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), 
                     eprintln!("[{}]", out.stop_reason);
                 }
                 // The turn's steps, as `agent steps` shows them (undo with `agent undo`).
-                if !steps.is_empty() {
-                    if let Ok(h) =
-                        elfiee_adapters::checkpoint::History::load(&s.file, chat.session_id())
-                    {
-                        let turn: Vec<_> = h
-                            .infos(&s.file)
-                            .into_iter()
-                            .filter(|i| steps.contains(&i.step))
-                            .collect();
-                        eprintln!("{}", steps_text(&turn));
-                    }
-                }
+                print_turn_steps(s, chat.session_id(), &steps);
             }
         }
         AgentCmd::Run {
@@ -264,7 +253,31 @@ pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), 
                     Confirm::Reject
                 }
             };
-            let outcome = session.run_turn(message, &mut confirm).await?;
+            // What happens, as it happens, and the turn's steps, on stderr (as `agent chat`).
+            let mut steps = Vec::new();
+            let mut show = |e: elfiee_adapters::agent_loop::LoopEvent| {
+                if let elfiee_adapters::agent_loop::LoopEvent::Step(v) = &e {
+                    steps.extend(v.get("step").and_then(Value::as_u64));
+                }
+                if let Some(l) = chat_event_line(&e) {
+                    eprintln!("{l}");
+                }
+            };
+            let outcome = session
+                .run_turn_with(message, &mut confirm, &mut show)
+                .await?;
+            print_turn_steps(s, session.session_id(), &steps);
+            if let elfiee_adapters::agent_loop::StopReason::Error { message } = &outcome.stop_reason
+            {
+                return Err(CliError::failed(
+                    "llm_failed",
+                    format!(
+                        "the model call failed: {message}; the session is {} (`--session {}` continues it)",
+                        session.session_id(),
+                        session.session_id()
+                    ),
+                ));
+            }
             let v = json!({"session_id": session.session_id(), "stop_reason": outcome.stop_reason, "text": outcome.text, "tool_calls": outcome.tool_calls});
             out.print(&v, || {
                 format!(
@@ -334,7 +347,8 @@ pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), 
             });
         }
         AgentCmd::Steps { session } => {
-            let h = elfiee_adapters::checkpoint::History::load(&s.file, session)?;
+            let session = session_arg(s, session)?;
+            let h = elfiee_adapters::checkpoint::History::load(&s.file, &session)?;
             let steps = h.infos(&s.file);
             out.print(&json!({"session_id": session, "steps": steps}), || {
                 steps_text(&steps)
@@ -351,11 +365,13 @@ pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), 
                 (Some(t), _) => Selection::To(*t),
                 (None, n) => Selection::Last(n.unwrap_or(1)),
             };
-            let r = undo(&s.file, &s.editor, session, sel, *force).await?;
+            let session = session_arg(s, session)?;
+            let r = undo(&s.file, &s.editor, &session, sel, *force).await?;
             out.print(&json!(r), || undo_text("undid", &r));
         }
         AgentCmd::Redo { session, force } => {
-            let r = elfiee_adapters::checkpoint::redo(&s.file, &s.editor, session, *force).await?;
+            let session = session_arg(s, session)?;
+            let r = elfiee_adapters::checkpoint::redo(&s.file, &s.editor, &session, *force).await?;
             out.print(&json!(r), || undo_text("redid", &r));
         }
         AgentCmd::List => {
@@ -378,6 +394,131 @@ pub(super) async fn agent(s: &Session, cmd: &AgentCmd, out: &Out) -> Result<(), 
         }
     }
     Ok(())
+}
+
+/// The turn's steps (`steps`: their numbers), as `agent steps` shows them, on stderr.
+fn print_turn_steps(s: &Session, session_id: &str, steps: &[u64]) {
+    if steps.is_empty() {
+        return;
+    }
+    if let Ok(h) = elfiee_adapters::checkpoint::History::load(&s.file, session_id) {
+        let turn: Vec<_> = h
+            .infos(&s.file)
+            .into_iter()
+            .filter(|i| steps.contains(&i.step))
+            .collect();
+        eprintln!("{}", steps_text(&turn));
+    }
+}
+
+/// The session an `agent steps / undo / redo` argument names: a session id; an agent — its
+/// name, block id or editor id (or a unique block id prefix, as for any block) — for the
+/// session it worked in last (the one with its newest entry); or a unique prefix of a
+/// session id. Sub-agents' sessions are not counted.
+pub(super) fn session_arg(s: &Session, arg: &str) -> Result<String, CliError> {
+    // Top-level sessions: id → (agent block, seq of its newest entry), in first-seen order.
+    let mut sessions: Vec<(String, String, u64)> = Vec::new();
+    for e in s.file.events(1)? {
+        if e.cap_id() != "agent.session" || e.value.get("parent_session").is_some() {
+            continue;
+        }
+        let Some(sid) = e.value.get("session_id").and_then(Value::as_str) else {
+            continue;
+        };
+        match sessions.iter_mut().find(|(id, _, _)| id == sid) {
+            Some(x) => x.2 = e.seq,
+            None => sessions.push((sid.to_owned(), e.entity.clone(), e.seq)),
+        }
+    }
+    if sessions.iter().any(|(id, _, _)| id == arg) {
+        return Ok(arg.to_owned());
+    }
+    let newest_of = |agent: &str, name: &str| {
+        sessions
+            .iter()
+            .filter(|(_, a, _)| a == agent)
+            .max_by_key(|(_, _, seq)| *seq)
+            .map(|(id, _, _)| id.clone())
+            .ok_or_else(|| {
+                CliError::failed(
+                    "not_found",
+                    format!("agent '{name}' has no session yet; start one with `elfiee agent run {name} --message …`"),
+                )
+            })
+    };
+    // An agent named exactly: its name, block id or editor id.
+    let agents: Vec<(String, String)> = s.file.with_state(|st| {
+        st.blocks
+            .values()
+            .filter(|b| b.block_type == "agent")
+            .filter(|b| {
+                b.block_id == arg
+                    || b.name == arg
+                    || b.contents.get("editor_id").and_then(Value::as_str) == Some(arg)
+            })
+            .map(|b| (b.block_id.clone(), b.name.clone()))
+            .collect()
+    });
+    match agents.as_slice() {
+        [(id, name)] => return newest_of(id, name),
+        [] => {}
+        several => {
+            let names: Vec<String> = several
+                .iter()
+                .map(|(id, name)| format!("{id} ({name})"))
+                .collect();
+            return Err(CliError::failed(
+                "ambiguous",
+                format!(
+                    "'{arg}' names several agents ({}); give the agent's block id",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    let by_prefix: Vec<&(String, String, u64)> = sessions
+        .iter()
+        .filter(|(id, _, _)| id.starts_with(arg))
+        .collect();
+    match by_prefix.as_slice() {
+        [(id, _, _)] if !arg.is_empty() => return Ok(id.clone()),
+        [] => {}
+        several => {
+            let list: Vec<String> = several
+                .iter()
+                .map(|(id, agent, _)| {
+                    let name = s
+                        .file
+                        .with_state(|st| st.block(agent).map(|b| b.name.clone()))
+                        .unwrap_or_default();
+                    format!("{id} (agent {name})")
+                })
+                .collect();
+            return Err(CliError::failed(
+                "ambiguous",
+                format!(
+                    "'{arg}' is the start of several sessions: {}; give more of the id",
+                    list.join(", ")
+                ),
+            ));
+        }
+    }
+    // A unique block id prefix of an agent.
+    if let Ok(id) = s.block_id(arg) {
+        if let Some(name) = s.file.with_state(|st| {
+            st.block(&id)
+                .filter(|b| b.block_type == "agent")
+                .map(|b| b.name.clone())
+        }) {
+            return newest_of(&id, &name);
+        }
+    }
+    Err(CliError::failed(
+        "not_found",
+        format!(
+            "no agent session or agent '{arg}'; give a session id (or the start of one) from `elfiee agent sessions AGENT`, or an agent's name or id"
+        ),
+    ))
 }
 
 /// Agent-loop options: the agent's configuration (system prompt, model, temperature, language,
@@ -449,9 +590,11 @@ pub(super) fn read_rules(path: &Path) -> Result<Vec<Value>, CliError> {
     Ok(list)
 }
 
-/// The line `agent chat` prints for a loop event (seed 003's ToolStatus): a tool starting,
-/// its success with the first line of its output, its failure with the first three lines of
-/// the error; also the title, retries and compactions. `None` for events it does not show.
+/// The line `agent chat` and `agent run` print for a loop event (seed 003's ToolStatus): a
+/// tool starting, its success with a preview of its output (a command's first line of
+/// output; what a result says beyond the call's arguments), its failure with the first three
+/// lines of the error; also the title, retries and compactions. `None` for events it does
+/// not show.
 pub(super) fn chat_event_line(e: &elfiee_adapters::agent_loop::LoopEvent) -> Option<String> {
     use elfiee_adapters::agent_loop::{LoopEvent, SessionStatus};
     match e {

@@ -615,7 +615,7 @@ impl AgentSession {
                     LoopEvent::ToolSuccess {
                         call_id: id.clone(),
                         tool: name.clone(),
-                        summary: memory::clip(&first_lines(&content, 1), 200),
+                        summary: memory::clip(&success_preview(&name, &input, &content), 200),
                     }
                 });
                 results.push(ContentBlock::ToolResult {

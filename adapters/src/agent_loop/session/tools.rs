@@ -88,6 +88,52 @@ impl Markers {
     }
 }
 
+/// The first non-blank line of `s`, trimmed.
+fn first_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The one-line preview of a successful call (seed 003's `Success(summary)`, the first line
+/// of its output): for `shell` (and `elfiee_terminal_run`) the first line the command printed
+/// (stdout, else stderr; else its exit code); for a JSON result, what it says beyond the
+/// call's own arguments (`key: value`, each argument it repeats left out); else its first
+/// line.
+pub(super) fn success_preview(tool: &str, input: &Value, output: &str) -> String {
+    let Ok(Value::Object(out)) = serde_json::from_str::<Value>(output) else {
+        return first_line(output);
+    };
+    if matches!(tool, "shell" | "elfiee_terminal_run") {
+        let printed = |k: &str| {
+            out.get(k)
+                .and_then(Value::as_str)
+                .map(first_line)
+                .filter(|l| !l.is_empty())
+        };
+        return printed("stdout")
+            .or_else(|| printed("stderr"))
+            .unwrap_or_else(|| match out.get("exit_code").and_then(Value::as_i64) {
+                Some(c) => format!("no output (exit code {c})"),
+                None => "no output".into(),
+            });
+    }
+    let parts: Vec<String> = out
+        .iter()
+        .filter(|(k, v)| input.get(k.as_str()) != Some(*v))
+        .map(|(k, v)| match v {
+            Value::String(s) => format!("{k}: {}", first_line(s)),
+            other => format!("{k}: {other}"),
+        })
+        .collect();
+    match parts.is_empty() {
+        true => "done".into(),
+        false => parts.join(", "),
+    }
+}
+
 impl AgentSession {
     /// The native tool definitions: the MCP catalogue + `shell`, `task`, `self_info`; only the
     /// reading ones when read-only; no `task` inside a sub-agent.
@@ -253,6 +299,10 @@ impl AgentSession {
                 }
                 if let Some(x) = exported {
                     out["export"] = json!({"written": x["written"], "removed": x["removed"], "refused": x["refused"]});
+                    if let Some(left) = x.get("pending_of_others") {
+                        out["export"]["pending_of_others"] = left.clone();
+                        out["export"]["note"] = json!("pending_of_others: changes other editors made in the document and did not export; not written, so the command does not see them");
+                    }
                 }
                 let text = |k: &str| {
                     out.get(k)
@@ -447,9 +497,13 @@ impl AgentSession {
     }
 
     /// Before the agent's shell runs in a terminal linked to a directory with changes not
-    /// exported yet: export them by the terminal's rule. An agent cannot answer the "export &
-    /// run / run / cancel" question, so `Ask` exports (its commands see what it wrote);
-    /// `Never` runs as is. Conflicts are left on disk and named in the tool result.
+    /// exported yet: export this session's by the terminal's rule. An agent cannot answer the
+    /// "export & run / run / cancel" question, so `Ask` exports (its commands see what it
+    /// wrote); `Never` runs as is. Only the changes this agent or the session's user made
+    /// last are written (the export runs as that user, who asked for the work): what other
+    /// editors left pending — another agent's approved proposal, another person's edits —
+    /// stays pending for them, named in the result (`pending_of_others`). Conflicts are left
+    /// on disk and named in the tool result.
     pub(super) async fn export_for_shell(
         &self,
         terminal: &str,
@@ -461,8 +515,21 @@ impl AgentSession {
         if export_rule(&self.file, terminal) == ExportBeforeRun::Never {
             return Ok(None);
         }
-        crate::service::export_directory(&self.file, &self.user_editor, &dir)
-            .await
-            .map(Some)
+        let (own, others): (Vec<_>, Vec<_>) = crate::service::pending_changes_by(&self.file, &dir)?
+            .into_iter()
+            .partition(|(_, by)| *by == self.agent_editor || *by == self.user_editor);
+        let own: Vec<String> = own.into_iter().map(|(p, _)| p).collect();
+        let others: Vec<String> = others.into_iter().map(|(p, _)| p).collect();
+        let mut out = match own.is_empty() {
+            true => json!({"written": [], "removed": [], "refused": []}),
+            false => {
+                crate::service::export_directory_paths(&self.file, &self.user_editor, &dir, &own)
+                    .await?
+            }
+        };
+        if !others.is_empty() {
+            out["pending_of_others"] = json!(others);
+        }
+        Ok(Some(out))
     }
 }
