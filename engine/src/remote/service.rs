@@ -1,6 +1,6 @@
 //! Services an owner process offers on its socket besides the log: named request/response
 //! handlers that a layer above the engine registers ([`crate::FileHandle::provide`], kept in
-//! [`crate::services`]) and that a short-lived process calls ([`call_service`]) without
+//! `services.rs`) and that a short-lived process calls ([`call_service`]) without
 //! opening the document.
 //!
 //! Why: some work is cheap only in a long-lived process that keeps state between calls (a
