@@ -476,6 +476,42 @@ fn parse(text: &str) -> Value {
     serde_json::from_str(unmarked(text)).unwrap()
 }
 
+/// `text` (a settings file enable wrote) without the hook entries enable added, which must be
+/// there for every event.
+fn without_hooks(text: &str) -> String {
+    use elfiee_adapters::hooks::settings::{remove, EVENTS};
+    let v = parse(text);
+    let command = v["hooks"]["SessionStart"]
+        .as_array()
+        .and_then(|a| a.last())
+        .and_then(|g| g["hooks"][0]["command"].as_str())
+        .unwrap_or_else(|| panic!("enable installed no hooks: {text}"))
+        .to_owned();
+    let mut added = vec!["hooks".to_owned()];
+    for (event, _) in EVENTS {
+        let ours = elfiee_adapters::hooks::settings::group(event, &command);
+        assert!(
+            v["hooks"][event]
+                .as_array()
+                .is_some_and(|a| a.contains(&ours)),
+            "{event} hook in {text}"
+        );
+        added.push(format!("hooks.{event}"));
+        added.push(format!("hooks.{event}[elfiee]"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("settings.local.json");
+    std::fs::write(&path, text).unwrap();
+    let mut doc = elfiee_adapters::json_file::JsonFile::open(&path).unwrap();
+    let added: Vec<&str> = added.iter().map(String::as_str).collect();
+    remove(&mut doc, &command, &added).unwrap();
+    let out = doc.text().to_owned();
+    match text.strip_prefix('\u{feff}') {
+        Some(_) if !out.starts_with('\u{feff}') => out.replacen("   ", "\u{feff}", 1),
+        _ => out,
+    }
+}
+
 /// The round trip for one set of files, with the checks on what enable wrote.
 fn round_trip(contents: [Content; 3]) {
     let p = project(&contents);
@@ -486,6 +522,13 @@ fn round_trip(contents: [Content; 3]) {
     for name in FILES {
         let orig = text_of(&before, name);
         let now = text_of(&enabled, name).unwrap_or_else(|| panic!("enable wrote no {name}"));
+        // The settings also get the hooks (checked in adapters/src/hooks/settings.rs and
+        // tests/claude_hooks.rs): what enable did besides them is checked here.
+        let now = if name.ends_with("settings.local.json") {
+            without_hooks(&now)
+        } else {
+            now
+        };
         let orig_value = match orig.as_deref() {
             Some(t) if !unmarked(t).trim().is_empty() => parse(t),
             _ => json!({}),
@@ -527,10 +570,16 @@ fn one_line_settings_local_json_is_restored_byte_for_byte() {
     let settings = p.root.join(".claude/settings.local.json");
     let before = snapshot(&p.root);
     let enabled = runtime().block_on(create_enable_disable(&p, |_| {}));
+    let now = text_of(&enabled, ".claude/settings.local.json").unwrap();
     assert_eq!(
-        text_of(&enabled, ".claude/settings.local.json").unwrap(),
+        without_hooks(&now),
         "{\"permissions\": {\"allow\": [\"Bash(ls)\"]}, \"enabledMcpjsonServers\": [\"elfiee\"]}\n",
         "enable adds the approval on the same line"
+    );
+    assert_eq!(
+        now.trim_end().lines().count(),
+        1,
+        "and the hooks too: {now}"
     );
     assert_eq!(std::fs::read_to_string(&settings).unwrap(), original);
     assert_eq!(snapshot(&p.root), before);
@@ -623,7 +672,7 @@ fn disable_keeps_an_approval_the_user_added_after_ours() {
     let settings = p.root.join(".claude/settings.local.json");
     runtime().block_on(create_enable_disable(&p, |enabled| {
         assert_eq!(
-            text_of(enabled, ".claude/settings.local.json").unwrap(),
+            without_hooks(&text_of(enabled, ".claude/settings.local.json").unwrap()),
             "{\r\n\t\"enabledMcpjsonServers\": [\"a\", \"elfiee\"]\r\n}"
         );
         std::fs::write(
