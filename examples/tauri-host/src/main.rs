@@ -97,6 +97,9 @@ async fn open_elf(
         None => Engine::global().open(&path).await?,
     };
     let effects = elfiee::adapters::attach(&file, EffectsConfig::default()).await?;
+    // Claude Code's hooks in a project of this document record through this process while it
+    // owns the document; their steps appear in the "Agent steps" panel as they are recorded.
+    elfiee::adapters::hooks::provide(&file);
     // From the current seq on; the front-end reads the earlier state with `list_blocks`.
     let mut events = file.subscribe();
     let (forward_path, forward_app) = (path.clone(), app.clone());
