@@ -396,6 +396,8 @@ async fn steps_undo_and_redo_take_a_session_prefix_or_the_agents_name_and_run_fa
     let unknown = run(&p.elf, &["agent", "steps", "zzz"]).await;
     assert_eq!(unknown.status.code(), Some(1));
     assert!(stderr(&unknown).contains("no agent session or agent 'zzz'"));
+    let empty = run(&p.elf, &["agent", "undo", ""]).await;
+    assert_eq!(empty.status.code(), Some(2), "{}", stderr(&empty));
 
     // A model call that fails: `agent run` says so and exits non-zero.
     let (bad, _) = common::llm_server(vec![common::http(

@@ -335,6 +335,91 @@ async fn a_block_changed_after_the_step_by_someone_else_is_named_and_left_alone(
     assert!(e.to_string().contains("no agent session"), "{e}");
 }
 
+/// Issue 37: a directory is undone file by file. A file the user made (and exported) after
+/// the agent's step is theirs: the undo of the step keeps it and takes back only the agent's
+/// file, from the document and from the disk the user's export wrote it to. An entry of the
+/// step's that the user changed since is the conflict, named by its path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_is_undone_file_by_file_others_files_stay() {
+    let p = project().await;
+    let provider = Arc::new(ScriptedProvider::new([
+        calls(&[(
+            "t1",
+            "elfiee_directory_add",
+            json!({"directory": p.dir, "path": "src/agent_made.rs", "content": "pub fn made() {}\n"}),
+        )]),
+        done("made"),
+    ]));
+    let mut opts = SessionOptions::new(provider, "scripted");
+    opts.autonomy = Autonomy::Full;
+    let mut s = AgentSession::open(&p.file, "alice", &p.agent, None, opts).unwrap();
+    let sid = s.session_id().to_owned();
+    let before = shot(&p);
+    s.run_turn("make a file", &mut no_ask).await.unwrap();
+    // The user makes a file of their own, then exports both.
+    support::alice(
+        &p.file,
+        "directory.add",
+        Some(&p.dir),
+        json!({"path": "src/alice.rs", "content": "// alice\n"}),
+    )
+    .await;
+    elfiee_adapters::service::export_directory(&p.file, "alice", &p.dir)
+        .await
+        .unwrap();
+    assert!(p.root.join("src/agent_made.rs").exists());
+    let r = checkpoint::undo(&p.file, "alice", &sid, Selection::Last(1), false)
+        .await
+        .unwrap();
+    assert_eq!(r.files_removed, vec!["src/agent_made.rs"], "{r:?}");
+    assert!(!p.root.join("src/agent_made.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(p.root.join("src/alice.rs")).unwrap(),
+        "// alice\n",
+        "the user's file stays on disk"
+    );
+    let entries: Vec<String> = p.file.with_state(|st| {
+        elfiee_capabilities::builtin::directory_list::<elfiee_model::DirectoryEntry>(
+            st.block(&p.dir).unwrap(),
+            "entries",
+        )
+        .into_iter()
+        .map(|e| e.path)
+        .collect()
+    });
+    assert!(entries.contains(&"src/alice.rs".to_owned()), "{entries:?}");
+    assert!(
+        !entries.contains(&"src/agent_made.rs".to_owned()),
+        "{entries:?}"
+    );
+    dir_clean(&p);
+    check_log(&p.file).await;
+    let mut without_alice = shot(&p).tree;
+    without_alice.remove("src/alice.rs");
+    assert_eq!(without_alice, before.tree);
+
+    // Back again; the user removes the agent's file from the directory: that is the conflict.
+    checkpoint::redo(&p.file, "alice", &sid, false)
+        .await
+        .unwrap();
+    support::alice(
+        &p.file,
+        "directory.remove",
+        Some(&p.dir),
+        json!({"path": "src/agent_made.rs", "keep_block": true}),
+    )
+    .await;
+    let e = checkpoint::undo(&p.file, "alice", &sid, Selection::Last(1), false)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("'src/agent_made.rs' in directory 'proj'") && !e.contains("block 'proj'"),
+        "{e}"
+    );
+    check_log(&p.file).await;
+}
+
 // The property: random steps (block writes and creates, file creates, edits, deletes,
 // binary, empty, CRLF and mode changes) and random undo / redo orders; after each operation
 // the folder and the blocks equal the model's expectation, and the log verifies and replays.

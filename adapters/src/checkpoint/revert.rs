@@ -175,6 +175,7 @@ struct DirCase {
     id: String,
     root: String,
     before: Block,
+    expected: Block,
     /// Whether the changes touched the directory block itself (else only its files' blocks).
     in_net: bool,
 }
@@ -213,12 +214,16 @@ fn followed_files(
             ids.insert(b.block_id.clone());
         }
     }
-    let text = |id: &str, after: bool| -> Option<String> {
-        match net.blocks.get(id) {
-            Some((b, a)) => if after { a } else { b }
-                .as_ref()
-                .and_then(|b| text_of(file, b)),
-            None => now.block(id).and_then(|b| text_of(file, b)),
+    // The text a file block puts on disk; `Ok(None)`: no such block; `Err`: a body that
+    // cannot be read (that file is left alone rather than guessed at).
+    let text = |id: &str, after: bool| -> Result<Option<String>, ()> {
+        let block = match net.blocks.get(id) {
+            Some((b, a)) => if after { a } else { b }.as_ref(),
+            None => now.block(id),
+        };
+        match block {
+            None => Ok(None),
+            Some(b) => text_of(file, b).map(Some).ok_or(()),
         }
     };
     let mut dirs = Vec::new();
@@ -262,9 +267,20 @@ fn followed_files(
                     continue;
                 }
             }
-            let before_text = w.and_then(|e| text(&e.block_id, false));
-            let left_text = l.and_then(|e| text(&e.block_id, true));
-            if before_text == left_text {
+            let (Ok(before_text), Ok(left_text)) = (
+                w.map_or(Ok(None), |e| text(&e.block_id, false)),
+                l.map_or(Ok(None), |e| text(&e.block_id, true)),
+            ) else {
+                tracing::warn!(path = %p, "a file block's text cannot be read; its file is left as it is");
+                continue;
+            };
+            // Also a file whose block the changes wrote and wrote back, changed since: a forced
+            // undo sets the block back, so the file goes back with it.
+            let written_back = l.is_some_and(|e| {
+                net.blocks.contains_key(&e.block_id)
+                    && now.block(&e.block_id).and_then(|b| text_of(file, b)) != left_text
+            });
+            if before_text == left_text && !written_back {
                 continue;
             }
             paths.insert(
@@ -283,103 +299,173 @@ fn followed_files(
             id,
             root,
             before,
+            expected,
             in_net,
         });
     }
     (dirs, paths)
 }
 
-/// A directory block without what records the disk (each entry's `disk` hash, the pending
-/// removals, `last_export`, `updated_at`): an export changes those, never the rest.
-fn content_only(b: &Option<Block>) -> Option<Block> {
-    let mut b = b.clone()?;
-    if b.block_type != "directory" {
-        return Some(b);
-    }
-    if let Some(list) = b.contents.get_mut("entries").and_then(Value::as_array_mut) {
-        for e in list {
-            if let Some(o) = e.as_object_mut() {
-                o.remove("disk");
-            }
-        }
-    }
+/// A directory block's own content apart from its entries and its record of the disk (each
+/// entry's `disk` hash, the pending removals, `last_export`, `updated_at`): its name,
+/// relations, root. Changed as a whole; an export never changes it.
+fn rest_of(b: &Block) -> Block {
+    let mut b = b.clone();
     if let Some(o) = b.contents.as_object_mut() {
+        o.remove("entries");
         o.remove("pending_removals");
     }
     b.metadata.custom.remove("last_export");
     b.metadata.updated_at = b.metadata.created_at;
-    Some(b)
+    b
 }
 
-/// The image a directory goes back to: its content before the changes; for each entry, the
-/// hash of what the undo wrote there (`written`), else what the disk holds now as the
-/// directory knows it; the pending removals before the changes that are still to be done.
+/// A directory's entries as path → the entry's JSON.
+fn entries_of(b: &Block) -> BTreeMap<String, Value> {
+    b.contents
+        .get("entries")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|e| (entry_path(e).to_owned(), e.clone()))
+        .collect()
+}
+
+fn block_of(e: Option<&Value>) -> Option<&str> {
+    e.and_then(|e| e.get("block_id")).and_then(Value::as_str)
+}
+
+fn disk_of(e: Option<&Value>) -> Option<String> {
+    e.and_then(|e| e.get("disk"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// What was changed since in a directory the changes touched, file by file: `Err(())` when
+/// its own content ([`rest_of`]) was changed by the changes and since, or it is gone; else the
+/// paths whose entry the changes made, moved or removed and someone changed again since.
+/// Entries others changed at other paths, and exports, are not conflicts.
+fn directory_conflicts(
+    before: &Block,
+    expected: &Block,
+    current: Option<&Block>,
+) -> Result<Vec<String>, ()> {
+    let current = current.filter(|c| c.block_type == "directory").ok_or(())?;
+    let (rb, re, rc) = (rest_of(before), rest_of(expected), rest_of(current));
+    if re != rb && rc != re {
+        return Err(());
+    }
+    let (b, e, c) = (
+        entries_of(before),
+        entries_of(expected),
+        entries_of(current),
+    );
+    let paths: BTreeSet<&String> = b.keys().chain(e.keys()).collect();
+    Ok(paths
+        .into_iter()
+        .filter(|p| {
+            let (was, left) = (block_of(b.get(*p)), block_of(e.get(*p)));
+            was != left && block_of(c.get(*p)) != left
+        })
+        .cloned()
+        .collect())
+}
+
+/// The image a directory goes back to, merged path by path: the entries the changes made,
+/// moved or removed as they were before them, every other entry as it is now (others' changes
+/// since stay); its own content as before the changes if they changed it, else as now. Each
+/// entry's disk hash is that of what the undo wrote there (`written`), else what the
+/// directory records now for the same block; the pending removals are those still to be done.
 fn restored_directory(
     before: &Block,
+    expected: &Block,
     current: Option<&Block>,
     written: &BTreeMap<String, Option<String>>,
 ) -> Block {
-    let mut r = before.clone();
-    let now_entries: BTreeMap<String, DirectoryEntry> = current
-        .map(|c| directory_list::<DirectoryEntry>(c, "entries"))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| (e.path.clone(), e))
-        .collect();
-    let now_pending: BTreeSet<String> = current
-        .map(|c| directory_list::<PendingRemoval>(c, "pending_removals"))
-        .unwrap_or_default()
-        .into_iter()
-        .map(|p| p.path)
-        .collect();
-    let mut moved = false;
-    if let Some(list) = r.contents.get_mut("entries").and_then(Value::as_array_mut) {
-        for e in list.iter_mut() {
-            let path = entry_path(e).to_owned();
-            let block = e
-                .get("block_id")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let old = e.get("disk").and_then(Value::as_str).map(str::to_owned);
-            let new = match written.get(&path) {
-                Some(h) => h.clone(),
-                None => match now_entries.get(&path) {
-                    Some(n) if n.block_id == block => n.disk.clone(),
-                    _ => old.clone(),
-                },
+    let Some(current) = current.filter(|c| c.block_type == "directory") else {
+        return before.clone();
+    };
+    let mut r = match rest_of(before) == rest_of(expected) {
+        true => current.clone(),
+        false => before.clone(),
+    };
+    let (b, e, c) = (
+        entries_of(before),
+        entries_of(expected),
+        entries_of(current),
+    );
+    let mut entries: BTreeMap<String, Value> = BTreeMap::new();
+    let paths: BTreeSet<&String> = b.keys().chain(e.keys()).chain(c.keys()).collect();
+    for p in paths {
+        let undone = block_of(b.get(p)) != block_of(e.get(p));
+        let Some(mut entry) = (if undone { b.get(p) } else { c.get(p) }).cloned() else {
+            continue;
+        };
+        let block = block_of(Some(&entry)).unwrap_or_default().to_owned();
+        let disk = match written.get(p) {
+            Some(h) => h.clone(),
+            None => match c.get(p) {
+                Some(now) if block_of(Some(now)) == Some(block.as_str()) => disk_of(Some(now)),
+                _ => disk_of(Some(&entry)),
+            },
+        };
+        if let Some(o) = entry.as_object_mut() {
+            match disk {
+                Some(h) => o.insert("disk".into(), json!(h)),
+                None => o.remove("disk"),
             };
-            if new != old {
-                moved = true;
-                if let Some(o) = e.as_object_mut() {
-                    match new {
-                        Some(h) => o.insert("disk".into(), json!(h)),
-                        None => o.remove("disk"),
-                    };
-                }
-            }
+        }
+        entries.insert(p.clone(), entry);
+    }
+    let pending = |blk: &Block| -> Vec<Value> {
+        blk.contents
+            .get("pending_removals")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (bp, cp) = (pending(before), pending(current));
+    let in_cp = |p: &str| cp.iter().find(|x| entry_path(x) == p);
+    let mut kept: Vec<Value> = Vec::new();
+    for x in &bp {
+        let p = entry_path(x);
+        if entries.contains_key(p) {
+            continue;
+        }
+        match in_cp(p) {
+            Some(now) => kept.push(now.clone()),
+            // Taken back by the changes (a file put at that path again) and still on disk.
+            None if c.contains_key(p) && !written.contains_key(p) => kept.push(x.clone()),
+            None => {}
         }
     }
-    if let Some(list) = r
-        .contents
-        .get_mut("pending_removals")
-        .and_then(Value::as_array_mut)
-    {
-        let n = list.len();
-        list.retain(|x| {
-            let p = entry_path(x);
-            now_pending.contains(p) || (now_entries.contains_key(p) && !written.contains_key(p))
-        });
-        moved |= list.len() != n;
+    for x in &cp {
+        let p = entry_path(x);
+        if !entries.contains_key(p) && !bp.iter().any(|y| entry_path(y) == p) {
+            kept.push(x.clone());
+        }
     }
-    // What the directory says of its last export stays the current one when the disk is
-    // not as it was before the changes.
-    if let (true, Some(c)) = (moved, current) {
-        r.metadata.updated_at = c.metadata.updated_at;
-        match c.metadata.custom.get("last_export") {
-            Some(v) => r.metadata.custom.insert("last_export".into(), v.clone()),
-            None => r.metadata.custom.remove("last_export"),
-        };
+    let as_before = entries == b && kept == bp;
+    if let Some(o) = r.contents.as_object_mut() {
+        o.insert(
+            "entries".into(),
+            Value::Array(entries.into_values().collect()),
+        );
+        // An empty list where there was none before is the same; kept as it was.
+        if kept.is_empty() && before.contents.get("pending_removals").is_none() {
+            o.remove("pending_removals");
+        } else {
+            o.insert("pending_removals".into(), Value::Array(kept));
+        }
     }
+    // The record of the last export: as before the changes when the disk is as it was then,
+    // else as now.
+    let source = if as_before { before } else { current };
+    r.metadata.updated_at = source.metadata.updated_at;
+    match source.metadata.custom.get("last_export") {
+        Some(v) => r.metadata.custom.insert("last_export".into(), v.clone()),
+        None => r.metadata.custom.remove("last_export"),
+    };
     r
 }
 
@@ -414,31 +500,36 @@ pub(super) async fn revert(
     } else {
         Default::default()
     };
-    let dirs_in_net: BTreeSet<&str> = dirs
+    let dirs_in_net: BTreeMap<&str, &DirCase> = dirs
         .iter()
         .filter(|d| d.in_net)
-        .map(|d| d.id.as_str())
+        .map(|d| (d.id.as_str(), d))
         .collect();
     let mut conflicts = Vec::new();
     let mut forced = Vec::new();
     for (id, (_, expected)) in &net.blocks {
         let current = now.block(id).cloned();
-        let same = match dirs_in_net.contains(id.as_str()) {
-            true => content_only(&current) == content_only(expected),
-            false => &current == expected,
+        let name = current
+            .as_ref()
+            .or(expected.as_ref())
+            .map(|b| b.name.clone())
+            .unwrap_or_default();
+        // A directory is compared file by file (others' files and exports are no conflict).
+        let changed: Vec<String> = match dirs_in_net.get(id.as_str()) {
+            Some(d) => match directory_conflicts(&d.before, &d.expected, current.as_ref()) {
+                Ok(paths) => paths
+                    .into_iter()
+                    .map(|p| format!("'{p}' in directory '{name}'"))
+                    .collect(),
+                Err(()) => vec![format!("block '{name}' ({id})")],
+            },
+            None if &current != expected => vec![format!("block '{name}' ({id})")],
+            None => Vec::new(),
         };
-        if !same {
-            let name = current
-                .as_ref()
-                .or(expected.as_ref())
-                .map(|b| b.name.clone())
-                .unwrap_or_default();
-            let what = format!("block '{name}' ({id})");
-            if force {
-                forced.push(what);
-            } else {
-                conflicts.push(what);
-            }
+        if force {
+            forced.extend(changed);
+        } else {
+            conflicts.extend(changed);
         }
     }
     // The files: what each path holds now, and what goes there.
@@ -603,7 +694,7 @@ pub(super) async fn revert(
             .map(|((_, path), h)| (path.clone(), h))
             .collect();
         let current = now.block(&d.id);
-        let image = restored_directory(&d.before, current, &wrote);
+        let image = restored_directory(&d.before, &d.expected, current, &wrote);
         let unchanged = current == Some(&image);
         match (d.in_net, unchanged) {
             (true, true) => {

@@ -416,6 +416,11 @@ fn print_turn_steps(s: &Session, session_id: &str, steps: &[u64]) {
 /// session it worked in last (the one with its newest entry); or a unique prefix of a
 /// session id. Sub-agents' sessions are not counted.
 pub(super) fn session_arg(s: &Session, arg: &str) -> Result<String, CliError> {
+    if arg.trim().is_empty() {
+        return Err(CliError::usage(
+            "give a session id (or the start of one) or an agent's name or id; see `elfiee agent sessions AGENT`",
+        ));
+    }
     // Top-level sessions: id → (agent block, seq of its newest entry), in first-seen order.
     let mut sessions: Vec<(String, String, u64)> = Vec::new();
     for e in s.file.events(1)? {
@@ -481,7 +486,7 @@ pub(super) fn session_arg(s: &Session, arg: &str) -> Result<String, CliError> {
         .filter(|(id, _, _)| id.starts_with(arg))
         .collect();
     match by_prefix.as_slice() {
-        [(id, _, _)] if !arg.is_empty() => return Ok(id.clone()),
+        [(id, _, _)] => return Ok(id.clone()),
         [] => {}
         several => {
             let list: Vec<String> = several
