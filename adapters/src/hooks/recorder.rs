@@ -12,7 +12,9 @@
 //! nothing is recorded twice or lost; two calls running at once that both touch the disk may
 //! share one step (the first to finish takes what both did so far). Document ranges of steps
 //! never overlap: a step starts at its call's `PreToolUse` or at the agent's previous record,
-//! whichever is later.
+//! whichever is later. A hook delivered again (the same `tool_use_id`) records nothing: a
+//! second `PreToolUse` would leave an open call that holds the folder, a second `PostToolUse`
+//! would take another call's changes.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -53,6 +55,38 @@ struct AgentTrack {
     /// Seq of the agent's last record (steps start after it).
     last_doc_to: u64,
     open: Vec<OpenCall>,
+    /// The latest calls whose `PostToolUse` came (session, `tool_use_id`), newest last: a hook
+    /// delivered again for one of them records nothing. (A call a `Stop` closed is not among
+    /// them: its `PostToolUse` may still come, from a call that ran on past a sub-agent's end.)
+    closed: std::collections::VecDeque<(String, String)>,
+}
+
+/// How many closed calls an agent's track remembers (for repeated deliveries).
+const CLOSED_CALLS: usize = 256;
+
+impl AgentTrack {
+    /// Whether this `PreToolUse` or `PostToolUse` repeats one already handled: its call is
+    /// closed, or (a `PreToolUse`) already open. Only calls Claude Code named (`tool_use_id`)
+    /// count: two calls without one may well have the same tool and input.
+    fn repeated(&self, input: &HookInput, pre: bool) -> bool {
+        let Some(id) = &input.tool_use_id else {
+            return false;
+        };
+        let session = &input.session_id;
+        self.closed.iter().any(|(s, k)| s == session && k == id)
+            || (pre
+                && self
+                    .open
+                    .iter()
+                    .any(|c| c.session == *session && c.key == *id))
+    }
+
+    fn close(&mut self, session: &str, key: String) {
+        if self.closed.len() == CLOSED_CALLS {
+            self.closed.pop_front();
+        }
+        self.closed.push_back((session.to_owned(), key));
+    }
 }
 
 #[derive(Default)]
@@ -203,6 +237,7 @@ impl Recorder {
                     // A call whose `PreToolUse` this recorder did not see starts here.
                     last_doc_to: self.file.last_seq(),
                     open: Vec::new(),
+                    closed: Default::default(),
                 },
             );
         }
@@ -460,6 +495,10 @@ impl Sess<'_> {
                 return Ok(HookReply::deny(reason));
             }
         }
+        if self.track.repeated(self.input, true) {
+            // Delivered again: the call is open (or done) already.
+            return Ok(HookReply::default());
+        }
         self.baseline().await?;
         self.track.open.push(OpenCall {
             session: self.input.session_id.clone(),
@@ -476,6 +515,10 @@ impl Sess<'_> {
         if !is_step_tool(&tool) {
             return Ok(());
         }
+        if self.track.repeated(self.input, false) {
+            // Delivered again: its step is recorded; what changed since is another's.
+            return self.transcript().await;
+        }
         let key = call_key(self.input);
         let started = self
             .track
@@ -483,6 +526,9 @@ impl Sess<'_> {
             .iter()
             .position(|c| c.key == key && c.session == self.input.session_id)
             .map(|i| self.track.open.remove(i).seq);
+        if self.input.tool_use_id.is_some() {
+            self.track.close(&self.input.session_id, key);
+        }
         self.transcript().await?;
         self.step(vec![tool], started).await
     }
