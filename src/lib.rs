@@ -27,9 +27,9 @@
 //! #[tokio::main]
 //! async fn main() -> Result<(), elfiee::EngineError> {
 //! #   let dir = tempfile::tempdir().unwrap();
-//! #   let path = dir.path().join("notes.elf");
+//! #   std::env::set_current_dir(dir.path()).unwrap(); // (this example runs in a scratch folder)
 //!     // A new document owned by a new editor `alice` (`Engine::open` opens an existing one).
-//!     let file = Engine::global().init(&path, "Alice").await?;
+//!     let file = Engine::global().init("notes.elf", "Alice").await?;
 //!     let mut events = file.subscribe(); // every committed event, in order, no gaps
 //!
 //!     // Every change is a command; `submit` answers once its events are durable.

@@ -35,13 +35,14 @@ static GLOBAL: OnceLock<Engine> = OnceLock::new();
 /// use elfiee_engine::{Engine, EngineConfig};
 ///
 /// # let dir = tempfile::tempdir()?;
-/// # let path = dir.path().join("notes.elf");
+/// # std::env::set_current_dir(dir.path())?; // (this example runs in a scratch folder)
+/// let path = "notes.elf";
 /// let engine = Engine::new(EngineConfig::default()); // the built-in capabilities
-/// let file = engine.init(&path, "Alice").await?; // a new document; its owner is `alice`
+/// let file = engine.init(path, "Alice").await?; // a new document; its owner is `alice`
 /// assert_eq!(file.owner().as_deref(), Some("alice"));
 ///
 /// // The same path again is the same open file, not a second writer.
-/// let again = engine.open(&path).await?;
+/// let again = engine.open(path).await?;
 /// assert_eq!(engine.open_files().len(), 1);
 /// assert_eq!(again.last_seq(), file.last_seq());
 ///

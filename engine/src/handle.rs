@@ -121,8 +121,8 @@ impl EventSource for Link {
 /// use serde_json::json;
 ///
 /// # let dir = tempfile::tempdir()?;
-/// # let path = dir.path().join("notes.elf");
-/// let file = Engine::global().init(&path, "Alice").await?;
+/// # std::env::set_current_dir(dir.path())?; // (this example runs in a scratch folder)
+/// let file = Engine::global().init("notes.elf", "Alice").await?;
 /// let mut events = file.subscribe(); // from the next commit on
 ///
 /// let created = file

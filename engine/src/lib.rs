@@ -18,9 +18,9 @@
 //! use elfiee_engine::Engine;
 //! use elfiee_model::Command;
 //! # let dir = tempfile::tempdir().unwrap();
-//! # let path = dir.path().join("notes.elf");
+//! # std::env::set_current_dir(dir.path()).unwrap(); // (this example runs in a scratch folder)
 //! let engine = Engine::global();
-//! let file = engine.init(&path, "Alice").await?;
+//! let file = engine.init("notes.elf", "Alice").await?;
 //! let owner = file.owner().unwrap();
 //! let events = file
 //!     .submit(Command::new(&owner, "core.create", None, serde_json::json!({"name": "todo", "block_type": "markdown"})))
