@@ -62,13 +62,13 @@ fn content_ref(v: &Version) -> Result<ContentRef, EngineError> {
     })
 }
 
-/// Files larger than this are tracked by hash but their bytes are not kept in the document
 /// The bytes of a file version kept in the content store (`None`: not kept, e.g. over
 /// [`MAX_KEPT_BYTES`], or unreadable).
 pub fn stored_bytes(file: &FileHandle, v: &Version) -> Option<Vec<u8>> {
     file.bytes(&content_ref(v).ok()?).ok()
 }
 
+/// Files larger than this are tracked by hash but their bytes are not kept in the document
 /// (a video in the project would otherwise be copied into the `.elf` at the first step); an
 /// undo that needs one is refused, naming it.
 pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
@@ -112,17 +112,16 @@ impl FolderTracker {
         &self.root
     }
 
-    /// Rescans the folder; the bytes of every file not seen before go to the content store
     /// Whether the tracker has a manifest to compare with (a cache, or a scan of this
     /// process); without one, a scan cannot tell what changed.
     pub fn has_baseline(&self) -> bool {
         self.last.scanned_at_ns != 0
     }
 
+    /// Rescans the folder; the bytes of every file not seen before go to the content store
     /// (durable with the next commit). Returns the manifest (the tracker's own: a caller that
     /// keeps it clones it) and what the scan cost.
     pub fn scan(&mut self) -> Result<(&Manifest, ScanStats), EngineError> {
-        let file = self.file.clone();
         let (m, stats) = self.scan_new()?;
         self.last = m;
         Ok((&self.last, stats))
@@ -139,6 +138,7 @@ impl FolderTracker {
 
     /// The manifest of the folder now (the tracker's `last` is the baseline it trusts).
     fn scan_new(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
+        let file = self.file.clone();
         let keep = |_: &str, st: &FileState, bytes: &[u8]| {
             if bytes.len() as u64 > MAX_KEPT_BYTES {
                 // Tracked by hash only: an undo that needs these bytes says so.
