@@ -364,7 +364,7 @@ rules: Array<{ permission: string, pattern: string, action: "allow" | "deny" | "
 /**
  * Knowledge seeds (seed 003 §4): standing facts the agent loop always recalls into the
  * system prompt's memory section; replaces the list, `[]` clears it. At most
- * [`MAX_KNOWLEDGE`] entries of at most [`MAX_KNOWLEDGE_CHARS`] characters each.
+ * `MAX_KNOWLEDGE` entries of at most `MAX_KNOWLEDGE_CHARS` characters each.
  */
 knowledge: Array<string> | null, };
 
@@ -386,16 +386,90 @@ context_block_ids: Array<string>, };
 
 export type AgentApprovePayload = { proposal_id: string, approved: boolean, feedback: string | null, };
 
-export type EngineError = { "kind": "rejected", "detail": CapError } | { "kind": "not_an_elf", "detail": string } | { "kind": "newer_format", "detail": { path: string, found: number, supported: number, } } | { "kind": "already_exists", "detail": string } | { "kind": "locked", "detail": string } | { "kind": "payload_too_large", "detail": { size: number, limit: number, } } | { "kind": "corrupt", "detail": { seq: number, reason: string, } } | { "kind": "storage", "detail": string } | { "kind": "effect", "detail": string } | { "kind": "closed" } | { "kind": "io", "detail": { path: string, message: string, } };
+export type EngineError = { "kind": "rejected", "detail": CapError } | { "kind": "not_an_elf", "detail": string } | { "kind": "newer_format", "detail": { 
+/**
+ * The document.
+ */
+path: string, 
+/**
+ * The format version its marker names.
+ */
+found: number, 
+/**
+ * The newest format version this build reads ([`elfiee_model::FORMAT_VERSION`]).
+ */
+supported: number, } } | { "kind": "already_exists", "detail": string } | { "kind": "locked", "detail": string } | { "kind": "payload_too_large", "detail": { 
+/**
+ * The payload's size in bytes (as JSON).
+ */
+size: number, 
+/**
+ * The limit in bytes.
+ */
+limit: number, } } | { "kind": "corrupt", "detail": { 
+/**
+ * The event's seq.
+ */
+seq: number, 
+/**
+ * What was wrong with it.
+ */
+reason: string, } } | { "kind": "storage", "detail": string } | { "kind": "effect", "detail": string } | { "kind": "closed" } | { "kind": "io", "detail": { 
+/**
+ * The file.
+ */
+path: string, 
+/**
+ * The operating system's message.
+ */
+message: string, } };
 
-export type ReplayReport = { events: number, blocks: number, state_digest: string, elapsed_ms: number, 
+export type ReplayReport = { 
+/**
+ * Events replayed (the whole log, hash chain checked).
+ */
+events: number, 
+/**
+ * Blocks in the rebuilt state.
+ */
+blocks: number, 
+/**
+ * The rebuilt state's digest ([`State::digest`]): equal to the live state's.
+ */
+state_digest: string, 
+/**
+ * How long the replay took, in milliseconds.
+ */
+elapsed_ms: number, 
 /**
  * Event kinds the folds do not know, with their event counts (their meaning is missing
  * from the state; see [`State::unknown_kinds`]).
  */
 unknown_kinds?: { [key in string]: number }, };
 
-export type VerifyReport = { ok: boolean, events: number, commands: number, snapshot: string | null, problems: Array<string>, 
+export type VerifyReport = { 
+/**
+ * `problems` is empty.
+ */
+ok: boolean, 
+/**
+ * Events checked.
+ */
+events: number, 
+/**
+ * Commands found in the log (this device's), each checked against the command index.
+ */
+commands: number, 
+/**
+ * What became of the newest snapshot: `valid at seq N`, `invalid: …` or `not compared:
+ * …`; `None` when there is none.
+ */
+snapshot: string | null, 
+/**
+ * Each problem found, in words (a broken chain, an index entry that disagrees, a body
+ * that does not match its hash, a snapshot that differs).
+ */
+problems: Array<string>, 
 /**
  * Event kinds the folds do not know, with their event counts: not a problem (the log is
  * whole), but their meaning is missing from the state this program shows.
