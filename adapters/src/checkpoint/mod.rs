@@ -18,6 +18,7 @@
 //! `elfiee agent steps` and undo work from any process, and replay calls nothing.
 
 mod edits;
+mod record;
 mod revert;
 pub mod scan;
 pub mod watch;
@@ -28,17 +29,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use elfiee_engine::{EngineError, FileHandle};
-use elfiee_model::{Command, ContentRef, EventHash, EXTERNAL_ROOT_PATH};
+use elfiee_model::{Command, EXTERNAL_ROOT_PATH};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use record::{content_ref, storage};
+pub use record::{Change, FolderChange, UndoReport, MAX_KEPT_BYTES};
 pub use scan::{FileChange, FileState, Manifest, ScanStats, Version};
 
 use crate::payload::{str_field, str_list};
-
-fn storage(msg: impl Into<String>) -> EngineError {
-    EngineError::Storage(msg.into())
-}
 
 /// The project folder an agent's steps are checkpointed in: the directory it references
 /// (else its target project) and that directory's root on disk.
@@ -54,24 +53,11 @@ pub fn project_of(file: &FileHandle, agent_block_id: &str) -> Option<(String, Pa
     })
 }
 
-fn content_ref(v: &Version) -> Result<ContentRef, EngineError> {
-    Ok(ContentRef {
-        hash: EventHash::from_hex(&v.hash)
-            .ok_or_else(|| storage(format!("a checkpoint names a bad hash '{}'", v.hash)))?,
-        len: v.len,
-    })
-}
-
 /// The bytes of a file version kept in the content store (`None`: not kept, e.g. over
 /// [`MAX_KEPT_BYTES`], or unreadable).
 pub fn stored_bytes(file: &FileHandle, v: &Version) -> Option<Vec<u8>> {
     file.bytes(&content_ref(v).ok()?).ok()
 }
-
-/// Files larger than this are tracked by hash but their bytes are not kept in the document
-/// (a video in the project would otherwise be copied into the `.elf` at the first step); an
-/// undo that needs one is refused, naming it.
-pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// Tracks one project folder between checkpoints: the last manifest, kept in a cache file
 /// inside the `.elf` (a cache: losing it costs one full rescan, never a wrong answer).
@@ -292,44 +278,6 @@ impl StepRecorder {
         if let Some(t) = &self.tracker {
             t.save();
         }
-    }
-}
-
-/// A recorded change: a step, an undo or a redo.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Change {
-    pub doc_from: u64,
-    pub doc_to: u64,
-    #[serde(default)]
-    pub root: Option<String>,
-    #[serde(default)]
-    pub files: Vec<FileChange>,
-    /// Files of other folders (an undo that set back files of another directory's folder).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub more: Vec<FolderChange>,
-}
-
-/// The files a change changed in one folder.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FolderChange {
-    pub root: String,
-    pub files: Vec<FileChange>,
-}
-
-impl Change {
-    /// Each folder with the files the change changed there.
-    pub fn folders(&self) -> impl Iterator<Item = (&str, &[FileChange])> {
-        let main = (!self.files.is_empty()).then(|| {
-            (
-                self.root.as_deref().unwrap_or_default(),
-                self.files.as_slice(),
-            )
-        });
-        main.into_iter().chain(
-            self.more
-                .iter()
-                .map(|f| (f.root.as_str(), f.files.as_slice())),
-        )
     }
 }
 
@@ -598,24 +546,6 @@ pub enum Selection {
     Last(u64),
     /// Every step after this one (the document and folder as after it).
     To(u64),
-}
-
-/// What an undo or redo did (or would have done, when refused).
-#[cfg_attr(feature = "ts", derive(ts_rs::TS))]
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct UndoReport {
-    pub session_id: String,
-    /// The steps taken back (undo) or brought back (redo).
-    pub steps: Vec<u64>,
-    pub blocks_restored: Vec<String>,
-    pub blocks_removed: Vec<String>,
-    pub files_restored: Vec<String>,
-    pub files_removed: Vec<String>,
-    /// Blocks and files changed since by someone else, overwritten because of `force`.
-    pub forced: Vec<String>,
-    /// For an editor's own edits ([`undo_edits`]): the commands taken back or brought back.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub commands: Vec<String>,
 }
 
 /// Reverts `changes` on both sides, the document's blocks and the recorded files only (a

@@ -25,7 +25,8 @@ use elfiee_model::{Block, Command, DirectoryEntry, PendingRemoval, EXTERNAL_ROOT
 use elfiee_projections::State;
 use serde_json::{json, Value};
 
-use super::{content_ref, storage, Change, FileChange, FolderChange, UndoReport, Version};
+use super::record::{content_ref, storage, Change, FolderChange, UndoReport, MAX_KEPT_BYTES};
+use super::scan::{FileChange, Version};
 
 /// A path in a project folder: (root, relative path).
 type Place = (String, String);
@@ -653,7 +654,7 @@ pub(super) async fn revert(
     // What is there now is kept too, so a redo can bring it back.
     for place in ops.keys() {
         if let Some((bytes, _)) = &current_files[place].1 {
-            if bytes.len() as u64 <= super::MAX_KEPT_BYTES {
+            if bytes.len() as u64 <= MAX_KEPT_BYTES {
                 file.put_bytes(bytes)?;
             }
         }
