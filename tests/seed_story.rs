@@ -414,7 +414,7 @@ async fn the_seed_story_through_the_loop_then_the_users_export_then_agent_undo_b
     assert_eq!(refused.status.code(), Some(1));
     let msg = String::from_utf8_lossy(&refused.stderr);
     assert!(msg.contains("block 'src/main.rs'"), "{msg}");
-    assert!(!msg.contains("'b1'"), "{msg}");
+    assert!(!msg.contains("block 'b1'"), "{msg}");
     let r = ok(&elf, &["agent", "undo", "a1", "--force"]).await;
     assert_eq!(r["steps"], json!([2]), "{r}");
     assert!(!proj.join("src/pdf.rs").exists(), "the file goes too");

@@ -19,9 +19,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use elfiee_capabilities::builtin::{directory_list, entry_path};
+use elfiee_capabilities::builtin::entry_path;
 use elfiee_engine::{EngineError, FileHandle};
-use elfiee_model::{Block, Command, DirectoryEntry, PendingRemoval, EXTERNAL_ROOT_PATH};
+use elfiee_model::{Block, Command, EXTERNAL_ROOT_PATH};
 use elfiee_projections::State;
 use serde_json::{json, Value};
 
@@ -31,6 +31,10 @@ use super::scan::{FileChange, Version};
 /// A path in a project folder: (root, relative path).
 type Place = (String, String);
 
+/// The links (relation, target) some changes made or removed on one block: there before the
+/// first of them that touched it, there after the last.
+type LinkNet = BTreeMap<(String, String), (bool, bool)>;
+
 /// The net change of several changes, oldest first: per block, its image before the first
 /// and after the last; per file, the version before the first and after the last.
 struct Net {
@@ -38,12 +42,112 @@ struct Net {
     blocks: BTreeMap<String, (Option<Block>, Option<Block>)>,
     /// (root, path) → (before, expected now)
     files: BTreeMap<Place, (Option<Version>, Option<Version>)>,
+    /// Directory id → the paths the changes themselves touched there (an entry made, moved or
+    /// removed, or its block changed, inside one of their ranges). A directory a change
+    /// touched is here even with no path.
+    dirs: BTreeMap<String, BTreeMap<String, PathNet>>,
+    /// Block id → the links (relation, target) the changes themselves made or removed there:
+    /// (there before the first of them that touched it, there after the last).
+    links: BTreeMap<String, LinkNet>,
+}
+
+/// A path of a directory the changes touched: its entry before the first of them that
+/// touched it and after the last.
+#[derive(Clone)]
+struct PathNet {
+    before: Option<Value>,
+    after: Option<Value>,
+    /// The disk hash of a pending removal at the path before (the entry was removed then).
+    before_pending: Option<String>,
+    /// What the directory recorded the disk to hold there after the last (entry or pending
+    /// removal).
+    end_disk: Option<String>,
+    /// Whether one of the changes changed the text there (made, removed or wrote the file),
+    /// even if a later one changed it back.
+    text_changed: bool,
+}
+
+fn pending_disk(b: Option<&Block>, path: &str) -> Option<String> {
+    b.and_then(|b| b.contents.get("pending_removals"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .find(|x| entry_path(x) == path)
+        .and_then(|x| x.get("disk"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The directory paths one change touched, folded into `dirs` (see [`Net::dirs`]).
+fn touched_paths(
+    file: &FileHandle,
+    before: &State,
+    after: &State,
+    touched: &BTreeSet<&str>,
+    dirs: &mut BTreeMap<String, BTreeMap<String, PathNet>>,
+) {
+    let text_in = |st: &State, e: Option<&Value>| {
+        block_of(e).map(|b| st.block(b).and_then(|b| text_of(file, b)))
+    };
+    let ids: BTreeSet<&String> = before
+        .blocks
+        .values()
+        .chain(after.blocks.values())
+        .filter(|b| b.block_type == "directory")
+        .map(|b| &b.block_id)
+        .collect();
+    for id in ids {
+        let (db, da) = (before.block(id), after.block(id));
+        let (eb, ea) = (
+            db.map(entries_of).unwrap_or_default(),
+            da.map(entries_of).unwrap_or_default(),
+        );
+        let block_touched = |e: Option<&Value>| block_of(e).is_some_and(|b| touched.contains(b));
+        let dir_touched = touched.contains(id.as_str());
+        if !dir_touched
+            && !eb
+                .values()
+                .chain(ea.values())
+                .any(|e| block_touched(Some(e)))
+        {
+            continue;
+        }
+        let paths = dirs.entry(id.clone()).or_default();
+        let all: BTreeSet<&String> = eb.keys().chain(ea.keys()).collect();
+        for p in all {
+            let (x, y) = (eb.get(p), ea.get(p));
+            if block_of(x) == block_of(y) && !block_touched(x) && !block_touched(y) {
+                continue;
+            }
+            let end_disk = match y {
+                Some(e) => disk_of(Some(e)),
+                None => pending_disk(da, p),
+            };
+            let text_changed = text_in(before, x) != text_in(after, y);
+            paths
+                .entry(p.clone())
+                .and_modify(|n| {
+                    n.after = y.cloned();
+                    n.end_disk = end_disk.clone();
+                    n.text_changed |= text_changed;
+                })
+                .or_insert_with(|| PathNet {
+                    before: x.cloned(),
+                    after: y.cloned(),
+                    before_pending: pending_disk(db, p),
+                    end_disk,
+                    text_changed,
+                });
+        }
+    }
 }
 
 async fn net_of(file: &FileHandle, changes: &[&Change]) -> Result<Net, EngineError> {
     let events = file.events(1)?;
     let mut blocks: BTreeMap<String, (Option<Block>, Option<Block>)> = BTreeMap::new();
     let mut files: BTreeMap<Place, (Option<Version>, Option<Version>)> = BTreeMap::new();
+    let mut dirs = BTreeMap::new();
+    let mut links: BTreeMap<String, LinkNet> = BTreeMap::new();
     for c in changes {
         let touched: BTreeSet<&str> = events
             .iter()
@@ -53,8 +157,20 @@ async fn net_of(file: &FileHandle, changes: &[&Change]) -> Result<Net, EngineErr
         if !touched.is_empty() {
             let before = file.state_at(c.doc_from).await?;
             let after = file.state_at(c.doc_to).await?;
+            touched_paths(file, &before, &after, &touched, &mut dirs);
             for id in touched {
                 let (a, b) = (before.block(id).cloned(), after.block(id).cloned());
+                for (rel, to) in all_links([a.as_ref(), b.as_ref(), None]) {
+                    let (was, now) = (has_link(a.as_ref(), rel, to), has_link(b.as_ref(), rel, to));
+                    if was != now {
+                        links
+                            .entry(id.to_owned())
+                            .or_default()
+                            .entry((rel.to_owned(), to.to_owned()))
+                            .and_modify(|e| e.1 = now)
+                            .or_insert((was, now));
+                    }
+                }
                 if a == b && !blocks.contains_key(id) {
                     continue;
                 }
@@ -75,7 +191,12 @@ async fn net_of(file: &FileHandle, changes: &[&Change]) -> Result<Net, EngineErr
     }
     blocks.retain(|_, (a, b)| a != b);
     files.retain(|_, (a, b)| a != b);
-    Ok(Net { blocks, files })
+    Ok(Net {
+        blocks,
+        files,
+        dirs,
+        links,
+    })
 }
 
 /// A regular file's bytes and mode.
@@ -177,6 +298,12 @@ struct DirCase {
     root: String,
     before: Block,
     expected: Block,
+    /// The paths the changes touched there.
+    paths: BTreeMap<String, PathNet>,
+    /// Those whose text the changes changed and someone changed again since.
+    changed_since: Vec<String>,
+    /// Blocks of paths that hold what the changes left there (see `revert`).
+    superseded: Vec<String>,
     /// Whether the changes touched the directory block itself (else only its files' blocks).
     in_net: bool,
 }
@@ -199,22 +326,6 @@ fn followed_files(
     net: &Net,
     now: &State,
 ) -> (Vec<DirCase>, BTreeMap<Place, Followed>) {
-    let is_dir = |b: &Option<Block>| b.as_ref().is_some_and(|b| b.block_type == "directory");
-    let mut ids: BTreeSet<String> = net
-        .blocks
-        .iter()
-        .filter(|(_, (a, b))| is_dir(a) || is_dir(b))
-        .map(|(id, _)| id.clone())
-        .collect();
-    for b in now.blocks.values().filter(|b| b.block_type == "directory") {
-        if !ids.contains(&b.block_id)
-            && directory_list::<DirectoryEntry>(b, "entries")
-                .iter()
-                .any(|e| net.blocks.contains_key(&e.block_id))
-        {
-            ids.insert(b.block_id.clone());
-        }
-    }
     // The text a file block puts on disk; `Ok(None)`: no such block; `Err`: a body that
     // cannot be read (that file is left alone rather than guessed at).
     let text = |id: &str, after: bool| -> Result<Option<String>, ()> {
@@ -228,11 +339,11 @@ fn followed_files(
         }
     };
     let mut dirs = Vec::new();
-    let mut paths = BTreeMap::new();
-    for id in ids {
-        let (before, expected, in_net) = match net.blocks.get(&id) {
+    let mut out = BTreeMap::new();
+    for (id, paths) in &net.dirs {
+        let (before, expected, in_net) = match net.blocks.get(id) {
             Some((b, e)) => (b.clone(), e.clone(), true),
-            None => (now.block(&id).cloned(), now.block(&id).cloned(), false),
+            None => (now.block(id).cloned(), now.block(id).cloned(), false),
         };
         // A directory the changes made (an import) or deleted has no files to follow.
         let (Some(before), Some(expected)) = (before, expected) else {
@@ -242,69 +353,142 @@ fn followed_files(
             continue;
         }
         let Some(root) = root_of(&expected)
-            .or_else(|| now.block(&id).and_then(root_of))
+            .or_else(|| now.block(id).and_then(root_of))
             .filter(|r| Path::new(r).is_dir())
             .map(|r| canon(&r))
         else {
             continue;
         };
-        let map = |b: &Block| -> BTreeMap<String, DirectoryEntry> {
-            directory_list::<DirectoryEntry>(b, "entries")
-                .into_iter()
-                .map(|e| (e.path.clone(), e))
-                .collect()
-        };
-        let (was, left) = (map(&before), map(&expected));
-        let pending_left: BTreeMap<String, String> =
-            directory_list::<PendingRemoval>(&expected, "pending_removals")
-                .into_iter()
-                .map(|p| (p.path, p.disk))
-                .collect();
-        let all: BTreeSet<&String> = was.keys().chain(left.keys()).collect();
-        for p in all {
-            let (w, l) = (was.get(p), left.get(p));
-            if let (Some(w), Some(l)) = (w, l) {
-                if w.block_id == l.block_id && !net.blocks.contains_key(&w.block_id) {
-                    continue;
-                }
-            }
+        let now_entries = now.block(id).map(entries_of).unwrap_or_default();
+        let mut changed_since = Vec::new();
+        let mut superseded = Vec::new();
+        for (p, n) in paths {
+            let (w, l) = (block_of(n.before.as_ref()), block_of(n.after.as_ref()));
             let (Ok(before_text), Ok(left_text)) = (
-                w.map_or(Ok(None), |e| text(&e.block_id, false)),
-                l.map_or(Ok(None), |e| text(&e.block_id, true)),
+                w.map_or(Ok(None), |b| text(b, false)),
+                l.map_or(Ok(None), |b| text(b, true)),
             ) else {
                 tracing::warn!(path = %p, "a file block's text cannot be read; its file is left as it is");
                 continue;
             };
-            // Also a file whose block the changes wrote and wrote back, changed since: a forced
-            // undo sets the block back, so the file goes back with it.
-            let written_back = l.is_some_and(|e| {
-                net.blocks.contains_key(&e.block_id)
-                    && now.block(&e.block_id).and_then(|b| text_of(file, b)) != left_text
-            });
-            if before_text == left_text && !written_back {
+            // The text the path holds now (`None`: unknown, a block that cannot be read).
+            let now_text = match block_of(now_entries.get(p)) {
+                None => Some(None),
+                Some(b) => now.block(b).and_then(|b| text_of(file, b)).map(Some),
+            };
+            // Changed since: the path no longer holds the text the changes left there (its
+            // entry made, moved or removed by someone else, its block written; the same text
+            // under another block is no change). A file the changes changed and changed back
+            // is theirs too when it was changed since: it goes back with them when forced.
+            let since = now_text.as_ref() != Some(&left_text);
+            if before_text == left_text && !(n.text_changed && since) {
                 continue;
             }
-            paths.insert(
+            // (A file block of the changes still at its path is judged as a block: named once.)
+            let same_block = l.is_some_and(|b| {
+                block_of(now_entries.get(p)) == Some(b) && net.blocks.contains_key(b)
+            });
+            if since && !same_block {
+                changed_since.push(p.clone());
+            }
+            if !since {
+                // The path holds what the changes left (under another block, maybe): its
+                // blocks someone deleted since are no conflict.
+                superseded.extend(w.into_iter().chain(l).map(str::to_owned));
+            }
+            let was_on_disk = disk_of(n.before.as_ref()).is_some();
+            out.insert(
                 (root.clone(), p.clone()),
                 Followed {
                     left: left_text.as_deref().map(hash_of),
-                    end_disk: match l {
-                        Some(e) => e.disk.clone(),
-                        None => pending_left.get(p).cloned(),
-                    },
-                    target: w.filter(|e| e.disk.is_some()).and(before_text),
+                    end_disk: n.end_disk.clone(),
+                    target: before_text.filter(|_| was_on_disk),
                 },
             );
         }
         dirs.push(DirCase {
-            id,
+            id: id.clone(),
             root,
             before,
             expected,
+            paths: paths.clone(),
+            changed_since,
+            superseded,
             in_net,
         });
     }
-    (dirs, paths)
+    (dirs, out)
+}
+
+/// A block as compared for changes since: its time of last change left out (an undo that
+/// put the same text back, by another event, changed nothing of it), and its relations: they
+/// are merged link by link ([`links_merged`]), each going to what it was before the changes
+/// when they made or removed it, so a link someone else made or removed is kept and none is
+/// a conflict.
+fn unstamped(b: &Option<Block>) -> Option<Block> {
+    b.clone().map(|mut b| {
+        b.metadata.updated_at = b.metadata.created_at;
+        b.children.clear();
+        b
+    })
+}
+
+fn has_link(b: Option<&Block>, rel: &str, to: &str) -> bool {
+    b.and_then(|b| b.children.get(rel))
+        .is_some_and(|l| l.iter().any(|t| t == to))
+}
+
+/// Every link (relation, target) of the three images.
+fn all_links(images: [Option<&Block>; 3]) -> BTreeSet<(&str, &str)> {
+    images
+        .into_iter()
+        .flatten()
+        .flat_map(|b| {
+            b.children
+                .iter()
+                .flat_map(|(rel, l)| l.iter().map(move |t| (rel.as_str(), t.as_str())))
+        })
+        .collect()
+}
+
+/// `before` with its relations merged link by link: the links the changes made or removed
+/// as they were before them, the others as they are now (in `before`'s order, then the
+/// newer ones).
+fn links_merged(before: &Block, links: Option<&LinkNet>, current: &Block) -> Block {
+    let mut r = before.clone();
+    let keep = |rel: &str, to: &str| match links
+        .and_then(|l| l.get(&(rel.to_owned(), to.to_owned())))
+        .filter(|(was, left)| was != left)
+    {
+        Some((was, _)) => *was,
+        None => has_link(Some(current), rel, to),
+    };
+    let rels: BTreeSet<&String> = before
+        .children
+        .keys()
+        .chain(current.children.keys())
+        .collect();
+    let mut children = BTreeMap::new();
+    for rel in rels {
+        let mut list: Vec<String> = before
+            .children
+            .get(rel)
+            .into_iter()
+            .flatten()
+            .filter(|t| keep(rel, t))
+            .cloned()
+            .collect();
+        for t in current.children.get(rel).into_iter().flatten() {
+            if keep(rel, t) && !list.contains(t) {
+                list.push(t.clone());
+            }
+        }
+        if !list.is_empty() || before.children.contains_key(rel) {
+            children.insert(rel.clone(), list);
+        }
+    }
+    r.children = children;
+    r
 }
 
 /// A directory block's own content apart from its entries and its record of the disk (each
@@ -344,70 +528,58 @@ fn disk_of(e: Option<&Value>) -> Option<String> {
 
 /// What was changed since in a directory the changes touched, file by file: `Err(())` when
 /// its own content ([`rest_of`]) was changed by the changes and since, or it is gone; else the
-/// paths whose entry the changes made, moved or removed and someone changed again since.
-/// Entries others changed at other paths, and exports, are not conflicts.
-fn directory_conflicts(
-    before: &Block,
-    expected: &Block,
-    current: Option<&Block>,
-) -> Result<Vec<String>, ()> {
+/// paths whose text the changes changed (their entry made, moved or removed, or their block
+/// written) and that hold another text now (or none, or one where they left none).
+/// Entries others changed at other paths (between the changes too), and exports, are not
+/// conflicts.
+fn directory_conflicts(d: &DirCase, current: Option<&Block>) -> Result<Vec<String>, ()> {
     let current = current.filter(|c| c.block_type == "directory").ok_or(())?;
-    let (rb, re, rc) = (rest_of(before), rest_of(expected), rest_of(current));
+    let (rb, re, rc) = (rest_of(&d.before), rest_of(&d.expected), rest_of(current));
     if re != rb && rc != re {
         return Err(());
     }
-    let (b, e, c) = (
-        entries_of(before),
-        entries_of(expected),
-        entries_of(current),
-    );
-    let paths: BTreeSet<&String> = b.keys().chain(e.keys()).collect();
-    Ok(paths
-        .into_iter()
-        .filter(|p| {
-            let (was, left) = (block_of(b.get(*p)), block_of(e.get(*p)));
-            was != left && block_of(c.get(*p)) != left
-        })
-        .cloned()
-        .collect())
+    Ok(d.changed_since.clone())
 }
 
 /// The image a directory goes back to, merged path by path: the entries the changes made,
 /// moved or removed as they were before them, every other entry as it is now (others' changes
-/// since stay); its own content as before the changes if they changed it, else as now. Each
-/// entry's disk hash is that of what the undo wrote there (`written`), else what the
-/// directory records now for the same block; the pending removals are those still to be done.
+/// since, or between the changes, stay); its own content as before the changes if they
+/// changed it, else as now. Each entry's disk hash is that of what the undo wrote there
+/// (`written`), else what the directory records now for the same block; the pending
+/// removals are those still to be done.
 fn restored_directory(
-    before: &Block,
-    expected: &Block,
+    d: &DirCase,
     current: Option<&Block>,
     written: &BTreeMap<String, Option<String>>,
 ) -> Block {
     let Some(current) = current.filter(|c| c.block_type == "directory") else {
-        return before.clone();
+        return d.before.clone();
     };
-    let mut r = match rest_of(before) == rest_of(expected) {
+    let mut r = match rest_of(&d.before) == rest_of(&d.expected) {
         true => current.clone(),
-        false => before.clone(),
+        false => d.before.clone(),
     };
-    let (b, e, c) = (
-        entries_of(before),
-        entries_of(expected),
-        entries_of(current),
-    );
-    let mut entries: BTreeMap<String, Value> = BTreeMap::new();
-    let paths: BTreeSet<&String> = b.keys().chain(e.keys()).chain(c.keys()).collect();
-    for p in paths {
-        let undone = block_of(b.get(p)) != block_of(e.get(p));
-        let Some(mut entry) = (if undone { b.get(p) } else { c.get(p) }).cloned() else {
+    let c = entries_of(current);
+    let mut entries = c.clone();
+    for (p, n) in &d.paths {
+        // Unchanged by the changes and as they left it: nothing to set back (a forced undo
+        // sets back an entry changed since, too).
+        let left = block_of(n.after.as_ref());
+        if block_of(n.before.as_ref()) == left && block_of(c.get(p)) == left {
             continue;
+        }
+        match &n.before {
+            Some(e) => entries.insert(p.clone(), e.clone()),
+            None => entries.remove(p),
         };
-        let block = block_of(Some(&entry)).unwrap_or_default().to_owned();
+    }
+    for (p, entry) in entries.iter_mut() {
+        let block = block_of(Some(entry)).unwrap_or_default().to_owned();
         let disk = match written.get(p) {
             Some(h) => h.clone(),
             None => match c.get(p) {
                 Some(now) if block_of(Some(now)) == Some(block.as_str()) => disk_of(Some(now)),
-                _ => disk_of(Some(&entry)),
+                _ => disk_of(Some(entry)),
             },
         };
         if let Some(o) = entry.as_object_mut() {
@@ -416,7 +588,6 @@ fn restored_directory(
                 None => o.remove("disk"),
             };
         }
-        entries.insert(p.clone(), entry);
     }
     let pending = |blk: &Block| -> Vec<Value> {
         blk.contents
@@ -425,35 +596,32 @@ fn restored_directory(
             .cloned()
             .unwrap_or_default()
     };
-    let (bp, cp) = (pending(before), pending(current));
-    let in_cp = |p: &str| cp.iter().find(|x| entry_path(x) == p);
-    let mut kept: Vec<Value> = Vec::new();
-    for x in &bp {
-        let p = entry_path(x);
-        if entries.contains_key(p) {
-            continue;
-        }
-        match in_cp(p) {
-            Some(now) => kept.push(now.clone()),
-            // Taken back by the changes (a file put at that path again) and still on disk.
-            None if c.contains_key(p) && !written.contains_key(p) => kept.push(x.clone()),
-            None => {}
-        }
-    }
-    for x in &cp {
-        let p = entry_path(x);
-        if !entries.contains_key(p) && !bp.iter().any(|y| entry_path(y) == p) {
-            kept.push(x.clone());
+    let cp = pending(current);
+    let mut kept: Vec<Value> = cp
+        .iter()
+        .filter(|x| !entries.contains_key(entry_path(x)))
+        .cloned()
+        .collect();
+    // A removal the changes took back (a file put at that path again) is pending again when
+    // its file is still on disk.
+    for (p, n) in &d.paths {
+        if let Some(disk) = &n.before_pending {
+            if !entries.contains_key(p)
+                && !written.contains_key(p)
+                && !kept.iter().any(|x| entry_path(x) == p)
+            {
+                kept.push(json!({"path": p, "disk": disk}));
+            }
         }
     }
-    let as_before = entries == b && kept == bp;
+    let as_before = entries == entries_of(&d.before) && kept == pending(&d.before);
     if let Some(o) = r.contents.as_object_mut() {
         o.insert(
             "entries".into(),
             Value::Array(entries.into_values().collect()),
         );
         // An empty list where there was none before is the same; kept as it was.
-        if kept.is_empty() && before.contents.get("pending_removals").is_none() {
+        if kept.is_empty() && d.before.contents.get("pending_removals").is_none() {
             o.remove("pending_removals");
         } else {
             o.insert("pending_removals".into(), Value::Array(kept));
@@ -461,7 +629,7 @@ fn restored_directory(
     }
     // The record of the last export: as before the changes when the disk is as it was then,
     // else as now.
-    let source = if as_before { before } else { current };
+    let source = if as_before { &d.before } else { current };
     r.metadata.updated_at = source.metadata.updated_at;
     match source.metadata.custom.get("last_export") {
         Some(v) => r.metadata.custom.insert("last_export".into(), v.clone()),
@@ -506,6 +674,25 @@ pub(super) async fn revert(
         .filter(|d| d.in_net)
         .map(|d| (d.id.as_str(), d))
         .collect();
+    // A file block someone deleted since whose path a later change took over (the user
+    // removed the file, the agent made it again), or whose path holds again what the changes
+    // left there (the user made the file anew): the path moved on under the changes, so that
+    // block is theirs to set back, not a conflict.
+    let mut superseded: BTreeSet<&str> = dirs
+        .iter()
+        .flat_map(|d| d.superseded.iter().map(String::as_str))
+        .collect();
+    for d in &dirs {
+        let now_entries = now.block(&d.id).map(entries_of).unwrap_or_default();
+        for (p, n) in &d.paths {
+            let (was, left) = (block_of(n.before.as_ref()), block_of(n.after.as_ref()));
+            if let Some(w) = was.filter(|w| Some(*w) != left) {
+                if block_of(now_entries.get(p)) == left {
+                    superseded.insert(w);
+                }
+            }
+        }
+    }
     let mut conflicts = Vec::new();
     let mut forced = Vec::new();
     for (id, (_, expected)) in &net.blocks {
@@ -517,14 +704,22 @@ pub(super) async fn revert(
             .unwrap_or_default();
         // A directory is compared file by file (others' files and exports are no conflict).
         let changed: Vec<String> = match dirs_in_net.get(id.as_str()) {
-            Some(d) => match directory_conflicts(&d.before, &d.expected, current.as_ref()) {
+            Some(d) => match directory_conflicts(d, current.as_ref()) {
                 Ok(paths) => paths
                     .into_iter()
                     .map(|p| format!("'{p}' in directory '{name}'"))
                     .collect(),
                 Err(()) => vec![format!("block '{name}' ({id})")],
             },
-            None if &current != expected => vec![format!("block '{name}' ({id})")],
+            None if current.is_none() && expected.is_some() && superseded.contains(id.as_str()) => {
+                Vec::new()
+            }
+            // Already as the undo leaves it: nothing to overwrite.
+            None if unstamped(&current) != unstamped(expected)
+                && unstamped(&current) != unstamped(&net.blocks[id].0) =>
+            {
+                vec![format!("block '{name}' ({id})")]
+            }
             None => Vec::new(),
         };
         if force {
@@ -695,7 +890,7 @@ pub(super) async fn revert(
             .map(|((_, path), h)| (path.clone(), h))
             .collect();
         let current = now.block(&d.id);
-        let image = restored_directory(&d.before, &d.expected, current, &wrote);
+        let image = restored_directory(d, current, &wrote);
         let unchanged = current == Some(&image);
         match (d.in_net, unchanged) {
             (true, true) => {
@@ -711,6 +906,16 @@ pub(super) async fn revert(
                     .insert(d.id.clone(), (Some(image), current.cloned()));
             }
             (false, true) => {}
+        }
+    }
+    // Other blocks: their relations merged link by link (a link someone made since stays).
+    let dir_ids: BTreeSet<&str> = dirs.iter().map(|d| d.id.as_str()).collect();
+    for (id, (before, _)) in net.blocks.iter_mut() {
+        if dir_ids.contains(id.as_str()) {
+            continue;
+        }
+        if let (Some(b), Some(c)) = (before.as_ref(), now.block(id)) {
+            *before = Some(links_merged(b, net.links.get(id), c));
         }
     }
     let blocks: Vec<Value> = net
