@@ -867,10 +867,6 @@ fn runtime() -> tokio::runtime::Runtime {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     #[test]
-    // Red at the end of session 21: an undo the model expects to go through is refused as
-    // "changed since by someone else" (checkpoint/revert.rs; KNOWN_GAPS does not cover it yet).
-    // Run it with --ignored; un-ignore when the revert is mended.
-    #[ignore = "an undo gap in checkpoint/revert.rs not in KNOWN_GAPS yet; run with --ignored"]
     fn random_hook_sequences_follow_the_disk_and_undo_to_the_starting_tree(
         ops in proptest::collection::vec(op(), 1..10)
     ) {
