@@ -18,6 +18,7 @@ mod man;
 
 use agent::*;
 use files::*;
+pub(crate) use hook::before_runtime as hook_before_runtime;
 use man::man_pages;
 
 /// Runs one parsed command line ([`Cli`]) on the process-wide engine ([`Engine::global`]):

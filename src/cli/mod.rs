@@ -32,6 +32,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::{Engine, EngineConfig};
 
+pub(crate) use commands::hook_before_runtime;
 pub use commands::run;
 pub use output::CliError;
 
@@ -112,6 +113,11 @@ where
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
+    // A Claude Code hook hands its payload to the document's owner before anything else is
+    // set up (logging, the runtime, the engine): most hook calls end there (issue 37, "Fast").
+    if let Cmd::Hook { editor } = &args.cmd {
+        hook_before_runtime(&args, editor);
+    }
     let filter =
         tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
     let _ = tracing_subscriber::fmt()

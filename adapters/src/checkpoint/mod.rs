@@ -17,6 +17,7 @@
 //! Records are `agent.session` entries of the session (`step`, `undo`, `redo`), so
 //! `elfiee agent steps` and undo work from any process, and replay calls nothing.
 
+mod cache;
 mod edits;
 mod record;
 mod revert;
@@ -59,12 +60,29 @@ pub fn stored_bytes(file: &FileHandle, v: &Version) -> Option<Vec<u8>> {
     file.bytes(&content_ref(v).ok()?).ok()
 }
 
+/// What a scan does with the bytes of each file it hashed: keeps them in `file`'s content
+/// store (durable with the next commit), but for files over [`MAX_KEPT_BYTES`].
+fn keeper(file: &FileHandle) -> impl FnMut(&str, &FileState, &[u8]) -> Result<(), String> + '_ {
+    move |_: &str, st: &FileState, bytes: &[u8]| {
+        if bytes.len() as u64 > MAX_KEPT_BYTES {
+            // Tracked by hash only: an undo that needs these bytes says so.
+            return Ok(());
+        }
+        let r = file.put_bytes(bytes).map_err(|e| e.to_string())?;
+        if r.hash.to_hex() != st.hash {
+            return Err("the content store hashed a file differently".to_owned());
+        }
+        Ok(())
+    }
+}
+
 /// Tracks one project folder between checkpoints: the last manifest, kept in a cache file
 /// inside the `.elf` (a cache: losing it costs one full rescan, never a wrong answer).
 pub struct FolderTracker {
     file: FileHandle,
     root: PathBuf,
-    cache_file: PathBuf,
+    /// The cache files, and what of `last` they do not hold yet.
+    cache: cache::Cache,
     last: Manifest,
     /// File events since the last scan (after the first walk of this process).
     watch: Option<watch::FolderWatch>,
@@ -76,18 +94,15 @@ pub struct FolderTracker {
 impl FolderTracker {
     /// Loads the cache of `dir_block_id`'s folder `root`.
     pub fn open(file: &FileHandle, dir_block_id: &str, root: &Path) -> FolderTracker {
-        let cache_file = file
-            .path()
-            .join("cache")
-            .join(format!("checkpoint-{dir_block_id}.bin"));
-        let last = std::fs::read(&cache_file)
-            .ok()
-            .and_then(|b| rmp_serde::from_slice::<Manifest>(&b).ok())
-            .unwrap_or_default();
+        let (cache, last) = cache::Cache::load(
+            file.path()
+                .join("cache")
+                .join(format!("checkpoint-{dir_block_id}.bin")),
+        );
         FolderTracker {
             file: file.clone(),
             root: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()),
-            cache_file,
+            cache,
             last,
             watch: None,
             fresh: false,
@@ -110,45 +125,62 @@ impl FolderTracker {
     pub fn scan(&mut self) -> Result<(&Manifest, ScanStats), EngineError> {
         let (m, stats) = self.scan_new()?;
         self.last = m;
+        self.cache.replaced();
         Ok((&self.last, stats))
     }
 
     /// Rescans the folder (as [`FolderTracker::scan`]) and returns what changed since the
-    /// previous scan, without copying the manifest (a hook's step on a large project).
+    /// previous scan, without copying the manifest (a hook's step on a large project): with
+    /// the folder's file events, only the paths they name are looked at and changed in place.
     pub fn scan_changes(&mut self) -> Result<(Vec<FileChange>, ScanStats), EngineError> {
-        let (m, stats) = self.scan_new()?;
+        if let Some(paths) = self.watched_paths() {
+            let keep = keeper(&self.file);
+            let root = &self.root;
+            let found = scan::rescan_paths_in_place(root, &mut self.last, &paths, keep)
+                .map_err(|e| storage(format!("checkpoint of {}: {e}", root.display())))?;
+            if let Some((changes, stats)) = found {
+                self.cache.changed(&self.last, &changes);
+                return Ok((changes, stats));
+            }
+        }
+        let (m, stats) = self.walk_new()?;
         let changes = scan::diff(&self.last, &m);
         self.last = m;
+        self.cache.replaced();
         Ok((changes, stats))
     }
 
     /// The manifest of the folder now (the tracker's `last` is the baseline it trusts).
     fn scan_new(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
-        let file = self.file.clone();
-        let keep = |_: &str, st: &FileState, bytes: &[u8]| {
-            if bytes.len() as u64 > MAX_KEPT_BYTES {
-                // Tracked by hash only: an undo that needs these bytes says so.
-                return Ok(());
-            }
-            let r = file.put_bytes(bytes).map_err(|e| e.to_string())?;
-            if r.hash.to_hex() != st.hash {
-                return Err("the content store hashed a file differently".to_owned());
-            }
-            Ok(())
-        };
-        let failed = |e: String| storage(format!("checkpoint of {}: {e}", self.root.display()));
-        if let (Some(w), true) = (&self.watch, self.fresh) {
-            match w.changes() {
-                watch::Changes::Paths(paths) => {
-                    if let Some(found) =
-                        scan::rescan_paths(&self.root, &self.last, &paths, keep).map_err(failed)?
-                    {
-                        return Ok(found);
-                    }
-                }
-                watch::Changes::Walk(why) => tracing::debug!(why, "checkpoint walks the folder"),
+        if let Some(paths) = self.watched_paths() {
+            let found = scan::rescan_paths(&self.root, &self.last, &paths, keeper(&self.file))
+                .map_err(|e| storage(format!("checkpoint of {}: {e}", self.root.display())))?;
+            if let Some(found) = found {
+                return Ok(found);
             }
         }
+        self.walk_new()
+    }
+
+    /// The paths the folder's file events named since the last scan (`None`: no events to
+    /// trust yet, or they do not say enough: walk).
+    fn watched_paths(&self) -> Option<BTreeSet<PathBuf>> {
+        let (Some(w), true) = (&self.watch, self.fresh) else {
+            return None;
+        };
+        match w.changes() {
+            watch::Changes::Paths(paths) => Some(paths),
+            watch::Changes::Walk(why) => {
+                tracing::debug!(why, "checkpoint walks the folder");
+                None
+            }
+        }
+    }
+
+    /// A walk of the whole folder (trusting the cache), watching each folder it comes to.
+    fn walk_new(&mut self) -> Result<(Manifest, ScanStats), EngineError> {
+        let keep = keeper(&self.file);
+        let failed = |e: String| storage(format!("checkpoint of {}: {e}", self.root.display()));
         if self.watch.as_ref().is_none_or(|w| !w.healthy()) {
             self.watch = watch::FolderWatch::start(&self.root);
         }
@@ -165,16 +197,10 @@ impl FolderTracker {
         Ok((m, stats))
     }
 
-    /// Saves the last manifest as the cache (after the commit that made its bytes durable).
+    /// Saves the last manifest as the cache (after the commit that made its bytes durable):
+    /// after rescans that changed a few files, only those (a journal beside the manifest).
     pub fn save(&self) {
-        let bytes = rmp_serde::to_vec_named(&self.last).unwrap_or_default();
-        let tmp = self.cache_file.with_extension("tmp");
-        let ok = std::fs::create_dir_all(self.cache_file.parent().unwrap_or(Path::new(".")))
-            .and_then(|()| std::fs::write(&tmp, &bytes))
-            .and_then(|()| std::fs::rename(&tmp, &self.cache_file));
-        if let Err(e) = ok {
-            tracing::warn!(error = %e, "checkpoint cache not saved; the next scan reads every file");
-        }
+        self.cache.save(&self.last);
     }
 }
 

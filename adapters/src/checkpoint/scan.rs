@@ -292,11 +292,90 @@ pub fn rescan_paths(
     root: &Path,
     last: &Manifest,
     changed: &std::collections::BTreeSet<PathBuf>,
-    mut on_new: impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+    on_new: impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
 ) -> Result<Option<(Manifest, ScanStats)>, String> {
-    let started = now_ns();
     let mut m = last.clone();
+    Ok(rescan_paths_in_place(root, &mut m, changed, on_new)?.map(|(_, stats)| (m, stats)))
+}
+
+/// [`rescan_paths`] into `manifest` itself, returning what changed as [`diff`] would (in
+/// path order) without copying or comparing the whole manifest: a checkpoint of a
+/// 10,000-file folder where one file changed costs that file. On `Ok(None)` (the caller
+/// walks) and on an error, `manifest` is left as it was.
+pub fn rescan_paths_in_place(
+    root: &Path,
+    manifest: &mut Manifest,
+    changed: &std::collections::BTreeSet<PathBuf>,
+    mut on_new: impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+) -> Result<Option<(Vec<FileChange>, ScanStats)>, String> {
+    let started = now_ns();
     let mut stats = ScanStats::default();
+    // Each path this rescan touched, with its state before (path order, as `diff`'s).
+    let mut before: BTreeMap<String, Option<FileState>> = BTreeMap::new();
+    let found = rescan_into(
+        root,
+        manifest,
+        changed,
+        &mut on_new,
+        &mut stats,
+        &mut before,
+    );
+    if !matches!(found, Ok(true)) {
+        for (path, old) in before {
+            match old {
+                Some(s) => manifest.files.insert(path, s),
+                None => manifest.files.remove(&path),
+            };
+        }
+        return found.map(|_| None);
+    }
+    let changes = before
+        .into_iter()
+        .filter_map(|(path, a)| {
+            let b = manifest.files.get(&path);
+            match (a, b) {
+                (Some(a), Some(b)) => (!a.same_content(b)).then(|| FileChange {
+                    before: Some(Version::from(&a)),
+                    after: Some(Version::from(b)),
+                    path,
+                }),
+                (Some(a), None) => Some(FileChange {
+                    before: Some(Version::from(&a)),
+                    after: None,
+                    path,
+                }),
+                (None, Some(b)) => Some(FileChange {
+                    before: None,
+                    after: Some(Version::from(b)),
+                    path,
+                }),
+                (None, None) => None,
+            }
+        })
+        .collect();
+    stats.files = manifest.files.len();
+    manifest.scanned_at_ns = started;
+    Ok(Some((changes, stats)))
+}
+
+/// The loop of [`rescan_paths_in_place`]: `Ok(false)` when a walk is needed. Every path it
+/// changes in `m` is in `before` with its earlier state first.
+fn rescan_into(
+    root: &Path,
+    m: &mut Manifest,
+    changed: &std::collections::BTreeSet<PathBuf>,
+    on_new: &mut impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
+    stats: &mut ScanStats,
+    before: &mut BTreeMap<String, Option<FileState>>,
+) -> Result<bool, String> {
+    // The manifest's ignore files and its scan time stay as they were during the loop (an
+    // ignore file changed, or a folder, means a walk), so `m` serves as the previous scan.
+    let scanned_at_ns = m.scanned_at_ns;
+    let mut remember = |m: &Manifest, rel: &str| {
+        before
+            .entry(rel.to_owned())
+            .or_insert_with(|| m.files.get(rel).cloned());
+    };
     for p in changed {
         let Some(rel) = p.strip_prefix(root).ok().and_then(Path::to_str) else {
             continue;
@@ -311,46 +390,47 @@ pub fn rescan_paths(
             continue;
         }
         if matches!(name, ".gitignore" | ".ignore") {
-            return Ok(None);
+            return Ok(false);
         }
         let prefix = format!("{rel}/");
-        let holds_files = || {
+        let holds_files = |m: &Manifest| {
             m.files
                 .range(prefix.clone()..)
                 .next()
                 .is_some_and(|(k, _)| k.starts_with(&prefix))
         };
         match std::fs::symlink_metadata(p) {
-            Ok(meta) if meta.is_dir() => return Ok(None),
+            Ok(meta) if meta.is_dir() => return Ok(false),
             Ok(meta) if meta.is_file() => {
-                if !m.files.contains_key(&rel) && ignored(root, last, &rel) {
+                if !m.files.contains_key(&rel) && ignored(root, m, &rel) {
                     continue;
                 }
                 let st = Stat::of(&meta);
                 if m.files
                     .get(&rel)
-                    .is_some_and(|c| st.trusts(c, last.scanned_at_ns))
+                    .is_some_and(|c| st.trusts(c, scanned_at_ns))
                 {
                     continue;
                 }
-                let Some(state) = read_new(&rel, p, &st, &mut stats, &mut on_new)? else {
+                let Some(state) = read_new(&rel, p, &st, stats, &mut *on_new)? else {
+                    remember(m, &rel);
                     m.files.remove(&rel);
                     continue;
                 };
+                remember(m, &rel);
                 m.files.insert(rel, state);
             }
             // Gone, or not a regular file (a symlink): not in the folder's files.
             _ => {
-                if holds_files() {
-                    return Ok(None);
+                if holds_files(m) {
+                    return Ok(false);
                 }
+                remember(m, &rel);
                 m.files.remove(&rel);
             }
         }
     }
-    stats.files = m.files.len();
-    m.scanned_at_ns = started;
-    Ok(Some((m, stats)))
+    Ok(true)
 }
 
 /// One file's change between two scans: `None` = absent.
@@ -490,5 +570,54 @@ mod tests {
         let (m1, s1) = scan(d.path(), &m0, no_keep).unwrap();
         assert_eq!(s1.hashed, 1);
         assert_eq!(diff(&m0, &m1).len(), 1);
+    }
+
+    #[test]
+    fn a_rescan_in_place_is_a_rescan_and_its_diff() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        for (p, t) in [
+            ("a-b.rs", "1"),
+            ("a/b.rs", "2"),
+            ("a/c.rs", "3"),
+            ("gone.txt", "4"),
+            (".gitignore", "*.log\n"),
+        ] {
+            std::fs::create_dir_all(root.join(p).parent().unwrap()).unwrap();
+            std::fs::write(root.join(p), t).unwrap();
+        }
+        let (mut m0, _) = scan(root, &Manifest::default(), no_keep).unwrap();
+        m0.scanned_at_ns += 10 * RACY_NS;
+        std::fs::write(root.join("a/b.rs"), "22").unwrap();
+        std::fs::write(root.join("a-b.rs"), "11").unwrap();
+        std::fs::write(root.join("new.rs"), "5").unwrap();
+        std::fs::write(root.join("x.log"), "ignored").unwrap();
+        std::fs::remove_file(root.join("gone.txt")).unwrap();
+        let changed: std::collections::BTreeSet<PathBuf> = [
+            "a/b.rs", "a-b.rs", "a/c.rs", "new.rs", "x.log", "gone.txt", "never.rs",
+        ]
+        .iter()
+        .map(|p| root.join(p))
+        .collect();
+        let (m1, s1) = rescan_paths(root, &m0, &changed, no_keep).unwrap().unwrap();
+        let mut m2 = m0.clone();
+        let (changes, s2) = rescan_paths_in_place(root, &mut m2, &changed, no_keep)
+            .unwrap()
+            .unwrap();
+        assert_eq!(m2.files, m1.files);
+        assert_eq!(changes, diff(&m0, &m1), "the changes, in path order");
+        assert_eq!(changes.len(), 4);
+        assert_eq!((s2.files, s2.hashed), (s1.files, s1.hashed));
+        // A folder made: a walk is needed, and the manifest is left as it was.
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        let with_dir: std::collections::BTreeSet<PathBuf> = [root.join("a-b.rs"), root.join("sub")]
+            .into_iter()
+            .collect();
+        std::fs::write(root.join("a-b.rs"), "111").unwrap();
+        let before = m2.clone();
+        assert!(rescan_paths_in_place(root, &mut m2, &with_dir, no_keep)
+            .unwrap()
+            .is_none());
+        assert_eq!(m2, before);
     }
 }

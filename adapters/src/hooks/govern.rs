@@ -90,9 +90,16 @@ pub enum Verdict {
 
 /// The directory block whose folder holds `path` (the deepest one) and `path` relative to it.
 pub fn directory_of<'a>(state: &'a State, path: &Path) -> Option<(&'a Block, String)> {
-    state
-        .blocks
-        .values()
+    directory_among(state.blocks.values(), path)
+}
+
+/// [`directory_of`] among `blocks` (in block order; those that are no directory are passed
+/// over): for a caller that knows where the document's directory blocks are.
+pub fn directory_among<'a>(
+    blocks: impl Iterator<Item = &'a Block>,
+    path: &Path,
+) -> Option<(&'a Block, String)> {
+    blocks
         .filter(|b| b.block_type == "directory")
         .filter_map(|b| {
             let root = b.metadata.custom.get(EXTERNAL_ROOT_PATH)?.as_str()?;
@@ -108,6 +115,18 @@ pub fn directory_of<'a>(state: &'a State, path: &Path) -> Option<(&'a Block, Str
 /// Judges a file tool's write of `path` by `agent` (`elf`: the document, for the command
 /// the owner would run).
 pub fn judge(state: &State, agent: &AgentRef, path: &Path, elf: &Path) -> Verdict {
+    judge_in(state, agent, path, elf, directory_of(state, path))
+}
+
+/// [`judge`], the directory that holds `path` already found (by [`directory_of`] or
+/// [`directory_among`]).
+pub fn judge_in(
+    state: &State,
+    agent: &AgentRef,
+    path: &Path,
+    elf: &Path,
+    found: Option<(&Block, String)>,
+) -> Verdict {
     let who = format!("agent '{}' ({})", agent.name, agent.editor_id);
     let grant_cmd = |cap: &str, block: &str| {
         format!(
@@ -116,7 +135,7 @@ pub fn judge(state: &State, agent: &AgentRef, path: &Path, elf: &Path) -> Verdic
             agent.editor_id
         )
     };
-    let Some((dir, rel)) = directory_of(state, path) else {
+    let Some((dir, rel)) = found else {
         return Verdict::Deny(format!(
             "elfiee: {who} may not write {}: it is outside every project folder of the document {}. \
              To allow it, the document's owner imports that folder (`elfiee --elf '{}' dir import FOLDER`) \

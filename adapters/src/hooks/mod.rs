@@ -24,6 +24,7 @@
 //! grant denial blocks a call.
 
 pub mod govern;
+mod lookup;
 mod recorder;
 pub mod settings;
 pub mod transcript;

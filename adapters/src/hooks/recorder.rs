@@ -25,6 +25,7 @@ use elfiee_model::{Command, Event, ImportedFile, SkippedFile, EXTERNAL_ROOT_PATH
 use serde_json::{json, Value};
 
 use super::govern::{self, AgentRef, Verdict};
+use super::lookup::Lookup;
 use super::transcript;
 use super::{HookInput, HookReply};
 use crate::checkpoint::{FileChange, FolderTracker};
@@ -109,30 +110,8 @@ struct Tracks {
 pub struct Recorder {
     file: FileHandle,
     tracks: tokio::sync::Mutex<Tracks>,
-}
-
-/// The agent whose editor is `editor`: its block, name, the block's owner, its status.
-fn agent_of(file: &FileHandle, editor: &str) -> Option<(AgentRef, String, bool)> {
-    file.with_state(|s| {
-        s.blocks
-            .values()
-            .find(|b| {
-                b.block_type == "agent"
-                    && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor)
-            })
-            .map(|b| {
-                let enabled = b.contents.get("status").and_then(Value::as_str) != Some("disabled");
-                (
-                    AgentRef {
-                        block_id: b.block_id.clone(),
-                        name: b.name.clone(),
-                        editor_id: editor.to_owned(),
-                    },
-                    b.owner.clone(),
-                    enabled,
-                )
-            })
-    })
+    /// Where the agent and directory blocks are (not read from every block at each call).
+    lookup: Lookup,
 }
 
 /// What the session's records say so far: next step, transcript offset, whether titled.
@@ -205,12 +184,13 @@ impl Recorder {
         Recorder {
             file: file.clone(),
             tracks: tokio::sync::Mutex::new(Tracks::default()),
+            lookup: Lookup::default(),
         }
     }
 
     /// Handles one hook call of the agent whose editor is `editor`.
     pub async fn handle(&self, editor: &str, input: &HookInput) -> Result<HookReply, EngineError> {
-        let Some((agent, owner, enabled)) = agent_of(&self.file, editor) else {
+        let Some((agent, owner, enabled)) = self.lookup.agent(&self.file, editor) else {
             return Ok(HookReply::warn(format!(
                 "elfiee: no agent with editor '{editor}' in {}; this session is not recorded (run `elfiee agent enable` again)",
                 self.file.path().display()
@@ -255,6 +235,7 @@ impl Recorder {
             .expect("inserted above");
         let mut s = Sess {
             file: &self.file,
+            lookup: &self.lookup,
             input,
             track,
             session,
@@ -285,6 +266,7 @@ impl Recorder {
 /// One hook call's view of its agent and session.
 struct Sess<'a> {
     file: &'a FileHandle,
+    lookup: &'a Lookup,
     input: &'a HookInput,
     track: &'a mut AgentTrack,
     session: &'a mut SessionTrack,
@@ -297,17 +279,20 @@ impl Sess<'_> {
         &self.track.agent.editor_id
     }
 
-    async fn record(&self, editor: &str, mut entry: Value) -> Result<Vec<Event>, EngineError> {
+    async fn record(&self, editor: &str, entry: Value) -> Result<Vec<Event>, EngineError> {
+        self.file.submit(self.entry_cmd(editor, entry)).await
+    }
+
+    /// The `agent.session` command that records `entry` of this session as `editor`.
+    fn entry_cmd(&self, editor: &str, mut entry: Value) -> Command {
         entry["session_id"] = json!(self.input.session_id);
         entry["source"] = json!("claude-code");
-        self.file
-            .submit(Command::new(
-                editor,
-                "agent.session",
-                Some(&self.track.agent.block_id),
-                entry,
-            ))
-            .await
+        Command::new(
+            editor,
+            "agent.session",
+            Some(&self.track.agent.block_id),
+            entry,
+        )
     }
 
     /// The user's prompt (by the agent block's owner), and the session's title from the first.
@@ -351,14 +336,24 @@ impl Sess<'_> {
 
     /// Records the session's transcript's new lines (one batch).
     async fn transcript(&mut self) -> Result<(), EngineError> {
-        let Some(path) = self.input.transcript_path.clone() else {
-            return Ok(());
-        };
-        let from = self.session.offset;
-        if let Some(to) = self.read_transcript(&path, from, None).await? {
+        let (cmds, to) = self.transcript_cmds();
+        if let Some(to) = to {
+            self.file.submit_all(cmds).await?;
             self.session.offset = to;
         }
         Ok(())
+    }
+
+    /// The commands that record the session's transcript's new lines, and the offset after
+    /// them (`None`: nothing new), for the caller to commit with its own.
+    fn transcript_cmds(&self) -> (Vec<Command>, Option<u64>) {
+        let Some(path) = self.input.transcript_path.as_deref() else {
+            return (Vec::new(), None);
+        };
+        match self.new_transcript_lines(path, self.session.offset, None) {
+            Some((cmds, to)) => (cmds, Some(to)),
+            None => (Vec::new(), None),
+        }
     }
 
     /// Records a finished sub-agent's own transcript (`SubagentStop`), its entries marked
@@ -371,30 +366,31 @@ impl Sess<'_> {
             return Ok(());
         };
         let from = self.session.sub_offsets.get(&id).copied().unwrap_or(0);
-        if let Some(to) = self.read_transcript(&path, from, Some(&id)).await? {
+        if let Some((cmds, to)) = self.new_transcript_lines(&path, from, Some(&id)) {
+            self.file.submit_all(cmds).await?;
             self.session.sub_offsets.insert(id, to);
         }
         Ok(())
     }
 
-    /// Records the lines of the transcript at `path` after byte `from`; the offset after them
-    /// (`None`: nothing new, or not readable yet — Claude Code writes it after the first
-    /// prompt).
-    async fn read_transcript(
+    /// The commands that record the lines of the transcript at `path` after byte `from`, and
+    /// the offset after them (`None`: nothing new, or not readable yet — Claude Code writes it
+    /// after the first prompt).
+    fn new_transcript_lines(
         &self,
         path: &str,
         from: u64,
         subagent: Option<&str>,
-    ) -> Result<Option<u64>, EngineError> {
+    ) -> Option<(Vec<Command>, u64)> {
         let (lines, offset) = match transcript::read_new_lines(Path::new(path), from) {
             Ok(r) => r,
             Err(e) => {
                 tracing::debug!(error = %e, path, "transcript not readable yet");
-                return Ok(None);
+                return None;
             }
         };
         if offset == from {
-            return Ok(None);
+            return None;
         }
         let mut entries: Vec<Value> = lines
             .iter()
@@ -426,8 +422,7 @@ impl Sess<'_> {
                 )
             })
             .collect();
-        self.file.submit_all(cmds).await?;
-        Ok(Some(offset))
+        Some((cmds, offset))
     }
 
     fn root(&self) -> Option<PathBuf> {
@@ -452,7 +447,7 @@ impl Sess<'_> {
             return Ok(());
         };
         let first = !tracker.has_baseline();
-        let (changes, _) = tracker.scan_changes()?;
+        let (changes, stats) = tracker.scan_changes()?;
         if !first && !changes.is_empty() {
             let owner = self.track.owner.clone();
             if let Err(e) = self.sync(&owner, &changes).await {
@@ -462,8 +457,12 @@ impl Sess<'_> {
             }
         }
         self.track.last_doc_to = self.file.last_seq();
-        if let Some(t) = &self.track.tracker {
-            t.save();
+        // The cache changes with a first scan, a change, or a file read again (its times
+        // moved); else the one saved last still holds (and a cache is only ever a cache).
+        if first || !changes.is_empty() || stats.hashed > 0 {
+            if let Some(t) = &self.track.tracker {
+                t.save();
+            }
         }
         Ok(())
     }
@@ -488,9 +487,7 @@ impl Sess<'_> {
         let empty = Value::Null;
         let tool_input = self.input.tool_input.as_ref().unwrap_or(&empty);
         if let Some(path) = govern::target_path(&tool, tool_input, &cwd) {
-            let verdict = self
-                .file
-                .with_state(|s| govern::judge(s, &self.track.agent, &path, self.file.path()));
+            let verdict = self.lookup.judge(self.file, &self.track.agent, &path);
             if let Verdict::Deny(reason) = verdict {
                 return Ok(HookReply::deny(reason));
             }
@@ -529,8 +526,14 @@ impl Sess<'_> {
         if self.input.tool_use_id.is_some() {
             self.track.close(&self.input.session_id, key);
         }
-        self.transcript().await?;
-        self.step(vec![tool], started).await
+        // The transcript's new lines commit with the step's record (one commit fewer per
+        // call: issue 37, "Fast"); the step's range ends before them (they are no change).
+        let (lines, to) = self.transcript_cmds();
+        self.step(vec![tool], started, lines).await?;
+        if let Some(to) = to {
+            self.session.offset = to;
+        }
+        Ok(())
     }
 
     /// The end of a turn (or of a sub-agent, or of the session): the transcript so far, and
@@ -553,7 +556,7 @@ impl Sess<'_> {
             }
         });
         if !tools.is_empty() {
-            self.step(tools, started).await?;
+            self.step(tools, started, Vec::new()).await?;
         }
         if self.input.hook_event_name == "Stop" {
             let editor = self.agent_editor().to_owned();
@@ -567,8 +570,15 @@ impl Sess<'_> {
     }
 
     /// Records a step: what changed on disk since the baseline enters the directory block as
-    /// the agent's, then the step's record. Nothing changed anywhere: no step.
-    async fn step(&mut self, tools: Vec<String>, started: Option<u64>) -> Result<(), EngineError> {
+    /// the agent's, then the step's record, committed with `before` (records that go before
+    /// it, such as the transcript's lines). Nothing changed anywhere: no step, and `before`
+    /// alone is committed.
+    async fn step(
+        &mut self,
+        tools: Vec<String>,
+        started: Option<u64>,
+        mut before: Vec<Command>,
+    ) -> Result<(), EngineError> {
         let doc_from = started
             .unwrap_or(self.track.last_doc_to)
             .max(self.track.last_doc_to);
@@ -613,6 +623,9 @@ impl Sess<'_> {
                 .iter()
                 .any(|e| e.cap_id() != "agent.session");
         if changes.is_empty() && !doc_changed {
+            if !before.is_empty() {
+                self.file.submit_all(before).await?;
+            }
             self.track.last_doc_to = self.track.last_doc_to.max(doc_to);
             return Ok(());
         }
@@ -636,8 +649,8 @@ impl Sess<'_> {
         if !synced {
             entry["document_synced"] = json!(false);
         }
-        let editor = self.agent_editor().to_owned();
-        self.record(&editor, entry).await?;
+        before.push(self.entry_cmd(self.agent_editor(), entry));
+        self.file.submit_all(before).await?;
         self.session.next_step = n + 1;
         self.track.last_doc_to = doc_to;
         if let Some(t) = &self.track.tracker {

@@ -2,8 +2,13 @@
 //! the document's owner in one round trip; with no owner that offers the service, this
 //! process opens the document and records the call itself. Whatever goes wrong, Claude Code
 //! goes on: only a grant denial blocks its call.
+//!
+//! The `elfiee` binary asks the owner before it sets anything else up ([`before_runtime`]:
+//! no logging, no async runtime, no engine), so a call that the owner records costs the
+//! process start and one round trip (issue 37, "Fast").
 
 use std::io::Read;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use elfiee_adapters::hooks::{self, HookExit, HookInput, HookReply};
@@ -16,10 +21,32 @@ use crate::Engine;
 const MAX_INPUT: u64 = 64 * 1024 * 1024;
 
 /// How long a hook that records alone may take before it lets Claude Code go on.
-const LOCAL_TIMEOUT: Duration = Duration::from_secs(5);
+const LOCAL_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// The payload [`before_runtime`] read, when no owner took it: this process records it.
+static PENDING: Mutex<Option<HookInput>> = Mutex::new(None);
+
+/// What a hook does first, before the process sets anything else up: reads the payload and
+/// hands it to the document's owner. When that settles the call (the owner recorded it, or
+/// there is nothing to record), prints the answer and exits the process; returns when this
+/// process must record the call itself, and [`run`] goes on with the payload read here.
+pub(crate) fn before_runtime(cli: &Cli, editor: &str) {
+    let input = match read_input() {
+        Ok(input) => input,
+        Err(exit) => finish(exit),
+    };
+    match ask(cli, editor, &input) {
+        Asked::Done(exit) => finish(exit),
+        Asked::RecordHere => *PENDING.lock().unwrap_or_else(|p| p.into_inner()) = Some(input),
+    }
+}
 
 pub(super) async fn run(cli: &Cli, editor: &str) -> Result<(), CliError> {
-    let exit = hook(cli, editor).await;
+    finish(hook(cli, editor).await)
+}
+
+/// Prints what the hook answers and exits with its code.
+fn finish(exit: HookExit) -> ! {
     use std::io::Write;
     if !exit.stdout.is_empty() {
         println!("{}", exit.stdout);
@@ -32,6 +59,40 @@ pub(super) async fn run(cli: &Cli, editor: &str) -> Result<(), CliError> {
 }
 
 async fn hook(cli: &Cli, editor: &str) -> HookExit {
+    let pending = PENDING.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let input = match pending {
+        // The owner was asked before the runtime started.
+        Some(input) => input,
+        None => {
+            let input = match read_input() {
+                Ok(input) => input,
+                Err(exit) => return exit,
+            };
+            match tokio::task::block_in_place(|| ask(cli, editor, &input)) {
+                Asked::Done(exit) => return exit,
+                Asked::RecordHere => input,
+            }
+        }
+    };
+    let Some(elf) = cli.elf.clone() else {
+        return no_elf(&input);
+    };
+    let reply = match tokio::time::timeout(LOCAL_TIMEOUT, record_here(&elf, editor, &input)).await {
+        Ok(Ok(reply)) => reply,
+        Ok(Err(e)) => HookReply::warn(format!(
+            "elfiee: this call was not recorded in {}: {e}",
+            elf.display()
+        )),
+        Err(_) => HookReply::warn(format!(
+            "elfiee: recording this call in {} took too long; it was left out",
+            elf.display()
+        )),
+    };
+    hooks::exit_for(&input, &reply)
+}
+
+/// The hook's payload from stdin; the answer that ends the call when it cannot be read.
+fn read_input() -> Result<HookInput, HookExit> {
     let mut bytes = Vec::new();
     let read = std::io::stdin().take(MAX_INPUT + 1).read_to_end(&mut bytes);
     let input = match read {
@@ -42,53 +103,50 @@ async fn hook(cli: &Cli, editor: &str) -> HookExit {
         Ok(_) => HookInput::parse(&bytes),
         Err(e) => Err(format!("cannot read the hook's input: {e}")),
     };
-    let input = match input {
-        Ok(i) => i,
-        Err(why) => {
-            return HookExit {
-                stdout: String::new(),
-                stderr: format!("elfiee hook: {why}"),
-                code: 1,
-            }
-        }
-    };
+    input.map_err(|why| HookExit {
+        stdout: String::new(),
+        stderr: format!("elfiee hook: {why}"),
+        code: 1,
+    })
+}
+
+/// Whether asking the document's owner settled the call.
+enum Asked {
+    Done(HookExit),
+    /// No owner offers the service, and the document is there: record it in this process.
+    RecordHere,
+}
+
+/// Hands `input` to the owner of the document (blocking, at most the owner timeout).
+fn ask(cli: &Cli, editor: &str, input: &HookInput) -> Asked {
     if !input.wanted() {
-        return hooks::exit_for(&input, &HookReply::default());
+        return Asked::Done(hooks::exit_for(input, &HookReply::default()));
     }
-    let Some(elf) = cli.elf.clone() else {
-        return hooks::exit_for(
-            &input,
-            &HookReply::warn("elfiee hook: no --elf given; this session is not recorded".into()),
-        );
+    let Some(elf) = cli.elf.as_deref() else {
+        return Asked::Done(no_elf(input));
     };
-    let reply = match tokio::task::block_in_place(|| hooks::ask_owner(&elf, editor, &input)) {
+    let reply = match hooks::ask_owner(elf, editor, input) {
         Ok(reply) => reply,
-        Err(CallError::NoOwner | CallError::NoService) => {
-            if !elf.join("log").is_dir() {
-                HookReply::warn(format!(
-                    "elfiee: the document {} is gone; Claude Code's work here is not recorded",
-                    elf.display()
-                ))
-            } else {
-                match tokio::time::timeout(LOCAL_TIMEOUT, record_here(&elf, editor, &input)).await {
-                    Ok(Ok(reply)) => reply,
-                    Ok(Err(e)) => HookReply::warn(format!(
-                        "elfiee: this call was not recorded in {}: {e}",
-                        elf.display()
-                    )),
-                    Err(_) => HookReply::warn(format!(
-                        "elfiee: recording this call in {} took too long; it was left out",
-                        elf.display()
-                    )),
-                }
-            }
+        Err(CallError::NoOwner | CallError::NoService) if elf.join("log").is_dir() => {
+            return Asked::RecordHere
         }
+        Err(CallError::NoOwner | CallError::NoService) => HookReply::warn(format!(
+            "elfiee: the document {} is gone; Claude Code's work here is not recorded",
+            elf.display()
+        )),
         Err(e) => HookReply::warn(format!(
             "elfiee: this call was not recorded in {}: {e}",
             elf.display()
         )),
     };
-    hooks::exit_for(&input, &reply)
+    Asked::Done(hooks::exit_for(input, &reply))
+}
+
+fn no_elf(input: &HookInput) -> HookExit {
+    hooks::exit_for(
+        input,
+        &HookReply::warn("elfiee hook: no --elf given; this session is not recorded".into()),
+    )
 }
 
 /// Records the call in this process (no owner offers the service).
