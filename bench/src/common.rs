@@ -33,9 +33,13 @@ pub(crate) struct Args {
     pub(crate) keep: bool,
     /// Run only some measurements (for profiling): comma-separated of `sequential`,
     /// `concurrent`, `big` (build + replay + open), `context`, `socket`, `mcp`, `project`,
-    /// `graph`, `sync`, `checkpoint`. The output then lacks the others.
-    #[arg(long, value_delimiter = ',')]
+    /// `graph`, `sync`, `checkpoint`, `backup`, `hooks` (and, never in the default run,
+    /// `sync-memory`, `sync-parts`). The output then lacks the others.
+    #[arg(long, alias = "phases", value_delimiter = ',')]
     pub(crate) only: Vec<String>,
+    /// `hooks` phase: timed tool calls per series (default 200; 50 with --quick).
+    #[arg(long)]
+    pub(crate) hook_calls: Option<usize>,
     /// Commands per `submit_all` group when building the big log (default 1024).
     #[arg(long)]
     pub(crate) build_batch: Option<usize>,

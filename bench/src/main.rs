@@ -39,7 +39,11 @@
 //! with an imported project beside `cp -r` of it, an incremental one after 1 % more events
 //! beside the full one, and a restore checked against the digest.
 //!
-//! Options: `--only sequential,concurrent,big` runs a subset (for profiling); `--keep` keeps the
+//! `hooks` (also in the default run; `bench/src/hooks.rs`, issue 37): one Claude Code tool call
+//! recorded through elfiee's hooks (two hook processes, the owner's checkpoint and commits) on
+//! a 10,000-file, 100 MB project, beside spawning `true` and the checkpoint alone.
+//!
+//! Options: `--only sequential,concurrent,big` (alias `--phases`) runs a subset (for profiling); `--keep` keeps the
 //! scratch directory; `RUST_LOG=elfiee_engine=trace` prints the engine's group-commit traces.
 
 macro_rules! info {
@@ -53,6 +57,7 @@ mod big;
 mod checkpoint;
 mod commit;
 mod graph;
+mod hooks;
 mod project;
 mod raw;
 mod surfaces;
@@ -172,6 +177,9 @@ fn run(args: &Args, base: &Path, started: Instant) -> Result<Value, BoxError> {
     }
     if args.wants("checkpoint") {
         out["checkpoint"] = checkpoint::checkpoint_phase(&rt, &engine, base, &plan)?;
+    }
+    if args.wants("hooks") {
+        out["hooks"] = hooks::hooks_phase(&rt, &engine, base, &plan, args.hook_calls)?;
     }
     if args.wants("backup") {
         out["backup"] = backup::backup_phase(&rt, &engine, base, &plan)?;

@@ -330,12 +330,22 @@ pub fn sync_phase(
 
 /// CPU seconds (user + system) of this process, or of the process `pid`, from `/proc`.
 pub(crate) fn cpu_seconds(pid: Option<u32>) -> f64 {
+    stat_seconds(pid, false)
+}
+
+/// CPU seconds (user + system) of the children this process has waited for, from `/proc`.
+pub(crate) fn children_cpu_seconds() -> f64 {
+    stat_seconds(None, true)
+}
+
+/// utime + stime (or, with `children`, cutime + cstime) of `/proc/{pid or self}/stat`.
+fn stat_seconds(pid: Option<u32>, children: bool) -> f64 {
     let path = pid.map_or("/proc/self/stat".to_owned(), |p| format!("/proc/{p}/stat"));
     let Ok(stat) = std::fs::read_to_string(path) else {
         return 0.0;
     };
     // After the command name (which may hold spaces) come the fields from `state` on;
-    // utime and stime are fields 14 and 15 of the line.
+    // utime and stime are fields 14 and 15 of the line, cutime and cstime 16 and 17.
     let fields: Vec<&str> = stat
         .rsplit_once(')')
         .map(|(_, rest)| rest.split_whitespace().collect())
@@ -348,7 +358,8 @@ pub(crate) fn cpu_seconds(pid: Option<u32>) -> f64 {
     };
     // SAFETY: sysconf reads a constant of the system; no memory is shared.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-    (ticks(11) + ticks(12)) / hz
+    let first = if children { 13 } else { 11 };
+    (ticks(first) + ticks(first + 1)) / hz
 }
 
 /// Microseconds per event to seal (hash and sign) the events as A's follower does, and to
