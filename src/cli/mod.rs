@@ -112,10 +112,14 @@ where
             return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
         }
     };
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    // sled's own log lines are not for the user: the engine reports what they are about (a
+    // damaged file) as an error that says what to do, and the first line on stderr must be
+    // that `error: …` (issue 39, F8). `RUST_LOG` still shows them.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "warn,sled=off".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
     let json = args.json;
