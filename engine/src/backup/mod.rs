@@ -134,6 +134,7 @@ pub(crate) fn write_backup(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<BackupReport, EngineError> {
     let started = Instant::now();
+    crate::layout::refuse_inside(log.doc(), to, "the backup")?;
     let existed = to.exists();
     if to.is_dir() {
         return Err(EngineError::rejected(format!(
