@@ -528,7 +528,7 @@ async fn check_salvage(
     for s in &r.recovered {
         assert_eq!(s.from, next, "{said}: spans with a gap or an overlap");
         assert!(
-            s.to >= s.from && (s.source == "log" || s.source == "backup"),
+            s.to >= s.from && ["log", "scan", "backup"].contains(&s.source.as_str()),
             "{said}"
         );
         next = s.to + 1;
