@@ -133,3 +133,96 @@ fn backup_onto_the_documents_own_files_is_refused() {
     let out = run(&elf, &["verify"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// The peak resident memory of a finished child, in KiB (`wait4`'s rusage).
+fn run_measured(
+    elf: &Path,
+    args: &[&str],
+    stdin: std::process::Stdio,
+) -> (std::process::Output, i64) {
+    let child = std::process::Command::new(common::elfiee_bin())
+        .args(args)
+        .env("ELFIEE_ELF", elf)
+        .env_remove("RUST_LOG")
+        .stdin(stdin)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as libc::pid_t;
+    let started = Instant::now();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waits for our own child, writing into locals.
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            panic!("{args:?} did not finish in 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let mut child = child;
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    let output = std::process::Output {
+        status: std::os::unix::process::ExitStatusExt::from_raw(status),
+        stdout: out,
+        stderr: err,
+    };
+    (output, usage.ru_maxrss)
+}
+
+#[test]
+fn endless_inputs_are_refused_at_the_limit_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    let id = common::new_block(ok, &elf, "markdown", "target");
+    let cases: Vec<(Vec<&str>, bool)> = vec![
+        (
+            vec![
+                "exec",
+                "markdown.write",
+                "--block",
+                &id,
+                "--payload",
+                "@/dev/zero",
+            ],
+            false,
+        ),
+        (
+            vec!["exec", "markdown.write", "--block", &id, "--payload", "-"],
+            true,
+        ),
+        (vec!["markdown", "write", &id, "--file", "/dev/zero"], false),
+        (vec!["markdown", "write", &id, "--file", "-"], true),
+        (vec!["markdown", "write", &id], true),
+    ];
+    for (args, from_stdin) in cases {
+        let stdin = if from_stdin {
+            std::process::Stdio::from(std::fs::File::open("/dev/zero").unwrap())
+        } else {
+            std::process::Stdio::null()
+        };
+        let (out, peak_kib) = run_measured(&elf, &args, stdin);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(
+            err.starts_with("error:") && err.contains("16 MiB"),
+            "{args:?} must name the limit: {err}"
+        );
+        assert!(
+            peak_kib < 256 * 1024,
+            "{args:?} peaked at {} MiB",
+            peak_kib >> 10
+        );
+    }
+    let out = run(&elf, &["verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
