@@ -226,3 +226,157 @@ fn endless_inputs_are_refused_at_the_limit_in_bounded_memory() {
     let out = run(&elf, &["verify"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+const KEY_ENV: &str = "ELFIEE_HOSTILE_KEY";
+
+async fn run_async(elf: &Path, args: &[&str]) -> std::process::Output {
+    common::run_elfiee_async(elf, args, &[(KEY_ENV, "sk-local")]).await
+}
+
+async fn ok_async(elf: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    common::success_json(&all, &run_async(elf, &all).await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redo_after_a_forced_undo_brings_the_step_back() {
+    std::env::set_var(KEY_ENV, "sk-local");
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("proj");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let first = format!("fn main() {{}}\n{}", "// the first version\n".repeat(20));
+    std::fs::write(root.join("src/main.rs"), &first).unwrap();
+    let elf = tmp.path().join("p.elf");
+    ok_async(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]).await;
+    let dir = ok_async(
+        &elf,
+        &["dir", "import", root.to_str().unwrap(), "--name", "b1"],
+    )
+    .await["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The agent's step rewrites src/main.rs (a body large enough for the content store).
+    let agents = format!(
+        "fn main() {{ agent(); }}\n{}",
+        "// the agent's version\n".repeat(20)
+    );
+    let (url, _) = common::llm_turns(
+        vec![
+            common::anthropic_tool_calls(&[(
+                "c1",
+                "elfiee_code_write",
+                serde_json::json!({"block_id": "src/main.rs", "text": agents}),
+            )]),
+            common::anthropic_answer("Done."),
+        ],
+        common::anthropic_answer("Title"),
+    )
+    .await;
+    let a = ok_async(&elf, &["agent", "create", "--name", "a1"]).await;
+    let id = a["agent_block_id"].as_str().unwrap().to_owned();
+    ok_async(
+        &elf,
+        &["block", "link", &id, &dir, "--relation", "reference"],
+    )
+    .await;
+    ok_async(
+        &elf,
+        &[
+            "agent",
+            "configure",
+            &id,
+            "--base-url",
+            &url,
+            "--api-key-env",
+            KEY_ENV,
+        ],
+    )
+    .await;
+    let out = run_async(
+        &elf,
+        &[
+            "agent",
+            "run",
+            "a1",
+            "--approve-all",
+            "--message",
+            "rewrite main",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    // Someone changes the file's block since: the undo conflicts, and is forced.
+    let mine = format!("fn main() {{ mine(); }}\n{}", "// my version\n".repeat(20));
+    ok_async(&elf, &["code", "write", "src/main.rs", "--text", &mine]).await;
+    let refused = run_async(&elf, &["agent", "undo", "a1"]).await;
+    assert!(!refused.status.success(), "the undo must name its conflict");
+    ok_async(&elf, &["agent", "undo", "a1", "--force"]).await;
+    // Redo brings back what the forced undo took back.
+    let out = run_async(&elf, &["--json", "agent", "redo", "a1"]).await;
+    assert!(
+        out.status.success(),
+        "redo after a forced undo: {}",
+        stderr(&out)
+    );
+    let out = run_async(&elf, &["code", "read", "src/main.rs"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        mine.trim_end()
+    );
+    // And a file the step made, changed since, forced away and brought back.
+    let made = format!(
+        "pub fn made() {{}}\n{}",
+        "// made by the agent\n".repeat(20)
+    );
+    let (url, _) = common::llm_turns(
+        vec![
+            common::anthropic_tool_calls(&[(
+                "c2",
+                "elfiee_directory_add",
+                serde_json::json!({"directory": "b1", "path": "src/made.rs", "content": made}),
+            )]),
+            common::anthropic_answer("Done."),
+        ],
+        common::anthropic_answer("Title"),
+    )
+    .await;
+    ok_async(
+        &elf,
+        &[
+            "agent",
+            "configure",
+            &id,
+            "--base-url",
+            &url,
+            "--api-key-env",
+            KEY_ENV,
+        ],
+    )
+    .await;
+    let out = run_async(
+        &elf,
+        &[
+            "agent",
+            "run",
+            "a1",
+            "--approve-all",
+            "--message",
+            "make a file",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    ok_async(&elf, &["dir", "export", &dir]).await;
+    let changed = format!("pub fn changed() {{}}\n{}", "// changed by me\n".repeat(20));
+    ok_async(&elf, &["code", "write", "src/made.rs", "--text", &changed]).await;
+    ok_async(&elf, &["agent", "undo", "a1", "--force"]).await;
+    let out = run_async(&elf, &["--json", "agent", "redo", "a1"]).await;
+    assert!(
+        out.status.success(),
+        "redo after a forced undo of a made file: {}",
+        stderr(&out)
+    );
+    assert_eq!(ok_async(&elf, &["verify"]).await["ok"], true);
+}
