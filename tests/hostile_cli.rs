@@ -380,3 +380,138 @@ async fn redo_after_a_forced_undo_brings_the_step_back() {
     );
     assert_eq!(ok_async(&elf, &["verify"]).await["ok"], true);
 }
+
+#[test]
+fn restore_says_when_the_newest_backup_point_is_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    let backup = dir.path().join("d.backup");
+    ok(&elf, &["backup", "--to", backup.to_str().unwrap()]);
+    let id = common::new_block(ok, &elf, "markdown", "later");
+    ok(
+        &elf,
+        &["markdown", "write", &id, "--text", "after the first point"],
+    );
+    ok(&elf, &["backup", "--to", backup.to_str().unwrap()]);
+    // The newest point is the file's last frame: one byte of it flipped.
+    let mut bytes = std::fs::read(&backup).unwrap();
+    let n = bytes.len();
+    bytes[n - 6] ^= 0x40;
+    std::fs::write(&backup, &bytes).unwrap();
+    let to = dir.path().join("restored.elf");
+    let out = run(
+        &elf,
+        &["restore", backup.to_str().unwrap(), to.to_str().unwrap()],
+    );
+    let err = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "an older point was taken silently: {err}"
+    );
+    assert!(
+        err.starts_with("error:") && err.contains("damaged at byte") && err.contains("head -c"),
+        "{err}"
+    );
+    assert!(!to.exists(), "a refused restore leaves nothing behind");
+}
+
+#[test]
+fn steps_of_zero_and_below_are_both_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    for args in [
+        &["undo", "--steps", "0"][..],
+        &["undo", "--steps", "-1"][..],
+        &["agent", "undo", "a1", "--steps", "0"][..],
+        &["agent", "undo", "a1", "--steps", "-1"][..],
+    ] {
+        let out = run(&elf, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_block_named_like_the_start_of_another_blocks_id_is_reached_by_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    let first = common::new_block(ok, &elf, "markdown", "first");
+    let prefix = &first[..8];
+    let named = common::new_block(ok, &elf, "markdown", prefix);
+    ok(&elf, &["markdown", "write", prefix, "--text", "by name"]);
+    let out = run(&elf, &["markdown", "read", &named]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), "by name");
+    let out = run(&elf, &["markdown", "read", &first]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim_end(), "");
+}
+
+#[test]
+fn dir_add_refuses_gits_folder_and_paths_no_export_could_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    let project = dir.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(project.join("README.md"), "# proj\n").unwrap();
+    let d = ok(
+        &elf,
+        &["dir", "import", project.to_str().unwrap(), "--name", "p"],
+    )["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let long = "x".repeat(300);
+    for path in [".git/hooks/pre-commit", "sub/.GIT/config", long.as_str()] {
+        let out = run(&elf, &["dir", "add", &d, path, "--text", "echo owned"]);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "dir add {path} was accepted");
+        assert!(err.starts_with("error:"), "{path}: {err}");
+    }
+    ok(&elf, &["dir", "export", &d]);
+    assert!(!project.join(".git").exists());
+}
+
+#[test]
+fn a_salvage_that_fails_on_a_full_disk_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = document(dir.path());
+    let big: String = (0..3_000_000u32)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    let id = common::new_block(ok, &elf, "markdown", "big");
+    let file = dir.path().join("big.md");
+    std::fs::write(&file, &big).unwrap();
+    ok(
+        &elf,
+        &["markdown", "write", &id, "--file", file.to_str().unwrap()],
+    );
+    let disk = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(disk.path())
+        .output();
+    match mounted {
+        Ok(o) if o.status.success() => {}
+        other => {
+            eprintln!(
+                "SKIPPED: this test needs a 2 MiB tmpfs of its own (run it as root): {other:?}"
+            );
+            return;
+        }
+    }
+    let to = disk.path().join("saved.elf");
+    let out = run(
+        &elf,
+        &["salvage", elf.to_str().unwrap(), to.to_str().unwrap()],
+    );
+    let left: Vec<_> = std::fs::read_dir(disk.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    let _ = std::process::Command::new("umount")
+        .arg(disk.path())
+        .status();
+    let err = stderr(&out);
+    assert!(!out.status.success(), "the salvage fit on 2 MiB?");
+    assert!(err.starts_with("error:") && err.contains("full"), "{err}");
+    assert!(left.is_empty(), "a failed salvage left {left:?}");
+}

@@ -117,13 +117,25 @@ pub fn salvage(
     // sled and the content store mend what they open; salvage reads a copy, so the damaged
     // document stays exactly as it was.
     let scratch = scratch_dir(to);
+    let _cleanup = RemoveOnDrop(scratch.clone());
     copy_tree(&root, &scratch, |file, e| {
-        // A file that cannot be read is damage: salvage goes on without it.
+        // A full disk where the copy goes stops the salvage; a file that cannot be read is
+        // damage: salvage goes on without it.
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        ) {
+            return Err(e);
+        }
         tracing::warn!(error = %e, file = %file.display(), "salvage: a file of the damaged document cannot be read");
         Ok(())
     })
-    .map_err(|e| EngineError::io(&scratch, format!("cannot copy the damaged document: {e}")))?;
-    let _cleanup = RemoveOnDrop(scratch.clone());
+    .map_err(|e| {
+        let beside = scratch.parent().unwrap_or(&scratch).to_owned();
+        crate::error::write_error(&beside, e, |e| {
+            EngineError::io(&scratch, format!("cannot copy the damaged document: {e}"))
+        })
+    })?;
     let source = ElfPaths { root: scratch };
     let backup_path = backup
         .map(Path::to_owned)

@@ -306,8 +306,8 @@ pub(crate) enum Cmd {
     /// command's blocks back to what they were before it (compensating events; the log stays
     /// append-only). Refused, naming them, when someone else changed those blocks since.
     Undo {
-        /// How many of your newest edits (default 1).
-        #[arg(long, default_value_t = 1)]
+        /// How many of your newest edits (default 1; at least 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         steps: u64,
         /// Overwrite blocks changed since by someone else.
         #[arg(long)]
@@ -710,8 +710,8 @@ pub(crate) enum AgentCmd {
         /// Undo every step after this one.
         #[arg(long, conflicts_with = "steps")]
         to: Option<u64>,
-        /// Undo the newest N steps not undone yet.
-        #[arg(long)]
+        /// Undo the newest N steps not undone yet (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         steps: Option<u64>,
         /// Overwrite blocks and files changed since by someone else.
         #[arg(long)]
