@@ -122,6 +122,7 @@ where
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
+    quiet_sled_panics();
     let json = args.json;
     if config.auto_backup.is_none() {
         match auto_backup_from_env() {
@@ -850,4 +851,20 @@ pub(crate) struct GrantArgs {
     pub(crate) cap: String,
     /// Block id, or '*' for every block.
     pub(crate) block: String,
+}
+
+/// sled panics on some damaged files (e.g. "tried to serialize Uninitialized"); the engine
+/// catches those panics and reports the damage as an error that says what to do, so their
+/// text is not for the user: the first line on stderr must be that `error: …` (issue 39, F7,
+/// F8). Other panics print as before.
+fn quiet_sled_panics() {
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_sled = info.location().is_some_and(|l| l.file().contains("/sled-"));
+        if in_sled {
+            tracing::debug!(panic = %info, "sled panicked (caught)");
+        } else {
+            before(info);
+        }
+    }));
 }

@@ -21,6 +21,8 @@
 //!   document, untouched, if that fails.
 
 use std::os::unix::io::AsRawFd;
+
+use crate::error::EngineError;
 use std::path::Path;
 
 /// What [`before_open`] found: whether sled will write `conf` as it opens.
@@ -39,8 +41,8 @@ const MANIFEST: &str = "closed";
 /// copy that cannot be made (no space where scratch files go) is skipped with a warning.
 pub(crate) fn before_open(
     dir: &Path,
-    trial: Option<&dyn Fn(&Path) -> Result<(), crate::error::EngineError>>,
-) -> Result<BeforeOpen, crate::error::EngineError> {
+    trial: Option<&dyn Fn(&Path) -> Result<(), EngineError>>,
+) -> Result<BeforeOpen, EngineError> {
     let conf = dir.join("conf");
     let writes_conf = std::fs::metadata(&conf).map_or(true, |m| m.len() <= 8);
     let db = dir.join("db");
@@ -76,8 +78,8 @@ pub(crate) fn before_open(
 /// Runs `trial` on a scratch copy of sled's files in `dir`.
 fn on_a_copy(
     dir: &Path,
-    trial: &dyn Fn(&Path) -> Result<(), crate::error::EngineError>,
-) -> Result<(), crate::error::EngineError> {
+    trial: &dyn Fn(&Path) -> Result<(), EngineError>,
+) -> Result<(), EngineError> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
@@ -97,10 +99,24 @@ fn on_a_copy(
     tracing::debug!(log = %dir.display(), "the log was not closed cleanly: trying a copy first");
     let tried = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| trial(&copy)))
         .unwrap_or_else(|_| {
-            Err(crate::error::EngineError::Storage(
+            Err(EngineError::Storage(
                 "the log is unreadable (sled panicked while reading it)".into(),
             ))
         });
+    // Its messages name the document's log, not the copy.
+    let (from, to) = (copy.display().to_string(), dir.display().to_string());
+    let tried = tried.map_err(|e| match e {
+        EngineError::Storage(m) => EngineError::Storage(m.replace(&from, &to)),
+        EngineError::Corrupt { seq, reason } => EngineError::Corrupt {
+            seq,
+            reason: reason.replace(&from, &to),
+        },
+        EngineError::Io { path, message } => EngineError::Io {
+            path: dir.join(path.strip_prefix(&copy).unwrap_or(&path)),
+            message: message.replace(&from, &to),
+        },
+        other => other,
+    });
     // A full disk where the copy went says nothing about the document.
     match tried {
         Err(e) if e.blames_the_disk() => {
