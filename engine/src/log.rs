@@ -408,7 +408,7 @@ impl SledEventLog {
     fn open_as(
         dir: &Path,
         elf: &Path,
-        trial: Option<&dyn Fn(&Path) -> Result<(), EngineError>>,
+        trial: Option<sled_files::Trial<'_>>,
     ) -> Result<SledEventLog, EngineError> {
         let cfg = sled::Config::new()
             .path(dir)
@@ -445,7 +445,7 @@ impl SledEventLog {
             }
         };
         sled_files::after_open(dir, before)
-            .map_err(|e| write_error(elf, e, |e| EngineError::io(&dir.join("conf"), e)))?;
+            .map_err(|e| write_error(elf, e, |e| EngineError::io(dir.join("conf"), e)))?;
         let events = db.open_tree("events")?;
         let sync = SledSync::new(dir).map_err(|e| EngineError::io(dir, e))?;
         if fresh {

@@ -173,7 +173,7 @@ pub fn salvage(
         };
         // 1. The log from the start.
         let mut raw = None;
-        let mut stop = w.from_log(log.as_ref(), &mut raw, &root, 1)?;
+        let mut stop = w.read_log(log.as_ref(), &mut raw, &root, 1)?;
         // 2. The backup past where the log stopped, if it holds the same history.
         if let Some(s) = saved.as_ref() {
             w.flush()?;
@@ -183,7 +183,7 @@ pub fn salvage(
                     Ok(h) if h == w.rebuilt.prev || at == 0 => {
                         stop = w.backup_from(s, at)?;
                         if stop.is_none() {
-                            stop = w.from_log(log.as_ref(), &mut raw, &root, s.point.seq + 1)?;
+                            stop = w.read_log(log.as_ref(), &mut raw, &root, s.point.seq + 1)?;
                         }
                     }
                     Ok(_) => notes.push(format!(
@@ -552,7 +552,7 @@ impl Writer<'_, '_> {
     /// (it cannot open its file, a record is damaged, it panics), as the log's files hold
     /// them ([`RawRecords`], scanned from the damaged document at `root` when first
     /// needed), then sled again past that; why it stopped (`None`: the log's end).
-    fn from_log(
+    fn read_log(
         &mut self,
         log: Option<&SledEventLog>,
         raw: &mut Option<RawRecords>,

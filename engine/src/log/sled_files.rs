@@ -25,6 +25,9 @@ use std::os::unix::io::AsRawFd;
 use crate::error::EngineError;
 use std::path::Path;
 
+/// A check of a scratch copy of sled's files (`log/`), before sled may open the real ones.
+pub(crate) type Trial<'a> = &'a dyn Fn(&Path) -> Result<(), EngineError>;
+
 /// What [`before_open`] found: whether sled will write `conf` as it opens.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BeforeOpen {
@@ -39,10 +42,7 @@ const MANIFEST: &str = "closed";
 /// the files are not as the manifest of the last clean close describes them, `trial` must
 /// accept a scratch copy of them (`Err`: the document is refused and left as it is). A
 /// copy that cannot be made (no space where scratch files go) is skipped with a warning.
-pub(crate) fn before_open(
-    dir: &Path,
-    trial: Option<&dyn Fn(&Path) -> Result<(), EngineError>>,
-) -> Result<BeforeOpen, EngineError> {
+pub(crate) fn before_open(dir: &Path, trial: Option<Trial<'_>>) -> Result<BeforeOpen, EngineError> {
     let conf = dir.join("conf");
     let writes_conf = std::fs::metadata(&conf).map_or(true, |m| m.len() <= 8);
     let db = dir.join("db");
@@ -76,10 +76,7 @@ pub(crate) fn before_open(
 }
 
 /// Runs `trial` on a scratch copy of sled's files in `dir`.
-fn on_a_copy(
-    dir: &Path,
-    trial: &dyn Fn(&Path) -> Result<(), EngineError>,
-) -> Result<(), EngineError> {
+fn on_a_copy(dir: &Path, trial: Trial<'_>) -> Result<(), EngineError> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
