@@ -163,3 +163,38 @@ pub fn copy_tree(
     }
     Ok(())
 }
+
+/// `path` as the filesystem resolves it: absolute, through every symlink of the part that
+/// exists (the rest, not made yet, appended as given).
+pub fn resolved(path: &Path) -> PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                at = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// Refuses `target` (what `what` would write) when it lies inside the document `doc` (or is
+/// it): a write into the document's own folder copies the document into itself or
+/// overwrites the files it reads (issue 39, F2 and F3).
+pub fn refuse_inside(doc: &Path, target: &Path, what: &str) -> Result<(), EngineError> {
+    let (doc, target) = (resolved(doc), resolved(target));
+    if target.starts_with(&doc) {
+        return Err(EngineError::rejected(format!(
+            "{what} {} would be inside the document {} it is made from; give a path outside that folder (beside it, for example)",
+            target.display(),
+            doc.display(),
+        )));
+    }
+    Ok(())
+}

@@ -48,6 +48,7 @@ mod handle;
 pub mod layout;
 pub mod log;
 pub mod node;
+mod raw_records;
 pub mod remote;
 pub mod replay;
 pub mod salvage;

@@ -23,6 +23,7 @@
 //! [`records`]: EventLog::records
 
 mod blocks;
+pub(crate) mod sled_files;
 
 use std::collections::VecDeque;
 use std::os::unix::fs::FileExt;
@@ -129,8 +130,11 @@ pub fn stored_hash<L: EventLog + ?Sized>(log: &L, seq: u64) -> EventHash {
 
 /// The [`EventLog`] of a document: its sled database in `log/`.
 pub struct SledEventLog {
-    db: sled::Db,
-    events: sled::Tree,
+    /// Dropped by hand (see `Drop`), so the close of sled's files can be recorded after it.
+    db: std::mem::ManuallyDrop<sled::Db>,
+    events: std::mem::ManuallyDrop<sled::Tree>,
+    /// `log/` when this log records its clean close ([`sled_files`]).
+    records_close: Option<PathBuf>,
     sync: SledSync,
     /// Highest seq handed to [`EventLog::write_group`].
     written_seq: AtomicU64,
@@ -360,13 +364,58 @@ fn split_records<'b>(
 
 impl SledEventLog {
     /// Opens (or creates) the database in `dir`. A lock held by another process is reported as
-    /// [`EngineError::Locked`]; sled panics on unreadable files are turned into errors.
+    /// [`EngineError::Locked`]; sled panics on unreadable files are turned into errors. A log
+    /// that was not closed cleanly is first tried on a scratch copy: sled mends what it opens,
+    /// so a damaged log is refused before sled can rewrite it (see [`sled_files`]).
     pub fn open(dir: &Path, elf: &Path) -> Result<SledEventLog, EngineError> {
+        // What sled makes of the copy: refused when sled cannot open it, fails reading it,
+        // or mends it shorter than `HEAD` (written at every close) says it is — what sled
+        // would then rewrite is lost. A record sled reads whole but that does not decode or
+        // chain is the engine's to report, at the real open (sled rewrites nothing for it).
+        let trial = |copy: &Path| -> Result<(), EngineError> {
+            let log = SledEventLog::open_scratch(copy, elf)?;
+            let tail = match log.tail() {
+                Ok((tail, _)) => tail,
+                Err(EngineError::Corrupt { .. }) => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            for r in log.records(1, tail) {
+                match r {
+                    Ok(_) | Err(EngineError::Corrupt { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            match crate::layout::ElfPaths::new(elf).read_head() {
+                Some((seq, _)) if seq > tail => Err(EngineError::Corrupt {
+                    seq: tail + 1,
+                    reason: format!(
+                        "sled reads its log only up to event {tail}, but HEAD records event {seq}: its file is damaged"
+                    ),
+                }),
+                _ => Ok(()),
+            }
+        };
+        Self::open_as(dir, elf, Some(&trial))
+    }
+
+    /// Opens the database in `dir` as [`SledEventLog::open`] does, but without trying it on
+    /// a copy first and without recording its close: for a scratch copy sled may mend as it
+    /// likes (salvage), or a log made anew.
+    pub fn open_scratch(dir: &Path, elf: &Path) -> Result<SledEventLog, EngineError> {
+        Self::open_as(dir, elf, None)
+    }
+
+    fn open_as(
+        dir: &Path,
+        elf: &Path,
+        trial: Option<sled_files::Trial<'_>>,
+    ) -> Result<SledEventLog, EngineError> {
         let cfg = sled::Config::new()
             .path(dir)
             .flush_every_ms(None)
             .mode(sled::Mode::HighThroughput);
         let fresh = !dir.join("db").exists();
+        let before = sled_files::before_open(dir, trial)?;
         let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cfg.open()));
         let db = match opened {
             Ok(Ok(db)) => db,
@@ -395,6 +444,8 @@ impl SledEventLog {
                 )))
             }
         };
+        sled_files::after_open(dir, before)
+            .map_err(|e| write_error(elf, e, |e| EngineError::io(dir.join("conf"), e)))?;
         let events = db.open_tree("events")?;
         let sync = SledSync::new(dir).map_err(|e| EngineError::io(dir, e))?;
         if fresh {
@@ -407,9 +458,13 @@ impl SledEventLog {
             path: elf.join("events.pack"),
             file: Mutex::new(None),
         };
+        if trial.is_some() {
+            sled_files::opened(dir);
+        }
         Ok(SledEventLog {
-            db,
-            events,
+            db: std::mem::ManuallyDrop::new(db),
+            events: std::mem::ManuallyDrop::new(events),
+            records_close: trial.is_some().then(|| dir.to_owned()),
             sync,
             written_seq: AtomicU64::new(0),
             side_reads: AtomicU64::new(0),
@@ -493,6 +548,19 @@ impl SledEventLog {
             self.flush()?;
         }
         Ok(())
+    }
+}
+
+impl Drop for SledEventLog {
+    fn drop(&mut self) {
+        // SAFETY: neither is used again; the other fields hold no sled handle.
+        unsafe {
+            std::mem::ManuallyDrop::drop(&mut self.events);
+            std::mem::ManuallyDrop::drop(&mut self.db);
+        }
+        if let Some(dir) = &self.records_close {
+            sled_files::closed_cleanly(dir);
+        }
     }
 }
 
@@ -615,7 +683,7 @@ impl SledEventLog {
     }
 
     /// The document's folder.
-    fn doc(&self) -> &Path {
+    pub(crate) fn doc(&self) -> &Path {
         self.pack.path.parent().unwrap_or(&self.pack.path)
     }
 }

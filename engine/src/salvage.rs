@@ -2,11 +2,15 @@
 //! (see docs/EVENTS.md, "Backups, salvage and the format promise").
 //!
 //! The events come, in seq order, from
-//! 1. the damaged log, from seq 1 for as long as each record continues the hash chain;
+//! 1. the damaged log, from seq 1 for as long as each record continues the hash chain: as
+//!    sled reads it, and where sled cannot (it refuses or panics on its file, a record is
+//!    damaged), from the copies of the records the log's files hold ([`RawRecords`], found
+//!    by their bytes; decision 0042), then sled again past them;
 //! 2. then the newest backup ([`crate::backup`]), from where the log stopped up to the
 //!    backup's point, when the backup holds the same history (its hash where the log stopped
 //!    agrees);
-//! 3. then the damaged log again, past the backup's point, for as long as the chain holds.
+//! 3. then the damaged log again (as in 1), past the backup's point, for as long as the
+//!    chain holds.
 //!
 //! An event whose body is neither in the damaged content store (whole, or found by its hash
 //! in the pack when the store's index lost it) nor in the backup ends the salvage too: a
@@ -32,6 +36,7 @@ use crate::content::ContentStore;
 use crate::error::EngineError;
 use crate::layout::{copy_tree, ElfPaths};
 use crate::log::{EventLog, SideRecord, SledEventLog};
+use crate::raw_records::RawRecords;
 
 /// Events recovered from one source.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -41,7 +46,8 @@ pub struct Span {
     pub from: u64,
     /// ... and its last.
     pub to: u64,
-    /// `"log"` or `"backup"`.
+    /// `"log"` (read through sled), `"scan"` (found by its bytes in the log's files where
+    /// sled could not read them) or `"backup"`.
     pub source: String,
 }
 
@@ -103,6 +109,7 @@ pub fn salvage(
     if !root.is_dir() {
         return Err(EngineError::NotAnElf(damaged.to_owned()));
     }
+    crate::layout::refuse_inside(&root, to, "the salvaged document")?;
     let mut notes = Vec::new();
     if to.exists() {
         return Err(EngineError::AlreadyExists(to.to_owned()));
@@ -110,13 +117,25 @@ pub fn salvage(
     // sled and the content store mend what they open; salvage reads a copy, so the damaged
     // document stays exactly as it was.
     let scratch = scratch_dir(to);
+    let _cleanup = RemoveOnDrop(scratch.clone());
     copy_tree(&root, &scratch, |file, e| {
-        // A file that cannot be read is damage: salvage goes on without it.
+        // A full disk where the copy goes stops the salvage; a file that cannot be read is
+        // damage: salvage goes on without it.
+        if matches!(
+            e.kind(),
+            std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+        ) {
+            return Err(e);
+        }
         tracing::warn!(error = %e, file = %file.display(), "salvage: a file of the damaged document cannot be read");
         Ok(())
     })
-    .map_err(|e| EngineError::io(&scratch, format!("cannot copy the damaged document: {e}")))?;
-    let _cleanup = RemoveOnDrop(scratch.clone());
+    .map_err(|e| {
+        let beside = scratch.parent().unwrap_or(&scratch).to_owned();
+        crate::error::write_error(&beside, e, |e| {
+            EngineError::io(&scratch, format!("cannot copy the damaged document: {e}"))
+        })
+    })?;
     let source = ElfPaths { root: scratch };
     let backup_path = backup
         .map(Path::to_owned)
@@ -153,10 +172,8 @@ pub fn salvage(
             commands: Vec::new(),
         };
         // 1. The log from the start.
-        let mut stop = match &log {
-            Some(log) => w.log_from(log, 1)?,
-            None => Some("the log could not be opened".to_string()),
-        };
+        let mut raw = None;
+        let mut stop = w.read_log(log.as_ref(), &mut raw, &root, 1)?;
         // 2. The backup past where the log stopped, if it holds the same history.
         if let Some(s) = saved.as_ref() {
             w.flush()?;
@@ -166,10 +183,7 @@ pub fn salvage(
                     Ok(h) if h == w.rebuilt.prev || at == 0 => {
                         stop = w.backup_from(s, at)?;
                         if stop.is_none() {
-                            stop = match &log {
-                                Some(log) => w.log_from(log, s.point.seq + 1)?,
-                                None => Some("the log could not be opened".to_string()),
-                            };
+                            stop = w.read_log(log.as_ref(), &mut raw, &root, s.point.seq + 1)?;
                         }
                     }
                     Ok(_) => notes.push(format!(
@@ -313,7 +327,7 @@ pub fn advise(paths: &ElfPaths, auto: Option<&crate::AutoBackup>, e: EngineError
 fn open_quietly(paths: &ElfPaths, notes: &mut Vec<String>) -> Result<SledEventLog, String> {
     let dir = paths.log_dir();
     let open = || {
-        std::panic::catch_unwind(|| SledEventLog::open(&dir, &paths.root))
+        std::panic::catch_unwind(|| SledEventLog::open_scratch(&dir, &paths.root))
             .map_err(|_| "sled panicked while opening it".to_string())?
             .map_err(|e| e.to_string())
     };
@@ -524,6 +538,62 @@ impl Writer<'_, '_> {
             }
         };
         self.rebuilt.body(&r.hash.0, &bytes)
+    }
+
+    /// The seq and previous hash the next event taken must have.
+    fn next(&self) -> (u64, EventHash) {
+        let prev = self.pending.last().map_or(self.rebuilt.prev, |(_, b)| {
+            EventHash(b[..32].try_into().unwrap_or_default())
+        });
+        (self.rebuilt.seq + self.pending.len() as u64 + 1, prev)
+    }
+
+    /// Events of the damaged log from `from` on: as sled reads them, and where sled cannot
+    /// (it cannot open its file, a record is damaged, it panics), as the log's files hold
+    /// them ([`RawRecords`], scanned from the damaged document at `root` when first
+    /// needed), then sled again past that; why it stopped (`None`: the log's end).
+    fn read_log(
+        &mut self,
+        log: Option<&SledEventLog>,
+        raw: &mut Option<RawRecords>,
+        root: &Path,
+        from: u64,
+    ) -> Result<Option<String>, EngineError> {
+        let mut from = from;
+        loop {
+            // Where sled ends is not where the log ends when sled mended it short: the files
+            // are asked for the next event in either case.
+            let why = match log {
+                Some(log) => self.log_from(log, from)?,
+                None => Some("the log could not be opened".to_string()),
+            };
+            let raw = raw.get_or_insert_with(|| RawRecords::scan(&RawRecords::files_of(root)));
+            let (before, _) = self.next();
+            loop {
+                let (seq, prev) = self.next();
+                let Some(record) = raw.record(seq, &prev) else {
+                    break;
+                };
+                if let Err(e) = self.take(seq, record, "scan")? {
+                    return Ok(Some(e));
+                }
+            }
+            let (after, _) = self.next();
+            match why {
+                None if after == before => return Ok(None),
+                Some(why) if after == before => {
+                    return Ok(Some(format!(
+                        "{why}; no intact copy of event {after} is in the log's files either"
+                    )))
+                }
+                Some(why) if log.is_none() => {
+                    return Ok(Some(format!(
+                        "{why}; the log's files hold no intact copy of event {after}"
+                    )))
+                }
+                _ => from = after,
+            }
+        }
     }
 
     /// Events from the damaged log from `from` on, while the chain holds; why it stopped

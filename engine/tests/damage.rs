@@ -528,7 +528,7 @@ async fn check_salvage(
     for s in &r.recovered {
         assert_eq!(s.from, next, "{said}: spans with a gap or an overlap");
         assert!(
-            s.to >= s.from && (s.source == "log" || s.source == "backup"),
+            s.to >= s.from && ["log", "scan", "backup"].contains(&s.source.as_str()),
             "{said}"
         );
         next = s.to + 1;
@@ -1103,12 +1103,10 @@ fn readable_events(doc: &Path, scratch: &Path) -> u64 {
 /// the data; without it, the data reads shorter) loses the last readable events. Here, 12 of
 /// 32 cuts in the segment before the last lose 1 to 4 events each.
 ///
-/// Known, not fixed (issue 29's closing note; docs/decisions/0039-salvage-after-a-refused-open.md):
-/// sled mends the data of the file it opens, before the engine can tell the file is damaged,
-/// and keeping sled's snapshot files from before the open (tried) does not bring the events
-/// back. Run it with `--ignored`.
+/// Mended by issue 39 (docs/decisions/0042-sled-is-tried-on-a-copy-and-read-by-its-bytes.md):
+/// a log not closed cleanly is tried on a copy first and refused untouched, and salvage reads
+/// on past where sled stops from the records the files hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "sled mends a cut file at open before the engine refuses it: a known limitation"]
 async fn a_refused_open_of_a_cut_sled_file_loses_no_readable_event() {
     let dir = TempDir::new().unwrap();
     let engine = Engine::new(config(None, 6000));

@@ -118,12 +118,17 @@ where
     if let Cmd::Hook { editor } = &args.cmd {
         hook_before_runtime(&args, editor);
     }
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    // sled's own log lines are not for the user: the engine reports what they are about (a
+    // damaged file) as an error that says what to do, and the first line on stderr must be
+    // that `error: …` (issue 39, F8). `RUST_LOG` still shows them.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "warn,sled=off".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .try_init();
+    quiet_sled_panics();
     let json = args.json;
     if config.auto_backup.is_none() {
         match auto_backup_from_env() {
@@ -308,8 +313,8 @@ pub(crate) enum Cmd {
     /// command's blocks back to what they were before it (compensating events; the log stays
     /// append-only). Refused, naming them, when someone else changed those blocks since.
     Undo {
-        /// How many of your newest edits (default 1).
-        #[arg(long, default_value_t = 1)]
+        /// How many of your newest edits (default 1; at least 1).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         steps: u64,
         /// Overwrite blocks changed since by someone else.
         #[arg(long)]
@@ -712,8 +717,8 @@ pub(crate) enum AgentCmd {
         /// Undo every step after this one.
         #[arg(long, conflicts_with = "steps")]
         to: Option<u64>,
-        /// Undo the newest N steps not undone yet.
-        #[arg(long)]
+        /// Undo the newest N steps not undone yet (at least 1).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
         steps: Option<u64>,
         /// Overwrite blocks and files changed since by someone else.
         #[arg(long)]
@@ -852,4 +857,20 @@ pub(crate) struct GrantArgs {
     pub(crate) cap: String,
     /// Block id, or '*' for every block.
     pub(crate) block: String,
+}
+
+/// sled panics on some damaged files (e.g. "tried to serialize Uninitialized"); the engine
+/// catches those panics and reports the damage as an error that says what to do, so their
+/// text is not for the user: the first line on stderr must be that `error: …` (issue 39, F7,
+/// F8). Other panics print as before.
+fn quiet_sled_panics() {
+    let before = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let in_sled = info.location().is_some_and(|l| l.file().contains("/sled-"));
+        if in_sled {
+            tracing::debug!(panic = %info, "sled panicked (caught)");
+        } else {
+            before(info);
+        }
+    }));
 }

@@ -9,6 +9,17 @@ pub fn block(state: &State, input: &str) -> Result<String, CliError> {
     if input == "*" || state.blocks.contains_key(input) {
         return Ok(input.to_owned());
     }
+    // A name is said in full, an id prefix is a shorthand: a block named like the start of
+    // another block's id is reached by its name (that other block by more of its id).
+    let named: Vec<&str> = state
+        .blocks
+        .values()
+        .filter(|b| b.name == input)
+        .map(|b| b.block_id.as_str())
+        .collect();
+    if let [one] = named[..] {
+        return Ok(one.to_owned());
+    }
     let mut by_prefix: Vec<String> = if input.len() >= 4 {
         state
             .blocks

@@ -99,20 +99,34 @@ pub(super) fn read_text(src: &TextSource) -> Result<String, CliError> {
     if let Some(t) = &src.text {
         return Ok(t.clone());
     }
-    let mut buf = String::new();
     match src.file.as_deref() {
         Some(p) if p != Path::new("-") => {
-            return std::fs::read_to_string(p)
-                .map_err(|e| CliError::failed("io", format!("cannot read {}: {e}", p.display())));
+            let f = std::fs::File::open(p)
+                .map_err(|e| CliError::failed("io", format!("cannot read {}: {e}", p.display())))?;
+            read_bounded(f, &p.display().to_string(), "a smaller file")
         }
-        _ => std::io::stdin().read_to_string(&mut buf).map_err(|e| {
-            CliError::failed(
-                "io",
-                format!("cannot read stdin: {e}; pass --text or --file"),
-            )
-        })?,
-    };
-    Ok(buf)
+        _ => read_bounded(std::io::stdin(), "stdin", "less on stdin, or use --file"),
+    }
+}
+
+/// Reads `from` (named `what`) as UTF-8 text of at most [`MAX_PAYLOAD_BYTES`] bytes — what
+/// one command can carry — refusing at the limit without reading further, so `/dev/zero`
+/// or an endless pipe costs bounded memory (issue 39, F4). `instead` says what to give.
+///
+/// [`MAX_PAYLOAD_BYTES`]: crate::capabilities::MAX_PAYLOAD_BYTES
+pub(super) fn read_bounded(from: impl Read, what: &str, instead: &str) -> Result<String, CliError> {
+    let limit = crate::capabilities::MAX_PAYLOAD_BYTES;
+    let mut bytes = Vec::new();
+    from.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::failed("io", format!("cannot read {what}: {e}")))?;
+    if bytes.len() > limit {
+        return Err(CliError::usage(format!(
+            "{what} holds more than {} MiB, the most one command can carry; give {instead}",
+            limit >> 20
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| CliError::usage(format!("{what} is not UTF-8 text: {e}")))
 }
 
 pub(super) fn mentions(e: &Event, block: &str) -> bool {
@@ -150,19 +164,21 @@ pub(super) fn elf_path(cli: &Cli) -> Result<PathBuf, CliError> {
 pub(super) fn exec_payload(arg: Option<&str>) -> Result<Value, CliError> {
     let (text, source) = match arg {
         None => return Ok(json!({})),
-        Some("-") => {
-            let mut buf = String::new();
-            std::io::stdin().read_to_string(&mut buf).map_err(|e| {
-                CliError::failed("io", format!("cannot read the payload from stdin: {e}"))
-            })?;
-            (buf, "the payload read from stdin".to_owned())
-        }
+        Some("-") => (
+            read_bounded(
+                std::io::stdin(),
+                "the payload on stdin",
+                "a smaller payload",
+            )?,
+            "the payload read from stdin".to_owned(),
+        ),
         Some(a) if a.starts_with('@') => {
             let path = &a[1..];
-            let text = std::fs::read_to_string(path).map_err(|e| {
+            let f = std::fs::File::open(path).map_err(|e| {
                 CliError::usage(format!("cannot read the payload file {path}: {e}"))
             })?;
-            (text, format!("the payload file {path}"))
+            let what = format!("the payload file {path}");
+            (read_bounded(f, &what, "a smaller payload")?, what)
         }
         Some(a) => (a.to_owned(), "--payload".to_owned()),
     };

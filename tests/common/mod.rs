@@ -26,6 +26,14 @@ impl Write for Captured {
     }
 }
 
+/// The `elfiee` binary under test: cargo's, unless `ELFIEE_TEST_BIN` names a copy of it
+/// (where several checkouts build into one target folder, each test run can pin its own).
+pub fn elfiee_bin() -> std::path::PathBuf {
+    std::env::var_os("ELFIEE_TEST_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_elfiee").into())
+}
+
 /// Runs the `elfiee` binary on `elf` with `args` (and `RUST_LOG` unset, so stderr holds only
 /// what the command itself says), with the extra environment variables `env`.
 pub fn run_elfiee(
@@ -33,7 +41,7 @@ pub fn run_elfiee(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_elfiee"))
+    std::process::Command::new(elfiee_bin())
         .args(args)
         .env("ELFIEE_ELF", elf)
         .envs(env.iter().copied())

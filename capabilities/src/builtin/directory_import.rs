@@ -57,6 +57,30 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
             "'{path}' has an empty, '.' or '..' segment; it could leave the root"
         ));
     }
+    // What an export could never write, or must never: a name longer than a filesystem takes
+    // (255 bytes), a path longer than one takes (4,095), and git's own folder (its hooks run
+    // code on the next git command).
+    if let Some(seg) = path.split('/').find(|seg| seg.len() > 255) {
+        return Err(format!(
+            "'{}…' is a name of {} bytes; a file name can have at most 255",
+            &seg[..(0..=40)
+                .rev()
+                .find(|&i| seg.is_char_boundary(i))
+                .unwrap_or(0)],
+            seg.len()
+        ));
+    }
+    if path.len() > 4095 {
+        return Err(format!(
+            "the path is {} bytes long; a path can have at most 4,095",
+            path.len()
+        ));
+    }
+    if path.split('/').any(|seg| seg.eq_ignore_ascii_case(".git")) {
+        return Err(format!(
+            "'{path}' is inside .git, git's own folder; a directory never holds or writes it"
+        ));
+    }
     Ok(())
 }
 

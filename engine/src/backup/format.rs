@@ -329,6 +329,9 @@ pub struct Outline {
     pub bodies: HashMap<[u8; 32], (u64, u64)>,
     /// Each `S` frame: `(offset of its payload, len)`.
     pub sides: Vec<(u64, u64)>,
+    /// Where the walk met a frame that is damaged (not merely cut short at the end of the
+    /// file, as an append a crash stopped leaves it): the points after it cannot be read.
+    pub damaged_at: Option<u64>,
 }
 
 /// Walks the frames of `file` by their lengths (reading only the heads, the table of each
@@ -352,7 +355,11 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
         read(&mut fh, at)?;
         let flen = u64::from_be_bytes(fh[1..].try_into().unwrap_or_default());
         let (payload, end) = (at + FRAME_HEAD, at + FRAME_HEAD + flen + FRAME_CRC);
-        if flen > MAX_FRAME || end > len {
+        if end > len {
+            break;
+        }
+        if flen > MAX_FRAME {
+            out.damaged_at = Some(at);
             break;
         }
         match fh[0] {
@@ -368,6 +375,7 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
                 read(&mut n, payload)?;
                 let n = u32::from_be_bytes(n) as u64;
                 if 4 + n * 40 > flen {
+                    out.damaged_at = Some(at);
                     break;
                 }
                 let mut table = vec![0u8; (n * 40) as usize];
@@ -388,9 +396,11 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
                 read(&mut whole, at)?;
                 let (body, crc) = whole.split_at(whole.len() - FRAME_CRC as usize);
                 if crc32fast::hash(body).to_be_bytes() != crc {
+                    out.damaged_at = Some(at);
                     break;
                 }
                 let Some(p) = decode_point(&body[FRAME_HEAD as usize..], end) else {
+                    out.damaged_at = Some(at);
                     break;
                 };
                 out.events.append(&mut pending.events);
@@ -398,7 +408,10 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
                 out.sides.append(&mut pending.sides);
                 out.last = Some(p);
             }
-            _ => break,
+            _ => {
+                out.damaged_at = Some(at);
+                break;
+            }
         }
         at = end;
     }

@@ -134,6 +134,7 @@ pub(crate) fn write_backup(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<BackupReport, EngineError> {
     let started = Instant::now();
+    crate::layout::refuse_inside(log.doc(), to, "the backup")?;
     let existed = to.exists();
     if to.is_dir() {
         return Err(EngineError::rejected(format!(
@@ -294,12 +295,23 @@ pub fn restore(
         let f = File::open(from).map_err(|e| {
             EngineError::rejected(format!("cannot read the backup {}: {e}", from.display()))
         })?;
-        format::outline(&f, from)
-            .map_err(EngineError::rejected)?
-            .last
-            .ok_or_else(|| {
-                bad_backup(from, "holds no whole backup yet (it was cut off before its first point); nothing to restore")
-            })?
+        let outline = format::outline(&f, from).map_err(EngineError::rejected)?;
+        let point = outline.last.ok_or_else(|| {
+            bad_backup(from, "holds no whole backup yet (it was cut off before its first point); nothing to restore")
+        })?;
+        // An older point is never taken silently for the newest (issue 39, F8).
+        if let Some(at) = outline.damaged_at {
+            return Err(bad_backup(
+                from,
+                format!(
+                    "is damaged at byte {at}, after its point at seq {}: the newer points cannot be read. `elfiee salvage DOCUMENT NEW.elf --backup {}` takes what the document and the backup still prove; to rebuild from the older point alone, copy the backup's first {at} bytes (`head -c {at} {} > older.backup`) and restore that",
+                    point.seq,
+                    from.display(),
+                    from.display()
+                ),
+            ));
+        }
+        point
     };
     let (mut frames, _doc) = format::Frames::open(from).map_err(EngineError::rejected)?;
     let paths = ElfPaths::create(to)?;

@@ -570,8 +570,10 @@ pub(super) fn session_options(
 
 /// A rules file: a JSON list of `{"permission", "pattern", "action"}` (or `{"rules": [...]}`).
 pub(super) fn read_rules(path: &Path) -> Result<Vec<Value>, CliError> {
-    let text = std::fs::read_to_string(path)
+    let file = std::fs::File::open(path)
         .map_err(|e| CliError::usage(format!("cannot read {}: {e}", path.display())))?;
+    let text =
+        crate::cli::session::read_bounded(file, &path.display().to_string(), "a smaller file")?;
     let v: Value = serde_json::from_str(&text)
         .map_err(|e| CliError::usage(format!("{} is not JSON: {e}", path.display())))?;
     let list = match v {
