@@ -41,7 +41,7 @@ use elfiee_engine::FileHandle;
 use elfiee_model::EventPlace;
 use elfiee_projections::State;
 use ractor::{Actor, ActorCell};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::identity::{EventId, Keys, NodeId, NodeKey};
 
@@ -156,8 +156,8 @@ impl SyncNode {
             config,
             node,
             key,
+            wake_publisher: core.own_grew.clone(),
             core: Mutex::new(core),
-            wake_publisher: Notify::new(),
             status,
             client,
             connection_events,

@@ -2,7 +2,7 @@
 //! follower remembers ([`Core`]), and [`Inner`] (the file, the broker client, the status).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self};
@@ -42,6 +42,12 @@ pub(super) struct Core {
     /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
     /// events up to each `through` seq are that node's.
     pub(super) adopted: Vec<(NodeId, u64)>,
+    /// Signalled each time an own event joins `own`, whoever folded it: the follower, or a
+    /// reader of the merged view (an owner-socket client's first copy of the state, `serve
+    /// --json`'s notes) that caught the books up first. The publisher waits on it
+    /// ([`Inner::wake_publisher`] is the same `Notify`); tying the wake to the follower alone
+    /// left those events to the publisher's one-second poll (issue 40).
+    pub(super) own_grew: Arc<Notify>,
 }
 
 impl Core {
@@ -56,6 +62,7 @@ impl Core {
             located: Vec::new(),
             identity_from: 1,
             adopted: Vec::new(),
+            own_grew: Arc::new(Notify::new()),
         }
     }
 
@@ -198,6 +205,8 @@ impl Core {
         self.located.push((sealed.origin.node, sealed.origin.seq));
         if sealed.origin.node == self.node {
             self.own.push(Outgoing::of(&sealed, bytes));
+            // A permit is kept when the publisher is not waiting yet: no wake is lost.
+            self.own_grew.notify_one();
         }
         batch.push(sealed);
         self.followed = seq;
@@ -309,8 +318,8 @@ pub(super) struct Inner {
     /// This node's key: the publisher signs envelopes with it.
     pub(super) key: NodeKey,
     pub(super) core: Mutex<Core>,
-    /// New own events to publish, or a new member list.
-    pub(super) wake_publisher: Notify,
+    /// New own events to publish ([`Core::own_grew`]), or a new member list.
+    pub(super) wake_publisher: Arc<Notify>,
     pub(super) status: watch::Sender<SyncStatus>,
     pub(super) client: async_nats::Client,
     /// Changes when the client connects or loses its connection.
@@ -357,7 +366,7 @@ impl Inner {
     /// [`Inner::catch_up_from`] on a blocking thread: a long fold does not hold up the
     /// runtime's workers (the document's submitters run there).
     pub(super) async fn catch_up_blocking(
-        self: &std::sync::Arc<Self>,
+        self: &Arc<Self>,
         known: BTreeMap<u64, SyncEvent>,
         seen: Vec<Event>,
     ) -> Result<(), SyncError> {
