@@ -324,6 +324,9 @@ pub(super) struct Inner {
     pub(super) client: async_nats::Client,
     /// Changes when the client connects or loses its connection.
     pub(super) connection_events: watch::Receiver<u64>,
+    /// What the broker or the client last reported against this connection (an
+    /// authorization violation, a TLS failure), cleared on connect; added to offline reasons.
+    pub(super) broker_said: Arc<Mutex<Option<String>>>,
     /// Events ingest refused, newest last (at most 100 kept).
     pub(super) rejected: Mutex<Vec<SyncError>>,
     /// The publisher's checkpoint ([`publish_checkpoint`]).
@@ -439,7 +442,15 @@ impl Inner {
         });
     }
 
-    pub(super) fn offline(&self, why: String) {
+    pub(super) fn offline(&self, mut why: String) {
+        if let Some(said) = self
+            .broker_said
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            why = format!("{why} (the broker: {said})");
+        }
         tracing::debug!(node = %self.node, error = %why, "sync: broker unreachable; retrying");
         self.refresh_status(|s| {
             s.online = false;
@@ -496,6 +507,7 @@ impl Inner {
                     name: name.clone(),
                     subjects: vec![format!("elf.{}.>", self.config.doc)],
                     duplicate_window: self.config.duplicate_window,
+                    num_replicas: self.config.replicas.max(1),
                     description: Some(format!("elfiee genesis={}", self.node.to_hex())),
                     ..Default::default()
                 })
@@ -504,6 +516,7 @@ impl Inner {
             }
             Err(e) => return Err(format!("cannot reach the stream {name}: {e}")),
         };
+        self.look_at(&mut stream).await;
         if self.genesis().is_none() {
             let info = stream.info().await.map_err(|e| e.to_string())?;
             let genesis = info
@@ -525,6 +538,19 @@ impl Inner {
             self.wake_publisher.notify_one();
         }
         Ok(stream)
+    }
+}
+
+impl Inner {
+    /// Asks the broker for the stream's replicas and cluster leader, into the status.
+    pub(super) async fn look_at(&self, stream: &mut jetstream::stream::Stream) {
+        if let Ok(info) = stream.info().await {
+            let (replicas, leader) = super::replication(info);
+            self.refresh_status(|s| {
+                s.replicas = replicas;
+                s.leader = leader;
+            });
+        }
     }
 }
 
