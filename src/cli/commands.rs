@@ -222,7 +222,12 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             elfiee_adapters::hooks::provide(&s.file);
             let node = match &args.sync {
                 Some(url) => {
-                    Some(super::sync::start(&s.file, url, args, args.broker.access()).await?)
+                    let access = args.broker.access();
+                    let doc = args.doc.as_deref();
+                    Some(
+                        super::sync::start(&s.file, url, doc, &args.key, args.replicas, access)
+                            .await?,
+                    )
                 }
                 None => None,
             };

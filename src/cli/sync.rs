@@ -170,15 +170,17 @@ fn status_path(file: &FileHandle) -> PathBuf {
 pub async fn start(
     file: &FileHandle,
     url: &str,
-    args: &super::ServeArgs,
+    doc: Option<&str>,
+    key: &Path,
+    replicas: u8,
     access: BrokerAccess,
 ) -> Result<SyncNode, CliError> {
     elfiee_sync::node::check_broker_url(url).map_err(CliError::usage)?;
-    let key = load_or_make_key(&args.key)?;
-    let doc = doc_name(file, args.doc.as_deref())?;
+    let key = load_or_make_key(key)?;
+    let doc = doc_name(file, doc)?;
     let mut config = SyncConfig::new(url, doc.clone(), key.seed());
     config.access = access;
-    config.replicas = args.replicas.into();
+    config.replicas = replicas.into();
     let registry = Engine::global().config().registry.clone();
     let node = SyncNode::start(file.clone(), registry, config)
         .await

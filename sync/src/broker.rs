@@ -258,6 +258,18 @@ impl BrokerAccess {
     }
 }
 
+/// The replicas and the cluster leader of a stream, from its info.
+pub(crate) fn replication(
+    info: &async_nats::jetstream::stream::Info,
+) -> (Option<usize>, Option<String>) {
+    let leader = info
+        .cluster
+        .as_ref()
+        .and_then(|c| c.leader.clone())
+        .filter(|l| !l.is_empty());
+    (Some(info.config.num_replicas.max(1)), leader)
+}
+
 /// The servers of a broker URL (one, or a cluster's, comma-separated).
 pub fn server_addrs(url: &str) -> Result<Vec<async_nats::ServerAddr>, String> {
     url.split(',')

@@ -62,16 +62,6 @@ pub use records::{
 };
 pub use types::{SyncConfig, SyncError, SyncStatus};
 
-/// The replicas and the cluster leader of a stream, from its info.
-pub(crate) fn replication(info: &jetstream::stream::Info) -> (Option<usize>, Option<String>) {
-    let leader = info
-        .cluster
-        .as_ref()
-        .and_then(|c| c.leader.clone())
-        .filter(|l| !l.is_empty());
-    (Some(info.config.num_replicas.max(1)), leader)
-}
-
 /// A document synced on this device. Cloning gives another handle to the same node.
 #[derive(Clone)]
 pub struct SyncNode {
@@ -372,7 +362,7 @@ pub async fn offline_status(
                 .await
                 .map_err(|e| e.to_string())?;
             if let Ok(info) = stream.info().await {
-                (status.replicas, status.leader) = replication(info);
+                (status.replicas, status.leader) = crate::broker::replication(info);
             }
             // How many event messages the stream holds past the ingest checkpoint: a
             // consumer that starts there says it (and goes again at once).

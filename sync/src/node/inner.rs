@@ -545,7 +545,7 @@ impl Inner {
     /// Asks the broker for the stream's replicas and cluster leader, into the status.
     pub(super) async fn look_at(&self, stream: &mut jetstream::stream::Stream) {
         if let Ok(info) = stream.info().await {
-            let (replicas, leader) = super::replication(info);
+            let (replicas, leader) = crate::broker::replication(info);
             self.refresh_status(|s| {
                 s.replicas = replicas;
                 s.leader = leader;
