@@ -25,6 +25,9 @@ const MARKER: &str = "secure-marker-9f3c";
 /// nothing the broker shows; PEM files in `dir`.
 struct Certs {
     ca: PathBuf,
+    /// A client certificate for a device, signed by `ca`, and its key.
+    client_cert: PathBuf,
+    client_key: PathBuf,
     wrong_ca: PathBuf,
     server_cert: PathBuf,
     server_key: PathBuf,
@@ -45,6 +48,10 @@ fn make_certs(dir: &Path) -> Certs {
     p.distinguished_name.push(DnType::CommonName, "broker");
     let key = KeyPair::generate().unwrap();
     let server = p.signed_by(&key, &ca_cert, &ca_key).unwrap();
+    let mut c = CertificateParams::new(vec!["device-b".to_string()]).unwrap();
+    c.distinguished_name.push(DnType::CommonName, "device-b");
+    let client_key = KeyPair::generate().unwrap();
+    let client = c.signed_by(&client_key, &ca_cert, &ca_key).unwrap();
     let write = |name: &str, pem: String| {
         let path = dir.join(name);
         std::fs::write(&path, pem).unwrap();
@@ -52,6 +59,8 @@ fn make_certs(dir: &Path) -> Certs {
     };
     Certs {
         ca: write("ca.pem", ca_cert.pem()),
+        client_cert: write("client.pem", client.pem()),
+        client_key: write("client-key.pem", client_key.serialize_pem()),
         wrong_ca: write("wrong-ca.pem", wrong.pem()),
         server_cert: write("server.pem", server.pem()),
         server_key: write("server-key.pem", key.serialize_pem()),
@@ -308,6 +317,9 @@ fn devices_with_the_right_credentials_converge_and_no_secret_is_kept_or_shown() 
         ],
     ));
     assert_eq!(status["online"], true, "{status}");
+    // One server, no cluster: one copy of the stream, no leader to name.
+    assert_eq!(status["replicas"], 1, "{status}");
+    assert_eq!(status["leader"], Value::Null, "{status}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -392,4 +404,53 @@ async fn a_device_without_the_right_credentials_or_ca_is_refused_in_one_line_nam
     let seen = String::from_utf8_lossy(&seen);
     assert!(seen.starts_with("INFO "), "{seen}");
     assert!(!seen.contains(MARKER) && !seen.contains("MSG "), "{seen}");
+}
+
+/// A broker that verifies clients (`verify: true`): a device without a client certificate is
+/// refused naming it; one with a certificate signed by the broker's CA joins and syncs.
+#[test]
+fn a_broker_that_verifies_clients_takes_a_device_with_a_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(dir.path());
+    let conf = format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n  ca_file: \"{}\"\n  verify: true\n  timeout: 3\n}}\n",
+        certs.server_cert.display(),
+        certs.server_key.display(),
+        certs.ca.display()
+    );
+    let server = NatsServer::start_with(&conf, None).unwrap();
+    let url = tls_url(&server);
+    let ca = certs.ca.to_str().unwrap();
+    let b = dir.path().join("b.elf");
+    let key = dir.path().join("b.key");
+    let join = |extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "sync",
+            "join",
+            b.to_str().unwrap(),
+            "--broker",
+            &url,
+            "--doc",
+            "sec",
+            "--key",
+            key.to_str().unwrap(),
+            "--tls-ca",
+            ca,
+        ];
+        args.extend_from_slice(extra);
+        elfiee(&b, &args, &[])
+    };
+    let out = join(&[]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !b.exists(), "{said}");
+    assert!(said.contains("asks for a client certificate"), "{said}");
+    eprintln!("refused: {}", said.trim());
+    let out = join(&[
+        "--tls-cert",
+        certs.client_cert.to_str().unwrap(),
+        "--tls-key",
+        certs.client_key.to_str().unwrap(),
+    ]);
+    ok_json(out);
 }

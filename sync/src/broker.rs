@@ -248,7 +248,26 @@ impl BrokerAccess {
             Some(ca) => format!("the CA file {}", ca.display()),
             None => "the system's root certificates (give the broker's CA with --tls-ca or ELFIEE_SYNC_TLS_CA)".to_owned(),
         };
-        if error.contains("UnknownIssuer")
+        // The broker's alert about this side's certificate (Go's servers say "bad
+        // certificate" when none was sent).
+        let about_ours = [
+            "CertificateRequired",
+            "certificate required",
+            "BadCertificate",
+        ]
+        .iter()
+        .any(|w| error.contains(w));
+        if about_ours {
+            match &self.tls_cert {
+                None => format!(
+                    "the broker {url} asks for a client certificate: give one with --tls-cert and --tls-key (or ELFIEE_SYNC_TLS_CERT, ELFIEE_SYNC_TLS_KEY) ({error})"
+                ),
+                Some(c) => format!(
+                    "the broker {url} refused the client certificate {} ({error})",
+                    c.display()
+                ),
+            }
+        } else if error.contains("UnknownIssuer")
             || error.contains("certificate") && !error.contains("required")
         {
             format!("cannot trust the broker {url}: its certificate is not signed by {trusted} ({error})")
@@ -298,7 +317,8 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 /// Whether an I/O error's words are those of a TLS handshake that failed (rustls's).
 fn tls_failure(said: &str) -> bool {
-    ["certificate", "handshake", "TLS", "tls"]
+    let said = said.to_lowercase();
+    ["certificate", "handshake", "tls", "alert"]
         .iter()
         .any(|w| said.contains(w))
 }
