@@ -61,6 +61,32 @@ impl NatsServer {
         })
     }
 
+    /// `n` servers `n0`, `n1`, … on 127.0.0.1 routed to each other in one JetStream cluster
+    /// (`elfiee-test`), each with its own store; streams may have up to `n` replicas.
+    pub fn cluster(n: usize) -> std::io::Result<Vec<NatsServer>> {
+        let routes = (0..n)
+            .map(|_| {
+                Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                    .local_addr()?
+                    .port())
+            })
+            .collect::<std::io::Result<Vec<u16>>>()?;
+        (0..n)
+            .map(|i| {
+                let others: Vec<String> = (0..n)
+                    .filter(|j| *j != i)
+                    .map(|j| format!("nats-route://127.0.0.1:{}", routes[j]))
+                    .collect();
+                let conf = format!(
+                    "server_name: n{i}\ncluster {{\n  name: elfiee-test\n  listen: 127.0.0.1:{}\n  routes: [{}]\n}}\n",
+                    routes[i],
+                    others.join(", ")
+                );
+                NatsServer::start_with(&conf, None)
+            })
+            .collect()
+    }
+
     /// The folder the server keeps its store (and configuration) in.
     pub fn dir(&self) -> &Path {
         self.dir.path()

@@ -13,34 +13,6 @@ use common::{admit, converge, Device};
 use elfiee_sync::testing::NatsServer;
 use serde_json::json;
 
-/// A free port on 127.0.0.1 (bound, then let go: the server binds it next).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Three servers `n0`, `n1`, `n2` routed to each other, each with JetStream.
-fn cluster() -> Vec<NatsServer> {
-    let routes: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    (0..3)
-        .map(|i| {
-            let others: Vec<String> = (0..3)
-                .filter(|j| *j != i)
-                .map(|j| format!("nats-route://127.0.0.1:{}", routes[j]))
-                .collect();
-            let conf = format!(
-                "server_name: n{i}\ncluster {{\n  name: elfiee-test\n  listen: 127.0.0.1:{}\n  routes: [{}]\n}}\n",
-                routes[i],
-                others.join(", ")
-            );
-            NatsServer::start_with(&conf, None).unwrap()
-        })
-        .collect()
-}
-
 /// Waits until `d`'s status names a stream leader with `replicas` copies; the leader.
 async fn leader(d: &Device, replicas: usize, within: Duration) -> String {
     let deadline = tokio::time::Instant::now() + within;
@@ -60,7 +32,7 @@ async fn leader(d: &Device, replicas: usize, within: Duration) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_server_of_a_three_replica_stream_loses_no_acknowledged_write() {
-    let mut servers = cluster();
+    let mut servers = NatsServer::cluster(3).unwrap();
     let url = servers
         .iter()
         .map(NatsServer::url)
