@@ -454,3 +454,69 @@ fn a_broker_that_verifies_clients_takes_a_device_with_a_client_certificate() {
     ]);
     ok_json(out);
 }
+
+/// A running device whose broker user is removed (the broker's configuration reloaded) is
+/// not retried in silence: its status says what the broker answers.
+#[test]
+fn a_running_device_whose_user_is_removed_says_so_in_its_status() {
+    let s = setup();
+    let url = tls_url(&s.server);
+    let ca = s.certs.ca.to_str().unwrap();
+    let log = s.dir.path().join("b.log");
+    // A makes the stream; B, once it is there, receives the document.
+    let a_args = ["--user", "alice", "--password", ALICE_PW, "--tls-ca", ca];
+    let mut a = spawn_serve(
+        &s.a,
+        &s.a_key,
+        &url,
+        &a_args,
+        &[],
+        &s.dir.path().join("a.log"),
+    );
+    let b_args = ["--user", "bob", "--password", BOB_PW, "--tls-ca", ca];
+    let mut b = spawn_serve(&s.b, &s.b_key, &url, &b_args, &[], &log);
+    wait_served(&s.a, &a);
+    wait_served(&s.b, &b);
+    let status = |elf: &Path| ok_json(elfiee(elf, &["--json", "sync", "status"], &[]));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while status(&s.b)["online"] != true {
+        assert!(Instant::now() < deadline, "B never came online");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The broker's operator removes bob and reloads (SIGHUP): bob's connection is closed.
+    let conf = s.server.dir().join("nats.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    let without_bob: String = text
+        .lines()
+        .filter(|l| !l.contains("user: \"bob\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&conf, without_bob).unwrap();
+    unsafe { libc::kill(s.server.pid() as i32, libc::SIGHUP) };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let last = loop {
+        let st = status(&s.b);
+        let said = st["last_error"].as_str().unwrap_or_default().to_owned();
+        if st["online"] == false && said.contains("authorization violation") {
+            break said;
+        }
+        if Instant::now() > deadline {
+            let _ = b.kill();
+            panic!(
+                "B's status does not say the broker refused it: {st}\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    eprintln!("B's status: {last}");
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(said.contains("authorization violation"), "{said}");
+    assert!(!said.contains(BOB_PW), "{said}");
+    let _ = b.kill();
+    let _ = b.wait();
+    // A, still a user, stays online.
+    assert_eq!(status(&s.a)["online"], true);
+    let _ = a.kill();
+    let _ = a.wait();
+}

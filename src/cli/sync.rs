@@ -197,10 +197,12 @@ pub async fn start(
     let path = status_path(file);
     let watched = node.clone();
     tokio::spawn(async move {
-        let mut online = None;
+        let (mut online, mut said) = (None, None);
         loop {
             let s = watched.status();
-            if online != Some(s.online) {
+            // Said once per change: coming back, or going offline for a new reason (the
+            // broker refusing this device after a reconnect reads differently from a cut).
+            if online != Some(s.online) || (!s.online && s.last_error != said) {
                 if s.online {
                     eprintln!("sync: broker reachable");
                 } else if let Some(e) = &s.last_error {
@@ -209,6 +211,7 @@ pub async fn start(
                     );
                 }
                 online = Some(s.online);
+                said = s.last_error.clone();
             }
             write_status(&path, &s);
             tokio::select! {

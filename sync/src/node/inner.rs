@@ -449,7 +449,11 @@ impl Inner {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
         {
-            why = format!("{why} (the broker: {said})");
+            why = if said.contains("authorization") {
+                format!("the broker refuses this device ({said}): were its credentials removed or changed? {why}")
+            } else {
+                format!("{why} (the broker: {said})")
+            };
         }
         tracing::debug!(node = %self.node, error = %why, "sync: broker unreachable; retrying");
         self.refresh_status(|s| {
