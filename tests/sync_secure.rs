@@ -520,3 +520,80 @@ fn a_running_device_whose_user_is_removed_says_so_in_its_status() {
     let _ = a.kill();
     let _ = a.wait();
 }
+
+/// `sync join` against a TLS broker that lists users by token (given in the URL,
+/// `tls://TOKEN@HOST:PORT`) and one that lists them by nkey (`--nkey FILE`): the right ones
+/// are taken, a wrong one is refused naming which kind was given.
+#[test]
+fn a_token_in_the_url_and_an_nkey_seed_file_are_taken_and_wrong_ones_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let certs = make_certs(dir.path());
+    let tls = format!(
+        "tls {{\n  cert_file: \"{}\"\n  key_file: \"{}\"\n}}\n",
+        certs.server_cert.display(),
+        certs.server_key.display()
+    );
+    let ca = certs.ca.to_str().unwrap();
+    let user = nkeys::KeyPair::new_user();
+    let seed = dir.path().join("device.nk");
+    std::fs::write(&seed, format!("{}\n", user.seed().unwrap())).unwrap();
+    let stranger = dir.path().join("stranger.nk");
+    std::fs::write(&stranger, nkeys::KeyPair::new_user().seed().unwrap()).unwrap();
+    let by_token = NatsServer::start_with(
+        &format!("{tls}authorization {{ token: \"tok-Wq55\" }}\n"),
+        None,
+    )
+    .unwrap();
+    let by_nkey = NatsServer::start_with(
+        &format!(
+            "{tls}authorization {{ users = [ {{ nkey: \"{}\" }} ] }}\n",
+            user.public_key()
+        ),
+        None,
+    )
+    .unwrap();
+    let join = |n: usize, broker: &str, extra: &[&str]| {
+        let elf = dir.path().join(format!("d{n}.elf"));
+        let key = dir.path().join(format!("d{n}.key"));
+        let mut args = vec![
+            "--json",
+            "sync",
+            "join",
+            elf.to_str().unwrap(),
+            "--broker",
+            broker,
+            "--doc",
+            "sec",
+            "--key",
+            key.to_str().unwrap(),
+            "--tls-ca",
+            ca,
+        ];
+        args.extend_from_slice(extra);
+        let out = elfiee(&elf, &args, &[]);
+        (out, elf)
+    };
+    let (out, elf) = join(1, &format!("tls://tok-Wq55@{}", by_token.addr()), &[]);
+    let joined = ok_json(out);
+    assert_eq!(joined["broker"], format!("tls://{}", by_token.addr()));
+    assert_no_secret_under(&elf, &["tok-Wq55"]);
+    let (out, _) = join(
+        2,
+        &format!("tls://{}", by_token.addr()),
+        &["--token", "nope"],
+    );
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("refused the credentials given: a token"),
+        "{said}"
+    );
+    assert!(!said.contains("nope"), "{said}");
+    let nkey_url = format!("tls://{}", by_nkey.addr());
+    ok_json(join(3, &nkey_url, &["--nkey", seed.to_str().unwrap()]).0);
+    let (out, _) = join(4, &nkey_url, &["--nkey", stranger.to_str().unwrap()]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains(&format!("the nkey seed in {}", stranger.display())),
+        "{said}"
+    );
+}
