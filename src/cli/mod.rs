@@ -270,7 +270,7 @@ pub(crate) struct ServeArgs {
 
 /// TLS and credentials for a locked broker (`serve --sync`, `sync join`, `sync status`). Never
 /// written into the `.elf` and never printed; each has an `ELFIEE_SYNC_*` variable.
-#[derive(Args, Debug, Clone, Default)]
+#[derive(Args, Clone, Default)]
 pub(crate) struct BrokerArgs {
     /// The broker user (also `nats://USER:PASSWORD@HOST:PORT`).
     #[arg(long, env = "ELFIEE_SYNC_USER", value_name = "NAME")]
@@ -317,6 +317,13 @@ pub(crate) struct BrokerArgs {
         requires = "tls_cert"
     )]
     pub(crate) tls_key: Option<PathBuf>,
+}
+
+/// Names what is given, never a secret (as `BrokerAccess` does).
+impl std::fmt::Debug for BrokerArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.access().fmt(f)
+    }
 }
 
 impl BrokerArgs {

@@ -370,6 +370,7 @@ mod tests {
         assert_eq!(a.user.as_deref(), Some("alice"));
         assert_eq!(a.password.as_deref(), Some("s@cret"));
         assert!(!format!("{a:?}").contains("s@cret"));
+        assert!(format!("{a:?}").contains("user 'alice' and a password"));
         assert_eq!(redact("nats://alice:s%40cret@h:1"), "nats://***@h:1");
     }
 
