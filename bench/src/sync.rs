@@ -317,6 +317,13 @@ pub fn sync_phase(
             "floor_note": "floor_ratio: the same commits while two more engines in this process store a copy of each event handed over in memory (no broker, seal, signature or merged state: what B and C must do at the least), over the unsynced commit; no sync design that stores the events on B and C in this process can do better here. floor_cpu_cap_ratio: the cores divided by the floor's CPU per event (this process), over the unsynced commit: what the floor would reach with every core busy all the time",
         });
         info!("sync: latency {} / under a burst {}", out["latency"], out["latency_under_burst"]);
+        // The path users meet: other processes writing to a serving device (issue 40).
+        let (cli, mcp) = tokio::task::block_in_place(|| {
+            crate::sync_figures::process_latency(base, if quick { 100 } else { 300 })
+        })?;
+        info!("sync: process latency: CLI writes {cli} / MCP writes {mcp}");
+        out["latency_process"] = cli;
+        out["latency_mcp"] = mcp;
         for d in [b, c] {
             d.file.close().await;
         }

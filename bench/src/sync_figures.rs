@@ -120,3 +120,27 @@ pub(crate) async fn write_latencies(
     let _ = tokio::task::spawn_blocking(move || watcher.join()).await;
     result
 }
+
+/// Issue 40: the process path as users meet it ([`elfiee::testkit::latency`]): `elfiee
+/// serve --sync --json` on A and on B (this machine's `elfiee` binary beside the bench, a
+/// `nats-server` of its own), `count` writes on A 10 ms apart from `elfiee markdown write`
+/// CLI calls and then from an `elfiee mcp-server`, each through A's owner socket; from the
+/// write's answer until B's stream prints it. The CLI figure and the MCP one.
+pub(crate) fn process_latency(
+    base: &std::path::Path,
+    count: usize,
+) -> Result<(Value, Value), BoxError> {
+    let exe = std::env::current_exe()?.with_file_name("elfiee");
+    let server = elfiee_sync::testing::NatsServer::start()?;
+    let dir = base.join("sync-process");
+    std::fs::create_dir_all(&dir)?;
+    let pair = elfiee::testkit::latency::ServedPair::start(&exe, &dir, &server.url(), "latency")?;
+    let apart = Duration::from_millis(10);
+    let cli = pair.cli_writes(count, apart)?;
+    let mcp = pair.mcp_writes(count, apart)?;
+    drop(pair);
+    Ok((
+        latency_figure(&cli, 3.0, 10.0, "`elfiee markdown write` CLI calls on A every 10 ms to A's `elfiee serve --sync --json` (owner socket); from the CLI's answer (its first byte of output) until B's `elfiee serve --sync --json` prints the event: two processes, one local nats-server"),
+        latency_figure(&mcp, 3.0, 10.0, "the same through an `elfiee mcp-server` on A (elfiee_markdown_write tool calls); from the tool call's reply until B's stream prints the event"),
+    ))
+}

@@ -53,7 +53,11 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             broker,
             doc,
             key,
-        }) => return super::sync::join(path, broker, doc, key, &out).await,
+            broker_access,
+        }) => {
+            let access = broker_access.access();
+            return super::sync::join(path, broker, doc, key, &access, &out).await;
+        }
         Cmd::Replay | Cmd::Verify => {
             // Exclusive access reads the log directly; if another process owns the file, the
             // owner runs the check on its log.
@@ -204,7 +208,9 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                 }
             });
         }
-        Cmd::Sync(SyncCmd::Status { .. }) => super::sync::status(&s.file, out).await?,
+        Cmd::Sync(SyncCmd::Status { broker_access, .. }) => {
+            super::sync::status(&s.file, &broker_access.access(), out).await?
+        }
         Cmd::Sync(_) => unreachable!("handled in run"),
         Cmd::Serve(args) => {
             if let Some(pid) = s.file.owner_pid() {
@@ -217,7 +223,12 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
             elfiee_adapters::hooks::provide(&s.file);
             let node = match &args.sync {
                 Some(url) => {
-                    Some(super::sync::start(&s.file, url, args.doc.as_deref(), &args.key).await?)
+                    let access = args.broker.access();
+                    let doc = args.doc.as_deref();
+                    Some(
+                        super::sync::start(&s.file, url, doc, &args.key, args.replicas, access)
+                            .await?,
+                    )
                 }
                 None => None,
             };

@@ -120,9 +120,10 @@ where
     }
     // sled's own log lines are not for the user: the engine reports what they are about (a
     // damaged file) as an error that says what to do, and the first line on stderr must be
-    // that `error: …` (issue 39, F8). `RUST_LOG` still shows them.
+    // that `error: …` (issue 39, F8). The NATS client's own lines likewise: sync says in its
+    // own words what the broker refused or why it is offline. `RUST_LOG` still shows them.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "warn,sled=off".into());
+        .unwrap_or_else(|_| "warn,sled=off,async_nats=off".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -259,7 +260,7 @@ pub struct Cli {
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
     /// Also sync the document with other devices through this NATS JetStream broker
-    /// (nats://HOST:PORT). Local commands never wait for it.
+    /// (nats://HOST:PORT, or tls://HOST:PORT). Local commands never wait for it.
     #[arg(long, value_name = "URL")]
     pub(crate) sync: Option<String>,
     /// The document's name on the broker (default: the name it was last synced under, else
@@ -269,6 +270,86 @@ pub(crate) struct ServeArgs {
     /// This device's key file (made when missing).
     #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
     pub(crate) key: PathBuf,
+    /// Copies of the document's stream the broker keeps (a NATS cluster: up to its size),
+    /// set when this device creates the stream.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "sync", value_parser = clap::value_parser!(u8).range(1..=5))]
+    pub(crate) replicas: u8,
+    #[command(flatten)]
+    pub(crate) broker: BrokerArgs,
+}
+
+/// TLS and credentials for a locked broker (`serve --sync`, `sync join`, `sync status`). Never
+/// written into the `.elf` and never printed; each has an `ELFIEE_SYNC_*` variable.
+#[derive(Args, Clone, Default)]
+pub(crate) struct BrokerArgs {
+    /// The broker user (also `nats://USER:PASSWORD@HOST:PORT`).
+    #[arg(long, env = "ELFIEE_SYNC_USER", value_name = "NAME")]
+    pub(crate) user: Option<String>,
+    /// The broker user's password.
+    #[arg(
+        long,
+        env = "ELFIEE_SYNC_PASSWORD",
+        value_name = "PASSWORD",
+        hide_env_values = true
+    )]
+    pub(crate) password: Option<String>,
+    /// A broker token (also `nats://TOKEN@HOST:PORT`).
+    #[arg(
+        long,
+        env = "ELFIEE_SYNC_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    pub(crate) token: Option<String>,
+    /// A NATS credentials file (user JWT and nkey seed, as `nsc` writes it).
+    #[arg(long, env = "ELFIEE_SYNC_CREDS", value_name = "FILE")]
+    pub(crate) creds: Option<PathBuf>,
+    /// A file holding a user nkey seed (SU…), for brokers that list users by nkey.
+    #[arg(long, env = "ELFIEE_SYNC_NKEY", value_name = "FILE")]
+    pub(crate) nkey: Option<PathBuf>,
+    /// The CA certificates (PEM) that signed the broker's certificate, instead of the system
+    /// roots; TLS is then required (as with a tls:// URL).
+    #[arg(long, env = "ELFIEE_SYNC_TLS_CA", value_name = "FILE")]
+    pub(crate) tls_ca: Option<PathBuf>,
+    /// A client certificate (PEM), for brokers that verify clients (with --tls-key).
+    #[arg(
+        long,
+        env = "ELFIEE_SYNC_TLS_CERT",
+        value_name = "FILE",
+        requires = "tls_key"
+    )]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "ELFIEE_SYNC_TLS_KEY",
+        value_name = "FILE",
+        requires = "tls_cert"
+    )]
+    pub(crate) tls_key: Option<PathBuf>,
+}
+
+/// Names what is given, never a secret (as `BrokerAccess` does).
+impl std::fmt::Debug for BrokerArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.access().fmt(f)
+    }
+}
+
+impl BrokerArgs {
+    pub(crate) fn access(&self) -> elfiee_sync::node::BrokerAccess {
+        elfiee_sync::node::BrokerAccess {
+            user: self.user.clone(),
+            password: self.password.clone(),
+            token: self.token.clone(),
+            creds: self.creds.clone(),
+            nkey: self.nkey.clone(),
+            tls_ca: self.tls_ca.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            require_tls: false,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -283,7 +364,7 @@ pub(crate) enum SyncCmd {
     /// document), and `elfiee serve --sync URL` here fetches it and keeps it in step.
     Join {
         path: PathBuf,
-        /// The broker (nats://HOST:PORT).
+        /// The broker (nats://HOST:PORT or tls://HOST:PORT).
         #[arg(long, value_name = "URL")]
         broker: String,
         /// The document's name on the broker.
@@ -291,6 +372,8 @@ pub(crate) enum SyncCmd {
         doc: String,
         #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
         key: PathBuf,
+        #[command(flatten)]
+        broker_access: BrokerArgs,
     },
     /// Let a device write to this document (file owner only); NODE_ID is what
     /// `elfiee sync node-id` prints on that device.
@@ -304,6 +387,8 @@ pub(crate) enum SyncCmd {
     Status {
         #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]
         key: PathBuf,
+        #[command(flatten)]
+        broker_access: BrokerArgs,
     },
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use elfiee_engine::FileHandle;
 use elfiee_sync::identity::NodeKey;
-use elfiee_sync::node::{SyncConfig, SyncNode, SyncStatus};
+use elfiee_sync::node::{BrokerAccess, SyncConfig, SyncError, SyncNode, SyncStatus};
 use serde_json::json;
 
 use super::output::{CliError, Out};
@@ -83,10 +83,20 @@ pub async fn join(
     broker: &str,
     doc: &str,
     key: &Path,
+    access: &BrokerAccess,
     out: &Out,
 ) -> Result<(), CliError> {
     check_doc(doc)?;
     elfiee_sync::node::check_broker_url(broker).map_err(CliError::usage)?;
+    // Credentials leave the URL: the file records the bare address.
+    let (broker, access) = access.clone().from_url(broker).map_err(CliError::usage)?;
+    let broker = broker.as_str();
+    // A broker that refuses these settings says so now; one that cannot be reached is no
+    // error (the device joins offline and `serve --sync` reaches it later).
+    access
+        .check(broker, Duration::from_secs(5))
+        .await
+        .map_err(|r| CliError::failed("broker_refused", r.0))?;
     let node = load_or_make_key(key)?.node();
     let file = Engine::global().create_empty(path).await?;
     let side = elfiee_sync::node::join_records(&node, broker, doc);
@@ -162,27 +172,37 @@ pub async fn start(
     url: &str,
     doc: Option<&str>,
     key: &Path,
+    replicas: u8,
+    access: BrokerAccess,
 ) -> Result<SyncNode, CliError> {
     elfiee_sync::node::check_broker_url(url).map_err(CliError::usage)?;
     let key = load_or_make_key(key)?;
     let doc = doc_name(file, doc)?;
-    let config = SyncConfig::new(url, doc.clone(), key.seed());
+    let mut config = SyncConfig::new(url, doc.clone(), key.seed());
+    config.access = access;
+    config.replicas = replicas.into();
     let registry = Engine::global().config().registry.clone();
     let node = SyncNode::start(file.clone(), registry, config)
         .await
-        .map_err(|e| CliError::failed("sync", e.to_string()))?;
+        .map_err(|e| match e {
+            SyncError::Refused(why) => CliError::failed("broker_refused", why),
+            e => CliError::failed("sync", e.to_string()),
+        })?;
     eprintln!(
-        "syncing '{doc}' through {url} as node {}",
+        "syncing '{doc}' through {} as node {}",
+        node.status().broker,
         node.node().to_hex()
     );
     let mut changes = node.subscribe();
     let path = status_path(file);
     let watched = node.clone();
     tokio::spawn(async move {
-        let mut online = None;
+        let (mut online, mut said) = (None, None);
         loop {
             let s = watched.status();
-            if online != Some(s.online) {
+            // Said once per change: coming back, or going offline for a new reason (the
+            // broker refusing this device after a reconnect reads differently from a cut).
+            if online != Some(s.online) || (!s.online && s.last_error != said) {
                 if s.online {
                     eprintln!("sync: broker reachable");
                 } else if let Some(e) = &s.last_error {
@@ -191,6 +211,7 @@ pub async fn start(
                     );
                 }
                 online = Some(s.online);
+                said = s.last_error.clone();
             }
             write_status(&path, &s);
             tokio::select! {
@@ -214,7 +235,7 @@ fn write_status(path: &Path, s: &SyncStatus) {
 }
 
 /// `elfiee sync status`.
-pub async fn status(file: &FileHandle, out: &Out) -> Result<(), CliError> {
+pub async fn status(file: &FileHandle, access: &BrokerAccess, out: &Out) -> Result<(), CliError> {
     let status: serde_json::Value = if let Some(pid) = file.owner_pid() {
         // Served: the serving process keeps the status current.
         let path = status_path(file);
@@ -228,15 +249,16 @@ pub async fn status(file: &FileHandle, out: &Out) -> Result<(), CliError> {
             .map_err(|e| CliError::failed("io", format!("{}: {e}", path.display())))?
     } else {
         let registry = Engine::global().config().registry.clone();
-        let s = elfiee_sync::node::offline_status(file, registry, Some(Duration::from_secs(3)))
-            .await
-            .map_err(|e| CliError::failed("sync", e.to_string()))?
-            .ok_or_else(|| {
-                CliError::failed(
-                    "not_synced",
-                    "this document was never synced; start with `elfiee serve --sync nats://HOST:PORT`",
-                )
-            })?;
+        let s =
+            elfiee_sync::node::offline_status(file, registry, Some(Duration::from_secs(3)), access)
+                .await
+                .map_err(|e| CliError::failed("sync", e.to_string()))?
+                .ok_or_else(|| {
+                    CliError::failed(
+                "not_synced",
+                "this document was never synced; start with `elfiee serve --sync nats://HOST:PORT`",
+            )
+                })?;
         serde_json::to_value(s).unwrap_or_default()
     };
     out.print(&status, || {
@@ -266,6 +288,13 @@ pub async fn status(file: &FileHandle, out: &Out) -> Result<(), CliError> {
                 n("to_ingest")
             ),
         ];
+        if let Some(r) = status["replicas"].as_u64() {
+            lines.push(format!(
+                "stream:    {r} replica{}, leader {}",
+                if r == 1 { "" } else { "s" },
+                status["leader"].as_str().unwrap_or("(no cluster)")
+            ));
+        }
         if status["member"].as_bool() != Some(true) {
             lines.push(
                 "member:    no — the owner must run `elfiee sync add-node` with this node id"

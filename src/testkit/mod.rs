@@ -48,6 +48,7 @@
 //! ```
 
 pub mod golden;
+pub mod latency;
 mod machine;
 pub mod ops;
 mod pipeline;

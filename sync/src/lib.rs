@@ -15,9 +15,12 @@
 //!   skipped changes.
 //! - [`membership`]: `node.add` (the file owner adds a device by its key), registered like an
 //!   embedder's capability.
+//! - [`broker`]: how a device reaches a locked broker — TLS, credentials — kept in memory
+//!   only, and a refusal in one line that names its cause.
 //! - `testing` (feature `testing`): a `nats-server` per test (loopback, JetStream in a temporary folder, killed
 //!   when dropped) and a TCP relay a test can cut and restore (partitions).
 
+pub mod broker;
 pub mod envelope;
 pub mod identity;
 pub mod membership;

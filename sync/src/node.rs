@@ -41,7 +41,7 @@ use elfiee_engine::FileHandle;
 use elfiee_model::EventPlace;
 use elfiee_projections::State;
 use ractor::{Actor, ActorCell};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 
 use crate::identity::{EventId, Keys, NodeId, NodeKey};
 
@@ -51,6 +51,7 @@ mod publish;
 mod records;
 mod types;
 
+pub use crate::broker::BrokerAccess;
 pub use inner::synced_state;
 use inner::*;
 use publish::*;
@@ -74,9 +75,21 @@ impl SyncNode {
     pub async fn start(
         file: FileHandle,
         registry: Registry,
-        config: SyncConfig,
+        mut config: SyncConfig,
     ) -> Result<SyncNode, SyncError> {
         check_broker_url(&config.url).map_err(SyncError::Engine)?;
+        // Credentials leave the URL before it is recorded or shown.
+        (config.url, config.access) = config
+            .access
+            .clone()
+            .from_url(&config.url)
+            .map_err(SyncError::Engine)?;
+        // A broker that refuses this device says so now, once, rather than being retried.
+        config
+            .access
+            .check(&config.url, config.timeout)
+            .await
+            .map_err(|r| SyncError::Refused(r.0))?;
         if !valid_doc_name(&config.doc) {
             return Err(SyncError::BadName(config.doc.clone()));
         }
@@ -127,7 +140,15 @@ impl SyncNode {
         // Ticks when the client connects or loses its connection (it tells at once when the
         // socket closes), for ingest to stop waiting on a fetch from a broker that is gone.
         let (tick, connection_events) = watch::channel(0u64);
-        let client = async_nats::ConnectOptions::new()
+        // What the broker last said against this device (a refusal after a reconnect: the
+        // credentials revoked, the certificate changed), for the status.
+        let broker_said: Arc<Mutex<Option<String>>> = Arc::default();
+        let said = broker_said.clone();
+        let client = config
+            .access
+            .options()
+            .await
+            .map_err(|r| SyncError::Refused(r.0))?
             .event_callback(move |event| {
                 if matches!(
                     event,
@@ -137,12 +158,26 @@ impl SyncNode {
                 ) {
                     tick.send_modify(|n| *n += 1);
                 }
+                let refusal = match &event {
+                    async_nats::Event::ServerError(e) => Some(e.to_string()),
+                    async_nats::Event::ClientError(async_nats::ClientError::Other(e)) => {
+                        Some(e.clone())
+                    }
+                    async_nats::Event::Connected => {
+                        *said.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                        None
+                    }
+                    _ => None,
+                };
+                if let Some(r) = refusal {
+                    *said.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+                }
                 std::future::ready(())
             })
             .retry_on_initial_connect()
             .connection_timeout(config.timeout)
             .request_timeout(Some(config.timeout))
-            .connect(config.url.as_str())
+            .connect(crate::broker::server_addrs(&config.url).map_err(SyncError::Engine)?)
             .await
             .map_err(|e| SyncError::Engine(format!("cannot use the broker URL: {e}")))?;
         let (status, _) = watch::channel(SyncStatus {
@@ -156,11 +191,12 @@ impl SyncNode {
             config,
             node,
             key,
+            wake_publisher: core.own_grew.clone(),
             core: Mutex::new(core),
-            wake_publisher: Notify::new(),
             status,
             client,
             connection_events,
+            broker_said,
             rejected: Mutex::new(Vec::new()),
             checkpoint_name: publish_checkpoint(&node),
             keys: Mutex::new(Keys::default()),
@@ -287,6 +323,7 @@ pub async fn offline_status(
     file: &FileHandle,
     registry: Registry,
     ask_broker: Option<Duration>,
+    access: &BrokerAccess,
 ) -> Result<Option<SyncStatus>, SyncError> {
     let Some(core) = Core::from_log(file, registry)? else {
         return Ok(None);
@@ -311,14 +348,22 @@ pub async fn offline_status(
         .write(&mut status, published, ingested(&foreign)?);
     if let Some(wait) = ask_broker.filter(|_| !status.broker.is_empty()) {
         let asked = tokio::time::timeout(wait, async {
-            let client = async_nats::connect(status.broker.as_str())
+            let (url, access) = access.clone().from_url(&status.broker)?;
+            let client = access
+                .options()
+                .await
+                .map_err(|r| r.0)?
+                .connect(crate::broker::server_addrs(&url)?)
                 .await
                 .map_err(|e| e.to_string())?;
             let js = jetstream::new(client);
-            let stream = js
+            let mut stream = js
                 .get_stream(format!("ELF_{}", status.doc))
                 .await
                 .map_err(|e| e.to_string())?;
+            if let Ok(info) = stream.info().await {
+                (status.replicas, status.leader) = crate::broker::replication(info);
+            }
             // How many event messages the stream holds past the ingest checkpoint: a
             // consumer that starts there says it (and goes again at once).
             let ingested = ingested(&foreign).map_err(|e| e.to_string())?;

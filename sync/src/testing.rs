@@ -27,14 +27,69 @@ pub struct NatsServer {
     child: Child,
     addr: SocketAddr,
     dir: tempfile::TempDir,
+    /// The configuration file it was started with, if any.
+    conf: Option<PathBuf>,
 }
 
 impl NatsServer {
     /// Starts a server on a free port (`-p -1`) and waits for its ports file.
     pub fn start() -> std::io::Result<NatsServer> {
         let dir = tempfile::tempdir()?;
-        let (child, addr) = spawn(dir.path(), None)?;
-        Ok(NatsServer { child, addr, dir })
+        let (child, addr) = spawn(dir.path(), None, None)?;
+        Ok(NatsServer {
+            child,
+            addr,
+            dir,
+            conf: None,
+        })
+    }
+
+    /// Starts a server with `conf` as its configuration file (NATS syntax: `tls {…}`,
+    /// `authorization {…}`, `cluster {…}`, `server_name`), on `port` (a free one when
+    /// `None`), still on 127.0.0.1 with JetStream in a temporary folder. A server that
+    /// cannot take the configuration fails with its own words.
+    pub fn start_with(conf: &str, port: Option<u16>) -> std::io::Result<NatsServer> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("nats.conf");
+        std::fs::write(&path, conf)?;
+        let (child, addr) = spawn(dir.path(), port, Some(&path))?;
+        Ok(NatsServer {
+            child,
+            addr,
+            dir,
+            conf: Some(path),
+        })
+    }
+
+    /// `n` servers `n0`, `n1`, … on 127.0.0.1 routed to each other in one JetStream cluster
+    /// (`elfiee-test`), each with its own store; streams may have up to `n` replicas.
+    pub fn cluster(n: usize) -> std::io::Result<Vec<NatsServer>> {
+        let routes = (0..n)
+            .map(|_| {
+                Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+                    .local_addr()?
+                    .port())
+            })
+            .collect::<std::io::Result<Vec<u16>>>()?;
+        (0..n)
+            .map(|i| {
+                let others: Vec<String> = (0..n)
+                    .filter(|j| *j != i)
+                    .map(|j| format!("nats-route://127.0.0.1:{}", routes[j]))
+                    .collect();
+                let conf = format!(
+                    "server_name: n{i}\ncluster {{\n  name: elfiee-test\n  listen: 127.0.0.1:{}\n  routes: [{}]\n}}\n",
+                    routes[i],
+                    others.join(", ")
+                );
+                NatsServer::start_with(&conf, None)
+            })
+            .collect()
+    }
+
+    /// The folder the server keeps its store (and configuration) in.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 
     /// The client address (127.0.0.1 and the port the server picked).
@@ -52,12 +107,23 @@ impl NatsServer {
         format!("nats://{}", self.addr)
     }
 
-    /// Kills the server (SIGKILL) and starts it again on the same port with the same store:
-    /// what clients see of a broker crash.
+    /// Kills the server (SIGKILL) and waits for it to die: what clients see of a broker
+    /// crash. [`NatsServer::restart`] brings it back.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills the server (SIGKILL) and starts it again on the same port with the same store
+    /// (and configuration): what clients see of a broker crash.
     pub fn restart(&mut self) -> std::io::Result<()> {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let (child, addr) = spawn(self.dir.path(), Some(self.addr.port()))?;
+        let (child, addr) = spawn(
+            self.dir.path(),
+            Some(self.addr.port()),
+            self.conf.as_deref(),
+        )?;
         self.child = child;
         self.addr = addr;
         Ok(())
@@ -78,20 +144,33 @@ fn binary() -> PathBuf {
     PathBuf::from("nats-server")
 }
 
-fn spawn(dir: &Path, port: Option<u16>) -> std::io::Result<(Child, SocketAddr)> {
+fn spawn(
+    dir: &Path,
+    port: Option<u16>,
+    conf: Option<&Path>,
+) -> std::io::Result<(Child, SocketAddr)> {
     let ports = dir.join("ports");
     std::fs::create_dir_all(&ports)?;
     for old in std::fs::read_dir(&ports)? {
         let _ = std::fs::remove_file(old?.path());
     }
     let port = port.map_or("-1".to_string(), |p| p.to_string());
-    let mut child = Command::new(binary())
+    let mut cmd = Command::new(binary());
+    if let Some(conf) = conf {
+        cmd.arg("-c").arg(conf);
+    }
+    let mut child = cmd
         .args(["-a", "127.0.0.1", "-p", &port, "-js", "-sd"])
         .arg(dir.join("store"))
         .arg("--ports_file_dir")
         .arg(&ports)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.join("server.log"))?,
+        )
         .spawn()
         .map_err(|e| {
             std::io::Error::new(
@@ -108,8 +187,9 @@ fn spawn(dir: &Path, port: Option<u16>) -> std::io::Result<(Child, SocketAddr)> 
             }
         }
         if let Some(status) = child.try_wait()? {
+            let log = std::fs::read_to_string(dir.join("server.log")).unwrap_or_default();
             return Err(std::io::Error::other(format!(
-                "nats-server exited at start ({status})"
+                "nats-server exited at start ({status}): {log}"
             )));
         }
         if Instant::now() > deadline {
@@ -128,7 +208,8 @@ fn read_ports(dir: &Path) -> Option<SocketAddr> {
     let text = std::fs::read_to_string(entry.path()).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     let url = v.get("nats")?.get(0)?.as_str()?;
-    url.strip_prefix("nats://")?.parse().ok()
+    // `nats://` or, with TLS configured, `tls://`.
+    url.split_once("://")?.1.parse().ok()
 }
 
 /// A TCP relay on 127.0.0.1 between nodes and the broker. [`Relay::cut`] drops every

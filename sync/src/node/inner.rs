@@ -2,7 +2,7 @@
 //! follower remembers ([`Core`]), and [`Inner`] (the file, the broker client, the status).
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_nats::jetstream::{self};
@@ -42,6 +42,12 @@ pub(super) struct Core {
     /// Nodes this file was synced as before it came to this one (a copied `.elf`): the local
     /// events up to each `through` seq are that node's.
     pub(super) adopted: Vec<(NodeId, u64)>,
+    /// Signalled each time an own event joins `own`, whoever folded it: the follower, or a
+    /// reader of the merged view (an owner-socket client's first copy of the state, `serve
+    /// --json`'s notes) that caught the books up first. The publisher waits on it
+    /// ([`Inner::wake_publisher`] is the same `Notify`); tying the wake to the follower alone
+    /// left those events to the publisher's one-second poll (issue 40).
+    pub(super) own_grew: Arc<Notify>,
 }
 
 impl Core {
@@ -56,6 +62,7 @@ impl Core {
             located: Vec::new(),
             identity_from: 1,
             adopted: Vec::new(),
+            own_grew: Arc::new(Notify::new()),
         }
     }
 
@@ -198,6 +205,8 @@ impl Core {
         self.located.push((sealed.origin.node, sealed.origin.seq));
         if sealed.origin.node == self.node {
             self.own.push(Outgoing::of(&sealed, bytes));
+            // A permit is kept when the publisher is not waiting yet: no wake is lost.
+            self.own_grew.notify_one();
         }
         batch.push(sealed);
         self.followed = seq;
@@ -309,12 +318,15 @@ pub(super) struct Inner {
     /// This node's key: the publisher signs envelopes with it.
     pub(super) key: NodeKey,
     pub(super) core: Mutex<Core>,
-    /// New own events to publish, or a new member list.
-    pub(super) wake_publisher: Notify,
+    /// New own events to publish ([`Core::own_grew`]), or a new member list.
+    pub(super) wake_publisher: Arc<Notify>,
     pub(super) status: watch::Sender<SyncStatus>,
     pub(super) client: async_nats::Client,
     /// Changes when the client connects or loses its connection.
     pub(super) connection_events: watch::Receiver<u64>,
+    /// What the broker or the client last reported against this connection (an
+    /// authorization violation, a TLS failure), cleared on connect; added to offline reasons.
+    pub(super) broker_said: Arc<Mutex<Option<String>>>,
     /// Events ingest refused, newest last (at most 100 kept).
     pub(super) rejected: Mutex<Vec<SyncError>>,
     /// The publisher's checkpoint ([`publish_checkpoint`]).
@@ -357,7 +369,7 @@ impl Inner {
     /// [`Inner::catch_up_from`] on a blocking thread: a long fold does not hold up the
     /// runtime's workers (the document's submitters run there).
     pub(super) async fn catch_up_blocking(
-        self: &std::sync::Arc<Self>,
+        self: &Arc<Self>,
         known: BTreeMap<u64, SyncEvent>,
         seen: Vec<Event>,
     ) -> Result<(), SyncError> {
@@ -430,7 +442,19 @@ impl Inner {
         });
     }
 
-    pub(super) fn offline(&self, why: String) {
+    pub(super) fn offline(&self, mut why: String) {
+        if let Some(said) = self
+            .broker_said
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            why = if said.contains("authorization") {
+                format!("the broker refuses this device ({said}): were its credentials removed or changed? {why}")
+            } else {
+                format!("{why} (the broker: {said})")
+            };
+        }
         tracing::debug!(node = %self.node, error = %why, "sync: broker unreachable; retrying");
         self.refresh_status(|s| {
             s.online = false;
@@ -487,6 +511,7 @@ impl Inner {
                     name: name.clone(),
                     subjects: vec![format!("elf.{}.>", self.config.doc)],
                     duplicate_window: self.config.duplicate_window,
+                    num_replicas: self.config.replicas.max(1),
                     description: Some(format!("elfiee genesis={}", self.node.to_hex())),
                     ..Default::default()
                 })
@@ -495,6 +520,7 @@ impl Inner {
             }
             Err(e) => return Err(format!("cannot reach the stream {name}: {e}")),
         };
+        self.look_at(&mut stream).await;
         if self.genesis().is_none() {
             let info = stream.info().await.map_err(|e| e.to_string())?;
             let genesis = info
@@ -516,6 +542,19 @@ impl Inner {
             self.wake_publisher.notify_one();
         }
         Ok(stream)
+    }
+}
+
+impl Inner {
+    /// Asks the broker for the stream's replicas and cluster leader, into the status.
+    pub(super) async fn look_at(&self, stream: &mut jetstream::stream::Stream) {
+        if let Ok(info) = stream.info().await {
+            let (replicas, leader) = crate::broker::replication(info);
+            self.refresh_status(|s| {
+                s.replicas = replicas;
+                s.leader = leader;
+            });
+        }
     }
 }
 

@@ -141,7 +141,7 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
     let subject = inner.config.events_subject(&inner.node);
     let mut backoff = Backoff::new(&inner.config);
     'connect: loop {
-        let stream = inner.stream_when_ready(&js, &mut backoff).await;
+        let mut stream = inner.stream_when_ready(&js, &mut backoff).await;
         // Where the broker is: the checkpoint may be behind it (lost, or rolled back).
         let (on_broker, mut subject_seq) = match stream
             .get_last_raw_message_by_subject(&subject)
@@ -179,6 +179,8 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                         .await;
                 if woken.is_err() {
                     inner.catch_up().map_err(|e| e.to_string())?;
+                    // Which server leads the stream's copies now (a cluster moves it).
+                    inner.look_at(&mut stream).await;
                 }
                 continue;
             }

@@ -101,12 +101,16 @@ pub fn recorded_config(file: &FileHandle) -> Result<Option<(String, String)>, Sy
 /// Checks a broker address before anything is recorded or started: a NATS URL with a host
 /// (`nats://HOST:PORT`; a bare `HOST[:PORT]` means `nats://`, port 4222).
 pub fn check_broker_url(url: &str) -> Result<(), String> {
-    let hint = "give the broker as nats://HOST:PORT, e.g. nats://127.0.0.1:4222";
-    let addr = url
-        .parse::<async_nats::ServerAddr>()
-        .map_err(|e| format!("'{url}' is not a NATS broker address ({e}); {hint}"))?;
-    if addr.into_inner().host_str().is_none_or(str::is_empty) {
-        return Err(format!("'{url}' names no host; {hint}"));
+    let hint = "give the broker as nats://HOST:PORT or tls://HOST:PORT (a cluster: several, comma-separated), e.g. nats://127.0.0.1:4222";
+    let shown = crate::broker::redact(url);
+    let addrs = crate::broker::server_addrs(url).map_err(|e| format!("{e}; {hint}"))?;
+    if addrs.is_empty() {
+        return Err(format!("'{shown}' names no broker; {hint}"));
+    }
+    for addr in addrs {
+        if addr.into_inner().host_str().is_none_or(str::is_empty) {
+            return Err(format!("'{shown}' names no host; {hint}"));
+        }
     }
     Ok(())
 }

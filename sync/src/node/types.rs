@@ -7,13 +7,20 @@ use elfiee_engine::EngineError;
 use elfiee_model::ContentRef;
 use serde::Serialize;
 
+use crate::broker::BrokerAccess;
 use crate::identity::{NodeId, Rejection};
 
 /// How to reach the broker, and as whom.
 #[derive(Clone)]
 pub struct SyncConfig {
-    /// `nats://HOST:PORT`.
+    /// `nats://HOST:PORT` or `tls://HOST:PORT` (credentials in it move to `access` when the
+    /// node starts, so they are neither recorded nor shown).
     pub url: String,
+    /// TLS and credentials for the broker ([`BrokerAccess`]); kept in memory only.
+    pub access: BrokerAccess,
+    /// Copies of the document's stream the broker keeps (JetStream replicas: 1, or up to the
+    /// cluster's size), when this node creates the stream; an existing stream keeps its own.
+    pub replicas: usize,
     /// The document's name on the broker: stream `ELF_<doc>`, subjects `elf.<doc>.…`.
     /// Letters, digits, `-` and `_`.
     pub doc: String,
@@ -40,6 +47,8 @@ impl SyncConfig {
     pub fn new(url: impl Into<String>, doc: impl Into<String>, key_seed: [u8; 32]) -> SyncConfig {
         SyncConfig {
             url: url.into(),
+            access: BrokerAccess::default(),
+            replicas: 1,
             doc: doc.into(),
             key_seed,
             duplicate_window: Duration::from_secs(120),
@@ -77,6 +86,10 @@ pub enum SyncError {
     BadName(String),
     #[error("{0}")]
     Engine(String),
+    /// The broker would not have this device (credentials, TLS): one line naming the cause.
+    /// Not retried: the same settings would be refused again.
+    #[error("{0}")]
+    Refused(String),
 }
 
 impl From<EngineError> for SyncError {
@@ -115,6 +128,11 @@ pub struct SyncStatus {
     /// Events ingest refused, newest last (at most 100 kept).
     pub rejected: Vec<String>,
     pub last_error: Option<String>,
+    /// Copies of the document's stream the broker keeps (as of the last look at it).
+    pub replicas: Option<usize>,
+    /// The broker server that leads the stream's copies in a cluster (`None` on a single
+    /// server without clustering, or before the first look).
+    pub leader: Option<String>,
 }
 
 /// A pause that doubles per failure in a row.
