@@ -1,0 +1,471 @@
+//! The power-cut campaign: a document on the lazy filesystem, rounds of work each ended by a
+//! cut, a check after each, and the figures.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use elfiee_lazyfs::{Cut, LazyFs};
+
+/// What a campaign runs between cuts.
+#[derive(Clone, Copy, Debug)]
+pub enum Scenario {
+    /// [`WRITERS`] processes each writing markdown in a loop (`elfiee markdown write`), with or
+    /// without an `elfiee serve` owner they go through.
+    Writers { serve: bool },
+}
+
+/// Writer processes at once.
+const WRITERS: usize = 4;
+
+/// The figures of a campaign.
+#[derive(Debug, Default)]
+pub struct Figures {
+    pub cuts: u32,
+    pub acknowledged: u64,
+    pub lost: u64,
+    /// Commands refused before the cut (not a durability failure; counted to see they are few).
+    pub refused_before_cut: u64,
+    /// Documents that failed to open or `verify` after a cut.
+    pub unopenable: u32,
+    /// Of those, the ones with an empty `log/snap.*.generating` (F1, issue 39).
+    pub f1: u32,
+    /// Of those, the ones whose `log/conf` a cut left damaged: sled rewrites it at every open
+    /// and never syncs it (issue 39, with F1).
+    pub conf: u32,
+    /// Unopenable documents not explained by a known failure: what the harness is for.
+    pub new_failures: u32,
+    pub torn_files: u64,
+    pub writes_lost: u64,
+    pub writes_kept: u64,
+    pub writes_torn: u64,
+    pub failures: Vec<String>,
+}
+
+/// A small seeded generator (splitmix64), so a campaign can be replayed.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn elfiee(elf: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_elfiee"));
+    c.arg("--elf").arg(elf).env_remove("RUST_LOG");
+    c
+}
+
+/// Runs to the end; `(exit 0, stdout, stderr)`.
+fn run(elf: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = elfiee(elf).args(args).output().expect("run elfiee");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn must(elf: &Path, args: &[&str]) -> String {
+    let (ok, out, err) = run(elf, args);
+    assert!(ok, "{args:?} failed: {err}");
+    out
+}
+
+/// Runs a child until it exits or `stop` is set (then it is killed); `Some(stderr)` when it
+/// exited 0 is `None`.
+fn wait_or_kill(mut child: Child, stop: &AtomicBool) -> Result<(), String> {
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            if status.success() {
+                return Ok(());
+            }
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            return Err(err);
+        }
+        if stop.load(Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("killed at the cut".into());
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// One document on one lazy filesystem, cut again and again.
+pub struct Campaign {
+    scenario: Scenario,
+    backing: tempfile::TempDir,
+    mnt: tempfile::TempDir,
+    lazy: Option<LazyFs>,
+    rng: Rng,
+    figures: Figures,
+    seed: u64,
+    documents: u32,
+    /// Every write acknowledged on the current document, over all its rounds.
+    acked: Vec<String>,
+    /// `log/conf` as sled wrote it for the first document.
+    healthy_conf: Option<Vec<u8>>,
+}
+
+impl Campaign {
+    /// Runs `cuts` cuts of `scenario` (or `ELFIEE_POWER_CUTS`), prints the figures, and fails
+    /// on any lost command, unopenable document or torn file. Without root or `/dev/fuse` it
+    /// says so loudly and returns.
+    pub fn run(scenario: Scenario, cuts: u32) -> Figures {
+        if let Some(why) = elfiee_lazyfs::unavailable() {
+            eprintln!(
+                "\n!!! SKIPPED {scenario:?}: power-cut tests need root and /dev/fuse: {why}. \
+                 NOTHING WAS TESTED. !!!\n"
+            );
+            return Figures::default();
+        }
+        let cuts = std::env::var("ELFIEE_POWER_CUTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(cuts);
+        let seed = std::env::var("ELFIEE_POWER_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_nanos() as u64
+            });
+        let mut c = Campaign {
+            scenario,
+            backing: tempfile::tempdir().unwrap(),
+            mnt: tempfile::tempdir().unwrap(),
+            lazy: None,
+            rng: Rng(seed),
+            figures: Figures::default(),
+            seed,
+            documents: 0,
+            healthy_conf: None,
+            acked: Vec::new(),
+        };
+        let started = Instant::now();
+        c.fresh_document();
+        for round in 0..cuts {
+            c.round(round);
+        }
+        c.lazy.take().map(|l| l.unmount());
+        let f = c.figures;
+        println!(
+            "power cuts {scenario:?} (seed {seed}): {} cuts in {:.0?}, {} documents; \
+             acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, new {}); \
+             torn files {}; unsynced writes lost {}, kept {}, torn {}",
+            f.cuts,
+            started.elapsed(),
+            c.documents,
+            f.acknowledged,
+            f.lost,
+            f.refused_before_cut,
+            f.unopenable,
+            f.f1,
+            f.conf,
+            f.new_failures,
+            f.torn_files,
+            f.writes_lost,
+            f.writes_kept,
+            f.writes_torn,
+        );
+        for failure in &f.failures {
+            println!("FAILURE {failure}");
+        }
+        assert!(
+            f.lost == 0 && f.new_failures == 0 && f.torn_files == 0,
+            "power cuts lost data (seed {seed}): {:#?}",
+            f.failures
+        );
+        if f.f1 + f.conf > 0 {
+            eprintln!(
+                "KNOWN (issue 39, F1 and the unsynced log/conf, being mended apart): {} \
+                 documents left unopenable by an empty log/snap.*.generating, {} by a damaged \
+                 log/conf; counted, not failed",
+                f.f1, f.conf
+            );
+        }
+        f
+    }
+
+    fn elf(&self) -> PathBuf {
+        self.mnt.path().join("d.elf")
+    }
+
+    fn mount(&mut self) {
+        self.lazy = Some(LazyFs::mount(self.backing.path(), self.mnt.path()).expect("mount"));
+    }
+
+    /// A new document (after an unopenable one, or at the start), created on the lazy disk
+    /// without a sync: what `init` and `block create` acknowledged must survive too.
+    fn fresh_document(&mut self) {
+        if let Some(l) = self.lazy.take() {
+            l.unmount().unwrap();
+        }
+        self.backing = tempfile::tempdir().unwrap();
+        self.mount();
+        self.documents += 1;
+        self.acked.clear();
+        let elf = self.elf();
+        must(&elf, &["init", elf.to_str().unwrap(), "--owner", "alice"]);
+        if self.healthy_conf.is_none() {
+            self.healthy_conf = std::fs::read(elf.join("log/conf")).ok();
+        }
+        for w in 0..WRITERS {
+            must(
+                &elf,
+                &[
+                    "block",
+                    "create",
+                    "--type",
+                    "markdown",
+                    "--name",
+                    &format!("b{w}"),
+                ],
+            );
+        }
+    }
+
+    fn round(&mut self, round: u32) {
+        let elf = self.elf();
+        let stop = Arc::new(AtomicBool::new(false));
+        let Scenario::Writers { serve } = self.scenario;
+        let owner = serve.then(|| start_serve(&elf));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (elf, stop) = (elf.clone(), stop.clone());
+                std::thread::spawn(move || writer(&elf, round, w, &stop))
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(100 + self.rng.below(900)));
+        let how = if round % 3 == 0 {
+            Cut::DropAll
+        } else {
+            Cut::Some {
+                seed: self.rng.next(),
+                tear: true,
+            }
+        };
+        let lazy = self.lazy.take().expect("mounted");
+        let report = lazy.cut(how);
+        stop.store(true, Ordering::SeqCst);
+        let mut acked = Vec::new();
+        for w in writers {
+            let (a, refused) = w.join().expect("writer thread");
+            acked.extend(a);
+            self.figures.refused_before_cut += refused;
+        }
+        if let Some(mut o) = owner {
+            let _ = o.kill();
+            let _ = o.wait();
+        }
+        lazy.unmount().expect("unmount after the cut");
+        self.figures.cuts += 1;
+        self.figures.writes_lost += report.writes_lost;
+        self.figures.writes_kept += report.writes_kept;
+        self.figures.writes_torn += report.writes_torn;
+        self.figures.acknowledged += acked.len() as u64;
+        self.acked.extend(acked);
+        let f1 = empty_generating_snapshot(self.backing.path());
+        self.mount();
+        self.check(round, how, f1);
+    }
+
+    /// After a cut: the document opens, verifies, and holds every acknowledged write.
+    fn check(&mut self, round: u32, how: Cut, f1: Option<PathBuf>) {
+        let elf = self.elf();
+        let (mut ok, out, err) = run(&elf, &["--json", "verify"]);
+        if !ok {
+            self.figures.unopenable += 1;
+            let kept = self.keep_copy(round);
+            // A known failure is counted, mended by hand as its report says, and the document
+            // checked on: nothing acknowledged may be missing behind it either.
+            let known = match &f1 {
+                Some(p) => {
+                    self.figures.f1 += 1;
+                    Some(("F1: empty snapshot being generated", p.clone()))
+                }
+                None if self.conf_damaged() => {
+                    self.figures.conf += 1;
+                    Some((
+                        "sled's log/conf damaged (rewritten at every open, never synced)",
+                        self.backing.path().join("d.elf/log/conf"),
+                    ))
+                }
+                None => None,
+            };
+            let what = match known {
+                Some((what, path)) => {
+                    let rel = path.strip_prefix(self.backing.path()).unwrap();
+                    let on_mount = self.mnt.path().join(rel);
+                    std::fs::remove_file(&on_mount).expect("remove the damaged file");
+                    std::fs::File::open(on_mount.parent().unwrap())
+                        .and_then(|d| d.sync_all())
+                        .expect("sync its folder");
+                    ok = run(&elf, &["verify"]).0;
+                    if ok {
+                        format!("known, {what}: opens once {} is removed", rel.display())
+                    } else {
+                        format!("NEW FAILURE: {what}, and still unopenable without it")
+                    }
+                }
+                None => "NEW FAILURE".into(),
+            };
+            if !ok {
+                self.figures.new_failures += 1;
+            }
+            self.figures.failures.push(format!(
+                "{:?} round {round} (seed {}, {how:?}): verify failed after the cut, {what}; \
+                 copy in {}: {} {}",
+                self.scenario,
+                self.seed,
+                kept.display(),
+                first_lines(&out),
+                first_lines(&err)
+            ));
+            if !ok {
+                self.fresh_document();
+                return;
+            }
+        }
+        let (ok, log, err) = run(&elf, &["--json", "log"]);
+        assert!(ok, "log failed after verify passed: {err}");
+        let present = markers(&log);
+        let missing: Vec<&String> = self
+            .acked
+            .iter()
+            .filter(|t| !present.contains(t.as_str()))
+            .collect();
+        if !missing.is_empty() {
+            self.figures.lost += missing.len() as u64;
+            let kept = self.keep_copy(round);
+            self.figures.failures.push(format!(
+                "{:?} round {round} (seed {}, {how:?}): {} acknowledged writes missing, e.g. \
+                 {:?}; copy in {}",
+                self.scenario,
+                self.seed,
+                missing.len(),
+                &missing[..missing.len().min(3)],
+                kept.display()
+            ));
+            let missing: Vec<String> = missing.into_iter().cloned().collect();
+            self.acked.retain(|t| !missing.contains(t));
+        }
+    }
+
+    /// Whether the cut left `log/conf` neither empty nor as sled writes it (the same bytes at
+    /// every open of one program, so the first document's is the reference).
+    fn conf_damaged(&self) -> bool {
+        let conf = std::fs::read(self.backing.path().join("d.elf/log/conf")).unwrap_or_default();
+        !conf.is_empty() && Some(&conf) != self.healthy_conf.as_ref()
+    }
+
+    /// A copy of the backing directory as the cut left it, for whoever reads the failure.
+    fn keep_copy(&self, round: u32) -> PathBuf {
+        let to = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("power-cuts")
+            .join(format!("seed{}-round{round}", self.seed));
+        let _ = std::fs::remove_dir_all(&to);
+        let _ = std::fs::create_dir_all(to.parent().unwrap());
+        let _ = Command::new("cp")
+            .arg("-a")
+            .arg(self.backing.path())
+            .arg(&to)
+            .status();
+        to
+    }
+}
+
+/// The `<…>` markers the writers wrote, as they appear in `elfiee log`.
+fn markers(log: &str) -> std::collections::HashSet<&str> {
+    let mut out = std::collections::HashSet::new();
+    let mut rest = log;
+    while let Some(start) = rest.find("<r") {
+        let Some(len) = rest[start..].find('>') else {
+            break;
+        };
+        out.insert(&rest[start..start + len + 1]);
+        rest = &rest[start + len + 1..];
+    }
+    out
+}
+
+fn first_lines(s: &str) -> String {
+    s.lines()
+        .filter(|l| !l.contains("\u{1b}["))
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+/// `log/snap.*.generating` left empty (F1): the path, if the cut left one.
+fn empty_generating_snapshot(backing: &Path) -> Option<PathBuf> {
+    let log = backing.join("d.elf").join("log");
+    std::fs::read_dir(log)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| {
+            p.to_string_lossy().ends_with(".generating")
+                && std::fs::metadata(p).map(|m| m.len() == 0).unwrap_or(false)
+        })
+}
+
+fn start_serve(elf: &Path) -> Child {
+    let child = elfiee(elf)
+        .arg("serve")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let sock = elf.join("owner.sock");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sock.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child
+}
+
+/// Writes `<r{round}w{w}n{n}>` to block `b{w}` again and again until the cut; the texts of the
+/// writes acknowledged, and how many were refused before the cut.
+fn writer(elf: &Path, round: u32, w: usize, stop: &AtomicBool) -> (Vec<String>, u64) {
+    let mut acked = Vec::new();
+    let mut refused = 0;
+    for n in 0.. {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let text = format!("<r{round}w{w}n{n}>");
+        let child = elfiee(elf)
+            .args(["markdown", "write", &format!("b{w}"), "--text", &text])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn a writer");
+        match wait_or_kill(child, stop) {
+            Ok(()) => acked.push(text),
+            Err(_) if stop.load(Ordering::SeqCst) => break,
+            Err(e) => {
+                refused += 1;
+                eprintln!("writer {w} refused before the cut: {}", first_lines(&e));
+            }
+        }
+    }
+    (acked, refused)
+}

@@ -1,0 +1,29 @@
+//! Power cuts (issue 39): CLI processes write to a document on the lazy filesystem
+//! (`lazyfs/`), the power is cut at a random instant (every write not yet `fsync`ed lost, or a
+//! seeded random part of them kept and the last one torn at a 512-byte boundary), the disk is
+//! mounted again, and then: the document opens with no manual step, `verify` passes, and every
+//! command a process acknowledged (exit 0) before the cut is in the log.
+//!
+//! `ELFIEE_POWER_CUTS` sets the cuts per scenario (default: [`CI_CUTS`]); `scripts/power-cuts N`
+//! runs N and prints the figures. `ELFIEE_POWER_SEED` replays a campaign. Without root or
+//! `/dev/fuse` every test says so loudly and stops (it does not pass as if it had tested).
+
+mod power;
+
+use power::{Campaign, Scenario};
+
+/// Cuts per scenario in `scripts/test` (three scenarios: about a hundred in all).
+const CI_CUTS: u32 = 34;
+
+#[test]
+fn concurrent_cli_writers_lose_no_acknowledged_command_at_a_power_cut() {
+    Campaign::run(Scenario::Writers { serve: false }, CI_CUTS);
+}
+
+#[test]
+#[ignore = "P1 (issue 39, found by this harness): with a serve owner, a cut that keeps only what \
+            was synced can leave sled's snapshot pointing into a segment that was never synced, \
+            and the document cannot be opened or salvaged; scripts/power-cuts runs it"]
+fn concurrent_cli_writers_through_a_serve_owner_lose_no_acknowledged_command_at_a_power_cut() {
+    Campaign::run(Scenario::Writers { serve: true }, CI_CUTS);
+}
