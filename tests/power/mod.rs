@@ -72,8 +72,16 @@ impl Rng {
     }
 }
 
+/// The binary under test: `ELFIEE_BIN` (`scripts/power-cuts` copies the one it built, so that
+/// another build in a shared target cannot swap it during a long run), else cargo's.
+fn binary() -> PathBuf {
+    std::env::var_os("ELFIEE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_elfiee")))
+}
+
 fn elfiee(elf: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_elfiee"));
+    let mut c = Command::new(binary());
     c.arg("--elf").arg(elf).env_remove("RUST_LOG");
     c
 }
@@ -180,11 +188,17 @@ impl Campaign {
         }
         c.lazy.take().map(|l| l.unmount());
         let f = c.figures;
+        let version = Command::new(binary())
+            .arg("--version")
+            .output()
+            .unwrap()
+            .stdout;
         println!(
-            "power cuts {scenario:?} (seed {seed}): {} cuts in {:.0?}, {} documents; \
+            "power cuts {scenario:?} (seed {seed}, {}): {} cuts in {:.0?}, {} documents; \
              acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, new {}); \
              torn files {}, acknowledged exports lost {}, refused after the cut {}, temporary \
              files left {}; unsynced writes lost {}, kept {}, torn {}",
+            String::from_utf8_lossy(&version).trim(),
             f.cuts,
             started.elapsed(),
             c.documents,
