@@ -48,3 +48,8 @@ fn an_acknowledged_dir_export_survives_a_power_cut() {
         "acknowledged exports lost at a cut, paths the next export refused"
     );
 }
+
+#[test]
+fn a_backup_appending_at_a_power_cut_still_restores_to_its_last_acknowledged_point() {
+    Campaign::run(Scenario::Backup, CI_CUTS / 2);
+}

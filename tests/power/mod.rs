@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use elfiee_lazyfs::{Cut, LazyFs};
 
+mod backup;
 mod export;
 
 /// What a campaign runs between cuts.
@@ -20,6 +21,9 @@ pub enum Scenario {
     /// One process rewriting project files in the document and exporting them (`elfiee code
     /// write`, `elfiee dir export`) until the cut; see `export.rs`.
     Export,
+    /// Two writers while `elfiee backup` appends to one backup file again and again; see
+    /// `backup.rs`.
+    Backup,
 }
 
 /// Writer processes at once.
@@ -49,6 +53,10 @@ pub struct Figures {
     pub refused_after_cut: u64,
     /// Temporary files interrupted exports left in the project.
     pub litter: u64,
+    /// Backup runs acknowledged.
+    pub backups: u64,
+    /// Cuts after which the backup file did not restore to its last acknowledged point.
+    pub backup_failures: u64,
     pub writes_lost: u64,
     pub writes_kept: u64,
     pub writes_torn: u64,
@@ -102,8 +110,8 @@ fn must(elf: &Path, args: &[&str]) -> String {
     out
 }
 
-/// Runs a child until it exits or `stop` is set (then it is killed); `Some(stderr)` when it
-/// exited 0 is `None`.
+/// Runs a child until it exits or `stop` is set (then it is killed): `Ok` when it exited 0,
+/// else its stderr.
 fn wait_or_kill(mut child: Child, stop: &AtomicBool) -> Result<(), String> {
     loop {
         if let Some(status) = child.try_wait().expect("wait") {
@@ -125,6 +133,26 @@ fn wait_or_kill(mut child: Child, stop: &AtomicBool) -> Result<(), String> {
     }
 }
 
+/// Like [`wait_or_kill`], keeping stdout: `None` when killed at the cut, `Some("")` when it
+/// failed.
+fn wait_for_output(mut child: Child, stop: &AtomicBool) -> Option<String> {
+    let mut stdout = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut out = String::new();
+        if let Some(s) = stdout.as_mut() {
+            let _ = std::io::Read::read_to_string(s, &mut out);
+        }
+        out
+    });
+    let r = wait_or_kill(child, stop);
+    let out = reader.join().unwrap_or_default();
+    match r {
+        Ok(()) => Some(out),
+        Err(_) if stop.load(Ordering::SeqCst) => None,
+        Err(_) => Some(String::new()),
+    }
+}
+
 /// One document on one lazy filesystem, cut again and again.
 pub struct Campaign {
     scenario: Scenario,
@@ -137,6 +165,8 @@ pub struct Campaign {
     documents: u32,
     /// Every write acknowledged on the current document, over all its rounds.
     acked: Vec<String>,
+    /// The seq of the last backup acknowledged on this document ([`Scenario::Backup`]).
+    backup_at_least: u64,
     /// The project folder of [`Scenario::Export`].
     project: Option<export::Project>,
     /// `log/conf` as sled wrote it for the first document.
@@ -180,6 +210,7 @@ impl Campaign {
             healthy_conf: None,
             acked: Vec::new(),
             project: None,
+            backup_at_least: 0,
         };
         let started = Instant::now();
         c.fresh_document();
@@ -197,7 +228,7 @@ impl Campaign {
             "power cuts {scenario:?} (seed {seed}, {}): {} cuts in {:.0?}, {} documents; \
              acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, new {}); \
              torn files {}, acknowledged exports lost {}, refused after the cut {}, temporary \
-             files left {}; unsynced writes lost {}, kept {}, torn {}",
+             files left {}; backups acknowledged {}, not restorable to their point {}; unsynced writes lost {}, kept {}, torn {}",
             String::from_utf8_lossy(&version).trim(),
             f.cuts,
             started.elapsed(),
@@ -213,6 +244,8 @@ impl Campaign {
             f.export_lost,
             f.refused_after_cut,
             f.litter,
+            f.backups,
+            f.backup_failures,
             f.writes_lost,
             f.writes_kept,
             f.writes_torn,
@@ -221,7 +254,7 @@ impl Campaign {
             println!("FAILURE {failure}");
         }
         assert!(
-            f.lost == 0 && f.new_failures == 0 && f.torn_files == 0,
+            f.lost == 0 && f.new_failures == 0 && f.torn_files == 0 && f.backup_failures == 0,
             "power cuts lost data (seed {seed}): {:#?}",
             f.failures
         );
@@ -262,6 +295,7 @@ impl Campaign {
         self.mount();
         self.documents += 1;
         self.acked.clear();
+        self.backup_at_least = 0;
         let elf = self.elf();
         must(&elf, &["init", elf.to_str().unwrap(), "--owner", "alice"]);
         if self.healthy_conf.is_none() {
@@ -295,6 +329,12 @@ impl Campaign {
         let serve = matches!(self.scenario, Scenario::Writers { serve: true });
         let owner = serve.then(|| start_serve(&elf));
         let writers: Vec<_> = match self.scenario {
+            Scenario::Backup => (0..2)
+                .map(|w| {
+                    let (elf, stop) = (elf.clone(), stop.clone());
+                    std::thread::spawn(move || writer(&elf, round, w, &stop))
+                })
+                .collect(),
             Scenario::Writers { .. } => (0..WRITERS)
                 .map(|w| {
                     let (elf, stop) = (elf.clone(), stop.clone());
@@ -303,6 +343,10 @@ impl Campaign {
                 .collect(),
             Scenario::Export => Vec::new(),
         };
+        let backer = matches!(self.scenario, Scenario::Backup).then(|| {
+            let (elf, stop) = (elf.clone(), stop.clone());
+            std::thread::spawn(move || backup::backer(&elf, &stop))
+        });
         let exporter = self.project.as_ref().map(|p| {
             let (elf, stop) = (elf.clone(), stop.clone());
             let (files, dir) = (p.files.clone(), p.dir_block.clone());
@@ -325,6 +369,13 @@ impl Campaign {
             let (a, refused) = w.join().expect("writer thread");
             acked.extend(a);
             self.figures.refused_before_cut += refused;
+        }
+        if let Some(b) = backer {
+            let seqs = b.join().expect("backup thread");
+            self.figures.backups += seqs.len() as u64;
+            if let Some(last) = seqs.iter().max() {
+                self.backup_at_least = self.backup_at_least.max(*last);
+            }
         }
         if let Some(e) = exporter {
             let e = e.join().expect("exporter thread");
@@ -354,6 +405,18 @@ impl Campaign {
         self.mount();
         if self.check(round, how, f1) {
             self.check_project(round, how);
+            if let Scenario::Backup = self.scenario {
+                if let Err(e) = backup::check(&self.elf(), self.backup_at_least, round) {
+                    self.figures.backup_failures += 1;
+                    let kept = self.keep_copy(round);
+                    self.figures.failures.push(format!(
+                        "{:?} round {round} (seed {}, {how:?}): BACKUP {e}; copy in {}",
+                        self.scenario,
+                        self.seed,
+                        kept.display()
+                    ));
+                }
+            }
         }
     }
 
