@@ -53,3 +53,13 @@ fn an_acknowledged_dir_export_survives_a_power_cut() {
 fn a_backup_appending_at_a_power_cut_still_restores_to_its_last_acknowledged_point() {
     Campaign::run(Scenario::Backup, CI_CUTS / 2);
 }
+
+#[test]
+fn a_restore_cut_part_way_leaves_a_whole_document_once_acknowledged() {
+    Campaign::run(Scenario::Restore { salvage: false }, CI_CUTS / 5);
+}
+
+#[test]
+fn a_salvage_cut_part_way_leaves_a_whole_document_once_acknowledged() {
+    Campaign::run(Scenario::Restore { salvage: true }, CI_CUTS / 5);
+}

@@ -11,6 +11,7 @@ use elfiee_lazyfs::{Cut, LazyFs};
 
 mod backup;
 mod export;
+mod restore;
 
 /// What a campaign runs between cuts.
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +25,9 @@ pub enum Scenario {
     /// Two writers while `elfiee backup` appends to one backup file again and again; see
     /// `backup.rs`.
     Backup,
+    /// `elfiee restore` (or `elfiee salvage`) writing a new document, cut part-way; see
+    /// `restore.rs`.
+    Restore { salvage: bool },
 }
 
 /// Writer processes at once.
@@ -57,6 +61,10 @@ pub struct Figures {
     pub backups: u64,
     /// Cuts after which the backup file did not restore to its last acknowledged point.
     pub backup_failures: u64,
+    /// Restores or salvages cut part-way that left a partial document in the way.
+    pub partial_left: u64,
+    /// Acknowledged restores or salvages whose document was damaged or short after the cut.
+    pub new_document_broken: u64,
     pub writes_lost: u64,
     pub writes_kept: u64,
     pub writes_torn: u64,
@@ -167,6 +175,8 @@ pub struct Campaign {
     acked: Vec<String>,
     /// The seq of the last backup acknowledged on this document ([`Scenario::Backup`]).
     backup_at_least: u64,
+    /// How long the last acknowledged restore or salvage took ([`Scenario::Restore`]).
+    restore_took: Duration,
     /// The project folder of [`Scenario::Export`].
     project: Option<export::Project>,
     /// `log/conf` as sled wrote it for the first document.
@@ -211,6 +221,7 @@ impl Campaign {
             acked: Vec::new(),
             project: None,
             backup_at_least: 0,
+            restore_took: Duration::from_millis(300),
         };
         let started = Instant::now();
         c.fresh_document();
@@ -228,7 +239,7 @@ impl Campaign {
             "power cuts {scenario:?} (seed {seed}, {}): {} cuts in {:.0?}, {} documents; \
              acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, new {}); \
              torn files {}, acknowledged exports lost {}, refused after the cut {}, temporary \
-             files left {}; backups acknowledged {}, not restorable to their point {}; unsynced writes lost {}, kept {}, torn {}",
+             files left {}; backups acknowledged {}, not restorable to their point {}; new documents broken {}, partial ones left {}; unsynced writes lost {}, kept {}, torn {}",
             String::from_utf8_lossy(&version).trim(),
             f.cuts,
             started.elapsed(),
@@ -246,6 +257,8 @@ impl Campaign {
             f.litter,
             f.backups,
             f.backup_failures,
+            f.new_document_broken,
+            f.partial_left,
             f.writes_lost,
             f.writes_kept,
             f.writes_torn,
@@ -254,7 +267,11 @@ impl Campaign {
             println!("FAILURE {failure}");
         }
         assert!(
-            f.lost == 0 && f.new_failures == 0 && f.torn_files == 0 && f.backup_failures == 0,
+            f.lost == 0
+                && f.new_failures == 0
+                && f.torn_files == 0
+                && f.backup_failures == 0
+                && f.new_document_broken == 0,
             "power cuts lost data (seed {seed}): {:#?}",
             f.failures
         );
@@ -314,6 +331,10 @@ impl Campaign {
                 ],
             );
         }
+        if let Scenario::Restore { .. } = self.scenario {
+            restore::prepare(&elf);
+            self.lazy.as_ref().unwrap().sync_all();
+        }
         if let Scenario::Export = self.scenario {
             let mut p = export::Project::create(&self.mnt.path().join("proj"));
             // The project existed long before the document: on the disk for good.
@@ -341,7 +362,16 @@ impl Campaign {
                     std::thread::spawn(move || writer(&elf, round, w, &stop))
                 })
                 .collect(),
-            Scenario::Export => Vec::new(),
+            Scenario::Export | Scenario::Restore { .. } => Vec::new(),
+        };
+        let restorer = match self.scenario {
+            Scenario::Restore { salvage } => {
+                let (elf, stop) = (elf.clone(), stop.clone());
+                Some(std::thread::spawn(move || {
+                    restore::writer(&elf, salvage, round, &stop)
+                }))
+            }
+            _ => None,
         };
         let backer = matches!(self.scenario, Scenario::Backup).then(|| {
             let (elf, stop) = (elf.clone(), stop.clone());
@@ -352,7 +382,14 @@ impl Campaign {
             let (files, dir) = (p.files.clone(), p.dir_block.clone());
             std::thread::spawn(move || export::exporter(&elf, &files, &dir, round, &stop))
         });
-        std::thread::sleep(Duration::from_millis(100 + self.rng.below(900)));
+        let delay = match self.scenario {
+            // Somewhere inside the run, or just after it.
+            Scenario::Restore { .. } => self
+                .rng
+                .below(self.restore_took.as_millis() as u64 * 5 / 4 + 1),
+            _ => 100 + self.rng.below(900),
+        };
+        std::thread::sleep(Duration::from_millis(delay));
         let how = if round % 3 == 0 {
             Cut::DropAll
         } else {
@@ -369,6 +406,11 @@ impl Campaign {
             let (a, refused) = w.join().expect("writer thread");
             acked.extend(a);
             self.figures.refused_before_cut += refused;
+        }
+        let restored = restorer.map(|r| r.join().expect("restore thread"));
+        if let Some((Some(_), took)) = restored {
+            self.restore_took = took;
+            self.figures.acknowledged += 1;
         }
         if let Some(b) = backer {
             let seqs = b.join().expect("backup thread");
@@ -405,6 +447,9 @@ impl Campaign {
         self.mount();
         if self.check(round, how, f1) {
             self.check_project(round, how);
+            if let Some((acked, _)) = restored {
+                self.check_new_document(round, how, acked);
+            }
             if let Scenario::Backup = self.scenario {
                 if let Err(e) = backup::check(&self.elf(), self.backup_at_least, round) {
                     self.figures.backup_failures += 1;
@@ -418,6 +463,33 @@ impl Campaign {
                 }
             }
         }
+    }
+
+    /// After a cut during a restore or salvage: what it left at its new document's path.
+    fn check_new_document(&mut self, round: u32, how: Cut, acked: Option<u64>) {
+        let healthy = self.healthy_conf.clone();
+        let left = restore::check(
+            &self.elf(),
+            round,
+            acked,
+            healthy.as_deref(),
+            &mut self.figures.conf,
+        );
+        let what = match left {
+            restore::Left::Whole | restore::Left::Nothing => return,
+            restore::Left::Partial(why) => {
+                self.figures.partial_left += 1;
+                format!("a partial new document left in the way (the next run refuses it): {why}")
+            }
+            restore::Left::Broken(why) => {
+                self.figures.new_document_broken += 1;
+                format!("NEW DOCUMENT BROKEN: {why}")
+            }
+        };
+        self.figures.failures.push(format!(
+            "{:?} round {round} (seed {}, {how:?}): {what}",
+            self.scenario, self.seed
+        ));
     }
 
     /// After a cut that left the document whole: the project files (see `export.rs`).
