@@ -12,8 +12,9 @@ mod power;
 
 use power::{Campaign, Scenario};
 
-/// Cuts per scenario in `scripts/test` (two scenarios run there, the others are ignored known
-/// failures: a hundred cuts in all, about a minute and a half).
+/// Cuts per scenario in `scripts/test`: 50 each for the writers and the export, fewer for the
+/// backup, restore and salvage (145 in all, about two minutes run one after the other); the
+/// ignored scenarios are known failures `scripts/power-cuts` runs.
 const CI_CUTS: u32 = 50;
 
 #[test]

@@ -655,7 +655,10 @@ mod tests {
             let len = p.data[&f].len() as u64;
             if r.writes_torn == 1 {
                 torn += 1;
-                assert!(len % SECTOR == 0 && len > 100 && len < 2100, "{len}");
+                assert!(
+                    len.is_multiple_of(SECTOR) && len > 100 && len < 2100,
+                    "{len}"
+                );
             } else {
                 assert!(len == 0 || len == 2100, "{len}");
             }

@@ -390,7 +390,7 @@ impl Campaign {
             _ => 100 + self.rng.below(900),
         };
         std::thread::sleep(Duration::from_millis(delay));
-        let how = if round % 3 == 0 {
+        let how = if round.is_multiple_of(3) {
             Cut::DropAll
         } else {
             Cut::Some {
@@ -399,13 +399,18 @@ impl Campaign {
             }
         };
         let lazy = self.lazy.take().expect("mounted");
+        let cut_at = Instant::now();
         let report = lazy.cut(how);
         stop.store(true, Ordering::SeqCst);
         let mut acked = Vec::new();
         for w in writers {
             let (a, refused) = w.join().expect("writer thread");
             acked.extend(a);
-            self.figures.refused_before_cut += refused;
+            // A process that failed between the cut and `stop` failed because of the cut.
+            for (_, why) in refused.into_iter().filter(|(at, _)| *at < cut_at) {
+                self.figures.refused_before_cut += 1;
+                eprintln!("a writer was refused before the cut: {why}");
+            }
         }
         let restored = restorer.map(|r| r.join().expect("restore thread"));
         if let Some((Some(_), took)) = restored {
@@ -691,10 +696,15 @@ fn start_serve(elf: &Path) -> Child {
 }
 
 /// Writes `<r{round}w{w}n{n}>` to block `b{w}` again and again until the cut; the texts of the
-/// writes acknowledged, and how many were refused before the cut.
-fn writer(elf: &Path, round: u32, w: usize, stop: &AtomicBool) -> (Vec<String>, u64) {
+/// writes acknowledged, and when and why others were refused.
+fn writer(
+    elf: &Path,
+    round: u32,
+    w: usize,
+    stop: &AtomicBool,
+) -> (Vec<String>, Vec<(Instant, String)>) {
     let mut acked = Vec::new();
-    let mut refused = 0;
+    let mut refused = Vec::new();
     for n in 0.. {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -709,10 +719,7 @@ fn writer(elf: &Path, round: u32, w: usize, stop: &AtomicBool) -> (Vec<String>, 
         match wait_or_kill(child, stop) {
             Ok(()) => acked.push(text),
             Err(_) if stop.load(Ordering::SeqCst) => break,
-            Err(e) => {
-                refused += 1;
-                eprintln!("writer {w} refused before the cut: {}", first_lines(&e));
-            }
+            Err(e) => refused.push((Instant::now(), first_lines(&e))),
         }
     }
     (acked, refused)
