@@ -367,12 +367,20 @@ impl Filesystem for LazyFs {
         offset: u64,
         data: &[u8],
         _write_flags: WriteFlags,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        // A file opened O_SYNC / O_DSYNC is synced by every write.
+        let synced = flags.0 & (libc::O_SYNC | libc::O_DSYNC) != 0;
         match self.live() {
-            Ok(mut s) => match s.tree.write(ino.0, offset, data) {
+            Ok(mut s) => match s.tree.write(ino.0, offset, data).and_then(|()| {
+                if synced {
+                    s.tree.sync_file(ino.0)
+                } else {
+                    Ok(())
+                }
+            }) {
                 Ok(()) => reply.written(data.len() as u32),
                 Err(e) => reply.error(Errno::from_i32(e)),
             },

@@ -67,3 +67,27 @@ fn a_remount_sees_the_cut_and_a_clean_unmount_keeps_everything() {
     lazy.unmount().unwrap();
     assert!(backing.path().join("a").exists() && !backing.path().join("b").exists());
 }
+
+#[test]
+fn a_write_to_a_file_opened_o_dsync_is_durable_when_it_returns() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let (backing, mnt) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let Some(lazy) = mount(backing.path(), mnt.path()) else {
+        return;
+    };
+    fs::write(mnt.path().join("f"), b"").unwrap();
+    lazy.sync_all();
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_DSYNC)
+        .open(mnt.path().join("f"))
+        .unwrap();
+    f.write_all(b"synced by the write").unwrap();
+    drop(f);
+    lazy.cut(Cut::DropAll);
+    lazy.unmount().unwrap();
+    assert_eq!(
+        fs::read(backing.path().join("f")).unwrap(),
+        b"synced by the write"
+    );
+}
