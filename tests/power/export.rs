@@ -125,9 +125,12 @@ impl Project {
         {
             let name = e.file_name().to_string_lossy().into_owned();
             if name.contains("elfiee-tmp") {
+                // Counted once: cleared as a person would.
+                let _ = std::fs::remove_file(e.path());
                 c.litter.push(name);
             }
         }
+        let _ = std::fs::File::open(&self.root).and_then(|d| d.sync_all());
         let (ok, out, err) = run(elf, &["--json", "dir", "export", &self.dir_block]);
         let mut refused = Vec::new();
         if !ok {
