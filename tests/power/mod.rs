@@ -48,6 +48,9 @@ pub struct Figures {
     /// Of those, the ones whose `log/conf` a cut left damaged: sled rewrites it at every open
     /// and never syncs it (issue 39, with F1).
     pub conf: u32,
+    /// Of those, P1: sled's snapshot names data the disk does not hold (found by this harness,
+    /// with a `serve` owner; the document is replaced by a fresh one).
+    pub p1: u32,
     /// Unopenable documents not explained by a known failure: what the harness is for.
     pub new_failures: u32,
     pub torn_files: u64,
@@ -237,7 +240,7 @@ impl Campaign {
             .stdout;
         println!(
             "power cuts {scenario:?} (seed {seed}, {}): {} cuts in {:.0?}, {} documents; \
-             acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, new {}); \
+             acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, P1 {}, new {}); \
              torn files {}, acknowledged exports lost {}, refused after the cut {}, temporary \
              files left {}; backups acknowledged {}, not restorable to their point {}; new documents broken {}, partial ones left {}; unsynced writes lost {}, kept {}, torn {}",
             String::from_utf8_lossy(&version).trim(),
@@ -250,6 +253,7 @@ impl Campaign {
             f.unopenable,
             f.f1,
             f.conf,
+            f.p1,
             f.new_failures,
             f.torn_files,
             f.export_lost,
@@ -281,6 +285,13 @@ impl Campaign {
                  and {} paths the next export refused: an export renames its temporary file \
                  over the project file but never syncs the folder (write_atomic)",
                 f.export_lost, f.refused_after_cut
+            );
+        }
+        if f.p1 > 0 {
+            eprintln!(
+                "KNOWN P1 (issue 39, found by this harness): {} documents unopenable and \
+                 unsalvageable after a cut: sled's snapshot points into log data never synced",
+                f.p1
             );
         }
         if f.f1 + f.conf > 0 {
@@ -558,6 +569,7 @@ impl Campaign {
                 }
                 None => None,
             };
+            let was_known = known.is_some();
             let what = match known {
                 Some((what, path)) => {
                     let rel = path.strip_prefix(self.backing.path()).unwrap();
@@ -573,9 +585,19 @@ impl Campaign {
                         format!("NEW FAILURE: {what}, and still unopenable without it")
                     }
                 }
-                None => "NEW FAILURE".into(),
+                // P1's signature: sled's snapshot names a page the disk does not hold.
+                None if err.contains("sled found damaged data in its file (at ") => {
+                    self.figures.p1 += 1;
+                    "P1 (known, found by this harness): sled's snapshot points at data that \
+                     was never synced; cannot be mended by hand"
+                        .into()
+                }
+                None => {
+                    self.figures.new_failures += 1;
+                    "NEW FAILURE".into()
+                }
             };
-            if !ok {
+            if !ok && was_known {
                 self.figures.new_failures += 1;
             }
             self.figures.failures.push(format!(
