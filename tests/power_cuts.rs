@@ -39,7 +39,7 @@ fn a_serve_owner_leaves_a_document_that_opens_after_every_power_cut() {
 }
 
 /// Never torn, whatever the cut: checked here. That an acknowledged export survives the cut
-/// is checked by the ignored test below (P2).
+/// (P2) and that no body goes missing (P3, counted here) is checked by the ignored test below.
 #[test]
 fn dir_export_leaves_every_project_file_whole_at_a_power_cut() {
     Campaign::run(Scenario::Export, CI_CUTS);
@@ -48,13 +48,16 @@ fn dir_export_leaves_every_project_file_whole_at_a_power_cut() {
 #[test]
 #[ignore = "P2 (issue 39, found by this harness): `dir export` renames its temporary file over \
             the project file without syncing the folder, so an acknowledged export can be undone \
-            by a cut while the document keeps its hash, and the next export refuses the file"]
+            by a cut while the document keeps its hash, and the next export refuses the file; \
+            and P3: bodies synced after a hole a cut left in the content pack are never \
+            re-indexed, so acknowledged events lose their bodies"]
 fn an_acknowledged_dir_export_survives_a_power_cut() {
     let f = Campaign::run(Scenario::Export, CI_CUTS);
     assert_eq!(
-        (f.export_lost, f.refused_after_cut),
-        (0, 0),
-        "acknowledged exports lost at a cut, paths the next export refused"
+        (f.export_lost, f.refused_after_cut, f.p3),
+        (0, 0, 0),
+        "acknowledged exports lost at a cut, paths the next export refused, documents missing \
+         bodies (P3)"
     );
 }
 
