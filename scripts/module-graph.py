@@ -21,7 +21,7 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT = ["model/src", "projections/src", "capabilities/src", "engine/src", "adapters/src",
            "bench/src", "bench/src/main.rs", "examples/embedder/src", "examples/checklist/src/main.rs",
-           "sync/src", "src", "examples/checklist/src"]
+           "sync/src", "src", "examples/checklist/src", "lazyfs/src"]
 
 
 def binary_modules(main):

@@ -1,0 +1,77 @@
+//! Power cuts (issue 39): CLI processes write to a document on the lazy filesystem
+//! (`lazyfs/`), the power is cut at a random instant (every write not yet `fsync`ed lost, or a
+//! seeded random part of them kept and the last one torn at a 512-byte boundary), the disk is
+//! mounted again, and then: the document opens with no manual step, `verify` passes, and every
+//! command a process acknowledged (exit 0) before the cut is in the log.
+//!
+//! `ELFIEE_POWER_CUTS` sets the cuts per scenario (default: [`CI_CUTS`]); `scripts/power-cuts N`
+//! runs N and prints the figures. `ELFIEE_POWER_SEED` replays a campaign. Without root or
+//! `/dev/fuse` every test says so loudly and stops (it does not pass as if it had tested).
+
+mod power;
+
+use power::{Campaign, Scenario};
+
+/// Cuts per scenario in `scripts/test`: 50 each for the writers (with and without an owner) and
+/// the export, fewer for the backup, restore and salvage (195 in all, about three minutes run one
+/// after the other); the ignored tests are strict twins that fail on a known failure (P1, P2),
+/// which `scripts/power-cuts` runs too.
+const CI_CUTS: u32 = 50;
+
+#[test]
+fn concurrent_cli_writers_lose_no_acknowledged_command_at_a_power_cut() {
+    Campaign::run(Scenario::Writers { serve: false }, CI_CUTS);
+}
+
+/// With an owner: P1 (below) is counted, not failed, so the rest is checked in CI.
+#[test]
+fn concurrent_cli_writers_through_a_serve_owner_lose_no_acknowledged_command_at_a_power_cut() {
+    Campaign::run(Scenario::Writers { serve: true }, CI_CUTS);
+}
+
+#[test]
+#[ignore = "P1 (issue 39, found by this harness, about 1 cut in 250): with a serve owner, a cut \
+            that keeps only what was synced can leave sled's snapshot pointing into log data \
+            that was never synced, and the document can be neither opened nor salvaged"]
+fn a_serve_owner_leaves_a_document_that_opens_after_every_power_cut() {
+    let f = Campaign::run(Scenario::Writers { serve: true }, CI_CUTS);
+    assert_eq!(f.p1, 0, "documents unopenable after a cut (P1)");
+}
+
+/// Never torn, whatever the cut: checked here. That an acknowledged export survives the cut
+/// (P2) and that no body goes missing (P3, counted here) is checked by the ignored test below.
+#[test]
+fn dir_export_leaves_every_project_file_whole_at_a_power_cut() {
+    Campaign::run(Scenario::Export, CI_CUTS);
+}
+
+#[test]
+#[ignore = "P2 (issue 39, found by this harness): `dir export` renames its temporary file over \
+            the project file without syncing the folder, so an acknowledged export can be undone \
+            by a cut while the document keeps its hash, and the next export refuses the file; \
+            and P3: bodies synced after a hole a cut left in the content pack are never \
+            re-indexed, so acknowledged events lose their bodies"]
+fn an_acknowledged_dir_export_survives_a_power_cut() {
+    let f = Campaign::run(Scenario::Export, CI_CUTS);
+    assert_eq!(
+        (f.export_lost, f.refused_after_cut, f.p3),
+        (0, 0, 0),
+        "acknowledged exports lost at a cut, paths the next export refused, documents missing \
+         bodies (P3)"
+    );
+}
+
+#[test]
+fn a_backup_appending_at_a_power_cut_still_restores_to_its_last_acknowledged_point() {
+    Campaign::run(Scenario::Backup, CI_CUTS / 2);
+}
+
+#[test]
+fn a_restore_cut_part_way_leaves_a_whole_document_once_acknowledged() {
+    Campaign::run(Scenario::Restore { salvage: false }, CI_CUTS / 5);
+}
+
+#[test]
+fn a_salvage_cut_part_way_leaves_a_whole_document_once_acknowledged() {
+    Campaign::run(Scenario::Restore { salvage: true }, CI_CUTS / 5);
+}
