@@ -296,7 +296,7 @@ pub fn execute(plan: ExportPlan) -> Value {
         let target = root.join(rel);
         let res = target
             .parent()
-            .map(std::fs::create_dir_all)
+            .map(create_dirs_durably)
             .transpose()
             .and_then(|_| write_atomic(&target, text.as_bytes()));
         match res {
@@ -334,4 +334,25 @@ pub fn execute(plan: ExportPlan) -> Value {
         "root": root, "written": written, "removed": removed, "refused": refused,
         "unchanged": plan.unchanged, "disk": disk,
     })
+}
+
+/// `create_dir_all(dir)`, each folder it makes durable in its parent (a power cut must not
+/// take away a folder holding a file the export wrote and synced; issue 39, P2).
+fn create_dirs_durably(dir: &Path) -> std::io::Result<()> {
+    let mut missing = Vec::new();
+    let mut at = dir;
+    while !at.is_dir() {
+        missing.push(at);
+        match at.parent() {
+            Some(p) => at = p,
+            None => break,
+        }
+    }
+    std::fs::create_dir_all(dir)?;
+    for made in missing.iter().rev() {
+        if let Some(parent) = made.parent() {
+            elfiee_engine::layout::sync_dir(parent)?;
+        }
+    }
+    Ok(())
 }

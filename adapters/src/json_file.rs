@@ -713,7 +713,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        // The rename is durable only with its folder (a power cut would otherwise put the old
+        // file back while the caller has recorded the new one; issue 39, P2).
+        elfiee_engine::layout::sync_dir(dir)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

@@ -366,7 +366,7 @@ impl SledEventLog {
     /// Opens (or creates) the database in `dir`. A lock held by another process is reported as
     /// [`EngineError::Locked`]; sled panics on unreadable files are turned into errors. A log
     /// that was not closed cleanly is first tried on a scratch copy: sled mends what it opens,
-    /// so a damaged log is refused before sled can rewrite it (see [`sled_files`]).
+    /// so a damaged log is refused before sled can rewrite it (see the module `sled_files`).
     pub fn open(dir: &Path, elf: &Path) -> Result<SledEventLog, EngineError> {
         // What sled makes of the copy: refused when sled cannot open it, fails reading it,
         // or mends it shorter than `HEAD` (written at every close) says it is — what sled

@@ -4,7 +4,7 @@
 //! The events come, in seq order, from
 //! 1. the damaged log, from seq 1 for as long as each record continues the hash chain: as
 //!    sled reads it, and where sled cannot (it refuses or panics on its file, a record is
-//!    damaged), from the copies of the records the log's files hold ([`RawRecords`], found
+//!    damaged), from the copies of the records the log's files hold (`raw_records::RawRecords`, found
 //!    by their bytes; decision 0042), then sled again past them;
 //! 2. then the newest backup ([`crate::backup`]), from where the log stopped up to the
 //!    backup's point, when the backup holds the same history (its hash where the log stopped
