@@ -12,6 +12,7 @@
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 
+use elfiee_capabilities::builtin::{agent_block_of, agent_editor};
 use elfiee_engine::FileHandle;
 use elfiee_model::{Block, Event};
 use elfiee_projections::State;
@@ -52,7 +53,7 @@ impl Known {
         for b in s.blocks.values() {
             match b.block_type.as_str() {
                 "agent" => {
-                    if let Some(e) = b.contents.get("editor_id").and_then(Value::as_str) {
+                    if let Some(e) = agent_editor(b) {
                         k.agents.push((e.to_owned(), b.block_id.clone()));
                     }
                 }
@@ -118,13 +119,11 @@ impl Lookup {
             .find(|(e, _)| e == editor)
             .map(|(_, id)| id.clone())?;
         file.with_state(|s| {
-            let b = s.block(&id)?;
-            let same = b.block_type == "agent"
-                && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor);
-            same.then(|| agent_ref(b, editor))
+            let b = s.block(&id).filter(|b| agent_editor(b) == Some(editor));
+            // The lists did not see a change of that block: read every block.
+            b.or_else(|| agent_block_of(s, editor))
+                .map(|b| agent_ref(b, editor))
         })
-        // The lists did not see a change of that block: read every block.
-        .or_else(|| agent_of(file, editor))
     }
 
     /// [`govern::judge`] of `agent` writing `path`, the directory found among the known ones.
@@ -148,17 +147,4 @@ fn agent_ref(b: &Block, editor: &str) -> (AgentRef, String, bool) {
         b.owner.clone(),
         enabled,
     )
-}
-
-/// The agent whose editor is `editor`, from a read of every block.
-fn agent_of(file: &FileHandle, editor: &str) -> Option<(AgentRef, String, bool)> {
-    file.with_state(|s| {
-        s.blocks
-            .values()
-            .find(|b| {
-                b.block_type == "agent"
-                    && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor)
-            })
-            .map(|b| agent_ref(b, editor))
-    })
 }

@@ -12,13 +12,7 @@ use super::catalogue::{engine_error, ProposalListArgs, ProposeArgs, ToolError};
 /// The agent block whose editor is `editor`.
 pub(super) fn agent_of(file: &FileHandle, editor: &str) -> Option<String> {
     file.with_state(|s| {
-        s.blocks
-            .values()
-            .find(|b| {
-                b.block_type == "agent"
-                    && b.contents.get("editor_id").and_then(Value::as_str) == Some(editor)
-            })
-            .map(|b| b.block_id.clone())
+        elfiee_capabilities::builtin::agent_block_of(s, editor).map(|b| b.block_id.clone())
     })
 }
 

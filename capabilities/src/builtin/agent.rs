@@ -32,6 +32,19 @@ pub const AGENT_GRANTS: &[&str] = &[
     "code.write",
 ];
 
+/// The editor an agent block acts as (`contents.editor_id`); `None` for any other block.
+pub fn agent_editor(b: &elfiee_model::Block) -> Option<&str> {
+    if b.block_type != "agent" {
+        return None;
+    }
+    b.contents.get("editor_id").and_then(Value::as_str)
+}
+
+/// The agent block that acts as `editor` (the first in block order).
+pub fn agent_block_of<'a>(s: &'a State, editor: &str) -> Option<&'a elfiee_model::Block> {
+    s.blocks.values().find(|b| agent_editor(b) == Some(editor))
+}
+
 /// Capabilities an agent editor receives on each directory it works in (its target project,
 /// a directory its agent block references): what it makes lands in the project (seed 002
 /// §2.1B), written out by an export (Claude Code's shell runs outside Elfiee, so its MCP

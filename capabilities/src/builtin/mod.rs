@@ -43,7 +43,10 @@ mod terminal;
 #[cfg(test)]
 pub(crate) mod testkit;
 
-pub use agent::{AgentCreatePayload, AgentStatusPayload, AGENT_DIRECTORY_GRANTS, AGENT_GRANTS};
+pub use agent::{
+    agent_block_of, agent_editor, AgentCreatePayload, AgentStatusPayload, AGENT_DIRECTORY_GRANTS,
+    AGENT_GRANTS,
+};
 pub use agent_llm::{
     proposal, AgentApprovePayload, AgentConfig, AgentConfigurePayload, AgentInvokePayload,
     PROVIDERS,

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 
+use crate::capabilities::builtin::agent_editor;
 use elfiee_adapters::service;
 use serde_json::{json, Value};
 
@@ -456,11 +457,7 @@ pub(super) fn session_arg(s: &Session, arg: &str) -> Result<String, CliError> {
         st.blocks
             .values()
             .filter(|b| b.block_type == "agent")
-            .filter(|b| {
-                b.block_id == arg
-                    || b.name == arg
-                    || b.contents.get("editor_id").and_then(Value::as_str) == Some(arg)
-            })
+            .filter(|b| b.block_id == arg || b.name == arg || agent_editor(b) == Some(arg))
             .map(|b| (b.block_id.clone(), b.name.clone()))
             .collect()
     });
