@@ -583,54 +583,25 @@ pub(super) fn hooks_phase(
         );
     }
 
-    let targets = vec![
-        target(
-            "hook call (elfiee hook) p50",
-            percentile(&call_direct, 50.0),
-            TARGET_P50_MS,
-        ),
-        target(
-            "hook call (elfiee hook) p99",
-            percentile(&call_direct, 99.0),
-            TARGET_P99_MS,
-        ),
-        target(
-            "hook call (sh -c settings command) p50",
-            percentile(&call_shell, 50.0),
-            TARGET_P50_MS,
-        ),
-        target(
-            "hook call (sh -c settings command) p99",
-            percentile(&call_shell, 99.0),
-            TARGET_P99_MS,
-        ),
-    ];
+    // p50 and p99 of a series against their targets, and of the figures beside them.
+    let against = |name: &str, xs: &[f64]| {
+        [
+            target(&format!("{name} p50"), percentile(xs, 50.0), TARGET_P50_MS),
+            target(&format!("{name} p99"), percentile(xs, 99.0), TARGET_P99_MS),
+        ]
+    };
+    let targets: Vec<Value> = [
+        against("hook call (elfiee hook)", &call_direct),
+        against("hook call (sh -c settings command)", &call_shell),
+    ]
+    .concat();
+    let p50_p99 = |name, xs: &[f64]| (name, percentile(xs, 50.0), percentile(xs, 99.0));
     let beside = [
-        (
-            "  one hook process (PreToolUse)",
-            percentile(&pre_ms, 50.0),
-            percentile(&pre_ms, 99.0),
-        ),
-        (
-            "  one hook process (PostToolUse)",
-            percentile(&post_ms, 50.0),
-            percentile(&post_ms, 99.0),
-        ),
-        (
-            "spawn `true`",
-            percentile(&spawn_true, 50.0),
-            percentile(&spawn_true, 99.0),
-        ),
-        (
-            "spawn `sh -c true`",
-            percentile(&spawn_sh_true, 50.0),
-            percentile(&spawn_sh_true, 99.0),
-        ),
-        (
-            "checkpoint alone (FolderTracker::scan)",
-            percentile(&checkpoint, 50.0),
-            percentile(&checkpoint, 99.0),
-        ),
+        p50_p99("  one hook process (PreToolUse)", &pre_ms),
+        p50_p99("  one hook process (PostToolUse)", &post_ms),
+        p50_p99("spawn `true`", &spawn_true),
+        p50_p99("spawn `sh -c true`", &spawn_sh_true),
+        p50_p99("checkpoint alone (FolderTracker::scan)", &checkpoint),
     ];
     summary(&targets, &beside);
     Ok(json!({
