@@ -120,7 +120,12 @@ impl LazyFs {
         Ok(attr(ino, s.tree.node(ino).map_err(Errno::from_i32)?))
     }
 
-    fn empty(&self, r: Result<(), i32>, reply: ReplyEmpty) {
+    /// Runs `f` on the tree (`EIO` once cut) and answers with its outcome, the lock released.
+    fn change(&self, reply: ReplyEmpty, f: impl FnOnce(&mut Tree) -> Result<(), i32>) {
+        let r = match self.live() {
+            Ok(mut s) => f(&mut s.tree),
+            Err(e) => return reply.error(e),
+        };
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(Errno::from_i32(e)),
@@ -248,25 +253,11 @@ impl Filesystem for LazyFs {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.live() {
-            Ok(mut s) => {
-                let r = s.tree.remove(parent.0, name, false);
-                drop(s);
-                self.empty(r, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.change(reply, |t| t.remove(parent.0, name, false))
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        match self.live() {
-            Ok(mut s) => {
-                let r = s.tree.remove(parent.0, name, true);
-                drop(s);
-                self.empty(r, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.change(reply, |t| t.remove(parent.0, name, true))
     }
 
     fn symlink(
@@ -303,16 +294,9 @@ impl Filesystem for LazyFs {
             return reply.error(Errno::EINVAL);
         }
         let noreplace = flags.contains(RenameFlags::RENAME_NOREPLACE);
-        match self.live() {
-            Ok(mut s) => {
-                let r = s
-                    .tree
-                    .rename(parent.0, name, newparent.0, newname, noreplace);
-                drop(s);
-                self.empty(r, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.change(reply, |t| {
+            t.rename(parent.0, name, newparent.0, newname, noreplace)
+        })
     }
 
     fn link(
@@ -408,14 +392,7 @@ impl Filesystem for LazyFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.live() {
-            Ok(mut s) => {
-                let r = s.tree.sync_file(ino.0);
-                drop(s);
-                self.empty(r, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.change(reply, |t| t.sync_file(ino.0))
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -472,14 +449,7 @@ impl Filesystem for LazyFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        match self.live() {
-            Ok(mut s) => {
-                let r = s.tree.sync_dir(ino.0);
-                drop(s);
-                self.empty(r, reply)
-            }
-            Err(e) => reply.error(e),
-        }
+        self.change(reply, |t| t.sync_dir(ino.0))
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
@@ -520,18 +490,13 @@ impl Filesystem for LazyFs {
         if mode != 0 {
             return reply.error(Errno::EOPNOTSUPP);
         }
-        match self.live() {
-            Ok(mut s) => {
-                let len = s.tree.node(ino.0).map(|n| n.data.len() as u64).unwrap_or(0);
-                let r = if offset + length > len {
-                    s.tree.set_len(ino.0, offset + length)
-                } else {
-                    Ok(())
-                };
-                drop(s);
-                self.empty(r, reply)
+        self.change(reply, |t| {
+            let len = t.node(ino.0).map(|n| n.data.len() as u64).unwrap_or(0);
+            if offset + length > len {
+                t.set_len(ino.0, offset + length)
+            } else {
+                Ok(())
             }
-            Err(e) => reply.error(e),
-        }
+        })
     }
 }
