@@ -233,6 +233,24 @@ async fn run_async(elf: &Path, args: &[&str]) -> std::process::Output {
     common::run_elfiee_async(elf, args, &[(KEY_ENV, "sk-local")]).await
 }
 
+/// Points agent `a1` (block `id`) at the provider at `url` and runs one turn of it with
+/// `message`, approving every tool call.
+async fn configure_and_run(elf: &Path, id: &str, url: &str, message: &str) {
+    let configure = [
+        "agent",
+        "configure",
+        id,
+        "--base-url",
+        url,
+        "--api-key-env",
+        KEY_ENV,
+    ];
+    ok_async(elf, &configure).await;
+    let turn = ["agent", "run", "a1", "--approve-all", "--message", message];
+    let out = run_async(elf, &turn).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
 async fn ok_async(elf: &Path, args: &[&str]) -> Value {
     let mut all = vec!["--json"];
     all.extend_from_slice(args);
@@ -281,32 +299,7 @@ async fn redo_after_a_forced_undo_brings_the_step_back() {
         &["block", "link", &id, &dir, "--relation", "reference"],
     )
     .await;
-    ok_async(
-        &elf,
-        &[
-            "agent",
-            "configure",
-            &id,
-            "--base-url",
-            &url,
-            "--api-key-env",
-            KEY_ENV,
-        ],
-    )
-    .await;
-    let out = run_async(
-        &elf,
-        &[
-            "agent",
-            "run",
-            "a1",
-            "--approve-all",
-            "--message",
-            "rewrite main",
-        ],
-    )
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    configure_and_run(&elf, &id, &url, "rewrite main").await;
     // Someone changes the file's block since: the undo conflicts, and is forced.
     let mine = format!("fn main() {{ mine(); }}\n{}", "// my version\n".repeat(20));
     ok_async(&elf, &["code", "write", "src/main.rs", "--text", &mine]).await;
@@ -342,32 +335,7 @@ async fn redo_after_a_forced_undo_brings_the_step_back() {
         common::anthropic_answer("Title"),
     )
     .await;
-    ok_async(
-        &elf,
-        &[
-            "agent",
-            "configure",
-            &id,
-            "--base-url",
-            &url,
-            "--api-key-env",
-            KEY_ENV,
-        ],
-    )
-    .await;
-    let out = run_async(
-        &elf,
-        &[
-            "agent",
-            "run",
-            "a1",
-            "--approve-all",
-            "--message",
-            "make a file",
-        ],
-    )
-    .await;
-    assert!(out.status.success(), "{}", stderr(&out));
+    configure_and_run(&elf, &id, &url, "make a file").await;
     ok_async(&elf, &["dir", "export", &dir]).await;
     let changed = format!("pub fn changed() {{}}\n{}", "// changed by me\n".repeat(20));
     ok_async(&elf, &["code", "write", "src/made.rs", "--text", &changed]).await;
