@@ -43,16 +43,7 @@ fn listing(root: &Path) -> Vec<(PathBuf, u64)> {
 
 /// A document `dir/d.elf` with a few written blocks.
 fn document(dir: &Path) -> PathBuf {
-    let elf = dir.join("d.elf");
-    ok(&elf, &["init", elf.to_str().unwrap()]);
-    for i in 0..3 {
-        let id = common::new_block(ok, &elf, "markdown", &format!("b{i}"));
-        ok(
-            &elf,
-            &["markdown", "write", &id, "--text", &format!("text {i}")],
-        );
-    }
-    elf
+    common::markdown_document(dir, 3)
 }
 
 #[test]

@@ -50,24 +50,10 @@ fn verify_ok(elf: &Path) {
     assert!(out.status.success(), "verify: {}", stderr(&out));
 }
 
-/// A new document at `dir/d.elf` with `n` markdown blocks `b0…`, each written once.
-fn document(dir: &Path, n: usize) -> PathBuf {
-    let elf = dir.join("d.elf");
-    ok(&elf, &["init", elf.to_str().unwrap()]);
-    for i in 0..n {
-        let id = common::new_block(ok, &elf, "markdown", &format!("b{i}"));
-        ok(
-            &elf,
-            &["markdown", "write", &id, "--text", &format!("text {i}")],
-        );
-    }
-    elf
-}
-
 #[test]
 fn an_unfinished_sled_snapshot_does_not_keep_the_document_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let elf = document(dir.path(), 5);
+    let elf = common::markdown_document(dir.path(), 5);
     let before = block_names(&elf);
     // What sled leaves when its snapshot write is cut short (a full disk, a kill, a power
     // cut): the file it writes before the rename, empty, with a greater lsn than any other.
@@ -152,7 +138,7 @@ fn a_cli_writing_until_the_disk_is_full_loses_nothing_it_acknowledged() {
     let Some(disk) = SmallDisk::mount(8) else {
         return;
     };
-    let elf = document(disk.dir.path(), 1);
+    let elf = common::markdown_document(disk.dir.path(), 1);
     // Most of the disk taken by another program's file, so the document fills the rest.
     let ballast = disk.dir.path().join("ballast");
     std::fs::write(&ballast, vec![0x5a_u8; 6 << 20]).unwrap();
@@ -261,7 +247,7 @@ fn places_of(db: &[u8], needle: &[u8]) -> Vec<usize> {
 /// A document of `n` blocks with every copy of one event's bytes in `log/db` flipped: the
 /// text written to the block `b{k}`.
 fn damaged(dir: &Path, n: usize, k: usize) -> PathBuf {
-    let elf = document(dir, n);
+    let elf = common::markdown_document(dir, n);
     let db = elf.join("log").join("db");
     let mut bytes = std::fs::read(&db).unwrap();
     let needle = format!("text {k}");
@@ -327,7 +313,7 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn salvage_recovers_every_event_outside_a_flipped_byte_of_the_log() {
     let dir = tempfile::tempdir().unwrap();
-    let elf = document(dir.path(), 40);
+    let elf = common::markdown_document(dir.path(), 40);
     let records = records_of(&elf);
     let total = records.len() as u64;
     let db = std::fs::read(elf.join("log").join("db")).unwrap();

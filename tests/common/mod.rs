@@ -303,6 +303,20 @@ pub fn new_block(
         .to_owned()
 }
 
+/// A new document at `dir/d.elf` with `n` markdown blocks `b0…`, each written once.
+pub fn markdown_document(dir: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let elf = dir.join("d.elf");
+    elfiee_json(&elf, &["init", elf.to_str().unwrap()]);
+    for i in 0..n {
+        let id = new_block(elfiee_json, &elf, "markdown", &format!("b{i}"));
+        elfiee_json(
+            &elf,
+            &["markdown", "write", &id, "--text", &format!("text {i}")],
+        );
+    }
+    elf
+}
+
 /// Runs `cmd` to the end; panics with its stderr unless it succeeded.
 pub fn output_ok(cmd: &mut std::process::Command) -> std::process::Output {
     let out = cmd
