@@ -31,13 +31,19 @@ static PENDING: Mutex<Option<HookInput>> = Mutex::new(None);
 /// there is nothing to record), prints the answer and exits the process; returns when this
 /// process must record the call itself, and [`run`] goes on with the payload read here.
 pub(crate) fn before_runtime(cli: &Cli, editor: &str) {
-    let input = match read_input() {
-        Ok(input) => input,
+    match read_and_ask(cli, editor) {
+        Ok(input) => *PENDING.lock().unwrap_or_else(|p| p.into_inner()) = Some(input),
         Err(exit) => finish(exit),
-    };
+    }
+}
+
+/// Reads the payload and hands it to the owner: the payload when this process must record
+/// it, or the answer that settled the call.
+fn read_and_ask(cli: &Cli, editor: &str) -> Result<HookInput, HookExit> {
+    let input = read_input()?;
     match ask(cli, editor, &input) {
-        Asked::Done(exit) => finish(exit),
-        Asked::RecordHere => *PENDING.lock().unwrap_or_else(|p| p.into_inner()) = Some(input),
+        Asked::Done(exit) => Err(exit),
+        Asked::RecordHere => Ok(input),
     }
 }
 
@@ -60,19 +66,13 @@ fn finish(exit: HookExit) -> ! {
 
 async fn hook(cli: &Cli, editor: &str) -> HookExit {
     let pending = PENDING.lock().unwrap_or_else(|p| p.into_inner()).take();
-    let input = match pending {
-        // The owner was asked before the runtime started.
-        Some(input) => input,
-        None => {
-            let input = match read_input() {
-                Ok(input) => input,
-                Err(exit) => return exit,
-            };
-            match tokio::task::block_in_place(|| ask(cli, editor, &input)) {
-                Asked::Done(exit) => return exit,
-                Asked::RecordHere => input,
-            }
-        }
+    // The owner was asked before the runtime started, unless `run` was called directly.
+    let input = match pending.map_or_else(
+        || tokio::task::block_in_place(|| read_and_ask(cli, editor)),
+        Ok,
+    ) {
+        Ok(input) => input,
+        Err(exit) => return exit,
     };
     let Some(elf) = cli.elf.clone() else {
         return no_elf(&input);
