@@ -121,9 +121,11 @@ where
     // sled's own log lines are not for the user: the engine reports what they are about (a
     // damaged file) as an error that says what to do, and the first line on stderr must be
     // that `error: …` (issue 39, F8). The NATS client's own lines likewise: sync says in its
-    // own words what the broker refused or why it is offline. `RUST_LOG` still shows them.
+    // own words what the broker refused or why it is offline. The content store's warnings
+    // are about what it mends itself (a torn index tail cut off); where that is damage, the
+    // command's error says so. `RUST_LOG` still shows them.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| "warn,sled=off,async_nats=off".into());
+        .unwrap_or_else(|_| "warn,sled=off,async_nats=off,elfiee_engine::content=error".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
