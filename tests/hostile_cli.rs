@@ -337,6 +337,49 @@ async fn redo_after_a_forced_undo_brings_the_step_back() {
         "redo after a forced undo of a made file: {}",
         stderr(&out)
     );
+    // And a step whose file was changed on disk since (not in the document): the forced
+    // undo overwrites the disk's version, and redo brings the step's back.
+    let third = format!(
+        "pub fn third() {{}}\n{}",
+        "// the agent's third\n".repeat(20)
+    );
+    let (url, _) = common::llm_turns(
+        vec![
+            common::anthropic_tool_calls(&[(
+                "c3",
+                "elfiee_code_write",
+                serde_json::json!({"block_id": "src/main.rs", "text": third}),
+            )]),
+            common::anthropic_answer("Done."),
+        ],
+        common::anthropic_answer("Title"),
+    )
+    .await;
+    configure_and_run(&elf, &id, &url, "rewrite main again").await;
+    ok_async(&elf, &["dir", "export", &dir]).await;
+    let by_hand = format!(
+        "fn main() {{ by_hand(); }}\n{}",
+        "// edited on disk\n".repeat(20)
+    );
+    std::fs::write(root.join("src/main.rs"), &by_hand).unwrap();
+    let refused = run_async(&elf, &["agent", "undo", "a1"]).await;
+    assert!(
+        !refused.status.success(),
+        "the undo must name the file changed on disk"
+    );
+    ok_async(&elf, &["agent", "undo", "a1", "--force"]).await;
+    let out = run_async(&elf, &["--json", "agent", "redo", "a1"]).await;
+    assert!(
+        out.status.success(),
+        "redo after a forced undo over a file changed on disk: {}",
+        stderr(&out)
+    );
+    let out = run_async(&elf, &["code", "read", "src/main.rs"]).await;
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        third.trim_end(),
+        "redo must bring the step's version back"
+    );
     assert_eq!(ok_async(&elf, &["verify"]).await["ok"], true);
 }
 
