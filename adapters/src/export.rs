@@ -124,10 +124,12 @@ pub struct Refusal {
     pub reason: String,
 }
 
+/// The blake3 of the file at `path` as the disk holds it (read in pieces; not a regular
+/// file, or unreadable: `None`).
 fn hash_file(path: &Path) -> Option<String> {
-    std::fs::read(path)
+    crate::bounded::hash_file(path)
         .ok()
-        .map(|b| blake3::hash(&b).to_hex().to_string())
+        .map(|h| h.to_hex().to_string())
 }
 
 /// Plans the export of directory `dir_id`: only entries the document changed are looked at
@@ -262,11 +264,12 @@ pub fn plan_export_of(
             refuse(&p.path, reason);
             continue;
         }
-        match hash_file(&root.join(&p.path)) {
+        match crate::bounded::hash_file(&root.join(&p.path)).map(|h| h.to_hex().to_string()) {
             // Gone already: nothing to do (the outcome still clears it).
-            None => plan.remove.push(p.path),
-            Some(h) if h == p.disk || force => plan.remove.push(p.path),
-            Some(_) => refuse(
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => plan.remove.push(p.path),
+            Err(e) => refuse(&p.path, format!("left the directory, but cannot be read on disk ({e}); not removed")),
+            Ok(h) if h == p.disk || force => plan.remove.push(p.path),
+            Ok(_) => refuse(
                 &p.path,
                 "left the directory, but changed on disk since; not removed (`dir export --force` removes it)".into(),
             ),

@@ -232,9 +232,11 @@ fn rel_of(root: &Path, path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// The text of a candidate, or why it is left out (binary, not UTF-8, unreadable).
+/// The text of a candidate, or why it is left out (binary, not UTF-8, unreadable; no longer
+/// a regular file, or grown past [`MAX_FILE_BYTES_LIMIT`] since the walk: read no further).
 pub fn read_text(c: &Candidate) -> Result<String, String> {
-    let bytes = std::fs::read(&c.path).map_err(|e| format!("unreadable: {e}"))?;
+    let bytes = crate::bounded::read_file(&c.path, MAX_FILE_BYTES_LIMIT)
+        .map_err(|e| format!("unreadable: {e}"))?;
     if bytes[..bytes.len().min(8192)].contains(&0) {
         return Err("binary".into());
     }

@@ -21,6 +21,7 @@
 //!   and wait for its output).
 
 pub mod agent_loop;
+pub mod bounded;
 pub mod builtin;
 pub mod checkpoint;
 pub mod claude;

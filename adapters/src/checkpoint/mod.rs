@@ -64,8 +64,8 @@ pub fn stored_bytes(file: &FileHandle, v: &Version) -> Option<Vec<u8>> {
 /// store (durable with the next commit), but for files over [`MAX_KEPT_BYTES`].
 fn keeper(file: &FileHandle) -> impl FnMut(&str, &FileState, &[u8]) -> Result<(), String> + '_ {
     move |_: &str, st: &FileState, bytes: &[u8]| {
-        if bytes.len() as u64 > MAX_KEPT_BYTES {
-            // Tracked by hash only: an undo that needs these bytes says so.
+        if st.len > MAX_KEPT_BYTES {
+            // Tracked by hash only (the scan hands no bytes): an undo that needs them says so.
             return Ok(());
         }
         let r = file.put_bytes(bytes).map_err(|e| e.to_string())?;

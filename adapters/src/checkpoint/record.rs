@@ -19,10 +19,7 @@ pub(super) fn content_ref(v: &Version) -> Result<ContentRef, EngineError> {
     })
 }
 
-/// Files larger than this are tracked by hash but their bytes are not kept in the document
-/// (a video in the project would otherwise be copied into the `.elf` at the first step); an
-/// undo that needs one is refused, naming it.
-pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
+pub use super::scan::MAX_KEPT_BYTES;
 
 /// A recorded change: a step, an undo or a redo.
 #[derive(Debug, Clone, Serialize, Deserialize)]

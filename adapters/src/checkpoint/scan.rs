@@ -171,6 +171,31 @@ impl Stat {
     }
 }
 
+/// Files larger than this are tracked by hash but their bytes are not kept in the document
+/// (a video in the project would otherwise be copied into the `.elf` at the first step); an
+/// undo that needs one is refused, naming it. The scan never holds more of a file than this.
+pub const MAX_KEPT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The blake3 and length of the regular file at `path`, and its bytes when they are at most
+/// [`MAX_KEPT_BYTES`] (else empty: a larger file is hashed in pieces, never held whole, so a
+/// huge or endless file costs bounded memory). Opened without waiting on a FIFO put there
+/// since the walk (issue 39: every input bounded before it is read).
+///
+fn read_bounded(path: &Path) -> std::io::Result<(blake3::Hash, u64, Vec<u8>)> {
+    use std::io::Read;
+    let limit = MAX_KEPT_BYTES;
+    let mut f = crate::bounded::open_regular(path)?;
+    let mut bytes = Vec::new();
+    (&mut f).take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 <= limit {
+        return Ok((blake3::hash(&bytes), bytes.len() as u64, bytes));
+    }
+    let mut h = blake3::Hasher::new();
+    h.update(&bytes);
+    let len = bytes.len() as u64 + std::io::copy(&mut f, &mut h)?;
+    Ok((h.finalize(), len, Vec::new()))
+}
+
 /// Reads and hashes the file at `path` (`Ok(None)`: gone since its stat), counts it in
 /// `stats` and hands its bytes to `on_new`.
 fn read_new(
@@ -180,16 +205,16 @@ fn read_new(
     stats: &mut ScanStats,
     on_new: &mut impl FnMut(&str, &FileState, &[u8]) -> Result<(), String>,
 ) -> Result<Option<FileState>, String> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
+    let (hash, len, bytes) = match read_bounded(path) {
+        Ok(read) => read,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
     };
     stats.hashed += 1;
-    stats.hashed_bytes += bytes.len() as u64;
+    stats.hashed_bytes += len;
     let state = FileState {
-        hash: blake3::hash(&bytes).to_hex().to_string(),
-        len: bytes.len() as u64,
+        hash: hash.to_hex().to_string(),
+        len,
         mode: st.mode,
         mtime_ns: st.mtime_ns,
         ctime_ns: st.ctime_ns,
@@ -201,7 +226,8 @@ fn read_new(
 
 /// Scans `root`, taking each file's hash from `cache` when its size, times and inode match
 /// and it is not racily clean; `on_new` gets the bytes of every file it hashed (to keep
-/// them). Returns the new manifest and what it cost.
+/// them; none for a file over [`MAX_KEPT_BYTES`]). Returns the new manifest and what
+/// it cost.
 pub fn scan(
     root: &Path,
     cache: &Manifest,
@@ -509,6 +535,33 @@ mod tests {
 
     fn no_keep(_: &str, _: &FileState, _: &[u8]) -> Result<(), String> {
         Ok(())
+    }
+
+    #[test]
+    fn a_file_over_the_kept_limit_is_hashed_in_pieces_and_its_bytes_not_handed_on() {
+        let d = tempfile::tempdir().unwrap();
+        let big = vec![7u8; (MAX_KEPT_BYTES + 4096) as usize];
+        std::fs::write(d.path().join("big.bin"), &big).unwrap();
+        std::fs::write(d.path().join("small.txt"), "small").unwrap();
+        let mut handed = Vec::new();
+        let (m, _) = scan(d.path(), &Manifest::default(), |rel, st, bytes| {
+            handed.push((rel.to_owned(), st.len, bytes.len()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            m.files["big.bin"].hash,
+            blake3::hash(&big).to_hex().to_string()
+        );
+        assert_eq!(m.files["big.bin"].len, big.len() as u64);
+        handed.sort();
+        assert_eq!(
+            handed,
+            vec![
+                ("big.bin".to_owned(), big.len() as u64, 0),
+                ("small.txt".to_owned(), 5, 5)
+            ]
+        );
     }
 
     #[test]

@@ -692,7 +692,7 @@ impl Sess<'_> {
             }
             // The bytes the scan kept (exactly the step's `after`), else the disk's.
             let bytes = crate::checkpoint::stored_bytes(self.file, after)
-                .or_else(|| std::fs::read(root.join(&c.path)).ok());
+                .or_else(|| crate::bounded::read_file(&root.join(&c.path), MAX_TEXT_BYTES).ok());
             let Some(bytes) = bytes else {
                 skipped.push(skip("unreadable"));
                 continue;
