@@ -174,6 +174,10 @@ fn a_cli_writing_until_the_disk_is_full_loses_nothing_it_acknowledged() {
         "the refusal must name the full disk first: {refusal}"
     );
     assert!(
+        refusal.contains("the disk holding") && refusal.contains("d.elf"),
+        "the refusal must name which disk (the one holding the document): {refusal}"
+    );
+    assert!(
         refusal.contains("free some space"),
         "and say what to do: {refusal}"
     );
