@@ -42,7 +42,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use elfiee::engine::log::{EventLog, SledEventLog};
-use elfiee::engine::{Engine, EngineConfig};
+use elfiee::engine::{Engine, EngineConfig, FixedCtx};
 use elfiee::model::Command;
 use serde_json::json;
 
@@ -88,8 +88,19 @@ fn text(i: u64) -> String {
     }
 }
 
+/// A command with the next fixed id (with a fixed time and id base, the same document every
+/// run: the seed alone decides the trials).
 fn command(cap: &str, block: Option<&str>, payload: serde_json::Value) -> Command {
-    Command::new("alice", cap, block, payload)
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    Command {
+        cmd_id: format!(
+            "00000000-0000-4000-8000-{:012x}",
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        )
+        .parse()
+        .expect("a uuid"),
+        ..Command::new("alice", cap, block, payload)
+    }
 }
 
 /// A bulk import of `n` files (one group of events in `events.pack`).
@@ -169,7 +180,13 @@ fn build_original(events: u64) -> Original {
     let backup = root.join(BACKUP);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (backup_seq, bodies, refs) = rt.block_on(async {
-        let engine = Engine::new(EngineConfig::default());
+        let engine = Engine::new(EngineConfig {
+            fixed_ctx: Some(FixedCtx {
+                now: chrono::DateTime::from_timestamp(1_750_000_000, 0).unwrap(),
+                id_base: [39; 16],
+            }),
+            ..EngineConfig::default()
+        });
         let f = engine.init(&elf, "Alice").await.unwrap();
         let mut blocks = Vec::new();
         for b in 0..8 {
