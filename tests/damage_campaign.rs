@@ -484,13 +484,11 @@ fn intact_events(o: &Original, file: usize, damaged: &[u8]) -> Vec<bool> {
         .collect()
 }
 
-/// The stored records of the (undamaged) document at `elf`, or none.
-fn records_of(elf: &Path) -> Vec<Vec<u8>> {
-    let Ok(log) = SledEventLog::open(&elf.join("log"), elf) else {
-        return Vec::new();
-    };
+/// The stored records of the (undamaged) document at `elf`, or why they cannot be read.
+fn records_of(elf: &Path) -> Result<Vec<Vec<u8>>, String> {
+    let log = SledEventLog::open(&elf.join("log"), elf).map_err(|e| e.to_string())?;
     log.records(1, u64::MAX)
-        .map_while(|r| r.ok().map(|r| r.1))
+        .map(|r| r.map(|r| r.1).map_err(|e| e.to_string()))
         .collect()
 }
 
@@ -537,7 +535,21 @@ fn trial(o: &Original, base: &Path, n: u64, seed: u64) -> (String, Found) {
             found.notes.push(format!("salvaged: verify: {}", v.stderr));
         }
         let report: serde_json::Value = serde_json::from_slice(&c.stdout).unwrap_or_default();
-        let got = records_of(&saved);
+        // Read in this process (two trials run at once here): a failed read is tried once
+        // more, and both reasons are noted.
+        let got = records_of(&saved).or_else(|first| {
+            found
+                .notes
+                .push(format!("reading the salvaged document: {first}"));
+            std::thread::sleep(Duration::from_millis(200));
+            records_of(&saved)
+        });
+        let got = got.unwrap_or_else(|e| {
+            found
+                .notes
+                .push(format!("reading the salvaged document again: {e}"));
+            Vec::new()
+        });
         if Some(got.len() as u64) != report["seq"].as_u64() {
             found.bad_salvage += 1;
             found.notes.push(format!(
