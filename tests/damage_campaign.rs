@@ -2,7 +2,7 @@
 //! 2,000-event document with a backup taken at three quarters of its events, then seeded
 //! random damages — byte flips (1 to 16 bytes), zeroed ranges (up to 4 KiB) and truncations —
 //! each on a fresh copy, going round every file of the document and the backup file (sled's
-//! `log/db`, `log/conf`, its snapshots and blobs, `events.pack`, `content/pack` and its index,
+//! `log/db`, `log/conf`, its snapshot and blobs, `events.pack`, `content/pack` and its index,
 //! snapshots, `commands.idx`, `HEAD`, the markers, the backup). For each: `block list` and
 //! `verify` on the damaged document, `salvage` into a new one (the backup found where a user
 //! keeps it, beside the document, damaged or not), `verify` of what salvage wrote, and
@@ -239,6 +239,10 @@ fn build_original(events: u64) -> Original {
         f.close().await;
         (backup_seq, bodies, refs)
     });
+    // Opened and closed once by the CLI, as a document in use is: sled then keeps a snapshot
+    // of its own (`log/snap.*`), one more file for the trials to damage.
+    let opened = call(Some(&elf), &["block", "list"]);
+    assert!(opened.ok(), "{}", opened.stderr);
     // The stored records, read from a copy (an open of the log rewrites its close marker).
     let copy = root.join("records-copy.elf");
     copy_dir(&elf, &copy);
