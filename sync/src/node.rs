@@ -47,12 +47,14 @@ use crate::identity::{EventId, Keys, NodeId, NodeKey};
 
 mod ingest;
 mod inner;
+mod keys;
 mod publish;
 mod records;
 mod types;
 
 pub use crate::broker::BrokerAccess;
 pub use inner::synced_state;
+pub use keys::device_keyring;
 use inner::*;
 use publish::*;
 use records::*;
@@ -200,6 +202,9 @@ impl SyncNode {
             rejected: Mutex::new(Vec::new()),
             checkpoint_name: publish_checkpoint(&node),
             keys: Mutex::new(Keys::default()),
+            keyring: Mutex::default(),
+            keys_kept_for: Mutex::default(),
+            refused_at_ingest: Mutex::default(),
         });
         inner.refresh_status(|_| {});
         // Readers of the file see the merged state.

@@ -17,6 +17,10 @@
 //! - **Skips.** A change to a block that a concurrent delete removed, and a link that would
 //!   close a cycle once both sides merged, are not applied and are listed in
 //!   `extensions.sync.skipped` (`id`, `reason`).
+//! - **Removed devices.** A `node.remove {node_id, upto}` cuts that node's history: its
+//!   events after origin seq `upto` are not applied wherever they sort (the cut is a
+//!   function of the set of events, so a device that stored one before the removal reached
+//!   it folds the same state), and are listed in `extensions.sync.refused` (`id`, `node`).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,7 +29,7 @@ use elfiee_model::{Command, Event};
 use elfiee_projections::State;
 use serde_json::{json, Value};
 
-use crate::identity::{EventId, SyncEvent};
+use crate::identity::{EventId, NodeId, SyncEvent};
 use crate::merge::{InsertError, MergeIndex, MergeKey};
 
 /// Keep a copy of the state every this many merge positions (what a rollback starts from).
@@ -61,6 +65,20 @@ pub struct Replica {
     /// write then (the verdicts are not copied: see [`FoldMemory`]).
     checkpoints: BTreeMap<usize, (State, HashMap<String, EventId>)>,
     memory: FoldMemory,
+    /// Every `node.remove` held: its id → (the node that committed it, the removed node, the
+    /// last origin seq of the removed node that stays).
+    removals: BTreeMap<EventId, Removal>,
+}
+
+/// A `node.remove` the replica holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removal {
+    /// The node that committed it.
+    pub by: NodeId,
+    /// The removed node.
+    pub node: NodeId,
+    /// Its last origin seq that stays.
+    pub upto: u64,
 }
 
 /// An event the replica holds, with its command (capability, target).
@@ -68,6 +86,8 @@ pub struct Replica {
 struct Held {
     event: Event,
     command: (String, Option<String>),
+    /// Its origin seq (a removal cuts by it).
+    origin_seq: u64,
 }
 
 /// What the fold remembers besides the state: each command's verdict, with the merge position
@@ -93,7 +113,24 @@ impl Replica {
             state: State::default(),
             checkpoints,
             memory: FoldMemory::default(),
+            removals: BTreeMap::new(),
         }
+    }
+
+    /// Every removal held, in no particular order.
+    pub fn removals(&self) -> Vec<Removal> {
+        self.removals.values().copied().collect()
+    }
+
+    /// Per removed node, the last origin seq of its that stays (the lowest, when it was
+    /// removed twice).
+    pub fn cuts(&self) -> BTreeMap<NodeId, u64> {
+        let mut cuts = BTreeMap::new();
+        for r in self.removals.values() {
+            let c = cuts.entry(r.node).or_insert(r.upto);
+            *c = (*c).min(r.upto);
+        }
+        cuts
     }
 
     pub fn index(&self) -> &MergeIndex {
@@ -142,8 +179,23 @@ impl Replica {
                 }
             };
             let id = e.id;
+            let origin_seq = e.origin.seq;
+            let by = e.origin.node;
             let (event, command) = e.into_parts();
-            self.events.insert(id, Box::new(Held { event, command }));
+            if let Some((node, upto)) = removal_of(&command.0, &event) {
+                self.removals.insert(id, Removal { by, node, upto });
+                // What the cut refuses may sort anywhere: fold everything again (removals
+                // are rare).
+                first_change = 0;
+            }
+            self.events.insert(
+                id,
+                Box::new(Held {
+                    event,
+                    command,
+                    origin_seq,
+                }),
+            );
             let at = self.applied.partition_point(|k| *k < key);
             self.applied.insert(at, key);
             first_change = first_change.min(at);
@@ -177,12 +229,16 @@ impl Replica {
 
     /// Folds `applied[from..]` onto the state, which holds the first `from` events.
     fn fold_from(&mut self, from: usize) {
+        let cuts = self.cuts();
         for pos in from..self.applied.len() {
-            let id = self.applied[pos].id;
+            let MergeKey { id, node, .. } = self.applied[pos];
             let Some(held) = self.events.get_mut(&id) else {
                 continue;
             };
             held.event.seq = pos as u64 + 1;
+            if refuse(&cuts, &mut self.state, id, node, held) {
+                continue;
+            }
             fold_one(
                 &self.registry,
                 &self.index,
@@ -212,10 +268,15 @@ impl Replica {
     pub fn refold(&self) -> State {
         let mut state = State::default();
         let mut memory = FoldMemory::default();
+        let cuts = self.cuts();
         for (pos, key) in self.applied.iter().enumerate() {
             let held = &self.events[&key.id];
-            let mut e = held.event.clone();
-            e.seq = pos as u64 + 1;
+            let mut held = Held::clone(held);
+            held.event.seq = pos as u64 + 1;
+            if refuse(&cuts, &mut state, key.id, key.node, &held) {
+                continue;
+            }
+            let e = held.event;
             fold_one(
                 &self.registry,
                 &self.index,
@@ -228,6 +289,32 @@ impl Replica {
         }
         state
     }
+}
+
+/// The node removed and the last origin seq of its that stays, when `cap` is `node.remove`.
+fn removal_of(cap: &str, e: &Event) -> Option<(NodeId, u64)> {
+    if cap != "node.remove" {
+        return None;
+    }
+    let node = NodeId::from_hex(e.value.get("node_id")?.as_str()?)?;
+    Some((node, e.value.get("upto")?.as_u64()?))
+}
+
+/// Whether a removal cuts `held` (of `node`): then it is listed in `extensions.sync.refused`
+/// and takes its merge position unapplied.
+fn refuse(
+    cuts: &BTreeMap<NodeId, u64>,
+    state: &mut State,
+    id: EventId,
+    node: NodeId,
+    held: &Held,
+) -> bool {
+    if cuts.get(&node).is_none_or(|upto| held.origin_seq <= *upto) {
+        return false;
+    }
+    sync_list(state, "refused").push(json!({"id": id.to_hex(), "node": node.to_hex()}));
+    state.last_seq = held.event.seq;
+    true
 }
 
 /// Folds one event (its `seq` set to its merge position + 1): authorization of its command,

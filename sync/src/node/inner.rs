@@ -92,8 +92,28 @@ impl Core {
     /// Whether this node may publish: it is the document's first node (`genesis`), or the
     /// merged state's members list names it.
     pub(super) fn is_member(&self, genesis: Option<&NodeId>) -> bool {
-        genesis == Some(&self.node)
-            || crate::membership::members(self.replica.state()).contains_key(&self.node)
+        crate::membership::current(self.replica.state(), genesis).contains(&self.node)
+    }
+
+    /// Per removed node, its events the merged state refused (stored here before the
+    /// removal arrived).
+    pub(super) fn refused(&self) -> BTreeMap<NodeId, u64> {
+        let mut out = BTreeMap::new();
+        let list = self
+            .replica
+            .state()
+            .extensions
+            .get("sync")
+            .and_then(|s| s.get("refused"))
+            .and_then(|l| l.as_array())
+            .cloned()
+            .unwrap_or_default();
+        for r in list {
+            if let Some(n) = r["node"].as_str().and_then(NodeId::from_hex) {
+                *out.entry(n).or_insert(0) += 1;
+            }
+        }
+        out
     }
 
     /// What the status counts of this follower ([`Counts`]); `genesis` is the document's
@@ -103,6 +123,8 @@ impl Core {
             own: self.own.len() as u64,
             events: self.replica.len() as u64,
             member: self.is_member(genesis.as_ref()),
+            removed: crate::membership::removed(self.replica.state()).contains_key(&self.node),
+            refused: self.refused(),
             genesis,
         }
     }
@@ -293,6 +315,9 @@ pub(super) struct Counts {
     /// Events in the merged state.
     events: u64,
     member: bool,
+    removed: bool,
+    /// Per removed node, its events the merged state refused.
+    refused: BTreeMap<NodeId, u64>,
     genesis: Option<NodeId>,
 }
 
@@ -306,7 +331,13 @@ impl Counts {
         s.ingested = ingested;
         s.events = self.events;
         s.member = self.member;
+        s.removed = self.removed;
         s.genesis = self.genesis.map(|g| g.to_hex());
+        s.refused_from_removed = self
+            .refused
+            .iter()
+            .map(|(n, k)| (n.to_hex(), *k))
+            .collect();
     }
 }
 
@@ -333,6 +364,12 @@ pub(super) struct Inner {
     pub(super) checkpoint_name: String,
     /// Members' decoded keys.
     pub(super) keys: Mutex<Keys>,
+    /// The document keys this device holds (decision 0047).
+    pub(super) keyring: Mutex<crate::encryption::Keyring>,
+    /// What the keys were last kept for ([`super::keys::KeptFor`]).
+    pub(super) keys_kept_for: Mutex<super::keys::KeptFor>,
+    /// Per removed node, its events ingest refused (never stored).
+    pub(super) refused_at_ingest: Mutex<BTreeMap<NodeId, u64>>,
 }
 
 impl Inner {
@@ -393,9 +430,19 @@ impl Inner {
             .map_err(SyncError::from)
             .and_then(|f| ingested(&f))
             .unwrap_or(0);
+        let at_ingest = self
+            .refused_at_ingest
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let key_generation = self.writing_key().map(|k| k.gen);
         self.status.send_if_modified(|s| {
             let before = s.clone();
             counts.write(s, published, ingested);
+            s.key_generation = key_generation;
+            for (n, k) in at_ingest {
+                *s.refused_from_removed.entry(n.to_hex()).or_insert(0) += k;
+            }
             change(s);
             *s != before
         });
@@ -425,6 +472,20 @@ impl Inner {
     /// Records a message ingest refused (the list and the status keep the newest 100).
     pub(super) fn reject(&self, err: SyncError) {
         tracing::warn!(error = %err, "sync: rejected a message from the broker");
+        if let SyncError::Rejected {
+            reason: crate::identity::Rejection::Removed { node, .. },
+            ..
+        } = &err
+        {
+            if let Some(n) = NodeId::from_hex(node) {
+                *self
+                    .refused_at_ingest
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(n)
+                    .or_insert(0) += 1;
+            }
+        }
         {
             let mut list = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
             list.push(err.clone());
