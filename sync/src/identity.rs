@@ -201,8 +201,6 @@ pub enum Rejection {
     BrokenPrev { seq: u64, why: String },
     #[error("it does not decode: {0}")]
     Malformed(String),
-    #[error("node {node} was removed from the document after its event {upto}")]
-    Removed { node: String, upto: u64 },
     #[error(
         "it does not decrypt with the document key it names (altered, or not sealed by a member)"
     )]

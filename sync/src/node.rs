@@ -54,8 +54,8 @@ mod types;
 
 pub use crate::broker::BrokerAccess;
 pub use inner::synced_state;
-pub use keys::device_keyring;
 use inner::*;
+pub use keys::device_keyring;
 use publish::*;
 use records::*;
 pub use records::{
@@ -204,7 +204,6 @@ impl SyncNode {
             keys: Mutex::new(Keys::default()),
             keyring: Mutex::default(),
             keys_kept_for: Mutex::default(),
-            refused_at_ingest: Mutex::default(),
         });
         inner.refresh_status(|_| {});
         // Readers of the file see the merged state.

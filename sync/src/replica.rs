@@ -18,9 +18,10 @@
 //!   close a cycle once both sides merged, are not applied and are listed in
 //!   `extensions.sync.skipped` (`id`, `reason`).
 //! - **Removed devices.** A `node.remove {node_id, upto}` cuts that node's history: its
-//!   events after origin seq `upto` are not applied wherever they sort (the cut is a
-//!   function of the set of events, so a device that stored one before the removal reached
-//!   it folds the same state), and are listed in `extensions.sync.refused` (`id`, `node`).
+//!   events after origin seq `upto` take no merge position (the cut is a function of the
+//!   set of events, so a device that stored one before the removal reached it folds the
+//!   same state, at the same positions, as one whose ingest refused it); they are counted
+//!   in [`Replica::refused`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -68,6 +69,8 @@ pub struct Replica {
     /// Every `node.remove` held: its id → (the node that committed it, the removed node, the
     /// last origin seq of the removed node that stays).
     removals: BTreeMap<EventId, Removal>,
+    /// Events held but cut by a removal (no merge position), and their nodes.
+    refused: BTreeMap<EventId, NodeId>,
 }
 
 /// A `node.remove` the replica holds.
@@ -114,7 +117,17 @@ impl Replica {
             checkpoints,
             memory: FoldMemory::default(),
             removals: BTreeMap::new(),
+            refused: BTreeMap::new(),
         }
+    }
+
+    /// Per removed node, how many of its events held here its removal cut.
+    pub fn refused(&self) -> BTreeMap<NodeId, u64> {
+        let mut out = BTreeMap::new();
+        for n in self.refused.values() {
+            *out.entry(*n).or_insert(0) += 1;
+        }
+        out
     }
 
     /// Every removal held, in no particular order.
@@ -167,6 +180,7 @@ impl Replica {
         let before = self.applied.len();
         let mut first_change = usize::MAX;
         let mut failed = None;
+        let mut cuts = self.cuts();
         for e in es {
             if self.index.contains(&e.id) {
                 continue;
@@ -184,10 +198,23 @@ impl Replica {
             let (event, command) = e.into_parts();
             if let Some((node, upto)) = removal_of(&command.0, &event) {
                 self.removals.insert(id, Removal { by, node, upto });
-                // What the cut refuses may sort anywhere: fold everything again (removals
-                // are rare).
+                cuts = self.cuts();
+                // What the cut takes out may sort anywhere: it leaves the merge order and
+                // everything is folded again (removals are rare).
+                let events = &self.events;
+                let refused = &mut self.refused;
+                self.applied.retain(|k| {
+                    let cut = events
+                        .get(&k.id)
+                        .is_some_and(|h| beyond(&cuts, &k.node, h.origin_seq));
+                    if cut {
+                        refused.insert(k.id, k.node);
+                    }
+                    !cut
+                });
                 first_change = 0;
             }
+            let cut = beyond(&cuts, &by, origin_seq);
             self.events.insert(
                 id,
                 Box::new(Held {
@@ -196,11 +223,16 @@ impl Replica {
                     origin_seq,
                 }),
             );
+            if cut {
+                self.refused.insert(id, by);
+                continue;
+            }
             let at = self.applied.partition_point(|k| *k < key);
             self.applied.insert(at, key);
             first_change = first_change.min(at);
         }
         let added = if first_change == usize::MAX {
+            // Nothing new in the merge order (a redelivery, or an event a removal cuts).
             Added::Duplicate
         } else if first_change >= before {
             self.fold_from(before);
@@ -229,16 +261,12 @@ impl Replica {
 
     /// Folds `applied[from..]` onto the state, which holds the first `from` events.
     fn fold_from(&mut self, from: usize) {
-        let cuts = self.cuts();
         for pos in from..self.applied.len() {
-            let MergeKey { id, node, .. } = self.applied[pos];
+            let id = self.applied[pos].id;
             let Some(held) = self.events.get_mut(&id) else {
                 continue;
             };
             held.event.seq = pos as u64 + 1;
-            if refuse(&cuts, &mut self.state, id, node, held) {
-                continue;
-            }
             fold_one(
                 &self.registry,
                 &self.index,
@@ -268,15 +296,10 @@ impl Replica {
     pub fn refold(&self) -> State {
         let mut state = State::default();
         let mut memory = FoldMemory::default();
-        let cuts = self.cuts();
         for (pos, key) in self.applied.iter().enumerate() {
             let held = &self.events[&key.id];
-            let mut held = Held::clone(held);
-            held.event.seq = pos as u64 + 1;
-            if refuse(&cuts, &mut state, key.id, key.node, &held) {
-                continue;
-            }
-            let e = held.event;
+            let mut e = held.event.clone();
+            e.seq = pos as u64 + 1;
             fold_one(
                 &self.registry,
                 &self.index,
@@ -300,21 +323,9 @@ fn removal_of(cap: &str, e: &Event) -> Option<(NodeId, u64)> {
     Some((node, e.value.get("upto")?.as_u64()?))
 }
 
-/// Whether a removal cuts `held` (of `node`): then it is listed in `extensions.sync.refused`
-/// and takes its merge position unapplied.
-fn refuse(
-    cuts: &BTreeMap<NodeId, u64>,
-    state: &mut State,
-    id: EventId,
-    node: NodeId,
-    held: &Held,
-) -> bool {
-    if cuts.get(&node).is_none_or(|upto| held.origin_seq <= *upto) {
-        return false;
-    }
-    sync_list(state, "refused").push(json!({"id": id.to_hex(), "node": node.to_hex()}));
-    state.last_seq = held.event.seq;
-    true
+/// Whether a removal cuts `node`'s event of origin seq `seq`.
+fn beyond(cuts: &BTreeMap<NodeId, u64>, node: &NodeId, seq: u64) -> bool {
+    cuts.get(node).is_some_and(|upto| seq > *upto)
 }
 
 /// Folds one event (its `seq` set to its merge position + 1): authorization of its command,

@@ -305,9 +305,6 @@ struct Queue {
     ids: HashSet<EventId>,
     chains: HashMap<NodeId, Vec<EventId>>,
     members: BTreeMap<NodeId, [u8; 32]>,
-    /// Per removed node, the last origin seq of its that stays (stored removals and this
-    /// batch's).
-    cuts: BTreeMap<NodeId, u64>,
 }
 
 impl Queue {
@@ -325,14 +322,7 @@ impl Queue {
                 self.members.insert(n, n.0);
             }
         }
-        if e.cap == "node.remove" {
-            let node = e.value.get("node_id").and_then(|v| v.as_str());
-            let upto = e.value.get("upto").and_then(|v| v.as_u64());
-            if let (Some(n), Some(upto)) = (node.and_then(NodeId::from_hex), upto) {
-                let cut = self.cuts.entry(n).or_insert(upto);
-                *cut = (*cut).min(upto);
-            }
-        }
+
         self.events.push(e);
     }
 
@@ -376,7 +366,6 @@ pub(super) async fn store_batch(
             ids: HashSet::new(),
             chains: HashMap::new(),
             members: crate::membership::members(core.replica.state()),
-            cuts: core.replica.cuts(),
         }
     };
     // Messages sealed with a key this device lacks: its copy may have arrived since it
@@ -570,13 +559,9 @@ fn judge(
     if let Err(why) = signature {
         return reject(why.clone());
     }
-    // A removed device's events after its removal: refused (what it wrote before stays).
-    if let Some(&upto) = queue.cuts.get(&node).filter(|u| e.origin.seq > **u) {
-        return reject(Rejection::Removed {
-            node: node.to_hex(),
-            upto,
-        });
-    }
+    // A removed device's events after its removal are stored (another device's event may
+    // name one it saw before the removal reached it) but take no place in the merge order
+    // ([`crate::replica`]): refused at merge, the same on every device.
     // Its place in its node's history: right after the node's last event here.
     let stored = core.chains.get(&e.origin.node).map_or(&[][..], |c| c);
     let queued = fresh_chains.get(&e.origin.node).map_or(&[][..], |c| c);

@@ -95,25 +95,9 @@ impl Core {
         crate::membership::current(self.replica.state(), genesis).contains(&self.node)
     }
 
-    /// Per removed node, its events the merged state refused (stored here before the
-    /// removal arrived).
+    /// Per removed node, its events after its removal: stored, refused at merge.
     pub(super) fn refused(&self) -> BTreeMap<NodeId, u64> {
-        let mut out = BTreeMap::new();
-        let list = self
-            .replica
-            .state()
-            .extensions
-            .get("sync")
-            .and_then(|s| s.get("refused"))
-            .and_then(|l| l.as_array())
-            .cloned()
-            .unwrap_or_default();
-        for r in list {
-            if let Some(n) = r["node"].as_str().and_then(NodeId::from_hex) {
-                *out.entry(n).or_insert(0) += 1;
-            }
-        }
-        out
+        self.replica.refused()
     }
 
     /// What the status counts of this follower ([`Counts`]); `genesis` is the document's
@@ -333,11 +317,7 @@ impl Counts {
         s.member = self.member;
         s.removed = self.removed;
         s.genesis = self.genesis.map(|g| g.to_hex());
-        s.refused_from_removed = self
-            .refused
-            .iter()
-            .map(|(n, k)| (n.to_hex(), *k))
-            .collect();
+        s.refused_from_removed = self.refused.iter().map(|(n, k)| (n.to_hex(), *k)).collect();
     }
 }
 
@@ -368,8 +348,6 @@ pub(super) struct Inner {
     pub(super) keyring: Mutex<crate::encryption::Keyring>,
     /// What the keys were last kept for ([`super::keys::KeptFor`]).
     pub(super) keys_kept_for: Mutex<super::keys::KeptFor>,
-    /// Per removed node, its events ingest refused (never stored).
-    pub(super) refused_at_ingest: Mutex<BTreeMap<NodeId, u64>>,
 }
 
 impl Inner {
@@ -430,19 +408,11 @@ impl Inner {
             .map_err(SyncError::from)
             .and_then(|f| ingested(&f))
             .unwrap_or(0);
-        let at_ingest = self
-            .refused_at_ingest
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
         let key_generation = self.writing_key().map(|k| k.gen);
         self.status.send_if_modified(|s| {
             let before = s.clone();
             counts.write(s, published, ingested);
             s.key_generation = key_generation;
-            for (n, k) in at_ingest {
-                *s.refused_from_removed.entry(n.to_hex()).or_insert(0) += k;
-            }
             change(s);
             *s != before
         });
@@ -472,20 +442,7 @@ impl Inner {
     /// Records a message ingest refused (the list and the status keep the newest 100).
     pub(super) fn reject(&self, err: SyncError) {
         tracing::warn!(error = %err, "sync: rejected a message from the broker");
-        if let SyncError::Rejected {
-            reason: crate::identity::Rejection::Removed { node, .. },
-            ..
-        } = &err
-        {
-            if let Some(n) = NodeId::from_hex(node) {
-                *self
-                    .refused_at_ingest
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .entry(n)
-                    .or_insert(0) += 1;
-            }
-        }
+
         {
             let mut list = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
             list.push(err.clone());

@@ -106,7 +106,11 @@ pub(super) fn open(
     let plain = sealed.open(&key, doc).map_err(Unopened::Bad)?;
     let message = Message::decode(&plain).map_err(Unopened::Bad)?;
     // The node outside (which the broker routes by) is the one that signed inside.
-    if message.events().iter().any(|e| e.origin.node != sealed.node) {
+    if message
+        .events()
+        .iter()
+        .any(|e| e.origin.node != sealed.node)
+    {
         return Err(Unopened::Bad(Rejection::BadSignature(sealed.node.to_hex())));
     }
     Ok((message, Some(key)))
@@ -204,10 +208,8 @@ impl Inner {
         }
         self.share_keys(js, stream, &current).await?;
         let held = self.keyring.lock().map(|r| r.keys().len()).unwrap_or(0);
-        *self.keys_kept_for.lock().unwrap_or_else(|p| p.into_inner()) = KeptFor {
-            keys: held,
-            ..view
-        };
+        *self.keys_kept_for.lock().unwrap_or_else(|p| p.into_inner()) =
+            KeptFor { keys: held, ..view };
         Ok(())
     }
 

@@ -154,7 +154,8 @@ pub struct SyncStatus {
     pub key_generation: Option<u32>,
     /// This device was removed from the document (its later events are refused everywhere).
     pub removed: bool,
-    /// Per removed node, how many of its events written after its removal were refused here.
+    /// Per removed node, how many of its events written after its removal were refused at
+    /// merge (stored, never applied).
     pub refused_from_removed: std::collections::BTreeMap<String, u64>,
 }
 
