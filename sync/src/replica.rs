@@ -18,10 +18,9 @@
 //!   close a cycle once both sides merged, are not applied and are listed in
 //!   `extensions.sync.skipped` (`id`, `reason`).
 //! - **Removed devices.** A `node.remove {node_id, upto}` cuts that node's history: its
-//!   events after origin seq `upto` take no merge position (the cut is a function of the
-//!   set of events, so a device that stored one before the removal reached it folds the
-//!   same state, at the same positions, as one whose ingest refused it); they are counted
-//!   in [`Replica::refused`].
+//!   events after origin seq `upto` keep their merge positions but are not applied (every
+//!   device stores them, and the cut is a function of the set of events: wherever they
+//!   sort, every device folds the same state); they are counted in [`Replica::refused`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -69,7 +68,7 @@ pub struct Replica {
     /// Every `node.remove` held: its id → (the node that committed it, the removed node, the
     /// last origin seq of the removed node that stays).
     removals: BTreeMap<EventId, Removal>,
-    /// Events held but cut by a removal (no merge position), and their nodes.
+    /// Events a removal cuts (folded unapplied), and their nodes.
     refused: BTreeMap<EventId, NodeId>,
 }
 
@@ -180,7 +179,6 @@ impl Replica {
         let before = self.applied.len();
         let mut first_change = usize::MAX;
         let mut failed = None;
-        let mut cuts = self.cuts();
         for e in es {
             if self.index.contains(&e.id) {
                 continue;
@@ -198,23 +196,10 @@ impl Replica {
             let (event, command) = e.into_parts();
             if let Some((node, upto)) = removal_of(&command.0, &event) {
                 self.removals.insert(id, Removal { by, node, upto });
-                cuts = self.cuts();
-                // What the cut takes out may sort anywhere: it leaves the merge order and
-                // everything is folded again (removals are rare).
-                let events = &self.events;
-                let refused = &mut self.refused;
-                self.applied.retain(|k| {
-                    let cut = events
-                        .get(&k.id)
-                        .is_some_and(|h| beyond(&cuts, &k.node, h.origin_seq));
-                    if cut {
-                        refused.insert(k.id, k.node);
-                    }
-                    !cut
-                });
+                // What the cut refuses may sort anywhere: everything is folded again
+                // (removals are rare).
                 first_change = 0;
             }
-            let cut = beyond(&cuts, &by, origin_seq);
             self.events.insert(
                 id,
                 Box::new(Held {
@@ -223,16 +208,11 @@ impl Replica {
                     origin_seq,
                 }),
             );
-            if cut {
-                self.refused.insert(id, by);
-                continue;
-            }
             let at = self.applied.partition_point(|k| *k < key);
             self.applied.insert(at, key);
             first_change = first_change.min(at);
         }
         let added = if first_change == usize::MAX {
-            // Nothing new in the merge order (a redelivery, or an event a removal cuts).
             Added::Duplicate
         } else if first_change >= before {
             self.fold_from(before);
@@ -261,12 +241,20 @@ impl Replica {
 
     /// Folds `applied[from..]` onto the state, which holds the first `from` events.
     fn fold_from(&mut self, from: usize) {
+        let cuts = self.cuts();
         for pos in from..self.applied.len() {
-            let id = self.applied[pos].id;
+            let MergeKey { id, node, .. } = self.applied[pos];
             let Some(held) = self.events.get_mut(&id) else {
                 continue;
             };
             held.event.seq = pos as u64 + 1;
+            if beyond(&cuts, &node, held.origin_seq) {
+                // It takes its merge position unapplied: the state has seen `seq` events
+                // (what a process reaching this one through its owner socket continues from).
+                self.refused.insert(id, node);
+                self.state.last_seq = held.event.seq;
+                continue;
+            }
             fold_one(
                 &self.registry,
                 &self.index,
@@ -296,10 +284,15 @@ impl Replica {
     pub fn refold(&self) -> State {
         let mut state = State::default();
         let mut memory = FoldMemory::default();
+        let cuts = self.cuts();
         for (pos, key) in self.applied.iter().enumerate() {
             let held = &self.events[&key.id];
             let mut e = held.event.clone();
             e.seq = pos as u64 + 1;
+            if beyond(&cuts, &key.node, held.origin_seq) {
+                state.last_seq = e.seq;
+                continue;
+            }
             fold_one(
                 &self.registry,
                 &self.index,

@@ -560,8 +560,8 @@ fn judge(
         return reject(why.clone());
     }
     // A removed device's events after its removal are stored (another device's event may
-    // name one it saw before the removal reached it) but take no place in the merge order
-    // ([`crate::replica`]): refused at merge, the same on every device.
+    // name one it saw before the removal reached it) but never applied ([`crate::replica`]):
+    // refused at merge, the same on every device.
     // Its place in its node's history: right after the node's last event here.
     let stored = core.chains.get(&e.origin.node).map_or(&[][..], |c| c);
     let queued = fresh_chains.get(&e.origin.node).map_or(&[][..], |c| c);
