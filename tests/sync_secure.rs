@@ -386,8 +386,7 @@ async fn a_device_without_the_right_credentials_or_ca_is_refused_in_one_line_nam
         .require_tls(true)
         .connect(url.as_str())
         .await
-        .err()
-        .expect("a client without credentials is refused");
+        .expect_err("a client without credentials is refused");
     assert_eq!(
         err.kind(),
         async_nats::ConnectErrorKind::AuthorizationViolation,
