@@ -139,6 +139,27 @@ fn wait_served(elf: &Path, child: &Child) {
     panic!("{} is not served", elf.display());
 }
 
+/// Waits (at most 30 s) until served `a` and `b` are online with the same digest, more than
+/// `events` events and nothing to publish, and B lists A's block named [`MARKER`]; the digest.
+fn converge_to_marker(a: &Path, b: &Path, logs: &[PathBuf], events: u64) -> String {
+    let log_paths: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
+    let digest = serve::converge(
+        || {
+            [a, b]
+                .iter()
+                .map(|e| ok_json(elfiee(e, &["--json", "sync", "status"], &[])))
+                .collect()
+        },
+        |st| st["online"] == true && st["to_publish"] == 0 && st["events"].as_u64() > Some(events),
+        &log_paths,
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+    );
+    let read = ok_json(elfiee(b, &["--json", "block", "list"], &[]));
+    assert!(read.to_string().contains(MARKER), "B has A's block: {read}");
+    digest
+}
+
 /// Waits (at most 20 s) for `child` to exit; its stderr from `log`.
 fn refused(mut child: Child, log: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -271,22 +292,8 @@ fn devices_with_the_right_credentials_converge_and_no_secret_is_kept_or_shown() 
     let mut b = spawn_serve(&s.b, &s.b_key, &url, &b_args, &[], &logs[1]);
     wait_served(&s.a, &a);
     wait_served(&s.b, &b);
-    let log_paths: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
-    let digest = serve::converge(
-        || {
-            [&s.a, &s.b]
-                .iter()
-                .map(|e| ok_json(elfiee(e, &["--json", "sync", "status"], &[])))
-                .collect()
-        },
-        |st| st["online"] == true && st["to_publish"] == 0 && st["events"].as_u64() > Some(3),
-        &log_paths,
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
+    let digest = converge_to_marker(&s.a, &s.b, &logs, 3);
     assert!(!digest.is_empty());
-    let read = ok_json(elfiee(&s.b, &["--json", "block", "list"], &[]));
-    assert!(read.to_string().contains(MARKER), "B has A's block: {read}");
     // What users see: the status, text and JSON, names the bare address.
     for args in [&["sync", "status"][..], &["--json", "sync", "status"][..]] {
         let out = elfiee(&s.b, args, &[]);
@@ -753,21 +760,7 @@ fn a_creds_file_of_an_operator_mode_broker_is_taken_and_a_foreign_one_named() {
     );
     wait_served(&a, &sa);
     wait_served(&b, &sb);
-    let log_paths: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
-    serve::converge(
-        || {
-            [&a, &b]
-                .iter()
-                .map(|e| ok_json(elfiee(e, &["--json", "sync", "status"], &[])))
-                .collect()
-        },
-        |st| st["online"] == true && st["to_publish"] == 0 && st["events"].as_u64() > Some(2),
-        &log_paths,
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
-    let read = ok_json(elfiee(&b, &["--json", "block", "list"], &[]));
-    assert!(read.to_string().contains(MARKER), "B has A's block: {read}");
+    converge_to_marker(&a, &b, &logs, 2);
     for c in [&mut sa, &mut sb] {
         let _ = c.kill();
         let _ = c.wait();

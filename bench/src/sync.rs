@@ -388,36 +388,52 @@ fn stat_seconds(pid: Option<u32>, children: bool) -> f64 {
     (ticks(first) + ticks(first + 1)) / hz
 }
 
+/// `events` as `key`'s node's consecutive events (origin seq 1, 2, …, each `prev` the id
+/// `seal` gave the one before).
+fn chain<T>(
+    key: &elfiee_sync::identity::NodeKey,
+    events: &[elfiee_model::Event],
+    mut seal: impl FnMut(
+        elfiee_sync::identity::Origin,
+        &elfiee_model::Event,
+    ) -> (elfiee_sync::identity::EventId, T),
+) -> Vec<T> {
+    let mut prev = None;
+    (1..)
+        .zip(events)
+        .map(|(seq, e)| {
+            let origin = elfiee_sync::identity::Origin {
+                node: key.node(),
+                seq,
+                prev,
+                deps: Vec::new(),
+            };
+            let (id, out) = seal(origin, e);
+            prev = Some(id);
+            out
+        })
+        .collect()
+}
+
 /// Microseconds per event to seal (hash and sign) the events as A's follower does, and to
 /// check them in batches of 256 as B's and C's ingest do; one thread, best of three.
 fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
-    use elfiee_sync::identity::{verify_members, Keys, NodeKey, Origin, SyncEvent};
+    use elfiee_sync::identity::{verify_members, Keys, NodeKey, SyncEvent};
     let key = NodeKey::from_seed([9; 32]);
     let n = events.len().max(1) as f64;
     let (mut sign, mut verify) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..3 {
         let started = Instant::now();
-        let mut prev = None;
-        let sealed: Vec<SyncEvent> = (1..)
-            .zip(events)
-            .map(|(seq, e)| {
-                let origin = Origin {
-                    node: key.node(),
-                    seq,
-                    prev,
-                    deps: Vec::new(),
-                };
-                let s = SyncEvent::seal_parts(
-                    Some(&key),
-                    origin,
-                    "markdown.write".into(),
-                    Some(e.entity.clone()),
-                    e,
-                );
-                prev = Some(s.id);
-                s
-            })
-            .collect();
+        let sealed: Vec<SyncEvent> = chain(&key, events, |origin, e| {
+            let s = SyncEvent::seal_parts(
+                Some(&key),
+                origin,
+                "markdown.write".into(),
+                Some(e.entity.clone()),
+                e,
+            );
+            (s.id, s)
+        });
         sign = sign.min(started.elapsed().as_secs_f64() * 1e6 / n);
         let started = Instant::now();
         let mut keys = Keys::default();
@@ -440,25 +456,14 @@ fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
 fn encryption_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
     use elfiee_sync::encryption::{DocKey, Sealed};
     use elfiee_sync::envelope::{Envelope, Outgoing};
-    use elfiee_sync::identity::{NodeKey, Origin, SyncEvent};
+    use elfiee_sync::identity::{NodeKey, SyncEvent};
     let key = NodeKey::from_seed([9; 32]);
     let doc_key = DocKey::generate(0, key.node());
-    let mut prev = None;
-    let outgoing: Vec<Outgoing> = (1..)
-        .zip(events)
-        .map(|(seq, e)| {
-            let origin = Origin {
-                node: key.node(),
-                seq,
-                prev,
-                deps: Vec::new(),
-            };
-            let (s, bytes) =
-                SyncEvent::sealed(origin, "markdown.write".into(), Some(e.entity.clone()), e);
-            prev = Some(s.id);
-            Outgoing::of(&s, Some(bytes))
-        })
-        .collect();
+    let outgoing: Vec<Outgoing> = chain(&key, events, |origin, e| {
+        let (s, bytes) =
+            SyncEvent::sealed(origin, "markdown.write".into(), Some(e.entity.clone()), e);
+        (s.id, Outgoing::of(&s, Some(bytes)))
+    });
     let envelopes: Vec<Vec<u8>> = outgoing
         .chunks(256)
         .map(|c| Envelope::encode_outgoing(&key, c).0)

@@ -176,7 +176,7 @@ pub struct Sealed {
 impl Sealed {
     /// `plain` (a format 2 envelope of `node`'s) encrypted with `key` for document `doc`.
     pub fn seal(key: &DocKey, doc: &str, node: &NodeId, plain: &[u8]) -> Vec<u8> {
-        let body = key.encrypt(&sealed_aad(doc, node, key.gen, key.id), plain);
+        let body = key.encrypt(&aad(b"elfiee sealed 3", doc, node, key.gen, key.id), plain);
         let wire = SealedWire {
             v: SEALED_VERSION,
             node: *node,
@@ -201,12 +201,17 @@ impl Sealed {
 
     /// The envelope inside, with `key` (the one [`Sealed::kid`] names).
     pub fn open(&self, key: &DocKey, doc: &str) -> Result<Vec<u8>, Rejection> {
-        key.decrypt(&sealed_aad(doc, &self.node, self.gen, self.kid), &self.body)
+        key.decrypt(
+            &aad(b"elfiee sealed 3", doc, &self.node, self.gen, self.kid),
+            &self.body,
+        )
     }
 }
 
-fn sealed_aad(doc: &str, node: &NodeId, gen: u32, kid: u64) -> Vec<u8> {
-    let mut aad = b"elfiee sealed 3".to_vec();
+/// What a sealed envelope's or a key copy's encryption binds: `label` ‖ doc ‖ 0 ‖ node (the
+/// envelope's, or the copy's recipient) ‖ gen ‖ kid.
+fn aad(label: &[u8], doc: &str, node: &NodeId, gen: u32, kid: u64) -> Vec<u8> {
+    let mut aad = label.to_vec();
     aad.extend_from_slice(doc.as_bytes());
     aad.push(0);
     aad.extend_from_slice(&node.0);
@@ -244,7 +249,11 @@ impl KeyCopy {
             return None;
         }
         let wrap = wrap_key(shared.as_bytes(), eph_pub.as_bytes(), their.as_bytes(), doc);
-        let body = encrypt(&wrap, &copy_aad(doc, to, key.gen, key.id), &key.key);
+        let body = encrypt(
+            &wrap,
+            &aad(b"elfiee key copy 1", doc, to, key.gen, key.id),
+            &key.key,
+        );
         let mut copy = KeyCopy {
             v: KEY_COPY_VERSION,
             gen: key.gen,
@@ -292,7 +301,7 @@ impl KeyCopy {
         let wrap = wrap_key(shared.as_bytes(), eph.as_bytes(), mine.as_bytes(), doc);
         let key: [u8; 32] = decrypt(
             &wrap,
-            &copy_aad(doc, &self.to, self.gen, self.kid),
+            &aad(b"elfiee key copy 1", doc, &self.to, self.gen, self.kid),
             &self.body,
         )?
         .try_into()
@@ -343,16 +352,6 @@ mod bin {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         Ok(elfiee_model::RawBytes::deserialize(d)?.0)
     }
-}
-
-fn copy_aad(doc: &str, to: &NodeId, gen: u32, kid: u64) -> Vec<u8> {
-    let mut aad = b"elfiee key copy 1".to_vec();
-    aad.extend_from_slice(doc.as_bytes());
-    aad.push(0);
-    aad.extend_from_slice(&to.0);
-    aad.extend_from_slice(&gen.to_le_bytes());
-    aad.extend_from_slice(&kid.to_le_bytes());
-    aad
 }
 
 #[cfg(test)]

@@ -238,6 +238,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             }
             inner.refresh_status(|s| {
                 s.online = true;
+                forget(s, READ_KEY_WAIT);
                 if let Some(p) = pending {
                     s.to_ingest = p;
                 }
@@ -380,7 +381,7 @@ pub(super) async fn store_batch(
         if let Some(i) = batch.iter().position(lacks) {
             if let Err(Unopened::NoKey { gen }) = inner.open(&batch[i].payload) {
                 waiting = Some(format!(
-                    "this device holds no copy of the document key of generation {gen}: the owner's device seals it to each device it added (was this one removed?)"
+                    "{READ_KEY_WAIT} of generation {gen}: the owner's device seals it to each device it added (was this one removed?)"
                 ));
             }
             batch.truncate(i);

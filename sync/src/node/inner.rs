@@ -576,6 +576,18 @@ impl Inner {
     }
 }
 
+/// What the publisher says while this device lacks a key to write with.
+pub(super) const WRITE_KEY_WAIT: &str = "waiting for this device's copy of the document key";
+/// What ingest says while a message is sealed with a key this device lacks.
+pub(super) const READ_KEY_WAIT: &str = "this device holds no copy of the document key";
+
+/// Clears `last_error` when it is `said` (what it waited for came).
+pub(super) fn forget(s: &mut SyncStatus, said: &str) {
+    if s.last_error.as_deref().is_some_and(|e| e.starts_with(said)) {
+        s.last_error = None;
+    }
+}
+
 /// The merged state as the file's readers' view ([`elfiee_engine::ForeignLog::set_view`]).
 pub(super) struct MergedView(pub(super) std::sync::Weak<Inner>);
 

@@ -203,9 +203,9 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                 // Nothing leaves in the clear: wait for this device's copy of the key (the
                 // owner's device seals it once it added this one; after a removal, the
                 // removing device makes a new generation).
-                inner.offline(
-                    "waiting for this device's copy of the document key (sealed by the device that added it, or made after a removal)".into(),
-                );
+                inner.offline(format!(
+                    "{WRITE_KEY_WAIT} (sealed by the device that added it, or made after a removal)"
+                ));
                 backoff.wait().await;
                 continue 'connect;
             }
@@ -213,7 +213,10 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                 Ok((last, seq)) => {
                     next = last + 1;
                     subject_seq = seq;
-                    inner.online();
+                    inner.refresh_status(|s| {
+                        s.online = true;
+                        forget(s, WRITE_KEY_WAIT);
+                    });
                 }
                 Err(why) => {
                     // An acknowledged envelope stays acknowledged (the checkpoint moved over
