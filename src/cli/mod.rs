@@ -375,8 +375,8 @@ pub(crate) enum SyncCmd {
         #[command(flatten)]
         broker_access: BrokerArgs,
     },
-    /// Let a device write to this document (file owner only); NODE_ID is what
-    /// `elfiee sync node-id` prints on that device.
+    /// Let a device read and write this document (file owner only; it gets the document
+    /// key); NODE_ID is what `elfiee sync node-id` prints on that device.
     AddNode {
         node_id: String,
         /// A name to show for the device.
