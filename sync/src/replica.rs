@@ -196,9 +196,14 @@ impl Replica {
             let (event, command) = e.into_parts();
             if let Some((node, upto)) = removal_of(&command.0, &event) {
                 self.removals.insert(id, Removal { by, node, upto });
-                // What the cut refuses may sort anywhere: everything is folded again
-                // (removals are rare).
-                first_change = 0;
+                // What the cut refuses may sort anywhere: folded again from the first of it.
+                let events = &self.events;
+                let cut = self.applied.iter().position(|k| {
+                    k.node == node && events.get(&k.id).is_some_and(|h| h.origin_seq > upto)
+                });
+                if let Some(at) = cut {
+                    first_change = first_change.min(at);
+                }
             }
             self.events.insert(
                 id,
