@@ -160,6 +160,24 @@ fn converge_to_marker(a: &Path, b: &Path, logs: &[PathBuf], events: u64) -> Stri
     digest
 }
 
+/// `elfiee --json sync join ELF --broker BROKER --doc sec --key KEY EXTRA…`.
+fn sync_join(elf: &Path, key: &Path, broker: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--json",
+        "sync",
+        "join",
+        elf.to_str().unwrap(),
+        "--broker",
+        broker,
+        "--doc",
+        "sec",
+        "--key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    elfiee(elf, &args, &[])
+}
+
 /// Waits (at most 20 s) for `child` to exit; its stderr from `log`.
 fn refused(mut child: Child, log: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -429,24 +447,7 @@ fn a_broker_that_verifies_clients_takes_a_device_with_a_client_certificate() {
     let ca = certs.ca.to_str().unwrap();
     let b = dir.path().join("b.elf");
     let key = dir.path().join("b.key");
-    let join = |extra: &[&str]| {
-        let mut args = vec![
-            "--json",
-            "sync",
-            "join",
-            b.to_str().unwrap(),
-            "--broker",
-            &url,
-            "--doc",
-            "sec",
-            "--key",
-            key.to_str().unwrap(),
-            "--tls-ca",
-            ca,
-        ];
-        args.extend_from_slice(extra);
-        elfiee(&b, &args, &[])
-    };
+    let join = |extra: &[&str]| sync_join(&b, &key, &url, &[&["--tls-ca", ca], extra].concat());
     let out = join(&[]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && !b.exists(), "{said}");
@@ -561,22 +562,7 @@ fn a_token_in_the_url_and_an_nkey_seed_file_are_taken_and_wrong_ones_named() {
     let join = |n: usize, broker: &str, extra: &[&str]| {
         let elf = dir.path().join(format!("d{n}.elf"));
         let key = dir.path().join(format!("d{n}.key"));
-        let mut args = vec![
-            "--json",
-            "sync",
-            "join",
-            elf.to_str().unwrap(),
-            "--broker",
-            broker,
-            "--doc",
-            "sec",
-            "--key",
-            key.to_str().unwrap(),
-            "--tls-ca",
-            ca,
-        ];
-        args.extend_from_slice(extra);
-        let out = elfiee(&elf, &args, &[]);
+        let out = sync_join(&elf, &key, broker, &[&["--tls-ca", ca], extra].concat());
         (out, elf)
     };
     let (out, elf) = join(1, &format!("tls://tok-Wq55@{}", by_token.addr()), &[]);
@@ -703,26 +689,7 @@ fn a_creds_file_of_an_operator_mode_broker_is_taken_and_a_foreign_one_named() {
     let (a, b) = (dir.path().join("a.elf"), dir.path().join("b.elf"));
     let (a_key, b_key) = (dir.path().join("a.key"), dir.path().join("b.key"));
     let creds = good.to_str().unwrap();
-    let join = |elf: &Path, key: &Path, creds: &str| {
-        elfiee(
-            elf,
-            &[
-                "--json",
-                "sync",
-                "join",
-                elf.to_str().unwrap(),
-                "--broker",
-                &url,
-                "--doc",
-                "sec",
-                "--key",
-                key.to_str().unwrap(),
-                "--creds",
-                creds,
-            ],
-            &[],
-        )
-    };
+    let join = |elf: &Path, key: &Path, creds: &str| sync_join(elf, key, &url, &["--creds", creds]);
     let joined = ok_json(join(&b, &b_key, creds));
     let out = join(
         &dir.path().join("c.elf"),
