@@ -236,25 +236,27 @@ fn write_status(path: &Path, s: &SyncStatus) {
 
 /// `elfiee sync remove-node NODE_ID`: `node.remove` with the last of the device's events
 /// this device holds (they stay; the device's later ones are refused at merge everywhere).
-pub(super) async fn remove_node(
-    s: &super::session::Session,
+pub async fn remove_node(
+    file: &FileHandle,
+    editor: &str,
     node_id: &str,
     out: &Out,
 ) -> Result<(), CliError> {
-    let events = s.file.events(1)?;
-    let notes = event_notes(&s.file, &events);
+    let events = file.events(1)?;
+    let notes = event_notes(file, &events);
     let upto = notes
         .values()
         .filter(|n| n["sync"]["origin_node"] == node_id)
         .filter_map(|n| n["sync"]["origin_seq"].as_u64())
         .max()
         .unwrap_or(0);
-    let ev = s
-        .submit(
+    let ev = file
+        .submit(elfiee_model::Command::new(
+            editor,
             "node.remove",
             None,
             json!({"node_id": node_id, "upto": upto}),
-        )
+        ))
         .await?;
     out.print(
         &json!({"node_id": node_id, "upto": upto, "events": ev.len()}),

@@ -346,8 +346,8 @@ pub(super) struct Inner {
     pub(super) keys: Mutex<Keys>,
     /// The document keys this device holds (decision 0047).
     pub(super) keyring: Mutex<crate::encryption::Keyring>,
-    /// What the keys were last kept for ([`super::keys::KeptFor`]).
-    pub(super) keys_kept_for: Mutex<super::keys::KeptFor>,
+    /// What the keys were last kept for ([`KeptFor`]).
+    pub(super) keys_kept_for: Mutex<KeptFor>,
 }
 
 impl Inner {

@@ -12,6 +12,7 @@ use crate::identity::{NodeId, NodeKey, Rejection};
 use crate::membership;
 
 use super::inner::Inner;
+use super::types::KeptFor;
 
 /// Why a message could not be opened.
 #[derive(Debug)]
@@ -21,15 +22,6 @@ pub(super) enum Unopened {
     NoKey { gen: u32 },
     /// Altered, or not what it says.
     Bad(Rejection),
-}
-
-/// What the device's keys were last kept for: the devices holding the document, the
-/// removals, and the keys held. Keeping them again is needed only when this changes.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub(super) struct KeptFor {
-    current: Vec<NodeId>,
-    removals: usize,
-    keys: usize,
 }
 
 /// Every copy of a document key sealed to `key`'s device on `doc`'s stream, opened (a copy

@@ -159,6 +159,16 @@ pub struct SyncStatus {
     pub refused_from_removed: std::collections::BTreeMap<String, u64>,
 }
 
+/// What the device's document keys were last kept for (`node/keys.rs`): the devices holding
+/// the document, the removals, and the keys held. Keeping them again is needed only when
+/// this changes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(super) struct KeptFor {
+    pub(super) current: Vec<NodeId>,
+    pub(super) removals: usize,
+    pub(super) keys: usize,
+}
+
 /// A pause that doubles per failure in a row.
 pub(super) struct Backoff {
     next: Duration,
