@@ -33,10 +33,10 @@ fn serve_with_replicas_makes_a_replicated_stream_and_status_names_its_leader() {
         .unwrap();
     // Served once its status file names it.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read(a.join("sync-status.json"))
+    while std::fs::read(a.join("sync-status.json"))
         .ok()
         .and_then(|t| serde_json::from_slice::<Value>(&t).ok())
-        .is_some_and(|v| v["served_by"].as_u64() == Some(child.id() as u64))
+        .is_none_or(|v| v["served_by"].as_u64() != Some(child.id() as u64))
     {
         assert!(Instant::now() < deadline, "not served");
         std::thread::sleep(Duration::from_millis(20));

@@ -223,6 +223,68 @@ fn converge(devices: &[&Device], within: Duration) -> String {
     )
 }
 
+/// `elfiee sync remove-node` (issue 40): the owner only; the removed device's later writes
+/// are refused at merge on the others (named in `sync status`), it cannot read what is
+/// written after, and what it wrote before stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_removes_a_device_from_the_command_line() {
+    let server = NatsServer::start().unwrap();
+    let c = cluster(server, "rmcli").await;
+    let (a, b, carol) = (&c.devices[0], &c.devices[1], &c.devices[2]);
+    let create = |d: &Device, name: &str| {
+        ok_json(d.run(&["block", "create", "--name", name, "--type", "markdown"]))
+    };
+    c.converge();
+    create(b, "b-before");
+    c.converge();
+    let bob = b.node_id();
+    // Not the owner, even with the right to grant on the whole document: refused, naming why.
+    ok_json(a.run(&["grant", "carol", "core.grant", "*"]));
+    c.converge();
+    let refused = carol.run(&["sync", "remove-node", &bob]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stdout).to_string()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("only the file owner removes devices"),
+        "{said}"
+    );
+    let removed = ok_json(a.run(&["sync", "remove-node", &bob]));
+    assert_eq!(removed["events"], 1, "{removed}");
+    assert!(removed["upto"].as_u64().unwrap() >= 1, "{removed}");
+    create(a, "a-after-removal");
+    create(b, "b-after-removal");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = carol.status();
+        let shows = |d: &Device, marker: &str| marker_in(&d.events(), "core.create", marker);
+        if s["refused_from_removed"][&bob].as_u64() >= Some(1) && shows(carol, "a-after-removal") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "carol: {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let text = elfiee(&carol.elf, &["sync", "status"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("refused events from removed node {bob}: 1")),
+        "{text}"
+    );
+    // What B wrote before stays in the merged state; what it wrote after is not in it.
+    let names = |d: &Device| ok_json(d.run(&["block", "list"])).to_string();
+    assert!(names(carol).contains("b-before"));
+    assert!(!names(carol).contains("b-after-removal"));
+    let on_a = names(a);
+    assert!(
+        on_a.contains("b-before") && !on_a.contains("b-after-removal"),
+        "{on_a}\n{}",
+        a.status()
+    );
+    // B cannot read what followed its removal.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!marker_in(&b.events(), "core.create", "a-after-removal"));
+}
+
 fn marker_in(events: &[Value], kind: &str, marker: &str) -> bool {
     events.iter().any(|e| {
         e["attribute"].as_str().is_some_and(|a| a.ends_with(kind))
@@ -360,7 +422,8 @@ async fn seeded_run(seed: u64, steps: usize) {
             d.name
         );
     }
-    // A fresh device that only reads the stream ends with the same state.
+    // A fresh device that reads the stream (once the owner added it: only an added device
+    // gets the document key) ends with the same state.
     let mut fresh = Device {
         name: "d".into(),
         editor: String::new(),
@@ -387,6 +450,9 @@ async fn seeded_run(seed: u64, steps: usize) {
             fresh.key.to_str().unwrap(),
         ],
     ));
+    let fresh_node = fresh.node_id();
+    ok_json(c.devices[0].run(&["sync", "add-node", &fresh_node, "--name", "d"]));
+    let digest = c.converge();
     fresh.start(&[]);
     let mut with_fresh: Vec<&Device> = c.devices.iter().collect();
     with_fresh.push(&fresh);
@@ -507,7 +573,18 @@ async fn a_publisher_killed_between_commit_and_puback_loses_no_acknowledged_writ
         .get_last_raw_message_by_subject(&format!("elf.crash.ev.{node}"))
         .await
         .unwrap();
-    let last = elfiee_sync::envelope::Message::decode(&last.payload).unwrap();
+    // Sealed with the document key: opened with B's copy of it.
+    let seed = std::fs::read_to_string(&b.key).unwrap();
+    let seed = elfiee_model::EventHash::from_hex(seed.trim()).unwrap();
+    let ring = elfiee_sync::node::device_keyring(
+        &stream,
+        "crash",
+        &elfiee_sync::identity::NodeKey::from_seed(seed.0),
+        Duration::from_secs(5),
+    )
+    .await
+    .unwrap();
+    let last = ring.open_message("crash", &last.payload).unwrap();
     let sent: Vec<String> = last.events().iter().map(|e| e.value.to_string()).collect();
     assert!(sent.len() >= 5, "one envelope holds the batch: {sent:?}");
     for i in 0..5 {
@@ -725,6 +802,8 @@ async fn a_fresh_device_receives_large_bodies_in_bounded_memory() {
             receiver.key.to_str().unwrap(),
         ],
     ));
+    let node = receiver.node_id();
+    ok_json(sender.run(&["sync", "add-node", &node]));
     receiver.start(&[]);
     converge(&[&sender, &receiver], Duration::from_secs(60));
     let pid = receiver.serve.as_ref().unwrap().id();

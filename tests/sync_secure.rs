@@ -139,6 +139,45 @@ fn wait_served(elf: &Path, child: &Child) {
     panic!("{} is not served", elf.display());
 }
 
+/// Waits (at most 30 s) until served `a` and `b` are online with the same digest, more than
+/// `events` events and nothing to publish, and B lists A's block named [`MARKER`]; the digest.
+fn converge_to_marker(a: &Path, b: &Path, logs: &[PathBuf], events: u64) -> String {
+    let log_paths: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
+    let digest = serve::converge(
+        || {
+            [a, b]
+                .iter()
+                .map(|e| ok_json(elfiee(e, &["--json", "sync", "status"], &[])))
+                .collect()
+        },
+        |st| st["online"] == true && st["to_publish"] == 0 && st["events"].as_u64() > Some(events),
+        &log_paths,
+        Duration::from_secs(30),
+        Duration::from_millis(100),
+    );
+    let read = ok_json(elfiee(b, &["--json", "block", "list"], &[]));
+    assert!(read.to_string().contains(MARKER), "B has A's block: {read}");
+    digest
+}
+
+/// `elfiee --json sync join ELF --broker BROKER --doc sec --key KEY EXTRA…`.
+fn sync_join(elf: &Path, key: &Path, broker: &str, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "--json",
+        "sync",
+        "join",
+        elf.to_str().unwrap(),
+        "--broker",
+        broker,
+        "--doc",
+        "sec",
+        "--key",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    elfiee(elf, &args, &[])
+}
+
 /// Waits (at most 20 s) for `child` to exit; its stderr from `log`.
 fn refused(mut child: Child, log: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -271,22 +310,8 @@ fn devices_with_the_right_credentials_converge_and_no_secret_is_kept_or_shown() 
     let mut b = spawn_serve(&s.b, &s.b_key, &url, &b_args, &[], &logs[1]);
     wait_served(&s.a, &a);
     wait_served(&s.b, &b);
-    let log_paths: Vec<&Path> = logs.iter().map(PathBuf::as_path).collect();
-    let digest = serve::converge(
-        || {
-            [&s.a, &s.b]
-                .iter()
-                .map(|e| ok_json(elfiee(e, &["--json", "sync", "status"], &[])))
-                .collect()
-        },
-        |st| st["online"] == true && st["to_publish"] == 0 && st["events"].as_u64() > Some(3),
-        &log_paths,
-        Duration::from_secs(30),
-        Duration::from_millis(100),
-    );
+    let digest = converge_to_marker(&s.a, &s.b, &logs, 3);
     assert!(!digest.is_empty());
-    let read = ok_json(elfiee(&s.b, &["--json", "block", "list"], &[]));
-    assert!(read.to_string().contains(MARKER), "B has A's block: {read}");
     // What users see: the status, text and JSON, names the bare address.
     for args in [&["sync", "status"][..], &["--json", "sync", "status"][..]] {
         let out = elfiee(&s.b, args, &[]);
@@ -386,8 +411,7 @@ async fn a_device_without_the_right_credentials_or_ca_is_refused_in_one_line_nam
         .require_tls(true)
         .connect(url.as_str())
         .await
-        .err()
-        .expect("a client without credentials is refused");
+        .expect_err("a client without credentials is refused");
     assert_eq!(
         err.kind(),
         async_nats::ConnectErrorKind::AuthorizationViolation,
@@ -423,24 +447,7 @@ fn a_broker_that_verifies_clients_takes_a_device_with_a_client_certificate() {
     let ca = certs.ca.to_str().unwrap();
     let b = dir.path().join("b.elf");
     let key = dir.path().join("b.key");
-    let join = |extra: &[&str]| {
-        let mut args = vec![
-            "--json",
-            "sync",
-            "join",
-            b.to_str().unwrap(),
-            "--broker",
-            &url,
-            "--doc",
-            "sec",
-            "--key",
-            key.to_str().unwrap(),
-            "--tls-ca",
-            ca,
-        ];
-        args.extend_from_slice(extra);
-        elfiee(&b, &args, &[])
-    };
+    let join = |extra: &[&str]| sync_join(&b, &key, &url, &[&["--tls-ca", ca], extra].concat());
     let out = join(&[]);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && !b.exists(), "{said}");
@@ -555,22 +562,7 @@ fn a_token_in_the_url_and_an_nkey_seed_file_are_taken_and_wrong_ones_named() {
     let join = |n: usize, broker: &str, extra: &[&str]| {
         let elf = dir.path().join(format!("d{n}.elf"));
         let key = dir.path().join(format!("d{n}.key"));
-        let mut args = vec![
-            "--json",
-            "sync",
-            "join",
-            elf.to_str().unwrap(),
-            "--broker",
-            broker,
-            "--doc",
-            "sec",
-            "--key",
-            key.to_str().unwrap(),
-            "--tls-ca",
-            ca,
-        ];
-        args.extend_from_slice(extra);
-        let out = elfiee(&elf, &args, &[]);
+        let out = sync_join(&elf, &key, broker, &[&["--tls-ca", ca], extra].concat());
         (out, elf)
     };
     let (out, elf) = join(1, &format!("tls://tok-Wq55@{}", by_token.addr()), &[]);
@@ -596,4 +588,148 @@ fn a_token_in_the_url_and_an_nkey_seed_file_are_taken_and_wrong_ones_named() {
         said.contains(&format!("the nkey seed in {}", stranger.display())),
         "{said}"
     );
+}
+
+/// base64url without padding (how NATS JWTs encode their parts).
+fn b64url(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = c.iter().fold(0u32, |n, b| n << 8 | *b as u32) << (8 * (3 - c.len()));
+        for i in 0..=c.len() {
+            out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+        }
+    }
+    out
+}
+
+/// A NATS JWT of `claims` (`iss`, `sub`, `iat`, `jti` added), signed by `issuer`.
+fn nats_jwt(issuer: &nkeys::KeyPair, sub: &str, mut claims: Value) -> String {
+    claims["iss"] = issuer.public_key().into();
+    claims["sub"] = sub.into();
+    claims["iat"] = 1_700_000_000.into();
+    claims["jti"] = format!("elfiee-test-{sub}").into();
+    let head = b64url(br#"{"typ":"JWT","alg":"ed25519-nkey"}"#);
+    let body = b64url(serde_json::to_string(&claims).unwrap().as_bytes());
+    let signed = format!("{head}.{body}");
+    let sig = issuer.sign(signed.as_bytes()).unwrap();
+    format!("{signed}.{}", b64url(&sig))
+}
+
+/// A `.creds` file as `nsc` writes one: the user's JWT and nkey seed.
+fn creds_file(path: &Path, jwt: &str, user: &nkeys::KeyPair) {
+    let text = format!(
+        "-----BEGIN NATS USER JWT-----\n{jwt}\n------END NATS USER JWT------\n\n\
+         ************************* IMPORTANT *************************\n\
+         NKEY Seed printed below can be used to sign and prove identity.\n\n\
+         -----BEGIN USER NKEY SEED-----\n{}\n------END USER NKEY SEED------\n",
+        user.seed().unwrap()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// Issue 40 item 2: a NATS `.creds` file (operator mode: an operator, an account with
+/// JetStream, a user; the JWTs made here with `nkeys`, as `nsc` would) takes a device
+/// through `sync join` and `serve --sync`, which publishes the document; a `.creds` of a user
+/// signed by an account the broker does not know is refused naming the file.
+#[test]
+fn a_creds_file_of_an_operator_mode_broker_is_taken_and_a_foreign_one_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let operator = nkeys::KeyPair::new_operator();
+    let account = nkeys::KeyPair::new_account();
+    let user = nkeys::KeyPair::new_user();
+    let op_jwt = nats_jwt(
+        &operator,
+        &operator.public_key(),
+        serde_json::json!({"name": "op", "nats": {"type": "operator", "version": 2}}),
+    );
+    let unlimited = serde_json::json!({
+        "subs": -1, "data": -1, "payload": -1, "imports": -1, "exports": -1,
+        "wildcards": true, "conn": -1, "leaf": -1,
+        "mem_storage": -1, "disk_storage": -1, "streams": -1, "consumer": -1,
+    });
+    let acc_jwt = nats_jwt(
+        &operator,
+        &account.public_key(),
+        serde_json::json!({"name": "team", "nats": {
+            "limits": unlimited, "type": "account", "version": 2}}),
+    );
+    let user_claims = serde_json::json!({"name": "laptop", "nats": {
+        "pub": {}, "sub": {}, "subs": -1, "data": -1, "payload": -1,
+        "type": "user", "version": 2}});
+    let user_jwt = nats_jwt(&account, &user.public_key(), user_claims.clone());
+    let good = dir.path().join("laptop.creds");
+    creds_file(&good, &user_jwt, &user);
+    // A user of an account the broker never heard of.
+    let (other_account, other_user) = (nkeys::KeyPair::new_account(), nkeys::KeyPair::new_user());
+    let foreign = dir.path().join("foreign.creds");
+    creds_file(
+        &foreign,
+        &nats_jwt(&other_account, &other_user.public_key(), user_claims),
+        &other_user,
+    );
+    // JetStream needs the broker's system account.
+    let system = nkeys::KeyPair::new_account();
+    let sys_jwt = nats_jwt(
+        &operator,
+        &system.public_key(),
+        serde_json::json!({"name": "SYS", "nats": {"type": "account", "version": 2}}),
+    );
+    let server = NatsServer::start_with(
+        &format!(
+            "operator: \"{op_jwt}\"\nsystem_account: {sys}\nresolver: MEMORY\n\
+             resolver_preload: {{\n  {acc}: \"{acc_jwt}\"\n  {sys}: \"{sys_jwt}\"\n}}\n",
+            acc = account.public_key(),
+            sys = system.public_key(),
+        ),
+        None,
+    )
+    .unwrap();
+    let url = server.url();
+    let (a, b) = (dir.path().join("a.elf"), dir.path().join("b.elf"));
+    let (a_key, b_key) = (dir.path().join("a.key"), dir.path().join("b.key"));
+    let creds = good.to_str().unwrap();
+    let join = |elf: &Path, key: &Path, creds: &str| sync_join(elf, key, &url, &["--creds", creds]);
+    let joined = ok_json(join(&b, &b_key, creds));
+    let out = join(
+        &dir.path().join("c.elf"),
+        &dir.path().join("c.key"),
+        foreign.to_str().unwrap(),
+    );
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("foreign.creds"), "{said}");
+    assert!(!said.contains(&other_user.seed().unwrap()), "{said}");
+    // A serves its document through the broker with the same kind of file; B gets it.
+    ok_json(elfiee(
+        &a,
+        &["--json", "init", a.to_str().unwrap(), "--owner", "Alice"],
+        &[],
+    ));
+    let node = joined["node_id"].as_str().unwrap().to_owned();
+    ok_json(elfiee(&a, &["--json", "sync", "add-node", &node], &[]));
+    ok_json(elfiee(
+        &a,
+        &[
+            "--json", "block", "create", "--type", "markdown", "--name", MARKER,
+        ],
+        &[],
+    ));
+    let logs = [dir.path().join("a.log"), dir.path().join("b.log")];
+    let mut sa = spawn_serve(&a, &a_key, &url, &["--creds", creds], &[], &logs[0]);
+    let mut sb = spawn_serve(
+        &b,
+        &b_key,
+        &url,
+        &[],
+        &[("ELFIEE_SYNC_CREDS", creds)],
+        &logs[1],
+    );
+    wait_served(&a, &sa);
+    wait_served(&b, &sb);
+    converge_to_marker(&a, &b, &logs, 2);
+    for c in [&mut sa, &mut sb] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
 }

@@ -104,6 +104,24 @@ pub(crate) async fn receiving_device(
     Ok(d)
 }
 
+/// The owner (alice, on `owner`) adds `node`: it may write, and it gets the document key
+/// (only a device that was added reads the document).
+pub(crate) async fn admit(
+    owner: &FileHandle,
+    node: &elfiee_sync::identity::NodeId,
+) -> Result<(), BoxError> {
+    let hex = node.to_hex();
+    owner
+        .submit(Command::new(
+            "alice",
+            "node.add",
+            None,
+            json!({"node_id": hex, "public_key": hex}),
+        ))
+        .await?;
+    Ok(())
+}
+
 pub(crate) async fn device(
     base: &Path,
     name: &str,
@@ -168,10 +186,7 @@ pub fn sync_phase(
         let b = receiving_device(base, "b", &url, 2).await?;
         let c = receiving_device(base, "c", &url, 3).await?;
         for d in [&b, &c] {
-            let hex = d.node.node().to_hex();
-            a.file
-                .submit(Command::new("alice", "node.add", None, json!({"node_id": hex, "public_key": hex})))
-                .await?;
+            admit(&a.file, &d.node.node()).await?;
         }
         let block = markdown_block(&a.file, "bench").await?;
         let mut events = a.node.status().events;
@@ -228,12 +243,13 @@ pub fn sync_phase(
         // verify it), kept beside the figures for comparison: envelopes now sign once a batch.
         let timed = a.file.events(first_timed)?;
         let (sign_us, verify_us) = crypto_cost(&timed);
+        let (encrypt_us, decrypt_us) = encryption_cost(&timed);
         // A bound that leaves out the broker and everything B and C do but verify: the cores
         // spent on A's commit (as measured unsynced) and on the signatures.
         let floor_us = plain_cpu_us + sign_us + 2.0 * verify_us;
         let bound = crate::common::cpus() as f64 * 1e6 / floor_us;
         info!(
-            "sync: CPU per event: synced {:.0} µs (cores busy {:.2}), unsynced commit {plain_cpu_us:.0} µs, sign {sign_us:.1} µs, batch verify {verify_us:.1} µs; bound {bound:.0} events/s = {:.3} of raw",
+            "sync: CPU per event: synced {:.0} µs (cores busy {:.2}), unsynced commit {plain_cpu_us:.0} µs, sign {sign_us:.1} µs, batch verify {verify_us:.1} µs, encrypt {encrypt_us:.2} µs, decrypt {decrypt_us:.2} µs; bound {bound:.0} events/s = {:.3} of raw",
             crate::common::median(&cpu_per_event),
             crate::common::median(&busy),
             bound / rw
@@ -260,6 +276,9 @@ pub fn sync_phase(
                     "unsynced_commit": round(plain_cpu_us, 1),
                     "sign": round(sign_us, 1),
                     "batch_verify": round(verify_us, 1),
+                    "encrypt": round(encrypt_us, 2),
+                    "decrypt": round(decrypt_us, 2),
+                    "encryption_note": "encrypt: sealing A's envelopes (256 of the runs' events each) with the document key, XChaCha20-Poly1305 (decision 0047), per event; decrypt: opening them, as each receiver does; one thread, best of three",
                 },
                 "cpu_bound_events_per_s": round(bound, 0),
                 "cpu_bound_ratio": round(bound / rw, 3),
@@ -369,36 +388,52 @@ fn stat_seconds(pid: Option<u32>, children: bool) -> f64 {
     (ticks(first) + ticks(first + 1)) / hz
 }
 
+/// `events` as `key`'s node's consecutive events (origin seq 1, 2, …, each `prev` the id
+/// `seal` gave the one before).
+fn chain<T>(
+    key: &elfiee_sync::identity::NodeKey,
+    events: &[elfiee_model::Event],
+    mut seal: impl FnMut(
+        elfiee_sync::identity::Origin,
+        &elfiee_model::Event,
+    ) -> (elfiee_sync::identity::EventId, T),
+) -> Vec<T> {
+    let mut prev = None;
+    (1..)
+        .zip(events)
+        .map(|(seq, e)| {
+            let origin = elfiee_sync::identity::Origin {
+                node: key.node(),
+                seq,
+                prev,
+                deps: Vec::new(),
+            };
+            let (id, out) = seal(origin, e);
+            prev = Some(id);
+            out
+        })
+        .collect()
+}
+
 /// Microseconds per event to seal (hash and sign) the events as A's follower does, and to
 /// check them in batches of 256 as B's and C's ingest do; one thread, best of three.
 fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
-    use elfiee_sync::identity::{verify_members, Keys, NodeKey, Origin, SyncEvent};
+    use elfiee_sync::identity::{verify_members, Keys, NodeKey, SyncEvent};
     let key = NodeKey::from_seed([9; 32]);
     let n = events.len().max(1) as f64;
     let (mut sign, mut verify) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..3 {
         let started = Instant::now();
-        let mut prev = None;
-        let sealed: Vec<SyncEvent> = (1..)
-            .zip(events)
-            .map(|(seq, e)| {
-                let origin = Origin {
-                    node: key.node(),
-                    seq,
-                    prev,
-                    deps: Vec::new(),
-                };
-                let s = SyncEvent::seal_parts(
-                    Some(&key),
-                    origin,
-                    "markdown.write".into(),
-                    Some(e.entity.clone()),
-                    e,
-                );
-                prev = Some(s.id);
-                s
-            })
-            .collect();
+        let sealed: Vec<SyncEvent> = chain(&key, events, |origin, e| {
+            let s = SyncEvent::seal_parts(
+                Some(&key),
+                origin,
+                "markdown.write".into(),
+                Some(e.entity.clone()),
+                e,
+            );
+            (s.id, s)
+        });
         sign = sign.min(started.elapsed().as_secs_f64() * 1e6 / n);
         let started = Instant::now();
         let mut keys = Keys::default();
@@ -413,6 +448,46 @@ fn crypto_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
         verify = verify.min(started.elapsed().as_secs_f64() * 1e6 / n);
     }
     (sign, verify)
+}
+
+/// Microseconds per event to seal A's envelopes (256 events each, as the publisher sends
+/// them) with the document key and to open them, as each receiver does; one thread, best of
+/// three.
+fn encryption_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
+    use elfiee_sync::encryption::{DocKey, Sealed};
+    use elfiee_sync::envelope::{Envelope, Outgoing};
+    use elfiee_sync::identity::{NodeKey, SyncEvent};
+    let key = NodeKey::from_seed([9; 32]);
+    let doc_key = DocKey::generate(0, key.node());
+    let outgoing: Vec<Outgoing> = chain(&key, events, |origin, e| {
+        let (s, bytes) =
+            SyncEvent::sealed(origin, "markdown.write".into(), Some(e.entity.clone()), e);
+        (s.id, Outgoing::of(&s, Some(bytes)))
+    });
+    let envelopes: Vec<Vec<u8>> = outgoing
+        .chunks(256)
+        .map(|c| Envelope::encode_outgoing(&key, c).0)
+        .collect();
+    let n = events.len().max(1) as f64;
+    let (mut encrypt, mut decrypt) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let sealed: Vec<Vec<u8>> = envelopes
+            .iter()
+            .map(|e| Sealed::seal(&doc_key, "bench", &key.node(), e))
+            .collect();
+        encrypt = encrypt.min(started.elapsed().as_secs_f64() * 1e6 / n);
+        let started = Instant::now();
+        for s in &sealed {
+            let opened = Sealed::read(s).map(|s| s.open(&doc_key, "bench"));
+            assert!(
+                opened.is_some_and(|o| o.is_ok()),
+                "the bench's own envelopes open"
+            );
+        }
+        decrypt = decrypt.min(started.elapsed().as_secs_f64() * 1e6 / n);
+    }
+    (encrypt, decrypt)
 }
 
 /// Raw JetStream: `n` messages of `size` bytes with message ids, 256 in flight; messages/s.
@@ -502,9 +577,14 @@ fn memory_run(
         .parent()
         .map(|d| d.join("elfiee"))
         .ok_or("no folder for the elfiee binary")?;
+    // The receiver's key first: the sender adds it, and seals it the document key.
+    let key = dir.join("receiver.key");
+    let receiver = elfiee_sync::identity::NodeKey::generate();
+    std::fs::write(&key, elfiee_model::EventHash(receiver.seed()).to_hex())?;
     let started = Instant::now();
     let events = rt.block_on(async {
         let a = device(dir, "sender", &url, 7, true).await?;
+        admit(&a.file, &receiver.node()).await?;
         for i in 0..blocks {
             let made = a
                 .file
@@ -541,13 +621,14 @@ fn memory_run(
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let n = a.node.status().events;
+        // The publisher seals the key to the receiver when it is idle (each second).
+        tokio::time::sleep(Duration::from_millis(2500)).await;
         a.file.close().await;
         Ok(n)
     })?;
     let sent = started.elapsed().as_secs_f64();
     info!("sync-memory {mib} MiB: sender wrote and published {events} events in {sent:.1} s");
     let elf = dir.join("receiver.elf");
-    let key = dir.join("receiver.key");
     let joined = std::process::Command::new(&exe)
         .args(["sync", "join"])
         .arg(&elf)
@@ -715,6 +796,7 @@ pub(crate) async fn catch_up(
     let events = a.node.status().events;
     let started = Instant::now();
     let d = receiving_device(base, "d", url, 4).await?;
+    admit(&a.file, &d.node.node()).await?;
     wait_for(&[&d], events, Duration::from_secs(1800)).await?;
     let caught_up = started.elapsed().as_secs_f64();
     let same = d.node.digest()? == a.node.digest()?;

@@ -95,7 +95,9 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
             let a = device(dir, "a", &url, 21, true).await?;
             let mut receivers = Vec::new();
             for r in 0..*k {
-                receivers.push(receiving_device(dir, &format!("r{r}"), &url, 22 + r as u8).await?);
+                let d = receiving_device(dir, &format!("r{r}"), &url, 22 + r as u8).await?;
+                crate::sync::admit(&a.file, &d.node.node()).await?;
+                receivers.push(d);
             }
             (a.file, Some(a.node), receivers)
         }

@@ -208,6 +208,9 @@ async fn dispatch(cli: &Cli, s: &Session, out: &Out) -> Result<(), CliError> {
                 }
             });
         }
+        Cmd::Sync(SyncCmd::RemoveNode { node_id }) => {
+            super::sync::remove_node(&s.file, &s.editor, node_id, out).await?
+        }
         Cmd::Sync(SyncCmd::Status { broker_access, .. }) => {
             super::sync::status(&s.file, &broker_access.access(), out).await?
         }

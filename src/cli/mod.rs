@@ -377,14 +377,18 @@ pub(crate) enum SyncCmd {
         #[command(flatten)]
         broker_access: BrokerArgs,
     },
-    /// Let a device write to this document (file owner only); NODE_ID is what
-    /// `elfiee sync node-id` prints on that device.
+    /// Let a device read and write this document (file owner only; it gets the document
+    /// key); NODE_ID is what `elfiee sync node-id` prints on that device.
     AddNode {
         node_id: String,
         /// A name to show for the device.
         #[arg(long)]
         name: Option<String>,
     },
+    /// Take a device out of this document (file owner only): what it wrote stays, what it
+    /// writes from now on is refused on every device, and a new document key is sealed to
+    /// the devices that stay, so it cannot read what follows.
+    RemoveNode { node_id: String },
     /// The node, the broker, and how far each side is behind (asks the broker when it can).
     Status {
         #[arg(long, env = "ELFIEE_NODE_KEY", value_name = "FILE", default_value_os_t = sync::default_key_path())]

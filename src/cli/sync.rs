@@ -234,6 +234,45 @@ fn write_status(path: &Path, s: &SyncStatus) {
     }
 }
 
+/// `elfiee sync remove-node NODE_ID`: `node.remove` with the last of the device's events
+/// this device holds (they stay; the device's later ones are refused at merge everywhere).
+pub async fn remove_node(
+    file: &FileHandle,
+    editor: &str,
+    node_id: &str,
+    out: &Out,
+) -> Result<(), CliError> {
+    let events = file.events(1)?;
+    let notes = event_notes(file, &events);
+    let upto = notes
+        .values()
+        .filter(|n| n["sync"]["origin_node"] == node_id)
+        .filter_map(|n| n["sync"]["origin_seq"].as_u64())
+        .max()
+        .unwrap_or(0);
+    let ev = file
+        .submit(elfiee_model::Command::new(
+            editor,
+            "node.remove",
+            None,
+            json!({"node_id": node_id, "upto": upto}),
+        ))
+        .await?;
+    out.print(
+        &json!({"node_id": node_id, "upto": upto, "events": ev.len()}),
+        || {
+            if ev.is_empty() {
+                format!("node {node_id} was already removed")
+            } else {
+                format!(
+                    "node {node_id} removed: its first {upto} events stay; what it writes from now on is refused on every device, and a new document key goes to the devices that stay"
+                )
+            }
+        },
+    );
+    Ok(())
+}
+
 /// `elfiee sync status`.
 pub async fn status(file: &FileHandle, access: &BrokerAccess, out: &Out) -> Result<(), CliError> {
     let status: serde_json::Value = if let Some(pid) = file.owner_pid() {
@@ -306,6 +345,22 @@ pub async fn status(file: &FileHandle, access: &BrokerAccess, out: &Out) -> Resu
         }
         if let Some(e) = status["last_error"].as_str() {
             lines.push(format!("last error: {e}"));
+        }
+        if let Some(g) = status["key_generation"].as_u64() {
+            lines.push(format!("key:       generation {g} (end-to-end encrypted)"));
+        }
+        if status["removed"].as_bool() == Some(true) {
+            lines.push("removed:   this device was removed from the document".into());
+        }
+        for (node, k) in status["refused_from_removed"]
+            .as_object()
+            .into_iter()
+            .flatten()
+        {
+            lines.push(format!(
+                "refused events from removed node {node}: {}",
+                k.as_u64().unwrap_or(0)
+            ));
         }
         for r in status["rejected"].as_array().into_iter().flatten() {
             lines.push(format!("rejected:  {}", r.as_str().unwrap_or_default()));

@@ -57,7 +57,7 @@ impl BrokerAccess {
         let mut access = self;
         let mut bare = Vec::new();
         for part in url.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (b, a) = access.from_one_url(part)?;
+            let (b, a) = access.take_from_one_url(part)?;
             bare.push(b);
             access = a;
         }
@@ -67,7 +67,7 @@ impl BrokerAccess {
         Ok((bare.join(","), access))
     }
 
-    fn from_one_url(mut self, url: &str) -> Result<(String, BrokerAccess), String> {
+    fn take_from_one_url(mut self, url: &str) -> Result<(String, BrokerAccess), String> {
         let addr = url
             .parse::<async_nats::ServerAddr>()
             .map_err(|e| format!("'{}' is not a NATS broker address ({e})", redact(url)))?;

@@ -168,6 +168,24 @@ impl NodeKey {
     pub(crate) fn sign(&self, message: &[u8]) -> [u8; 64] {
         self.0.sign(message).to_bytes()
     }
+
+    /// The node's X25519 key-agreement secret: the scalar of its Ed25519 key (what libsodium's
+    /// `crypto_sign_ed25519_sk_to_curve25519` gives), so it lives where the signing key does
+    /// and its public half is the node id's Montgomery form ([`NodeId::agreement_key`]).
+    pub(crate) fn agreement_secret(&self) -> x25519_dalek::StaticSecret {
+        x25519_dalek::StaticSecret::from(self.0.to_scalar_bytes())
+    }
+}
+
+impl NodeId {
+    /// The node's X25519 public key: its Ed25519 key in Montgomery form (`None` for bytes
+    /// that are no Ed25519 key).
+    pub fn agreement_key(&self) -> Option<x25519_dalek::PublicKey> {
+        let key = VerifyingKey::from_bytes(&self.0).ok()?;
+        Some(x25519_dalek::PublicKey::from(
+            key.to_montgomery().to_bytes(),
+        ))
+    }
 }
 
 /// Why an event from another node is not stored.
@@ -183,6 +201,10 @@ pub enum Rejection {
     BrokenPrev { seq: u64, why: String },
     #[error("it does not decode: {0}")]
     Malformed(String),
+    #[error(
+        "it does not decrypt with the document key it names (altered, or not sealed by a member)"
+    )]
+    Undecryptable,
 }
 
 /// The bytes an id hashes: everything but the id and the signature, in a fixed encoding.

@@ -8,6 +8,8 @@
 //! - [`identity`]: node keys (Ed25519), an event's origin (`node`, `origin_seq`, `prev`,
 //!   `deps`), its id (blake3 of origin and change, independent of local seqs) and signature,
 //!   and why a forged event is rejected.
+//! - [`encryption`]: what the broker holds is ciphertext — the document key, its
+//!   generations, each device's copy sealed to its X25519 key (decision 0047).
 //! - [`merge`]: the merge order (Lamport time, node, id) every node folds in, and causal order
 //!   ("happened before", concurrency) for conflicts.
 //! - [`replica`]: the state as the fold of every node's events in merge order — merge
@@ -21,6 +23,7 @@
 //!   when dropped) and a TCP relay a test can cut and restore (partitions).
 
 pub mod broker;
+pub mod encryption;
 pub mod envelope;
 pub mod identity;
 pub mod membership;

@@ -29,9 +29,44 @@ pub struct NodeAddPayload {
     pub name: Option<String>,
 }
 
-/// Adds `node.add` and its fold to a registry.
+/// `node.remove`: the device's events after its origin seq `upto` are refused on every
+/// device, and a new key generation is sealed to the members that stay (decision 0047).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRemovePayload {
+    pub node_id: String,
+    /// The last of the device's own events that stays (its origin seq; 0: none).
+    pub upto: u64,
+}
+
+/// Adds `node.add`, `node.remove` and their folds to a registry.
 pub fn register(registry: &mut Registry) {
     registry.register(Arc::new(NodeAdd));
+    registry.register(Arc::new(NodeRemove));
+}
+
+/// Removed nodes: node → the last origin seq of its that stays.
+pub fn removed(state: &State) -> BTreeMap<NodeId, u64> {
+    let Some(Value::Object(nodes)) = state.extensions.get("sync").and_then(|s| s.get("nodes"))
+    else {
+        return BTreeMap::new();
+    };
+    nodes
+        .iter()
+        .filter_map(|(id, v)| Some((NodeId(parse_key(id)?), v.get("removed_upto")?.as_u64()?)))
+        .collect()
+}
+
+/// The devices that hold the document now: the first one and the added ones, less the
+/// removed.
+pub fn current(state: &State, genesis: Option<&NodeId>) -> Vec<NodeId> {
+    let removed = removed(state);
+    let mut out: Vec<NodeId> = members(state).into_keys().collect();
+    out.extend(genesis.copied());
+    out.sort();
+    out.dedup();
+    out.retain(|n| !removed.contains_key(n));
+    out
 }
 
 /// The members of a document: node → public key.
@@ -61,6 +96,17 @@ fn parse_key(hex: &str) -> Option<[u8; 32]> {
 
 pub struct NodeAdd;
 
+/// Refuses `cmd` unless its editor owns the file.
+fn owner_only(cmd: &Command, state: &State, what: &str) -> Result<(), CapError> {
+    if state.file_owner.as_deref() != Some(cmd.editor_id.as_str()) {
+        return Err(CapError::rejected(format!(
+            "only the file owner {what}; '{}' is not the owner",
+            cmd.editor_id
+        )));
+    }
+    Ok(())
+}
+
 impl Capability for NodeAdd {
     fn id(&self) -> &'static str {
         "node.add"
@@ -79,12 +125,7 @@ impl Capability for NodeAdd {
     fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
         let p = NodeAddPayload::deserialize(&cmd.payload)
             .map_err(|e| CapError::payload(self.id(), e.to_string()))?;
-        if state.file_owner.as_deref() != Some(cmd.editor_id.as_str()) {
-            return Err(CapError::rejected(format!(
-                "only the file owner adds devices; '{}' is not the owner",
-                cmd.editor_id
-            )));
-        }
+        owner_only(cmd, state, "adds devices")?;
         let key = parse_key(&p.public_key).ok_or_else(|| {
             CapError::payload(
                 self.id(),
@@ -131,6 +172,69 @@ impl Capability for NodeAdd {
                     e.insert("added_seq".into(), json!(event.seq));
                 }
                 nodes.insert(id.to_owned(), entry);
+            }
+            Folded::Done
+        }))
+    }
+}
+
+pub struct NodeRemove;
+
+impl Capability for NodeRemove {
+    fn id(&self) -> &'static str {
+        "node.remove"
+    }
+
+    fn target(&self) -> Target {
+        Target::File
+    }
+
+    /// As `node.add`: a grant of the whole document, then the file owner only.
+    fn authorized_by(&self, _: &Command) -> &'static str {
+        "core.grant"
+    }
+
+    fn handle(&self, cmd: &Command, state: &State, _: &Ctx) -> Result<Vec<EventDraft>, CapError> {
+        let p = NodeRemovePayload::deserialize(&cmd.payload)
+            .map_err(|e| CapError::payload(self.id(), e.to_string()))?;
+        owner_only(cmd, state, "removes devices")?;
+        let node = NodeId::from_hex(&p.node_id).ok_or_else(|| {
+            CapError::payload(
+                self.id(),
+                "node_id must be 64 lower-case hex characters (what `elfiee sync node-id` printed on the device)",
+            )
+        })?;
+        if !members(state).contains_key(&node) {
+            return Err(CapError::rejected(format!(
+                "node {} is not a device of this document (only an added device can be removed)",
+                p.node_id
+            )));
+        }
+        if removed(state).contains_key(&node) {
+            return Ok(Vec::new());
+        }
+        Ok(vec![EventDraft::new(
+            &p.node_id,
+            self.id(),
+            json!({"node_id": p.node_id, "upto": p.upto}),
+        )])
+    }
+
+    fn fold(&self) -> Option<Arc<dyn Fold>> {
+        Some(Arc::new(|state: &mut State, event: &Event| {
+            let (Some(id), Some(upto)) = (
+                event.value.get("node_id").and_then(Value::as_str),
+                event.value.get("upto").and_then(Value::as_u64),
+            ) else {
+                return Folded::Done;
+            };
+            let nodes = state
+                .extension_mut("sync")
+                .entry("nodes")
+                .or_insert_with(|| json!({}));
+            if let Some(Value::Object(entry)) = nodes.get_mut(id) {
+                entry.insert("removed_upto".into(), json!(upto));
+                entry.insert("removed_seq".into(), json!(event.seq));
             }
             Folded::Done
         }))

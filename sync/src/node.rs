@@ -47,6 +47,7 @@ use crate::identity::{EventId, Keys, NodeId, NodeKey};
 
 mod ingest;
 mod inner;
+mod keys;
 mod publish;
 mod records;
 mod types;
@@ -54,6 +55,7 @@ mod types;
 pub use crate::broker::BrokerAccess;
 pub use inner::synced_state;
 use inner::*;
+pub use keys::device_keyring;
 use publish::*;
 use records::*;
 pub use records::{
@@ -200,6 +202,8 @@ impl SyncNode {
             rejected: Mutex::new(Vec::new()),
             checkpoint_name: publish_checkpoint(&node),
             keys: Mutex::new(Keys::default()),
+            keyring: Mutex::default(),
+            keys_kept_for: Mutex::default(),
         });
         inner.refresh_status(|_| {});
         // Readers of the file see the merged state.

@@ -17,6 +17,10 @@
 //! - **Skips.** A change to a block that a concurrent delete removed, and a link that would
 //!   close a cycle once both sides merged, are not applied and are listed in
 //!   `extensions.sync.skipped` (`id`, `reason`).
+//! - **Removed devices.** A `node.remove {node_id, upto}` cuts that node's history: its
+//!   events after origin seq `upto` keep their merge positions but are not applied (every
+//!   device stores them, and the cut is a function of the set of events: wherever they
+//!   sort, every device folds the same state); they are counted in [`Replica::refused`].
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -25,7 +29,7 @@ use elfiee_model::{Command, Event};
 use elfiee_projections::State;
 use serde_json::{json, Value};
 
-use crate::identity::{EventId, SyncEvent};
+use crate::identity::{EventId, NodeId, SyncEvent};
 use crate::merge::{InsertError, MergeIndex, MergeKey};
 
 /// Keep a copy of the state every this many merge positions (what a rollback starts from).
@@ -61,6 +65,22 @@ pub struct Replica {
     /// write then (the verdicts are not copied: see [`FoldMemory`]).
     checkpoints: BTreeMap<usize, (State, HashMap<String, EventId>)>,
     memory: FoldMemory,
+    /// Every `node.remove` held: its id → (the node that committed it, the removed node, the
+    /// last origin seq of the removed node that stays).
+    removals: BTreeMap<EventId, Removal>,
+    /// Events a removal cuts (folded unapplied), and their nodes.
+    refused: BTreeMap<EventId, NodeId>,
+}
+
+/// A `node.remove` the replica holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Removal {
+    /// The node that committed it.
+    pub by: NodeId,
+    /// The removed node.
+    pub node: NodeId,
+    /// Its last origin seq that stays.
+    pub upto: u64,
 }
 
 /// An event the replica holds, with its command (capability, target).
@@ -68,6 +88,8 @@ pub struct Replica {
 struct Held {
     event: Event,
     command: (String, Option<String>),
+    /// Its origin seq (a removal cuts by it).
+    origin_seq: u64,
 }
 
 /// What the fold remembers besides the state: each command's verdict, with the merge position
@@ -93,7 +115,34 @@ impl Replica {
             state: State::default(),
             checkpoints,
             memory: FoldMemory::default(),
+            removals: BTreeMap::new(),
+            refused: BTreeMap::new(),
         }
+    }
+
+    /// Per removed node, how many of its events held here its removal cut.
+    pub fn refused(&self) -> BTreeMap<NodeId, u64> {
+        let mut out = BTreeMap::new();
+        for n in self.refused.values() {
+            *out.entry(*n).or_insert(0) += 1;
+        }
+        out
+    }
+
+    /// Every removal held, in no particular order.
+    pub fn removals(&self) -> Vec<Removal> {
+        self.removals.values().copied().collect()
+    }
+
+    /// Per removed node, the last origin seq of its that stays (the lowest, when it was
+    /// removed twice).
+    pub fn cuts(&self) -> BTreeMap<NodeId, u64> {
+        let mut cuts = BTreeMap::new();
+        for r in self.removals.values() {
+            let c = cuts.entry(r.node).or_insert(r.upto);
+            *c = (*c).min(r.upto);
+        }
+        cuts
     }
 
     pub fn index(&self) -> &MergeIndex {
@@ -142,8 +191,28 @@ impl Replica {
                 }
             };
             let id = e.id;
+            let origin_seq = e.origin.seq;
+            let by = e.origin.node;
             let (event, command) = e.into_parts();
-            self.events.insert(id, Box::new(Held { event, command }));
+            if let Some((node, upto)) = removal_of(&command.0, &event) {
+                self.removals.insert(id, Removal { by, node, upto });
+                // What the cut refuses may sort anywhere: folded again from the first of it.
+                let events = &self.events;
+                let cut = self.applied.iter().position(|k| {
+                    k.node == node && events.get(&k.id).is_some_and(|h| h.origin_seq > upto)
+                });
+                if let Some(at) = cut {
+                    first_change = first_change.min(at);
+                }
+            }
+            self.events.insert(
+                id,
+                Box::new(Held {
+                    event,
+                    command,
+                    origin_seq,
+                }),
+            );
             let at = self.applied.partition_point(|k| *k < key);
             self.applied.insert(at, key);
             first_change = first_change.min(at);
@@ -177,12 +246,20 @@ impl Replica {
 
     /// Folds `applied[from..]` onto the state, which holds the first `from` events.
     fn fold_from(&mut self, from: usize) {
+        let cuts = self.cuts();
         for pos in from..self.applied.len() {
-            let id = self.applied[pos].id;
+            let MergeKey { id, node, .. } = self.applied[pos];
             let Some(held) = self.events.get_mut(&id) else {
                 continue;
             };
             held.event.seq = pos as u64 + 1;
+            if beyond(&cuts, &node, held.origin_seq) {
+                // It takes its merge position unapplied: the state has seen `seq` events
+                // (what a process reaching this one through its owner socket continues from).
+                self.refused.insert(id, node);
+                self.state.last_seq = held.event.seq;
+                continue;
+            }
             fold_one(
                 &self.registry,
                 &self.index,
@@ -212,10 +289,15 @@ impl Replica {
     pub fn refold(&self) -> State {
         let mut state = State::default();
         let mut memory = FoldMemory::default();
+        let cuts = self.cuts();
         for (pos, key) in self.applied.iter().enumerate() {
             let held = &self.events[&key.id];
             let mut e = held.event.clone();
             e.seq = pos as u64 + 1;
+            if beyond(&cuts, &key.node, held.origin_seq) {
+                state.last_seq = e.seq;
+                continue;
+            }
             fold_one(
                 &self.registry,
                 &self.index,
@@ -228,6 +310,20 @@ impl Replica {
         }
         state
     }
+}
+
+/// The node removed and the last origin seq of its that stays, when `cap` is `node.remove`.
+fn removal_of(cap: &str, e: &Event) -> Option<(NodeId, u64)> {
+    if cap != "node.remove" {
+        return None;
+    }
+    let node = NodeId::from_hex(e.value.get("node_id")?.as_str()?)?;
+    Some((node, e.value.get("upto")?.as_u64()?))
+}
+
+/// Whether a removal cuts `node`'s event of origin seq `seq`.
+fn beyond(cuts: &BTreeMap<NodeId, u64>, node: &NodeId, seq: u64) -> bool {
+    cuts.get(node).is_some_and(|upto| seq > *upto)
 }
 
 /// Folds one event (its `seq` set to its merge position + 1): authorization of its command,

@@ -244,6 +244,8 @@ async fn a_rolled_back_checkpoint_outside_the_duplicate_window_stores_nothing_tw
     })
     .await;
     let b = Device::join(&server, "dup", 32, "bob").await;
+    // Only a device the owner added reads the document (it gets the key).
+    common::admit(&a, &b).await;
     for i in 0..5 {
         a.run(
             "core.create",
@@ -284,10 +286,19 @@ async fn a_rolled_back_checkpoint_outside_the_duplicate_window_stores_nothing_tw
         .unwrap();
     let mut messages = consumer.messages().await.unwrap();
     let mut seqs = Vec::new();
+    // A's envelopes are sealed: opened with A's copies of the document key.
+    let ring = elfiee_sync::node::device_keyring(
+        &stream,
+        "dup",
+        &elfiee_sync::identity::NodeKey::from_seed(a.seed),
+        Duration::from_secs(2),
+    )
+    .await
+    .unwrap();
     while let Ok(Some(Ok(m))) =
         tokio::time::timeout(Duration::from_millis(500), messages.next()).await
     {
-        let message = elfiee_sync::envelope::Message::decode(&m.payload).unwrap();
+        let message = ring.open_message("dup", &m.payload).unwrap();
         seqs.extend(message.events().iter().map(|e| e.origin.seq));
     }
     let unique: std::collections::BTreeSet<_> = seqs.iter().collect();
@@ -318,6 +329,7 @@ async fn bodies_travel_in_chunks_to_a_fresh_device() {
         .await
         .unwrap();
     let b = Device::join(&server, "bodies", 42, "bob").await;
+    common::admit(&a, &b).await;
     converge(&[&a, &b], Duration::from_secs(30)).await;
     let state = b.node.state().unwrap();
     let got = b.file.resolve(&state.blocks["big"]).unwrap();

@@ -245,6 +245,17 @@ async fn a_document_synced_by_an_older_build_keeps_its_event_ids() {
     )
     .await
     .unwrap();
+    // B reads the document once the owner added it (it gets the key).
+    let b_node = b.node().to_hex();
+    a_file
+        .submit(elfiee_model::Command::new(
+            "alice",
+            "node.add",
+            None,
+            serde_json::json!({"node_id": b_node, "public_key": b_node}),
+        ))
+        .await
+        .unwrap();
     let same = |a: &SyncNode, b: &SyncNode| {
         a.digest().unwrap() == b.digest().unwrap()
             && a.status().events == b.status().events

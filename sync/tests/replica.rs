@@ -417,3 +417,81 @@ fn an_embedders_write_kind_gets_conflict_marks_when_it_says_it_overwrites() {
         }
     }
 }
+
+/// A removal cuts the removed node's later events the same way whatever arrived first: a
+/// replica that folded them before the removal arrived and one that got the removal first
+/// hold equal states, the cut events unapplied (their merge positions counted in
+/// `last_seq`), the node's earlier events kept.
+#[test]
+fn a_removal_cuts_the_same_events_whatever_the_arrival_order() {
+    let mut registry = Registry::builtin();
+    elfiee_sync::membership::register(&mut registry);
+    let mut nodes = nodes(&registry, 3);
+    nodes[0].run(
+        &registry,
+        Command::new("alice", "elf.init", None, json!({"name": "Alice"})),
+    );
+    let bob = nodes[1].key.node().to_hex();
+    for cmd in [
+        Command::new(
+            "alice",
+            "node.add",
+            None,
+            json!({"node_id": bob, "public_key": bob}),
+        ),
+        Command::new(
+            "alice",
+            "editor.create",
+            None,
+            json!({"name": "bob", "editor_id": "bob"}),
+        ),
+        Command::new(
+            "alice",
+            "core.grant",
+            None,
+            json!({"editor_id": "bob", "cap_id": "core.create"}),
+        ),
+    ] {
+        nodes[0].run(&registry, cmd);
+    }
+    let setup = nodes[0].log.clone();
+    deliver(&setup, &mut nodes[1]);
+    deliver(&setup, &mut nodes[2]);
+    let create = |name: &str| {
+        Command::new(
+            "bob",
+            "core.create",
+            None,
+            json!({"name": name, "block_type": "markdown", "block_id": name}),
+        )
+    };
+    nodes[1].run(&registry, create("kept"));
+    let kept = nodes[1].log.clone();
+    deliver(&kept, &mut nodes[0]);
+    // Alice removes bob's node after his first event; bob, not told, writes twice more.
+    nodes[0].run(
+        &registry,
+        Command::new(
+            "alice",
+            "node.remove",
+            None,
+            json!({"node_id": bob, "upto": 1}),
+        ),
+    );
+    nodes[1].run(&registry, create("late-1"));
+    nodes[1].run(&registry, create("late-2"));
+    let (alice, bobs) = (nodes[0].log.clone(), nodes[1].log.clone());
+    // Node 0 gets bob's late events after its removal; node 2 before it.
+    deliver(&bobs, &mut nodes[0]);
+    deliver(&bobs, &mut nodes[2]);
+    deliver(&alice, &mut nodes[2]);
+    let (a, c) = (nodes[0].replica.state(), nodes[2].replica.state());
+    assert_eq!(a.digest(), c.digest());
+    assert_eq!(a.digest(), nodes[2].replica.refold().digest());
+    assert!(a.blocks.contains_key("kept"));
+    assert!(!a.blocks.contains_key("late-1") && !a.blocks.contains_key("late-2"));
+    assert_eq!(a.last_seq, nodes[0].replica.len() as u64);
+    for n in [&nodes[0], &nodes[2]] {
+        assert_eq!(n.replica.refused().get(&nodes[1].key.node()), Some(&2));
+    }
+}

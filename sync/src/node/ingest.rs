@@ -10,24 +10,29 @@ use elfiee_engine::ForeignLog;
 use elfiee_model::ContentRef;
 use futures_util::{FutureExt, StreamExt};
 
+use crate::encryption::DocKey;
 use crate::envelope::Message;
 use crate::identity::{EventId, NodeId, Rejection, SyncEvent};
 
 use super::inner::*;
+use super::keys::Unopened;
 use super::records::*;
 use super::types::*;
 
 /// Reads a body's chunks from the stream into the content store: chunk by chunk into a file
 /// beside the document, then copied into the store, which checks the hash. Memory holds a
-/// chunk at a time, whatever the body's size.
+/// chunk at a time, whatever the body's size. `key`: the key of the envelope that named it
+/// (its chunks are sealed with it), `None` for issue 28's plain format.
 pub(super) async fn fetch_body(
     inner: &Inner,
     foreign: &ForeignLog,
     stream: &jetstream::stream::Stream,
     r: &ContentRef,
+    key: Option<&DocKey>,
 ) -> Result<(), String> {
     use std::io::{Seek, Write};
-    let subject = inner.config.blob_subject(r);
+    let subject = inner.config.blob_subject(r, key);
+    let name = subject.rsplit('.').next().unwrap_or_default().to_owned();
     let c = stream
         .create_consumer(consumer::pull::OrderedConfig {
             filter_subject: subject.clone(),
@@ -76,7 +81,13 @@ pub(super) async fn fetch_body(
                 continue;
             }
             total = Some(t);
-            file.write_all(&m.payload)
+            let part = match key {
+                Some(k) => k
+                    .decrypt(&DocKey::chunk_aad(&name, n, t), &m.payload)
+                    .map_err(|e| format!("body {}, chunk {n}: {e}", r.hash))?,
+                None => m.payload.to_vec(),
+            };
+            file.write_all(&part)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             next += 1;
         }
@@ -227,6 +238,7 @@ pub(super) async fn ingest(inner: Arc<Inner>) -> Result<(), String> {
             }
             inner.refresh_status(|s| {
                 s.online = true;
+                forget(s, READ_KEY_WAIT);
                 if let Some(p) = pending {
                     s.to_ingest = p;
                 }
@@ -311,6 +323,7 @@ impl Queue {
                 self.members.insert(n, n.0);
             }
         }
+
         self.events.push(e);
     }
 
@@ -347,12 +360,36 @@ pub(super) async fn store_batch(
             .map_err(|e| e.to_string())?;
     }
     let genesis = inner.genesis();
-    let mut queue = Queue {
-        events: Vec::new(),
-        ids: HashSet::new(),
-        chains: HashMap::new(),
-        members: crate::membership::members(inner.lock().replica.state()),
+    let mut queue = {
+        let core = inner.lock();
+        Queue {
+            events: Vec::new(),
+            ids: HashSet::new(),
+            chains: HashMap::new(),
+            members: crate::membership::members(core.replica.state()),
+        }
     };
+    // Messages sealed with a key this device lacks: its copy may have arrived since it
+    // last looked; else what comes before is stored and ingest waits (and tries again).
+    let mut batch = batch;
+    let mut waiting = None;
+    let lacks = |m: &jetstream::Message| {
+        m.subject.as_str() != own && matches!(inner.open(&m.payload), Err(Unopened::NoKey { .. }))
+    };
+    if batch.iter().any(lacks) {
+        inner.refresh_keys(stream).await?;
+        if let Some(i) = batch.iter().position(lacks) {
+            if let Err(Unopened::NoKey { gen }) = inner.open(&batch[i].payload) {
+                waiting = Some(format!(
+                    "{READ_KEY_WAIT} of generation {gen}: the owner's device seals it to each device it added (was this one removed?)"
+                ));
+            }
+            batch.truncate(i);
+        }
+        if batch.is_empty() {
+            return Err(waiting.unwrap_or_default());
+        }
+    }
     // Everything up to the batch's last message is settled (stored, here already, or
     // refused): a restart reads on from there.
     let settled = batch
@@ -360,13 +397,29 @@ pub(super) async fn store_batch(
         .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
         .max()
         .unwrap_or(0);
+    let mut keys_of = Vec::new();
     let decoded: Vec<Result<Message, Rejection>> = batch
         .iter()
         .filter(|m| m.subject.as_str() != own)
-        .map(|m| Message::decode(&m.payload))
+        .map(|m| match inner.open(&m.payload) {
+            Ok((message, key)) => {
+                keys_of.push(key);
+                Ok(message)
+            }
+            Err(e) => {
+                keys_of.push(None);
+                Err(match e {
+                    Unopened::Bad(why) => why,
+                    // Not after the truncation above.
+                    Unopened::NoKey { .. } => Rejection::Undecryptable,
+                })
+            }
+        })
         .collect();
+    // The key each queued event's bodies are sealed with (its envelope's).
+    let mut body_keys: HashMap<EventId, DocKey> = HashMap::new();
     let signatures = check_signatures(inner, &decoded);
-    for (d, signature) in decoded.into_iter().zip(signatures) {
+    for ((d, signature), key) in decoded.into_iter().zip(signatures).zip(keys_of) {
         let rejected = match d {
             Err(why) => Some(SyncError::Rejected {
                 origin: "?".into(),
@@ -379,7 +432,12 @@ pub(super) async fn store_batch(
                 let mut rejected = None;
                 for e in msg.into_events() {
                     match judge(&core, e, &signature, genesis.as_ref(), &queue) {
-                        Verdict::Store(e) => queue.push(*e),
+                        Verdict::Store(e) => {
+                            if let Some(k) = &key {
+                                body_keys.insert(e.id, k.clone());
+                            }
+                            queue.push(*e)
+                        }
                         Verdict::Skip => {}
                         Verdict::Reject(why) => {
                             rejected = Some(why);
@@ -404,7 +462,7 @@ pub(super) async fn store_batch(
     for e in &queue.events {
         for r in elfiee_projections::content::event_refs(&e.value) {
             if !foreign.has_content(&r).map_err(|e| e.to_string())? {
-                fetch_body(inner, &foreign, stream, &r).await?;
+                fetch_body(inner, &foreign, stream, &r, body_keys.get(&e.id)).await?;
             }
         }
     }
@@ -436,7 +494,10 @@ pub(super) async fn store_batch(
         appended_ms = appended.as_secs_f64() * 1e3,
         "sync: ingest batch stored"
     );
-    Ok(())
+    match waiting {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }
 
 /// The signature verdict of each decoded message that brings news from another node: an
@@ -499,6 +560,9 @@ fn judge(
     if let Err(why) = signature {
         return reject(why.clone());
     }
+    // A removed device's events after its removal are stored (another device's event may
+    // name one it saw before the removal reached it) but never applied ([`crate::replica`]):
+    // refused at merge, the same on every device.
     // Its place in its node's history: right after the node's last event here.
     let stored = core.chains.get(&e.origin.node).map_or(&[][..], |c| c);
     let queued = fresh_chains.get(&e.origin.node).map_or(&[][..], |c| c);

@@ -92,8 +92,12 @@ impl Core {
     /// Whether this node may publish: it is the document's first node (`genesis`), or the
     /// merged state's members list names it.
     pub(super) fn is_member(&self, genesis: Option<&NodeId>) -> bool {
-        genesis == Some(&self.node)
-            || crate::membership::members(self.replica.state()).contains_key(&self.node)
+        crate::membership::current(self.replica.state(), genesis).contains(&self.node)
+    }
+
+    /// Per removed node, its events after its removal: stored, refused at merge.
+    pub(super) fn refused(&self) -> BTreeMap<NodeId, u64> {
+        self.replica.refused()
     }
 
     /// What the status counts of this follower ([`Counts`]); `genesis` is the document's
@@ -103,6 +107,8 @@ impl Core {
             own: self.own.len() as u64,
             events: self.replica.len() as u64,
             member: self.is_member(genesis.as_ref()),
+            removed: crate::membership::removed(self.replica.state()).contains_key(&self.node),
+            refused: self.refused(),
             genesis,
         }
     }
@@ -293,6 +299,9 @@ pub(super) struct Counts {
     /// Events in the merged state.
     events: u64,
     member: bool,
+    removed: bool,
+    /// Per removed node, its events the merged state refused.
+    refused: BTreeMap<NodeId, u64>,
     genesis: Option<NodeId>,
 }
 
@@ -306,7 +315,9 @@ impl Counts {
         s.ingested = ingested;
         s.events = self.events;
         s.member = self.member;
+        s.removed = self.removed;
         s.genesis = self.genesis.map(|g| g.to_hex());
+        s.refused_from_removed = self.refused.iter().map(|(n, k)| (n.to_hex(), *k)).collect();
     }
 }
 
@@ -333,6 +344,10 @@ pub(super) struct Inner {
     pub(super) checkpoint_name: String,
     /// Members' decoded keys.
     pub(super) keys: Mutex<Keys>,
+    /// The document keys this device holds (decision 0047).
+    pub(super) keyring: Mutex<crate::encryption::Keyring>,
+    /// What the keys were last kept for ([`KeptFor`]).
+    pub(super) keys_kept_for: Mutex<KeptFor>,
 }
 
 impl Inner {
@@ -393,9 +408,11 @@ impl Inner {
             .map_err(SyncError::from)
             .and_then(|f| ingested(&f))
             .unwrap_or(0);
+        let key_generation = self.writing_key().map(|k| k.gen);
         self.status.send_if_modified(|s| {
             let before = s.clone();
             counts.write(s, published, ingested);
+            s.key_generation = key_generation;
             change(s);
             *s != before
         });
@@ -425,6 +442,7 @@ impl Inner {
     /// Records a message ingest refused (the list and the status keep the newest 100).
     pub(super) fn reject(&self, err: SyncError) {
         tracing::warn!(error = %err, "sync: rejected a message from the broker");
+
         {
             let mut list = self.rejected.lock().unwrap_or_else(|p| p.into_inner());
             list.push(err.clone());
@@ -555,6 +573,18 @@ impl Inner {
                 s.leader = leader;
             });
         }
+    }
+}
+
+/// What the publisher says while this device lacks a key to write with.
+pub(super) const WRITE_KEY_WAIT: &str = "waiting for this device's copy of the document key";
+/// What ingest says while a message is sealed with a key this device lacks.
+pub(super) const READ_KEY_WAIT: &str = "this device holds no copy of the document key";
+
+/// Clears `last_error` when it is `said` (what it waited for came).
+pub(super) fn forget(s: &mut SyncStatus, said: &str) {
+    if s.last_error.as_deref().is_some_and(|e| e.starts_with(said)) {
+        s.last_error = None;
     }
 }
 

@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, message::PublishMessage};
 use elfiee_model::ContentRef;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
+use crate::encryption::{DocKey, Sealed};
 use crate::envelope::{Envelope, Message, Outgoing, ENVELOPE_BYTES};
 
 use super::ingest::*;
@@ -142,6 +143,12 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
     let mut backoff = Backoff::new(&inner.config);
     'connect: loop {
         let mut stream = inner.stream_when_ready(&js, &mut backoff).await;
+        // The document keys first: the last message on the subject may be sealed.
+        if let Err(e) = inner.keep_keys(&js, &stream, true).await {
+            inner.offline(e);
+            backoff.wait().await;
+            continue;
+        }
         // Where the broker is: the checkpoint may be behind it (lost, or rolled back).
         let (on_broker, mut subject_seq) = match stream
             .get_last_raw_message_by_subject(&subject)
@@ -179,16 +186,37 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                         .await;
                 if woken.is_err() {
                     inner.catch_up().map_err(|e| e.to_string())?;
+                    // Devices added or removed: seal them the keys they lack, or make the
+                    // generation a removal here owes.
+                    if let Err(e) = inner.keep_keys(&js, &stream, false).await {
+                        inner.offline(e);
+                        backoff.wait().await;
+                        continue 'connect;
+                    }
                     // Which server leads the stream's copies now (a cluster moves it).
                     inner.look_at(&mut stream).await;
                 }
                 continue;
             }
-            match publish_envelope(&inner, &js, &subject, batch, subject_seq).await {
+            let key = inner.writing_key();
+            if key.is_none() && !inner.config.legacy_format {
+                // Nothing leaves in the clear: wait for this device's copy of the key (the
+                // owner's device seals it once it added this one; after a removal, the
+                // removing device makes a new generation).
+                inner.offline(format!(
+                    "{WRITE_KEY_WAIT} (sealed by the device that added it, or made after a removal)"
+                ));
+                backoff.wait().await;
+                continue 'connect;
+            }
+            match publish_envelope(&inner, &js, &subject, batch, subject_seq, key.as_ref()).await {
                 Ok((last, seq)) => {
                     next = last + 1;
                     subject_seq = seq;
-                    inner.online();
+                    inner.refresh_status(|s| {
+                        s.online = true;
+                        forget(s, WRITE_KEY_WAIT);
+                    });
                 }
                 Err(why) => {
                     // An acknowledged envelope stays acknowledged (the checkpoint moved over
@@ -205,8 +233,9 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
 /// The last origin seq in `payload` when it is a message this node signed (either format);
 /// 0 for anything else.
 fn own_last_seq(inner: &Inner, payload: &[u8]) -> u64 {
+    let opened = inner.open(payload).map(|(m, _)| m);
     let mut keys = inner.keys.lock().unwrap_or_else(|p| p.into_inner());
-    match Message::decode(payload) {
+    match opened {
         Ok(Message::Batch(env)) if env.node == inner.node && env.verify(&mut keys).is_ok() => {
             env.events.last().map_or(0, |e| e.origin.seq)
         }
@@ -255,21 +284,25 @@ pub(super) fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
 /// Publishes `batch` (consecutive own events) as one envelope: bodies first, then the
 /// envelope, expecting `subject_seq` as the subject's last stream sequence; moves the
 /// checkpoint once the broker acknowledged it. The last origin seq and the envelope's stream
-/// sequence.
+/// sequence. With `key`, the envelope and the bodies are sealed with it (format 3).
 pub(super) async fn publish_envelope(
     inner: &Inner,
     js: &jetstream::Context,
     subject: &str,
     batch: Vec<Outgoing>,
     subject_seq: u64,
+    key: Option<&DocKey>,
 ) -> Result<(u64, u64), String> {
     for e in &batch {
         for r in &e.refs {
-            publish_body(inner, js, r).await?;
+            publish_body(inner, js, r, key).await?;
         }
     }
     let last = batch.last().map_or(0, |e| e.seq);
-    let (payload, message_id) = Envelope::encode_outgoing(&inner.key, &batch);
+    let (mut payload, message_id) = Envelope::encode_outgoing(&inner.key, &batch);
+    if let Some(key) = key {
+        payload = Sealed::seal(key, &inner.config.doc, &inner.node, &payload);
+    }
     let msg = PublishMessage::build()
         .payload(payload.into())
         .message_id(message_id.as_str())
@@ -304,13 +337,16 @@ pub(super) fn crash_before_puback() -> bool {
     std::env::var_os("ELFIEE_TEST_CRASH_BEFORE_PUBACK").is_some_and(|v| v == "1")
 }
 
-/// Publishes a body as chunks (skipped when its last chunk is on the broker already).
+/// Publishes a body as chunks (each chunk's message id makes a copy sent again within the
+/// duplicate window a duplicate), sealed with `key` when given.
 pub(super) async fn publish_body(
     inner: &Inner,
     js: &jetstream::Context,
     r: &ContentRef,
+    key: Option<&DocKey>,
 ) -> Result<(), String> {
-    let subject = inner.config.blob_subject(r);
+    let subject = inner.config.blob_subject(r, key);
+    let name = subject.rsplit('.').next().unwrap_or_default().to_owned();
     let text = inner
         .file
         .content(r)
@@ -323,10 +359,14 @@ pub(super) async fn publish_body(
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Elf-Chunks", chunks.to_string().as_str());
         headers.insert("Elf-Chunk", n.to_string().as_str());
+        let part = match key {
+            Some(k) => k.encrypt(&DocKey::chunk_aad(&name, n, chunks), part),
+            None => part.to_vec(),
+        };
         let msg = PublishMessage::build()
-            .payload(part.to_vec().into())
+            .payload(part.into())
             .headers(headers)
-            .message_id(format!("{}:{n}", r.hash.to_hex()));
+            .message_id(format!("{name}:{n}"));
         acks.push(
             js.send_publish(subject.clone(), msg)
                 .await

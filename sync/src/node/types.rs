@@ -8,6 +8,7 @@ use elfiee_model::ContentRef;
 use serde::Serialize;
 
 use crate::broker::BrokerAccess;
+use crate::encryption::DocKey;
 use crate::identity::{NodeId, Rejection};
 
 /// How to reach the broker, and as whom.
@@ -41,6 +42,10 @@ pub struct SyncConfig {
     pub max_backoff: Duration,
     /// How long a request to the broker may take.
     pub timeout: Duration,
+    /// Writes issue 28's plain format (no encryption, no document keys): only for tests
+    /// that need a stream of that format to read.
+    #[doc(hidden)]
+    pub legacy_format: bool,
 }
 
 impl SyncConfig {
@@ -57,6 +62,7 @@ impl SyncConfig {
             backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(5),
             timeout: Duration::from_secs(5),
+            legacy_format: false,
         }
     }
 
@@ -68,8 +74,18 @@ impl SyncConfig {
         format!("elf.{}.ev.{}", self.doc, node.to_hex())
     }
 
-    pub(super) fn blob_subject(&self, r: &ContentRef) -> String {
-        format!("elf.{}.blob.{}", self.doc, r.hash.to_hex())
+    /// A body's subject: under the name `key` gives it ([`DocKey::blob_name`]), or its
+    /// hash in issue 28's plain format.
+    pub(super) fn blob_subject(&self, r: &ContentRef, key: Option<&DocKey>) -> String {
+        match key {
+            Some(k) => format!("elf.{}.blob.{}", self.doc, k.blob_name(&r.hash)),
+            None => format!("elf.{}.blob.{}", self.doc, r.hash.to_hex()),
+        }
+    }
+
+    /// Where `node`'s copies of the document keys are.
+    pub(super) fn key_subject(&self, node: &NodeId) -> String {
+        format!("elf.{}.key.{}", self.doc, node.to_hex())
     }
 }
 
@@ -133,6 +149,24 @@ pub struct SyncStatus {
     /// The broker server that leads the stream's copies in a cluster (`None` on a single
     /// server without clustering, or before the first look).
     pub leader: Option<String>,
+    /// The generation of the document key this device writes with (`None`: none yet, or a
+    /// stream of issue 28's plain format).
+    pub key_generation: Option<u32>,
+    /// This device was removed from the document (its later events are refused everywhere).
+    pub removed: bool,
+    /// Per removed node, how many of its events written after its removal were refused at
+    /// merge (stored, never applied).
+    pub refused_from_removed: std::collections::BTreeMap<String, u64>,
+}
+
+/// What the device's document keys were last kept for (`node/keys.rs`): the devices holding
+/// the document, the removals, and the keys held. Keeping them again is needed only when
+/// this changes.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(super) struct KeptFor {
+    pub(super) current: Vec<NodeId>,
+    pub(super) removals: usize,
+    pub(super) keys: usize,
 }
 
 /// A pause that doubles per failure in a row.
