@@ -39,7 +39,7 @@ use crate::error::EngineError;
 use crate::layout::{copy_tree, ElfPaths};
 use crate::log::{EventLog, SideRecord, SledEventLog};
 use crate::raw_records::RawRecords;
-use elfiee_capabilities::builtin::SALVAGE_LOST;
+use elfiee_projections::SALVAGE_LOST;
 
 /// Events recovered from one source.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]

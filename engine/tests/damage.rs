@@ -1228,3 +1228,80 @@ async fn a_refused_open_of_a_cut_sled_file_loses_no_readable_event() {
         "the refused open lost readable events: {lost:?}"
     );
 }
+
+/// A body lost in the middle of the log (its bytes damaged in the content pack, no backup):
+/// salvage puts a `salvage.lost` placeholder in place of that one event and recovers every
+/// event after it, whose bodies and values are the original's (issue 39: "salvage recovers
+/// every event whose bytes are intact, past a damaged record or body"). Before, it stopped at
+/// the lost body and lost every event after it.
+#[tokio::test]
+async fn salvage_goes_on_past_an_event_whose_body_is_lost() {
+    let dir = TempDir::new().unwrap();
+    let engine = common::engine();
+    let f = common::init(&engine, &dir).await;
+    let elf = dir.path().join("x.elf");
+    let b = f.submit(common::create("alice", "notes")).await.unwrap()[0]
+        .entity
+        .clone();
+    let text = |i: usize| format!("version {i} of a body the content store keeps. ").repeat(12);
+    let mut lost_seq = 0;
+    for i in 0..20 {
+        let e = f
+            .submit(Command::new(
+                "alice",
+                "markdown.write",
+                Some(&b),
+                json!({"markdown": text(i)}),
+            ))
+            .await
+            .unwrap();
+        if i == 7 {
+            lost_seq = e[0].seq;
+        }
+    }
+    let original = f.events(1).unwrap();
+    let last = f.last_seq();
+    let digest = f.state_digest();
+    f.close().await;
+    // Damage the body of write 7 wherever the pack holds it.
+    let pack = elf.join("content/pack");
+    let mut bytes = std::fs::read(&pack).unwrap();
+    let needle = text(7).into_bytes();
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle.as_slice())
+        .expect("the body is in the pack");
+    bytes[at + 10] ^= 0x55;
+    std::fs::write(&pack, bytes).unwrap();
+
+    let to = dir.path().join("salvaged.elf");
+    let folds = elfiee_capabilities::Registry::builtin().folds().clone();
+    let r = salvage(&elf, &to, None, &folds, |_| {}).unwrap();
+    assert_eq!(r.seq, last, "{r:?}");
+    assert_eq!(r.lost.len(), 1, "{r:?}");
+    assert_eq!(
+        (r.lost[0].from, r.lost[0].to),
+        (lost_seq, Some(lost_seq)),
+        "{r:?}"
+    );
+    assert!(r.lost[0].why.contains("body"), "{r:?}");
+    assert_eq!(r.rechained_from, Some(lost_seq), "{r:?}");
+    assert!(elfiee_engine::verify(&to, |_, _| {}).unwrap().ok);
+    let g = engine.open(&to).await.unwrap();
+    let events = g.events(1).unwrap();
+    assert_eq!(events.len(), original.len());
+    for (e, o) in events.iter().zip(&original) {
+        if e.seq == lost_seq {
+            assert_eq!(e.cap_id(), elfiee_projections::SALVAGE_LOST);
+            assert_eq!(e.cmd_id, o.cmd_id, "the placeholder keeps its command");
+        } else {
+            assert_eq!((&e.event_id, &e.value), (&o.event_id, &o.value));
+            assert_eq!(e.hash == o.hash, e.seq < lost_seq, "event {}", e.seq);
+        }
+    }
+    // Later writes replaced what the lost one wrote: the state is the original's.
+    assert_eq!(g.state_digest(), digest);
+    assert_eq!(r.state_digest, digest);
+    g.submit(common::create("alice", "after")).await.unwrap();
+    g.close().await;
+}

@@ -74,10 +74,6 @@ pub use markdown_write::MarkdownWritePayload;
 pub use spec::{Builtin, FoldFn, Handler};
 pub use terminal::{TerminalCreatePayload, TerminalExecutePayload, DEFAULT_TIMEOUT_SECS};
 
-/// The kind of the event `elfiee salvage` puts in place of an event it could not recover
-/// (its value says why), so the events after it keep their seqs.
-pub const SALVAGE_LOST: &str = "salvage.lost";
-
 impl Registry {
     /// The registry with every built-in capability, each with its fold, and the body keys of
     /// the built-in kinds and block types (`markdown`, `code`): the same registration an
@@ -102,14 +98,6 @@ impl Registry {
                 }
                 // A block's body, when it is created, is at the keys of its block type.
                 r.declare_typed_body("core.create");
-                // Salvage puts one in place of each event it could not recover (no command
-                // makes it): it changes nothing.
-                r.register_fold(
-                    SALVAGE_LOST,
-                    |_: &mut elfiee_projections::State, _: &elfiee_model::Event| {
-                        elfiee_projections::Folded::Done
-                    },
-                );
                 r
             })
             .clone()
