@@ -237,7 +237,11 @@ fn a_damaged_body_is_named_on_read_and_salvage_takes_it_from_the_backup() {
     assert_eq!(lost[0]["to"].as_u64(), Some(first_lost), "{report}");
     assert!(first_lost < made.last_seq, "{report}");
     assert_eq!(report["seq"].as_u64(), Some(made.last_seq), "{report}");
-    assert_eq!(report["rechained_from"].as_u64(), Some(first_lost), "{report}");
+    assert_eq!(
+        report["rechained_from"].as_u64(),
+        Some(first_lost),
+        "{report}"
+    );
     let why = lost[0]["why"].as_str().unwrap();
     assert!(why.contains("does not match its hash"), "{why}");
     assert!(why.contains("no backup"), "{why}");

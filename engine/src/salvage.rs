@@ -14,8 +14,12 @@
 //!    changes nothing) in its place, and the log again from the next event it holds. That
 //!    event is taken on its storage's own check (sled's checksum of its messages, a pack
 //!    group's hash) when the chain cannot vouch for it (its predecessor is lost), and the
-//!    chain holds again from the one after it. The new document's chain is sealed anew from
-//!    the first placeholder (`SalvageReport::rechained_from`): the same bodies, new hashes.
+//!    chain holds again from the one after it; where sled reads nothing near (or cannot
+//!    open its file), two records next to each other in the log's files whose second
+//!    continues the chain from the first (`RawRecords::bridge`): the first is replaced by a
+//!    placeholder too (nothing proves its body), the reading resumes at the second. The new
+//!    document's chain is sealed anew from the first placeholder
+//!    (`SalvageReport::rechained_from`): the same bodies, new hashes.
 //!
 //! A salvage never ends on placeholders. What is not recovered is reported as seq ranges
 //! with the reason; past the last event recovered, up to the last seq anything in the damaged
@@ -230,7 +234,7 @@ pub fn salvage(
                 }
             }
             let Some(why) = stop.take() else { break };
-            match w.bridge(log.as_ref(), &why)? {
+            match w.bridge(log.as_ref(), (&mut raw, &root), &why)? {
                 Some(resume) => stop = w.read_log(log.as_ref(), &mut raw, &root, resume)?,
                 None => {
                     stop = Some(why);
@@ -494,8 +498,10 @@ fn index_end(
     Some(end)
 }
 
-/// How many seqs past a lost event are tried for the next one the log holds.
+/// How many seqs past a lost event are tried for the next one sled reads.
 const MAX_PROBES: usize = 100_000;
+/// How many lost events in a row the records found by their bytes can bridge.
+const RAW_WINDOW: u64 = 64;
 
 /// Appends recovered events (with their bodies) to the new document.
 struct Writer<'a, 'b> {
@@ -653,6 +659,7 @@ impl Writer<'_, '_> {
     fn bridge(
         &mut self,
         log: Option<&SledEventLog>,
+        (raw, root): (&mut Option<RawRecords>, &Path),
         why: &str,
     ) -> Result<Option<u64>, EngineError> {
         let (from, _) = self.next();
@@ -662,25 +669,49 @@ impl Writer<'_, '_> {
             self.last = Some(hash);
             return Ok(Some(from + 1));
         }
-        let Some(log) = log else { return Ok(None) };
-        // The next seq sled (or the pack) reads at all; a damaged record or group answers an
-        // error, a lost one another seq, the end nothing.
-        let mut at = from + 1;
-        for _ in 0..MAX_PROBES {
-            let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                log.records(at, u64::MAX).next()
-            }));
-            match next {
-                Ok(None) => return Ok(None),
-                Ok(Some(Ok((seq, _)))) if seq >= at => {
-                    self.lose(from, seq, why, None);
-                    self.last = None;
-                    return Ok(Some(seq));
+        // The next seq sled (or the pack) reads at all, taken on its own check; a damaged
+        // record or group answers an error, a lost one another seq, the end nothing.
+        let mut by_sled = None;
+        if let Some(log) = log {
+            let mut at = from + 1;
+            for _ in 0..MAX_PROBES {
+                let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    log.records(at, u64::MAX).next()
+                }));
+                match next {
+                    Ok(None) => break,
+                    Ok(Some(Ok((seq, _)))) if seq >= at => {
+                        by_sled = Some(seq);
+                        break;
+                    }
+                    _ => at += 1,
                 }
-                _ => at += 1,
             }
         }
-        Ok(None)
+        // Two records next to each other in the log's files, the second chained to the first
+        // (where sled cannot open its file, or reads nothing near): the first stands in for
+        // a lost event too, as nothing proves it.
+        let window = by_sled.map_or(RAW_WINDOW, |s| (s - from).min(RAW_WINDOW));
+        let by_bytes = match window {
+            // Sled reads the very next event: no pair can do better.
+            0 | 1 => None,
+            _ => raw
+                .get_or_insert_with(|| RawRecords::scan(&RawRecords::files_of(root)))
+                .bridge(from, window),
+        };
+        match (by_bytes, by_sled) {
+            (Some((seq, first)), s) if s.is_none_or(|s| seq < s) => {
+                self.lose(from, seq, why, None);
+                self.last = Some(first);
+                Ok(Some(seq))
+            }
+            (_, Some(seq)) => {
+                self.lose(from, seq, why, None);
+                self.last = None;
+                Ok(Some(seq))
+            }
+            _ => Ok(None),
+        }
     }
 
     /// A placeholder (kind [`SALVAGE_LOST`]) for each event `from..to`, lost for `why`, of
