@@ -221,9 +221,10 @@ fn a_damaged_body_is_named_on_read_and_salvage_takes_it_from_the_backup() {
     let report = salvage_whole(&elf, &new, &made);
     assert!(report["bodies"].as_u64().unwrap() >= 1, "{report}");
 
-    // Without a backup the body cannot be proven: salvage keeps the events before the one
-    // that refers to it, reports the rest as lost, in plain words (no advice to run salvage
-    // inside salvage's own report), and its document passes `verify`.
+    // Without a backup the body cannot be proven: salvage puts a placeholder in place of the
+    // one event that refers to it, keeps every event after it, reports the one lost in plain
+    // words (no advice to run salvage inside salvage's own report), and its document passes
+    // `verify`.
     std::fs::remove_file(dir.path().join("notes.elf.backup")).unwrap();
     let bare = dir.path().join("bare.elf");
     let report = ok(
@@ -232,15 +233,21 @@ fn a_damaged_body_is_named_on_read_and_salvage_takes_it_from_the_backup() {
     );
     let lost = report["lost"].as_array().unwrap();
     assert_eq!(lost.len(), 1, "{report}");
-    assert_eq!(lost[0]["to"].as_u64(), Some(made.last_seq), "{report}");
     let first_lost = lost[0]["from"].as_u64().unwrap();
-    assert_eq!(report["seq"].as_u64(), Some(first_lost - 1), "{report}");
+    assert_eq!(lost[0]["to"].as_u64(), Some(first_lost), "{report}");
+    assert!(first_lost < made.last_seq, "{report}");
+    assert_eq!(report["seq"].as_u64(), Some(made.last_seq), "{report}");
+    assert_eq!(
+        report["rechained_from"].as_u64(),
+        Some(first_lost),
+        "{report}"
+    );
     let why = lost[0]["why"].as_str().unwrap();
     assert!(why.contains("does not match its hash"), "{why}");
     assert!(why.contains("no backup"), "{why}");
     assert!(!why.contains("elfiee salvage"), "{why}");
     assert_eq!(ok(&bare, &["verify"])["ok"], true);
-    // What it kept reads as it was at that seq: the block's text from before the large one.
+    // The block reads as it was before the lost write: the text from before the large one.
     let read = ok(&bare, &["markdown", "read", large_id]);
     assert_eq!(read["markdown"], "");
 }

@@ -55,6 +55,29 @@ impl RawRecords {
         files
     }
 
+    /// Past a lost event `from`, where the chain cannot say which record comes next: the
+    /// first two records found next to each other in the files whose second continues the
+    /// chain from the first at a seq in `from + 2 ..= from + 1 + window` — the smallest such
+    /// seq, and the first's stored hash (the second is then proven by the chain; the first is
+    /// not, as the hash before it is lost). `None` when no pair does.
+    pub fn bridge(&self, from: u64, window: u64) -> Option<(u64, EventHash)> {
+        let mut best: Option<(u64, EventHash)> = None;
+        for pair in self.found.windows(2) {
+            let ((first, _), (hash, body)) = (&pair[0], &pair[1]);
+            let first = EventHash(*first);
+            for seq in from + 2..=from + 1 + window {
+                if best.is_some_and(|(s, _)| seq >= s) {
+                    break;
+                }
+                if crate::codec::chain_hash(&first, seq, body).0 == *hash {
+                    best = Some((seq, first));
+                    break;
+                }
+            }
+        }
+        best
+    }
+
     /// The stored record (`hash ‖ body`) of event `seq`, whose predecessor's hash is `prev`,
     /// if an intact one was found.
     pub fn record(&mut self, seq: u64, prev: &EventHash) -> Option<Vec<u8>> {

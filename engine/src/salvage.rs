@@ -1,4 +1,4 @@
-//! Salvage: a new document from a damaged one, holding every event that can be proven intact
+//! Salvage: a new document from a damaged one, holding every event whose bytes are intact
 //! (see docs/EVENTS.md, "Backups, salvage and the format promise").
 //!
 //! The events come, in seq order, from
@@ -6,20 +6,26 @@
 //!    sled reads it, and where sled cannot (it refuses or panics on its file, a record is
 //!    damaged), from the copies of the records the log's files hold (`raw_records::RawRecords`, found
 //!    by their bytes; decision 0042), then sled again past them;
-//! 2. then the newest backup ([`crate::backup`]), from where the log stopped up to the
-//!    backup's point, when the backup holds the same history (its hash where the log stopped
-//!    agrees);
-//! 3. then the damaged log again (as in 1), past the backup's point, for as long as the
-//!    chain holds.
+//! 2. where the log stops, the newest backup ([`crate::backup`]), up to its point, when it
+//!    holds the same history (its hash where the log stopped agrees); then the log again;
+//! 3. where neither holds an event (its record is damaged or gone, or a body it refers to is
+//!    in neither the damaged content store — whole, or found by its hash in the pack — nor
+//!    the backup), a placeholder of kind [`SALVAGE_LOST`] (its value says why; its fold
+//!    changes nothing) in its place, and the log again from the next event it holds. That
+//!    event is taken on its storage's own check (sled's checksum of its messages, a pack
+//!    group's hash) when the chain cannot vouch for it (its predecessor is lost), and the
+//!    chain holds again from the one after it; where sled reads nothing near (or cannot
+//!    open its file), two records next to each other in the log's files whose second
+//!    continues the chain from the first (`RawRecords::bridge`): the first is replaced by a
+//!    placeholder too (nothing proves its body), the reading resumes at the second. The new
+//!    document's chain is sealed anew from the first placeholder
+//!    (`SalvageReport::rechained_from`): the same bodies, new hashes.
 //!
-//! An event whose body is neither in the damaged content store (whole, or found by its hash
-//! in the pack when the store's index lost it) nor in the backup ends the salvage too: a
-//! document that refers to a missing body would fail `verify`. What is not recovered is
-//! reported as seq ranges with the reason, up to the last seq anything in the damaged
+//! A salvage never ends on placeholders. What is not recovered is reported as seq ranges
+//! with the reason; past the last event recovered, up to the last seq anything in the damaged
 //! document still knows of (its log's tail, `HEAD`, snapshot names, the command index, the
 //! backup; `HEAD` and the index only where they agree with the recovered events, as neither
 //! has a checksum). The damaged document is never written to.
-
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
@@ -37,6 +43,7 @@ use crate::error::EngineError;
 use crate::layout::{copy_tree, ElfPaths};
 use crate::log::{EventLog, SideRecord, SledEventLog};
 use crate::raw_records::RawRecords;
+use elfiee_projections::SALVAGE_LOST;
 
 /// Events recovered from one source.
 #[cfg_attr(feature = "ts", derive(ts_rs::TS))]
@@ -76,8 +83,14 @@ pub struct SalvageReport {
     pub head: String,
     /// Where each recovered range of events came from, in seq order.
     pub recovered: Vec<Span>,
-    /// The ranges that could not be recovered, with why.
+    /// The ranges that could not be recovered, with why. A range with events recovered after
+    /// it holds placeholders (kind `salvage.lost`) in the new document.
     pub lost: Vec<Lost>,
+    /// The first event past a lost one: from it on the new document's hashes differ from the
+    /// damaged document's (the chain is sealed again over the placeholders); `None` when
+    /// nothing was lost before the last event recovered.
+    #[serde(default)]
+    pub rechained_from: Option<u64>,
     /// The backup that was used ...
     pub backup: Option<PathBuf>,
     /// ... and the seq of its point.
@@ -170,29 +183,67 @@ pub fn salvage(
             pack: PackBodies::new(&root),
             spans: Vec::new(),
             commands: Vec::new(),
+            last: Some(EventHash::ZERO),
+            proven: None,
+            last_at: 0,
+            gaps: Vec::new(),
+            stored: EventHash::ZERO,
+            last_cmd: uuid::Uuid::nil(),
+            open_gap: None,
         };
-        // 1. The log from the start.
+        // 1. The log from the start; at each place it stops, 2. the backup past it, if it
+        // holds the same history, and 3. past what neither holds, a placeholder for each lost
+        // event, and the log again from the next event it holds.
         let mut raw = None;
         let mut stop = w.read_log(log.as_ref(), &mut raw, &root, 1)?;
-        // 2. The backup past where the log stopped, if it holds the same history.
-        if let Some(s) = saved.as_ref() {
-            w.flush()?;
-            let at = w.rebuilt.seq;
-            if s.point.seq > at {
-                match s.hash_at(at) {
-                    Ok(h) if h == w.rebuilt.prev || at == 0 => {
-                        stop = w.backup_from(s, at)?;
-                        if stop.is_none() {
-                            stop = w.read_log(log.as_ref(), &mut raw, &root, s.point.seq + 1)?;
+        let mut other_history = false;
+        loop {
+            if let Some(s) = saved.as_ref() {
+                let at = w.next().0 - 1;
+                if s.point.seq > at && !other_history {
+                    match (s.hash_at(at), w.last) {
+                        (Ok(h), Some(last)) if h == last || at == 0 => {
+                            let stopped = w.backup_from(s, at)?;
+                            let (next, _) = w.next();
+                            // Whole: the log from past its point. Stopped after some events:
+                            // the log again from there (it may hold what the backup lacks).
+                            if stopped.is_none() || next > at + 1 {
+                                let from = if stopped.is_none() {
+                                    s.point.seq + 1
+                                } else {
+                                    next
+                                };
+                                stop = w.read_log(log.as_ref(), &mut raw, &root, from)?;
+                                continue;
+                            }
                         }
+                        (Ok(_), Some(_)) => {
+                            other_history = true;
+                            notes.push(format!(
+                                "the backup {} holds another history (its event {at} differs) and was not used",
+                                s.path.display()
+                            ));
+                        }
+                        (Err(not), _) => {
+                            other_history = true;
+                            notes.push(format!("the backup was not used: {not}"));
+                        }
+                        // Just past a lost event: the backup's history cannot be compared.
+                        (Ok(_), None) => {}
                     }
-                    Ok(_) => notes.push(format!(
-                        "the backup {} holds another history (its event {at} differs) and was not used",
-                        s.path.display()
-                    )),
-                    Err(why) => notes.push(format!("the backup was not used: {why}")),
                 }
             }
+            let Some(why) = stop.take() else { break };
+            match w.bridge(log.as_ref(), (&mut raw, &root), &why)? {
+                Some(resume) => stop = w.read_log(log.as_ref(), &mut raw, &root, resume)?,
+                None => {
+                    stop = Some(why);
+                    break;
+                }
+            }
+        }
+        if let Some(why) = w.trim_gap() {
+            stop = Some(why);
         }
         w.flush()?;
         if w.rebuilt.seq == 0 {
@@ -207,38 +258,42 @@ pub fn salvage(
         let spans = std::mem::take(&mut w.spans);
         // The records kept beside the events: those of recovered events only, and sync's
         // own only when nothing was lost (they would point past what is left).
+        // The damaged document's own hash of the last event (the new one differs past a gap).
+        let stored = w.stored;
         let end = known_end(
             &source,
             log.as_ref(),
             saved.as_ref(),
-            (seq, prev, &w.commands),
+            (seq, stored, &w.commands),
         );
-        let complete = stop.is_none() || end.is_some_and(|e| e <= seq);
+        let complete = w.gaps.is_empty() && (stop.is_none() || end.is_some_and(|e| e <= seq));
         w.rebuilt.side = side_records(log.as_ref(), saved.as_ref(), seq, complete);
         if !complete && has_sync_records(log.as_ref(), saved.as_ref()) {
             notes.push("sync's records were left out, as events were lost: to sync this document again, join it afresh (`elfiee sync join`) and let `elfiee serve --sync` bring the events back".into());
         }
         w.rebuilt.finish()?;
         let digest = seal_document(&paths, &new_log, folds)?;
-        let lost = match (stop, end) {
-            (_, Some(end)) if end <= seq => Vec::new(),
-            (None, None) => Vec::new(),
-            (why, end) => vec![Lost {
+        let mut lost = std::mem::take(&mut w.gaps);
+        match (stop, end) {
+            (_, Some(end)) if end <= seq => {}
+            (None, None) => {}
+            (why, end) => lost.push(Lost {
                 from: seq + 1,
                 to: end,
                 why: why
                     .unwrap_or_else(|| "the log ends before the seq the document recorded".into()),
-            }],
+            }),
         };
-        Ok((seq, prev, bodies, spans, lost, digest))
+        let rechained = lost.first().map(|l| l.from).filter(|&f| f <= seq);
+        Ok((seq, prev, bodies, spans, lost, digest, rechained))
     })();
     // Messages name the damaged document, not the copy salvage read.
     let scratch = source.root.display().to_string();
     let original = root.display().to_string();
     let name = |s: String| s.replace(&scratch, &original);
     let notes: Vec<String> = notes.into_iter().map(name).collect();
-    let (seq, prev, bodies, recovered, lost, state_digest) = match out {
-        Ok((seq, prev, bodies, spans, lost, digest)) => {
+    let (seq, prev, bodies, recovered, lost, state_digest, rechained_from) = match out {
+        Ok((seq, prev, bodies, spans, lost, digest, rechained)) => {
             let lost = lost
                 .into_iter()
                 .map(|l| Lost {
@@ -246,7 +301,7 @@ pub fn salvage(
                     ..l
                 })
                 .collect::<Vec<_>>();
-            (seq, prev, bodies, spans, lost, digest)
+            (seq, prev, bodies, spans, lost, digest, rechained)
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&paths.root);
@@ -259,6 +314,7 @@ pub fn salvage(
         head: prev.to_hex(),
         recovered,
         lost,
+        rechained_from,
         backup: saved.as_ref().map(|s| s.path.clone()),
         backup_seq: saved.as_ref().map(|s| s.point.seq),
         bodies,
@@ -442,6 +498,11 @@ fn index_end(
     Some(end)
 }
 
+/// How many seqs past a lost event are tried for the next one sled reads.
+const MAX_PROBES: usize = 100_000;
+/// How many lost events in a row the records found by their bytes can bridge.
+const RAW_WINDOW: u64 = 64;
+
 /// Appends recovered events (with their bodies) to the new document.
 struct Writer<'a, 'b> {
     rebuilt: Rebuilt<'a>,
@@ -455,6 +516,26 @@ struct Writer<'a, 'b> {
     spans: Vec<Span>,
     /// The commands of the events taken, in seq order.
     commands: Vec<CommandSpan>,
+    /// The hash the damaged document stores for the last event taken (the chain the next
+    /// must continue); `None` just past a lost event, where the next event is taken on its
+    /// storage's own check (sled's checksum of its messages, a pack group's hash) and the
+    /// chain holds again from the one after it.
+    last: Option<EventHash>,
+    /// The stored hash of the event just refused, when the chain proved its record and only
+    /// a body it refers to is lost: the event after it is still proven by the chain.
+    proven: Option<(EventHash, uuid::Uuid)>,
+    /// `created_at` (ms) of the last event taken: a placeholder takes it.
+    last_at: i64,
+    /// The events replaced by placeholders, with why.
+    gaps: Vec<Lost>,
+    /// The hash the damaged document stores for the last event taken (kept past a lost one).
+    stored: EventHash,
+    /// The command of the last event taken.
+    last_cmd: uuid::Uuid,
+    /// The placeholders of the last gap whose events' commands are unknown (where in
+    /// `pending`, how many) and the command before them: when the event after them has that
+    /// command too, they were its events, and take its id (a command's events stay one run).
+    open_gap: Option<(usize, usize, uuid::Uuid)>,
 }
 
 impl Writer<'_, '_> {
@@ -465,26 +546,45 @@ impl Writer<'_, '_> {
         bytes: Vec<u8>,
         source: &str,
     ) -> Result<Result<(), String>, EngineError> {
-        let expect = self.rebuilt.seq + self.pending.len() as u64 + 1;
+        self.proven = None;
+        let (expect, prev) = self.next();
+        if self
+            .open_gap
+            .is_some_and(|(at, n, _)| at + n > self.pending.len())
+        {
+            self.open_gap = None;
+        }
         if seq != expect {
             return Ok(Err(format!(
                 "event {expect} is missing (the next readable one is {seq})"
             )));
         }
-        let prev = self.pending.last().map_or(self.rebuilt.prev, |(_, b)| {
-            EventHash(b[..32].try_into().unwrap_or_default())
-        });
-        let e = match crate::codec::open(seq, &bytes, Some(&prev)) {
+        let e = match crate::codec::open(seq, &bytes, prev.as_ref()) {
             Ok(e) => e,
             Err(why) => return Ok(Err(format!("event {seq}: {why}"))),
         };
+        let hash = EventHash(bytes[..32].try_into().unwrap_or_default());
         for r in elfiee_projections::content::event_refs(&e.value) {
             if let Err(why) = self.body(&r) {
+                self.proven = Some((hash, e.cmd_id));
                 return Ok(Err(format!(
                     "event {seq} refers to a body that is lost ({why})"
                 )));
             }
         }
+        if let Some((at, n, cmd)) = self.open_gap.take() {
+            if cmd == e.cmd_id {
+                let why = self.gaps.last().map(|g| g.why.clone()).unwrap_or_default();
+                for i in at..at + n {
+                    let seq = self.pending[i].0;
+                    self.pending[i].1 = self.placeholder(seq, &why, Some(cmd));
+                }
+            }
+        }
+        self.last = Some(hash);
+        self.stored = hash;
+        self.last_cmd = e.cmd_id;
+        self.last_at = e.created_at.timestamp_millis();
         match self.commands.last_mut() {
             Some((id, first, n)) if *id == e.cmd_id && *first + *n == seq => *n += 1,
             _ => self.commands.push((e.cmd_id, seq, 1)),
@@ -505,7 +605,14 @@ impl Writer<'_, '_> {
     }
 
     fn flush(&mut self) -> Result<(), EngineError> {
-        let records = std::mem::take(&mut self.pending);
+        let mut records = std::mem::take(&mut self.pending);
+        // The chain is sealed again: where no event was lost before, that gives the stored
+        // hashes (`take` checked them); past a lost one, new hashes over the same bodies.
+        let mut prev = self.rebuilt.prev;
+        for (seq, bytes) in &mut records {
+            prev = crate::codec::chain_hash(&prev, *seq, &bytes[32..]);
+            bytes[..32].copy_from_slice(&prev.0);
+        }
         self.rebuilt
             .events(&records)
             .map_err(|why| EngineError::Storage(format!("salvage: {why}")))?;
@@ -540,12 +647,125 @@ impl Writer<'_, '_> {
         self.rebuilt.body(&r.hash.0, &bytes)
     }
 
-    /// The seq and previous hash the next event taken must have.
-    fn next(&self) -> (u64, EventHash) {
-        let prev = self.pending.last().map_or(self.rebuilt.prev, |(_, b)| {
-            EventHash(b[..32].try_into().unwrap_or_default())
+    /// The seq the next event taken must have, and the hash it must chain from (`None`: just
+    /// past a lost event).
+    fn next(&self) -> (u64, Option<EventHash>) {
+        (self.rebuilt.seq + self.pending.len() as u64 + 1, self.last)
+    }
+
+    /// Past the event that stopped the reading (`why`): placeholders for it and every event
+    /// up to the next one the damaged log holds, which is where reading resumes (`None`:
+    /// nothing is held past it, or the log could not be opened).
+    fn bridge(
+        &mut self,
+        log: Option<&SledEventLog>,
+        (raw, root): (&mut Option<RawRecords>, &Path),
+        why: &str,
+    ) -> Result<Option<u64>, EngineError> {
+        let (from, _) = self.next();
+        if let Some((hash, cmd)) = self.proven.take() {
+            // Only a body is lost: the next event is still proven by the chain.
+            self.lose(from, from + 1, why, Some(cmd));
+            self.last = Some(hash);
+            return Ok(Some(from + 1));
+        }
+        // The next seq sled (or the pack) reads at all, taken on its own check; a damaged
+        // record or group answers an error, a lost one another seq, the end nothing.
+        let mut by_sled = None;
+        if let Some(log) = log {
+            let mut at = from + 1;
+            for _ in 0..MAX_PROBES {
+                let next = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    log.records(at, u64::MAX).next()
+                }));
+                match next {
+                    Ok(None) => break,
+                    Ok(Some(Ok((seq, _)))) if seq >= at => {
+                        by_sled = Some(seq);
+                        break;
+                    }
+                    _ => at += 1,
+                }
+            }
+        }
+        // Two records next to each other in the log's files, the second chained to the first
+        // (where sled cannot open its file, or reads nothing near): the first stands in for
+        // a lost event too, as nothing proves it.
+        let window = by_sled.map_or(RAW_WINDOW, |s| (s - from).min(RAW_WINDOW));
+        let by_bytes = match window {
+            // Sled reads the very next event: no pair can do better.
+            0 | 1 => None,
+            _ => raw
+                .get_or_insert_with(|| RawRecords::scan(&RawRecords::files_of(root)))
+                .bridge(from, window),
+        };
+        match (by_bytes, by_sled) {
+            (Some((seq, first)), s) if s.is_none_or(|s| seq < s) => {
+                self.lose(from, seq, why, None);
+                self.last = Some(first);
+                Ok(Some(seq))
+            }
+            (_, Some(seq)) => {
+                self.lose(from, seq, why, None);
+                self.last = None;
+                Ok(Some(seq))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A placeholder (kind [`SALVAGE_LOST`]) for each event `from..to`, lost for `why`, of
+    /// command `cmd` when it is known.
+    fn lose(&mut self, from: u64, to: u64, why: &str, cmd: Option<uuid::Uuid>) {
+        if cmd.is_none() {
+            self.open_gap = Some((self.pending.len(), (to - from) as usize, self.last_cmd));
+        }
+        for seq in from..to {
+            let bytes = self.placeholder(seq, why, cmd);
+            self.pending.push((seq, bytes));
+        }
+        self.gaps.push(Lost {
+            from,
+            to: Some(to - 1),
+            why: why.to_string(),
         });
-        (self.rebuilt.seq + self.pending.len() as u64 + 1, prev)
+    }
+
+    /// The stored bytes of the placeholder for event `seq` (the chain is sealed at the flush).
+    fn placeholder(&self, seq: u64, why: &str, cmd: Option<uuid::Uuid>) -> Vec<u8> {
+        // An id no other event has: the lost event's stored hash is unknown, the one before
+        // it is not.
+        let mut id = blake3::Hasher::new();
+        id.update(b"elfiee salvage.lost");
+        id.update(&self.stored.0);
+        id.update(&seq.to_be_bytes());
+        let id = uuid::Uuid::from_slice(&id.finalize().as_bytes()[..16]).unwrap_or_default();
+        let mut e = elfiee_model::Event {
+            seq,
+            event_id: id,
+            cmd_id: cmd.unwrap_or(id),
+            entity: String::new(),
+            attribute: format!("salvage/{SALVAGE_LOST}"),
+            value: serde_json::json!({ "why": why }),
+            clock: Default::default(),
+            created_at: chrono::DateTime::from_timestamp_millis(self.last_at).unwrap_or_default(),
+            hash: EventHash::ZERO,
+        };
+        crate::codec::seal(&EventHash::ZERO, &mut e)
+    }
+
+    /// Placeholders at the end are no bridge to anything: they are taken back, and returned
+    /// as why the events from theirs on are lost.
+    fn trim_gap(&mut self) -> Option<String> {
+        let (next, _) = self.next();
+        let gap = self.gaps.last()?;
+        if gap.to != Some(next - 1) {
+            return None;
+        }
+        let n = (next - gap.from) as usize;
+        let placeholders = self.pending.len().checked_sub(n)?;
+        self.pending.truncate(placeholders);
+        self.gaps.pop().map(|g| g.why)
     }
 
     /// Events of the damaged log from `from` on: as sled reads them, and where sled cannot
@@ -570,7 +790,9 @@ impl Writer<'_, '_> {
             let raw = raw.get_or_insert_with(|| RawRecords::scan(&RawRecords::files_of(root)));
             let (before, _) = self.next();
             loop {
-                let (seq, prev) = self.next();
+                let (seq, Some(prev)) = self.next() else {
+                    break;
+                };
                 let Some(record) = raw.record(seq, &prev) else {
                     break;
                 };

@@ -78,6 +78,12 @@ where
     }
 }
 
+/// The kind of the event `elfiee salvage` puts in place of an event it could not recover (its
+/// value says why), so the events after it keep their seqs. Every fold table knows it and it
+/// changes nothing but `last_seq`; it is outside [`Folds::fingerprint`] (no snapshot made
+/// before it existed can hold one).
+pub const SALVAGE_LOST: &str = "salvage.lost";
+
 /// What [`Folds::apply`] did with one event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Applied {
@@ -240,7 +246,7 @@ impl Folds {
     }
 
     pub fn knows(&self, kind: &str) -> bool {
-        self.by_kind.contains_key(kind)
+        kind == SALVAGE_LOST || self.by_kind.contains_key(kind)
     }
 
     /// Every kind with a fold, sorted.
@@ -266,6 +272,9 @@ impl Folds {
             *e = (*e).max(*v);
         }
         let kind = event.cap_id();
+        if kind == SALVAGE_LOST {
+            return Applied::Folded(Folded::Done);
+        }
         let Some(fold) = self.by_kind.get(kind) else {
             *state.unknown_kinds.entry(kind.to_owned()).or_insert(0) += 1;
             return Applied::Unknown;

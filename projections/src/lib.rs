@@ -30,7 +30,7 @@ pub use context::{
     collect_context, collect_context_with, count_tokens, keywords, Context, ContextItem,
     ContextOptions, Rank,
 };
-pub use fold::{Applied, Fold, Folded, Folds};
+pub use fold::{Applied, Fold, Folded, Folds, SALVAGE_LOST};
 pub use graph::RelationGraph;
 pub use lazy::{Image, LazyMap};
 pub use state::{State, StateDigest};

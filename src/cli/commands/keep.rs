@@ -118,7 +118,17 @@ pub(super) fn salvage(
         for l in &r.lost {
             let to =
                 l.to.map_or("(its end is unknown)".to_string(), |t| t.to_string());
-            t.push_str(&format!("\n  LOST {}..{to}: {}", l.from, l.why));
+            let kept = if l.from <= r.seq {
+                " (a salvage.lost placeholder each)"
+            } else {
+                ""
+            };
+            t.push_str(&format!("\n  LOST {}..{to}{kept}: {}", l.from, l.why));
+        }
+        if let Some(from) = r.rechained_from {
+            t.push_str(&format!(
+                "\n  events from {from} on are chained anew: their hashes differ from the damaged document's"
+            ));
         }
         for n in &r.notes {
             t.push_str(&format!("\n  note: {n}"));
