@@ -27,6 +27,9 @@ use crate::error::EngineError;
 const INDEX_RECORD: usize = 48;
 const PACK_HEADER: u64 = 40;
 
+/// A whole pack record: its hash and the length of its body.
+type Whole = ([u8; 32], u64);
+
 /// The content store of one `.elf`. Opened lazily: a process that reads no body never loads
 /// its index, and one that only adds bodies (a CLI write) checks the index's last record
 /// against the pack and appends, without reading the index (so it does not deduplicate
@@ -475,32 +478,30 @@ impl Inner {
     }
 
     /// Re-indexes whole, hash-checked pack records after `from` (written before a crash cut
-    /// their index records off). A torn record at the end (one that runs past it: an append a
-    /// crash cut short) is cut off; a whole record that does not match its hash is damage,
-    /// and is left as it is (later appends go after it).
+    /// their index records off). A record that is not whole (a zero hole a power cut left,
+    /// a torn or damaged record) is skipped: the scan resumes at the next whole record after
+    /// it (P3, issue 39: a cut can keep a later synced append and lose an earlier unsynced
+    /// one, and the bodies after the hole are those of acknowledged events). What follows
+    /// the last whole record is cut off when it is a record running past the end (an append
+    /// a crash cut short), else left as it is (later appends go after it).
     fn recover_tail(&mut self, from: u64, pack_len: u64) -> Result<(), EngineError> {
         // `from` is the end of the last indexed body, i.e. the start of the next header.
         let mut pos = from;
         let mut recovered = 0;
-        while pos + PACK_HEADER <= pack_len {
-            let mut header = [0u8; PACK_HEADER as usize];
-            self.pack.read_exact_at(&mut header, pos).map_err(io_err)?;
-            let len = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
-            let key: [u8; 32] = header[8..].try_into().expect("32 bytes");
-            let body = pos + PACK_HEADER;
-            if body + len > pack_len || len > 1 << 40 {
-                break;
-            }
-            let mut buf = vec![0u8; len as usize];
-            self.pack.read_exact_at(&mut buf, body).map_err(io_err)?;
-            if blake3::hash(&buf).as_bytes() != &key {
-                tracing::warn!(
-                    at = pos,
-                    "content pack: a record does not match its hash; left as it is"
-                );
-                pos = pack_len;
-                break;
-            }
+        let mut skipped = 0u64;
+        loop {
+            let whole = match self.record_at(pos, pack_len)? {
+                Some(whole) => Some((pos, whole)),
+                None => {
+                    let next = self.next_record(pos + 1, pack_len)?;
+                    if let Some((at, _)) = next {
+                        skipped += at - pos;
+                    }
+                    next
+                }
+            };
+            let Some((at, (key, len))) = whole else { break };
+            let body = at + PACK_HEADER;
             if let std::collections::hash_map::Entry::Vacant(v) = self.index.entry(key) {
                 v.insert((body, len));
                 self.idx
@@ -510,12 +511,31 @@ impl Inner {
             }
             pos = body + len;
         }
-        if pos < pack_len {
+        if skipped > 0 {
             tracing::warn!(
-                at = pos,
-                "content pack had a torn record at its end; cut off"
+                skipped,
+                "content pack: skipped bytes that are no whole record (a hole a power cut left, or damage)"
             );
-            self.pack.set_len(pos).map_err(io_err)?;
+        }
+        if pos < pack_len {
+            let mut len = [0u8; 8];
+            // Unreadable: taken for a length of 0 (left as it is).
+            let _ = self.pack.read_exact_at(&mut len, pos);
+            let runs_past = pos + PACK_HEADER > pack_len
+                || u64::from_le_bytes(len).saturating_add(pos + PACK_HEADER) > pack_len;
+            if runs_past {
+                tracing::warn!(
+                    at = pos,
+                    "content pack had a torn record at its end; cut off"
+                );
+                self.pack.set_len(pos).map_err(io_err)?;
+            } else {
+                tracing::warn!(
+                    at = pos,
+                    "content pack: a record does not match its hash; left as it is"
+                );
+                pos = pack_len;
+            }
         }
         self.pack_end = pos;
         if recovered > 0 {
@@ -523,6 +543,53 @@ impl Inner {
             self.dirty = true;
         }
         Ok(())
+    }
+
+    /// The record at `pos` when it is whole (its body within `pack_len` and matching its
+    /// hash): its hash and length.
+    fn record_at(&self, pos: u64, pack_len: u64) -> Result<Option<Whole>, EngineError> {
+        if pos + PACK_HEADER > pack_len {
+            return Ok(None);
+        }
+        let mut header = [0u8; PACK_HEADER as usize];
+        self.pack.read_exact_at(&mut header, pos).map_err(io_err)?;
+        let len = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+        let key: [u8; 32] = header[8..].try_into().expect("32 bytes");
+        if len > pack_len - pos - PACK_HEADER {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.pack
+            .read_exact_at(&mut buf, pos + PACK_HEADER)
+            .map_err(io_err)?;
+        Ok((blake3::hash(&buf).as_bytes() == &key).then_some((key, len)))
+    }
+
+    /// The first whole record starting at or after `from`: its start, hash and length. Reads
+    /// the rest of the pack in windows; a start is tried (its body hashed) only when its
+    /// length fits in the pack and its hash is not all zero, so a hole of zeros or text
+    /// costs one pass.
+    fn next_record(&self, from: u64, pack_len: u64) -> Result<Option<(u64, Whole)>, EngineError> {
+        const WINDOW: u64 = 1 << 20;
+        let mut start = from;
+        while start + PACK_HEADER <= pack_len {
+            let n = (pack_len - start).min(WINDOW + PACK_HEADER);
+            let mut buf = vec![0u8; n as usize];
+            self.pack.read_exact_at(&mut buf, start).map_err(io_err)?;
+            let last = (n - PACK_HEADER).min(WINDOW - 1);
+            for i in 0..=last as usize {
+                let len = u64::from_le_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
+                let at = start + i as u64;
+                if len > pack_len - at - PACK_HEADER || buf[i + 8..i + 40].iter().all(|&b| b == 0) {
+                    continue;
+                }
+                if let Some(whole) = self.record_at(at, pack_len)? {
+                    return Ok(Some((at, whole)));
+                }
+            }
+            start += last + 1;
+        }
+        Ok(None)
     }
 
     fn append(&mut self, key: &[u8; 32], bytes: &[u8]) -> Result<(), EngineError> {
@@ -810,6 +877,61 @@ mod tests {
             std::fs::metadata(&idx).unwrap().len(),
             3 * INDEX_RECORD as u64
         );
+    }
+
+    /// P3 (issue 39): a power cut kept a later synced append and lost an earlier unsynced
+    /// one, leaving a hole of zeros; the bodies after it are indexed again, not lost.
+    #[test]
+    fn bodies_after_a_hole_a_power_cut_left_in_the_pack_are_indexed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let a = s.put(&"a".repeat(300)).unwrap();
+        let b = s.put(&"b".repeat(300)).unwrap();
+        let c = s.put(&"c".repeat(300)).unwrap();
+        let d = s.put(&"d".repeat(5)).unwrap();
+        s.sync().unwrap();
+        drop(s);
+        let record = PACK_HEADER + 300;
+        let pack = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("content/pack"))
+            .unwrap();
+        // b's record lost (zeros), and with it the index past a; then a torn record.
+        pack.write_all_at(&vec![0u8; record as usize], record)
+            .unwrap();
+        let end = pack.metadata().unwrap().len();
+        pack.write_all_at(&900u64.to_le_bytes(), end).unwrap();
+        drop(pack);
+        let idx = dir.path().join("content/index");
+        OpenOptions::new()
+            .write(true)
+            .open(&idx)
+            .unwrap()
+            .set_len(INDEX_RECORD as u64)
+            .unwrap();
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&a).unwrap(), "a".repeat(300));
+        assert_eq!(s.get(&c).unwrap(), "c".repeat(300), "a body after the hole");
+        assert_eq!(s.get(&d).unwrap(), "ddddd");
+        assert!(s.get(&b).is_err(), "the body in the hole is gone");
+        // The torn record at the end is cut off, and a new body goes after the last whole one.
+        let e = s.put("e after the hole").unwrap();
+        s.sync().unwrap();
+        drop(s);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("content/pack"))
+                .unwrap()
+                .len(),
+            end + PACK_HEADER + "e after the hole".len() as u64
+        );
+        let s = ContentStore::new(dir.path());
+        for (r, text) in [
+            (&c, "c".repeat(300)),
+            (&d, "ddddd".into()),
+            (&e, "e after the hole".into()),
+        ] {
+            assert_eq!(s.get(r).unwrap(), text);
+        }
     }
 
     #[test]
