@@ -158,8 +158,7 @@ pub fn salvage(
     let log = log.ok();
     let store = ContentStore::new(&source.root);
 
-    let paths = ElfPaths::create(to)?;
-    let out = (|| {
+    let out = crate::layout::create_whole(to, |paths| {
         let new_log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
         let content = ContentStore::new(&paths.root);
         let mut w = Writer {
@@ -219,7 +218,7 @@ pub fn salvage(
             notes.push("sync's records were left out, as events were lost: to sync this document again, join it afresh (`elfiee sync join`) and let `elfiee serve --sync` bring the events back".into());
         }
         w.rebuilt.finish()?;
-        let digest = seal_document(&paths, &new_log, folds)?;
+        let digest = seal_document(paths, &new_log, folds)?;
         let lost = match (stop, end) {
             (_, Some(end)) if end <= seq => Vec::new(),
             (None, None) => Vec::new(),
@@ -231,14 +230,14 @@ pub fn salvage(
             }],
         };
         Ok((seq, prev, bodies, spans, lost, digest))
-    })();
+    });
     // Messages name the damaged document, not the copy salvage read.
     let scratch = source.root.display().to_string();
     let original = root.display().to_string();
     let name = |s: String| s.replace(&scratch, &original);
     let notes: Vec<String> = notes.into_iter().map(name).collect();
-    let (seq, prev, bodies, recovered, lost, state_digest) = match out {
-        Ok((seq, prev, bodies, spans, lost, digest)) => {
+    let (paths, (seq, prev, bodies, recovered, lost, state_digest)) = match out {
+        Ok((paths, (seq, prev, bodies, spans, lost, digest))) => {
             let lost = lost
                 .into_iter()
                 .map(|l| Lost {
@@ -246,12 +245,10 @@ pub fn salvage(
                     ..l
                 })
                 .collect::<Vec<_>>();
-            (seq, prev, bodies, spans, lost, digest)
+            (paths, (seq, prev, bodies, spans, lost, digest))
         }
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&paths.root);
-            return Err(e);
-        }
+        // Nothing is left behind ([`crate::layout::create_whole`]).
+        Err(e) => return Err(e),
     };
     Ok(SalvageReport {
         path: paths.root,
