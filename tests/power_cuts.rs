@@ -81,3 +81,9 @@ fn a_restore_cut_part_way_leaves_a_whole_document_once_acknowledged() {
 fn a_salvage_cut_part_way_leaves_a_whole_document_once_acknowledged() {
     Campaign::run(Scenario::Restore { salvage: true }, CI_CUTS / 5);
 }
+
+/// `agent undo` writes project files back: each stays whole (old or new) at a cut.
+#[test]
+fn agent_undo_leaves_every_project_file_whole_at_a_power_cut() {
+    Campaign::run(Scenario::Undo, CI_CUTS / 5);
+}

@@ -9,9 +9,12 @@ use std::time::{Duration, Instant};
 
 use elfiee_lazyfs::{Cut, LazyFs};
 
+#[path = "../common/anthropic_standin.rs"]
+mod anthropic_standin;
 mod backup;
 mod export;
 mod restore;
+mod undo;
 
 /// What a campaign runs between cuts.
 #[derive(Clone, Copy, Debug)]
@@ -28,6 +31,9 @@ pub enum Scenario {
     /// `elfiee restore` (or `elfiee salvage`) writing a new document, cut part-way; see
     /// `restore.rs`.
     Restore { salvage: bool },
+    /// An agent's steps rewriting project files, exported and undone (`elfiee agent run`,
+    /// `dir export`, `agent undo`) until the cut; see `undo.rs`.
+    Undo,
 }
 
 /// Writer processes at once.
@@ -65,6 +71,8 @@ pub struct Figures {
     pub litter: u64,
     /// Backup runs acknowledged.
     pub backups: u64,
+    /// `agent undo` runs acknowledged ([`Scenario::Undo`]).
+    pub undos: u64,
     /// Cuts after which the backup file did not restore to its last acknowledged point.
     pub backup_failures: u64,
     /// Restores or salvages cut part-way that left a partial document in the way.
@@ -187,6 +195,8 @@ pub struct Campaign {
     project: Option<export::Project>,
     /// `log/conf` as sled wrote it for the first document.
     healthy_conf: Option<Vec<u8>>,
+    /// The scripted model of [`Scenario::Undo`].
+    model: Option<anthropic_standin::StandIn>,
 }
 
 impl Campaign {
@@ -224,6 +234,7 @@ impl Campaign {
             seed,
             documents: 0,
             healthy_conf: None,
+            model: None,
             acked: Vec::new(),
             project: None,
             backup_at_least: 0,
@@ -245,7 +256,7 @@ impl Campaign {
             "power cuts {scenario:?} (seed {seed}, {}): {} cuts in {:.0?}, {} documents; \
              acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, P1 {}, P3 {}, new {}); \
              torn files {}, acknowledged exports lost {}, refused after the cut {}, temporary \
-             files left {}; backups acknowledged {}, not restorable to their point {}; new documents broken {}, partial ones left {}; unsynced writes lost {}, kept {}, torn {}",
+             files left {}; backups acknowledged {}, not restorable to their point {}; agent undos acknowledged {}; new documents broken {}, partial ones left {}; unsynced writes lost {}, kept {}, torn {}",
             String::from_utf8_lossy(&version).trim(),
             f.cuts,
             started.elapsed(),
@@ -265,6 +276,7 @@ impl Campaign {
             f.litter,
             f.backups,
             f.backup_failures,
+            f.undos,
             f.new_document_broken,
             f.partial_left,
             f.writes_lost,
@@ -358,11 +370,14 @@ impl Campaign {
             restore::prepare(&elf);
             self.lazy.as_ref().unwrap().sync_all();
         }
-        if let Scenario::Export = self.scenario {
+        if let Scenario::Export | Scenario::Undo = self.scenario {
             let mut p = export::Project::create(&self.mnt.path().join("proj"));
             // The project existed long before the document: on the disk for good.
             self.lazy.as_ref().unwrap().sync_all();
             p.import(&elf);
+            if let Scenario::Undo = self.scenario {
+                self.model = Some(undo::prepare(&elf, &mut p));
+            }
             self.project = Some(p);
         }
     }
@@ -385,7 +400,7 @@ impl Campaign {
                     std::thread::spawn(move || writer(&elf, round, w, &stop))
                 })
                 .collect(),
-            Scenario::Export | Scenario::Restore { .. } => Vec::new(),
+            Scenario::Export | Scenario::Restore { .. } | Scenario::Undo => Vec::new(),
         };
         let restorer = match self.scenario {
             Scenario::Restore { salvage } => {
@@ -400,11 +415,20 @@ impl Campaign {
             let (elf, stop) = (elf.clone(), stop.clone());
             std::thread::spawn(move || backup::backer(&elf, &stop))
         });
-        let exporter = self.project.as_ref().map(|p| {
+        let undoer = matches!(self.scenario, Scenario::Undo).then(|| {
             let (elf, stop) = (elf.clone(), stop.clone());
-            let (files, dir) = (p.files.clone(), p.dir_block.clone());
-            std::thread::spawn(move || export::exporter(&elf, &files, &dir, round, &stop))
+            let dir = self.project.as_ref().unwrap().dir_block.clone();
+            std::thread::spawn(move || undo::undoer(&elf, &dir, &stop))
         });
+        let exporter = self
+            .project
+            .as_ref()
+            .filter(|_| matches!(self.scenario, Scenario::Export))
+            .map(|p| {
+                let (elf, stop) = (elf.clone(), stop.clone());
+                let (files, dir) = (p.files.clone(), p.dir_block.clone());
+                std::thread::spawn(move || export::exporter(&elf, &files, &dir, round, &stop))
+            });
         let delay = match self.scenario {
             // Somewhere inside the run, or just after it.
             Scenario::Restore { .. } => self
@@ -446,6 +470,9 @@ impl Campaign {
             if let Some(last) = seqs.iter().max() {
                 self.backup_at_least = self.backup_at_least.max(*last);
             }
+        }
+        if let Some(u) = undoer {
+            self.figures.undos += u.join().expect("undo thread");
         }
         if let Some(e) = exporter {
             let e = e.join().expect("exporter thread");
@@ -526,6 +553,20 @@ impl Campaign {
         let Some(p) = self.project.as_mut() else {
             return;
         };
+        if let Scenario::Undo = self.scenario {
+            let (torn, litter) = undo::check(p);
+            self.figures.torn_files += torn.len() as u64;
+            self.figures.litter += litter.len() as u64;
+            if !torn.is_empty() {
+                self.figures.failures.push(format!(
+                    "{:?} round {round} (seed {}, {how:?}): TORN {}",
+                    self.scenario,
+                    self.seed,
+                    torn.join("; TORN ")
+                ));
+            }
+            return;
+        }
         let (c, refused) = p.check(&elf);
         let f = &mut self.figures;
         f.torn_files += c.torn.len() as u64;
