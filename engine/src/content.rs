@@ -54,6 +54,8 @@ struct Inner {
     /// The pack was empty when this process opened it (maybe just created): the first sync
     /// also makes the folder entries durable.
     fresh: bool,
+    /// The index was rebuilt from the pack by this process (see [`ContentStore::rebuild_once`]).
+    rebuilt: bool,
 }
 
 fn corrupt(what: impl std::fmt::Display) -> EngineError {
@@ -134,6 +136,24 @@ impl ContentStore {
             *g = Some(full);
         }
         Ok(f(g.as_mut().expect("loaded above")))
+    }
+
+    /// Rebuilds the whole index from the pack, once per process; whether it did. For a read
+    /// that found a body missing from the index: the index is not synced, so a power cut can
+    /// leave a hole or a record without its hash in its middle, which the load cannot tell
+    /// from a whole record, and the body's record behind it (issue 39, P3). The pack, synced
+    /// before any event names its bodies, is the truth.
+    fn rebuild_once(&self) -> Result<bool, EngineError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_some_and(|i| i.rebuilt) {
+            return Ok(false);
+        }
+        tracing::warn!(dir = %self.dir.display(), "a body is missing from the content index; rebuilding it from the pack");
+        let dirty = g.as_ref().is_some_and(|i| i.dirty);
+        let mut full = Inner::load_with(&self.dir, true)?;
+        full.dirty |= dirty;
+        *g = Some(full);
+        Ok(true)
     }
 
     /// Stores `text` (once per distinct body among those this process has seen) and returns
@@ -261,6 +281,12 @@ impl ContentStore {
     /// The pack (a handle of its own) and where each of `refs` is in it, its length checked.
     fn places(&self, refs: &[ContentRef]) -> Result<(File, Vec<(u64, u64)>), EngineError> {
         let keys: Vec<[u8; 32]> = refs.iter().map(|r| r.hash.0).collect();
+        let all_there = self.lookup_all(&keys, |inner| {
+            keys.iter().all(|k| inner.index.contains_key(k))
+        })?;
+        if !all_there {
+            self.rebuild_once()?;
+        }
         self.lookup_all(&keys, |inner| {
             let places = refs
                 .iter()
@@ -301,6 +327,12 @@ impl ContentStore {
 
     fn read_bytes(&self, r: &ContentRef) -> Result<Vec<u8>, Failure> {
         let key = r.hash.0;
+        let there = self
+            .lookup(&key, |_, found| found.is_some())
+            .map_err(Failure::Io)?;
+        if !there {
+            self.rebuild_once().map_err(Failure::Io)?;
+        }
         let bytes = self
             .lookup(&key, |inner, found| {
                 let Some((off, len)) = found else {
@@ -409,10 +441,17 @@ impl Inner {
             pack_end: pack_len,
             dirty: false,
             fresh: pack_len == 0,
+            rebuilt: false,
         }))
     }
 
     fn load(dir: &Path) -> Result<Inner, EngineError> {
+        Self::load_with(dir, false)
+    }
+
+    /// [`Inner::load`], rebuilding the whole index from the pack when `rebuild` is set.
+    fn load_with(dir: &Path, rebuild: bool) -> Result<Inner, EngineError> {
+        let mut rebuilt = rebuild;
         std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
         let mut pack = open_file(dir, "pack")?;
         let mut idx = open_file(dir, "index")?;
@@ -451,13 +490,16 @@ impl Inner {
             let ok = pack.read_exact_at(&mut header, off - PACK_HEADER).is_ok()
                 && header[8..] == rec[..32]
                 && header[..8] == rec[40..48];
-            if ok {
+            if ok && !rebuild {
                 // Records are appended in pack order: the last one ends where the re-indexing
                 // of what a crash left unindexed starts (a damaged record before it must not
                 // move that start into the middle of a body).
                 end = off + u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
             } else {
-                tracing::warn!("content index does not match the pack; rebuilding it");
+                if !rebuild {
+                    tracing::warn!("content index does not match the pack; rebuilding it");
+                }
+                rebuilt = true;
                 index.clear();
                 end = 0;
                 idx.set_len(0).map_err(io_err)?;
@@ -472,6 +514,7 @@ impl Inner {
             pack_end: pack_len,
             dirty: false,
             fresh: pack_len == 0,
+            rebuilt,
         };
         inner.recover_tail(end, pack_len)?;
         Ok(inner)
@@ -932,6 +975,41 @@ mod tests {
         ] {
             assert_eq!(s.get(r).unwrap(), text);
         }
+    }
+
+    /// P3, the other way (issue 39): the pack is whole, but a cut left a record of the
+    /// unsynced index without its hash, and holes after it; the last record matches the pack,
+    /// so the load takes the index for whole. A read that misses a body rebuilds the index
+    /// from the pack, and the rebuilt index is whole for the next process too.
+    #[test]
+    fn a_body_behind_a_torn_index_record_is_found_by_rebuilding_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let refs: Vec<_> = (0..4)
+            .map(|i| s.put(&format!("body {i}")).unwrap())
+            .collect();
+        s.sync().unwrap();
+        drop(s);
+        let idx = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("content/index"))
+            .unwrap();
+        idx.write_all_at(&[0u8; 32], INDEX_RECORD as u64).unwrap();
+        drop(idx);
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&refs[3]).unwrap(), "body 3");
+        assert_eq!(
+            s.get(&refs[1]).unwrap(),
+            "body 1",
+            "the body behind the torn record"
+        );
+        s.check(&refs[2]).unwrap();
+        drop(s);
+        let s = ContentStore::new(dir.path());
+        assert!(
+            s.contains(&refs[1]).unwrap(),
+            "the index was not rewritten whole"
+        );
     }
 
     #[test]
