@@ -27,6 +27,9 @@ use crate::error::EngineError;
 const INDEX_RECORD: usize = 48;
 const PACK_HEADER: u64 = 40;
 
+/// A whole pack record: its hash and the length of its body.
+type Whole = ([u8; 32], u64);
+
 /// The content store of one `.elf`. Opened lazily: a process that reads no body never loads
 /// its index, and one that only adds bodies (a CLI write) checks the index's last record
 /// against the pack and appends, without reading the index (so it does not deduplicate
@@ -51,6 +54,8 @@ struct Inner {
     /// The pack was empty when this process opened it (maybe just created): the first sync
     /// also makes the folder entries durable.
     fresh: bool,
+    /// The index was rebuilt from the pack by this process (see [`ContentStore::rebuild_once`]).
+    rebuilt: bool,
 }
 
 fn corrupt(what: impl std::fmt::Display) -> EngineError {
@@ -131,6 +136,24 @@ impl ContentStore {
             *g = Some(full);
         }
         Ok(f(g.as_mut().expect("loaded above")))
+    }
+
+    /// Rebuilds the whole index from the pack, once per process; whether it did. For a read
+    /// that found a body missing from the index: the index is not synced, so a power cut can
+    /// leave a hole or a record without its hash in its middle, which the load cannot tell
+    /// from a whole record, and the body's record behind it (issue 39, P3). The pack, synced
+    /// before any event names its bodies, is the truth.
+    fn rebuild_once(&self) -> Result<bool, EngineError> {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.as_ref().is_some_and(|i| i.rebuilt) {
+            return Ok(false);
+        }
+        tracing::warn!(dir = %self.dir.display(), "a body is missing from the content index; rebuilding it from the pack");
+        let dirty = g.as_ref().is_some_and(|i| i.dirty);
+        let mut full = Inner::load_with(&self.dir, true)?;
+        full.dirty |= dirty;
+        *g = Some(full);
+        Ok(true)
     }
 
     /// Stores `text` (once per distinct body among those this process has seen) and returns
@@ -258,6 +281,12 @@ impl ContentStore {
     /// The pack (a handle of its own) and where each of `refs` is in it, its length checked.
     fn places(&self, refs: &[ContentRef]) -> Result<(File, Vec<(u64, u64)>), EngineError> {
         let keys: Vec<[u8; 32]> = refs.iter().map(|r| r.hash.0).collect();
+        let all_there = self.lookup_all(&keys, |inner| {
+            keys.iter().all(|k| inner.index.contains_key(k))
+        })?;
+        if !all_there {
+            self.rebuild_once()?;
+        }
         self.lookup_all(&keys, |inner| {
             let places = refs
                 .iter()
@@ -298,6 +327,12 @@ impl ContentStore {
 
     fn read_bytes(&self, r: &ContentRef) -> Result<Vec<u8>, Failure> {
         let key = r.hash.0;
+        let there = self
+            .lookup(&key, |_, found| found.is_some())
+            .map_err(Failure::Io)?;
+        if !there {
+            self.rebuild_once().map_err(Failure::Io)?;
+        }
         let bytes = self
             .lookup(&key, |inner, found| {
                 let Some((off, len)) = found else {
@@ -406,10 +441,17 @@ impl Inner {
             pack_end: pack_len,
             dirty: false,
             fresh: pack_len == 0,
+            rebuilt: false,
         }))
     }
 
     fn load(dir: &Path) -> Result<Inner, EngineError> {
+        Self::load_with(dir, false)
+    }
+
+    /// [`Inner::load`], rebuilding the whole index from the pack when `rebuild` is set.
+    fn load_with(dir: &Path, rebuild: bool) -> Result<Inner, EngineError> {
+        let mut rebuilt = rebuild;
         std::fs::create_dir_all(dir).map_err(|e| EngineError::io(dir, e))?;
         let mut pack = open_file(dir, "pack")?;
         let mut idx = open_file(dir, "index")?;
@@ -448,13 +490,16 @@ impl Inner {
             let ok = pack.read_exact_at(&mut header, off - PACK_HEADER).is_ok()
                 && header[8..] == rec[..32]
                 && header[..8] == rec[40..48];
-            if ok {
+            if ok && !rebuild {
                 // Records are appended in pack order: the last one ends where the re-indexing
                 // of what a crash left unindexed starts (a damaged record before it must not
                 // move that start into the middle of a body).
                 end = off + u64::from_le_bytes(rec[40..48].try_into().expect("8 bytes"));
             } else {
-                tracing::warn!("content index does not match the pack; rebuilding it");
+                if !rebuild {
+                    tracing::warn!("content index does not match the pack; rebuilding it");
+                }
+                rebuilt = true;
                 index.clear();
                 end = 0;
                 idx.set_len(0).map_err(io_err)?;
@@ -469,38 +514,37 @@ impl Inner {
             pack_end: pack_len,
             dirty: false,
             fresh: pack_len == 0,
+            rebuilt,
         };
         inner.recover_tail(end, pack_len)?;
         Ok(inner)
     }
 
     /// Re-indexes whole, hash-checked pack records after `from` (written before a crash cut
-    /// their index records off). A torn record at the end (one that runs past it: an append a
-    /// crash cut short) is cut off; a whole record that does not match its hash is damage,
-    /// and is left as it is (later appends go after it).
+    /// their index records off). A record that is not whole (a zero hole a power cut left,
+    /// a torn or damaged record) is skipped: the scan resumes at the next whole record after
+    /// it (P3, issue 39: a cut can keep a later synced append and lose an earlier unsynced
+    /// one, and the bodies after the hole are those of acknowledged events). What follows
+    /// the last whole record is cut off when it is a record running past the end (an append
+    /// a crash cut short), else left as it is (later appends go after it).
     fn recover_tail(&mut self, from: u64, pack_len: u64) -> Result<(), EngineError> {
         // `from` is the end of the last indexed body, i.e. the start of the next header.
         let mut pos = from;
         let mut recovered = 0;
-        while pos + PACK_HEADER <= pack_len {
-            let mut header = [0u8; PACK_HEADER as usize];
-            self.pack.read_exact_at(&mut header, pos).map_err(io_err)?;
-            let len = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
-            let key: [u8; 32] = header[8..].try_into().expect("32 bytes");
-            let body = pos + PACK_HEADER;
-            if body + len > pack_len || len > 1 << 40 {
-                break;
-            }
-            let mut buf = vec![0u8; len as usize];
-            self.pack.read_exact_at(&mut buf, body).map_err(io_err)?;
-            if blake3::hash(&buf).as_bytes() != &key {
-                tracing::warn!(
-                    at = pos,
-                    "content pack: a record does not match its hash; left as it is"
-                );
-                pos = pack_len;
-                break;
-            }
+        let mut skipped = 0u64;
+        loop {
+            let whole = match self.record_at(pos, pack_len)? {
+                Some(whole) => Some((pos, whole)),
+                None => {
+                    let next = self.next_record(pos + 1, pack_len)?;
+                    if let Some((at, _)) = next {
+                        skipped += at - pos;
+                    }
+                    next
+                }
+            };
+            let Some((at, (key, len))) = whole else { break };
+            let body = at + PACK_HEADER;
             if let std::collections::hash_map::Entry::Vacant(v) = self.index.entry(key) {
                 v.insert((body, len));
                 self.idx
@@ -510,12 +554,31 @@ impl Inner {
             }
             pos = body + len;
         }
-        if pos < pack_len {
+        if skipped > 0 {
             tracing::warn!(
-                at = pos,
-                "content pack had a torn record at its end; cut off"
+                skipped,
+                "content pack: skipped bytes that are no whole record (a hole a power cut left, or damage)"
             );
-            self.pack.set_len(pos).map_err(io_err)?;
+        }
+        if pos < pack_len {
+            let mut len = [0u8; 8];
+            // Unreadable: taken for a length of 0 (left as it is).
+            let _ = self.pack.read_exact_at(&mut len, pos);
+            let runs_past = pos + PACK_HEADER > pack_len
+                || u64::from_le_bytes(len).saturating_add(pos + PACK_HEADER) > pack_len;
+            if runs_past {
+                tracing::warn!(
+                    at = pos,
+                    "content pack had a torn record at its end; cut off"
+                );
+                self.pack.set_len(pos).map_err(io_err)?;
+            } else {
+                tracing::warn!(
+                    at = pos,
+                    "content pack: a record does not match its hash; left as it is"
+                );
+                pos = pack_len;
+            }
         }
         self.pack_end = pos;
         if recovered > 0 {
@@ -523,6 +586,53 @@ impl Inner {
             self.dirty = true;
         }
         Ok(())
+    }
+
+    /// The record at `pos` when it is whole (its body within `pack_len` and matching its
+    /// hash): its hash and length.
+    fn record_at(&self, pos: u64, pack_len: u64) -> Result<Option<Whole>, EngineError> {
+        if pos + PACK_HEADER > pack_len {
+            return Ok(None);
+        }
+        let mut header = [0u8; PACK_HEADER as usize];
+        self.pack.read_exact_at(&mut header, pos).map_err(io_err)?;
+        let len = u64::from_le_bytes(header[..8].try_into().expect("8 bytes"));
+        let key: [u8; 32] = header[8..].try_into().expect("32 bytes");
+        if len > pack_len - pos - PACK_HEADER {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; len as usize];
+        self.pack
+            .read_exact_at(&mut buf, pos + PACK_HEADER)
+            .map_err(io_err)?;
+        Ok((blake3::hash(&buf).as_bytes() == &key).then_some((key, len)))
+    }
+
+    /// The first whole record starting at or after `from`: its start, hash and length. Reads
+    /// the rest of the pack in windows; a start is tried (its body hashed) only when its
+    /// length fits in the pack and its hash is not all zero, so a hole of zeros or text
+    /// costs one pass.
+    fn next_record(&self, from: u64, pack_len: u64) -> Result<Option<(u64, Whole)>, EngineError> {
+        const WINDOW: u64 = 1 << 20;
+        let mut start = from;
+        while start + PACK_HEADER <= pack_len {
+            let n = (pack_len - start).min(WINDOW + PACK_HEADER);
+            let mut buf = vec![0u8; n as usize];
+            self.pack.read_exact_at(&mut buf, start).map_err(io_err)?;
+            let last = (n - PACK_HEADER).min(WINDOW - 1);
+            for i in 0..=last as usize {
+                let len = u64::from_le_bytes(buf[i..i + 8].try_into().expect("8 bytes"));
+                let at = start + i as u64;
+                if len > pack_len - at - PACK_HEADER || buf[i + 8..i + 40].iter().all(|&b| b == 0) {
+                    continue;
+                }
+                if let Some(whole) = self.record_at(at, pack_len)? {
+                    return Ok(Some((at, whole)));
+                }
+            }
+            start += last + 1;
+        }
+        Ok(None)
     }
 
     fn append(&mut self, key: &[u8; 32], bytes: &[u8]) -> Result<(), EngineError> {
@@ -809,6 +919,96 @@ mod tests {
         assert_eq!(
             std::fs::metadata(&idx).unwrap().len(),
             3 * INDEX_RECORD as u64
+        );
+    }
+
+    /// P3 (issue 39): a power cut kept a later synced append and lost an earlier unsynced
+    /// one, leaving a hole of zeros; the bodies after it are indexed again, not lost.
+    #[test]
+    fn bodies_after_a_hole_a_power_cut_left_in_the_pack_are_indexed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let a = s.put(&"a".repeat(300)).unwrap();
+        let b = s.put(&"b".repeat(300)).unwrap();
+        let c = s.put(&"c".repeat(300)).unwrap();
+        let d = s.put(&"d".repeat(5)).unwrap();
+        s.sync().unwrap();
+        drop(s);
+        let record = PACK_HEADER + 300;
+        let pack = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("content/pack"))
+            .unwrap();
+        // b's record lost (zeros), and with it the index past a; then a torn record.
+        pack.write_all_at(&vec![0u8; record as usize], record)
+            .unwrap();
+        let end = pack.metadata().unwrap().len();
+        pack.write_all_at(&900u64.to_le_bytes(), end).unwrap();
+        drop(pack);
+        let idx = dir.path().join("content/index");
+        OpenOptions::new()
+            .write(true)
+            .open(&idx)
+            .unwrap()
+            .set_len(INDEX_RECORD as u64)
+            .unwrap();
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&a).unwrap(), "a".repeat(300));
+        assert_eq!(s.get(&c).unwrap(), "c".repeat(300), "a body after the hole");
+        assert_eq!(s.get(&d).unwrap(), "ddddd");
+        assert!(s.get(&b).is_err(), "the body in the hole is gone");
+        // The torn record at the end is cut off, and a new body goes after the last whole one.
+        let e = s.put("e after the hole").unwrap();
+        s.sync().unwrap();
+        drop(s);
+        assert_eq!(
+            std::fs::metadata(dir.path().join("content/pack"))
+                .unwrap()
+                .len(),
+            end + PACK_HEADER + "e after the hole".len() as u64
+        );
+        let s = ContentStore::new(dir.path());
+        for (r, text) in [
+            (&c, "c".repeat(300)),
+            (&d, "ddddd".into()),
+            (&e, "e after the hole".into()),
+        ] {
+            assert_eq!(s.get(r).unwrap(), text);
+        }
+    }
+
+    /// P3, the other way (issue 39): the pack is whole, but a cut left a record of the
+    /// unsynced index without its hash, and holes after it; the last record matches the pack,
+    /// so the load takes the index for whole. A read that misses a body rebuilds the index
+    /// from the pack, and the rebuilt index is whole for the next process too.
+    #[test]
+    fn a_body_behind_a_torn_index_record_is_found_by_rebuilding_the_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = ContentStore::new(dir.path());
+        let refs: Vec<_> = (0..4)
+            .map(|i| s.put(&format!("body {i}")).unwrap())
+            .collect();
+        s.sync().unwrap();
+        drop(s);
+        let idx = OpenOptions::new()
+            .write(true)
+            .open(dir.path().join("content/index"))
+            .unwrap();
+        idx.write_all_at(&[0u8; 32], INDEX_RECORD as u64).unwrap();
+        drop(idx);
+        let s = ContentStore::new(dir.path());
+        assert_eq!(s.get(&refs[3]).unwrap(), "body 3");
+        assert_eq!(
+            s.get(&refs[1]).unwrap(),
+            "body 1",
+            "the body behind the torn record"
+        );
+        s.check(&refs[2]).unwrap();
+        drop(s);
+        let s = ContentStore::new(dir.path());
+        assert!(
+            s.contains(&refs[1]).unwrap(),
+            "the index was not rewritten whole"
         );
     }
 

@@ -113,13 +113,24 @@ impl ElfPaths {
         Ok(ElfPaths { root })
     }
 
-    /// Finds an existing document; its canonical path is the registry key.
+    /// Finds an existing document; its canonical path is the registry key. Only a path or
+    /// marker that is not there (or not a file) is "not an .elf"; any other failure to read
+    /// them (an I/O error of a failing disk) is named with its path and errno (issue 39, P4).
     pub fn existing(path: &Path) -> Result<ElfPaths, EngineError> {
-        let root = path
-            .canonicalize()
-            .map_err(|_| EngineError::NotAnElf(path.to_owned()))?;
-        if !root.join(MARKER).is_file() {
-            return Err(EngineError::NotAnElf(path.to_owned()));
+        let absent = |e: &std::io::Error| {
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            )
+        };
+        let root = path.canonicalize().map_err(|e| match absent(&e) {
+            true => EngineError::NotAnElf(path.to_owned()),
+            false => EngineError::io(path, e),
+        })?;
+        match std::fs::metadata(root.join(MARKER)) {
+            Ok(m) if m.is_file() => {}
+            Err(e) if !absent(&e) => return Err(EngineError::io(root.join(MARKER), e)),
+            _ => return Err(EngineError::NotAnElf(path.to_owned())),
         }
         let paths = ElfPaths { root };
         if let Some(found) = paths.format_version() {
@@ -132,6 +143,68 @@ impl ElfPaths {
             }
         }
         Ok(paths)
+    }
+}
+
+/// Writes a new document at `to` whole or not at all (issue 39, P4): `write` fills a hidden
+/// sibling folder (`.NAME.partial-PID`), which is renamed to `to`, and the rename synced, only
+/// once `write` returned `Ok`; on an error it is removed. A power cut or a kill part way leaves
+/// nothing at `to` (a restore or salvage run again is not refused), and the siblings left by
+/// processes that are gone are removed by the next run. `to` must not exist, or be an empty
+/// folder.
+pub fn create_whole<T>(
+    to: &Path,
+    write: impl FnOnce(&ElfPaths) -> Result<T, EngineError>,
+) -> Result<(ElfPaths, T), EngineError> {
+    let name = to
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| EngineError::rejected(format!("{} names no folder", to.display())))?;
+    let parent = match to.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    if to.exists() && !(to.is_dir() && std::fs::read_dir(to).is_ok_and(|mut d| d.next().is_none()))
+    {
+        return Err(EngineError::AlreadyExists(to.to_owned()));
+    }
+    remove_left_behind(&parent, &name);
+    let partial = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    let paths = ElfPaths::create(&partial)?;
+    let written = write(&paths).and_then(|v| {
+        std::fs::rename(&paths.root, to)
+            .and_then(|()| sync_dir(&parent))
+            .and_then(|()| to.canonicalize())
+            .map(|root| (ElfPaths { root }, v))
+            .map_err(|e| EngineError::io(to, e))
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_dir_all(&paths.root);
+    }
+    written
+}
+
+/// Removes the hidden siblings of `name` in `parent` that a restore or salvage left when it
+/// was cut short (`.NAME.partial-PID`, `.NAME.salvage-PID`), once their process is gone.
+fn remove_left_behind(parent: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let pid = [".partial-", ".salvage-"].iter().find_map(|kind| {
+            file.strip_prefix(&format!(".{name}{kind}"))
+                .and_then(|p| p.parse::<i32>().ok())
+        });
+        // SAFETY: kill with signal 0 only asks whether the process exists.
+        let gone = pid.is_some_and(|pid| {
+            let alive = unsafe { libc::kill(pid, 0) } == 0;
+            !alive && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+        });
+        if gone {
+            tracing::info!(folder = %e.path().display(), "removing what an interrupted restore or salvage left");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 
@@ -197,4 +270,70 @@ pub fn refuse_inside(doc: &Path, target: &Path, what: &str) -> Result<(), Engine
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// P4 (issue 39): only a marker that is not there is "not an .elf"; one that cannot be
+    /// read is an I/O error naming it and the errno.
+    #[test]
+    fn a_marker_that_cannot_be_read_is_named_not_taken_for_no_document() {
+        let dir = tempfile::tempdir().unwrap();
+        let doc = dir.path().join("d.elf");
+        std::fs::create_dir(&doc).unwrap();
+        assert!(matches!(
+            ElfPaths::existing(&doc),
+            Err(EngineError::NotAnElf(_))
+        ));
+        // A marker that loops on itself: reading it fails (ELOOP), as EIO would.
+        std::os::unix::fs::symlink(doc.join(MARKER), doc.join(MARKER)).unwrap();
+        let e = ElfPaths::existing(&doc).unwrap_err();
+        assert!(matches!(e, EngineError::Io { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(MARKER) && text.contains("os error 40"),
+            "{text}"
+        );
+    }
+
+    /// P4: a new document is whole at its path or not there: a write that fails leaves
+    /// nothing, one that succeeds is renamed into place; folders a process that is gone
+    /// left behind are removed.
+    #[test]
+    fn a_new_document_appears_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let to = dir.path().join("new.elf");
+        // Left by a process that is gone (pid 2^22 + 1 exceeds Linux's pid_max).
+        let stale = dir.path().join(".new.elf.partial-4194305");
+        std::fs::create_dir(&stale).unwrap();
+        let failed = create_whole(&to, |p| {
+            assert!(!to.exists(), "written under another name");
+            std::fs::write(p.root.join("half"), b"x").unwrap();
+            Err::<(), _>(EngineError::Storage("cut short".into()))
+        });
+        assert!(failed.is_err());
+        assert!(!to.exists());
+        assert!(!stale.exists(), "a folder a gone process left was kept");
+        let names = || {
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert!(names().is_empty(), "{:?}", names());
+        let (paths, n) = create_whole(&to, |p| {
+            std::fs::write(p.root.join("whole"), b"x").unwrap();
+            Ok(7)
+        })
+        .unwrap();
+        assert_eq!((n, paths.root), (7, to.canonicalize().unwrap()));
+        assert!(to.join("whole").exists() && to.join(MARKER).exists());
+        assert_eq!(names(), vec!["new.elf".to_string()]);
+        assert!(matches!(
+            create_whole(&to, |_| Ok(())),
+            Err(EngineError::AlreadyExists(_))
+        ));
+    }
 }

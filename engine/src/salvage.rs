@@ -148,8 +148,7 @@ pub fn salvage(
     let log = log.ok();
     let store = ContentStore::new(&source.root);
 
-    let paths = ElfPaths::create(to)?;
-    let out = (|| {
+    let out = crate::layout::create_whole(to, |paths| {
         let new_log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
         let content = ContentStore::new(&paths.root);
         let mut w = Writer {
@@ -249,7 +248,7 @@ pub fn salvage(
             notes.push("sync's records were left out, as events were lost: to sync this document again, join it afresh (`elfiee sync join`) and let `elfiee serve --sync` bring the events back".into());
         }
         w.rebuilt.finish()?;
-        let digest = seal_document(&paths, &new_log, folds)?;
+        let digest = seal_document(paths, &new_log, folds)?;
         let mut lost = std::mem::take(&mut w.gaps);
         match (stop, end) {
             (_, Some(end)) if end <= seq => {}
@@ -263,14 +262,14 @@ pub fn salvage(
         };
         let rechained = lost.first().map(|l| l.from).filter(|&f| f <= seq);
         Ok((seq, prev, bodies, spans, lost, digest, rechained))
-    })();
+    });
     // Messages name the damaged document, not the copy salvage read.
     let scratch = source.root.display().to_string();
     let original = root.display().to_string();
     let name = |s: String| s.replace(&scratch, &original);
     let notes: Vec<String> = notes.into_iter().map(name).collect();
-    let (seq, prev, bodies, recovered, lost, state_digest, rechained_from) = match out {
-        Ok((seq, prev, bodies, spans, lost, digest, rechained)) => {
+    let (paths, (seq, prev, bodies, recovered, lost, state_digest, rechained_from)) = match out {
+        Ok((paths, (seq, prev, bodies, spans, lost, digest, rechained))) => {
             let lost = lost
                 .into_iter()
                 .map(|l| Lost {
@@ -278,12 +277,10 @@ pub fn salvage(
                     ..l
                 })
                 .collect::<Vec<_>>();
-            (seq, prev, bodies, spans, lost, digest, rechained)
+            (paths, (seq, prev, bodies, spans, lost, digest, rechained))
         }
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&paths.root);
-            return Err(e);
-        }
+        // Nothing is left behind ([`crate::layout::create_whole`]).
+        Err(e) => return Err(e),
     };
     Ok(SalvageReport {
         path: paths.root,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::{elfiee, first_lines, must, run, wait_or_kill};
 
 /// Files of the project.
-const FILES: usize = 3;
+pub const FILES: usize = 3;
 
 /// The project folder and what was written to each file, in order.
 pub struct Project {
@@ -37,7 +37,7 @@ pub struct ProjectCheck {
     pub litter: Vec<String>,
 }
 
-fn content(marker: &str) -> String {
+pub fn content(marker: &str) -> String {
     // Several sectors long, so a torn write shows.
     format!("{marker}\n").repeat(300)
 }

@@ -232,29 +232,61 @@ fn on_disk(path: &Path) -> Result<(Option<Version>, Option<Kept>), EngineError> 
 }
 
 /// Writes `bytes` with permission bits `mode` at `path` (or removes it for `None`),
-/// atomically: a temporary file renamed over it.
+/// atomically and durably: a temporary file, synced, renamed over it, and the folder synced
+/// (with every folder made for it), so that a power cut leaves the old file or the new one,
+/// never a torn one, and an acknowledged undo stays done (issue 39).
 fn put_file(path: &Path, content: Option<&Kept>) -> Result<(), EngineError> {
+    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     let io = |e: std::io::Error| storage(format!("cannot write {}: {e}", path.display()));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     match content {
         None => match std::fs::remove_file(path) {
-            Ok(()) => Ok(()),
+            Ok(()) => elfiee_engine::layout::sync_dir(dir).map_err(io),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(io(e)),
         },
         Some((bytes, mode)) => {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent).map_err(io)?;
-            }
+            make_dirs(dir).map_err(io)?;
             let name = path
                 .file_name()
                 .map(|n| n.to_string_lossy().to_string())
                 .unwrap_or_default();
             let tmp = path.with_file_name(format!(".{name}.elfiee-undo.tmp"));
-            std::fs::write(&tmp, bytes).map_err(io)?;
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(*mode)).map_err(io)?;
-            std::fs::rename(&tmp, path).map_err(io)
+            let written = (|| {
+                let mut f = std::fs::File::create(&tmp)?;
+                f.write_all(bytes)?;
+                f.set_permissions(std::fs::Permissions::from_mode(*mode))?;
+                f.sync_all()?;
+                std::fs::rename(&tmp, path)?;
+                elfiee_engine::layout::sync_dir(dir)
+            })();
+            if written.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            written.map_err(io)
         }
+    }
+}
+
+/// `create_dir_all`, each folder it made synced into its parent.
+fn make_dirs(dir: &Path) -> std::io::Result<()> {
+    if dir.as_os_str().is_empty() || dir.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = dir.parent() {
+        make_dirs(parent)?;
+    }
+    match std::fs::create_dir(dir) {
+        Ok(()) => match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => elfiee_engine::layout::sync_dir(p),
+            _ => elfiee_engine::layout::sync_dir(Path::new(".")),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

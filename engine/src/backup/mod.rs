@@ -314,8 +314,7 @@ pub fn restore(
         point
     };
     let (mut frames, _doc) = format::Frames::open(from).map_err(EngineError::rejected)?;
-    let paths = ElfPaths::create(to)?;
-    let written = (|| {
+    let written = crate::layout::create_whole(to, |paths| {
         let log = SledEventLog::open(&paths.log_dir(), &paths.root)?;
         let content = ContentStore::new(&paths.root);
         let mut rebuilt = Rebuilt::new(&log, &content);
@@ -353,17 +352,11 @@ pub fn restore(
         }
         let (bodies, side) = (rebuilt.bodies, rebuilt.side.len() as u64);
         rebuilt.finish()?;
-        let digest = seal_document(&paths, &log, folds)?;
+        let digest = seal_document(paths, &log, folds)?;
         Ok((bodies, side, digest))
-    })();
-    let (bodies, side_records, state_digest) = match written {
-        Ok(w) => w,
-        Err(e) => {
-            // Half a document is no document: leave nothing behind.
-            let _ = std::fs::remove_dir_all(&paths.root);
-            return Err(e);
-        }
-    };
+    });
+    // Half a document is no document: nothing is left behind.
+    let (paths, (bodies, side_records, state_digest)) = written?;
     Ok(RestoreReport {
         path: paths.root,
         seq: point.seq,

@@ -10,7 +10,24 @@
 //!   finished snapshot, so it is removed — only while no process has the log open (under
 //!   sled's own lock), as a live sled may be writing it.
 //! - sled writes `conf` when it is missing or short and never syncs it; after a power cut it
-//!   may be empty. The engine syncs it (and its folder) right after an open that wrote it.
+//!   may be empty, or torn (a cut kept its first write, not its checksum). The engine syncs
+//!   it (and its folder) right after an open that wrote it, and removes a torn one before
+//!   the open (sled writes it anew: the engine always opens with sled's defaults).
+//! - sled writes a snapshot only as it opens, of its log as it reads it then, and never syncs
+//!   the log's folder (P1, issue 39, found by the power-cut harness). Two ways a power cut
+//!   then leaves a log sled cannot open, though every acknowledged event was synced:
+//!   (a) the new snapshot's rename (and the old one's removal) is lost while later writes,
+//!   which reuse segments only the new snapshot has accounted for, were synced: sled starts
+//!   from the old snapshot and finds those segments overwritten; (b) the snapshot covers log
+//!   data a killed process wrote and never synced (sled "syncs" with `sync_file_range`,
+//!   which makes nothing durable by itself), and the cut loses that data under it. So the
+//!   engine syncs sled's files (database, blobs) before an open of a log that was not
+//!   closed cleanly, and the log's folder after an open that changed the snapshot files,
+//!   before anything is written. On ext4 both windows are narrow (a journal commit makes
+//!   the rename durable within seconds, and an `fsync` of the snapshot commits the journal
+//!   with the data `sync_file_range` wrote), but neither POSIX nor other filesystems
+//!   promise it: the harness's lazy filesystem, which keeps only what was synced, shows
+//!   both.
 //! - sled mends what it opens: it takes the first damaged message of its log for the end and
 //!   rewrites every segment past it, so handing a damaged log to sled destroys events
 //!   salvage could have read (F6). When the log closed cleanly the engine writes the
@@ -29,9 +46,11 @@ use std::path::Path;
 pub(crate) type Trial<'a> = &'a dyn Fn(&Path) -> Result<(), EngineError>;
 
 /// What [`before_open`] found: whether sled will write `conf` as it opens.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct BeforeOpen {
     writes_conf: bool,
+    /// The names of sled's snapshot files before the open (see the module docs, P1).
+    snapshots: Vec<std::ffi::OsString>,
 }
 
 /// The manifest of a cleanly closed log (see the module docs).
@@ -44,7 +63,7 @@ const MANIFEST: &str = "closed";
 /// copy that cannot be made (no space where scratch files go) is skipped with a warning.
 pub(crate) fn before_open(dir: &Path, trial: Option<Trial<'_>>) -> Result<BeforeOpen, EngineError> {
     let conf = dir.join("conf");
-    let writes_conf = std::fs::metadata(&conf).map_or(true, |m| m.len() <= 8);
+    let mut writes_conf = std::fs::metadata(&conf).map_or(true, |m| m.len() <= 8);
     let db = dir.join("db");
     if let Ok(file) = std::fs::File::open(&db) {
         // The lock sled takes (`flock`, exclusive): held by us, nobody has the log open, and
@@ -62,17 +81,66 @@ pub(crate) fn before_open(dir: &Path, trial: Option<Trial<'_>>) -> Result<Before
             if removed > 0 {
                 let _ = crate::layout::sync_dir(dir);
             }
-            if let Some(trial) = trial {
-                let now = manifest(dir);
-                let closed = std::fs::read_to_string(dir.join(MANIFEST)).ok();
-                if now.is_none() || closed != now {
+            if damaged_conf(&conf) {
+                // sled would only warn, then read the damaged parameters (or refuse them); the
+                // engine always opens with sled's defaults, which sled writes anew.
+                tracing::warn!(file = %conf.display(), "sled's conf is damaged (a power cut before it was synced); writing it anew");
+                writes_conf = std::fs::remove_file(&conf).is_ok();
+            }
+            let now = manifest(dir);
+            let closed = std::fs::read_to_string(dir.join(MANIFEST)).ok();
+            if now.is_none() || closed != now {
+                if let Some(trial) = trial {
                     on_a_copy(dir, trial)?;
                 }
+                // What a killed process wrote and never synced must be durable before the
+                // snapshot sled writes as it opens covers it (P1 (b), module docs).
+                sync_sled_files(dir).map_err(|e| EngineError::io(dir, e))?;
             }
         }
         drop(file);
     }
-    Ok(BeforeOpen { writes_conf })
+    Ok(BeforeOpen {
+        writes_conf,
+        snapshots: snapshot_names(dir),
+    })
+}
+
+/// Whether sled's `conf` holds more than sled calls empty (8 bytes) but fails its checksum
+/// (`crc32` of the bytes before the last four, little-endian, as sled writes it).
+fn damaged_conf(conf: &Path) -> bool {
+    std::fs::read(conf).is_ok_and(|b| {
+        b.len() > 8 && crc32fast::hash(&b[..b.len() - 4]).to_le_bytes() != b[b.len() - 4..]
+    })
+}
+
+/// `fdatasync` of sled's database file and every blob file, then of the blob folder.
+fn sync_sled_files(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir.join("db"))?.sync_data()?;
+    let blobs = dir.join("blobs");
+    match std::fs::read_dir(&blobs) {
+        Ok(entries) => {
+            for e in entries {
+                std::fs::File::open(e?.path())?.sync_data()?;
+            }
+            crate::layout::sync_dir(&blobs)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The names of the `snap.*` files in `dir`, sorted.
+fn snapshot_names(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("snap."))
+        .collect();
+    names.sort();
+    names
 }
 
 /// Runs `trial` on a scratch copy of sled's files in `dir`.
@@ -188,10 +256,13 @@ pub(crate) fn opened(dir: &Path) {
     let _ = std::fs::remove_file(dir.join(MANIFEST));
 }
 
-/// After sled opened the log in `dir`: makes the `conf` it wrote durable.
+/// After sled opened the log in `dir`: makes the `conf` it wrote durable, and the snapshot
+/// it wrote (its rename, the old one's removal: P1 (a) in the module docs).
 pub(crate) fn after_open(dir: &Path, before: BeforeOpen) -> std::io::Result<()> {
     if before.writes_conf {
         std::fs::File::open(dir.join("conf"))?.sync_all()?;
+    }
+    if before.writes_conf || snapshot_names(dir) != before.snapshots {
         crate::layout::sync_dir(dir)?;
     }
     Ok(())
@@ -235,5 +306,21 @@ mod tests {
         before_open(dir.path(), None).unwrap();
         assert!(!gen.exists());
         assert!(dir.path().join("snap.00000000000005FF").exists());
+    }
+
+    /// A `conf` a power cut tore (longer than sled calls empty, its checksum wrong) is written
+    /// anew, not read (issue 39: it was removed by hand before).
+    #[test]
+    fn a_torn_conf_is_written_anew_as_the_log_opens() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        drop(crate::log::SledEventLog::open_scratch(&log, dir.path()).unwrap());
+        let conf = log.join("conf");
+        let whole = std::fs::read(&conf).unwrap();
+        assert!(!damaged_conf(&conf));
+        std::fs::write(&conf, &whole[..whole.len() - 3]).unwrap();
+        assert!(damaged_conf(&conf));
+        drop(crate::log::SledEventLog::open_scratch(&log, dir.path()).unwrap());
+        assert_eq!(std::fs::read(&conf).unwrap(), whole);
     }
 }
