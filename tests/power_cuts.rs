@@ -86,3 +86,11 @@ fn a_salvage_cut_part_way_leaves_a_whole_document_once_acknowledged() {
 fn agent_undo_leaves_every_project_file_whole_at_a_power_cut() {
     Campaign::run(Scenario::Undo, CI_CUTS / 5);
 }
+
+/// A device whose document is on the lazy disk ingests another device's writes from a
+/// `nats-server` until the cut; afterwards it opens, verifies, and catches up on every write
+/// the other device acknowledged.
+#[test]
+fn a_device_ingesting_from_the_broker_at_a_power_cut_opens_and_catches_up() {
+    Campaign::run(Scenario::Ingest, CI_CUTS / 5);
+}

@@ -14,6 +14,7 @@ mod anthropic_standin;
 mod backup;
 mod export;
 mod restore;
+mod sync;
 mod undo;
 
 /// What a campaign runs between cuts.
@@ -34,6 +35,9 @@ pub enum Scenario {
     /// An agent's steps rewriting project files, exported and undone (`elfiee agent run`,
     /// `dir export`, `agent undo`) until the cut; see `undo.rs`.
     Undo,
+    /// A `serve --sync` device ingesting another device's writes from a broker until the cut;
+    /// see `sync.rs`.
+    Ingest,
 }
 
 /// Writer processes at once.
@@ -197,6 +201,8 @@ pub struct Campaign {
     healthy_conf: Option<Vec<u8>>,
     /// The scripted model of [`Scenario::Undo`].
     model: Option<anthropic_standin::StandIn>,
+    /// The broker and the writing device of [`Scenario::Ingest`].
+    pair: Option<sync::Pair>,
 }
 
 impl Campaign {
@@ -235,6 +241,7 @@ impl Campaign {
             documents: 0,
             healthy_conf: None,
             model: None,
+            pair: None,
             acked: Vec::new(),
             project: None,
             backup_at_least: 0,
@@ -330,6 +337,13 @@ impl Campaign {
         self.acked.clear();
         self.backup_at_least = 0;
         let elf = self.elf();
+        if let Scenario::Ingest = self.scenario {
+            self.pair.get_or_insert_with(sync::Pair::start).join(&elf);
+            if self.healthy_conf.is_none() {
+                self.healthy_conf = std::fs::read(elf.join("log/conf")).ok();
+            }
+            return;
+        }
         must(&elf, &["init", elf.to_str().unwrap(), "--owner", "alice"]);
         if self.healthy_conf.is_none() {
             self.healthy_conf = std::fs::read(elf.join("log/conf")).ok();
@@ -367,7 +381,10 @@ impl Campaign {
         let elf = self.elf();
         let stop = Arc::new(AtomicBool::new(false));
         let serve = matches!(self.scenario, Scenario::Writers { serve: true });
-        let owner = serve.then(|| start_serve(&elf));
+        let owner = match &self.pair {
+            Some(pair) => Some(pair.serve_b(&elf)),
+            None => serve.then(|| start_serve(&elf)),
+        };
         let writers: Vec<_> = match self.scenario {
             Scenario::Backup => (0..2)
                 .map(|w| {
@@ -379,6 +396,13 @@ impl Campaign {
                 .map(|w| {
                     let (elf, stop) = (elf.clone(), stop.clone());
                     std::thread::spawn(move || writer(&elf, round, w, &stop))
+                })
+                .collect(),
+            // Two writers on device A, whose writes B ingests.
+            Scenario::Ingest => (0..2)
+                .map(|w| {
+                    let (a, stop) = (self.pair.as_ref().unwrap().a().to_owned(), stop.clone());
+                    std::thread::spawn(move || writer(&a, round, w, &stop))
                 })
                 .collect(),
             Scenario::Export | Scenario::Restore { .. } | Scenario::Undo => Vec::new(),
@@ -478,11 +502,25 @@ impl Campaign {
         self.figures.writes_kept += report.writes_kept;
         self.figures.writes_torn += report.writes_torn;
         self.figures.acknowledged += acked.len() as u64;
-        self.acked.extend(acked);
+        match self.pair.as_mut() {
+            // A acknowledged them; B must get them from the broker after the cut.
+            Some(pair) => pair.acked.extend(acked),
+            None => self.acked.extend(acked),
+        }
         let f1 = empty_generating_snapshot(self.backing.path());
         self.mount();
         if self.check(round, how, f1) {
             self.check_project(round, how);
+            if let Some(Err((missing, why))) = self.pair.as_ref().map(|p| p.check(&self.elf())) {
+                self.figures.lost += missing;
+                let kept = self.keep_copy(round);
+                self.figures.failures.push(format!(
+                    "{:?} round {round} (seed {}, {how:?}): {why}; copy in {}",
+                    self.scenario,
+                    self.seed,
+                    kept.display()
+                ));
+            }
             if let Some((acked, _)) = restored {
                 self.check_new_document(round, how, acked);
             }
