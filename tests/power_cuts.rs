@@ -14,8 +14,8 @@ use power::{Campaign, Scenario};
 
 /// Cuts per scenario in `scripts/test`: 50 each for the writers (with and without an owner, and
 /// again for P1) and the export (three times: whole files, no acknowledged export lost, no body
-/// lost), fewer for the backup, restore, salvage and agent undo (355 in all, about six minutes
-/// run one after the other). Every campaign fails on a document that does not open with no
+/// lost), fewer for the backup, restore, salvage, agent undo and sync ingest (365 in all,
+/// about six minutes run one after the other). Every campaign fails on a document that does not open with no
 /// manual step; the tests named by a finding (P1, P3) were its strict twins while it was
 /// known and unmended.
 const CI_CUTS: u32 = 50;
