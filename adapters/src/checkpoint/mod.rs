@@ -19,6 +19,7 @@
 
 mod cache;
 mod edits;
+mod put_back;
 mod record;
 mod revert;
 pub mod scan;
