@@ -695,6 +695,12 @@ impl Campaign {
                 return false;
             }
         }
+        // A device that only ingests acknowledged nothing itself: what it must get back is
+        // checked once it serves again (`sync::Pair::check`), and until it has the document's
+        // key its `log` says the document has not arrived yet.
+        if let Scenario::Ingest = self.scenario {
+            return true;
+        }
         let (ok, mut log, err) = run(&elf, &["--json", "log"]);
         assert!(ok, "log failed after verify passed: {err}");
         // Bodies of 256 bytes or more are in the content store: `log --block` reads them back.
