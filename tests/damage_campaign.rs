@@ -247,7 +247,7 @@ fn build_original(events: u64) -> Original {
     assert!(opened.ok(), "{}", opened.stderr);
     // The stored records, read from a copy (an open of the log rewrites its close marker).
     let copy = root.join("records-copy.elf");
-    copy_dir(&elf, &copy);
+    common::copy_dir(&elf, &copy);
     let records: Vec<Vec<u8>> = {
         let log = SledEventLog::open(&copy.join("log"), &copy).unwrap();
         log.records(1, u64::MAX).map(|r| r.unwrap().1).collect()
@@ -286,19 +286,6 @@ fn build_original(events: u64) -> Original {
         bodies_of: refs,
         body_places,
         backup_seq,
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = e.path();
-        if p.is_dir() {
-            copy_dir(&p, &to.join(e.file_name()));
-        } else if p.is_file() {
-            std::fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
     }
 }
 
@@ -503,7 +490,7 @@ fn trial(o: &Original, base: &Path, n: u64, seed: u64) -> (String, Found) {
     let mut rng = Rng(seed ^ n.wrapping_mul(0x2545_f491_4f6c_dd1d));
     let file = (n as usize) % o.files.len();
     let work = base.join(format!("trial-{n}"));
-    copy_dir(&o.root.join(DOC), &work.join(DOC));
+    common::copy_dir(&o.root.join(DOC), &work.join(DOC));
     std::fs::copy(o.root.join(BACKUP), work.join(BACKUP)).unwrap();
     let mut bytes = o.contents[file].clone();
     let what = damage(&mut bytes, rng.below(3), &mut rng);

@@ -300,20 +300,6 @@ fn records_of(elf: &Path) -> Vec<Vec<u8>> {
     log.records(1, u64::MAX).map(|r| r.unwrap().1).collect()
 }
 
-/// Copies the folder `from` to `to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let p = e.path();
-        if p.is_dir() {
-            copy_dir(&p, &to.join(e.file_name()));
-        } else if p.is_file() {
-            std::fs::copy(&p, to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn salvage_recovers_every_event_outside_a_flipped_byte_of_the_log() {
     let dir = tempfile::tempdir().unwrap();
@@ -349,7 +335,7 @@ fn salvage_recovers_every_event_outside_a_flipped_byte_of_the_log() {
             .position(|r| !intact_elsewhere(r))
             .map_or(total, |i| i as u64);
         let damaged = dir.path().join(format!("damaged-{t}.elf"));
-        copy_dir(&elf, &damaged);
+        common::copy_dir(&elf, &damaged);
         let path = damaged.join("log").join("db");
         let mut bytes = std::fs::read(&path).unwrap();
         bytes[at] ^= 0x5a;

@@ -329,3 +329,17 @@ pub fn output_ok(cmd: &mut std::process::Command) -> std::process::Output {
     );
     out
 }
+
+/// Copies the folder `from` to `to` (regular files and folders; anything else is skipped).
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else if p.is_file() {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}

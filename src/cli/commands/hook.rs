@@ -23,6 +23,10 @@ const MAX_INPUT: u64 = 64 * 1024 * 1024;
 /// How long a hook that records alone may take before it lets Claude Code go on.
 const LOCAL_TIMEOUT: Duration = Duration::from_secs(8);
 
+/// How long a hook waits before asking again an owner that holds the document but does not
+/// answer yet (it is still opening it).
+const OWNER_RETRY: Duration = Duration::from_millis(25);
+
 /// The payload [`before_runtime`] read, when no owner took it: this process records it.
 static PENDING: Mutex<Option<HookInput>> = Mutex::new(None);
 
@@ -77,16 +81,35 @@ async fn hook(cli: &Cli, editor: &str) -> HookExit {
     let Some(elf) = cli.elf.clone() else {
         return no_elf(&input);
     };
-    let reply = match tokio::time::timeout(LOCAL_TIMEOUT, record_here(&elf, editor, &input)).await {
-        Ok(Ok(reply)) => reply,
-        Ok(Err(e)) => HookReply::warn(format!(
-            "elfiee: this call was not recorded in {}: {e}",
-            elf.display()
-        )),
-        Err(_) => HookReply::warn(format!(
-            "elfiee: recording this call in {} took too long; it was left out",
-            elf.display()
-        )),
+    let deadline = tokio::time::Instant::now() + LOCAL_TIMEOUT;
+    let reply = loop {
+        match tokio::time::timeout_at(deadline, record_here(&elf, editor, &input)).await {
+            Ok(Ok(reply)) => break reply,
+            // Another process holds the document: an owner that is starting (Claude Code
+            // starts its MCP server and makes its first tool call at once). Its socket
+            // answers as soon as it has opened the document: ask it again.
+            Ok(Err(elfiee_engine::EngineError::Locked(_)))
+                if tokio::time::Instant::now() + OWNER_RETRY < deadline =>
+            {
+                tokio::time::sleep(OWNER_RETRY).await;
+                match tokio::task::block_in_place(|| ask(cli, editor, &input)) {
+                    Asked::Done(exit) => return exit,
+                    Asked::RecordHere => continue,
+                }
+            }
+            Ok(Err(e)) => {
+                break HookReply::warn(format!(
+                    "elfiee: this call was not recorded in {}: {e}",
+                    elf.display()
+                ))
+            }
+            Err(_) => {
+                break HookReply::warn(format!(
+                    "elfiee: recording this call in {} took too long; it was left out",
+                    elf.display()
+                ))
+            }
+        }
     };
     hooks::exit_for(&input, &reply)
 }
