@@ -10,7 +10,8 @@
 //!    holds the same history (its hash where the log stopped agrees); then the log again;
 //! 3. where neither holds an event (its record is damaged or gone, or a body it refers to is
 //!    in neither the damaged content store — whole, or found by its hash in the pack — nor
-//!    the backup), a placeholder of kind [`SALVAGE_LOST`] (its value says why; its fold
+//!    the backup), a placeholder of kind
+//!    [`SALVAGE_LOST`](elfiee_projections::SALVAGE_LOST) (its value says why; its fold
 //!    changes nothing) in its place, and the log again from the next event it holds. That
 //!    event is taken on its storage's own check (sled's checksum of its messages, a pack
 //!    group's hash) when the chain cannot vouch for it (its predecessor is lost), and the
