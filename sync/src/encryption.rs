@@ -135,6 +135,11 @@ impl Keyring {
         self.keys.is_empty()
     }
 
+    /// How many keys it holds.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
     /// Every key, oldest generation first.
     pub fn keys(&self) -> Vec<&DocKey> {
         let mut v: Vec<&DocKey> = self.keys.values().collect();
@@ -173,6 +178,13 @@ pub struct Sealed {
     body: Vec<u8>,
 }
 
+/// Which key opens a sealed envelope ([`Sealed::read_header`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SealedHeader {
+    pub gen: u32,
+    pub kid: u64,
+}
+
 impl Sealed {
     /// `plain` (a format 2 envelope of `node`'s) encrypted with `key` for document `doc`.
     pub fn seal(key: &DocKey, doc: &str, node: &NodeId, plain: &[u8]) -> Vec<u8> {
@@ -196,6 +208,23 @@ impl Sealed {
             gen: w.gen,
             kid: w.kid,
             body: w.body,
+        })
+    }
+
+    /// Which key a sealed envelope needs, without copying its ciphertext; `None` when
+    /// `bytes` are not a sealed envelope.
+    pub fn read_header(bytes: &[u8]) -> Option<SealedHeader> {
+        // The ciphertext (`body`) is not named, so it is skipped.
+        #[derive(Deserialize)]
+        struct HeaderWire {
+            v: u8,
+            gen: u32,
+            kid: u64,
+        }
+        let w: HeaderWire = rmp_serde::from_slice(bytes).ok()?;
+        (w.v == SEALED_VERSION).then_some(SealedHeader {
+            gen: w.gen,
+            kid: w.kid,
         })
     }
 
@@ -407,8 +436,17 @@ mod tests {
         let other = DocKey::generate(0, node);
         assert_eq!(read.open(&other, "doc"), Err(Rejection::Undecryptable));
         assert_eq!(read.open(&key, "doc2"), Err(Rejection::Undecryptable));
+        // Its header names the same key, without the ciphertext.
+        assert_eq!(
+            Sealed::read_header(&sealed),
+            Some(SealedHeader {
+                gen: 0,
+                kid: key.id
+            })
+        );
         // An older, plain envelope is not read as a sealed one.
         assert!(Sealed::read(b"\x80").is_none());
+        assert!(Sealed::read_header(b"\x80").is_none());
     }
 
     #[test]

@@ -204,6 +204,8 @@ impl SyncNode {
             keys: Mutex::new(Keys::default()),
             keyring: Mutex::default(),
             keys_kept_for: Mutex::default(),
+            writing: Mutex::default(),
+            genesis: std::sync::OnceLock::new(),
         });
         inner.refresh_status(|_| {});
         // Readers of the file see the merged state.

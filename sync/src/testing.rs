@@ -137,7 +137,12 @@ impl Drop for NatsServer {
     }
 }
 
+/// The server to run: `ELFIEE_NATS_SERVER` when set, else Debian's, else `nats-server` on the
+/// `PATH`.
 fn binary() -> PathBuf {
+    if let Some(b) = std::env::var_os("ELFIEE_NATS_SERVER") {
+        return PathBuf::from(b);
+    }
     if Path::new(INSTALLED).exists() {
         return PathBuf::from(INSTALLED);
     }

@@ -288,3 +288,49 @@ async fn a_stream_of_issue_28s_plain_format_is_read() {
     ));
     assert!(b.node.rejected().is_empty(), "{:?}", b.node.rejected());
 }
+
+/// A device the owner adds while it goes on writing (never a quiet second) gets its copy of
+/// the key at once: the owner's publisher keeps the keys when the members change, not only
+/// when it has nothing to send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_added_under_continuous_writes_gets_its_key_at_once() {
+    let server = NatsServer::start().unwrap();
+    let a = std::sync::Arc::new(Device::genesis(&server, "busy", 81).await);
+    a.create_block("w").await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (a, stop) = (a.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                n += 1;
+                a.run(
+                    "markdown.write",
+                    Some("w"),
+                    json!({"markdown": format!("write {n}")}),
+                )
+                .await
+                .unwrap();
+                tokio::time::sleep(Duration::from_millis(40)).await;
+            }
+            n
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let b = Device::join(&server, "busy", 82, "bob").await;
+    admit(&a, &b).await;
+    // Well under what the writes last: the copy must not wait for them to stop.
+    until(
+        "the added device holds the key and reads the writes",
+        Duration::from_secs(8),
+        || {
+            b.node.status().key_generation.is_some()
+                && text(&b, "w").is_some_and(|t| t.starts_with("write "))
+        },
+    )
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let writes = writer.await.unwrap();
+    assert!(writes >= 10, "the owner kept writing ({writes} writes)");
+    converge(&[&a, &b], Duration::from_secs(30)).await;
+}

@@ -373,17 +373,23 @@ pub(super) async fn store_batch(
     // last looked; else what comes before is stored and ingest waits (and tries again).
     let mut batch = batch;
     let mut waiting = None;
+    // (Only the key's name is read here: each message is opened once, below.)
     let lacks = |m: &jetstream::Message| {
-        m.subject.as_str() != own && matches!(inner.open(&m.payload), Err(Unopened::NoKey { .. }))
+        if m.subject.as_str() == own {
+            return None;
+        }
+        inner.lacks_key(&m.payload)
     };
-    if batch.iter().any(lacks) {
+    if batch.iter().any(|m| lacks(m).is_some()) {
         inner.refresh_keys(stream).await?;
-        if let Some(i) = batch.iter().position(lacks) {
-            if let Err(Unopened::NoKey { gen }) = inner.open(&batch[i].payload) {
-                waiting = Some(format!(
-                    "{READ_KEY_WAIT} of generation {gen}: the owner's device seals it to each device it added (was this one removed?)"
-                ));
-            }
+        if let Some((i, gen)) = batch
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| Some((i, lacks(m)?)))
+        {
+            waiting = Some(format!(
+                "{READ_KEY_WAIT} of generation {gen}: the owner's device seals it to each device it added (was this one removed?)"
+            ));
             batch.truncate(i);
         }
         if batch.is_empty() {
@@ -411,7 +417,7 @@ pub(super) async fn store_batch(
                 Err(match e {
                     Unopened::Bad(why) => why,
                     // Not after the truncation above.
-                    Unopened::NoKey { .. } => Rejection::Undecryptable,
+                    Unopened::NoKey => Rejection::Undecryptable,
                 })
             }
         })

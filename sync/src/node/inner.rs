@@ -48,6 +48,10 @@ pub(super) struct Core {
     /// ([`Inner::wake_publisher`] is the same `Notify`); tying the wake to the follower alone
     /// left those events to the publisher's one-second poll (issue 40).
     pub(super) own_grew: Arc<Notify>,
+    /// Counts the `node.add`s and `node.remove`s folded: who holds the document may have
+    /// changed, so the keys are kept again ([`Inner::writing_key`]'s cache, the publisher's
+    /// sealing of copies to a device just added, without waiting for a quiet moment).
+    pub(super) members_epoch: u64,
 }
 
 impl Core {
@@ -63,6 +67,7 @@ impl Core {
             identity_from: 1,
             adopted: Vec::new(),
             own_grew: Arc::new(Notify::new()),
+            members_epoch: 0,
         }
     }
 
@@ -209,6 +214,10 @@ impl Core {
             .push(sealed.id);
         self.ids.insert(sealed.id, seq);
         self.located.push((sealed.origin.node, sealed.origin.seq));
+        if sealed.cap.starts_with("node.") {
+            self.members_epoch += 1;
+            self.own_grew.notify_one();
+        }
         if sealed.origin.node == self.node {
             self.own.push(Outgoing::of(&sealed, bytes));
             // A permit is kept when the publisher is not waiting yet: no wake is lost.
@@ -348,6 +357,11 @@ pub(super) struct Inner {
     pub(super) keyring: Mutex<crate::encryption::Keyring>,
     /// What the keys were last kept for ([`KeptFor`]).
     pub(super) keys_kept_for: Mutex<KeptFor>,
+    /// The key [`Inner::writing_key`] found, and for which members epoch, genesis and
+    /// number of keys held.
+    pub(super) writing: Mutex<Option<((u64, bool, usize), Option<crate::encryption::DocKey>)>>,
+    /// The document's first node, once known ([`Inner::genesis`]).
+    pub(super) genesis: std::sync::OnceLock<NodeId>,
 }
 
 impl Inner {
@@ -418,9 +432,15 @@ impl Inner {
         });
     }
 
+    /// The document's first node, once the log records it (it never changes after: kept
+    /// here, not read from storage at every status refresh and every batch).
     pub(super) fn genesis(&self) -> Option<NodeId> {
+        if let Some(g) = self.genesis.get() {
+            return Some(*g);
+        }
         let foreign = self.file.foreign_log().ok()?;
-        side_node(&foreign, GENESIS_SIDE).ok().flatten()
+        let g = side_node(&foreign, GENESIS_SIDE).ok().flatten()?;
+        Some(*self.genesis.get_or_init(|| g))
     }
 
     pub(super) fn js(&self) -> jetstream::Context {

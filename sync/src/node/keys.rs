@@ -19,7 +19,7 @@ use super::types::KeptFor;
 pub(super) enum Unopened {
     /// Sealed with a key this device does not hold (yet: its copy may be on its way; or
     /// never: the device was removed).
-    NoKey { gen: u32 },
+    NoKey,
     /// Altered, or not what it says.
     Bad(Rejection),
 }
@@ -74,7 +74,7 @@ impl Keyring {
         open(self, doc, payload)
             .map(|(m, _)| m)
             .map_err(|e| match e {
-                Unopened::NoKey { .. } => Rejection::Undecryptable,
+                Unopened::NoKey => Rejection::Undecryptable,
                 Unopened::Bad(r) => r,
             })
     }
@@ -91,10 +91,7 @@ pub(super) fn open(
             .map(|m| (m, None))
             .map_err(Unopened::Bad);
     };
-    let key = ring
-        .get(sealed.kid)
-        .cloned()
-        .ok_or(Unopened::NoKey { gen: sealed.gen })?;
+    let key = ring.get(sealed.kid).cloned().ok_or(Unopened::NoKey)?;
     let plain = sealed.open(&key, doc).map_err(Unopened::Bad)?;
     let message = Message::decode(&plain).map_err(Unopened::Bad)?;
     // The node outside (which the broker routes by) is the one that signed inside.
@@ -115,6 +112,14 @@ impl Inner {
         open(&ring, &self.config.doc, payload)
     }
 
+    /// The generation `payload` is sealed with when this device lacks its key (`None`: it
+    /// holds it, or the message is not sealed). Reads the header alone.
+    pub(super) fn lacks_key(&self, payload: &[u8]) -> Option<u32> {
+        let header = Sealed::read_header(payload)?;
+        let ring = self.keyring.lock().unwrap_or_else(|p| p.into_inner());
+        ring.get(header.kid).is_none().then_some(header.gen)
+    }
+
     /// The devices that hold the document now (the merged state's members and the first
     /// device, less the removed).
     fn current(&self) -> Vec<NodeId> {
@@ -124,16 +129,32 @@ impl Inner {
     /// The key to write with: the newest generation sealed by a device that holds the
     /// document, and no older than the removals this device knows of; `None` while it has
     /// none (the publisher waits) or when it writes issue 28's plain format.
+    ///
+    /// Looked up again only when what it depends on may have changed: a `node.add` or
+    /// `node.remove` folded, the genesis learnt, a key received (it is asked for at every
+    /// envelope and status refresh).
     pub(super) fn writing_key(&self) -> Option<DocKey> {
         if self.config.legacy_format {
             return None;
         }
+        let held = self.keyring.lock().map_or(0, |r| r.len());
+        let stamp = (self.lock().members_epoch, self.genesis().is_some(), held);
+        let mut cache = self.writing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, key)) = cache.as_ref() {
+            if *at == stamp {
+                return key.clone();
+            }
+        }
         let current = self.current();
         let required = self.lock().replica.removals().len() as u32;
-        let ring = self.keyring.lock().unwrap_or_else(|p| p.into_inner());
-        ring.current(|n| current.contains(n))
-            .filter(|k| k.gen >= required)
-            .cloned()
+        let key = {
+            let ring = self.keyring.lock().unwrap_or_else(|p| p.into_inner());
+            ring.current(|n| current.contains(n))
+                .filter(|k| k.gen >= required)
+                .cloned()
+        };
+        *cache = Some((stamp, key.clone()));
+        key
     }
 
     /// Reads this device's copies of the document keys from the stream.

@@ -176,7 +176,19 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         }
         inner.online();
         backoff.reset();
+        // The members epoch the keys were last kept at (a device just added gets its copies
+        // now, not at the next quiet second, which never comes while writes go on).
+        let mut kept_at = None;
         loop {
+            let epoch = inner.lock().members_epoch;
+            if kept_at != Some(epoch) {
+                if let Err(e) = inner.keep_keys(&js, &stream, false).await {
+                    inner.offline(e);
+                    backoff.wait().await;
+                    continue 'connect;
+                }
+                kept_at = Some(epoch);
+            }
             let batch = next_envelope(&inner, next);
             if batch.is_empty() {
                 // Wait for new own events (the follower wakes it when it folded some), or look
