@@ -179,6 +179,8 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         // The members epoch the keys were last kept at (a device just added gets its copies
         // now, not at the next quiet second, which never comes while writes go on).
         let mut kept_at = None;
+        // Events in the last envelope sent: many means a burst is on.
+        let mut last_len = 0;
         loop {
             let epoch = inner.lock().members_epoch;
             if kept_at != Some(epoch) {
@@ -189,7 +191,10 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
                 }
                 kept_at = Some(epoch);
             }
-            let batch = next_envelope(&inner, next);
+            let mut batch = next_envelope(&inner, next);
+            if last_len >= BURST_EVENTS && !batch.is_empty() {
+                batch = gather(&inner, next, batch).await;
+            }
             if batch.is_empty() {
                 // Wait for new own events (the follower wakes it when it folded some), or look
                 // again now and then (membership, status).
@@ -223,6 +228,7 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
             }
             match publish_envelope(&inner, &js, &subject, batch, subject_seq, key.as_ref()).await {
                 Ok((last, seq)) => {
+                    last_len = (last + 1 - next) as usize;
                     next = last + 1;
                     subject_seq = seq;
                     inner.refresh_status(|s| {
@@ -240,6 +246,34 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
             }
         }
     }
+}
+
+/// An envelope of at least this many events means a burst is on: the next one gathers
+/// ([`gather`]).
+const BURST_EVENTS: usize = 16;
+/// While a burst is on, an envelope waits at most this long for more events …
+const GATHER_WAIT: Duration = Duration::from_millis(2);
+/// … until it holds this many.
+const GATHER_EVENTS: usize = 128;
+
+/// During a burst (the last envelope was large), waits a little for the commits that are on
+/// their way to join `batch`, so the broker, every receiver's ingest and its flush handle a
+/// few large envelopes rather than many small ones. A write alone after a quiet moment
+/// never waits here.
+async fn gather(inner: &Inner, next: u64, mut batch: Vec<Outgoing>) -> Vec<Outgoing> {
+    let deadline = tokio::time::Instant::now() + GATHER_WAIT;
+    let enough = GATHER_EVENTS.min(inner.config.envelope_events.max(1));
+    while batch.len() < enough {
+        let woken = tokio::time::timeout_at(deadline, inner.wake_publisher.notified()).await;
+        let more = next_envelope(inner, next);
+        // Fuller, or cut by the envelope's byte limit: take what there is.
+        let grew = more.len() > batch.len();
+        batch = more;
+        if woken.is_err() || !grew && batch.len() >= enough {
+            break;
+        }
+    }
+    batch
 }
 
 /// The last origin seq in `payload` when it is a message this node signed (either format);
