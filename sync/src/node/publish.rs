@@ -133,7 +133,8 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
 
 /// `SyncPublisher`: this node's sealed events go out as envelopes (docs/EVENTS.md, "Sync"),
 /// one in flight at a time. When the publisher is idle a new event goes at once, alone;
-/// under load the events that pile up behind the envelope in flight go in the next one.
+/// under load the events that pile up behind the envelope in flight go in the next one, which
+/// during a burst waits a little for more ([`gather`], decision 0049).
 /// Each envelope is published with the subject's last stream sequence as expected (the
 /// per-node order guard): a second publisher of this node, or a message lost in between,
 /// makes the broker refuse it, and the publisher looks at the subject again.
