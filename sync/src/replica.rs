@@ -356,7 +356,16 @@ fn fold_change(
     (cap, target): &(String, Option<String>),
 ) {
     let (_, allowed) = *memory.verdicts.entry(e.cmd_id).or_insert_with(|| {
-        let cmd = Command::new(e.editor_id(), cap, target.as_deref(), Value::Null);
+        // The command as it was submitted, under its own id (`Command::new` would draw a
+        // random one: a syscall per command, in what must be a pure fold).
+        let cmd = Command {
+            cmd_id: e.cmd_id,
+            editor_id: e.editor_id().to_owned(),
+            cap_id: cap.clone(),
+            block_id: target.clone(),
+            payload: Value::Null,
+            expected_seq: None,
+        };
         let authorized_by = registry
             .get(cap)
             .map(|c| c.authorized_by(&cmd))
