@@ -151,7 +151,12 @@ pub(crate) async fn wait_for(
     within: Duration,
 ) -> Result<(), BoxError> {
     if until(within, || {
-        devices.iter().all(|d| d.node.status().events >= events)
+        // The status as subscribers get it (no catch-up, no digest of the merged state: the
+        // floor's copies are watched by an atomic read, so polling must not cost the synced
+        // side a fold or a hash either).
+        devices
+            .iter()
+            .all(|d| d.node.subscribe().borrow().events >= events)
     })
     .await
     {
@@ -215,7 +220,7 @@ pub fn sync_phase(
             let committed = started.elapsed().as_secs_f64();
             events += n;
             let own = a.node.status().own_events;
-            while a.node.status().published < own {
+            while a.node.subscribe().borrow().published < own {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             let published = started.elapsed().as_secs_f64();
