@@ -154,7 +154,7 @@ impl Sequencer {
         }
         self.prev_hash = prev;
         self.last_seq += all.len() as u64;
-        self.accept(&all);
+        self.accept(&all, core.last_seq());
         let mut side = Vec::new();
         if inp.record_commands {
             side.push(super::foreign::commands_record(
@@ -167,14 +167,21 @@ impl Sequencer {
     }
 
     /// Accepted events not yet committed: applied to the working state, or kept for it.
-    fn accept(&mut self, events: &[Event]) {
+    /// `committed`: the last seq of the committed state now.
+    fn accept(&mut self, events: &[Event], committed: u64) {
         match &mut self.working {
             Some(w) => {
                 for e in events {
                     self.registry.apply(w, e);
                 }
             }
-            None => self.unapplied.extend(events.iter().cloned()),
+            None => {
+                // What was committed since needs no keeping: a working state starts from the
+                // committed one. (A device that only receives other devices' events never
+                // makes a working state: without this, every event it received stayed here.)
+                self.unapplied.retain(|e| e.seq > committed);
+                self.unapplied.extend(events.iter().cloned());
+            }
         }
     }
 
@@ -206,7 +213,7 @@ impl Sequencer {
         }
         self.prev_hash = prev;
         self.last_seq += all.len() as u64;
-        self.accept(&all);
+        self.accept(&all, core.last_seq());
         Ok(Prepared::Write(all, records, side))
     }
 
@@ -345,6 +352,54 @@ pub(crate) enum Prepared {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// Another device's event on block `b1`.
+    fn theirs(n: u64) -> Event {
+        Event {
+            seq: 0,
+            event_id: uuid::Uuid::from_u64_pair(1, n),
+            cmd_id: uuid::Uuid::from_u64_pair(2, n),
+            entity: "b1".into(),
+            attribute: "bob/markdown.write".into(),
+            value: serde_json::json!({"markdown": format!("write {n}")}),
+            clock: Default::default(),
+            created_at: chrono::DateTime::from_timestamp(0, 0).unwrap_or_default(),
+            hash: EventHash::ZERO,
+        }
+    }
+
+    /// A device that only receives other devices' events never makes a working state; what
+    /// is committed is not kept for one (every received event stayed in memory before).
+    #[test]
+    fn a_receiving_device_keeps_no_committed_event_for_a_working_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("r.elf");
+        let log = SledEventLog::open_scratch(&root.join("log"), &root).unwrap();
+        let core = FileCore::new(
+            crate::layout::ElfPaths::new(&root),
+            crate::EngineConfig::default(),
+        );
+        let mut seq = Sequencer::new(Arc::new(log), Registry::builtin(), 0, EventHash::ZERO);
+        for n in 1..=100u64 {
+            let prepared = seq
+                .prepare_foreign(&core, vec![(theirs(n), b"origin".to_vec())], Vec::new())
+                .unwrap();
+            assert!(matches!(prepared, Prepared::Write(..)));
+            // The commit path committed it (what it stores once the group is written).
+            core.committed_seq.store(n, Ordering::Release);
+        }
+        assert!(seq.working.is_none());
+        assert_eq!(
+            seq.unapplied.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![100],
+            "only the event not committed when it was accepted is kept"
+        );
+    }
+
     #[test]
     fn measure_matches_serde_json_and_json_depth() {
         let samples = [
