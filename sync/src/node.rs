@@ -266,7 +266,14 @@ impl SyncNode {
     /// Bytes of this node's last sealed event as it travels inside an envelope (for the
     /// benchmark).
     pub fn last_own_event_size(&self) -> Option<usize> {
-        self.inner.lock().own.last().map(|e| e.bytes.len() + 3)
+        self.inner.lock().own.back().map(|e| e.bytes.len() + 3)
+    }
+
+    /// How many of this node's sealed events it holds in memory for the publisher (those the
+    /// broker has not acknowledged yet, and the last one); for tests.
+    #[doc(hidden)]
+    pub fn own_held(&self) -> usize {
+        self.inner.lock().own.len()
     }
 
     /// Where each of `events` (this file's, as read from it) sits: the committing node, its

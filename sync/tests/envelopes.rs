@@ -296,3 +296,33 @@ async fn a_document_synced_by_an_older_build_keeps_its_event_ids() {
     a_file.close().await;
     b_file.close().await;
 }
+
+/// What the broker acknowledged is let go: after 500 writes have reached another device, the
+/// writing device holds one sealed event for its publisher, not 500; a restart seals its
+/// history again and lets it go the same way, and the devices still converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_device_lets_go_of_what_the_broker_acknowledged() {
+    let server = NatsServer::start().unwrap();
+    let mut a = Device::genesis(&server, "released", 91).await;
+    let b = Device::join(&server, "released", 92, "bob").await;
+    common::admit(&a, &b).await;
+    a.create_block("w").await;
+    for n in 0..500 {
+        a.run(
+            "markdown.write",
+            Some("w"),
+            json!({"markdown": format!("write {n}")}),
+        )
+        .await
+        .unwrap();
+    }
+    converge(&[&a, &b], Duration::from_secs(60)).await;
+    assert!(a.node.status().own_events > 500);
+    assert_eq!(a.node.own_held(), 1, "acknowledged events are let go");
+    a.restart().await;
+    a.run("markdown.write", Some("w"), json!({"markdown": "after"}))
+        .await
+        .unwrap();
+    converge(&[&a, &b], Duration::from_secs(60)).await;
+    assert_eq!(a.node.own_held(), 1, "and again after a restart");
+}

@@ -27,8 +27,13 @@ pub(super) struct Core {
     pub(super) node: NodeId,
     /// Last local seq folded in.
     pub(super) followed: u64,
-    /// This node's sealed events as the publisher sends them, by origin seq - 1.
-    pub(super) own: Vec<Outgoing>,
+    /// This node's sealed events as the publisher sends them, from origin seq
+    /// `own_released + 1` on: the ones the broker acknowledged are let go
+    /// ([`Core::release_own`]), so a long-running device does not keep every event it ever
+    /// wrote.
+    pub(super) own: std::collections::VecDeque<Outgoing>,
+    /// How many of this node's first sealed events were let go (all acknowledged).
+    pub(super) own_released: u64,
     /// Per node, its events' ids by origin seq - 1 (stored or about to be); the last of
     /// another node's is its head (what the next own event depends on).
     pub(super) chains: BTreeMap<NodeId, Vec<EventId>>,
@@ -60,7 +65,8 @@ impl Core {
             replica: Replica::new(registry),
             node,
             followed: 0,
-            own: Vec::new(),
+            own: Default::default(),
+            own_released: 0,
             chains: BTreeMap::new(),
             ids: HashMap::new(),
             located: Vec::new(),
@@ -94,6 +100,28 @@ impl Core {
         Ok(Core::from_log(file, registry)?.map(|core| core.replica.state().clone()))
     }
 
+    /// This node's events sealed so far (released or not).
+    pub(super) fn own_count(&self) -> u64 {
+        self.own_released + self.own.len() as u64
+    }
+
+    /// Lets go of this node's sealed events up to origin seq `acked` (the broker has them:
+    /// the publisher never sends them again), but the last one (its size is a figure of the
+    /// bench).
+    pub(super) fn release_own(&mut self, acked: u64) {
+        while self.own_released < acked && self.own.len() > 1 {
+            self.own.pop_front();
+            self.own_released += 1;
+        }
+    }
+
+    /// This node's sealed events from origin seq `from` on, as the publisher sends them
+    /// (from the first one held when `from` was let go: those the broker acknowledged).
+    pub(super) fn own_from(&self, from: u64) -> impl Iterator<Item = &Outgoing> {
+        let skip = from.saturating_sub(1).saturating_sub(self.own_released) as usize;
+        self.own.iter().skip(skip)
+    }
+
     /// Whether this node may publish: it is the document's first node (`genesis`), or the
     /// merged state's members list names it.
     pub(super) fn is_member(&self, genesis: Option<&NodeId>) -> bool {
@@ -109,7 +137,7 @@ impl Core {
     /// first node.
     pub(super) fn counts(&self, genesis: Option<NodeId>) -> Counts {
         Counts {
-            own: self.own.len() as u64,
+            own: self.own_count(),
             events: self.replica.len() as u64,
             member: self.is_member(genesis.as_ref()),
             removed: crate::membership::removed(self.replica.state()).contains_key(&self.node),
@@ -219,7 +247,7 @@ impl Core {
             self.own_grew.notify_one();
         }
         if sealed.origin.node == self.node {
-            self.own.push(Outgoing::of(&sealed, bytes));
+            self.own.push_back(Outgoing::of(&sealed, bytes));
             // A permit is kept when the publisher is not waiting yet: no wake is lost.
             self.own_grew.notify_one();
         }
@@ -330,6 +358,10 @@ impl Counts {
     }
 }
 
+/// What the writing key depends on: the members epoch, whether the genesis is known, and how
+/// many keys the device holds ([`Inner::writing_key`]).
+pub(super) type WritingStamp = (u64, bool, usize);
+
 /// Shared by the handle and the two children.
 pub(super) struct Inner {
     pub(super) file: FileHandle,
@@ -359,7 +391,7 @@ pub(super) struct Inner {
     pub(super) keys_kept_for: Mutex<KeptFor>,
     /// The key [`Inner::writing_key`] found, and for which members epoch, genesis and
     /// number of keys held.
-    pub(super) writing: Mutex<Option<((u64, bool, usize), Option<crate::encryption::DocKey>)>>,
+    pub(super) writing: Mutex<Option<(WritingStamp, Option<crate::encryption::DocKey>)>>,
     /// The document's first node, once known ([`Inner::genesis`]).
     pub(super) genesis: std::sync::OnceLock<NodeId>,
 }
@@ -538,7 +570,7 @@ impl Inner {
             {
                 let founder = {
                     let core = self.lock();
-                    !core.own.is_empty() && core.own.len() == core.replica.len()
+                    core.own_count() > 0 && core.own_count() == core.replica.len() as u64
                 };
                 if !founder {
                     return Err(format!(

@@ -175,6 +175,7 @@ pub(super) async fn publish(inner: Arc<Inner>) -> Result<(), String> {
         if on_broker > checkpoint {
             set_checkpoint(&inner, on_broker)?;
         }
+        inner.lock().release_own(next - 1);
         inner.online();
         backoff.reset();
         // The members epoch the keys were last kept at (a device just added gets its copies
@@ -306,9 +307,7 @@ fn next_envelope(inner: &Inner, next: u64) -> Vec<Outgoing> {
     let mut bytes = 0;
     let mut batch = Vec::new();
     for e in core
-        .own
-        .iter()
-        .skip(next as usize - 1)
+        .own_from(next)
         .take(inner.config.envelope_events.max(1))
     {
         // Its bytes and their MessagePack `bin` header.
@@ -369,6 +368,7 @@ pub(super) async fn publish_envelope(
         .await
         .map_err(|err| format!("no PubAck for {message_id}: {err}"))?;
     set_checkpoint(inner, last)?;
+    inner.lock().release_own(last);
     tracing::trace!(
         node = %inner.node,
         events = batch.len(),
