@@ -304,13 +304,7 @@ async fn a_device_added_under_continuous_writes_gets_its_key_at_once() {
             let mut n = 0u64;
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 n += 1;
-                a.run(
-                    "markdown.write",
-                    Some("w"),
-                    json!({"markdown": format!("write {n}")}),
-                )
-                .await
-                .unwrap();
+                a.write("w", &format!("write {n}")).await;
                 tokio::time::sleep(Duration::from_millis(40)).await;
             }
             n

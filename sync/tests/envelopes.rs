@@ -308,21 +308,13 @@ async fn a_device_lets_go_of_what_the_broker_acknowledged() {
     common::admit(&a, &b).await;
     a.create_block("w").await;
     for n in 0..500 {
-        a.run(
-            "markdown.write",
-            Some("w"),
-            json!({"markdown": format!("write {n}")}),
-        )
-        .await
-        .unwrap();
+        a.write("w", &format!("write {n}")).await;
     }
     converge(&[&a, &b], Duration::from_secs(60)).await;
     assert!(a.node.status().own_events > 500);
     assert_eq!(a.node.own_held(), 1, "acknowledged events are let go");
     a.restart().await;
-    a.run("markdown.write", Some("w"), json!({"markdown": "after"}))
-        .await
-        .unwrap();
+    a.write("w", "after").await;
     converge(&[&a, &b], Duration::from_secs(60)).await;
     assert_eq!(a.node.own_held(), 1, "and again after a restart");
 }

@@ -114,6 +114,13 @@ impl Device {
             .map_err(|e| e.to_string())
     }
 
+    /// This device's editor writes `text` into markdown block `block`.
+    pub async fn write(&self, block: &str, text: &str) {
+        self.run("markdown.write", Some(block), json!({ "markdown": text }))
+            .await
+            .unwrap();
+    }
+
     /// This device's editor creates markdown block `id` (named `id` too).
     pub async fn create_block(&self, id: &str) -> Vec<elfiee_model::Event> {
         self.run(
