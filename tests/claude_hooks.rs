@@ -582,3 +582,87 @@ fn a_hook_never_stands_in_the_way() {
         "{steps}"
     );
 }
+
+/// Two sessions at once in one project: B's Write lands while A's Write is open, and A's
+/// `PostToolUse` comes first. A's step records A's file only; B's file is left for B's step
+/// (it was A's before: undoing A would have reverted B's work).
+#[test]
+fn two_sessions_at_once_each_step_records_its_own_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let project = project(tmp.path());
+    let elf = tmp.path().join("doc.elf");
+    elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
+    let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let created = elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    let editor = created["editor_id"].as_str().unwrap().to_owned();
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(project.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap();
+    let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut owner = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args([
+            "mcp-server",
+            "--elf",
+            elf.to_str().unwrap(),
+            "--editor",
+            &editor,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = elf.join("owner.sock");
+    for _ in 0..200 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(sock.exists(), "the MCP server owns the document");
+    let session = |id: &str| Session {
+        command: &command,
+        id: id.into(),
+        project: &project,
+        transcript: tmp.path().join(format!("{id}.jsonl")),
+    };
+    let (a, b) = (session("sess-a"), session("sess-b"));
+    for s in [&a, &b] {
+        s.event("SessionStart", json!({"source": "startup"}));
+        s.event("UserPromptSubmit", json!({"prompt": "write a file"}));
+    }
+    let write = |name: &str| json!({"file_path": project.join(name), "content": name});
+    let tool = |s: &Session, event: &str, id: &str, name: &str| {
+        s.event(
+            event,
+            json!({"tool_name": "Write", "tool_input": write(name), "tool_use_id": id,
+                   "tool_response": {"success": true}}),
+        );
+    };
+    tool(&a, "PreToolUse", "a1", "src/a.rs");
+    tool(&b, "PreToolUse", "b1", "src/b.rs");
+    std::fs::write(project.join("src/b.rs"), "b").unwrap();
+    std::fs::write(project.join("src/a.rs"), "a").unwrap();
+    tool(&a, "PostToolUse", "a1", "src/a.rs");
+    tool(&b, "PostToolUse", "b1", "src/b.rs");
+    for (s, file) in [(&a, "src/a.rs"), (&b, "src/b.rs")] {
+        let steps = elfiee_json(&elf, &["agent", "steps", &s.id]);
+        let created: Vec<&str> = steps["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|s| s["files_created"].as_array().unwrap().iter())
+            .map(|p| p.as_str().unwrap())
+            .collect();
+        assert_eq!(created, [file], "{}: {steps}", s.id);
+    }
+    drop(owner.stdin.take());
+    let _ = owner.wait();
+}

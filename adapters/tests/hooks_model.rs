@@ -33,8 +33,11 @@
 //!   step — and the baseline becomes the disk. With a call open they record nothing: while a
 //!   call runs, any change of the folder may be its own.
 //! - `PostToolUse`: everything changed since the baseline is one step of the call's session
-//!   (tools: the call's tool); nothing changed, no step. So of two overlapping calls the first
-//!   to finish takes what both did so far.
+//!   (tools: the call's tool) — but a file that a call still open names (`Write`, `Edit`) and
+//!   the finishing call does not: that change stays out of the step, out of the document and
+//!   out of the baseline, for the naming call's own step. Nothing changed, no step. So of two
+//!   overlapping calls the first to finish takes what both did so far, but the other's named
+//!   file (an undo of the first would otherwise revert the other's work).
 //! - `Stop`: the session's calls still open are closed as one step (their tools, in order),
 //!   if anything changed; a call of another session stays open.
 //! - A repeated delivery records nothing: a `PreToolUse` of a call already open or whose
@@ -213,8 +216,8 @@ struct Model {
     disk: Tree,
     /// The tree at the recorder's last record: what the document holds.
     base: Tree,
-    /// Open calls: (session, key, tool).
-    open: Vec<(usize, String, String)>,
+    /// Open calls: (session, key, tool, the file it names).
+    open: Vec<(usize, String, String, Option<String>)>,
     finished: BTreeSet<String>,
     steps: [Vec<Step>; 2],
     /// Every change of the folder the document took in, oldest first, and whose it was.
@@ -246,8 +249,18 @@ impl Model {
         }
     }
 
-    fn step(&mut self, s: usize, tools: Vec<String>) {
-        let files = diff(&self.base, &self.disk);
+    /// A step of session `s` closing calls that name `mine`: what changed since the base,
+    /// but a file that a call still open names (and none of `mine`), which stays for that
+    /// call's step (and out of the document until then).
+    fn step(&mut self, s: usize, tools: Vec<String>, mine: &[Option<String>]) {
+        let theirs: BTreeSet<&String> = self
+            .open
+            .iter()
+            .filter_map(|c| c.3.as_ref())
+            .filter(|p| !mine.iter().flatten().any(|m| m == *p))
+            .collect();
+        let mut files = diff(&self.base, &self.disk);
+        files.retain(|p, _| !theirs.contains(p));
         if files.is_empty() {
             return;
         }
@@ -255,8 +268,13 @@ impl Model {
             files: files.clone(),
             tools,
         });
+        for (p, (_, after)) in &files {
+            match after {
+                Some(t) => self.base.insert(p.clone(), t.clone()),
+                None => self.base.remove(p),
+            };
+        }
         self.records.push((Actor::Step(s), files));
-        self.base = self.disk.clone();
     }
 
     /// The sessions with steps, the one with the newest step first.
@@ -320,20 +338,25 @@ impl Model {
             })
     }
 
-    fn pre(&mut self, s: usize, key: &str, tool: &str) {
+    fn pre(&mut self, s: usize, key: &str, tool: &str, target: Option<String>) {
         if self.finished.contains(key) || self.open.iter().any(|c| c.1 == key) {
             return;
         }
         self.between();
-        self.open.push((s, key.to_owned(), tool.to_owned()));
+        self.open.push((s, key.to_owned(), tool.to_owned(), target));
     }
 
     fn post(&mut self, s: usize, key: &str, tool: &str) {
         if !self.finished.insert(key.to_owned()) {
             return;
         }
-        self.open.retain(|c| !(c.0 == s && c.1 == key));
-        self.step(s, vec![tool.to_owned()]);
+        let at = self.open.iter().position(|c| c.0 == s && c.1 == key);
+        let mine = at.map(|i| self.open.remove(i).3);
+        self.step(
+            s,
+            vec![tool.to_owned()],
+            &mine.into_iter().collect::<Vec<_>>(),
+        );
     }
 
     fn stop(&mut self, s: usize) {
@@ -342,7 +365,8 @@ impl Model {
         if mine.is_empty() {
             return;
         }
-        self.step(s, mine.into_iter().map(|c| c.2).collect());
+        let targets: Vec<Option<String>> = mine.iter().map(|c| c.3.clone()).collect();
+        self.step(s, mine.into_iter().map(|c| c.2).collect(), &targets);
     }
 }
 
@@ -610,7 +634,12 @@ impl Run {
     async fn pre(&mut self, s: usize, c: &(String, String, Value)) {
         self.start(s).await;
         self.hook(s, "PreToolUse", Some((&c.0, &c.1, &c.2))).await;
-        self.model.pre(s, &c.0, &c.1);
+        let root = self.root.display().to_string();
+        let target = c.2["file_path"]
+            .as_str()
+            .and_then(|p| p.strip_prefix(&root))
+            .map(|p| p.trim_start_matches('/').to_owned());
+        self.model.pre(s, &c.0, &c.1, target);
     }
 
     async fn post(&mut self, s: usize, c: &(String, String, Value)) {

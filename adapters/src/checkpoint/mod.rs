@@ -90,6 +90,9 @@ pub struct FolderTracker {
     /// Whether `last` was made by a walk or a rescan in this process (a cache loaded from
     /// disk may be older than the watch: the first scan walks).
     fresh: bool,
+    /// Paths whose changes were given back ([`FolderTracker::give_back`]): looked at again by
+    /// the next scan whatever the file events say.
+    given_back: BTreeSet<PathBuf>,
 }
 
 impl FolderTracker {
@@ -107,6 +110,7 @@ impl FolderTracker {
             last,
             watch: None,
             fresh: false,
+            given_back: BTreeSet::new(),
         }
     }
 
@@ -134,7 +138,9 @@ impl FolderTracker {
     /// previous scan, without copying the manifest (a hook's step on a large project): with
     /// the folder's file events, only the paths they name are looked at and changed in place.
     pub fn scan_changes(&mut self) -> Result<(Vec<FileChange>, ScanStats), EngineError> {
-        if let Some(paths) = self.watched_paths() {
+        let given_back = std::mem::take(&mut self.given_back);
+        if let Some(mut paths) = self.watched_paths() {
+            paths.extend(given_back);
             let keep = keeper(&self.file);
             let root = &self.root;
             let found = scan::rescan_paths_in_place(root, &mut self.last, &paths, keep)
@@ -149,6 +155,37 @@ impl FolderTracker {
         self.last = m;
         self.cache.replaced();
         Ok((changes, stats))
+    }
+
+    /// Takes `changes` (from the last [`FolderTracker::scan_changes`]) back out of the
+    /// baseline: the next scan finds them again (another session's step records them). Each
+    /// file's entry goes back to its version before, with no file times, so it is read again.
+    pub fn give_back(&mut self, changes: &[FileChange]) {
+        if changes.is_empty() {
+            return;
+        }
+        for c in changes {
+            match &c.before {
+                None => {
+                    self.last.files.remove(&c.path);
+                }
+                Some(v) => {
+                    self.last.files.insert(
+                        c.path.clone(),
+                        scan::FileState {
+                            hash: v.hash.clone(),
+                            len: v.len,
+                            mode: v.mode,
+                            mtime_ns: 0,
+                            ctime_ns: 0,
+                            ino: 0,
+                        },
+                    );
+                }
+            }
+            self.given_back.insert(self.root.join(&c.path));
+        }
+        self.cache.changed(&self.last, changes);
     }
 
     /// The manifest of the folder now (the tracker's `last` is the baseline it trusts).

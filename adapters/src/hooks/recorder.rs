@@ -9,14 +9,17 @@
 //! record. A `PreToolUse` with no other call of that agent open first records what changed
 //! since the baseline as the user's (the disk moved on between calls: the document follows);
 //! a `PostToolUse` records everything that changed since the baseline as that call's step. So
-//! nothing is recorded twice or lost; two calls running at once that both touch the disk may
-//! share one step (the first to finish takes what both did so far). Document ranges of steps
+//! nothing is recorded twice or lost. Two calls running at once (two sessions in one project,
+//! or one session's calls side by side): a file that a call still open names (the `file_path`
+//! of its Write, Edit or MultiEdit) is left for that call's step (the tracker gives its change
+//! back, and the document takes it in with that step), unless the finishing call names it
+//! too; other changes go to the first call to finish (a `Bash` names no file). Document ranges of steps
 //! never overlap: a step starts at its call's `PreToolUse` or at the agent's previous record,
 //! whichever is later. A hook delivered again (the same `tool_use_id`) records nothing: a
 //! second `PreToolUse` would leave an open call that holds the folder, a second `PostToolUse`
 //! would take another call's changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -44,6 +47,9 @@ struct OpenCall {
     tool: String,
     seq: u64,
     at: Instant,
+    /// The file the tool names (Write, Edit, MultiEdit), absolute: while the call is open,
+    /// a change to it is this call's, not another session's step's.
+    target: Option<PathBuf>,
 }
 
 struct AgentTrack {
@@ -486,8 +492,9 @@ impl Sess<'_> {
             .unwrap_or_default();
         let empty = Value::Null;
         let tool_input = self.input.tool_input.as_ref().unwrap_or(&empty);
-        if let Some(path) = govern::target_path(&tool, tool_input, &cwd) {
-            let verdict = self.lookup.judge(self.file, &self.track.agent, &path);
+        let target = govern::target_path(&tool, tool_input, &cwd);
+        if let Some(path) = &target {
+            let verdict = self.lookup.judge(self.file, &self.track.agent, path);
             if let Verdict::Deny(reason) = verdict {
                 return Ok(HookReply::deny(reason));
             }
@@ -503,6 +510,7 @@ impl Sess<'_> {
             tool,
             seq: self.file.last_seq(),
             at: Instant::now(),
+            target,
         });
         Ok(HookReply::default())
     }
@@ -517,19 +525,21 @@ impl Sess<'_> {
             return self.transcript().await;
         }
         let key = call_key(self.input);
-        let started = self
+        let closed = self
             .track
             .open
             .iter()
             .position(|c| c.key == key && c.session == self.input.session_id)
-            .map(|i| self.track.open.remove(i).seq);
+            .map(|i| self.track.open.remove(i));
+        let started = closed.as_ref().map(|c| c.seq);
+        let mine: Vec<PathBuf> = closed.and_then(|c| c.target).into_iter().collect();
         if self.input.tool_use_id.is_some() {
             self.track.close(&self.input.session_id, key);
         }
         // The transcript's new lines commit with the step's record (one commit fewer per
         // call: issue 37, "Fast"); the step's range ends before them (they are no change).
         let (lines, to) = self.transcript_cmds();
-        self.step(vec![tool], started, lines).await?;
+        self.step(vec![tool], &mine, started, lines).await?;
         if let Some(to) = to {
             self.session.offset = to;
         }
@@ -546,9 +556,11 @@ impl Sess<'_> {
         let session = self.input.session_id.clone();
         let mut tools = Vec::new();
         let mut started = None::<u64>;
+        let mut mine = Vec::new();
         self.track.open.retain(|c| {
             if c.session == session {
                 tools.push(c.tool.clone());
+                mine.extend(c.target.clone());
                 started = Some(started.map_or(c.seq, |s| s.min(c.seq)));
                 false
             } else {
@@ -556,7 +568,7 @@ impl Sess<'_> {
             }
         });
         if !tools.is_empty() {
-            self.step(tools, started, Vec::new()).await?;
+            self.step(tools, &mine, started, Vec::new()).await?;
         }
         if self.input.hook_event_name == "Stop" {
             let editor = self.agent_editor().to_owned();
@@ -576,14 +588,34 @@ impl Sess<'_> {
     async fn step(
         &mut self,
         tools: Vec<String>,
+        targets: &[PathBuf],
         started: Option<u64>,
         mut before: Vec<Command>,
     ) -> Result<(), EngineError> {
         let doc_from = started
             .unwrap_or(self.track.last_doc_to)
             .max(self.track.last_doc_to);
+        // Files that a call still open names (its Write, its Edit), unless a call this step
+        // closes names them too: a change to one is that call's, left for its own step (two
+        // sessions at once in one project, or one session's calls side by side).
+        let theirs: BTreeSet<PathBuf> = self
+            .track
+            .open
+            .iter()
+            .filter_map(|c| c.target.clone())
+            .filter(|p| !targets.contains(p))
+            .collect();
         let changes = match self.track.tracker.as_mut() {
-            Some(t) if t.has_baseline() => t.scan_changes()?.0,
+            Some(t) if t.has_baseline() => {
+                let (all, _) = t.scan_changes()?;
+                // Targets are resolved through symlinks (`govern::normalize`): so is the root.
+                let root = std::fs::canonicalize(t.root()).unwrap_or_else(|_| t.root().into());
+                let (given, mine): (Vec<_>, Vec<_>) = all
+                    .into_iter()
+                    .partition(|c| theirs.contains(&root.join(&c.path)));
+                t.give_back(&given);
+                mine
+            }
             Some(t) => {
                 // No baseline yet (a one-shot recorder on a project never scanned): this scan
                 // becomes it; the call's changes cannot be told apart from the project.
