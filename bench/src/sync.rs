@@ -249,6 +249,8 @@ pub fn sync_phase(
         let timed = a.file.events(first_timed)?;
         let (sign_us, verify_us) = crypto_cost(&timed);
         let (encrypt_us, decrypt_us) = encryption_cost(&timed);
+        let setup = a.file.events(1)?;
+        let (decode_us, merge_us) = merge_cost(&setup[..(first_timed - 1) as usize], &timed);
         // A bound that leaves out the broker and everything B and C do but verify: the cores
         // spent on A's commit (as measured unsynced) and on the signatures.
         let floor_us = plain_cpu_us + sign_us + 2.0 * verify_us;
@@ -340,6 +342,34 @@ pub fn sync_phase(
             "floor_cpu_cap_ratio": round(floor_cap / plain, 3),
             "floor_note": "floor_ratio: the same commits while two more engines in this process store a copy of each event handed over in memory (no broker, seal, signature or merged state: what B and C must do at the least), over the unsynced commit; no sync design that stores the events on B and C in this process can do better here. floor_cpu_cap_ratio: the cores divided by the floor's CPU per event (this process), over the unsynced commit: what the floor would reach with every core busy all the time",
         });
+        // Issue 40, item 6: against the floor, and the least CPU any design that merges on
+        // every device through this broker pays here (measured parts, a lower bound).
+        let synced_cpu = crate::common::median(&cpu_per_event);
+        let nats_us = crate::common::median(&nats_per_event);
+        let merging_us = floor_cpu_us
+            + nats_us
+            + encrypt_us
+            + 3.0 * merge_us
+            + 2.0 * (decrypt_us + decode_us);
+        out["vs_floor"] = json!({
+            "ratio": round(s / floor, 3),
+            "target": "ratio >= 0.8 (issue 40)",
+            "met": s / floor >= 0.8,
+            "cpu_ratio": round(synced_cpu / floor_cpu_us, 2),
+            "cpu_target": "cpu_ratio <= 1.5 (issue 40)",
+            "cpu_met": synced_cpu / floor_cpu_us <= 1.5,
+            "decode_us_per_event": round(decode_us, 2),
+            "merge_us_per_event": round(merge_us, 2),
+            "merging_bound_cpu_us_per_event": round(merging_us, 1),
+            "merging_bound_cpu_ratio": round(merging_us / floor_cpu_us, 2),
+            "merging_bound_note": "the least CPU per event of any design that sends A's events through this broker and merges them on every device, from parts measured in this run: the floor's CPU, nats-server's CPU per synced event, sealing A's envelopes, three merged-state folds (merge_us: Replica::add_many, 128 events at a time, on the runs' events: merge index, authorization at merge, fold) and two receivers' opening and decoding (decrypt + decode_us: Message::decode of 256-event envelopes); one thread, best of three. It leaves out recording commands, signatures, ingest's checks, the books and every hand-off, so the real least is higher",
+        });
+        info!(
+            "sync: against the floor: {:.3} of its events/s, CPU {synced_cpu:.0} µs = {:.2} × the floor's {floor_cpu_us:.0} µs; decode {decode_us:.2} µs, merge {merge_us:.2} µs an event; the least a merging design pays here {merging_us:.1} µs = {:.2} × the floor's",
+            s / floor,
+            synced_cpu / floor_cpu_us,
+            merging_us / floor_cpu_us
+        );
         info!("sync: latency {} / under a burst {}", out["latency"], out["latency_under_burst"]);
         // The path users meet: other processes writing to a serving device (issue 40).
         let (cli, mcp) = tokio::task::block_in_place(|| {
@@ -493,6 +523,56 @@ fn encryption_cost(events: &[elfiee_model::Event]) -> (f64, f64) {
         decrypt = decrypt.min(started.elapsed().as_secs_f64() * 1e6 / n);
     }
     (encrypt, decrypt)
+}
+
+/// Microseconds per event that every merging design pays on each device beyond the floor's
+/// copy, on the runs' events (one thread, best of three): decoding A's envelopes (256
+/// events each) into events, as each receiver does after opening them, and adding them to a
+/// merged state ([`elfiee_sync::replica::Replica::add_many`], 128 at a time: the merge
+/// index, the authorization at merge, the fold), as each of A, B and C does. `setup`: the
+/// document's events before them (folded first, untimed: the block and grants they need).
+fn merge_cost(setup: &[elfiee_model::Event], events: &[elfiee_model::Event]) -> (f64, f64) {
+    use elfiee_sync::envelope::{Envelope, Message, Outgoing};
+    use elfiee_sync::identity::{NodeKey, SyncEvent};
+    use elfiee_sync::replica::Replica;
+    let key = NodeKey::from_seed([9; 32]);
+    let all: Vec<elfiee_model::Event> = setup.iter().chain(events).cloned().collect();
+    let sealed: Vec<SyncEvent> = chain(&key, &all, |origin, e| {
+        let (s, _) = SyncEvent::sealed(origin, e.cap_id().to_owned(), Some(e.entity.clone()), e);
+        (s.id, s)
+    });
+    let (before, timed) = sealed.split_at(setup.len());
+    let envelopes: Vec<Vec<u8>> = timed
+        .chunks(256)
+        .map(|c| {
+            let out: Vec<Outgoing> = c.iter().map(|s| Outgoing::of(s, None)).collect();
+            Envelope::encode_outgoing(&key, &out).0
+        })
+        .collect();
+    let n = events.len().max(1) as f64;
+    let (mut decode, mut merge) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        let started = Instant::now();
+        let mut decoded = 0;
+        for e in &envelopes {
+            let m = Message::decode(e).expect("the bench's own envelopes decode");
+            decoded += m.into_events().len();
+        }
+        decode = decode.min(started.elapsed().as_secs_f64() * 1e6 / n);
+        assert_eq!(decoded, timed.len(), "every event decoded");
+        let mut replica = Replica::new(registry());
+        replica
+            .add_many(before.to_vec())
+            .expect("the document's events merge");
+        let batches: Vec<Vec<SyncEvent>> = timed.chunks(128).map(<[_]>::to_vec).collect();
+        let started = Instant::now();
+        for b in batches {
+            replica.add_many(b).expect("the runs' events merge");
+        }
+        merge = merge.min(started.elapsed().as_secs_f64() * 1e6 / n);
+        assert_eq!(replica.len(), all.len(), "every event merged");
+    }
+    (decode, merge)
 }
 
 /// Raw JetStream: `n` messages of `size` bytes with message ids, 256 in flight; messages/s.
