@@ -65,12 +65,13 @@ pub fn parts_phase(
         }
         let dir = base.join(format!("parts-{i}"));
         std::fs::create_dir_all(&dir)?;
-        let (rate, cpu_us, flushes) = rt.block_on(run_step(&dir, step, n))?;
-        info!("sync-parts: {name}: {rate:.0} events/s, {cpu_us:.1} µs CPU per event, {flushes} flushes on A");
+        let (rate, cpu_us, nats_us, flushes) = rt.block_on(run_step(&dir, step, n))?;
+        info!("sync-parts: {name}: {rate:.0} events/s, {cpu_us:.1} µs CPU per event (of it nats-server {nats_us:.1}), {flushes} flushes on A");
         rows.push(json!({
             "step": name,
             "events_per_s": round(rate, 0),
             "cpu_us_per_event": round(cpu_us, 1),
+            "of_it_nats_server_us": round(nats_us, 1),
             "flushes_on_a": flushes,
         }));
     }
@@ -82,13 +83,14 @@ pub fn parts_phase(
 }
 
 /// One step: events/s and CPU µs per event.
-async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), BoxError> {
+async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, f64, u64), BoxError> {
     let text = "x".repeat(150);
     let server = match step {
         Step::Receivers(_) => Some(NatsServer::start()?),
         _ => None,
     };
-    let cpu = || cpu_seconds(None) + server.as_ref().map_or(0.0, |s| cpu_seconds(Some(s.pid())));
+    let nats_cpu = || server.as_ref().map_or(0.0, |s| cpu_seconds(Some(s.pid())));
+    let cpu = || cpu_seconds(None) + nats_cpu();
     let (file, node, receivers) = match step {
         Step::Receivers(k) => {
             let url = server.as_ref().map(|s| s.url()).unwrap_or_default();
@@ -137,6 +139,7 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
     }
     let syncs = || file.durability().map_or(0, |d| d.syncs);
     let (started, before, flushes) = (Instant::now(), cpu(), syncs());
+    let nats_before = nats_cpu();
     commit_many(&file, &block, &text, n).await?;
     let flushes = syncs() - flushes;
     if let Some(node) = &node {
@@ -149,10 +152,16 @@ async fn run_step(dir: &Path, step: &Step, n: u64) -> Result<(f64, f64, u64), Bo
         .await?;
     let elapsed = started.elapsed().as_secs_f64();
     let used = cpu() - before;
+    let nats_used = nats_cpu() - nats_before;
     for r in receivers {
         r.file.close().await;
     }
     copies.close().await;
     file.close().await;
-    Ok((n as f64 / elapsed, used * 1e6 / n as f64, flushes))
+    Ok((
+        n as f64 / elapsed,
+        used * 1e6 / n as f64,
+        nats_used * 1e6 / n as f64,
+        flushes,
+    ))
 }

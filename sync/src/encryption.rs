@@ -5,9 +5,12 @@
 //!   document's first device makes it, one more after each device removal) and an id (8
 //!   bytes of blake3 of the key, which names it in messages). Envelopes and body chunks are
 //!   encrypted with it: XChaCha20-Poly1305, a random 24-byte nonce per message.
-//! - A **sealed envelope** (format 3, [`Sealed`]): `{v: 3, node, gen, kid, body}` where
-//!   `body` = nonce ‖ AEAD(format 2 envelope), its associated data `"elfiee sealed 3" ‖ doc
-//!   ‖ node ‖ gen ‖ kid`. The node stays visible: the broker routes by it.
+//! - A **sealed envelope** (format 4, [`Sealed`]): `{v: 4, node, gen, kid, body}` where
+//!   `body` = nonce ‖ AEAD(LZ4 block of the format 2 envelope, its length in front, 4 bytes
+//!   little-endian), its associated data `"elfiee sealed 4" ‖ doc ‖ node ‖ gen ‖ kid`. The
+//!   node stays visible: the broker routes by it. Format 3 (session 22: the envelope not
+//!   compressed, the label `"elfiee sealed 3"`) is still read. Compressed before it is
+//!   encrypted (decision 0051): the broker stores and sends about a third of the bytes.
 //! - **A device's copy of a key** ([`KeyCopy`]), on `elf.<doc>.key.<recipient>`: sealed to
 //!   the recipient's X25519 key (its Ed25519 key in Montgomery form) with an ephemeral
 //!   X25519 key, HKDF-SHA256 and the same AEAD, and signed by the device that sealed it.
@@ -24,8 +27,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::identity::{sig_bytes, NodeId, NodeKey, Rejection};
 
-/// The format of a sealed envelope.
-pub const SEALED_VERSION: u8 = 3;
+/// The format of a sealed envelope this build writes (it reads [`SEALED_VERSION`] and 3).
+pub const SEALED_VERSION: u8 = 4;
+/// The sealed format before compression (still read).
+const SEALED_V3: u8 = 3;
+/// The largest envelope a sealed one opens to (the broker's largest message, 64 MiB): a
+/// forged length in front of a compressed envelope asks for no more memory than this.
+pub const MAX_ENVELOPE_BYTES: usize = 64 << 20;
 /// The format of a key copy.
 pub const KEY_COPY_VERSION: u8 = 1;
 
@@ -158,7 +166,7 @@ impl Keyring {
     }
 }
 
-/// A sealed envelope as it is written and read (format 3).
+/// A sealed envelope as it is written and read (format 4, or 3).
 #[derive(Serialize, Deserialize)]
 struct SealedWire {
     v: u8,
@@ -172,6 +180,8 @@ struct SealedWire {
 /// A sealed envelope, read: which key opens it, and the ciphertext.
 #[derive(Debug)]
 pub struct Sealed {
+    /// Its format (4, or 3).
+    pub v: u8,
     pub node: NodeId,
     pub gen: u32,
     pub kid: u64,
@@ -186,9 +196,14 @@ pub struct SealedHeader {
 }
 
 impl Sealed {
-    /// `plain` (a format 2 envelope of `node`'s) encrypted with `key` for document `doc`.
+    /// `plain` (a format 2 envelope of `node`'s) compressed and encrypted with `key` for
+    /// document `doc`.
     pub fn seal(key: &DocKey, doc: &str, node: &NodeId, plain: &[u8]) -> Vec<u8> {
-        let body = key.encrypt(&aad(b"elfiee sealed 3", doc, node, key.gen, key.id), plain);
+        let packed = lz4_flex::compress_prepend_size(plain);
+        let body = key.encrypt(
+            &aad(b"elfiee sealed 4", doc, node, key.gen, key.id),
+            &packed,
+        );
         let wire = SealedWire {
             v: SEALED_VERSION,
             node: *node,
@@ -203,12 +218,15 @@ impl Sealed {
     /// `Some` when `bytes` are a sealed envelope (else they are an older, plain format).
     pub fn read(bytes: &[u8]) -> Option<Sealed> {
         let w: SealedWire = rmp_serde::from_slice(bytes).ok()?;
-        (w.v == SEALED_VERSION).then_some(Sealed {
-            node: w.node,
-            gen: w.gen,
-            kid: w.kid,
-            body: w.body,
-        })
+        [SEALED_VERSION, SEALED_V3]
+            .contains(&w.v)
+            .then_some(Sealed {
+                v: w.v,
+                node: w.node,
+                gen: w.gen,
+                kid: w.kid,
+                body: w.body,
+            })
     }
 
     /// Which key a sealed envelope needs, without copying its ciphertext; `None` when
@@ -222,18 +240,44 @@ impl Sealed {
             kid: u64,
         }
         let w: HeaderWire = rmp_serde::from_slice(bytes).ok()?;
-        (w.v == SEALED_VERSION).then_some(SealedHeader {
-            gen: w.gen,
-            kid: w.kid,
-        })
+        [SEALED_VERSION, SEALED_V3]
+            .contains(&w.v)
+            .then_some(SealedHeader {
+                gen: w.gen,
+                kid: w.kid,
+            })
     }
 
     /// The envelope inside, with `key` (the one [`Sealed::kid`] names).
     pub fn open(&self, key: &DocKey, doc: &str) -> Result<Vec<u8>, Rejection> {
-        key.decrypt(
-            &aad(b"elfiee sealed 3", doc, &self.node, self.gen, self.kid),
+        if self.v == SEALED_V3 {
+            return key.decrypt(
+                &aad(b"elfiee sealed 3", doc, &self.node, self.gen, self.kid),
+                &self.body,
+            );
+        }
+        let packed = key.decrypt(
+            &aad(b"elfiee sealed 4", doc, &self.node, self.gen, self.kid),
             &self.body,
-        )
+        )?;
+        // Authenticated, so made by a member device; still bounded before any allocation.
+        let bad = |why: String| Rejection::Malformed(format!("a compressed envelope: {why}"));
+        let (len, rest) =
+            lz4_flex::block::uncompressed_size(&packed).map_err(|e| bad(e.to_string()))?;
+        if len > MAX_ENVELOPE_BYTES {
+            return Err(bad(format!(
+                "it says it opens to {len} bytes, more than the {MAX_ENVELOPE_BYTES} an envelope may hold"
+            )));
+        }
+        let mut plain = vec![0; len];
+        let n =
+            lz4_flex::block::decompress_into(rest, &mut plain).map_err(|e| bad(e.to_string()))?;
+        if n != len {
+            return Err(bad(format!(
+                "it opened to {n} bytes, not the {len} it says"
+            )));
+        }
+        Ok(plain)
     }
 }
 
@@ -447,6 +491,108 @@ mod tests {
         // An older, plain envelope is not read as a sealed one.
         assert!(Sealed::read(b"\x80").is_none());
         assert!(Sealed::read_header(b"\x80").is_none());
+    }
+
+    /// A format 3 envelope (session 22's, not compressed) as that build sealed it.
+    fn sealed_v3(key: &DocKey, doc: &str, node: &NodeId, plain: &[u8]) -> Vec<u8> {
+        let body = key.encrypt(&aad(b"elfiee sealed 3", doc, node, key.gen, key.id), plain);
+        let wire = SealedWire {
+            v: SEALED_V3,
+            node: *node,
+            gen: key.gen,
+            kid: key.id,
+            body,
+        };
+        rmp_serde::to_vec_named(&wire).unwrap()
+    }
+
+    #[test]
+    fn envelopes_are_compressed_and_every_size_and_the_older_format_open() {
+        let node = NodeKey::from_seed([1; 32]).node();
+        let key = DocKey::generate(0, node);
+        // Empty, one byte, text that repeats (as a block's writes do), bytes that do not
+        // compress, and a large envelope.
+        let noise: Vec<u8> = (0..70_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let repeated = "# Notes\r\n\tline of a block that is written again\n".repeat(400);
+        let large = repeated.repeat(60);
+        for plain in [
+            &b""[..],
+            b"x",
+            repeated.as_bytes(),
+            &noise,
+            large.as_bytes(),
+        ] {
+            let sealed = Sealed::seal(&key, "doc", &node, plain);
+            let read = Sealed::read(&sealed).unwrap();
+            assert_eq!(read.v, SEALED_VERSION);
+            assert_eq!(
+                read.open(&key, "doc").unwrap(),
+                plain,
+                "{} bytes",
+                plain.len()
+            );
+            if plain.len() > 1000 && plain != &noise[..] {
+                assert!(
+                    sealed.len() * 4 < plain.len(),
+                    "compressed: {} of {}",
+                    sealed.len(),
+                    plain.len()
+                );
+            }
+        }
+        // Format 3 (session 22's builds) still opens; its header names its key.
+        let old = sealed_v3(&key, "doc", &node, b"from an older build");
+        let read = Sealed::read(&old).unwrap();
+        assert_eq!(read.v, SEALED_V3);
+        assert_eq!(read.open(&key, "doc").unwrap(), b"from an older build");
+        assert_eq!(Sealed::read_header(&old).map(|h| h.kid), Some(key.id));
+    }
+
+    #[test]
+    fn a_compressed_envelope_that_claims_too_much_is_refused_before_any_allocation() {
+        let node = NodeKey::from_seed([1; 32]).node();
+        let key = DocKey::generate(0, node);
+        let seal_packed = |packed: &[u8]| {
+            let body = key.encrypt(
+                &aad(b"elfiee sealed 4", "doc", &node, key.gen, key.id),
+                packed,
+            );
+            rmp_serde::to_vec_named(&SealedWire {
+                v: SEALED_VERSION,
+                node,
+                gen: key.gen,
+                kid: key.id,
+                body,
+            })
+            .unwrap()
+        };
+        // A length of 4 GiB in front of a few bytes.
+        let mut forged = u32::MAX.to_le_bytes().to_vec();
+        forged.extend_from_slice(b"\x10abc");
+        let e = Sealed::read(&seal_packed(&forged))
+            .unwrap()
+            .open(&key, "doc")
+            .unwrap_err();
+        assert!(
+            matches!(&e, Rejection::Malformed(m) if m.contains("more than")),
+            "{e:?}"
+        );
+        // A length that does not match what the block holds.
+        let mut short = lz4_flex::compress_prepend_size(b"some text of an envelope");
+        short[0] += 5;
+        let e = Sealed::read(&seal_packed(&short))
+            .unwrap()
+            .open(&key, "doc")
+            .unwrap_err();
+        assert!(matches!(e, Rejection::Malformed(_)), "{e:?}");
+        // Fewer than four bytes: no length at all.
+        let e = Sealed::read(&seal_packed(b"\x01"))
+            .unwrap()
+            .open(&key, "doc")
+            .unwrap_err();
+        assert!(matches!(e, Rejection::Malformed(_)), "{e:?}");
     }
 
     #[test]

@@ -330,7 +330,7 @@ pub(super) fn set_checkpoint(inner: &Inner, seq: u64) -> Result<(), String> {
 /// Publishes `batch` (consecutive own events) as one envelope: bodies first, then the
 /// envelope, expecting `subject_seq` as the subject's last stream sequence; moves the
 /// checkpoint once the broker acknowledged it. The last origin seq and the envelope's stream
-/// sequence. With `key`, the envelope and the bodies are sealed with it (format 3).
+/// sequence. With `key`, the envelope and the bodies are sealed with it (format 4: compressed, then encrypted).
 pub(super) async fn publish_envelope(
     inner: &Inner,
     js: &jetstream::Context,
