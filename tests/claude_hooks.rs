@@ -663,6 +663,20 @@ fn two_sessions_at_once_each_step_records_its_own_file() {
             .collect();
         assert_eq!(created, [file], "{}: {steps}", s.id);
     }
+    // What the attribution is for: undoing A's work takes back A's file alone, and the
+    // document still follows the disk.
+    let undone = elfiee_json(&elf, &["agent", "undo", &a.id]);
+    assert_eq!(undone["files_removed"], json!(["src/a.rs"]), "{undone}");
+    assert!(!project.join("src/a.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(project.join("src/b.rs")).unwrap(),
+        "b",
+        "B's file is B's: {undone}"
+    );
+    let status = elfiee_json(&elf, &["dir", "status", &dir]);
+    for list in ["new", "modified", "removed"] {
+        assert_eq!(status[list], json!([]), "{list}: {status}");
+    }
     drop(owner.stdin.take());
     let _ = owner.wait();
 }
