@@ -248,6 +248,19 @@ impl Sealed {
             })
     }
 
+    /// The format of a sealed envelope newer than this build reads (`Some(5)` for a later
+    /// build's format 5), so it is refused by name rather than as a malformed older message.
+    pub fn newer_format(bytes: &[u8]) -> Option<u8> {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            v: u8,
+            #[allow(dead_code)]
+            node: NodeId,
+        }
+        let w: Wrapper = rmp_serde::from_slice(bytes).ok()?;
+        (w.v > SEALED_VERSION).then_some(w.v)
+    }
+
     /// The envelope inside, with `key` (the one [`Sealed::kid`] names).
     pub fn open(&self, key: &DocKey, doc: &str) -> Result<Vec<u8>, Rejection> {
         if self.v == SEALED_V3 {
@@ -542,6 +555,18 @@ mod tests {
                 );
             }
         }
+        // A later build's format is named, not taken for an older plain message.
+        let mut later =
+            rmp_serde::from_slice::<SealedWire>(&Sealed::seal(&key, "doc", &node, b"x")).unwrap();
+        later.v = SEALED_VERSION + 1;
+        let later = rmp_serde::to_vec_named(&later).unwrap();
+        assert!(Sealed::read(&later).is_none());
+        assert_eq!(Sealed::newer_format(&later), Some(SEALED_VERSION + 1));
+        assert_eq!(
+            Sealed::newer_format(&Sealed::seal(&key, "doc", &node, b"x")),
+            None
+        );
+        assert_eq!(Sealed::newer_format(b"\x80"), None);
         // Format 3 (session 22's builds) still opens; its header names its key.
         let old = sealed_v3(&key, "doc", &node, b"from an older build");
         let read = Sealed::read(&old).unwrap();

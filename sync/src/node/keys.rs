@@ -87,6 +87,12 @@ pub(super) fn open(
     payload: &[u8],
 ) -> Result<(Message, Option<DocKey>), Unopened> {
     let Some(sealed) = Sealed::read(payload) else {
+        if let Some(v) = Sealed::newer_format(payload) {
+            return Err(Unopened::Bad(Rejection::Malformed(format!(
+                "sealed with format {v}, newer than this program reads (3 and {}): update elfiee on this device",
+                crate::encryption::SEALED_VERSION
+            ))));
+        }
         return Message::decode(payload)
             .map(|m| (m, None))
             .map_err(Unopened::Bad);
@@ -297,5 +303,29 @@ impl Inner {
             .map_err(|e| format!("no PubAck for a key copy: {e}"))?;
         tracing::debug!(gen = key.gen, to = %to, "sync: sealed a document key");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_sealed_in_a_later_format_is_refused_by_name() {
+        // A later build's sealed envelope: the same wrapper with a higher `v`.
+        let later = rmp_serde::to_vec_named(&serde_json::json!({
+            "v": crate::encryption::SEALED_VERSION + 1,
+            "node": NodeId([1; 32]),
+            "gen": 0,
+            "kid": 7,
+            "body": vec![0u8; 40],
+        }))
+        .unwrap();
+        match open(&Keyring::default(), "doc", &later) {
+            Err(Unopened::Bad(Rejection::Malformed(why))) => {
+                assert!(why.contains("update elfiee on this device"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
