@@ -245,7 +245,35 @@ impl Owned {
         })
         .await;
         self.core.end_stream();
-        self.log.write().unwrap_or_else(|p| p.into_inner()).take();
+        let last = self.log.write().unwrap_or_else(|p| p.into_inner()).take();
+        // The close is over when sled's lock on the folder is released, so that the next
+        // open or `verify`, here or in another process, finds the folder free. Dropping the
+        // log does not release it at once: a read that began before the close may still
+        // hold the log, and sled's I/O threads finish their last writes with the file open
+        // (a `verify` right after `close` was refused as locked, once in CI).
+        let db = self.core.paths.log_dir().join("db");
+        let root = self.core.paths.root.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            drop(last);
+            let deadline = Instant::now() + std::time::Duration::from_secs(5);
+            loop {
+                // sled locks its `db` file with flock: a probe on a file description of our
+                // own conflicts with it, even in this process.
+                let free = match std::fs::File::open(&db) {
+                    Ok(f) => !matches!(f.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+                    Err(_) => true,
+                };
+                if free {
+                    return;
+                }
+                if Instant::now() > deadline {
+                    tracing::warn!(path = %root.display(), "closed, but sled still holds the folder's lock after 5 s");
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        })
+        .await;
         tracing::info!(path = %self.core.paths.root.display(), "closed");
     }
 
