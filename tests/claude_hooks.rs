@@ -212,25 +212,64 @@ fn check_document(elf: &Path) {
     );
 }
 
-fn story(with_owner: bool) {
-    let tmp = tempfile::tempdir().unwrap();
-    let project = project(tmp.path());
-    let elf = tmp.path().join("doc.elf");
+/// A project in `tmp` imported into a new document `doc.elf` (owner Alice), with an agent
+/// created on its directory: (project, document, directory block, `agent create`'s answer).
+fn agent_project(tmp: &Path) -> (PathBuf, PathBuf, String, Value) {
+    let project = project(tmp);
+    let elf = tmp.join("doc.elf");
     elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
     let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
         .as_str()
         .unwrap()
         .to_owned();
     let created = elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    (project, elf, dir, created)
+}
+
+/// The project's `.claude/settings.local.json` (where enable put the hooks).
+fn hook_settings(project: &Path) -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(project.join(".claude/settings.local.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+/// `elfiee mcp-server` on `elf` as `editor` (what Claude Code starts), once it owns the
+/// document (its owner socket is bound).
+fn mcp_owner(elf: &Path, editor: &str) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_elfiee"))
+        .args([
+            "mcp-server",
+            "--elf",
+            elf.to_str().unwrap(),
+            "--editor",
+            editor,
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sock = elf.join("owner.sock");
+    for _ in 0..200 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert!(sock.exists(), "the MCP server owns the document");
+    child
+}
+
+fn story(with_owner: bool) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (project, elf, dir, created) = agent_project(tmp.path());
     assert_eq!(created["warnings"], json!([]), "{created}");
     let agent = created["agent_block_id"].as_str().unwrap().to_owned();
     let editor = created["editor_id"].as_str().unwrap().to_owned();
 
     // Enable put our hooks beside the user's, which stays.
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(project.join(".claude/settings.local.json")).unwrap(),
-    )
-    .unwrap();
+    let settings = hook_settings(&project);
     assert_eq!(
         settings["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
         "echo mine"
@@ -254,30 +293,7 @@ fn story(with_owner: bool) {
     let blocks_before = blocks(&elf);
 
     // Claude Code started: its MCP server owns the document.
-    let mut owner = with_owner.then(|| {
-        let child = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-            .args([
-                "mcp-server",
-                "--elf",
-                elf.to_str().unwrap(),
-                "--editor",
-                &editor,
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let sock = elf.join("owner.sock");
-        for _ in 0..200 {
-            if sock.exists() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(25));
-        }
-        assert!(sock.exists(), "the MCP server owns the document");
-        child
-    });
+    let mut owner = with_owner.then(|| mcp_owner(&elf, &editor));
 
     let s = Session {
         command: &command,
@@ -549,14 +565,7 @@ fn a_hook_never_stands_in_the_way() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("not JSON"));
 
     // An owner that crashed left its socket: the hook records alone.
-    let project = project(tmp.path());
-    let elf = tmp.path().join("doc.elf");
-    elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
-    let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let created = elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    let (project, elf, _, created) = agent_project(tmp.path());
     let editor = created["editor_id"].as_str().unwrap();
     drop(std::os::unix::net::UnixListener::bind(elf.join("owner.sock")).unwrap());
     let call = |event: &str| {
@@ -589,44 +598,14 @@ fn a_hook_never_stands_in_the_way() {
 #[test]
 fn two_sessions_at_once_each_step_records_its_own_file() {
     let tmp = tempfile::tempdir().unwrap();
-    let project = project(tmp.path());
-    let elf = tmp.path().join("doc.elf");
-    elfiee_json(&elf, &["init", elf.to_str().unwrap(), "--owner", "Alice"]);
-    let dir = elfiee_json(&elf, &["dir", "import", project.to_str().unwrap()])["block_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let created = elfiee_json(&elf, &["agent", "create", "--target", &dir]);
+    let (project, elf, dir, created) = agent_project(tmp.path());
     let editor = created["editor_id"].as_str().unwrap().to_owned();
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(project.join(".claude/settings.local.json")).unwrap(),
-    )
-    .unwrap();
+    let settings = hook_settings(&project);
     let command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
         .as_str()
         .unwrap()
         .to_owned();
-    let mut owner = Command::new(env!("CARGO_BIN_EXE_elfiee"))
-        .args([
-            "mcp-server",
-            "--elf",
-            elf.to_str().unwrap(),
-            "--editor",
-            &editor,
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let sock = elf.join("owner.sock");
-    for _ in 0..200 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    assert!(sock.exists(), "the MCP server owns the document");
+    let mut owner = mcp_owner(&elf, &editor);
     let session = |id: &str| Session {
         command: &command,
         id: id.into(),
