@@ -30,7 +30,12 @@ use crate::identity::{sig_bytes, NodeId, NodeKey, Rejection};
 /// The format of a sealed envelope this build writes (it reads [`SEALED_VERSION`] and 3).
 pub const SEALED_VERSION: u8 = 4;
 /// The sealed format before compression (still read).
-const SEALED_V3: u8 = 3;
+pub const SEALED_V3: u8 = 3;
+
+/// Whether this build reads sealed format `v`.
+fn readable(v: u8) -> bool {
+    v == SEALED_VERSION || v == SEALED_V3
+}
 /// The largest envelope a sealed one opens to (the broker's largest message, 64 MiB): a
 /// forged length in front of a compressed envelope asks for no more memory than this.
 pub const MAX_ENVELOPE_BYTES: usize = 64 << 20;
@@ -218,15 +223,13 @@ impl Sealed {
     /// `Some` when `bytes` are a sealed envelope (else they are an older, plain format).
     pub fn read(bytes: &[u8]) -> Option<Sealed> {
         let w: SealedWire = rmp_serde::from_slice(bytes).ok()?;
-        [SEALED_VERSION, SEALED_V3]
-            .contains(&w.v)
-            .then_some(Sealed {
-                v: w.v,
-                node: w.node,
-                gen: w.gen,
-                kid: w.kid,
-                body: w.body,
-            })
+        readable(w.v).then_some(Sealed {
+            v: w.v,
+            node: w.node,
+            gen: w.gen,
+            kid: w.kid,
+            body: w.body,
+        })
     }
 
     /// Which key a sealed envelope needs, without copying its ciphertext; `None` when
@@ -240,12 +243,10 @@ impl Sealed {
             kid: u64,
         }
         let w: HeaderWire = rmp_serde::from_slice(bytes).ok()?;
-        [SEALED_VERSION, SEALED_V3]
-            .contains(&w.v)
-            .then_some(SealedHeader {
-                gen: w.gen,
-                kid: w.kid,
-            })
+        readable(w.v).then_some(SealedHeader {
+            gen: w.gen,
+            kid: w.kid,
+        })
     }
 
     /// The format of a sealed envelope newer than this build reads (`Some(5)` for a later

@@ -89,7 +89,8 @@ pub(super) fn open(
     let Some(sealed) = Sealed::read(payload) else {
         if let Some(v) = Sealed::newer_format(payload) {
             return Err(Unopened::Bad(Rejection::Malformed(format!(
-                "sealed with format {v}, newer than this program reads (3 and {}): update elfiee on this device",
+                "sealed with format {v}, newer than this program reads ({} and {}): update elfiee on this device",
+                crate::encryption::SEALED_V3,
                 crate::encryption::SEALED_VERSION
             ))));
         }
