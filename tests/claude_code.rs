@@ -469,6 +469,16 @@ fn two_sessions_at_once_and_a_subagent_are_all_recorded() {
         "the sub-agent's answer is recorded"
     );
     assert!(log.contains("\"subagent\""), "marked as the sub-agent's");
+    // Undoing A's work takes back A's file alone (decision 0050).
+    let a_id = outs[0]["session_id"].as_str().unwrap();
+    let steps = elfiee_json(&elf, &["agent", "steps", a_id])["steps"]
+        .as_array()
+        .unwrap()
+        .len()
+        .to_string();
+    let undone = elfiee_json(&elf, &["agent", "undo", a_id, "--steps", &steps]);
+    assert_eq!(undone["files_removed"], json!(["src/a.rs"]), "{undone}");
+    assert!(!a_rs.exists() && b_rs.exists(), "{undone}");
     check_document(&elf);
 }
 
