@@ -592,8 +592,8 @@ fn a_hook_never_stands_in_the_way() {
     );
 }
 
-/// Two sessions at once in one project: B's Write lands while A's Write is open, and A's
-/// `PostToolUse` comes first. A's step records A's file only; B's file is left for B's step
+/// Two sessions at once in one project: B's Write (through a temporary file, as Claude Code
+/// writes) lands while A's Write is open, and A's `PostToolUse` comes first. A's step records A's file only; B's file is left for B's step
 /// (it was A's before: undoing A would have reverted B's work).
 #[test]
 fn two_sessions_at_once_each_step_records_its_own_file() {
@@ -627,9 +627,13 @@ fn two_sessions_at_once_each_step_records_its_own_file() {
     };
     tool(&a, "PreToolUse", "a1", "src/a.rs");
     tool(&b, "PreToolUse", "b1", "src/b.rs");
-    std::fs::write(project.join("src/b.rs"), "b").unwrap();
+    // B writes as Claude Code does, through a temporary file renamed over the named one; A's
+    // `PostToolUse` comes in between (as in a CI run with the real Claude Code).
+    let b_tmp = project.join("src/b.rs.tmp.4242.54c33b0c1da9");
+    std::fs::write(&b_tmp, "b").unwrap();
     std::fs::write(project.join("src/a.rs"), "a").unwrap();
     tool(&a, "PostToolUse", "a1", "src/a.rs");
+    std::fs::rename(&b_tmp, project.join("src/b.rs")).unwrap();
     tool(&b, "PostToolUse", "b1", "src/b.rs");
     for (s, file) in [(&a, "src/a.rs"), (&b, "src/b.rs")] {
         let steps = elfiee_json(&elf, &["agent", "steps", &s.id]);

@@ -173,6 +173,24 @@ fn call_key(input: &HookInput) -> String {
     }
 }
 
+/// Whether a change to `path` is one to the file `target` a call names: the file itself, or
+/// the temporary file an atomic write of it goes through. Claude Code writes
+/// `<file>.tmp.<pid>.<random>` beside the file and renames it over it (checked against
+/// 2.1.332): a step taken in between sees the temporary file, not the named one.
+fn names(target: &Path, path: &Path) -> bool {
+    if path == target {
+        return true;
+    }
+    let (Some(name), Some(file)) = (target.file_name(), path.file_name()) else {
+        return false;
+    };
+    path.parent() == target.parent()
+        && file.to_str().zip(name.to_str()).is_some_and(|(f, n)| {
+            f.strip_prefix(n)
+                .is_some_and(|rest| rest.starts_with(".tmp."))
+        })
+}
+
 /// Whether a tool's calls are steps: Claude Code's writing tools, `Bash`, and MCP tools —
 /// except the `elfiee` server's tools that only read or that manage steps themselves.
 fn is_step_tool(tool: &str) -> bool {
@@ -610,9 +628,10 @@ impl Sess<'_> {
                 let (all, _) = t.scan_changes()?;
                 // Targets are resolved through symlinks (`govern::normalize`): so is the root.
                 let root = std::fs::canonicalize(t.root()).unwrap_or_else(|_| t.root().into());
-                let (given, mine): (Vec<_>, Vec<_>) = all
-                    .into_iter()
-                    .partition(|c| theirs.contains(&root.join(&c.path)));
+                let (given, mine): (Vec<_>, Vec<_>) = all.into_iter().partition(|c| {
+                    let path = root.join(&c.path);
+                    theirs.iter().any(|t| names(t, &path))
+                });
                 t.give_back(&given);
                 mine
             }
