@@ -24,7 +24,7 @@ pub struct Subscription {
     next: u64,
     core: Arc<FileCore>,
     source: Arc<dyn EventSource>,
-    backlog: VecDeque<Committed>,
+    backlog: VecDeque<Arc<Committed>>,
     /// Whether `recv_committed` ran once (the first call reads what the channel missed).
     started: bool,
     /// How many times this subscriber had to catch up from the log.
@@ -69,6 +69,13 @@ impl Subscription {
     /// known without reading storage for live events, and with one range scan per catch-up
     /// from the log.
     pub async fn recv_committed(&mut self) -> Option<Committed> {
+        self.recv_shared().await.map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Subscription::recv_committed`] as the live stream shares it: no copy of the event,
+    /// for a subscriber that looks at most events without keeping them (another device's,
+    /// skipped by its origin).
+    pub async fn recv_shared(&mut self) -> Option<Arc<Committed>> {
         loop {
             if let Some(c) = self.backlog.pop_front() {
                 self.next = c.event.seq + 1;
@@ -96,11 +103,11 @@ impl Subscription {
                 Ok(c) if c.event.seq < self.next => continue,
                 Ok(c) if c.event.seq == self.next => {
                     self.next += 1;
-                    return Some((*c).clone());
+                    return Some(c);
                 }
                 Ok(c) => {
                     self.fill_from_log(c.event.seq - 1)?;
-                    self.backlog.push_back((*c).clone());
+                    self.backlog.push_back(c);
                 }
                 Err(RecvError::Lagged(n)) => {
                     tracing::debug!(
@@ -137,7 +144,7 @@ impl Subscription {
         match self.source.read_committed(self.next, to) {
             Ok(events) => {
                 let empty = events.is_empty();
-                self.backlog.extend(events);
+                self.backlog.extend(events.into_iter().map(Arc::new));
                 Some(empty)
             }
             Err(EngineError::Closed) => {

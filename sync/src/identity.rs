@@ -131,6 +131,19 @@ pub struct SyncEvent {
     pub sig: [u8; 64],
 }
 
+/// [`Kept`] as it is written, borrowed from the event (the same bytes, no copies).
+#[derive(Serialize)]
+struct KeptRef<'a> {
+    origin: &'a Origin,
+    cap: &'a str,
+    target: &'a Option<String>,
+    id: &'a EventId,
+    #[serde(skip_serializing_if = "is_none")]
+    event_id: &'a Option<uuid::Uuid>,
+    #[serde(skip_serializing_if = "is_none")]
+    hash: &'a Option<EventHash>,
+}
+
 /// What a device keeps beside another device's event in its log: what the local event
 /// does not hold (the change itself is stored once, as the local event). Older builds kept
 /// the whole [`SyncEvent`] there; it reads as this too.
@@ -219,10 +232,14 @@ struct Hashed<'a> {
     value: &'a Value,
     clock: &'a BTreeMap<String, u64>,
     created_at: i64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "is_none")]
     event_id: &'a Option<uuid::Uuid>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "is_none")]
     hash: &'a Option<EventHash>,
+}
+
+fn is_none<T>(o: &&Option<T>) -> bool {
+    o.is_none()
 }
 
 /// [`Hashed`] read back.
@@ -397,34 +414,55 @@ impl SyncEvent {
     /// the event id it was committed with (for an event sealed before issue 28, the first
     /// 16 bytes of its id).
     pub fn to_event(&self) -> Event {
-        self.clone().into_parts().0
+        self.local(
+            self.entity.clone(),
+            self.attribute.clone(),
+            self.value.clone(),
+            self.clock.clone(),
+        )
     }
 
     /// [`SyncEvent::to_event`] without copying, and the command (capability, target).
-    pub fn into_parts(self) -> (Event, (String, Option<String>)) {
-        let event = Event {
+    pub fn into_parts(mut self) -> (Event, (String, Option<String>)) {
+        let (entity, attribute) = (
+            std::mem::take(&mut self.entity),
+            std::mem::take(&mut self.attribute),
+        );
+        let (value, clock) = (self.value.take(), std::mem::take(&mut self.clock));
+        let event = self.local(entity, attribute, value, clock);
+        (event, (self.cap, self.target))
+    }
+
+    /// The local event of this one, with its change (given: copied or moved out).
+    fn local(
+        &self,
+        entity: String,
+        attribute: String,
+        value: Value,
+        clock: BTreeMap<String, u64>,
+    ) -> Event {
+        Event {
             seq: 0,
             event_id: self.event_id.unwrap_or_else(|| self.id.uuid()),
             cmd_id: self.cmd_id,
-            entity: self.entity,
-            attribute: self.attribute,
-            value: self.value,
-            clock: self.clock,
+            entity,
+            attribute,
+            value,
+            clock,
             created_at: DateTime::<Utc>::from_timestamp_millis(self.created_at).unwrap_or_default(),
             hash: EventHash::ZERO,
-        };
-        (event, (self.cap, self.target))
+        }
     }
 
     /// What the local log keeps beside this event ([`Kept`], MessagePack).
     pub fn kept(&self) -> Vec<u8> {
-        let kept = Kept {
-            origin: self.origin.clone(),
-            cap: self.cap.clone(),
-            target: self.target.clone(),
-            id: self.id,
-            event_id: self.event_id,
-            hash: self.hash,
+        let kept = KeptRef {
+            origin: &self.origin,
+            cap: &self.cap,
+            target: &self.target,
+            id: &self.id,
+            event_id: &self.event_id,
+            hash: &self.hash,
         };
         // Plain data into a Vec: cannot fail.
         rmp_serde::to_vec_named(&kept).unwrap_or_default()
@@ -587,6 +625,18 @@ mod tests {
         let mut unsigned = s.clone();
         unsigned.sig = [0; 64];
         assert_eq!(SyncEvent::from_kept(&s.kept(), &stored).unwrap(), unsigned);
+        // Written borrowed, as the owned form writes it (what older builds read).
+        let owned = Kept {
+            origin: s.origin.clone(),
+            cap: s.cap.clone(),
+            target: s.target.clone(),
+            id: s.id,
+            event_id: s.event_id,
+            hash: s.hash,
+        };
+        assert_eq!(s.kept(), rmp_serde::to_vec_named(&owned).unwrap());
+        let (into, command) = s.clone().into_parts();
+        assert_eq!((into, command), (local.clone(), (s.cap.clone(), s.target.clone())));
         assert_eq!(
             SyncEvent::from_kept(&s.encode(), &stored).unwrap(),
             unsigned
@@ -600,6 +650,15 @@ mod tests {
         (old.event_id, old.hash) = (None, None);
         old.id = old.id_of();
         assert_ne!(old.id, s.id);
+        let owned = Kept {
+            origin: old.origin.clone(),
+            cap: old.cap.clone(),
+            target: old.target.clone(),
+            id: old.id,
+            event_id: None,
+            hash: None,
+        };
+        assert_eq!(old.kept(), rmp_serde::to_vec_named(&owned).unwrap());
         let back = SyncEvent::decode(&old.encode()).unwrap();
         assert_eq!(back.id_of(), old.id);
         assert_eq!(back.to_event().event_id, old.id.uuid());

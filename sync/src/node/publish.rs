@@ -117,16 +117,19 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
         } else {
             seen.clear();
         }
-        match events.recv_committed().await {
-            Some(c) => {
-                local = !c.origin.is_foreign();
-                seen.push(c.event);
-            }
+        // Shared, not copied: a batch of other devices' events alone is only looked at
+        // (ingest folds them).
+        let mut batch = Vec::new();
+        match events.recv_shared().await {
+            Some(c) => batch.push(c),
             None => return Ok(()),
         }
-        while let Some(Some(c)) = events.recv_committed().now_or_never() {
-            local |= !c.origin.is_foreign();
-            seen.push(c.event);
+        while let Some(Some(c)) = events.recv_shared().now_or_never() {
+            batch.push(c);
+        }
+        local = batch.iter().any(|c| !c.origin.is_foreign());
+        if local {
+            seen.extend(batch.into_iter().map(|c| Arc::unwrap_or_clone(c).event));
         }
     }
 }
