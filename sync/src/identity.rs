@@ -636,7 +636,10 @@ mod tests {
         };
         assert_eq!(s.kept(), rmp_serde::to_vec_named(&owned).unwrap());
         let (into, command) = s.clone().into_parts();
-        assert_eq!((into, command), (local.clone(), (s.cap.clone(), s.target.clone())));
+        assert_eq!(
+            (into, command),
+            (local.clone(), (s.cap.clone(), s.target.clone()))
+        );
         assert_eq!(
             SyncEvent::from_kept(&s.encode(), &stored).unwrap(),
             unsigned
