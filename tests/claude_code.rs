@@ -453,14 +453,7 @@ fn two_sessions_at_once_and_a_subagent_are_all_recorded() {
     for (out, file) in outs.iter().zip(["src/a.rs", "src/b.rs"]) {
         let id = out["session_id"].as_str().unwrap();
         assert!(sessions.contains(id), "{id} listed in {sessions}");
-        let steps = elfiee_json(&elf, &["agent", "steps", id]);
-        let created: Vec<&str> = steps["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["files_created"].as_array().unwrap().iter())
-            .map(|p| p.as_str().unwrap())
-            .collect();
+        let (created, steps) = common::session_files_created(&elf, id);
         assert_eq!(created, [file], "{steps}");
     }
     let log = elfiee_json(&elf, &["log", "--block", &agent]).to_string();

@@ -250,14 +250,10 @@ fn mcp_owner(elf: &Path, editor: &str) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let sock = elf.join("owner.sock");
-    for _ in 0..200 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    assert!(sock.exists(), "the MCP server owns the document");
+    assert!(
+        common::owner_socket_appears(elf, std::time::Duration::from_secs(5)),
+        "the MCP server owns the document"
+    );
     child
 }
 
@@ -636,14 +632,7 @@ fn two_sessions_at_once_each_step_records_its_own_file() {
     std::fs::rename(&b_tmp, project.join("src/b.rs")).unwrap();
     tool(&b, "PostToolUse", "b1", "src/b.rs");
     for (s, file) in [(&a, "src/a.rs"), (&b, "src/b.rs")] {
-        let steps = elfiee_json(&elf, &["agent", "steps", &s.id]);
-        let created: Vec<&str> = steps["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|s| s["files_created"].as_array().unwrap().iter())
-            .map(|p| p.as_str().unwrap())
-            .collect();
+        let (created, steps) = common::session_files_created(&elf, &s.id);
         assert_eq!(created, [file], "{}: {steps}", s.id);
     }
     // What the attribution is for: undoing A's work takes back A's file alone, and the

@@ -2,6 +2,8 @@
 //! sees its writes, and its own writes reach the owner's subscribers; nothing is lost or
 //! duplicated when both write at once; killing the owner loses no acknowledged command.
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -28,13 +30,7 @@ fn serve(elf: &Path) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let sock = elf.join("owner.sock");
-    for _ in 0..500 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    common::owner_socket_appears(elf, Duration::from_secs(5));
     owner
 }
 

@@ -343,3 +343,33 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
         }
     }
 }
+
+/// Every file the steps of `session` (in `elf`) created, step by step (`agent steps`).
+pub fn session_files_created(
+    elf: &std::path::Path,
+    session: &str,
+) -> (Vec<String>, serde_json::Value) {
+    let steps = elfiee_json(elf, &["agent", "steps", session]);
+    let created = steps["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["files_created"].as_array().into_iter().flatten())
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect();
+    (created, steps)
+}
+
+/// Waits up to `within` for the owner socket of `elf` (a serving process started it);
+/// whether it appeared.
+pub fn owner_socket_appears(elf: &std::path::Path, within: std::time::Duration) -> bool {
+    let sock = elf.join("owner.sock");
+    let deadline = std::time::Instant::now() + within;
+    while !sock.exists() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    true
+}
