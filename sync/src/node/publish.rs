@@ -105,17 +105,14 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
     use futures_util::FutureExt;
     let from = inner.lock().followed + 1;
     let mut events = inner.file.subscribe_from(from);
-    let mut seen = Vec::new();
     // What is in the log when the follower starts is folded whatever its origin.
-    let mut local = true;
+    let mut seen = Some(Vec::new());
     loop {
-        if local {
+        if let Some(seen) = seen {
             inner
-                .catch_up_blocking(BTreeMap::new(), std::mem::take(&mut seen))
+                .catch_up_blocking(BTreeMap::new(), seen)
                 .await
                 .map_err(|e| e.to_string())?;
-        } else {
-            seen.clear();
         }
         // Shared, not copied: a batch of other devices' events alone is only looked at
         // (ingest folds them).
@@ -127,10 +124,12 @@ pub(super) async fn follow(inner: Arc<Inner>) -> Result<(), String> {
         while let Some(Some(c)) = events.recv_shared().now_or_never() {
             batch.push(c);
         }
-        local = batch.iter().any(|c| !c.origin.is_foreign());
-        if local {
-            seen.extend(batch.into_iter().map(|c| Arc::unwrap_or_clone(c).event));
-        }
+        seen = batch.iter().any(|c| !c.origin.is_foreign()).then(|| {
+            batch
+                .into_iter()
+                .map(|c| Arc::unwrap_or_clone(c).event)
+                .collect()
+        });
     }
 }
 
