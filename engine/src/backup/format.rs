@@ -11,9 +11,9 @@
 //!   'K'  a point: seq (u64) ‖ hash of seq (32) ‖ written at (i64 ms)           everything before it is whole
 //! ```
 //!
-//! Each run of `elfiee backup` appends the frames of what is new and ends with a `K` frame.
-//! Whatever follows the last `K` (a run that was cut off) is ignored by readers and cut off
-//! by the next run.
+//! Each run of `elfiee backup` appends the frames of what is new, makes them durable, and ends
+//! with a `K` frame. Whatever a run that was cut off left after the last `K` is skipped by
+//! readers and cut off by the next run; [`outline`] tells it from damage.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -329,14 +329,25 @@ pub struct Outline {
     pub bodies: HashMap<[u8; 32], (u64, u64)>,
     /// Each `S` frame: `(offset of its payload, len)`.
     pub sides: Vec<(u64, u64)>,
-    /// Where the walk met a frame that is damaged (not merely cut short at the end of the
-    /// file, as an append a crash stopped leaves it): the points after it cannot be read.
+    /// Where the walk met a frame that is damaged (see [`outline`]): the newer points after it
+    /// cannot be read.
     pub damaged_at: Option<u64>,
+    /// Bytes after the newest whole point that hold no whole point and are not damage: what a
+    /// run stopped before its point was durable left (0 when the file ends at the point).
+    pub unfinished: u64,
 }
 
 /// Walks the frames of `file` by their lengths (reading only the heads, the table of each
-/// `C` frame and the points), up to the last whole point. A frame cut short ends the walk;
-/// what comes after the last whole point is left out.
+/// `C` frame and the points), up to the last whole point; what comes after it is left out.
+///
+/// Where the walk stops short of the end (a frame cut short, a hole, a tag or length that is
+/// wrong), the bytes from there on are either what a run stopped by a crash or a power cut
+/// left, or damage. A run makes its frames durable before it writes its point, and that point
+/// is the last thing it writes, so a stopped run leaves no whole point, and at most a point cut
+/// short or torn at a sector boundary (its tail zero). The stop is therefore damage
+/// ([`Outline::damaged_at`]) when a whole point newer than the last one lies after it, or when
+/// it is a point frame whose bytes are all there, not torn, that does not check out (issue 39,
+/// F8); otherwise the rest is [`Outline::unfinished`].
 pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
     let len = file.metadata().map_err(|e| e.to_string())?.len();
     let mut head = [0u8; HEADER_LEN as usize];
@@ -351,15 +362,14 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
     let read = |buf: &mut [u8], at: u64| file.read_exact_at(buf, at).map_err(|e| e.to_string());
     let mut at = HEADER_LEN;
     let mut fh = [0u8; FRAME_HEAD as usize];
+    // Where the walk stopped before the end of the file.
+    let mut stop = None;
     while at + FRAME_HEAD + FRAME_CRC <= len {
         read(&mut fh, at)?;
         let flen = u64::from_be_bytes(fh[1..].try_into().unwrap_or_default());
         let (payload, end) = (at + FRAME_HEAD, at + FRAME_HEAD + flen + FRAME_CRC);
-        if end > len {
-            break;
-        }
-        if flen > MAX_FRAME {
-            out.damaged_at = Some(at);
+        if end > len || flen > MAX_FRAME {
+            stop = Some(at);
             break;
         }
         match fh[0] {
@@ -375,7 +385,7 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
                 read(&mut n, payload)?;
                 let n = u32::from_be_bytes(n) as u64;
                 if 4 + n * 40 > flen {
-                    out.damaged_at = Some(at);
+                    stop = Some(at);
                     break;
                 }
                 let mut table = vec![0u8; (n * 40) as usize];
@@ -396,11 +406,11 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
                 read(&mut whole, at)?;
                 let (body, crc) = whole.split_at(whole.len() - FRAME_CRC as usize);
                 if crc32fast::hash(body).to_be_bytes() != crc {
-                    out.damaged_at = Some(at);
+                    stop = Some(at);
                     break;
                 }
                 let Some(p) = decode_point(&body[FRAME_HEAD as usize..], end) else {
-                    out.damaged_at = Some(at);
+                    stop = Some(at);
                     break;
                 };
                 out.events.append(&mut pending.events);
@@ -409,13 +419,87 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
                 out.last = Some(p);
             }
             _ => {
-                out.damaged_at = Some(at);
+                stop = Some(at);
                 break;
             }
         }
         at = end;
     }
+    let whole_end = out.last.map_or(HEADER_LEN, |p| p.end);
+    if let Some(at) = stop {
+        let after = out.last.map_or(0, |p| p.seq);
+        if newer_point(file, at, len, after).map_err(|e| e.to_string())?
+            || whole_point_damaged(file, at, len).map_err(|e| e.to_string())?
+        {
+            out.damaged_at = Some(at);
+            return Ok(out);
+        }
+    }
+    out.unfinished = len.saturating_sub(whole_end);
     Ok(out)
+}
+
+/// The bytes of a point frame.
+const POINT_FRAME: u64 = FRAME_HEAD + 48 + FRAME_CRC;
+
+/// Whether a whole point frame (its crc checks out) of a seq above `after` lies in
+/// `file[from..len]`, found by its head wherever it starts.
+fn newer_point(file: &File, from: u64, len: u64, after: u64) -> std::io::Result<bool> {
+    let head = frame_head(POINT, 48);
+    let finder = memchr::memmem::Finder::new(&head);
+    const CHUNK: u64 = 1 << 20;
+    let mut buf = Vec::new();
+    let mut at = from;
+    while at + POINT_FRAME <= len {
+        // Chunks overlap by a frame less one byte, so a frame across two is found in one.
+        let n = CHUNK.min(len - at);
+        buf.resize(n as usize, 0);
+        file.read_exact_at(&mut buf, at)?;
+        for i in finder.find_iter(&buf) {
+            let Some(frame) = buf.get(i..i + POINT_FRAME as usize) else {
+                break;
+            };
+            let (body, crc) = frame.split_at(frame.len() - FRAME_CRC as usize);
+            let seq = u64::from_be_bytes(body[9..17].try_into().unwrap_or_default());
+            if crc32fast::hash(body).to_be_bytes() == crc && seq > after {
+                return Ok(true);
+            }
+        }
+        if at + n == len {
+            break;
+        }
+        at += n - (POINT_FRAME - 1);
+    }
+    Ok(false)
+}
+
+/// Whether the frame at `at` is a point whose bytes are all in the file and that does not check
+/// out, not torn: a write stopped part way leaves a point's tail from a sector boundary on
+/// zero (or the file shorter), so a point with a wrong byte and no such tail was damaged after
+/// it was written.
+fn whole_point_damaged(file: &File, at: u64, len: u64) -> std::io::Result<bool> {
+    const SECTOR: u64 = 512;
+    if at + POINT_FRAME > len {
+        return Ok(false);
+    }
+    let mut frame = [0u8; POINT_FRAME as usize];
+    file.read_exact_at(&mut frame, at)?;
+    if frame[..FRAME_HEAD as usize] != frame_head(POINT, 48) {
+        return Ok(false);
+    }
+    // The frame and whatever follows it: where its last non-zero byte is.
+    let mut rest = vec![0u8; (len - at).min(1 << 20) as usize];
+    file.read_exact_at(&mut rest, at)?;
+    let nonzero_end = if at + rest.len() as u64 == len {
+        at + rest
+            .iter()
+            .rposition(|b| *b != 0)
+            .map_or(0, |i| i as u64 + 1)
+    } else {
+        len
+    };
+    let torn = nonzero_end.div_ceil(SECTOR) * SECTOR < at + POINT_FRAME;
+    Ok(!torn)
 }
 
 /// One frame read in full and checked.

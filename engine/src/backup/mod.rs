@@ -88,6 +88,10 @@ pub struct RestoreReport {
     pub state_digest: String,
     /// When the backup's point was written (ms since the Unix epoch).
     pub backed_up_at_ms: i64,
+    /// Bytes after that point that were skipped: what a backup run stopped before its point
+    /// was durable left (a crash, a power cut); 0 when the file ends at the point.
+    #[serde(default)]
+    pub unfinished_bytes: u64,
     /// How long the restore took, in milliseconds.
     pub elapsed_ms: u64,
 }
@@ -108,6 +112,14 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> EngineError + '_ {
 /// from [`format::outline`] and [`format::Frames::open`], name it already).
 fn bad_backup(path: &Path, why: impl std::fmt::Display) -> EngineError {
     EngineError::rejected(format!("the backup {}: {why}", path.display()))
+}
+
+/// "is damaged at byte N, after its point at seq S" (or "before its first point").
+fn damaged_where(at: u64, last: Option<format::Point>) -> String {
+    match last {
+        Some(p) => format!("is damaged at byte {at}, after its point at seq {}", p.seq),
+        None => format!("is damaged at byte {at}, before its first point"),
+    }
 }
 
 /// Checks that the stored record `seq` continues the chain after `prev`; its hash.
@@ -177,6 +189,18 @@ pub(crate) fn write_backup(
                 "{why}; choose another file for the backup (nothing was written)"
             ))
         })?;
+        if let Some(damaged) = outline.damaged_at {
+            // Appending cuts off what follows the last whole point: here that holds newer
+            // points, which a restore or salvage may still want.
+            return Err(bad_backup(
+                to,
+                format!(
+                    "{}, and holds newer points after that; appending would cut them off. Choose another file for the backup (nothing was written), and keep this one for `elfiee salvage DOCUMENT NEW.elf --backup {}`",
+                    damaged_where(damaged, outline.last),
+                    to.display()
+                ),
+            ));
+        }
         match outline.last {
             Some(p) => {
                 if crate::log::stored_hash(log, p.seq) != p.hash {
@@ -201,8 +225,12 @@ pub(crate) fn write_backup(
             None => (format::HEADER_LEN, 0, std::collections::HashSet::new()),
         }
     };
-    // Whatever a run that was stopped left after the last point goes.
-    file.set_len(at).map_err(io(to))?;
+    // Whatever a run that was stopped left after the last point goes, durably before this
+    // run writes: a stopped run's bytes mixed with this run's could pass for a point.
+    if len > at {
+        file.set_len(at).map_err(io(to))?;
+        file.sync_data().map_err(io(to))?;
+    }
     let first_written = at;
     let total = cut.seq.saturating_sub(done_seq);
     let copy::Copied {
@@ -245,15 +273,19 @@ pub(crate) fn write_backup(
             at += format::write_frame(&mut w, format::SIDE, &[&format::side_payload(&side)])
                 .map_err(io(to))?;
         }
+        let mut file = w.into_inner().map_err(|e| EngineError::io(to, e.error()))?;
+        let syncing = Instant::now();
+        // The frames are durable before the point that vouches for them is written, so a power
+        // cut never leaves a whole point after frames that are not (`format::outline` tells a
+        // stopped run from damage by it).
+        file.sync_data().map_err(io(to))?;
         let now = chrono::Utc::now().timestamp_millis();
         at += format::write_frame(
-            &mut w,
+            &mut file,
             format::POINT,
             &[&format::point_payload(cut.seq, &cut.hash, now)],
         )
         .map_err(io(to))?;
-        let file = w.into_inner().map_err(|e| EngineError::io(to, e.error()))?;
-        let syncing = Instant::now();
         file.sync_data().map_err(io(to))?;
         if !existed {
             if let Some(dir) = to.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -291,27 +323,26 @@ pub fn restore(
     mut progress: impl FnMut(u64, u64),
 ) -> Result<RestoreReport, EngineError> {
     let started = Instant::now();
-    let point = {
+    let (point, unfinished) = {
         let f = File::open(from).map_err(|e| {
             EngineError::rejected(format!("cannot read the backup {}: {e}", from.display()))
         })?;
         let outline = format::outline(&f, from).map_err(EngineError::rejected)?;
+        // An older point is never taken silently for the newest (issue 39, F8).
+        if let Some(at) = outline.damaged_at {
+            let older = match outline.last {
+                Some(_) => format!("the newer points cannot be read. `elfiee salvage DOCUMENT NEW.elf --backup {0}` takes what the document and the backup still prove; to rebuild from the older point alone, copy the backup's first {at} bytes (`head -c {at} {0} > older.backup`) and restore that", from.display()),
+                None => format!("its points cannot be read. `elfiee salvage DOCUMENT NEW.elf --backup {}` takes what the document and the backup still prove", from.display()),
+            };
+            return Err(bad_backup(
+                from,
+                format!("{}: {older}", damaged_where(at, outline.last)),
+            ));
+        }
         let point = outline.last.ok_or_else(|| {
             bad_backup(from, "holds no whole backup yet (it was cut off before its first point); nothing to restore")
         })?;
-        // An older point is never taken silently for the newest (issue 39, F8).
-        if let Some(at) = outline.damaged_at {
-            return Err(bad_backup(
-                from,
-                format!(
-                    "is damaged at byte {at}, after its point at seq {}: the newer points cannot be read. `elfiee salvage DOCUMENT NEW.elf --backup {}` takes what the document and the backup still prove; to rebuild from the older point alone, copy the backup's first {at} bytes (`head -c {at} {} > older.backup`) and restore that",
-                    point.seq,
-                    from.display(),
-                    from.display()
-                ),
-            ));
-        }
-        point
+        (point, outline.unfinished)
     };
     let (mut frames, _doc) = format::Frames::open(from).map_err(EngineError::rejected)?;
     let written = crate::layout::create_whole(to, |paths| {
@@ -365,6 +396,7 @@ pub fn restore(
         side_records,
         state_digest,
         backed_up_at_ms: point.at_ms,
+        unfinished_bytes: unfinished,
         elapsed_ms: started.elapsed().as_millis() as u64,
     })
 }

@@ -57,7 +57,7 @@ pub(super) fn restore(from: &Path, to: &Path, out: &Out) -> Result<(), CliError>
     }
     let r = r?;
     out.print(&json!(r), || {
-        format!(
+        let mut said = format!(
             "restored {} from {}: events 1..{} (head {}), {} bodies; state digest {}",
             r.path.display(),
             from.display(),
@@ -65,7 +65,14 @@ pub(super) fn restore(from: &Path, to: &Path, out: &Out) -> Result<(), CliError>
             &r.head[..12],
             r.bodies,
             r.state_digest
-        )
+        );
+        if r.unfinished_bytes > 0 {
+            said.push_str(&format!(
+                "\nnote: the last {} bytes of the backup, after its point at seq {}, hold no whole point: a backup run stopped by a crash or a power cut left them. They were skipped; the next `elfiee backup` to this file cuts them off",
+                r.unfinished_bytes, r.seq
+            ));
+        }
+        said
     });
     Ok(())
 }
