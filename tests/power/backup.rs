@@ -38,13 +38,14 @@ pub fn backer(elf: &Path, stop: &AtomicBool) -> Vec<u64> {
     seqs
 }
 
-/// After the cut: the backup restores to a document that verifies and reaches `at_least`.
-/// `Err` says what went wrong.
-pub fn check(elf: &Path, at_least: u64, round: u32) -> Result<(), String> {
+/// After the cut: the backup restores to a document that verifies and reaches `at_least`;
+/// `Ok(true)` when the restore skipped what a stopped run left after the point. `Err` says
+/// what went wrong.
+pub fn check(elf: &Path, at_least: u64, round: u32) -> Result<bool, String> {
     let backup = backup_file(elf);
     if !backup.exists() {
         return if at_least == 0 {
-            Ok(())
+            Ok(false)
         } else {
             Err(format!(
                 "the backup file is gone, a run to seq {at_least} was acknowledged"
@@ -77,7 +78,7 @@ pub fn check(elf: &Path, at_least: u64, round: u32) -> Result<(), String> {
                 first_lines(&verr)
             ))
         } else {
-            Ok(())
+            Ok(v["unfinished_bytes"].as_u64().unwrap_or(0) > 0)
         }
     };
     let _ = std::fs::remove_dir_all(&restored);

@@ -79,6 +79,8 @@ pub struct Figures {
     pub undos: u64,
     /// Cuts after which the backup file did not restore to its last acknowledged point.
     pub backup_failures: u64,
+    /// Cuts after which the restore skipped what a stopped backup run left after its point.
+    pub backup_tails: u64,
     /// Restores or salvages cut part-way that left a partial document in the way.
     pub partial_left: u64,
     /// Acknowledged restores or salvages whose document was damaged or short after the cut.
@@ -263,7 +265,7 @@ impl Campaign {
             "power cuts {scenario:?} (seed {seed}, {}): {} cuts in {:.0?}, {} documents; \
              acknowledged {}, lost {}, refused before the cut {}; unopenable {} (F1 {}, log/conf {}, P1 {}, P3 {}, new {}); \
              torn files {}, acknowledged exports lost {}, refused after the cut {}, temporary \
-             files left {}; backups acknowledged {}, not restorable to their point {}; agent undos acknowledged {}; new documents broken {}, partial ones left {}; unsynced writes lost {}, kept {}, torn {}",
+             files left {}; backups acknowledged {}, not restorable to their point {}, restored past a stopped run's bytes {}; agent undos acknowledged {}; new documents broken {}, partial ones left {}; unsynced writes lost {}, kept {}, torn {}",
             String::from_utf8_lossy(&version).trim(),
             f.cuts,
             started.elapsed(),
@@ -283,6 +285,7 @@ impl Campaign {
             f.litter,
             f.backups,
             f.backup_failures,
+            f.backup_tails,
             f.undos,
             f.new_document_broken,
             f.partial_left,
@@ -525,7 +528,9 @@ impl Campaign {
                 self.check_new_document(round, how, acked);
             }
             if let Scenario::Backup = self.scenario {
-                if let Err(e) = backup::check(&self.elf(), self.backup_at_least, round) {
+                let checked = backup::check(&self.elf(), self.backup_at_least, round);
+                self.figures.backup_tails += u64::from(checked == Ok(true));
+                if let Err(e) = checked {
                     self.figures.backup_failures += 1;
                     let kept = self.keep_copy(round);
                     self.figures.failures.push(format!(
