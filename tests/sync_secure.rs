@@ -522,8 +522,20 @@ fn a_running_device_whose_user_is_removed_says_so_in_its_status() {
     assert!(!said.contains(BOB_PW), "{said}");
     let _ = b.kill();
     let _ = b.wait();
-    // A, still a user, stays online.
-    assert_eq!(status(&s.a)["online"], true);
+    // A, still a user, is not refused: online, or back online within seconds (the reload may
+    // end A's pull of the stream, which A opens again; one CI run found A offline just then).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let st = status(&s.a);
+        let said = st["last_error"].as_str().unwrap_or_default().to_owned();
+        assert!(!said.contains("authorization"), "A was refused: {st}");
+        if st["online"] == true {
+            break;
+        }
+        eprintln!("A is offline for now: {st}");
+        assert!(Instant::now() < deadline, "A never came back online: {st}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let _ = a.kill();
     let _ = a.wait();
 }
