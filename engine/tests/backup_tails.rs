@@ -114,9 +114,9 @@ fn damage_before_a_newer_point_or_in_a_whole_point_is_refused() {
         judged(&walk(dir.path(), "tag", &tag)),
         (Some(10), Some(second_run as u64), 0)
     );
-    // Its length flipped so it runs past the end (once read as a run cut short).
+    // Its length flipped (4 GiB more) so it runs past the end: once read as a run cut short.
     let mut length = two.clone();
-    length[second_run + 2] = 0x7f;
+    length[second_run + 5] ^= 0x01;
     assert_eq!(
         judged(&walk(dir.path(), "length", &length)),
         (Some(10), Some(second_run as u64), 0)
@@ -132,11 +132,13 @@ fn damage_before_a_newer_point_or_in_a_whole_point_is_refused() {
     );
     // A newer point found across the reader's 1 MiB chunks.
     let mut far = backup_with_points(&[10]);
+    let at = far.len() as u64;
+    // The search reads from the stop (`at`) 1 MiB at a time: the point starts 30 bytes before
+    // the first chunk's end.
     far.push(0);
-    let gap = (1 << 20) - far.len() - 30;
-    far.extend(std::iter::repeat_n(0x11, gap));
+    far.extend(std::iter::repeat_n(0x11, (1 << 20) - 31));
+    assert_eq!(far.len() as u64, at + (1 << 20) - 30);
     point(&mut far, 30);
-    let at = backup_with_points(&[10]).len() as u64;
     assert_eq!(
         judged(&walk(dir.path(), "far", &far)),
         (Some(10), Some(at), 0)
@@ -165,12 +167,14 @@ async fn a_real_backup_with_a_stopped_run_restores_and_one_damaged_before_a_newe
         .clone();
     let backup = dir.path().join("x.backup");
     let first = f.backup(&backup).await.unwrap();
-    // A stopped run: frames (here a copy of the whole file's events) with a hole, no point.
+    // A stopped run: frames (here a copy of the first run's) whose first write was lost (a
+    // hole of zeros), and its point cut short.
     let mut bytes = std::fs::read(&backup).unwrap();
     let run = bytes[format::HEADER_LEN as usize..].to_vec();
-    bytes.extend_from_slice(&run[..run.len() / 2]);
-    bytes.extend([0u8; 1000]);
-    bytes.extend_from_slice(&run[..run.len() / 3]);
+    let mut frames = run[..run.len() - 61].to_vec();
+    frames[..64].fill(0);
+    bytes.extend_from_slice(&frames);
+    bytes.extend_from_slice(&run[run.len() - 61..run.len() - 20]);
     std::fs::write(&backup, &bytes).unwrap();
     let r = restore(&backup, &dir.path().join("r.elf"), &folds(), |_, _| {}).unwrap();
     assert_eq!(r.seq, first.seq);
