@@ -38,6 +38,16 @@ pub fn backer(elf: &Path, stop: &AtomicBool) -> Vec<u64> {
     seqs
 }
 
+/// Waits (at most `within`) until the backup file grows: a run is writing its frames.
+pub fn wait_for_a_run(elf: &Path, within: std::time::Duration) {
+    let to = backup_file(elf);
+    let size = || std::fs::metadata(&to).map_or(0, |m| m.len());
+    let (before, deadline) = (size(), std::time::Instant::now() + within);
+    while size() == before && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+}
+
 /// After the cut: the backup restores to a document that verifies and reaches `at_least`;
 /// `Ok(true)` when the restore skipped what a stopped run left after the point. `Err` says
 /// what went wrong.

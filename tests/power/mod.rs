@@ -445,6 +445,11 @@ impl Campaign {
             _ => 100 + self.rng.below(900),
         };
         std::thread::sleep(Duration::from_millis(delay));
+        if matches!(self.scenario, Scenario::Backup) && round % 2 == 1 {
+            // Every other cut lands as a backup run writes its frames (before their sync), the
+            // moment that leaves a stopped run's bytes after the last point.
+            backup::wait_for_a_run(&elf, Duration::from_secs(2));
+        }
         let how = if round.is_multiple_of(3) {
             Cut::DropAll
         } else {
