@@ -30,7 +30,10 @@ fn serve(elf: &Path) -> std::process::Child {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    common::owner_socket_appears(elf, Duration::from_secs(5));
+    assert!(
+        common::owner_socket_appears(elf, Duration::from_secs(30)),
+        "`elfiee serve` did not open its socket within 30 s"
+    );
     owner
 }
 
