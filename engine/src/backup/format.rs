@@ -199,15 +199,28 @@ pub fn decode_bodies(p: &[u8]) -> Result<Vec<Body>, String> {
 
 /// The payload of a `K` frame: the point `(seq, hash)`, written at `at_ms`.
 pub fn point_payload(seq: u64, hash: &EventHash, at_ms: i64) -> Vec<u8> {
-    let mut p = Vec::with_capacity(48);
+    let mut p = Vec::with_capacity(POINT_LEN as usize);
     p.extend_from_slice(&seq.to_be_bytes());
     p.extend_from_slice(&hash.0);
     p.extend_from_slice(&at_ms.to_be_bytes());
     p
 }
 
+/// The bytes of a point's payload, and of its whole frame.
+const POINT_LEN: u64 = 48;
+const POINT_FRAME: u64 = FRAME_HEAD + POINT_LEN + FRAME_CRC;
+
+/// The point a frame of bytes `frame` (head, payload, crc) holds, if its crc checks out.
+fn whole_point(frame: &[u8], end: u64) -> Option<Point> {
+    let (body, crc) = frame.split_at_checked(frame.len().checked_sub(FRAME_CRC as usize)?)?;
+    if crc32fast::hash(body).to_be_bytes() != crc {
+        return None;
+    }
+    decode_point(body.get(FRAME_HEAD as usize..)?, end)
+}
+
 fn decode_point(p: &[u8], end: u64) -> Option<Point> {
-    (p.len() == 48).then(|| Point {
+    (p.len() == POINT_LEN as usize).then(|| Point {
         seq: u64::from_be_bytes(p[..8].try_into().unwrap_or_default()),
         hash: EventHash(p[8..40].try_into().unwrap_or_default()),
         at_ms: i64::from_be_bytes(p[40..48].try_into().unwrap_or_default()),
@@ -404,12 +417,7 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
             POINT => {
                 let mut whole = vec![0u8; (FRAME_HEAD + flen + FRAME_CRC) as usize];
                 read(&mut whole, at)?;
-                let (body, crc) = whole.split_at(whole.len() - FRAME_CRC as usize);
-                if crc32fast::hash(body).to_be_bytes() != crc {
-                    stop = Some(at);
-                    break;
-                }
-                let Some(p) = decode_point(&body[FRAME_HEAD as usize..], end) else {
+                let Some(p) = whole_point(&whole, end) else {
                     stop = Some(at);
                     break;
                 };
@@ -439,13 +447,10 @@ pub fn outline(file: &File, path: &Path) -> Result<Outline, String> {
     Ok(out)
 }
 
-/// The bytes of a point frame.
-const POINT_FRAME: u64 = FRAME_HEAD + 48 + FRAME_CRC;
-
 /// Whether a whole point frame (its crc checks out) of a seq above `after` lies in
 /// `file[from..len]`, found by its head wherever it starts.
 fn newer_point(file: &File, from: u64, len: u64, after: u64) -> std::io::Result<bool> {
-    let head = frame_head(POINT, 48);
+    let head = frame_head(POINT, POINT_LEN);
     let finder = memchr::memmem::Finder::new(&head);
     const CHUNK: u64 = 1 << 20;
     let mut buf = Vec::new();
@@ -459,9 +464,7 @@ fn newer_point(file: &File, from: u64, len: u64, after: u64) -> std::io::Result<
             let Some(frame) = buf.get(i..i + POINT_FRAME as usize) else {
                 break;
             };
-            let (body, crc) = frame.split_at(frame.len() - FRAME_CRC as usize);
-            let seq = u64::from_be_bytes(body[9..17].try_into().unwrap_or_default());
-            if crc32fast::hash(body).to_be_bytes() == crc && seq > after {
+            if whole_point(frame, 0).is_some_and(|p| p.seq > after) {
                 return Ok(true);
             }
         }
@@ -482,14 +485,12 @@ fn whole_point_damaged(file: &File, at: u64, len: u64) -> std::io::Result<bool> 
     if at + POINT_FRAME > len {
         return Ok(false);
     }
-    let mut frame = [0u8; POINT_FRAME as usize];
-    file.read_exact_at(&mut frame, at)?;
-    if frame[..FRAME_HEAD as usize] != frame_head(POINT, 48) {
-        return Ok(false);
-    }
-    // The frame and whatever follows it: where its last non-zero byte is.
+    // The frame and whatever follows it (up to 1 MiB): where its last non-zero byte is.
     let mut rest = vec![0u8; (len - at).min(1 << 20) as usize];
     file.read_exact_at(&mut rest, at)?;
+    if rest[..FRAME_HEAD as usize] != frame_head(POINT, POINT_LEN) {
+        return Ok(false);
+    }
     let nonzero_end = if at + rest.len() as u64 == len {
         at + rest
             .iter()
